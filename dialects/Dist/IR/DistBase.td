@@ -1,0 +1,63 @@
+//===- DistBase.td - dist dialect definition ---------------*- tablegen -*-===//
+
+#ifndef TESSERA_DIST_BASE
+#define TESSERA_DIST_BASE
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::tessera::dist";
+  let summary = "Device meshes, shardings and collectives";
+  let description = [{
+    The `dist` dialect says how a program is spread over devices: the logical
+    device meshes (`dist.mesh`), the sharding of every tensor over a mesh
+    (`#dist.sharding`), sharding constraints inside bodies, and the
+    collectives that the partitioner inserts between per-device programs.
+
+    ```mlir
+    dist.mesh @mesh ["dp"=2, "tp"=4]
+
+    func.func @mlp(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {} ]>},
+                   %w: tensor<16x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"} ]>})
+        -> (tensor<8x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"} ]>})
+    ```
+
+    A device's id is its row-major index over the mesh axes (the last axis
+    varies fastest). A collective runs within groups of devices that differ
+    only in the listed axes; inside a group, a device's index is row-major
+    over those axes in the order they are listed.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The attribute holding a value's sharding on function arguments and
+    /// results, and (one per result) on ops.
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+class Dist_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Dist_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Dist_ReductionKind : I32EnumAttr<"ReductionKind",
+    "how a collective combines the values of a group", [
+      I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>,
+      I32EnumAttrCase<"min", 2>, I32EnumAttrCase<"avg", 3>]> {
+  let cppNamespace = "::tessera::dist";
+}
+
+#endif // TESSERA_DIST_BASE

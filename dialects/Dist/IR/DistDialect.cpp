@@ -1,0 +1,98 @@
+//===- DistDialect.cpp - dist dialect registration and attribute checks ---===//
+
+#include "dialects/Dist/IR/DistDialect.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace tessera::dist;
+
+#include "dialects/Dist/IR/DistDialect.cpp.inc"
+
+void DistDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Dist/IR/DistOps.cpp.inc"
+      >();
+}
+
+/// Checks a `dist.sharding` attribute on a function argument or result.
+static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
+                                            StringRef what, unsigned index,
+                                            Type type) {
+  if (attr.getName() != DistDialect::kShardingAttrName)
+    return op->emitError("unknown dist attribute '")
+           << attr.getName().getValue() << "' on " << what << " #" << index;
+  auto sharding = dyn_cast<ShardingAttr>(attr.getValue());
+  if (!sharding)
+    return op->emitError("expects '")
+           << DistDialect::kShardingAttrName << "' of " << what << " #"
+           << index << " to be a #dist.sharding, got " << attr.getValue();
+  return verifyShardingAt(sharding, op, type, [&]() {
+    return op->emitError() << "invalid sharding of " << what << " #" << index
+                           << ": ";
+  });
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError("'") << attr.getName().getValue()
+                              << "' is only allowed on function arguments";
+  return verifyFunctionSharding(op, attr, "argument", argIndex,
+                                function.getArgumentTypes()[argIndex]);
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError("'") << attr.getName().getValue()
+                              << "' is only allowed on function results";
+  return verifyFunctionSharding(op, attr, "result", resultIndex,
+                                function.getResultTypes()[resultIndex]);
+}
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() != kShardingAttrName)
+    return op->emitError("unknown dist attribute '")
+           << attr.getName().getValue() << "'";
+  // One sharding per result, as an array (a single sharding may stand alone
+  // for a single result).
+  SmallVector<ShardingAttr> shardings;
+  if (auto single = dyn_cast<ShardingAttr>(attr.getValue())) {
+    shardings.push_back(single);
+  } else if (auto array = dyn_cast<ArrayAttr>(attr.getValue())) {
+    for (Attribute element : array) {
+      auto sharding = dyn_cast<ShardingAttr>(element);
+      if (!sharding)
+        return op->emitError("expects '")
+               << kShardingAttrName << "' to hold #dist.sharding, got "
+               << element;
+      shardings.push_back(sharding);
+    }
+  } else {
+    return op->emitError("expects '")
+           << kShardingAttrName
+           << "' to be a #dist.sharding or an array of them, got "
+           << attr.getValue();
+  }
+  if (shardings.size() != op->getNumResults())
+    return op->emitError("expects one sharding per result (")
+           << op->getNumResults() << "), got " << shardings.size();
+  for (auto [index, sharding] : llvm::enumerate(shardings))
+    if (failed(verifyShardingAt(sharding, op, op->getResult(index).getType(),
+                                [&]() {
+                                  return op->emitError()
+                                         << "invalid sharding of result #"
+                                         << index << ": ";
+                                })))
+      return failure();
+  return success();
+}

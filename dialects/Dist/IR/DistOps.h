@@ -1,0 +1,40 @@
+//===- DistOps.h - dist dialect operations ----------------------*- C++ -*-===//
+
+#ifndef TESSERA_DIST_DISTOPS_H
+#define TESSERA_DIST_DISTOPS_H
+
+#include "dialects/Dist/IR/DistAttrs.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace tessera::dist {
+class MeshOp;
+} // namespace tessera::dist
+
+#include "dialects/Dist/IR/DistOpInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Dist/IR/DistOps.h.inc"
+
+namespace tessera::dist {
+
+/// Checks `sharding` against `mesh` and the tensor type it annotates: the
+/// mesh is the sharding's, every axis exists, the rank matches. Emits through
+/// `emitError` on failure.
+llvm::LogicalResult
+verifyShardingForType(ShardingAttr sharding, MeshOp mesh, mlir::Type type,
+                      llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// Looks up the mesh a sharding names from `from`, then verifies as above.
+llvm::LogicalResult
+verifyShardingAt(ShardingAttr sharding, mlir::Operation *from, mlir::Type type,
+                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+} // namespace tessera::dist
+
+#endif // TESSERA_DIST_DISTOPS_H

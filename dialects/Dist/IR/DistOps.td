@@ -1,0 +1,236 @@
+//===- DistOps.td - dist dialect operations ----------------*- tablegen -*-===//
+
+#ifndef TESSERA_DIST_OPS
+#define TESSERA_DIST_OPS
+
+include "dialects/Dist/IR/DistAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Mesh and sharding constraint
+//===----------------------------------------------------------------------===//
+
+def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
+  let summary = "a logical device mesh";
+  let description = [{
+    Declares a mesh of devices with named axes, listed major to minor. The
+    device id is the row-major index over the axes (the last axis varies
+    fastest); the mesh holds the product of the axis sizes.
+
+    ```mlir
+    dist.mesh @mesh_dp_2_tp_4 ["dp"=2, "tp"=4]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axis_names,
+                       DenseI64ArrayAttr:$shape);
+  let assemblyFormat = [{
+    $sym_name custom<MeshAxes>($axis_names, $shape) attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getRank() { return getShape().size(); }
+    /// The number of devices of the mesh.
+    int64_t getNumDevices();
+    /// The position of an axis, if the mesh has it.
+    std::optional<int64_t> getAxisIndex(::llvm::StringRef axis);
+    /// The size of an axis, if the mesh has it.
+    std::optional<int64_t> getAxisSize(::llvm::StringRef axis);
+  }];
+}
+
+def Dist_ShardingConstraintOp : Dist_Op<"sharding_constraint", [Pure,
+    SameOperandsAndResultType, InferTypeOpInterface,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "pins the sharding of a value inside a body";
+  let description = [{
+    Returns its operand, which must have the given sharding at this point;
+    propagation treats it as a user annotation and the partitioner reshards
+    into it when the producer disagrees.
+
+    ```mlir
+    %h = dist.sharding_constraint %y <@mesh, [{"dp"}, {"tp"} ]> : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Dist_ShardingAttr:$sharding);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input $sharding attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def Dist_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
+  let cppNamespace = "::tessera::dist";
+  let description = [{
+    A collective over the groups of devices of a mesh that differ only in the
+    listed mesh axes. Its operand and result are one device's local tensors.
+  }];
+  let methods = [
+    InterfaceMethod<"The mesh the collective runs on.",
+      "::mlir::FlatSymbolRefAttr", "getMeshAttr", (ins)>,
+    InterfaceMethod<"The mesh axes that span a group, major to minor.",
+      "::mlir::ArrayAttr", "getMeshAxes", (ins)>,
+    InterfaceMethod<[{
+        Checks the operand and result types against the group size; emits an
+        error at the op on failure.
+      }],
+      "::llvm::LogicalResult", "verifyGroupShapes", (ins "int64_t":$groupSize)>,
+  ];
+  let extraClassDeclaration = [{
+    /// Looks up the collective's mesh.
+    MeshOp getMesh(::mlir::SymbolTableCollection &symbolTable);
+    /// The number of devices of one group: the product of the axis sizes.
+    int64_t getGroupSize(MeshOp mesh);
+    /// Bytes of the local operand, i.e. what one device contributes.
+    int64_t getOperandBytes();
+  }];
+}
+
+class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Dist_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+        DeclareOpInterfaceMethods<Dist_CollectiveOpInterface,
+                                  ["verifyGroupShapes"]>])> {
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "combines the values of every device of a group";
+  let description = [{
+    Every device receives the elementwise combination (sum, max, min or
+    average) of the group's operands. Completes the partial sums of a split
+    contracting dimension.
+
+    ```mlir
+    %r = dist.all_reduce %p on @mesh ["tp"] sum : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, Dist_ReductionKind:$kind);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes $kind attr-dict `:` type($result)
+  }];
+}
+
+def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
+  let summary = "concatenates the group's tensors along one dimension";
+  let description = [{
+    The result's `dim` is the operand's times the group size: the pieces of
+    the devices in group order. Turns a split dimension into a replicated
+    one.
+
+    ```mlir
+    %g = dist.all_gather %x on @mesh ["tp"] dim = 1
+        : tensor<8x16xf32> -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$dim);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes `dim` `=` $dim attr-dict `:` type($input)
+    `->` type($result)
+  }];
+}
+
+def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
+  let summary = "combines the group's tensors and splits the result";
+  let description = [{
+    Device `i` of the group receives piece `i` of the combined operands,
+    split along `dim` (which the group size must divide).
+
+    ```mlir
+    %s = dist.reduce_scatter %p on @mesh ["tp"] dim = 0 sum
+        : tensor<8x64xf32> -> tensor<2x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$dim,
+                       Dist_ReductionKind:$kind);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes `dim` `=` $dim $kind attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
+  let summary = "moves a split from one dimension to another";
+  let description = [{
+    Each device splits its operand along `split_dim` into group-size pieces,
+    sends piece `j` to device `j` of the group, and concatenates what it
+    receives along `concat_dim` in group order.
+
+    ```mlir
+    %t = dist.all_to_all %x on @mesh ["tp"] split_dim = 1 concat_dim = 0
+        : tensor<2x64xf32> -> tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes `split_dim` `=` $split_dim `concat_dim` `=`
+    $concat_dim attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice", [Pure]> {
+  let summary = "keeps this device's piece of a replicated tensor";
+  let description = [{
+    Device `i` of the group keeps piece `i` of its operand split along `dim`.
+    No data moves: this is how a replicated value becomes split.
+
+    ```mlir
+    %s = dist.all_slice %x on @mesh ["tp"] dim = 1
+        : tensor<8x64xf32> -> tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$dim);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes `dim` `=` $dim attr-dict `:` type($input)
+    `->` type($result)
+  }];
+}
+
+def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "sends each device's tensor to another device of its group";
+  let description = [{
+    `pairs` lists (source, target) group indices flattened:
+    `[0, 1, 1, 2]` sends 0's tensor to 1 and 1's to 2. Each index is a source
+    at most once and a target at most once; a device that is no target
+    receives zeros.
+
+    ```mlir
+    %n = dist.collective_permute %x on @mesh ["pp"] pairs = [0, 1, 1, 0]
+        : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, DenseI64ArrayAttr:$pairs);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes `pairs` `=` $pairs attr-dict `:` type($result)
+  }];
+}
+
+def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "copies one device's tensor to its whole group";
+  let description = [{
+    ```mlir
+    %b = dist.broadcast %x on @mesh ["dp"] root = 0 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, I64Attr:$root);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axes `root` `=` $root attr-dict `:` type($result)
+  }];
+}
+
+#endif // TESSERA_DIST_OPS

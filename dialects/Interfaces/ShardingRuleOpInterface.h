@@ -1,0 +1,11 @@
+//===- ShardingRuleOpInterface.h - Factor sharding rule interface -*- C++ -*-===//
+
+#ifndef TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
+#define TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
+
+#include "dialects/Interfaces/ShardingRule.h"
+#include "mlir/IR/OpDefinition.h"
+
+#include "dialects/Interfaces/ShardingRuleOpInterface.h.inc"
+
+#endif // TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H

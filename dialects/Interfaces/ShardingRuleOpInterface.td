@@ -1,0 +1,40 @@
+//===- ShardingRuleOpInterface.td - factor sharding rules --*- tablegen -*-===//
+
+#ifndef TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE
+#define TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE
+
+include "mlir/IR/OpBase.td"
+
+def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::tessera";
+  let description = [{
+    Describes how an op's tensors may be split, in the factor form of Shardy.
+
+    A *factor* is one loop dimension of the op's iteration space. The rule lists
+    every factor with its size and kind, and says, for every operand and result
+    dimension, which factors it is made of (major to minor). Two tensor
+    dimensions that share a factor must be split the same way, so propagation
+    moves shardings along factors and the partitioner reads from the kinds what
+    communication a split factor costs:
+
+    - `parallel`: splitting the factor needs no communication;
+    - `reduction`: the factor is reduced over (a contracting dimension, a
+      reduced dimension); a split one leaves partial results that an
+      all-reduce of the op's combining kind completes (a sum for `nn.dot`);
+    - `need_replication`: the op cannot compute a split factor locally (a
+      softmax axis, a sliced or concatenated dimension); it must be gathered.
+
+    For `nn.dot` with `lhs : 8x16`, `rhs : 16x64` and one contracting pair the
+    rule reads `([i, k], [k, j]) -> ([i, j]) {i=8, j=64, k=16} reduction={k}`.
+  }];
+
+  let methods = [
+    InterfaceMethod<[{
+        Returns the factor sharding rule of this op, built from its operand and
+        result types and its attributes. The rule always verifies against them.
+      }],
+      "::tessera::ShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
+#endif // TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE

@@ -1,0 +1,101 @@
+//===- NNCost.cpp - FLOP and byte counts of nn ops ------------------------===//
+//
+// Counts follow CostOpInterface's convention: one FLOP per arithmetic or
+// transcendental operation of the op's formula per element, two per
+// multiply-add of a dot. Pure data movement costs bytes only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/NN/IR/NNOps.h"
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::nn;
+
+static int64_t numElements(Value value) {
+  return getNumElements(value.getType());
+}
+
+/// `perElement` FLOPs for every element of result 0.
+static int64_t elementwiseFlops(Operation *op, int64_t perElement) {
+  return perElement * numElements(op->getResult(0));
+}
+
+#define TESSERA_ELEMENTWISE_FLOPS(OpTy, perElement)                            \
+  int64_t OpTy::getFlops() { return elementwiseFlops(*this, perElement); }
+TESSERA_ELEMENTWISE_FLOPS(AddOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(SubOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(MulOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(DivOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(NegOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(ExpOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(LogOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(SqrtOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(RsqrtOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(TanhOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(ReluOp, 1)
+TESSERA_ELEMENTWISE_FLOPS(CompareOp, 1)
+// x³ (2), · 0.044715, + x, · √(2/π), tanh, + 1, · 0.5x (2).
+TESSERA_ELEMENTWISE_FLOPS(GeluOp, 9)
+// exp(-x), + 1, x / (...), negation.
+TESSERA_ELEMENTWISE_FLOPS(SiluOp, 4)
+// Selection, conversion and masking move data but compute nothing.
+TESSERA_ELEMENTWISE_FLOPS(SelectOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(CastOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(CausalMaskOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(ConstantOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(BroadcastOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(ReshapeOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(TransposeOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(SliceOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(ConcatOp, 0)
+// max, subtract, exp, sum, divide.
+TESSERA_ELEMENTWISE_FLOPS(SoftmaxOp, 5)
+// max, subtract, exp, sum, subtract the log-sum (the log is per row).
+TESSERA_ELEMENTWISE_FLOPS(LogSoftmaxOp, 5)
+// mean (1), subtract, square, sum, scale, · gamma, + beta.
+TESSERA_ELEMENTWISE_FLOPS(LayerNormOp, 7)
+// square, sum, scale, · gamma.
+TESSERA_ELEMENTWISE_FLOPS(RmsNormOp, 4)
+// A gather computes nothing.
+TESSERA_ELEMENTWISE_FLOPS(EmbeddingOp, 0)
+#undef TESSERA_ELEMENTWISE_FLOPS
+
+int64_t DotOp::getFlops() {
+  auto lhs = getLhs().getType();
+  int64_t contracted = 1;
+  for (int64_t dim : getLhsContractingDims())
+    contracted *= lhs.getDimSize(dim);
+  return 2 * contracted * numElements(getResult());
+}
+
+/// A reduction combines each input element once.
+int64_t ReduceSumOp::getFlops() { return numElements(getInput()); }
+int64_t ReduceMaxOp::getFlops() { return numElements(getInput()); }
+/// Plus one division per result element.
+int64_t ReduceMeanOp::getFlops() {
+  return numElements(getInput()) + numElements(getResult());
+}
+
+int64_t CrossEntropyOp::getFlops() {
+  // Per logit: max, subtract, exp, sum; per row: log, subtract the label's.
+  return 4 * numElements(getLogits()) + 2 * numElements(getResult());
+}
+
+int64_t SgdOp::getFlops() {
+  // lr · g and the subtraction, plus the decay's multiply-add when present.
+  int64_t perElement = getWeightDecay().isZero() ? 2 : 4;
+  return perElement * numElements(getParam());
+}
+
+int64_t AdamWOp::getFlops() {
+  // m: 3, v: 4, the bias corrections: 2, sqrt and + epsilon: 2, the divide:
+  // 1, the decay's multiply-add: 2, · lr and the subtraction: 2.
+  return 16 * numElements(getParam());
+}
+
+int64_t EmbeddingOp::getBytesAccessed() {
+  // Reads only the looked-up rows, not the whole table.
+  int64_t resultBytes = getTensorBytes(getResult().getType());
+  return getTensorBytes(getIndices().getType()) + 2 * resultBytes;
+}

@@ -1,0 +1,40 @@
+//===- NNDialect.cpp - nn dialect registration and attributes -------------===//
+
+#include "dialects/NN/IR/NNDialect.h"
+
+#include "dialects/NN/IR/NNOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace tessera::nn;
+
+#include "dialects/NN/IR/NNDialect.cpp.inc"
+
+void NNDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/NN/IR/NNOps.cpp.inc"
+      >();
+}
+
+Operation *NNDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                          Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                  unsigned argIndex,
+                                                  NamedAttribute attr) {
+  if (attr.getName() != kParamAttrName)
+    return op->emitError("unknown nn attribute '")
+           << attr.getName().getValue() << "' on argument #" << argIndex;
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitError("expects '")
+           << kParamAttrName << "' of argument #" << argIndex
+           << " to be a non-empty string, got " << attr.getValue();
+  return success();
+}

@@ -1,0 +1,528 @@
+//===- NNOps.cpp - nn dialect operations: verifiers and type inference ----===//
+
+#include "dialects/NN/IR/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::nn;
+
+#include "dialects/NN/IR/NNEnums.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Emits errors of type inference at the op's location, prefixed with the op
+/// name as the verifier's errors are: inference runs while parsing (before an
+/// op exists) and again while verifying.
+class InferError {
+public:
+  InferError(std::optional<Location> loc, StringRef opName)
+      : loc(loc), opName(opName) {}
+
+  template <typename... Args>
+  LogicalResult operator()(Args &&...args) const {
+    return emitOptionalError(loc, "'", opName, "' op ",
+                             std::forward<Args>(args)...);
+  }
+
+private:
+  std::optional<Location> loc;
+  StringRef opName;
+};
+} // namespace
+
+/// Prints `[1, 2, 3]` into a diagnostic.
+static std::string formatList(ArrayRef<int64_t> values) {
+  std::string result = "[";
+  llvm::raw_string_ostream os(result);
+  llvm::interleaveComma(values, os);
+  os << "]";
+  return result;
+}
+
+/// Checks that `dims` are distinct dimensions of a tensor of rank `rank`.
+static LogicalResult checkDims(const InferError &error, ArrayRef<int64_t> dims,
+                               int64_t rank, StringRef what) {
+  llvm::SmallBitVector seen(rank);
+  for (int64_t dim : dims) {
+    if (dim < 0 || dim >= rank)
+      return error(what, " ", dim, " is out of range for rank ", rank);
+    if (seen.test(dim))
+      return error(what, " ", dim, " appears twice");
+    seen.set(dim);
+  }
+  return success();
+}
+
+static RankedTensorType getRanked(Value value) {
+  return dyn_cast<RankedTensorType>(value.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// DotOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DotOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  auto lhs = getRanked(adaptor.getLhs());
+  auto rhs = getRanked(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return error("expects ranked tensor operands");
+  ArrayRef<int64_t> lhsBatch = adaptor.getLhsBatchingDims();
+  ArrayRef<int64_t> rhsBatch = adaptor.getRhsBatchingDims();
+  ArrayRef<int64_t> lhsContract = adaptor.getLhsContractingDims();
+  ArrayRef<int64_t> rhsContract = adaptor.getRhsContractingDims();
+  if (lhsBatch.size() != rhsBatch.size())
+    return error("has ", lhsBatch.size(), " lhs batching dims but ",
+                 rhsBatch.size(), " rhs batching dims");
+  if (lhsContract.size() != rhsContract.size())
+    return error("has ", lhsContract.size(), " lhs contracting dims but ",
+                 rhsContract.size(), " rhs contracting dims");
+  SmallVector<int64_t> lhsUsed(lhsBatch), rhsUsed(rhsBatch);
+  llvm::append_range(lhsUsed, lhsContract);
+  llvm::append_range(rhsUsed, rhsContract);
+  if (failed(checkDims(error, lhsUsed, lhs.getRank(), "lhs dim")) ||
+      failed(checkDims(error, rhsUsed, rhs.getRank(), "rhs dim")))
+    return failure();
+  for (auto [l, r] : llvm::zip(lhsUsed, rhsUsed))
+    if (lhs.getDimSize(l) != rhs.getDimSize(r))
+      return error("pairs lhs dim ", l, " of size ", lhs.getDimSize(l),
+                   " with rhs dim ", r, " of size ", rhs.getDimSize(r));
+
+  SmallVector<int64_t> shape;
+  for (int64_t dim : lhsBatch)
+    shape.push_back(lhs.getDimSize(dim));
+  for (int64_t dim = 0; dim < lhs.getRank(); ++dim)
+    if (!llvm::is_contained(lhsUsed, dim))
+      shape.push_back(lhs.getDimSize(dim));
+  for (int64_t dim = 0; dim < rhs.getRank(); ++dim)
+    if (!llvm::is_contained(rhsUsed, dim))
+      shape.push_back(rhs.getDimSize(dim));
+  inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult DotOp::verify() {
+  Type lhsElement = getLhs().getType().getElementType();
+  Type rhsElement = getRhs().getType().getElementType();
+  if (lhsElement != rhsElement)
+    return emitOpError("expects operands of one element type, got ")
+           << lhsElement << " and " << rhsElement;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getOnTrue().getType());
+  return success();
+}
+
+LogicalResult SelectOp::verify() {
+  if (getCondition().getType().getShape() != getOnTrue().getType().getShape())
+    return emitOpError("expects a condition of shape ")
+           << formatList(getOnTrue().getType().getShape()) << ", got "
+           << formatList(getCondition().getType().getShape());
+  return success();
+}
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto lhs = getRanked(adaptor.getLhs());
+  if (!lhs)
+    return InferError(loc, getOperationName())("expects ranked tensors");
+  inferred.push_back(
+      RankedTensorType::get(lhs.getShape(), IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("expects the result shape ")
+           << formatList(getInput().getType().getShape()) << ", got "
+           << formatList(getResult().getType().getShape());
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &inferred) {
+  auto type = dyn_cast_or_null<RankedTensorType>(
+      adaptor.getValueAttr() ? adaptor.getValueAttr().getType() : Type());
+  if (!type)
+    return InferError(loc, getOperationName())(
+        "expects a value of ranked tensor type");
+  inferred.push_back(type);
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getResult().getType();
+  ArrayRef<int64_t> dims = getDims();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("expects the result element type ")
+           << input.getElementType() << ", got " << result.getElementType();
+  if (static_cast<int64_t>(dims.size()) != input.getRank())
+    return emitOpError("expects one dim per operand dim (")
+           << input.getRank() << "), got " << dims.size();
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    if (dim < 0 || dim >= result.getRank())
+      return emitOpError("dim ")
+             << dim << " is out of range for result rank " << result.getRank();
+    if (index > 0 && dim <= dims[index - 1])
+      return emitOpError("expects increasing dims, got ") << formatList(dims);
+    int64_t inSize = input.getDimSize(index);
+    if (inSize != 1 && inSize != result.getDimSize(dim))
+      return emitOpError("operand dim ")
+             << index << " of size " << inSize << " cannot broadcast to size "
+             << result.getDimSize(dim) << " of result dim " << dim;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOp>
+static LogicalResult inferReduce(std::optional<Location> loc,
+                                 typename ReduceOp::Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, ReduceOp::getOperationName());
+  auto input = getRanked(adaptor.getInput());
+  if (!input)
+    return error("expects a ranked tensor");
+  if (failed(checkDims(error, adaptor.getDims(), input.getRank(), "dim")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t dim = 0; dim < input.getRank(); ++dim)
+    if (!llvm::is_contained(adaptor.getDims(), dim))
+      shape.push_back(input.getDimSize(dim));
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferReduce<ReduceSumOp>(loc, adaptor, inferred);
+}
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferReduce<ReduceMaxOp>(loc, adaptor, inferred);
+}
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  return inferReduce<ReduceMeanOp>(loc, adaptor, inferred);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getResult().getType();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("expects the result element type ")
+           << input.getElementType() << ", got " << result.getElementType();
+  if (!input.hasStaticShape() || !result.hasStaticShape())
+    return emitOpError("expects static shapes");
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError("cannot reshape ")
+           << input.getNumElements() << " elements into "
+           << result.getNumElements();
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  auto input = getRanked(adaptor.getInput());
+  if (!input)
+    return error("expects a ranked tensor");
+  ArrayRef<int64_t> permutation = adaptor.getPermutation();
+  if (static_cast<int64_t>(permutation.size()) != input.getRank())
+    return error("expects a permutation of ", input.getRank(), " dims, got ",
+                 formatList(permutation));
+  if (failed(checkDims(error, permutation, input.getRank(),
+                       "permutation entry")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t dim : permutation)
+    shape.push_back(input.getDimSize(dim));
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  auto input = getRanked(adaptor.getInput());
+  if (!input)
+    return error("expects a ranked tensor");
+  ArrayRef<int64_t> start = adaptor.getStart();
+  ArrayRef<int64_t> limit = adaptor.getLimit();
+  if (static_cast<int64_t>(start.size()) != input.getRank() ||
+      static_cast<int64_t>(limit.size()) != input.getRank())
+    return error("expects start and limit of rank ", input.getRank(),
+                 ", got ", start.size(), " and ", limit.size());
+  SmallVector<int64_t> shape;
+  for (int64_t dim = 0; dim < input.getRank(); ++dim) {
+    int64_t size = input.getDimSize(dim);
+    if (start[dim] < 0 || start[dim] > limit[dim] || limit[dim] > size)
+      return error("dim ", dim, " of size ", size, " cannot be sliced [",
+                   start[dim], ", ", limit[dim], ")");
+    shape.push_back(limit[dim] - start[dim]);
+  }
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  if (adaptor.getInputs().empty())
+    return error("expects at least one input");
+  auto first = getRanked(adaptor.getInputs().front());
+  if (!first)
+    return error("expects ranked tensors");
+  int64_t dim = adaptor.getDim();
+  if (dim < 0 || dim >= first.getRank())
+    return error("dim ", dim, " is out of range for rank ", first.getRank());
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [position, value] :
+       llvm::enumerate(adaptor.getInputs().drop_front())) {
+    int64_t index = position;
+    auto type = getRanked(value);
+    if (!type)
+      return error("expects ranked tensors");
+    if (type.getElementType() != first.getElementType())
+      return error("input #", index + 1, " has element type ",
+                   type.getElementType(), ", expected ",
+                   first.getElementType());
+    if (type.getRank() != first.getRank())
+      return error("input #", index + 1, " has rank ", type.getRank(),
+                   ", expected ", first.getRank());
+    for (int64_t d = 0; d < first.getRank(); ++d) {
+      if (d == dim)
+        continue;
+      if (type.getDimSize(d) != first.getDimSize(d))
+        return error("input #", index + 1, " has size ", type.getDimSize(d),
+                     " in dim ", d, ", expected ", first.getDimSize(d));
+    }
+    shape[dim] += type.getDimSize(dim);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Neural-network layers
+//===----------------------------------------------------------------------===//
+
+template <typename SoftmaxLikeOp>
+static LogicalResult verifySoftmaxLike(SoftmaxLikeOp op) {
+  int64_t rank = op.getInput().getType().getRank();
+  auto dim = static_cast<int64_t>(op.getDim());
+  if (dim < 0 || dim >= rank)
+    return op.emitOpError("dim ") << dim << " is out of range for rank "
+                                  << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxLike(*this); }
+
+/// Checks a per-feature parameter (gamma, beta) of a norm over the last dim.
+static LogicalResult checkNormParam(const InferError &error,
+                                    RankedTensorType input, Value param,
+                                    StringRef name) {
+  auto type = getRanked(param);
+  if (!type)
+    return error("expects a ranked ", name);
+  int64_t features = input.getDimSize(input.getRank() - 1);
+  if (type.getRank() != 1 || type.getDimSize(0) != features)
+    return error("expects ", name, " of shape [", features, "], got ",
+                 formatList(type.getShape()));
+  if (type.getElementType() != input.getElementType())
+    return error("expects ", name, " of element type ", input.getElementType(),
+                 ", got ", type.getElementType());
+  return success();
+}
+
+template <typename NormOp>
+static FailureOr<RankedTensorType>
+inferNormInput(std::optional<Location> loc, Value inputValue) {
+  InferError error(loc, NormOp::getOperationName());
+  auto input = getRanked(inputValue);
+  if (!input || input.getRank() == 0)
+    return error("expects an input of rank at least 1");
+  return input;
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> input =
+      inferNormInput<LayerNormOp>(loc, adaptor.getInput());
+  InferError error(loc, getOperationName());
+  if (failed(input) ||
+      failed(checkNormParam(error, *input, adaptor.getGamma(), "gamma")) ||
+      failed(checkNormParam(error, *input, adaptor.getBeta(), "beta")))
+    return failure();
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> input =
+      inferNormInput<RmsNormOp>(loc, adaptor.getInput());
+  InferError error(loc, getOperationName());
+  if (failed(input) ||
+      failed(checkNormParam(error, *input, adaptor.getGamma(), "gamma")))
+    return failure();
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  auto table = getRanked(adaptor.getTable());
+  auto indices = getRanked(adaptor.getIndices());
+  if (!table || !indices)
+    return error("expects ranked tensors");
+  if (table.getRank() != 2)
+    return error("expects a table of rank 2 ([vocab, hidden]), got rank ",
+                 table.getRank());
+  SmallVector<int64_t> shape(indices.getShape());
+  shape.push_back(table.getDimSize(1));
+  inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  auto logits = getRanked(adaptor.getLogits());
+  auto labels = getRanked(adaptor.getLabels());
+  if (!logits || !labels)
+    return error("expects ranked tensors");
+  if (logits.getRank() == 0)
+    return error("expects logits of rank at least 1");
+  if (labels.getShape() != logits.getShape().drop_back())
+    return error("expects labels of shape ",
+                 formatList(logits.getShape().drop_back()), ", got ",
+                 formatList(labels.getShape()));
+  inferred.push_back(
+      RankedTensorType::get(labels.getShape(), logits.getElementType()));
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() {
+  int64_t rank = getInput().getType().getRank();
+  if (rank < 2)
+    return emitOpError("expects scores of rank at least 2 ([..., query, "
+                       "key]), got rank ")
+           << rank;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+/// Checks that a hyperparameter lies in [low, high) (or [low, inf)).
+static LogicalResult checkHyperparameter(Operation *op, StringRef name,
+                                         APFloat value, double low,
+                                         std::optional<double> high = {}) {
+  double v = value.convertToDouble();
+  if (v < low || (high && v >= *high) || std::isnan(v)) {
+    InFlightDiagnostic diag = op->emitOpError("expects ");
+    diag << name << " in [" << low << ", ";
+    if (high)
+      diag << *high << ")";
+    else
+      diag << "inf)";
+    return diag << ", got " << v;
+  }
+  return success();
+}
+
+LogicalResult SgdOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getParam().getType());
+  return success();
+}
+
+LogicalResult SgdOp::verify() {
+  if (failed(checkHyperparameter(*this, "lr", getLr(), 0.0)) ||
+      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(), 0.0)))
+    return failure();
+  return success();
+}
+
+LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getParam().getType());
+  inferred.push_back(adaptor.getM().getType());
+  inferred.push_back(adaptor.getV().getType());
+  return success();
+}
+
+LogicalResult AdamWOp::verify() {
+  if (getM().getType().getShape() != getParam().getType().getShape())
+    return emitOpError("expects moments of the parameter's shape ")
+           << formatList(getParam().getType().getShape()) << ", got "
+           << formatList(getM().getType().getShape());
+  if (failed(checkHyperparameter(*this, "lr", getLr(), 0.0)) ||
+      failed(checkHyperparameter(*this, "beta1", getBeta1(), 0.0, 1.0)) ||
+      failed(checkHyperparameter(*this, "beta2", getBeta2(), 0.0, 1.0)) ||
+      failed(checkHyperparameter(*this, "epsilon", getEpsilon(), 0.0)) ||
+      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(),
+                                 0.0)))
+    return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/NN/IR/NNOps.cpp.inc"

@@ -1,0 +1,29 @@
+//===- NNOps.h - nn dialect operations --------------------------*- C++ -*-===//
+
+#ifndef TESSERA_NN_NNOPS_H
+#define TESSERA_NN_NNOPS_H
+
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "dialects/NN/IR/NNDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/NN/IR/NNEnums.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/NN/IR/NNOps.h.inc"
+
+namespace tessera::nn {
+
+/// The name of the function-argument attribute that marks a trainable
+/// parameter and holds its name.
+constexpr llvm::StringLiteral kParamAttrName = "nn.param";
+
+} // namespace tessera::nn
+
+#endif // TESSERA_NN_NNOPS_H

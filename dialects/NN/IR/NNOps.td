@@ -1,0 +1,476 @@
+//===- NNOps.td - nn dialect operations --------------------*- tablegen -*-===//
+
+#ifndef TESSERA_NN_OPS
+#define TESSERA_NN_OPS
+
+include "dialects/NN/IR/NNBase.td"
+include "dialects/Interfaces/CostOpInterface.td"
+include "dialects/Interfaces/ShardingRuleOpInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+/// Every nn op is pure and implements the sharding-rule and cost interfaces
+/// next to its definition (NNShardingRules.cpp, NNCost.cpp).
+/// `costMethods` lists the CostOpInterface methods with defaults that the op
+/// overrides.
+class NN_ModelOp<string mnemonic, list<Trait> traits = [],
+                 list<string> costMethods = []>
+    : NN_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<ShardingRuleOpInterface>,
+        DeclareOpInterfaceMethods<CostOpInterface, costMethods>])>;
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def NN_DotOp : NN_ModelOp<"dot", [InferTypeOpAdaptor]> {
+  let summary = "general dot product with batch and contracting dimensions";
+  let description = [{
+    Contracts `lhs` and `rhs` over the paired contracting dimensions, for
+    every index of the paired batch dimensions. The result dimensions are the
+    batch dimensions, then the remaining `lhs` dimensions, then the remaining
+    `rhs` dimensions, each in their original order (as StableHLO's
+    `dot_general`). Operands share one element type; accumulation is in f32 or
+    wider.
+
+    ```mlir
+    // A projection: [b, s, h] x [h, f] -> [b, s, f].
+    %y = nn.dot %x, %w contracting_dims = [2] x [0]
+        : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    // Attention scores Q·Kᵀ per batch and head: [b, a, s, d] x [b, a, t, d].
+    %s = nn.dot %q, %k batching_dims = [0, 1] x [0, 1]
+        contracting_dims = [3] x [3]
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lhs_batching_dims,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$rhs_batching_dims,
+      DenseI64ArrayAttr:$lhs_contracting_dims,
+      DenseI64ArrayAttr:$rhs_contracting_dims);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs
+    (`batching_dims` `=` $lhs_batching_dims^ `x` $rhs_batching_dims)?
+    `contracting_dims` `=` $lhs_contracting_dims `x` $rhs_contracting_dims
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class NN_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : NN_ModelOp<mnemonic, !listconcat(traits,
+        [SameOperandsAndResultType, InferTypeOpInterface])> {
+  let summary = "elementwise " # what;
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class NN_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : NN_ModelOp<mnemonic, !listconcat(traits,
+        [SameOperandsAndResultType, InferTypeOpInterface])> {
+  let summary = "elementwise " # what;
+  let description = [{
+    Operands and result have one type; broadcasting is explicit
+    (`nn.broadcast`).
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative]>;
+def NN_SubOp : NN_BinaryOp<"sub", "subtraction">;
+def NN_MulOp : NN_BinaryOp<"mul", "multiplication", [Commutative]>;
+def NN_DivOp : NN_BinaryOp<"div", "division">;
+
+def NN_NegOp : NN_UnaryOp<"neg", "negation"> { let hasFolder = 1; }
+def NN_ExpOp : NN_UnaryOp<"exp", "exponential">;
+def NN_LogOp : NN_UnaryOp<"log", "natural logarithm">;
+def NN_SqrtOp : NN_UnaryOp<"sqrt", "square root">;
+def NN_RsqrtOp : NN_UnaryOp<"rsqrt", "reciprocal square root">;
+def NN_TanhOp : NN_UnaryOp<"tanh", "hyperbolic tangent">;
+def NN_ReluOp : NN_UnaryOp<"relu", "rectified linear unit, max(x, 0)">;
+def NN_GeluOp : NN_UnaryOp<"gelu", "GELU in its tanh form"> {
+  let description = [{
+    `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`, the form GPT-2 and
+    Megatron-LM use.
+  }];
+}
+def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), x · sigmoid(x)">;
+
+def NN_SelectOp : NN_ModelOp<"select", [InferTypeOpAdaptor,
+    AllTypesMatch<["on_true", "on_false"]>]> {
+  let summary = "elementwise choice between two tensors";
+  let description = [{
+    Picks `on_true` where `condition` holds and `on_false` elsewhere. The
+    condition has the shape of the values.
+
+    ```mlir
+    %r = nn.select %c, %a, %b : tensor<4x8xi1>, tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_BoolTensor:$condition, NN_AnyTensor:$on_true,
+                       NN_AnyTensor:$on_false);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` type($condition) `,`
+    type($on_true)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_CompareOp : NN_ModelOp<"compare", [InferTypeOpAdaptor,
+    AllTypesMatch<["lhs", "rhs"]>]> {
+  let summary = "elementwise comparison";
+  let description = [{
+    Compares two tensors of one type elementwise and yields an `i1` tensor of
+    their shape.
+
+    ```mlir
+    %c = nn.compare lt, %a, %b : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_ComparePredicate:$predicate, NN_AnyTensor:$lhs,
+                       NN_AnyTensor:$rhs);
+  let results = (outs NN_BoolTensor:$result);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def NN_CastOp : NN_ModelOp<"cast"> {
+  let summary = "elementwise conversion of the element type";
+  let description = [{
+    Converts each element to the result's element type (rounding to nearest
+    even for narrowing float casts, truncating toward zero for float to
+    integer). The shape is unchanged; the result type names the target.
+
+    ```mlir
+    %h = nn.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor]> {
+  let summary = "tensor constant (dense or splat)";
+  let description = [{
+    A tensor of the given elements; a splat fills the whole shape with one
+    value, which is how scales and masks of large models stay small.
+
+    ```mlir
+    %scale = nn.constant dense<0.125> : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def NN_BroadcastOp : NN_ModelOp<"broadcast"> {
+  let summary = "explicit broadcast to a larger shape";
+  let description = [{
+    Operand dimension `i` becomes result dimension `dims[i]` (increasing);
+    it must have the result's size there or size 1 (then it is expanded). The
+    other result dimensions are new.
+
+    ```mlir
+    // A bias over the last dim of [b, s, h].
+    %b2 = nn.broadcast %b dims = [2] : tensor<64xf32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class NN_ReduceOp<string mnemonic, string what>
+    : NN_ModelOp<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = what # " over the given dimensions";
+  let description = [{
+    Reduces `input` over `dims` (distinct, in range); the result keeps the
+    other dimensions in order. Reducing every dimension gives a rank-0 tensor.
+
+    ```mlir
+    %s = nn.}] # mnemonic # [{ %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "sum">;
+def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", "maximum">;
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def NN_ReshapeOp : NN_ModelOp<"reshape"> {
+  let summary = "row-major reshape to a shape with as many elements";
+  let description = [{
+    ```mlir
+    // Split the hidden dim into heads.
+    %q4 = nn.reshape %q : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor]> {
+  let summary = "permutation of the dimensions";
+  let description = [{
+    Result dimension `i` is operand dimension `permutation[i]`.
+
+    ```mlir
+    %t = nn.transpose %x permutation = [0, 2, 1, 3]
+        : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `permutation` `=` $permutation attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def NN_SliceOp : NN_ModelOp<"slice", [InferTypeOpAdaptor]> {
+  let summary = "static slice with unit strides";
+  let description = [{
+    Takes elements `start[i] <= index < limit[i]` of each dimension.
+
+    ```mlir
+    %q = nn.slice %qkv start = [0, 0, 0] limit = [2, 8, 64]
+        : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `start` `=` $start `limit` `=` $limit attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor]> {
+  let summary = "concatenation along one dimension";
+  let description = [{
+    ```mlir
+    %c = nn.concat %a, %b dim = 1
+        : tensor<4x8xf32>, tensor<4x16xf32> -> tensor<4x24xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<NN_AnyTensor>:$inputs, I64Attr:$dim);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dim attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Neural-network layers
+//===----------------------------------------------------------------------===//
+
+class NN_SoftmaxLikeOp<string mnemonic, string what>
+    : NN_ModelOp<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = what # " along one dimension";
+  let description = [{
+    Computed stably (the maximum along `dim` is subtracted first).
+
+    ```mlir
+    %p = nn.}] # mnemonic # [{ %s dim = 3 : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_SoftmaxOp : NN_SoftmaxLikeOp<"softmax", "softmax">;
+def NN_LogSoftmaxOp : NN_SoftmaxLikeOp<"log_softmax", "log of softmax">;
+
+def NN_LayerNormOp : NN_ModelOp<"layer_norm", [InferTypeOpAdaptor]> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with the mean and the
+    (biased) variance taken over the last dimension; `gamma` and `beta` have
+    the size of that dimension.
+
+    ```mlir
+    %y = nn.layer_norm %x, %g, %b epsilon = 1.0e-05
+        : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gamma,
+      NN_FloatTensor:$beta, DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta (`epsilon` `=` $epsilon^)? attr-dict `:`
+    type($input) `,` type($gamma) `,` type($beta)
+  }];
+}
+
+def NN_RmsNormOp : NN_ModelOp<"rms_norm", [InferTypeOpAdaptor]> {
+  let summary = "RMS normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x²) + epsilon) * gamma` over the last dimension.
+
+    ```mlir
+    %y = nn.rms_norm %x, %g epsilon = 1.0e-06 : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$gamma,
+      DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma (`epsilon` `=` $epsilon^)? attr-dict `:` type($input) `,`
+    type($gamma)
+  }];
+}
+
+def NN_EmbeddingOp : NN_ModelOp<"embedding", [InferTypeOpAdaptor],
+                                 ["getBytesAccessed"]> {
+  let summary = "row lookup in an embedding table";
+  let description = [{
+    For a `[vocab, hidden]` table and integer indices of any shape, gives the
+    rows of the indices: shape `indices ++ [hidden]`. An index outside
+    `[0, vocab)` yields a zero row. The vocab factor is a reduction (a one-hot
+    product), so a vocab-split table gives partial sums, as in Megatron-LM's
+    vocab-parallel embedding.
+
+    ```mlir
+    %e = nn.embedding %wte, %tokens : tensor<512x64xf32>, tensor<2x8xi32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$indices);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices attr-dict `:` type($table) `,` type($indices)
+  }];
+}
+
+def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor]> {
+  let summary = "softmax cross-entropy with integer labels";
+  let description = [{
+    Per position, `logsumexp(logits) - logits[label]` over the last dimension
+    of `logits`; `labels` has the other dimensions of `logits`. The result has
+    the shape of `labels`; reduce it (`nn.reduce_mean`) for a scalar loss.
+
+    ```mlir
+    %l = nn.cross_entropy %logits, %labels : tensor<2x8x512xf32>, tensor<2x8xi32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$labels);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels)
+  }];
+}
+
+def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "masks attention scores of future positions";
+  let description = [{
+    For scores `[..., query, key]`, sets every entry with `key > query` to
+    -infinity so that softmax gives it no weight.
+
+    ```mlir
+    %m = nn.causal_mask %s : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused optimizer updates
+//===----------------------------------------------------------------------===//
+
+def NN_SgdOp : NN_ModelOp<"sgd", [InferTypeOpAdaptor,
+    AllTypesMatch<["param", "grad"]>]> {
+  let summary = "stochastic gradient descent step";
+  let description = [{
+    `param - lr · (grad + weight_decay · param)`.
+
+    ```mlir
+    %p2 = nn.sgd %p, %g lr = 1.0e-01 : tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad, F32Attr:$lr,
+      DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
+  let results = (outs NN_FloatTensor:$new_param);
+  let assemblyFormat = [{
+    $param `,` $grad `lr` `=` $lr attr-dict `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
+    AllTypesMatch<["param", "grad"]>, AllTypesMatch<["m", "v"]>]> {
+  let summary = "AdamW step with decoupled weight decay";
+  let description = [{
+    With `t = step` (counting from 1):
+    ```
+    m' = beta1 · m + (1 - beta1) · g
+    v' = beta2 · v + (1 - beta2) · g²
+    p' = p - lr · (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
+                   + weight_decay · p)
+    ```
+    The moments may be wider than the parameter (f32 state for bf16 weights)
+    but have its shape.
+
+    ```mlir
+    %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
+        : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
+      NN_FloatTensor:$m, NN_FloatTensor:$v, NN_ScalarIndexTensor:$step,
+      F32Attr:$lr,
+      DefaultValuedAttr<F32Attr, "0.9">:$beta1,
+      DefaultValuedAttr<F32Attr, "0.999">:$beta2,
+      DefaultValuedAttr<F32Attr, "1.0e-8">:$epsilon,
+      DefaultValuedAttr<F32Attr, "0.01">:$weight_decay);
+  let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_m,
+                      NN_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $step `lr` `=` $lr attr-dict `:`
+    type($param) `,` type($m) `,` type($step)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TESSERA_NN_OPS

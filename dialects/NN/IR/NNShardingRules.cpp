@@ -1,0 +1,243 @@
+//===- NNShardingRules.cpp - factor sharding rules of nn ops --------------===//
+//
+// Each nn op describes its iteration space as factors (ShardingRule.h); the
+// propagation and partitioning passes read nothing op-specific but this.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/NN/IR/NNOps.h"
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::nn;
+
+static constexpr int64_t kNoDim = ShardingRuleBuilder::kNoDim;
+
+static ArrayRef<int64_t> getShape(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape();
+}
+
+static ShardingRuleBuilder makeBuilder(Operation *op) {
+  return ShardingRuleBuilder(op->getOperandTypes(), op->getResultTypes());
+}
+
+/// Every tensor has the shape of result 0 and shares its factors; the
+/// factors of `exceptDims` cannot be split.
+static ShardingRule getPointwiseRule(Operation *op,
+                                     ArrayRef<int64_t> exceptDims = {}) {
+  return makeBuilder(op)
+      .addPointwise(getShape(op->getResult(0)), exceptDims)
+      .build();
+}
+
+#define TESSERA_POINTWISE_RULE(OpTy)                                           \
+  ShardingRule OpTy::getShardingRule() { return getPointwiseRule(*this); }
+TESSERA_POINTWISE_RULE(AddOp)
+TESSERA_POINTWISE_RULE(SubOp)
+TESSERA_POINTWISE_RULE(MulOp)
+TESSERA_POINTWISE_RULE(DivOp)
+TESSERA_POINTWISE_RULE(NegOp)
+TESSERA_POINTWISE_RULE(ExpOp)
+TESSERA_POINTWISE_RULE(LogOp)
+TESSERA_POINTWISE_RULE(SqrtOp)
+TESSERA_POINTWISE_RULE(RsqrtOp)
+TESSERA_POINTWISE_RULE(TanhOp)
+TESSERA_POINTWISE_RULE(ReluOp)
+TESSERA_POINTWISE_RULE(GeluOp)
+TESSERA_POINTWISE_RULE(SiluOp)
+TESSERA_POINTWISE_RULE(SelectOp)
+TESSERA_POINTWISE_RULE(CompareOp)
+TESSERA_POINTWISE_RULE(CastOp)
+TESSERA_POINTWISE_RULE(SgdOp)
+#undef TESSERA_POINTWISE_RULE
+
+ShardingRule DotOp::getShardingRule() {
+  ArrayRef<int64_t> lhsShape = getShape(getLhs());
+  ArrayRef<int64_t> rhsShape = getShape(getRhs());
+  ArrayRef<int64_t> lhsBatch = getLhsBatchingDims();
+  ArrayRef<int64_t> rhsBatch = getRhsBatchingDims();
+  ArrayRef<int64_t> lhsContract = getLhsContractingDims();
+  ArrayRef<int64_t> rhsContract = getRhsContractingDims();
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  int64_t resultDim = 0;
+  for (auto [l, r] : llvm::zip(lhsBatch, rhsBatch))
+    builder.addFactor({l, r}, {resultDim++}, lhsShape[l]);
+  for (int64_t l = 0, e = lhsShape.size(); l < e; ++l)
+    if (!llvm::is_contained(lhsBatch, l) && !llvm::is_contained(lhsContract, l))
+      builder.addFactor({l, kNoDim}, {resultDim++}, lhsShape[l]);
+  for (int64_t r = 0, e = rhsShape.size(); r < e; ++r)
+    if (!llvm::is_contained(rhsBatch, r) && !llvm::is_contained(rhsContract, r))
+      builder.addFactor({kNoDim, r}, {resultDim++}, rhsShape[r]);
+  for (auto [l, r] : llvm::zip(lhsContract, rhsContract))
+    builder.addFactor({l, r}, {kNoDim}, lhsShape[l], FactorKind::Reduction);
+  return builder.build();
+}
+
+ShardingRule ConstantOp::getShardingRule() {
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (auto [dim, size] : llvm::enumerate(getShape(getResult())))
+    builder.addFactor({}, {static_cast<int64_t>(dim)}, size);
+  return builder.build();
+}
+
+ShardingRule BroadcastOp::getShardingRule() {
+  ArrayRef<int64_t> inShape = getShape(getInput());
+  ArrayRef<int64_t> outShape = getShape(getResult());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t out = 0, e = outShape.size(); out < e; ++out) {
+    const int64_t *in = llvm::find(getDims(), out);
+    int64_t inDim = in == getDims().end() ? kNoDim : in - getDims().begin();
+    if (inDim != kNoDim && inShape[inDim] == outShape[out]) {
+      builder.addFactor({inDim}, {out}, outShape[out]);
+      continue;
+    }
+    // An expanded size-1 dim has a factor of its own.
+    if (inDim != kNoDim)
+      builder.addFactor({inDim}, {kNoDim}, 1);
+    builder.addFactor({kNoDim}, {out}, outShape[out]);
+  }
+  return builder.build();
+}
+
+template <typename ReduceOp>
+static ShardingRule getReduceRule(ReduceOp op) {
+  ShardingRuleBuilder builder = makeBuilder(op);
+  int64_t resultDim = 0;
+  for (auto [dim, size] : llvm::enumerate(getShape(op.getInput()))) {
+    int64_t d = dim;
+    if (llvm::is_contained(op.getDims(), d))
+      builder.addFactor({d}, {kNoDim}, size, FactorKind::Reduction);
+    else
+      builder.addFactor({d}, {resultDim++}, size);
+  }
+  return builder.build();
+}
+
+ShardingRule ReduceSumOp::getShardingRule() { return getReduceRule(*this); }
+ShardingRule ReduceMaxOp::getShardingRule() { return getReduceRule(*this); }
+ShardingRule ReduceMeanOp::getShardingRule() { return getReduceRule(*this); }
+
+ShardingRule ReshapeOp::getShardingRule() {
+  return makeBuilder(*this)
+      .addReshape(getShape(getInput()), getShape(getResult()))
+      .build();
+}
+
+ShardingRule TransposeOp::getShardingRule() {
+  ArrayRef<int64_t> inShape = getShape(getInput());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t in = 0, e = inShape.size(); in < e; ++in) {
+    int64_t out = llvm::find(getPermutation(), in) - getPermutation().begin();
+    builder.addFactor({in}, {out}, inShape[in]);
+  }
+  return builder.build();
+}
+
+ShardingRule SliceOp::getShardingRule() {
+  ArrayRef<int64_t> inShape = getShape(getInput());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t dim = 0, e = inShape.size(); dim < e; ++dim) {
+    int64_t size = getLimit()[dim] - getStart()[dim];
+    if (size == inShape[dim]) {
+      builder.addFactor({dim}, {dim}, size);
+      continue;
+    }
+    builder.addFactor({dim}, {kNoDim}, inShape[dim],
+                      FactorKind::NeedReplication);
+    builder.addFactor({kNoDim}, {dim}, size, FactorKind::NeedReplication);
+  }
+  return builder.build();
+}
+
+ShardingRule ConcatOp::getShardingRule() {
+  ArrayRef<int64_t> outShape = getShape(getResult());
+  int64_t numInputs = getInputs().size();
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t dim = 0, e = outShape.size(); dim < e; ++dim) {
+    if (dim != static_cast<int64_t>(getDim())) {
+      builder.addFactor(SmallVector<int64_t>(numInputs, dim), {dim},
+                        outShape[dim]);
+      continue;
+    }
+    for (int64_t input = 0; input < numInputs; ++input) {
+      SmallVector<int64_t> dims(numInputs, kNoDim);
+      dims[input] = dim;
+      builder.addFactor(dims, {kNoDim}, getShape(getInputs()[input])[dim],
+                        FactorKind::NeedReplication);
+    }
+    builder.addFactor({}, {dim}, outShape[dim], FactorKind::NeedReplication);
+  }
+  return builder.build();
+}
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  return getPointwiseRule(*this, {static_cast<int64_t>(getDim())});
+}
+ShardingRule LogSoftmaxOp::getShardingRule() {
+  return getPointwiseRule(*this, {static_cast<int64_t>(getDim())});
+}
+
+/// Norms over the last dim: leading dims are parallel; the normalized dim is
+/// shared with the per-feature parameters and cannot be split.
+static ShardingRule getNormRule(Operation *op) {
+  ArrayRef<int64_t> shape = getShape(op->getOperand(0));
+  int64_t numParams = op->getNumOperands() - 1;
+  ShardingRuleBuilder builder = makeBuilder(op);
+  int64_t last = shape.size() - 1;
+  for (int64_t dim = 0; dim < last; ++dim) {
+    SmallVector<int64_t> operandDims(numParams + 1, kNoDim);
+    operandDims[0] = dim;
+    builder.addFactor(operandDims, {dim}, shape[dim]);
+  }
+  SmallVector<int64_t> operandDims(numParams + 1, 0);
+  operandDims[0] = last;
+  builder.addFactor(operandDims, {last}, shape[last],
+                    FactorKind::NeedReplication);
+  return builder.build();
+}
+
+ShardingRule LayerNormOp::getShardingRule() { return getNormRule(*this); }
+ShardingRule RmsNormOp::getShardingRule() { return getNormRule(*this); }
+
+ShardingRule EmbeddingOp::getShardingRule() {
+  ArrayRef<int64_t> tableShape = getShape(getTable());
+  ArrayRef<int64_t> indexShape = getShape(getIndices());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  int64_t rank = indexShape.size();
+  for (int64_t dim = 0; dim < rank; ++dim)
+    builder.addFactor({kNoDim, dim}, {dim}, indexShape[dim]);
+  builder.addFactor({1, kNoDim}, {rank}, tableShape[1]);
+  // A lookup is a product with a one-hot matrix: a vocab-split table gives
+  // partial sums (Megatron-LM's vocab-parallel embedding).
+  builder.addFactor({0, kNoDim}, {kNoDim}, tableShape[0],
+                    FactorKind::Reduction);
+  return builder.build();
+}
+
+ShardingRule CrossEntropyOp::getShardingRule() {
+  ArrayRef<int64_t> shape = getShape(getLogits());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  int64_t last = shape.size() - 1;
+  for (int64_t dim = 0; dim < last; ++dim)
+    builder.addFactor({dim, dim}, {dim}, shape[dim]);
+  // The log-sum-exp over classes needs the whole row.
+  builder.addFactor({last, kNoDim}, {kNoDim}, shape[last],
+                    FactorKind::NeedReplication);
+  return builder.build();
+}
+
+ShardingRule CausalMaskOp::getShardingRule() {
+  // The mask depends on the global query and key positions; a local op on a
+  // split of them would mask the wrong entries.
+  int64_t rank = getShape(getInput()).size();
+  return getPointwiseRule(*this, {rank - 2, rank - 1});
+}
+
+ShardingRule AdamWOp::getShardingRule() {
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (auto [dim, size] : llvm::enumerate(getShape(getParam()))) {
+    int64_t d = dim;
+    builder.addFactor({d, d, d, d, kNoDim}, {d, d, d}, size);
+  }
+  return builder.build();
+}

@@ -1,0 +1,67 @@
+//===- Models.h - Generators of nn IR for standard models -------*- C++ -*-===//
+//
+// `tessera model gpt|mlp` builds its models here; tests and benchmarks use
+// the same builders.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_MODELS_MODELS_H
+#define TESSERA_MODELS_MODELS_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace tessera {
+
+/// A GPT-style decoder: token plus learned position embedding, `layers`
+/// pre-LN blocks (multi-head causal attention and a 4x GELU MLP, biases on
+/// every linear layer), a final layer norm, an LM head tied to the token
+/// embedding, and the mean cross-entropy loss.
+struct GptConfig {
+  int64_t layers = 2;
+  int64_t hidden = 64;
+  int64_t heads = 4;
+  int64_t seq = 16;
+  int64_t vocab = 256;
+  int64_t batch = 2;
+  /// Element type of parameters and activations: f32, bf16, f16 or f64.
+  std::string dtype = "f32";
+};
+
+/// A stack of `layers` linear layers with ReLU between them, trained on the
+/// mean squared error against a target.
+struct MlpConfig {
+  int64_t layers = 2;
+  int64_t input = 16;
+  int64_t hidden = 64;
+  int64_t output = 16;
+  int64_t batch = 8;
+  std::string dtype = "f32";
+};
+
+/// Checks a configuration: sizes positive, heads dividing hidden, a known
+/// dtype. The error names the offending field.
+llvm::Error validate(const GptConfig &config);
+llvm::Error validate(const MlpConfig &config);
+
+/// The parameter count in closed form: 12·L·h² + 13·L·h + (V+s)·h for the
+/// blocks and embeddings, plus 2·h for the final layer norm.
+int64_t getParameterCount(const GptConfig &config);
+int64_t getParameterCount(const MlpConfig &config);
+
+/// Builds a module with one function, `@gpt` or `@mlp`, whose trainable
+/// arguments carry `nn.param` names. The configuration must validate.
+mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
+                                           const GptConfig &config);
+mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *context,
+                                           const MlpConfig &config);
+
+/// Sums the elements of the `nn.param` arguments of every function.
+int64_t countParameters(mlir::ModuleOp module);
+
+} // namespace tessera
+
+#endif // TESSERA_MODELS_MODELS_H

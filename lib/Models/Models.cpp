@@ -1,0 +1,321 @@
+//===- Models.cpp - Generators of nn IR for standard models ---------------===//
+
+#include "tessera/Models/Models.h"
+
+#include "dialects/NN/IR/NNOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tessera;
+
+static llvm::Error fieldError(StringRef field, const llvm::Twine &message) {
+  return llvm::createStringError("--" + field + " " + message);
+}
+
+static llvm::Error checkPositive(StringRef field, int64_t value) {
+  if (value < 1)
+    return fieldError(field, "must be at least 1, got " + llvm::Twine(value));
+  return llvm::Error::success();
+}
+
+static llvm::Error checkDtype(StringRef dtype) {
+  if (dtype != "f32" && dtype != "bf16" && dtype != "f16" && dtype != "f64")
+    return fieldError("dtype", "must be f32, bf16, f16 or f64, got '" +
+                                   dtype + "'");
+  return llvm::Error::success();
+}
+
+llvm::Error tessera::validate(const GptConfig &c) {
+  for (auto [field, value] :
+       {std::pair<StringRef, int64_t>{"layers", c.layers},
+        {"hidden", c.hidden},
+        {"heads", c.heads},
+        {"seq", c.seq},
+        {"vocab", c.vocab},
+        {"batch", c.batch}})
+    if (llvm::Error error = checkPositive(field, value))
+      return error;
+  if (c.hidden % c.heads != 0)
+    return fieldError("heads", llvm::formatv("({0}) must divide --hidden ({1})",
+                                             c.heads, c.hidden)
+                                   .str());
+  return checkDtype(c.dtype);
+}
+
+llvm::Error tessera::validate(const MlpConfig &c) {
+  for (auto [field, value] :
+       {std::pair<StringRef, int64_t>{"layers", c.layers},
+        {"input", c.input},
+        {"hidden", c.hidden},
+        {"output", c.output},
+        {"batch", c.batch}})
+    if (llvm::Error error = checkPositive(field, value))
+      return error;
+  return checkDtype(c.dtype);
+}
+
+int64_t tessera::getParameterCount(const GptConfig &c) {
+  int64_t l = c.layers, h = c.hidden;
+  return 12 * l * h * h + 13 * l * h + (c.vocab + c.seq) * h + 2 * h;
+}
+
+/// The widths of the layers' inputs and outputs: input, hidden..., output.
+static SmallVector<int64_t> getMlpWidths(const MlpConfig &c) {
+  SmallVector<int64_t> widths{c.input};
+  widths.append(c.layers - 1, c.hidden);
+  widths.push_back(c.output);
+  return widths;
+}
+
+int64_t tessera::getParameterCount(const MlpConfig &c) {
+  SmallVector<int64_t> widths = getMlpWidths(c);
+  int64_t count = 0;
+  for (int64_t layer = 0; layer < c.layers; ++layer)
+    count += (widths[layer] + 1) * widths[layer + 1];
+  return count;
+}
+
+int64_t tessera::countParameters(ModuleOp module) {
+  int64_t count = 0;
+  module.walk([&](func::FuncOp function) {
+    for (unsigned i = 0; i < function.getNumArguments(); ++i)
+      if (function.getArgAttr(i, nn::kParamAttrName))
+        count += cast<ShapedType>(function.getArgumentTypes()[i])
+                     .getNumElements();
+  });
+  return count;
+}
+
+namespace {
+/// Builds one function: collects its data and parameter arguments first,
+/// then emits the body with helpers for the layers the models share.
+class FunctionBuilder {
+public:
+  FunctionBuilder(MLIRContext *context, StringRef dtype)
+      : builder(context), loc(builder.getUnknownLoc()),
+        elementType(parseDtype(context, dtype)) {}
+
+  Type getElementType() const { return elementType; }
+
+  RankedTensorType tensor(ArrayRef<int64_t> shape,
+                          Type element = nullptr) const {
+    return RankedTensorType::get(shape, element ? element : elementType);
+  }
+
+  /// Declares an argument; returns its index. `param` names a trainable one.
+  unsigned addArgument(Type type, StringRef param = {}) {
+    argTypes.push_back(type);
+    paramNames.push_back(param.str());
+    return argTypes.size() - 1;
+  }
+
+  /// Creates `@name` in `module` with the declared arguments and positions
+  /// the builder in its body.
+  void begin(ModuleOp module, StringRef name, TypeRange results) {
+    builder.setInsertionPointToEnd(module.getBody());
+    function = func::FuncOp::create(builder, loc, name,
+                                    builder.getFunctionType(argTypes, results));
+    for (auto [index, param] : llvm::enumerate(paramNames))
+      if (!param.empty())
+        function.setArgAttr(index, nn::kParamAttrName,
+                            builder.getStringAttr(param));
+    builder.setInsertionPointToStart(function.addEntryBlock());
+  }
+
+  Value arg(unsigned index) { return function.getArgument(index); }
+
+  void finish(ValueRange results) {
+    func::ReturnOp::create(builder, loc, results);
+  }
+
+  /// x · w + b over the last dim of x: [..., in] x [in, out] + [out].
+  Value linear(Value x, Value w, Value b) {
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    Value y = nn::DotOp::create(builder, loc, x, w,
+                                builder.getDenseI64ArrayAttr({}),
+                                builder.getDenseI64ArrayAttr({}),
+                                builder.getDenseI64ArrayAttr({rank - 1}),
+                                builder.getDenseI64ArrayAttr({0}));
+    return nn::AddOp::create(builder, loc, y, broadcastTo(b, y, {rank - 1}));
+  }
+
+  /// Broadcasts `value` to the type of `like`, its dims landing on `dims`.
+  Value broadcastTo(Value value, Value like, ArrayRef<int64_t> dims) {
+    return nn::BroadcastOp::create(builder, loc, like.getType(), value,
+                                   builder.getDenseI64ArrayAttr(dims));
+  }
+
+  Value splat(RankedTensorType type, double value) {
+    Attribute element = builder.getFloatAttr(type.getElementType(), value);
+    return nn::ConstantOp::create(builder, loc,
+                                  DenseElementsAttr::get(type, element));
+  }
+
+  Value reshape(Value value, ArrayRef<int64_t> shape) {
+    return nn::ReshapeOp::create(builder, loc, tensor(shape), value);
+  }
+
+  Value transpose(Value value, ArrayRef<int64_t> permutation) {
+    return nn::TransposeOp::create(builder, loc, value,
+                                   builder.getDenseI64ArrayAttr(permutation));
+  }
+
+  OpBuilder builder;
+  Location loc;
+
+private:
+  static Type parseDtype(MLIRContext *context, StringRef dtype) {
+    Builder b(context);
+    if (dtype == "bf16")
+      return b.getBF16Type();
+    if (dtype == "f16")
+      return b.getF16Type();
+    if (dtype == "f64")
+      return b.getF64Type();
+    return b.getF32Type();
+  }
+
+  Type elementType;
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> paramNames;
+  func::FuncOp function;
+};
+} // namespace
+
+OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
+                                        const GptConfig &c) {
+  context->loadDialect<nn::NNDialect, func::FuncDialect>();
+  assert(!validate(c) && "invalid GPT configuration");
+  int64_t b = c.batch, s = c.seq, h = c.hidden, a = c.heads, d = h / a;
+  FunctionBuilder fb(context, c.dtype);
+  Type i32 = fb.builder.getI32Type();
+
+  unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32));
+  unsigned labels = fb.addArgument(fb.tensor({b, s}, i32));
+  unsigned wte = fb.addArgument(fb.tensor({c.vocab, h}), "wte");
+  unsigned wpe = fb.addArgument(fb.tensor({s, h}), "wpe");
+  struct Block {
+    unsigned ln1g, ln1b, wq, bq, wk, bk, wv, bv, wo, bo, ln2g, ln2b, w1, b1,
+        w2, b2;
+  };
+  SmallVector<Block> blocks;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    std::string p = llvm::formatv("blocks.{0}.", layer).str();
+    auto add = [&](ArrayRef<int64_t> shape, StringRef name) {
+      return fb.addArgument(fb.tensor(shape), p + name.str());
+    };
+    Block blk;
+    blk.ln1g = add({h}, "ln1.gamma");
+    blk.ln1b = add({h}, "ln1.beta");
+    blk.wq = add({h, h}, "attn.wq");
+    blk.bq = add({h}, "attn.bq");
+    blk.wk = add({h, h}, "attn.wk");
+    blk.bk = add({h}, "attn.bk");
+    blk.wv = add({h, h}, "attn.wv");
+    blk.bv = add({h}, "attn.bv");
+    blk.wo = add({h, h}, "attn.wo");
+    blk.bo = add({h}, "attn.bo");
+    blk.ln2g = add({h}, "ln2.gamma");
+    blk.ln2b = add({h}, "ln2.beta");
+    blk.w1 = add({h, 4 * h}, "mlp.w1");
+    blk.b1 = add({4 * h}, "mlp.b1");
+    blk.w2 = add({4 * h, h}, "mlp.w2");
+    blk.b2 = add({h}, "mlp.b2");
+    blocks.push_back(blk);
+  }
+  unsigned lnfg = fb.addArgument(fb.tensor({h}), "ln_f.gamma");
+  unsigned lnfb = fb.addArgument(fb.tensor({h}), "ln_f.beta");
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fb.loc);
+  fb.begin(*module, "gpt", {fb.tensor({})});
+  OpBuilder &bld = fb.builder;
+  Location loc = fb.loc;
+  auto dims = [&](ArrayRef<int64_t> values) {
+    return bld.getDenseI64ArrayAttr(values);
+  };
+
+  Value x = nn::EmbeddingOp::create(bld, loc, fb.arg(wte), fb.arg(tokens));
+  x = nn::AddOp::create(bld, loc, x, fb.broadcastTo(fb.arg(wpe), x, {1, 2}));
+  RankedTensorType scoresType = fb.tensor({b, a, s, s});
+  for (const Block &blk : blocks) {
+    // Attention: heads split the hidden dim, [b, s, h] -> [b, a, s, d].
+    Value hIn = nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln1g),
+                                        fb.arg(blk.ln1b),
+                                        bld.getF32FloatAttr(1e-5f));
+    auto heads = [&](unsigned w, unsigned bias) {
+      Value proj = fb.linear(hIn, fb.arg(w), fb.arg(bias));
+      return fb.transpose(fb.reshape(proj, {b, s, a, d}), {0, 2, 1, 3});
+    };
+    Value q = heads(blk.wq, blk.bq);
+    Value k = heads(blk.wk, blk.bk);
+    Value v = heads(blk.wv, blk.bv);
+    Value scores = nn::DotOp::create(bld, loc, q, k, dims({0, 1}),
+                                     dims({0, 1}), dims({3}), dims({3}));
+    scores = nn::MulOp::create(bld, loc, scores,
+                               fb.splat(scoresType, 1.0 / std::sqrt(d)));
+    scores = nn::CausalMaskOp::create(bld, loc, scores);
+    Value probs = nn::SoftmaxOp::create(bld, loc, scores, 3);
+    Value context = nn::DotOp::create(bld, loc, probs, v, dims({0, 1}),
+                                      dims({0, 1}), dims({3}), dims({2}));
+    context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
+    x = nn::AddOp::create(bld, loc, x,
+                          fb.linear(context, fb.arg(blk.wo), fb.arg(blk.bo)));
+
+    // MLP.
+    Value hMlp = nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln2g),
+                                         fb.arg(blk.ln2b),
+                                         bld.getF32FloatAttr(1e-5f));
+    Value up = nn::GeluOp::create(
+        bld, loc, fb.linear(hMlp, fb.arg(blk.w1), fb.arg(blk.b1)));
+    x = nn::AddOp::create(bld, loc, x,
+                          fb.linear(up, fb.arg(blk.w2), fb.arg(blk.b2)));
+  }
+  x = nn::LayerNormOp::create(bld, loc, x, fb.arg(lnfg), fb.arg(lnfb),
+                              bld.getF32FloatAttr(1e-5f));
+  // The LM head is the token embedding: [b, s, h] x [V, h] -> [b, s, V].
+  Value logits = nn::DotOp::create(bld, loc, x, fb.arg(wte), dims({}),
+                                   dims({}), dims({2}), dims({1}));
+  Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
+  Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
+  fb.finish(loss);
+  return module;
+}
+
+OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
+                                        const MlpConfig &c) {
+  context->loadDialect<nn::NNDialect, func::FuncDialect>();
+  assert(!validate(c) && "invalid MLP configuration");
+  FunctionBuilder fb(context, c.dtype);
+  SmallVector<int64_t> widths = getMlpWidths(c);
+  unsigned input = fb.addArgument(fb.tensor({c.batch, c.input}));
+  unsigned target = fb.addArgument(fb.tensor({c.batch, c.output}));
+  SmallVector<std::pair<unsigned, unsigned>> layers;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    std::string p = llvm::formatv("layers.{0}.", layer).str();
+    unsigned w =
+        fb.addArgument(fb.tensor({widths[layer], widths[layer + 1]}), p + "w");
+    unsigned bias = fb.addArgument(fb.tensor({widths[layer + 1]}), p + "b");
+    layers.push_back({w, bias});
+  }
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fb.loc);
+  fb.begin(*module, "mlp", {fb.tensor({})});
+  OpBuilder &bld = fb.builder;
+  Location loc = fb.loc;
+  Value x = fb.arg(input);
+  for (auto [index, layer] : llvm::enumerate(layers)) {
+    x = fb.linear(x, fb.arg(layer.first), fb.arg(layer.second));
+    if (index + 1 < layers.size())
+      x = nn::ReluOp::create(bld, loc, x);
+  }
+  Value diff = nn::SubOp::create(bld, loc, x, fb.arg(target));
+  Value squared = nn::MulOp::create(bld, loc, diff, diff);
+  Value loss = nn::ReduceMeanOp::create(bld, loc, squared,
+                                        bld.getDenseI64ArrayAttr({0, 1}));
+  fb.finish(loss);
+  return module;
+}
