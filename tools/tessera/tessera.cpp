@@ -19,7 +19,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -100,6 +100,17 @@ static int reportError(llvm::Error error) {
   return 1;
 }
 
+/// 174615846912 -> "174.6B".
+static std::string formatCount(int64_t count) {
+  if (count >= 1000000000)
+    return llvm::formatv("{0:f1}B", count / 1e9).str();
+  if (count >= 1000000)
+    return llvm::formatv("{0:f1}M", count / 1e6).str();
+  if (count >= 1000)
+    return llvm::formatv("{0:f1}K", count / 1e3).str();
+  return std::to_string(count);
+}
+
 static int runModel(MLIRContext &context) {
   OwningOpRef<ModuleOp> module;
   int64_t expectedParams;
@@ -153,8 +164,9 @@ static int runModel(MLIRContext &context) {
   module->print(file->os());
   file->os() << "\n";
   file->keep();
-  llvm::errs() << llvm::formatv("{0}: {1} parameters ({2:f1}M) = {3}\n",
-                                modelKind, params, params / 1e6, formula);
+  llvm::errs() << llvm::formatv("{0}: {1} parameters ({2}) = {3}\n",
+                                modelKind, params, formatCount(params),
+                                formula);
   return 0;
 }
 

@@ -1,0 +1,341 @@
+// RUN: tessera-opt %s -split-input-file -verify-diagnostics
+
+// Tests that a mesh axis may not appear twice.
+// expected-error @+1 {{'dist.mesh' op has axis "dp" twice}}
+dist.mesh @mesh ["dp"=2, "dp"=4]
+
+// -----
+
+// Tests that mesh axes have a size of at least one.
+// expected-error @+1 {{axis "tp" has size 0, expected at least 1}}
+dist.mesh @mesh ["tp"=0]
+
+// -----
+
+// Tests that mesh axes have names.
+// expected-error @+1 {{has an axis with an empty name}}
+dist.mesh @mesh [""=2]
+
+// -----
+
+// Tests that a sharding names an existing mesh.
+// expected-error @+1 {{invalid sharding of argument #0: unknown mesh @nowhere}}
+func.func @unknown_mesh(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@nowhere, [{}]>}) {
+  return
+}
+
+// -----
+
+// Tests that a sharding only names axes of its mesh.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{invalid sharding of argument #0: mesh @mesh has no axis "tp"}}
+func.func @unknown_axis(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>}) {
+  return
+}
+
+// -----
+
+// Tests that a sharding has one entry per tensor dimension.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{invalid sharding of result #0: sharding has 1 dims but the tensor has rank 2}}
+func.func @rank_mismatch(%x: tensor<8x8xf32>) -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}]>}) {
+  return %x : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that an axis appears at most once across the dims of a sharding.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{mesh axis "dp" appears twice in the sharding}}
+func.func @axis_twice(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"dp"}]>}) {
+  return
+}
+
+// -----
+
+// Tests that an axis may not be both split and unreduced.
+dist.mesh @mesh ["dp"=2, "tp"=2]
+// expected-error @+1 {{mesh axis "tp" appears twice in the sharding}}
+func.func @split_and_unreduced(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}], unreduced={"tp"}>}) {
+  return
+}
+
+// -----
+
+// Tests that only replicated and unreduced follow the dims.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{expected 'replicated' or 'unreduced', got 'partial'}}
+func.func @bad_field(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}], partial={"dp"}>}) {
+  return
+}
+
+// -----
+
+// Tests that a field of the sharding is given once.
+dist.mesh @mesh ["dp"=2, "tp"=2]
+// expected-error @+1 {{field 'replicated' given twice}}
+func.func @field_twice(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}], replicated={"dp"}, replicated={"tp"}>}) {
+  return
+}
+
+// -----
+
+// Tests that a priority is p followed by a number.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{expected a priority 'p<N>' with N >= 0}}
+func.func @bad_priority(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}q1]>}) {
+  return
+}
+
+// -----
+
+// Tests that only tensors can be sharded.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{invalid sharding of argument #0: expects a ranked tensor to shard, got 'i32'}}
+func.func @not_a_tensor(%x: i32 {dist.sharding = #dist.sharding<@mesh, []>}) {
+  return
+}
+
+// -----
+
+// Tests that dist.sharding holds a sharding.
+// expected-error @+1 {{expects 'dist.sharding' of argument #0 to be a #dist.sharding, got 1 : i64}}
+func.func @not_a_sharding(%x: tensor<8xf32> {dist.sharding = 1}) {
+  return
+}
+
+// -----
+
+// Tests that unknown dist attributes are rejected.
+// expected-error @+1 {{unknown dist attribute 'dist.shard' on argument #0}}
+func.func @unknown_attribute(%x: tensor<8xf32> {dist.shard = 1}) {
+  return
+}
+
+// -----
+
+// Tests that an op's shardings come one per result.
+dist.mesh @mesh ["dp"=2]
+func.func @sharding_count(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects one sharding per result (1), got 2}}
+  %r = nn.relu %x {dist.sharding = [#dist.sharding<@mesh, [{}]>, #dist.sharding<@mesh, [{}]>]} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that an op's sharding fits its result.
+dist.mesh @mesh ["dp"=2]
+func.func @op_sharding_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{invalid sharding of result #0: sharding has 2 dims but the tensor has rank 1}}
+  %r = nn.relu %x {dist.sharding = #dist.sharding<@mesh, [{}, {}]>} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a sharding constraint checks its mesh.
+func.func @constraint_mesh(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.sharding_constraint' op names unknown mesh @nowhere}}
+  %c = dist.sharding_constraint %x <@nowhere, [{}]> : tensor<8xf32>
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a sharding constraint checks its rank.
+dist.mesh @mesh ["dp"=2]
+func.func @constraint_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.sharding_constraint' op sharding has 2 dims but the tensor has rank 1}}
+  %c = dist.sharding_constraint %x <@mesh, [{}, {}]> : tensor<8xf32>
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a collective names an existing mesh.
+func.func @collective_mesh(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.all_reduce' op names unknown mesh @nowhere}}
+  %r = dist.all_reduce %x on @nowhere ["tp"] sum : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a collective's axes belong to its mesh.
+dist.mesh @mesh ["dp"=2]
+func.func @collective_axis(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.all_reduce' op mesh @mesh has no axis "tp"}}
+  %r = dist.all_reduce %x on @mesh ["tp"] sum : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a collective names an axis once.
+dist.mesh @mesh ["dp"=2]
+func.func @collective_axis_twice(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{names mesh axis "dp" twice}}
+  %r = dist.all_reduce %x on @mesh ["dp", "dp"] sum : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a collective runs over at least one axis.
+dist.mesh @mesh ["dp"=2]
+func.func @collective_no_axis(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects at least one mesh axis}}
+  %r = dist.all_reduce %x on @mesh [] sum : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that all_gather multiplies its dim by the group size.
+dist.mesh @mesh ["dp"=2, "tp"=4]
+func.func @all_gather_shape(%x: tensor<8x16xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'dist.all_gather' op expects a result of shape [8, 64] for group size 4, got [8, 32]}}
+  %g = dist.all_gather %x on @mesh ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x32xf32>
+  return %g : tensor<8x32xf32>
+}
+
+// -----
+
+// Tests that the group of several axes is their product.
+dist.mesh @mesh ["dp"=2, "tp"=4]
+func.func @all_gather_two_axes(%x: tensor<8x16xf32>) -> tensor<8x64xf32> {
+  // expected-error @+1 {{expects a result of shape [8, 128] for group size 8, got [8, 64]}}
+  %g = dist.all_gather %x on @mesh ["dp", "tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+  return %g : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a collective's dim is in range.
+dist.mesh @mesh ["tp"=4]
+func.func @all_gather_dim(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'dist.all_gather' op dim 2 is out of range for rank 2}}
+  %g = dist.all_gather %x on @mesh ["tp"] dim = 2 : tensor<8x16xf32> -> tensor<8x16xf32>
+  return %g : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that collectives keep the element type.
+dist.mesh @mesh ["tp"=4]
+func.func @all_gather_element(%x: tensor<8x16xf32>) -> tensor<8x64xbf16> {
+  // expected-error @+1 {{expects the result element type 'f32', got 'bf16'}}
+  %g = dist.all_gather %x on @mesh ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x64xbf16>
+  return %g : tensor<8x64xbf16>
+}
+
+// -----
+
+// Tests that collectives keep the rank.
+dist.mesh @mesh ["tp"=4]
+func.func @all_gather_rank(%x: tensor<8x16xf32>) -> tensor<512xf32> {
+  // expected-error @+1 {{expects a result of rank 2, got 1}}
+  %g = dist.all_gather %x on @mesh ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<512xf32>
+  return %g : tensor<512xf32>
+}
+
+// -----
+
+// Tests that reduce_scatter needs a dim that the group divides.
+dist.mesh @mesh ["tp"=4]
+func.func @reduce_scatter_divisible(%x: tensor<6x16xf32>) -> tensor<1x16xf32> {
+  // expected-error @+1 {{'dist.reduce_scatter' op dim 0 of size 6 is not divisible by the group size 4}}
+  %s = dist.reduce_scatter %x on @mesh ["tp"] dim = 0 sum : tensor<6x16xf32> -> tensor<1x16xf32>
+  return %s : tensor<1x16xf32>
+}
+
+// -----
+
+// Tests that reduce_scatter divides its dim by the group size.
+dist.mesh @mesh ["tp"=4]
+func.func @reduce_scatter_shape(%x: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{expects a result of shape [2, 16] for group size 4, got [4, 16]}}
+  %s = dist.reduce_scatter %x on @mesh ["tp"] dim = 0 sum : tensor<8x16xf32> -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that all_to_all splits one dim and concatenates another.
+dist.mesh @mesh ["tp"=4]
+func.func @all_to_all_shape(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'dist.all_to_all' op expects a result of shape [2, 64] for group size 4, got [8, 16]}}
+  %t = dist.all_to_all %x on @mesh ["tp"] split_dim = 0 concat_dim = 1 : tensor<8x16xf32> -> tensor<8x16xf32>
+  return %t : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that all_to_all's dims are in range.
+dist.mesh @mesh ["tp"=4]
+func.func @all_to_all_dim(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{dim -1 is out of range for rank 2}}
+  %t = dist.all_to_all %x on @mesh ["tp"] split_dim = 0 concat_dim = -1 : tensor<8x16xf32> -> tensor<8x16xf32>
+  return %t : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that all_slice needs a dim that the group divides.
+dist.mesh @mesh ["tp"=4]
+func.func @all_slice_divisible(%x: tensor<8x10xf32>) -> tensor<8x2xf32> {
+  // expected-error @+1 {{'dist.all_slice' op dim 1 of size 10 is not divisible by the group size 4}}
+  %s = dist.all_slice %x on @mesh ["tp"] dim = 1 : tensor<8x10xf32> -> tensor<8x2xf32>
+  return %s : tensor<8x2xf32>
+}
+
+// -----
+
+// Tests that collective_permute takes pairs.
+dist.mesh @mesh ["pp"=4]
+func.func @permute_odd(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects (source, target) pairs, got 3 indices}}
+  %p = dist.collective_permute %x on @mesh ["pp"] pairs = [0, 1, 2] : tensor<8xf32>
+  return %p : tensor<8xf32>
+}
+
+// -----
+
+// Tests that collective_permute indices are in the group.
+dist.mesh @mesh ["pp"=4]
+func.func @permute_range(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{index 4 is out of range for group size 4}}
+  %p = dist.collective_permute %x on @mesh ["pp"] pairs = [3, 4] : tensor<8xf32>
+  return %p : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a device is a source at most once.
+dist.mesh @mesh ["pp"=4]
+func.func @permute_source(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{device 0 is a source twice}}
+  %p = dist.collective_permute %x on @mesh ["pp"] pairs = [0, 1, 0, 2] : tensor<8xf32>
+  return %p : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a device is a target at most once.
+dist.mesh @mesh ["pp"=4]
+func.func @permute_target(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{device 1 is a target twice}}
+  %p = dist.collective_permute %x on @mesh ["pp"] pairs = [0, 1, 2, 1] : tensor<8xf32>
+  return %p : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a broadcast root is in the group.
+dist.mesh @mesh ["dp"=2]
+func.func @broadcast_root(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.broadcast' op root 2 is out of range for group size 2}}
+  %b = dist.broadcast %x on @mesh ["dp"] root = 2 : tensor<8xf32>
+  return %b : tensor<8xf32>
+}

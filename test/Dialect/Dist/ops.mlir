@@ -1,0 +1,94 @@
+// RUN: tessera-opt %s -split-input-file | tessera-opt -split-input-file | FileCheck %s
+// RUN: tessera-opt %s -split-input-file -mlir-print-op-generic | tessera-opt -split-input-file | FileCheck %s
+
+// Tests that meshes and shardings on function arguments and results round-trip.
+// CHECK: dist.mesh @mesh_dp_2_tp_4 ["dp"=2, "tp"=4]
+dist.mesh @mesh_dp_2_tp_4 ["dp"=2, "tp"=4]
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: {dist.sharding = #dist.sharding<@mesh_dp_2_tp_4, [{"dp"}, {}]>}
+// CHECK-SAME: {dist.sharding = #dist.sharding<@mesh_dp_2_tp_4, [{}, {"tp"}]>}
+// CHECK-SAME: -> (tensor<8x64xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_4, [{"dp"}, {"tp"}]>})
+func.func @mlp(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_4, [{"dp"}, {}]>},
+               %w: tensor<16x64xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_4, [{}, {"tp"}]>})
+    -> (tensor<8x64xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_4, [{"dp"}, {"tp"}]>}) {
+  %y = nn.dot %x, %w contracting_dims = [1] x [0]
+      : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+  return %y : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that open dims, multi-axis dims, priorities, replicated and unreduced
+// axes round-trip.
+dist.mesh @mesh_x_2_y_2_z_2 ["x"=2, "y"=2, "z"=2]
+// CHECK-LABEL: func.func @fields
+// CHECK-SAME: #dist.sharding<@mesh_x_2_y_2_z_2, [{"x", "y"}, {?}]>
+// CHECK-SAME: #dist.sharding<@mesh_x_2_y_2_z_2, [{"x", ?}p0, {}p2], replicated={"y"}>
+// CHECK-SAME: #dist.sharding<@mesh_x_2_y_2_z_2, [{}, {}], replicated={"x"}, unreduced={"y", "z"}>
+func.func @fields(
+    %a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2_z_2, [{"x", "y"}, {?}]>},
+    %b: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2_z_2, [{"x", ?}p0, {}p2], replicated={"y"}>})
+    -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2_z_2, [{}, {}], replicated={"x"}, unreduced={"y", "z"}>}) {
+  return %a : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that a scalar has an empty sharding and a one-device mesh is legal.
+// CHECK: dist.mesh @single []
+dist.mesh @single []
+// CHECK-LABEL: func.func @scalar
+// CHECK-SAME: #dist.sharding<@single, []>
+func.func @scalar(%s: tensor<f32> {dist.sharding = #dist.sharding<@single, []>}) -> tensor<f32> {
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Tests that a standalone dim sharding attribute round-trips.
+// CHECK-LABEL: func.func @dim_sharding
+// CHECK: dim = #dist.dim_sharding<{"tp", ?}p3>
+func.func @dim_sharding() attributes {dim = #dist.dim_sharding<{"tp", ?}p3>} {
+  return
+}
+
+// -----
+
+// Tests that sharding constraints and per-result op shardings round-trip.
+dist.mesh @mesh_dp_2_tp_4 ["dp"=2, "tp"=4]
+// CHECK-LABEL: func.func @constraint
+func.func @constraint(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  // CHECK: dist.sharding_constraint %{{.+}} <@mesh_dp_2_tp_4, [{"dp"}, {"tp", ?}]> : tensor<8x64xf32>
+  %c = dist.sharding_constraint %x <@mesh_dp_2_tp_4, [{"dp"}, {"tp", ?}]> : tensor<8x64xf32>
+  // CHECK: nn.relu %{{.+}} {dist.sharding = [#dist.sharding<@mesh_dp_2_tp_4, [{"dp"}, {}]>]}
+  %r = nn.relu %c {dist.sharding = [#dist.sharding<@mesh_dp_2_tp_4, [{"dp"}, {}]>]} : tensor<8x64xf32>
+  return %r : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that every collective round-trips with its attributes.
+dist.mesh @mesh_dp_2_tp_4 ["dp"=2, "tp"=4]
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%x: tensor<8x16xf32>) {
+  // CHECK: dist.all_reduce %{{.+}} on @mesh_dp_2_tp_4 ["tp"] sum : tensor<8x16xf32>
+  %0 = dist.all_reduce %x on @mesh_dp_2_tp_4 ["tp"] sum : tensor<8x16xf32>
+  // CHECK: dist.all_reduce %{{.+}} on @mesh_dp_2_tp_4 ["dp", "tp"] avg : tensor<8x16xf32>
+  %1 = dist.all_reduce %x on @mesh_dp_2_tp_4 ["dp", "tp"] avg : tensor<8x16xf32>
+  // CHECK: dist.all_gather %{{.+}} on @mesh_dp_2_tp_4 ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+  %2 = dist.all_gather %x on @mesh_dp_2_tp_4 ["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+  // CHECK: dist.reduce_scatter %{{.+}} on @mesh_dp_2_tp_4 ["tp"] dim = 0 max : tensor<8x16xf32> -> tensor<2x16xf32>
+  %3 = dist.reduce_scatter %x on @mesh_dp_2_tp_4 ["tp"] dim = 0 max : tensor<8x16xf32> -> tensor<2x16xf32>
+  // CHECK: dist.all_to_all %{{.+}} on @mesh_dp_2_tp_4 ["tp"] split_dim = 0 concat_dim = 1 : tensor<8x16xf32> -> tensor<2x64xf32>
+  %4 = dist.all_to_all %x on @mesh_dp_2_tp_4 ["tp"] split_dim = 0 concat_dim = 1 : tensor<8x16xf32> -> tensor<2x64xf32>
+  // CHECK: dist.all_slice %{{.+}} on @mesh_dp_2_tp_4 ["dp", "tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x2xf32>
+  %5 = dist.all_slice %x on @mesh_dp_2_tp_4 ["dp", "tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x2xf32>
+  // CHECK: dist.collective_permute %{{.+}} on @mesh_dp_2_tp_4 ["tp"] pairs = [0, 1, 1, 2, 2, 3, 3, 0] : tensor<8x16xf32>
+  %6 = dist.collective_permute %x on @mesh_dp_2_tp_4 ["tp"] pairs = [0, 1, 1, 2, 2, 3, 3, 0] : tensor<8x16xf32>
+  // CHECK: dist.broadcast %{{.+}} on @mesh_dp_2_tp_4 ["dp"] root = 1 : tensor<8x16xf32>
+  %7 = dist.broadcast %x on @mesh_dp_2_tp_4 ["dp"] root = 1 : tensor<8x16xf32>
+  // CHECK: dist.all_reduce %{{.+}} on @mesh_dp_2_tp_4 ["tp"] min : tensor<8x16xbf16>
+  %h = nn.cast %x : tensor<8x16xf32> to tensor<8x16xbf16>
+  %8 = dist.all_reduce %h on @mesh_dp_2_tp_4 ["tp"] min : tensor<8x16xbf16>
+  return
+}

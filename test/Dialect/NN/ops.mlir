@@ -1,0 +1,340 @@
+// RUN: tessera-opt %s -split-input-file | tessera-opt -split-input-file | FileCheck %s
+// RUN: tessera-opt %s -split-input-file -mlir-print-op-generic | tessera-opt -split-input-file | FileCheck %s
+
+// Tests that a dot without batching dims and an `nn.param` argument round-trip.
+// CHECK-LABEL: func.func @dot(
+// CHECK-SAME:      %[[X:.+]]: tensor<2x8x16xf32>, %[[W:.+]]: tensor<16x64xf32> {nn.param = "w"})
+// CHECK:         %[[Y:.+]] = nn.dot %[[X]], %[[W]] contracting_dims = [2] x [0] : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x64xf32>
+// CHECK:         return %[[Y]]
+func.func @dot(%x: tensor<2x8x16xf32>, %w: tensor<16x64xf32> {nn.param = "w"}) -> tensor<2x8x64xf32> {
+  %y = nn.dot %x, %w contracting_dims = [2] x [0]
+      : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that a dot with batching dims on bf16 round-trips.
+// CHECK-LABEL: func.func @dot_batching(
+// CHECK-SAME:      %[[Q:.+]]: tensor<2x4x8x16xbf16>, %[[K:.+]]: tensor<2x4x8x16xbf16>)
+// CHECK:         %[[S:.+]] = nn.dot %[[Q]], %[[K]] batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>) -> tensor<2x4x8x8xbf16>
+// CHECK:         return %[[S]]
+func.func @dot_batching(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x8x16xbf16>) -> tensor<2x4x8x8xbf16> {
+  %s = nn.dot %q, %k batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3]
+      : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>) -> tensor<2x4x8x8xbf16>
+  return %s : tensor<2x4x8x8xbf16>
+}
+
+// -----
+
+// Tests that the elementwise binary ops round-trip on f16.
+// CHECK-LABEL: func.func @binary(
+// CHECK-SAME:      %[[A:.+]]: tensor<4x8xf16>, %[[B:.+]]: tensor<4x8xf16>)
+// CHECK:         %[[ADD:.+]] = nn.add %[[A]], %[[B]] : tensor<4x8xf16>
+// CHECK:         %[[SUB:.+]] = nn.sub %[[ADD]], %[[B]] : tensor<4x8xf16>
+// CHECK:         %[[MUL:.+]] = nn.mul %[[SUB]], %[[A]] : tensor<4x8xf16>
+// CHECK:         %[[DIV:.+]] = nn.div %[[MUL]], %[[B]] : tensor<4x8xf16>
+// CHECK:         return %[[DIV]]
+func.func @binary(%a: tensor<4x8xf16>, %b: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  %0 = nn.add %a, %b : tensor<4x8xf16>
+  %1 = nn.sub %0, %b : tensor<4x8xf16>
+  %2 = nn.mul %1, %a : tensor<4x8xf16>
+  %3 = nn.div %2, %b : tensor<4x8xf16>
+  return %3 : tensor<4x8xf16>
+}
+
+// -----
+
+// Tests that the elementwise unary ops round-trip.
+// CHECK-LABEL: func.func @unary(
+// CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>)
+// CHECK:         %[[NEG:.+]] = nn.neg %[[X]] : tensor<4x8xf32>
+// CHECK:         %[[EXP:.+]] = nn.exp %[[NEG]] : tensor<4x8xf32>
+// CHECK:         %[[LOG:.+]] = nn.log %[[EXP]] : tensor<4x8xf32>
+// CHECK:         %[[SQRT:.+]] = nn.sqrt %[[LOG]] : tensor<4x8xf32>
+// CHECK:         %[[RSQRT:.+]] = nn.rsqrt %[[SQRT]] : tensor<4x8xf32>
+// CHECK:         %[[TANH:.+]] = nn.tanh %[[RSQRT]] : tensor<4x8xf32>
+// CHECK:         %[[RELU:.+]] = nn.relu %[[TANH]] : tensor<4x8xf32>
+// CHECK:         %[[GELU:.+]] = nn.gelu %[[RELU]] : tensor<4x8xf32>
+// CHECK:         %[[SILU:.+]] = nn.silu %[[GELU]] : tensor<4x8xf32>
+// CHECK:         return %[[SILU]]
+func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.neg %x : tensor<4x8xf32>
+  %1 = nn.exp %0 : tensor<4x8xf32>
+  %2 = nn.log %1 : tensor<4x8xf32>
+  %3 = nn.sqrt %2 : tensor<4x8xf32>
+  %4 = nn.rsqrt %3 : tensor<4x8xf32>
+  %5 = nn.tanh %4 : tensor<4x8xf32>
+  %6 = nn.relu %5 : tensor<4x8xf32>
+  %7 = nn.gelu %6 : tensor<4x8xf32>
+  %8 = nn.silu %7 : tensor<4x8xf32>
+  return %8 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that select round-trips.
+// CHECK-LABEL: func.func @select(
+// CHECK-SAME:      %[[C:.+]]: tensor<4x8xi1>, %[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<4x8xf32>)
+// CHECK:         %[[R:.+]] = nn.select %[[C]], %[[A]], %[[B]] : tensor<4x8xi1>, tensor<4x8xf32>
+// CHECK:         return %[[R]]
+func.func @select(%c: tensor<4x8xi1>, %a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %r = nn.select %c, %a, %b : tensor<4x8xi1>, tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that compare round-trips with several predicates on float and integer
+// tensors and infers an i1 result of the operands' shape.
+// CHECK-LABEL: func.func @compare(
+// CHECK-SAME:      %[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<4x8xf32>, %[[I:.+]]: tensor<8xi32>, %[[J:.+]]: tensor<8xi32>)
+// CHECK:         %[[LT:.+]] = nn.compare lt, %[[A]], %[[B]] : tensor<4x8xf32>
+// CHECK:         %[[EQ:.+]] = nn.compare eq, %[[I]], %[[J]] : tensor<8xi32>
+// CHECK:         %[[GE:.+]] = nn.compare ge, %[[I]], %[[J]] : tensor<8xi32>
+// CHECK:         return %[[LT]], %[[EQ]], %[[GE]] : tensor<4x8xi1>, tensor<8xi1>, tensor<8xi1>
+func.func @compare(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %i: tensor<8xi32>, %j: tensor<8xi32>)
+    -> (tensor<4x8xi1>, tensor<8xi1>, tensor<8xi1>) {
+  %c = nn.compare lt, %a, %b : tensor<4x8xf32>
+  %d = nn.compare eq, %i, %j : tensor<8xi32>
+  %e = nn.compare ge, %i, %j : tensor<8xi32>
+  return %c, %d, %e : tensor<4x8xi1>, tensor<8xi1>, tensor<8xi1>
+}
+
+// -----
+
+// Tests that cast round-trips between float widths and from i1.
+// CHECK-LABEL: func.func @cast(
+// CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>, %[[M:.+]]: tensor<4x8xi1>)
+// CHECK:         %[[H:.+]] = nn.cast %[[X]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK:         %[[F:.+]] = nn.cast %[[M]] : tensor<4x8xi1> to tensor<4x8xf16>
+// CHECK:         return %[[H]], %[[F]]
+func.func @cast(%x: tensor<4x8xf32>, %m: tensor<4x8xi1>) -> (tensor<4x8xbf16>, tensor<4x8xf16>) {
+  %h = nn.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+  %f = nn.cast %m : tensor<4x8xi1> to tensor<4x8xf16>
+  return %h, %f : tensor<4x8xbf16>, tensor<4x8xf16>
+}
+
+// -----
+
+// Tests that dense and splat constants round-trip.
+// CHECK-LABEL: func.func @constant(
+// CHECK:         %[[D:.+]] = nn.constant dense<{{\[}}[1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+// CHECK:         %[[S:.+]] = nn.constant dense<1.250000e-01> : tensor<2x4x8x8xf32>
+// CHECK:         %[[I:.+]] = nn.constant dense<[0, 1, 2]> : tensor<3xi32>
+// CHECK:         return %[[D]], %[[S]], %[[I]]
+func.func @constant() -> (tensor<2x2xf32>, tensor<2x4x8x8xf32>, tensor<3xi32>) {
+  %d = nn.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %s = nn.constant dense<0.125> : tensor<2x4x8x8xf32>
+  %i = nn.constant dense<[0, 1, 2]> : tensor<3xi32>
+  return %d, %s, %i : tensor<2x2xf32>, tensor<2x4x8x8xf32>, tensor<3xi32>
+}
+
+// -----
+
+// Tests that broadcast round-trips, adding dims and expanding a size-1 dim.
+// CHECK-LABEL: func.func @broadcast(
+// CHECK-SAME:      %[[B:.+]]: tensor<64xf32>, %[[C:.+]]: tensor<1x64xf32>)
+// CHECK:         %[[B3:.+]] = nn.broadcast %[[B]] dims = [2] : tensor<64xf32> -> tensor<2x8x64xf32>
+// CHECK:         %[[C2:.+]] = nn.broadcast %[[C]] dims = [0, 1] : tensor<1x64xf32> -> tensor<8x64xf32>
+// CHECK:         return %[[B3]], %[[C2]]
+func.func @broadcast(%b: tensor<64xf32>, %c: tensor<1x64xf32>) -> (tensor<2x8x64xf32>, tensor<8x64xf32>) {
+  %0 = nn.broadcast %b dims = [2] : tensor<64xf32> -> tensor<2x8x64xf32>
+  %1 = nn.broadcast %c dims = [0, 1] : tensor<1x64xf32> -> tensor<8x64xf32>
+  return %0, %1 : tensor<2x8x64xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that the reductions round-trip, including a reduction to rank 0.
+// CHECK-LABEL: func.func @reduce(
+// CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>)
+// CHECK:         %[[SUM:.+]] = nn.reduce_sum %[[X]] dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+// CHECK:         %[[MAX:.+]] = nn.reduce_max %[[X]] dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK:         %[[MEAN:.+]] = nn.reduce_mean %[[X]] dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+// CHECK:         return %[[SUM]], %[[MAX]], %[[MEAN]]
+func.func @reduce(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf32>, tensor<f32>) {
+  %s = nn.reduce_sum %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %m = nn.reduce_max %x dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+  %a = nn.reduce_mean %x dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %s, %m, %a : tensor<4xf32>, tensor<8xf32>, tensor<f32>
+}
+
+// -----
+
+// Tests that reshape round-trips.
+// CHECK-LABEL: func.func @reshape(
+// CHECK-SAME:      %[[Q:.+]]: tensor<2x8x64xf32>)
+// CHECK:         %[[R:.+]] = nn.reshape %[[Q]] : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+// CHECK:         return %[[R]]
+func.func @reshape(%q: tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32> {
+  %r = nn.reshape %q : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  return %r : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// Tests that transpose round-trips.
+// CHECK-LABEL: func.func @transpose(
+// CHECK-SAME:      %[[X:.+]]: tensor<2x8x4x16xf32>)
+// CHECK:         %[[T:.+]] = nn.transpose %[[X]] permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+// CHECK:         return %[[T]]
+func.func @transpose(%x: tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32> {
+  %t = nn.transpose %x permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  return %t : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// Tests that slice round-trips.
+// CHECK-LABEL: func.func @slice(
+// CHECK-SAME:      %[[QKV:.+]]: tensor<2x8x192xf32>)
+// CHECK:         %[[K:.+]] = nn.slice %[[QKV]] start = [0, 0, 64] limit = [2, 8, 128] : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
+// CHECK:         return %[[K]]
+func.func @slice(%qkv: tensor<2x8x192xf32>) -> tensor<2x8x64xf32> {
+  %k = nn.slice %qkv start = [0, 0, 64] limit = [2, 8, 128]
+      : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
+  return %k : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that concat round-trips.
+// CHECK-LABEL: func.func @concat(
+// CHECK-SAME:      %[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<4x16xf32>)
+// CHECK:         %[[C:.+]] = nn.concat %[[A]], %[[B]] dim = 1 : tensor<4x8xf32>, tensor<4x16xf32> -> tensor<4x24xf32>
+// CHECK:         return %[[C]]
+func.func @concat(%a: tensor<4x8xf32>, %b: tensor<4x16xf32>) -> tensor<4x24xf32> {
+  %c = nn.concat %a, %b dim = 1 : tensor<4x8xf32>, tensor<4x16xf32> -> tensor<4x24xf32>
+  return %c : tensor<4x24xf32>
+}
+
+// -----
+
+// Tests that softmax and log_softmax round-trip on f16.
+// CHECK-LABEL: func.func @softmax(
+// CHECK-SAME:      %[[S:.+]]: tensor<2x4x8x8xf16>)
+// CHECK:         %[[P:.+]] = nn.softmax %[[S]] dim = 3 : tensor<2x4x8x8xf16>
+// CHECK:         %[[L:.+]] = nn.log_softmax %[[S]] dim = 3 : tensor<2x4x8x8xf16>
+// CHECK:         return %[[P]], %[[L]]
+func.func @softmax(%s: tensor<2x4x8x8xf16>) -> (tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>) {
+  %p = nn.softmax %s dim = 3 : tensor<2x4x8x8xf16>
+  %l = nn.log_softmax %s dim = 3 : tensor<2x4x8x8xf16>
+  return %p, %l : tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>
+}
+
+// -----
+
+// Tests that layer_norm round-trips with the default epsilon (not printed),
+// an explicit default epsilon (elided) and another epsilon (kept).
+// CHECK-LABEL: func.func @layer_norm(
+// CHECK-SAME:      %[[X:.+]]: tensor<2x8x64xf32>, %[[G:.+]]: tensor<64xf32>, %[[B:.+]]: tensor<64xf32>)
+// CHECK:         %[[Y0:.+]] = nn.layer_norm %[[X]], %[[G]], %[[B]] : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+// CHECK:         %[[Y1:.+]] = nn.layer_norm %[[X]], %[[G]], %[[B]] : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+// CHECK:         %[[Y2:.+]] = nn.layer_norm %[[X]], %[[G]], %[[B]] epsilon = 9.99999997E-7 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+// CHECK:         return %[[Y0]], %[[Y1]], %[[Y2]]
+func.func @layer_norm(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>)
+    -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+  %0 = nn.layer_norm %x, %g, %b : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %1 = nn.layer_norm %x, %g, %b epsilon = 1.0e-05 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %2 = nn.layer_norm %x, %g, %b epsilon = 1.0e-06 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  return %0, %1, %2 : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that rms_norm round-trips on bf16 with and without an explicit
+// epsilon.
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK-SAME:      %[[X:.+]]: tensor<2x8x64xbf16>, %[[G:.+]]: tensor<64xbf16>)
+// CHECK:         %[[Y0:.+]] = nn.rms_norm %[[X]], %[[G]] : tensor<2x8x64xbf16>, tensor<64xbf16>
+// CHECK:         %[[Y1:.+]] = nn.rms_norm %[[X]], %[[G]] epsilon = 9.99999974E-6 : tensor<2x8x64xbf16>, tensor<64xbf16>
+// CHECK:         return %[[Y0]], %[[Y1]]
+func.func @rms_norm(%x: tensor<2x8x64xbf16>, %g: tensor<64xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) {
+  %0 = nn.rms_norm %x, %g : tensor<2x8x64xbf16>, tensor<64xbf16>
+  %1 = nn.rms_norm %x, %g epsilon = 1.0e-05 : tensor<2x8x64xbf16>, tensor<64xbf16>
+  return %0, %1 : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
+}
+
+// -----
+
+// Tests that embedding round-trips and infers the `indices ++ [hidden]` shape.
+// CHECK-LABEL: func.func @embedding(
+// CHECK-SAME:      %[[WTE:.+]]: tensor<512x64xbf16> {nn.param = "wte"}, %[[TOKENS:.+]]: tensor<2x8xi32>)
+// CHECK:         %[[E:.+]] = nn.embedding %[[WTE]], %[[TOKENS]] : tensor<512x64xbf16>, tensor<2x8xi32>
+// CHECK:         return %[[E]] : tensor<2x8x64xbf16>
+func.func @embedding(%wte: tensor<512x64xbf16> {nn.param = "wte"}, %tokens: tensor<2x8xi32>) -> tensor<2x8x64xbf16> {
+  %e = nn.embedding %wte, %tokens : tensor<512x64xbf16>, tensor<2x8xi32>
+  return %e : tensor<2x8x64xbf16>
+}
+
+// -----
+
+// Tests that cross_entropy round-trips and infers the labels' shape.
+// CHECK-LABEL: func.func @cross_entropy(
+// CHECK-SAME:      %[[LOGITS:.+]]: tensor<2x8x512xf32>, %[[LABELS:.+]]: tensor<2x8xi64>)
+// CHECK:         %[[L:.+]] = nn.cross_entropy %[[LOGITS]], %[[LABELS]] : tensor<2x8x512xf32>, tensor<2x8xi64>
+// CHECK:         return %[[L]] : tensor<2x8xf32>
+func.func @cross_entropy(%logits: tensor<2x8x512xf32>, %labels: tensor<2x8xi64>) -> tensor<2x8xf32> {
+  %l = nn.cross_entropy %logits, %labels : tensor<2x8x512xf32>, tensor<2x8xi64>
+  return %l : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that causal_mask round-trips.
+// CHECK-LABEL: func.func @causal_mask(
+// CHECK-SAME:      %[[S:.+]]: tensor<2x4x8x8xf32>)
+// CHECK:         %[[M:.+]] = nn.causal_mask %[[S]] : tensor<2x4x8x8xf32>
+// CHECK:         return %[[M]]
+func.func @causal_mask(%s: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %m = nn.causal_mask %s : tensor<2x4x8x8xf32>
+  return %m : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that sgd round-trips with the default and an explicit weight decay.
+// CHECK-LABEL: func.func @sgd(
+// CHECK-SAME:      %[[P:.+]]: tensor<16x64xf32> {nn.param = "fc1.w"}, %[[G:.+]]: tensor<16x64xf32>)
+// CHECK:         %[[P0:.+]] = nn.sgd %[[P]], %[[G]] lr = 1.000000e-01 : tensor<16x64xf32>
+// CHECK:         %[[P1:.+]] = nn.sgd %[[P]], %[[G]] lr = 1.000000e-01 {weight_decay = 0.00999999977 : f32} : tensor<16x64xf32>
+// CHECK:         return %[[P0]], %[[P1]]
+func.func @sgd(%p: tensor<16x64xf32> {nn.param = "fc1.w"}, %g: tensor<16x64xf32>)
+    -> (tensor<16x64xf32>, tensor<16x64xf32>) {
+  %0 = nn.sgd %p, %g lr = 1.0e-01 : tensor<16x64xf32>
+  %1 = nn.sgd %p, %g lr = 1.0e-01 {weight_decay = 1.0e-02 : f32} : tensor<16x64xf32>
+  return %0, %1 : tensor<16x64xf32>, tensor<16x64xf32>
+}
+
+// -----
+
+// Tests that adamw round-trips with default hyperparameters and an i32 step.
+// CHECK-LABEL: func.func @adamw(
+// CHECK-SAME:      %[[P:.+]]: tensor<16x64xf32>, %[[G:.+]]: tensor<16x64xf32>, %[[M:.+]]: tensor<16x64xf32>, %[[V:.+]]: tensor<16x64xf32>, %[[T:.+]]: tensor<i32>)
+// CHECK:         %[[P2:.+]], %[[M2:.+]], %[[V2:.+]] = nn.adamw %[[P]], %[[G]], %[[M]], %[[V]], %[[T]] lr = 1.000000e-03 : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i32>
+// CHECK:         return %[[P2]], %[[M2]], %[[V2]]
+func.func @adamw(%p: tensor<16x64xf32>, %g: tensor<16x64xf32>, %m: tensor<16x64xf32>,
+                 %v: tensor<16x64xf32>, %t: tensor<i32>)
+    -> (tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>) {
+  %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i32>
+  return %p2, %m2, %v2 : tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>
+}
+
+// -----
+
+// Tests that adamw round-trips with f32 moments for bf16 weights and explicit
+// hyperparameters.
+// CHECK-LABEL: func.func @adamw_mixed(
+// CHECK-SAME:      %[[P:.+]]: tensor<16x64xbf16>, %[[G:.+]]: tensor<16x64xbf16>, %[[M:.+]]: tensor<16x64xf32>, %[[V:.+]]: tensor<16x64xf32>, %[[T:.+]]: tensor<i64>)
+// CHECK:         %[[P2:.+]], %[[M2:.+]], %[[V2:.+]] = nn.adamw %[[P]], %[[G]], %[[M]], %[[V]], %[[T]] lr = 1.000000e-03 {beta1 = 8.000000e-01 : f32, beta2 = 0.949999988 : f32, epsilon = 9.99999997E-7 : f32, weight_decay = 1.000000e-01 : f32} : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<i64>
+// CHECK:         return %[[P2]], %[[M2]], %[[V2]] : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xf32>
+func.func @adamw_mixed(%p: tensor<16x64xbf16>, %g: tensor<16x64xbf16>, %m: tensor<16x64xf32>,
+                       %v: tensor<16x64xf32>, %t: tensor<i64>)
+    -> (tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xf32>) {
+  %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
+      {beta1 = 0.8 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-06 : f32, weight_decay = 0.1 : f32}
+      : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<i64>
+  return %p2, %m2, %v2 : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xf32>
+}

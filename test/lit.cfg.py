@@ -1,0 +1,25 @@
+# Lit configuration of the Tessera test suite (check-tessera).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "TESSERA"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tessera_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "lib", "unit"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%tessera_src_root", config.tessera_src_root))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.tessera_tools_dir, config.llvm_tools_dir]
+tools = ["tessera-opt", "tessera"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -1,0 +1,101 @@
+//===- NNCostTest.cpp - FLOP and byte formulas of nn ops ------------------===//
+
+#include "dialects/NN/IR/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+class NNCostTest : public ::testing::Test {
+protected:
+  NNCostTest() : builder(&context), loc(builder.getUnknownLoc()) {
+    context.loadDialect<nn::NNDialect>();
+    module = ModuleOp::create(loc);
+    builder.setInsertionPointToEnd(module->getBody());
+  }
+
+  /// A value of the given type with no producer that costs anything.
+  Value value(ArrayRef<int64_t> shape, Type element = nullptr) {
+    auto type =
+        RankedTensorType::get(shape, element ? element : builder.getF32Type());
+    Attribute zero = isa<FloatType>(type.getElementType())
+                         ? Attribute(builder.getFloatAttr(type.getElementType(), 0))
+                         : Attribute(builder.getIntegerAttr(type.getElementType(), 0));
+    return nn::ConstantOp::create(builder, loc,
+                                  DenseElementsAttr::get(type, zero));
+  }
+
+  DenseI64ArrayAttr dims(ArrayRef<int64_t> values) {
+    return builder.getDenseI64ArrayAttr(values);
+  }
+
+  MLIRContext context;
+  OpBuilder builder;
+  Location loc;
+  OwningOpRef<ModuleOp> module;
+};
+
+TEST_F(NNCostTest, DotCountsTwoFlopsPerMultiplyAdd) {
+  auto dot = nn::DotOp::create(builder, loc, value({8, 16}), value({16, 64}),
+                               dims({}), dims({}), dims({1}), dims({0}));
+  EXPECT_EQ(dot.getFlops(), 2 * 8 * 16 * 64);
+  // Reads both operands and writes the result, 4 bytes an element.
+  EXPECT_EQ(dot.getBytesAccessed(), 4 * (8 * 16 + 16 * 64 + 8 * 64));
+}
+
+TEST_F(NNCostTest, BatchedDotCountsEveryBatch) {
+  auto dot = nn::DotOp::create(builder, loc, value({2, 4, 8, 16}),
+                               value({2, 4, 8, 16}), dims({0, 1}), dims({0, 1}),
+                               dims({3}), dims({3}));
+  EXPECT_EQ(dot.getFlops(), 2 * (2 * 4 * 8 * 8) * 16);
+}
+
+TEST_F(NNCostTest, ElementwiseOpsCountTheirFormula) {
+  Value x = value({4, 8});
+  EXPECT_EQ(nn::AddOp::create(builder, loc, x, x).getFlops(), 32);
+  EXPECT_EQ(nn::GeluOp::create(builder, loc, x).getFlops(), 9 * 32);
+  EXPECT_EQ(nn::SoftmaxOp::create(builder, loc, x, 1).getFlops(), 5 * 32);
+  EXPECT_EQ(nn::TransposeOp::create(builder, loc, x, dims({1, 0})).getFlops(),
+            0);
+}
+
+TEST_F(NNCostTest, HalfPrecisionHalvesTheBytes) {
+  Value x = value({4, 8}, builder.getBF16Type());
+  EXPECT_EQ(nn::ExpOp::create(builder, loc, x).getBytesAccessed(), 2 * 2 * 32);
+}
+
+TEST_F(NNCostTest, EmbeddingReadsOnlyTheLookedUpRows) {
+  auto lookup = nn::EmbeddingOp::create(builder, loc, value({50000, 64}),
+                                        value({2, 8}, builder.getI32Type()));
+  EXPECT_EQ(lookup.getFlops(), 0);
+  EXPECT_EQ(lookup.getBytesAccessed(), 4 * 16 + 2 * 4 * 16 * 64);
+}
+
+TEST_F(NNCostTest, ReductionsCountEveryInputElement) {
+  Value x = value({4, 8});
+  EXPECT_EQ(nn::ReduceSumOp::create(builder, loc, x, dims({1})).getFlops(), 32);
+  EXPECT_EQ(nn::ReduceMeanOp::create(builder, loc, x, dims({1})).getFlops(),
+            32 + 4);
+}
+
+TEST_F(NNCostTest, OptimizerUpdatesScaleWithTheParameter) {
+  Value p = value({16, 4});
+  auto sgd = nn::SgdOp::create(builder, loc, p, p, builder.getF32FloatAttr(0.1f),
+                               builder.getF32FloatAttr(0.0f));
+  EXPECT_EQ(sgd.getFlops(), 2 * 64);
+  auto adamw = nn::AdamWOp::create(
+      builder, loc, p, p, p, p, value({}, builder.getI64Type()),
+      builder.getF32FloatAttr(1e-3f), builder.getF32FloatAttr(0.9f),
+      builder.getF32FloatAttr(0.999f), builder.getF32FloatAttr(1e-8f),
+      builder.getF32FloatAttr(0.01f));
+  EXPECT_EQ(adamw.getFlops(), 16 * 64);
+}
+
+} // namespace
