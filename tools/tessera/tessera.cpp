@@ -175,10 +175,16 @@ static int runModel(MLIRContext &context) {
 //===----------------------------------------------------------------------===//
 
 static int runStats(MLIRContext &context) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      openInputFile(statsInput, &errorMessage);
+  if (!file)
+    return reportError(llvm::createStringError(errorMessage));
   llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(statsInput, sourceMgr, &context);
+      parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
   struct OpStats {

@@ -1,0 +1,240 @@
+// RUN: tessera-opt %s -split-input-file --tessera-test-op-interfaces -verify-diagnostics
+
+// Tests that a dot shares its free dims with the result and reduces the contracting dim.
+func.func @dot(%x: tensor<8x16xf32>, %w: tensor<16x64xf32>) -> tensor<8x64xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, k], [k, j]) -> ([i, j]) {i=8, j=64, k=16} reduction={k}}}
+  // expected-remark @+1 {{cost: flops=16384 bytes=6656}}
+  %0 = nn.dot %x, %w contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that batching dims are factors of both operands and the result.
+func.func @dot_batched(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>) -> tensor<2x4x8x6xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k, m], [i, j, l, m]) -> ([i, j, k, l]) {i=2, j=4, k=8, l=6, m=16} reduction={m}}}
+  // expected-remark @+1 {{cost: flops=12288 bytes=8704}}
+  %0 = nn.dot %q, %k batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>) -> tensor<2x4x8x6xf32>
+  return %0 : tensor<2x4x8x6xf32>
+}
+
+// -----
+
+// Tests that elementwise ops share every factor.
+func.func @add(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %0 = nn.add %a, %a : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that the condition of a select shares the factors of its values.
+func.func @select(%c: tensor<4x8xi1>, %a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=416}}
+  %0 = nn.select %c, %a, %a : tensor<4x8xi1>, tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a constant has only result factors.
+func.func @constant() -> tensor<4x8xf32> {
+  // expected-remark @+2 {{sharding rule: () -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=128}}
+  %0 = nn.constant dense<1.0> : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that an expanded size-1 dim and new dims get factors of their own.
+func.func @broadcast(%b: tensor<1x64xf32>) -> tensor<2x8x64xf32> {
+  // expected-remark @+2 {{sharding rule: ([j, l]) -> ([i, k, l]) {i=2, j=1, k=8, l=64}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=4352}}
+  %0 = nn.broadcast %b dims = [1, 2] : tensor<1x64xf32> -> tensor<2x8x64xf32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that reduced dims are reduction factors.
+func.func @reduce(%x: tensor<4x8x16xf32>) -> tensor<8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k]) -> ([j]) {i=4, j=8, k=16} reduction={i, k}}}
+  // expected-remark @+1 {{cost: flops=512 bytes=2080}}
+  %0 = nn.reduce_sum %x dims = [0, 2] : tensor<4x8x16xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// Tests that splitting the hidden dim into heads shares the major factor.
+func.func @reshape(%x: tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, kl]) -> ([i, j, k, l]) {i=2, j=8, k=4, l=16}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=8192}}
+  %0 = nn.reshape %x : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  return %0 : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// Tests that a transpose permutes its factors.
+func.func @transpose(%x: tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k, l]) -> ([i, k, j, l]) {i=2, j=8, k=4, l=16}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=8192}}
+  %0 = nn.transpose %x permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  return %0 : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// Tests that a sliced dim cannot be split and an unsliced one passes through.
+func.func @slice(%x: tensor<8x192xf32>) -> tensor<8x64xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, k]) {i=8, j=192, k=64} need_replication={j, k}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=8192}}
+  %0 = nn.slice %x start = [0, 64] limit = [8, 128] : tensor<8x192xf32> -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that the concatenated dim cannot be split.
+func.func @concat(%a: tensor<4x8xf32>, %b: tensor<4x16xf32>) -> tensor<4x24xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, k]) -> ([i, l]) {i=4, j=8, k=16, l=24} need_replication={j, k, l}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=768}}
+  %0 = nn.concat %a, %b dim = 1 : tensor<4x8xf32>, tensor<4x16xf32> -> tensor<4x24xf32>
+  return %0 : tensor<4x24xf32>
+}
+
+// -----
+
+// Tests that the softmax dim cannot be split.
+func.func @softmax(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=4, k=8, l=8} need_replication={l}}}
+  // expected-remark @+1 {{cost: flops=2560 bytes=4096}}
+  %0 = nn.softmax %x dim = 3 : tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that the normalized dim is shared with gamma and beta and cannot be split.
+func.func @layer_norm(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>) -> tensor<2x8x64xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k], [k], [k]) -> ([i, j, k]) {i=2, j=8, k=64} need_replication={k}}}
+  // expected-remark @+1 {{cost: flops=7168 bytes=8704}}
+  %0 = nn.layer_norm %x, %g, %g : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that the vocab dim of an embedding table is a reduction (partial sums).
+func.func @embedding(%t: tensor<512x64xf32>, %i: tensor<2x8xi32>) -> tensor<2x8x64xf32> {
+  // expected-remark @+2 {{sharding rule: ([l, k], [i, j]) -> ([i, j, k]) {i=2, j=8, k=64, l=512} reduction={l}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=8256}}
+  %0 = nn.embedding %t, %i : tensor<512x64xf32>, tensor<2x8xi32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that the class dim of cross-entropy cannot be split.
+func.func @cross_entropy(%l: tensor<2x8x512xf32>, %y: tensor<2x8xi32>) -> tensor<2x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k], [i, j]) -> ([i, j]) {i=2, j=8, k=512} need_replication={k}}}
+  // expected-remark @+1 {{cost: flops=32800 bytes=32896}}
+  %0 = nn.cross_entropy %l, %y : tensor<2x8x512xf32>, tensor<2x8xi32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that the query and key dims of the causal mask cannot be split.
+func.func @causal_mask(%s: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=4, k=8, l=8} need_replication={k, l}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=4096}}
+  %0 = nn.causal_mask %s : tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that adamw shares every factor of the parameter, gradient and moments.
+func.func @adamw(%p: tensor<16x4xf32>, %m: tensor<16x4xf32>, %t: tensor<i64>) -> tensor<16x4xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j], [i, j], [i, j], []) -> ([i, j], [i, j], [i, j]) {i=16, j=4}}}
+  // expected-remark @+1 {{cost: flops=1024 bytes=1800}}
+  %0, %1, %2 = nn.adamw %p, %p, %m, %m, %t lr = 1.0e-03 : tensor<16x4xf32>, tensor<16x4xf32>, tensor<i64>
+  return %0 : tensor<16x4xf32>
+}
+
+// -----
+
+// Tests that every elementwise op shares all factors and counts its formula's FLOPs.
+func.func @elementwise(%a: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %0 = nn.sub %a, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %1 = nn.mul %0, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %2 = nn.div %1, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %3 = nn.neg %2 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %4 = nn.exp %3 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %5 = nn.log %4 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %6 = nn.sqrt %5 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %7 = nn.rsqrt %6 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %8 = nn.tanh %7 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %9 = nn.relu %8 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=288 bytes=256}}
+  %10 = nn.gelu %9 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=128 bytes=256}}
+  %11 = nn.silu %10 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=288}}
+  %12 = nn.compare lt, %11, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=192}}
+  %13 = nn.cast %11 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %13 : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that max and mean reductions, log_softmax, rms_norm and sgd have their rules.
+func.func @reductions_and_norms(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i]) {i=4, j=8} reduction={j}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=144}}
+  %0 = nn.reduce_max %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([]) {i=4, j=8} reduction={i, j}}}
+  // expected-remark @+1 {{cost: flops=33 bytes=132}}
+  %1 = nn.reduce_mean %x dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8} need_replication={i}}}
+  // expected-remark @+1 {{cost: flops=160 bytes=256}}
+  %2 = nn.log_softmax %x dim = 0 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [j]) -> ([i, j]) {i=4, j=8} need_replication={j}}}
+  // expected-remark @+1 {{cost: flops=128 bytes=288}}
+  %3 = nn.rms_norm %2, %g : tensor<4x8xf32>, tensor<8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=64 bytes=384}}
+  %4 = nn.sgd %3, %x lr = 1.0e-01 : tensor<4x8xf32>
+  return %4 : tensor<4x8xf32>
+}
