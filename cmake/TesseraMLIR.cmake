@@ -12,7 +12,9 @@ list(APPEND CMAKE_MODULE_PATH "${MLIR_CMAKE_DIR}" "${LLVM_CMAKE_DIR}")
 
 # Debian ships bin/lit, not bin/llvm-lit; AddLLVM reads this before it looks.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
-set(LLVM_DEFAULT_EXTERNAL_LIT "${LLVM_TOOLS_BINARY_DIR}/lit" CACHE FILEPATH "")
+set(TESSERA_LIT "${LLVM_TOOLS_BINARY_DIR}/lit")
+set(LLVM_DEFAULT_EXTERNAL_LIT "${TESSERA_LIT}" CACHE FILEPATH "")
+set(LLVM_EXTERNAL_LIT "${TESSERA_LIT}")
 set(LLVM_LIT_ARGS "-sv" CACHE STRING "")
 # The unversioned llvm-tblgen on PATH is LLVM 14.
 set(LLVM_TABLEGEN_EXE "${LLVM_TOOLS_BINARY_DIR}/llvm-tblgen" CACHE FILEPATH "" FORCE)
@@ -32,6 +34,9 @@ include_directories(SYSTEM ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
 include_directories(${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
                     ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include)
 link_directories(${LLVM_BUILD_LIBRARY_DIR})
+
+# add_mlir_doc writes into ${MLIR_BINARY_DIR}/docs (target mlir-doc).
+set(MLIR_BINARY_DIR ${PROJECT_BINARY_DIR})
 
 # LLVM_DEFINITIONS is one string; passing it whole mangles the flags.
 separate_arguments(TESSERA_LLVM_DEFINITIONS NATIVE_COMMAND "${LLVM_DEFINITIONS}")

@@ -12,7 +12,8 @@ def NN_Dialect : Dialect {
   let summary = "Model operations of neural-network training graphs";
   let description = [{
     The `nn` dialect holds the operations of a model and its training step on
-    ranked tensors with value semantics and global (unsharded) shapes: a
+    statically shaped tensors with value semantics and global (unsharded)
+    shapes: a
     general dot, elementwise math, reductions, shape manipulation, the layers
     of GPT-style transformers and fused optimizer updates.
 
@@ -26,6 +27,7 @@ def NN_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 class NN_Op<string mnemonic, list<Trait> traits = []>
@@ -38,10 +40,11 @@ class NN_Op<string mnemonic, list<Trait> traits = []>
 def NN_Float : AnyTypeOf<[F64, F32, F16, BF16]>;
 def NN_Index : AnyTypeOf<[I32, I64]>;
 
-def NN_FloatTensor : RankedTensorOf<[F64, F32, F16, BF16]>;
-def NN_IndexTensor : RankedTensorOf<[I32, I64]>;
-def NN_BoolTensor : RankedTensorOf<[I1]>;
-def NN_AnyTensor : RankedTensorOf<[F64, F32, F16, BF16, I1, I32, I64]>;
+// Models have static global shapes: sharding and partitioning divide them.
+def NN_FloatTensor : StaticShapeTensorOf<[F64, F32, F16, BF16]>;
+def NN_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def NN_BoolTensor : StaticShapeTensorOf<[I1]>;
+def NN_AnyTensor : StaticShapeTensorOf<[F64, F32, F16, BF16, I1, I32, I64]>;
 def NN_ScalarIndexTensor : 0DTensorOf<[I32, I64]>;
 
 //===----------------------------------------------------------------------===//

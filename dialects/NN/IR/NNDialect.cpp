@@ -38,3 +38,10 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
            << " to be a non-empty string, got " << attr.getValue();
   return success();
 }
+
+LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned resultIndex,
+                                                     NamedAttribute attr) {
+  return op->emitError("unknown nn attribute '")
+         << attr.getName().getValue() << "' on result #" << resultIndex;
+}

@@ -7,6 +7,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/SmallString.h"
 
 using namespace mlir;
 using namespace tessera;
@@ -249,8 +250,6 @@ LogicalResult ReshapeOp::verify() {
   if (input.getElementType() != result.getElementType())
     return emitOpError("expects the result element type ")
            << input.getElementType() << ", got " << result.getElementType();
-  if (!input.hasStaticShape() || !result.hasStaticShape())
-    return emitOpError("expects static shapes");
   if (input.getNumElements() != result.getNumElements())
     return emitOpError("cannot reshape ")
            << input.getNumElements() << " elements into "
@@ -469,21 +468,23 @@ LogicalResult CausalMaskOp::verify() {
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
-/// Checks that a hyperparameter lies in [low, high) (or [low, inf)).
+/// Checks that a hyperparameter is finite and at least `low`, and below
+/// `high` when given.
 static LogicalResult checkHyperparameter(Operation *op, StringRef name,
-                                         APFloat value, double low,
-                                         std::optional<double> high = {}) {
+                                         APFloat value, int low,
+                                         std::optional<int> high = {}) {
   double v = value.convertToDouble();
-  if (v < low || (high && v >= *high) || std::isnan(v)) {
-    InFlightDiagnostic diag = op->emitOpError("expects ");
-    diag << name << " in [" << low << ", ";
-    if (high)
-      diag << *high << ")";
-    else
-      diag << "inf)";
-    return diag << ", got " << v;
-  }
-  return success();
+  if (std::isfinite(v) && v >= low && (!high || v < *high))
+    return success();
+  SmallString<16> text;
+  value.toString(text, /*FormatPrecision=*/6);
+  InFlightDiagnostic diag = op->emitOpError("expects ");
+  diag << name << " in [" << low << ", ";
+  if (high)
+    diag << *high << ")";
+  else
+    diag << "inf)";
+  return diag << ", got " << text;
 }
 
 LogicalResult SgdOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
@@ -494,8 +495,8 @@ LogicalResult SgdOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 }
 
 LogicalResult SgdOp::verify() {
-  if (failed(checkHyperparameter(*this, "lr", getLr(), 0.0)) ||
-      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(), 0.0)))
+  if (failed(checkHyperparameter(*this, "lr", getLr(), 0)) ||
+      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(), 0)))
     return failure();
   return success();
 }
@@ -514,12 +515,12 @@ LogicalResult AdamWOp::verify() {
     return emitOpError("expects moments of the parameter's shape ")
            << formatList(getParam().getType().getShape()) << ", got "
            << formatList(getM().getType().getShape());
-  if (failed(checkHyperparameter(*this, "lr", getLr(), 0.0)) ||
-      failed(checkHyperparameter(*this, "beta1", getBeta1(), 0.0, 1.0)) ||
-      failed(checkHyperparameter(*this, "beta2", getBeta2(), 0.0, 1.0)) ||
-      failed(checkHyperparameter(*this, "epsilon", getEpsilon(), 0.0)) ||
+  if (failed(checkHyperparameter(*this, "lr", getLr(), 0)) ||
+      failed(checkHyperparameter(*this, "beta1", getBeta1(), 0, 1)) ||
+      failed(checkHyperparameter(*this, "beta2", getBeta2(), 0, 1)) ||
+      failed(checkHyperparameter(*this, "epsilon", getEpsilon(), 0)) ||
       failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(),
-                                 0.0)))
+                                 0)))
     return failure();
   return success();
 }
