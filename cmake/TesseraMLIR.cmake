@@ -36,7 +36,7 @@ include_directories(${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
 link_directories(${LLVM_BUILD_LIBRARY_DIR})
 
 # add_mlir_doc writes into ${MLIR_BINARY_DIR}/docs (target mlir-doc).
-set(MLIR_BINARY_DIR ${PROJECT_BINARY_DIR})
+set(MLIR_BINARY_DIR ${PROJECT_BINARY_DIR}/generated)
 
 # LLVM_DEFINITIONS is one string; passing it whole mangles the flags.
 separate_arguments(TESSERA_LLVM_DEFINITIONS NATIVE_COMMAND "${LLVM_DEFINITIONS}")
