@@ -54,7 +54,7 @@ static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
   SmallVector<int64_t> sizes;
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
-    int64_t size;
+    int64_t size = 0;
     if (parser.parseString(&name) || parser.parseEqual() ||
         parser.parseInteger(size))
       return failure();
@@ -220,6 +220,21 @@ static LogicalResult expectScaledDims(Operation *op, int64_t groupSize,
   return success();
 }
 
+/// A collective whose group is one device passes its operand through; the
+/// mesh is looked up only when the types allow it.
+static OpFoldResult foldSingleDeviceGroup(CollectiveOpInterface op) {
+  Value input = op->getOperand(0);
+  if (input.getType() != op->getResult(0).getType())
+    return {};
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
+  if (!mesh)
+    return {};
+  for (Attribute axis : op.getMeshAxes())
+    if (mesh.getAxisSize(cast<StringAttr>(axis).getValue()) != 1)
+      return {};
+  return input;
+}
+
 #define TESSERA_COLLECTIVE_SYMBOL_USES(OpTy)                                   \
   LogicalResult OpTy::verifySymbolUses(SymbolTableCollection &symbolTable) {   \
     return verifyCollectiveMesh(*this, symbolTable);                           \
@@ -233,38 +248,62 @@ TESSERA_COLLECTIVE_SYMBOL_USES(CollectivePermuteOp)
 TESSERA_COLLECTIVE_SYMBOL_USES(BroadcastOp)
 #undef TESSERA_COLLECTIVE_SYMBOL_USES
 
+#define TESSERA_COLLECTIVE_FOLD(OpTy)                                          \
+  OpFoldResult OpTy::fold(FoldAdaptor) { return foldSingleDeviceGroup(*this); }
+TESSERA_COLLECTIVE_FOLD(AllReduceOp)
+TESSERA_COLLECTIVE_FOLD(AllGatherOp)
+TESSERA_COLLECTIVE_FOLD(ReduceScatterOp)
+TESSERA_COLLECTIVE_FOLD(AllToAllOp)
+TESSERA_COLLECTIVE_FOLD(AllSliceOp)
+TESSERA_COLLECTIVE_FOLD(BroadcastOp)
+#undef TESSERA_COLLECTIVE_FOLD
+
+/// With one device, only the permutation 0 -> 0 keeps the tensor; an empty
+/// one sends nothing and leaves zeros.
+OpFoldResult CollectivePermuteOp::fold(FoldAdaptor) {
+  if (getPairs() != ArrayRef<int64_t>{0, 0})
+    return {};
+  return foldSingleDeviceGroup(*this);
+}
+
 LogicalResult AllReduceOp::verify() {
   return verifyCollective(*this, getMeshAxes());
 }
 LogicalResult AllReduceOp::verifyGroupShapes(int64_t) { return success(); }
 
 LogicalResult AllGatherOp::verify() {
-  return verifyCollective(*this, getMeshAxes(), {getDim()});
+  return verifyCollective(*this, getMeshAxes(), {static_cast<int64_t>(getDim())});
 }
 LogicalResult AllGatherOp::verifyGroupShapes(int64_t groupSize) {
-  return expectScaledDims(*this, groupSize, std::nullopt, getDim());
+  return expectScaledDims(*this, groupSize, std::nullopt,
+                          static_cast<int64_t>(getDim()));
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  return verifyCollective(*this, getMeshAxes(), {getDim()});
+  return verifyCollective(*this, getMeshAxes(), {static_cast<int64_t>(getDim())});
 }
 LogicalResult ReduceScatterOp::verifyGroupShapes(int64_t groupSize) {
-  return expectScaledDims(*this, groupSize, getDim(), std::nullopt);
+  return expectScaledDims(*this, groupSize, static_cast<int64_t>(getDim()),
+                          std::nullopt);
 }
 
 LogicalResult AllToAllOp::verify() {
   return verifyCollective(*this, getMeshAxes(),
-                          {getSplitDim(), getConcatDim()});
+                          {static_cast<int64_t>(getSplitDim()),
+                           static_cast<int64_t>(getConcatDim())});
 }
 LogicalResult AllToAllOp::verifyGroupShapes(int64_t groupSize) {
-  return expectScaledDims(*this, groupSize, getSplitDim(), getConcatDim());
+  return expectScaledDims(*this, groupSize,
+                          static_cast<int64_t>(getSplitDim()),
+                          static_cast<int64_t>(getConcatDim()));
 }
 
 LogicalResult AllSliceOp::verify() {
-  return verifyCollective(*this, getMeshAxes(), {getDim()});
+  return verifyCollective(*this, getMeshAxes(), {static_cast<int64_t>(getDim())});
 }
 LogicalResult AllSliceOp::verifyGroupShapes(int64_t groupSize) {
-  return expectScaledDims(*this, groupSize, getDim(), std::nullopt);
+  return expectScaledDims(*this, groupSize, static_cast<int64_t>(getDim()),
+                          std::nullopt);
 }
 
 LogicalResult CollectivePermuteOp::verify() {
@@ -296,9 +335,10 @@ LogicalResult BroadcastOp::verify() {
   return verifyCollective(*this, getMeshAxes());
 }
 LogicalResult BroadcastOp::verifyGroupShapes(int64_t groupSize) {
-  if (getRoot() < 0 || getRoot() >= groupSize)
+  auto root = static_cast<int64_t>(getRoot());
+  if (root < 0 || root >= groupSize)
     return emitOpError("root ")
-           << getRoot() << " is out of range for group size " << groupSize;
+           << root << " is out of range for group size " << groupSize;
   return success();
 }
 

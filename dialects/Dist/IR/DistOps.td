@@ -96,6 +96,8 @@ class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
                                   ["verifyGroupShapes"]>])> {
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
+  // A collective over a group of one device is its operand.
+  let hasFolder = 1;
 }
 
 def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",

@@ -339,3 +339,36 @@ func.func @broadcast_root(%x: tensor<8xf32>) -> tensor<8xf32> {
   %b = dist.broadcast %x on @mesh ["dp"] root = 2 : tensor<8xf32>
   return %b : tensor<8xf32>
 }
+
+// -----
+
+// Tests that a mesh in generic form has one size per axis name.
+// expected-error @+1 {{'dist.mesh' op has 2 axis names but 1 sizes}}
+"dist.mesh"() {sym_name = "mesh", axis_names = ["dp", "tp"], shape = array<i64: 2>} : () -> ()
+
+// -----
+
+// Tests that an op's dist.sharding holds shardings.
+func.func @op_sharding_kind(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects 'dist.sharding' to be a #dist.sharding or an array of them, got "dp"}}
+  %r = nn.relu %x {dist.sharding = "dp"} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that an op's array of shardings holds only shardings.
+func.func @op_sharding_element(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects 'dist.sharding' to hold #dist.sharding, got 1 : i64}}
+  %r = nn.relu %x {dist.sharding = [1]} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that unknown dist attributes on ops are rejected.
+func.func @op_unknown_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{unknown dist attribute 'dist.stage'}}
+  %r = nn.relu %x {dist.stage = 1} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
