@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/IR/DistDialect.h"
 #include "dialects/NN/IR/NNDialect.h"
+#include "tessera/Transforms/Passes.h"
 #include "test/lib/TestPasses.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -19,5 +20,6 @@ void tessera::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void tessera::registerAllPasses() {
   mlir::registerTransformsPasses();
+  registerTesseraPasses();
   test::registerTesseraTestPasses();
 }

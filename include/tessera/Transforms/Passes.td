@@ -1,0 +1,100 @@
+//===- Passes.td - Tessera's compiler passes ---------------*- tablegen -*-===//
+
+#ifndef TESSERA_TRANSFORMS_PASSES
+#define TESSERA_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
+  let summary = "Completes partial sharding annotations to every value";
+  let description = [{
+    GSPMD/Shardy-style sharding propagation. Seeds are the `dist.sharding`
+    attributes of function arguments and results and the
+    `dist.sharding_constraint` ops. Shardings move through every op along the
+    factors of its `ShardingRuleOpInterface` rule, forward and backward, to a
+    fixed point:
+
+    - a tensor dim gains axes only when it is open (`{?}`, `{"x", ?}`) or not
+      annotated at all, and only by extending its axes; closed dims never
+      change, and user annotations beat inferred shardings;
+    - a factor that the op cannot split (`need_replication`) takes no axes;
+    - when the tensors of one factor disagree (a conflict), `mode=aggressive`
+      (the default) keeps the candidate that leaves the fewest bytes to
+      reshard, `mode=conservative` keeps only their common prefix; ties break
+      towards more axes, then towards the first operand;
+    - dim priorities (`{"x"}p1`) run in rounds, lowest number first; dims
+      without a priority take part from the first round.
+
+    An op without a sharding rule gets a warning and replicated results.
+
+    The result has a closed `dist.sharding` on every function argument and
+    result and an array of them (one per result) on every op with tensor
+    results.
+
+    With `explain=true`, a remark says for every value where its sharding
+    came from, and for every conflict which candidates competed.
+
+    Before:
+    ```mlir
+    func.func @f(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {} ]>},
+                 %w: tensor<16x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"} ]>})
+        -> tensor<8x64xf32> {
+      %y = nn.dot %x, %w contracting_dims = [1] x [0] : ...
+      %r = nn.relu %y : tensor<8x64xf32>
+      return %r : tensor<8x64xf32>
+    }
+    ```
+    After: `%y` and `%r` carry
+    `{dist.sharding = [#dist.sharding<@mesh, [{"dp"}, {"tp"} ]>]}` and so does
+    the function result.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"aggressive\"",
+           "How to resolve conflicts: aggressive or conservative">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Report where each value's sharding came from and every conflict">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
+def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrites sharded functions into per-device SPMD programs";
+  let description = [{
+    Takes fully propagated functions (every value has a `dist.sharding`, see
+    `--tessera-propagate`) and rewrites each into the program one device
+    runs: every tensor gets its local shape, and `dist` collectives appear
+    wherever a producer's sharding differs from what the consumer's rule
+    needs:
+
+    - a split contracting (reduction) factor leaves partial sums: an
+      all_reduce, or a reduce_scatter when the result is wanted split (the
+      Megatron row-parallel into sequence-parallel pattern);
+    - split to replicated is an all_gather of only the axes that leave a dim;
+      replicated to split is an all_slice (no communication); an axis moving
+      between dims is an all_to_all;
+    - a dim that its mesh axes do not divide is an error naming the dim and
+      the axes.
+
+    Function arguments and results keep their `dist.sharding` (now describing
+    how the local piece sits in the global tensor). With `explain=true`, a
+    remark names the reason for every reshard.
+
+    Before (`%w` split by columns over "tp", `%x` replicated):
+    ```mlir
+    %y = nn.dot %x, %w contracting_dims = [1] x [0] {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"} ]>]}
+        : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+    ```
+    After, on a mesh with "tp"=4:
+    ```mlir
+    %y = nn.dot %x, %w contracting_dims = [1] x [0]
+        : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Report the reason for every reshard">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
+#endif // TESSERA_TRANSFORMS_PASSES

@@ -1,0 +1,482 @@
+//===- Partition.cpp - SPMD partitioning (--tessera-partition) ------------===//
+//
+// Rewrites each propagated function into the program of one device: local
+// shapes everywhere and dist collectives wherever a producer's sharding
+// differs from what its consumer's factor rule needs. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Transforms/Passes.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/Sharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+#define DEBUG_TYPE "tessera-partition"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+static std::string formatAxes(ArrayRef<StringAttr> axes) {
+  std::string text = "{";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(axes, os, [&](StringAttr axis) {
+    os << "\"" << axis.getValue() << "\"";
+  });
+  os << "}";
+  return text;
+}
+
+/// Partitions one function over one mesh.
+class FunctionPartitioner {
+public:
+  FunctionPartitioner(func::FuncOp function, dist::MeshOp meshOp, bool explain)
+      : function(function), meshOp(meshOp), mesh(meshOp), explain(explain),
+        builder(function.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  TensorSharding getSharding(Value value) const;
+  RankedTensorType getLocalType(Operation *at, RankedTensorType global,
+                                ArrayRef<AxisList> dimAxes);
+  FailureOr<Value> reshard(Operation *user, const Twine &what, Value local,
+                           const TensorSharding &to,
+                           dist::ReductionKind kind = dist::ReductionKind::sum);
+  LogicalResult reshardResults(Operation *op, ArrayRef<TensorSharding> wanted,
+                               dist::ReductionKind kind);
+  LogicalResult partitionRuleOp(Operation *op, const ShardingRule &rule);
+  LogicalResult partitionReplicatedOp(Operation *op);
+
+  func::FuncOp function;
+  dist::MeshOp meshOp;
+  MeshShape mesh;
+  bool explain;
+  OpBuilder builder;
+
+  /// Global types and wanted shardings of the original values, read before
+  /// any rewriting; values that resharding creates get their global type too.
+  DenseMap<Value, RankedTensorType> globalTypes;
+  DenseMap<Value, TensorSharding> shardings;
+  /// The sharding each local value has.
+  DenseMap<Value, TensorSharding> localShardings;
+  DenseMap<Operation *, ShardingRule> rules;
+};
+
+} // namespace
+
+TensorSharding FunctionPartitioner::getSharding(Value value) const {
+  auto it = localShardings.find(value);
+  if (it != localShardings.end())
+    return it->second;
+  return TensorSharding::getReplicated(
+      cast<RankedTensorType>(value.getType()).getRank());
+}
+
+RankedTensorType FunctionPartitioner::getLocalType(Operation *at,
+                                                   RankedTensorType type,
+                                                   ArrayRef<AxisList> dimAxes) {
+  std::string error;
+  FailureOr<SmallVector<int64_t>> shape =
+      getLocalShape(type.getShape(), dimAxes, mesh, error);
+  if (failed(shape)) {
+    at->emitError("cannot partition: ") << error;
+    return {};
+  }
+  return RankedTensorType::get(*shape, type.getElementType());
+}
+
+/// Inserts, at the builder's point, the collectives that take `local` from
+/// its sharding to `to`; returns the new local value.
+FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
+                                              const Twine &what, Value local,
+                                              const TensorSharding &to,
+                                              dist::ReductionKind kind) {
+  TensorSharding from = getSharding(local);
+  RankedTensorType global = globalTypes.lookup(local);
+  SmallVector<ReshardStep> steps = planReshard(from, to);
+  if (steps.empty())
+    return local;
+  FlatSymbolRefAttr meshName = mesh.getName();
+  StringRef meshSymbol = meshName.getValue();
+  auto axesAttr = [&](ArrayRef<StringAttr> axes) {
+    SmallVector<Attribute> names(axes.begin(), axes.end());
+    return builder.getArrayAttr(names);
+  };
+  SmallVector<AxisList> dims = from.getDimAxes();
+  Value value = local;
+  Location loc = user->getLoc();
+  for (const ReshardStep &step : steps) {
+    using Kind = ReshardStep::Kind;
+    switch (step.kind) {
+    case Kind::AllReduce:
+      value = dist::AllReduceOp::create(builder, loc, value, meshSymbol,
+                                        axesAttr(step.axes), kind);
+      break;
+    case Kind::ReduceScatter:
+    case Kind::AllSlice:
+      llvm::append_range(dims[step.dim], step.axes);
+      break;
+    case Kind::AllGather:
+      dims[step.dim].resize(dims[step.dim].size() - step.axes.size());
+      break;
+    case Kind::AllToAll:
+      dims[step.concatDim].pop_back();
+      dims[step.dim].push_back(step.axes.front());
+      break;
+    }
+    if (step.kind == Kind::AllReduce)
+      continue;
+    RankedTensorType type = getLocalType(user, global, dims);
+    if (!type)
+      return failure();
+    switch (step.kind) {
+    case Kind::ReduceScatter:
+      value = dist::ReduceScatterOp::create(builder, loc, type, value, meshSymbol,
+                                            axesAttr(step.axes), step.dim,
+                                            kind);
+      break;
+    case Kind::AllSlice:
+      value = dist::AllSliceOp::create(builder, loc, type, value, meshSymbol,
+                                       axesAttr(step.axes), step.dim);
+      break;
+    case Kind::AllGather:
+      value = dist::AllGatherOp::create(builder, loc, type, value, meshSymbol,
+                                        axesAttr(step.axes), step.dim);
+      break;
+    case Kind::AllToAll:
+      value = dist::AllToAllOp::create(builder, loc, type, value, meshSymbol,
+                                       axesAttr(step.axes), step.dim,
+                                       step.concatDim);
+      break;
+    case Kind::AllReduce:
+      break;
+    }
+  }
+  if (explain) {
+    InFlightDiagnostic remark = user->emitRemark();
+    remark << what << " resharded from " << from.toAttr(meshName) << " to "
+           << to.toAttr(meshName) << ":";
+    for (const ReshardStep &step : steps) {
+      remark << " " << stringifyReshardKind(step.kind) << " over "
+             << formatAxes(step.axes);
+      if (step.dim >= 0)
+        remark << " on dim " << step.dim;
+      if (step.concatDim >= 0)
+        remark << " from dim " << step.concatDim;
+      remark << ";";
+    }
+  }
+  localShardings[value] = to;
+  globalTypes[value] = global;
+  return value;
+}
+
+/// Reshards every result of `op` to what its users want, rewiring the users.
+LogicalResult
+FunctionPartitioner::reshardResults(Operation *op,
+                                    ArrayRef<TensorSharding> wanted,
+                                    dist::ReductionKind kind) {
+  builder.setInsertionPointAfter(op);
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    SmallPtrSet<Operation *, 4> users(result.getUsers().begin(),
+                                      result.getUsers().end());
+    FailureOr<Value> local = reshard(op, "result #" + Twine(index), result,
+                                     wanted[index], kind);
+    if (failed(local))
+      return failure();
+    result.replaceUsesWithIf(*local, [&](OpOperand &use) {
+      return users.contains(use.getOwner());
+    });
+  }
+  return success();
+}
+
+/// The combining kind of an op's partial results.
+static dist::ReductionKind getReductionKind(Operation *op) {
+  if (isa<nn::ReduceMaxOp>(op))
+    return dist::ReductionKind::max;
+  if (isa<nn::ReduceMeanOp>(op))
+    return dist::ReductionKind::avg;
+  return dist::ReductionKind::sum;
+}
+
+LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
+                                                   const ShardingRule &rule) {
+  SmallVector<TensorSharding> operandShardings;
+  for (Value operand : op->getOperands())
+    operandShardings.push_back(getSharding(operand));
+  SmallVector<TensorSharding> wanted;
+  for (Value result : op->getResults())
+    wanted.push_back(shardings.lookup(result));
+
+  // Reduction factors take their axes from the operands (they do not appear
+  // in results); then the results decide the other factors. An axis splits
+  // at most one factor, and reductions claim first so that a split
+  // contracting dim is computed where its operands already are.
+  FactorAxes chosen(rule.getNumFactors());
+  llvm::SmallDenseSet<StringAttr> used;
+  auto claim = [&](int64_t factor, ArrayRef<StringAttr> axes) {
+    for (StringAttr axis : axes) {
+      if (used.contains(axis))
+        break;
+      chosen[factor].push_back(axis);
+      used.insert(axis);
+    }
+  };
+  auto firstNonEmpty = [](ArrayRef<FactorAxes> views, int64_t factor) {
+    for (const FactorAxes &view : views)
+      if (!view[factor].empty())
+        return view[factor];
+    return AxisList();
+  };
+  SmallVector<FactorAxes> operandViews, resultViews;
+  for (auto [index, sharding] : llvm::enumerate(operandShardings))
+    operandViews.push_back(projectToFactors(
+        rule, rule.getOperandFactors()[index], sharding.getDimAxes(), mesh));
+  for (auto [index, sharding] : llvm::enumerate(wanted))
+    resultViews.push_back(projectToFactors(
+        rule, rule.getResultFactors()[index], sharding.getDimAxes(), mesh));
+  bool splitsVocab = false;
+  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
+    if (rule.getFactors()[factor].kind != FactorKind::Reduction)
+      continue;
+    // TODO(#3): a vocab-split embedding needs each device's vocab offset;
+    // until the partitioner emits it, the table is gathered instead.
+    if (isa<nn::EmbeddingOp>(op)) {
+      splitsVocab = !firstNonEmpty(operandViews, factor).empty();
+      continue;
+    }
+    claim(factor, firstNonEmpty(operandViews, factor));
+  }
+  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
+    if (rule.getFactors()[factor].kind != FactorKind::Parallel)
+      continue;
+    AxisList axes = firstNonEmpty(resultViews, factor);
+    if (axes.empty() && op->getNumResults() == 0)
+      axes = firstNonEmpty(operandViews, factor);
+    claim(factor, axes);
+  }
+  if (splitsVocab && explain)
+    op->emitRemark("the vocab dim of the table is gathered: a vocab-split "
+                   "embedding is not partitioned yet");
+
+  // Constants that are not splats are materialized whole and sliced.
+  if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
+    auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!elements || !elements.isSplat())
+      for (AxisList &axes : chosen)
+        axes.clear();
+  }
+
+  builder.setInsertionPoint(op);
+  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+    TensorSharding required = TensorSharding::getReplicated(
+        operandShardings[index].getRank());
+    SmallVector<AxisList> dims = projectFromFactors(
+        rule, rule.getOperandFactors()[index], chosen, mesh);
+    for (auto [dim, axes] : llvm::enumerate(dims))
+      required.dims[dim].axes = axes;
+    FailureOr<Value> local =
+        reshard(op, "operand #" + Twine(index), operand, required);
+    if (failed(local))
+      return failure();
+    op->setOperand(index, *local);
+  }
+
+  AxisList partial;
+  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
+    if (rule.getFactors()[factor].kind == FactorKind::Reduction)
+      llvm::append_range(partial, chosen[factor]);
+
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    TensorSharding actual = TensorSharding::getReplicated(wanted[index].getRank());
+    SmallVector<AxisList> dims = projectFromFactors(
+        rule, rule.getResultFactors()[index], chosen, mesh);
+    for (auto [dim, axes] : llvm::enumerate(dims))
+      actual.dims[dim].axes = axes;
+    actual.unreduced = partial;
+    RankedTensorType localType =
+        getLocalType(op, globalTypes.lookup(result), dims);
+    if (!localType)
+      return failure();
+    result.setType(localType);
+    localShardings[result] = actual;
+  }
+
+  // Attributes that depend on sizes.
+  if (auto slice = dyn_cast<nn::SliceOp>(op)) {
+    SmallVector<int64_t> limit(slice.getLimit());
+    for (auto [dim, size] : llvm::enumerate(slice.getType().getShape()))
+      limit[dim] = slice.getStart()[dim] + size;
+    slice.setLimit(limit);
+  }
+  if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
+    auto elements = cast<DenseElementsAttr>(constant.getValue());
+    if (elements.isSplat())
+      constant.setValueAttr(DenseElementsAttr::get(
+          constant.getType(), elements.getSplatValue<Attribute>()));
+  }
+
+  return reshardResults(op, wanted, getReductionKind(op));
+}
+
+/// Ops without a sharding rule compute on replicated operands.
+LogicalResult FunctionPartitioner::partitionReplicatedOp(Operation *op) {
+  op->emitWarning("op has no sharding rule; it runs replicated");
+  builder.setInsertionPoint(op);
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+    if (!type)
+      continue;
+    FailureOr<Value> local =
+        reshard(op, "operand #" + Twine(operand.getOperandNumber()),
+                operand.get(), TensorSharding::getReplicated(type.getRank()));
+    if (failed(local))
+      return failure();
+    operand.set(*local);
+  }
+  for (Value result : op->getResults())
+    if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+      localShardings[result] = TensorSharding::getReplicated(type.getRank());
+  return success();
+}
+
+LogicalResult FunctionPartitioner::run() {
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  auto shardingOr = [](Attribute attr, int64_t rank) {
+    if (auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr))
+      return TensorSharding::fromAttr(sharding).getClosed();
+    return TensorSharding::getReplicated(rank);
+  };
+
+  // Read the global program before rewriting any of it.
+  for (BlockArgument arg : function.getArguments())
+    if (auto type = dyn_cast<RankedTensorType>(arg.getType())) {
+      globalTypes[arg] = type;
+      localShardings[arg] = shardingOr(
+          function.getArgAttr(arg.getArgNumber(), attrName), type.getRank());
+    }
+  SmallVector<Operation *> ops;
+  WalkResult walk = function.walk([&](Operation *op) {
+    if (op == function.getOperation())
+      return WalkResult::advance();
+    ops.push_back(op);
+    if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op))
+      rules[op] = ruleOp.getShardingRule();
+    auto perResult = dyn_cast_or_null<ArrayAttr>(op->getAttr(attrName));
+    if (isa<ShardingRuleOpInterface>(op) && op->getNumResults() > 0 &&
+        (!perResult || perResult.size() != op->getNumResults())) {
+      op->emitError("has no sharding of its results; run --tessera-propagate "
+                    "before --tessera-partition");
+      return WalkResult::interrupt();
+    }
+    for (auto [index, result] : llvm::enumerate(op->getResults())) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type)
+        continue;
+      globalTypes[result] = type;
+      Attribute attr = perResult ? perResult[index] : Attribute();
+      if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op))
+        attr = constraint.getSharding();
+      shardings[result] = shardingOr(attr, type.getRank());
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+
+  for (BlockArgument arg : function.getArguments()) {
+    RankedTensorType global = globalTypes.lookup(arg);
+    if (!global)
+      continue;
+    std::string error;
+    FailureOr<SmallVector<int64_t>> shape = getLocalShape(
+        global.getShape(), localShardings[arg].getDimAxes(), mesh, error);
+    if (failed(shape))
+      return function.emitError("cannot partition argument #")
+             << arg.getArgNumber() << ": " << error;
+    arg.setType(RankedTensorType::get(*shape, global.getElementType()));
+  }
+
+  for (Operation *op : ops) {
+    if (auto it = rules.find(op); it != rules.end()) {
+      if (failed(partitionRuleOp(op, it->second)))
+        return failure();
+      op->removeAttr(attrName);
+      continue;
+    }
+    if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
+      builder.setInsertionPoint(op);
+      FailureOr<Value> local =
+          reshard(op, "the constrained value", constraint.getInput(),
+                  shardings.lookup(constraint.getResult()));
+      if (failed(local))
+        return failure();
+      constraint.getResult().replaceAllUsesWith(*local);
+      constraint.erase();
+      continue;
+    }
+    if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      builder.setInsertionPoint(op);
+      for (OpOperand &operand : returnOp->getOpOperands()) {
+        auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+        if (!type)
+          continue;
+        unsigned index = operand.getOperandNumber();
+        TensorSharding wanted = shardingOr(
+            function.getResultAttr(index, attrName), type.getRank());
+        FailureOr<Value> local = reshard(op, "result #" + Twine(index),
+                                         operand.get(), wanted);
+        if (failed(local))
+          return failure();
+        operand.set(*local);
+      }
+      continue;
+    }
+    if (llvm::any_of(op->getOperandTypes(), llvm::IsaPred<RankedTensorType>) ||
+        llvm::any_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
+      if (failed(partitionReplicatedOp(op)))
+        return failure();
+  }
+
+  auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
+  function.setType(FunctionType::get(function.getContext(),
+                                     function.front().getArgumentTypes(),
+                                     returnOp.getOperandTypes()));
+  return success();
+}
+
+namespace {
+struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
+  using PartitionPassBase::PartitionPassBase;
+
+  void runOnOperation() override {
+    WalkResult result = getOperation().walk([&](func::FuncOp function) {
+      if (function.isExternal())
+        return WalkResult::advance();
+      FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
+      if (failed(mesh))
+        return WalkResult::interrupt();
+      if (!*mesh)
+        return WalkResult::advance();
+      if (failed(FunctionPartitioner(function, *mesh, explain).run()))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace

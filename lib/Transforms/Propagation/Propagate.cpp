@@ -1,0 +1,425 @@
+//===- Propagate.cpp - Sharding propagation (--tessera-propagate) ---------===//
+//
+// Moves shardings from the annotated values to every value along the factors
+// of each op's sharding rule, forward and backward to a fixed point, in rounds
+// of dim priorities. See Passes.td for the user-facing contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Transforms/Passes.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "tessera/Analysis/Sharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_PROPAGATEPASS
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+#define DEBUG_TYPE "tessera-propagate"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+enum class Mode { Aggressive, Conservative };
+
+/// Prints `{"x", "y"}`.
+static std::string formatAxes(ArrayRef<StringAttr> axes) {
+  std::string text = "{";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(axes, os, [&](StringAttr axis) {
+    os << "\"" << axis.getValue() << "\"";
+  });
+  os << "}";
+  return text;
+}
+
+static std::string formatLoc(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
+static bool isPrefix(ArrayRef<StringAttr> prefix, ArrayRef<StringAttr> list) {
+  return prefix.size() <= list.size() &&
+         llvm::equal(prefix, list.take_front(prefix.size()));
+}
+
+/// A user annotation that seeds propagation.
+struct Seed {
+  Value value;
+  TensorSharding sharding;
+  std::string origin;
+};
+
+/// Propagates within one function over one mesh.
+class FunctionPropagator {
+public:
+  FunctionPropagator(func::FuncOp function, MeshShape mesh, Mode mode,
+                     bool explain)
+      : function(function), mesh(std::move(mesh)), mode(mode),
+        explain(explain) {}
+
+  void run();
+
+private:
+  void collectSeeds();
+  void applySeeds(std::optional<int64_t> round);
+  bool propagate(Operation *op);
+  AxisList resolve(Operation *op, int64_t factor,
+                   ArrayRef<std::pair<int64_t, AxisList>> candidates,
+                   ArrayRef<Value> tensors, int64_t &winner);
+  TensorSharding &getState(Value value);
+  void writeBack();
+  std::string describe(Operation *op, int64_t tensor) const;
+
+  func::FuncOp function;
+  MeshShape mesh;
+  Mode mode;
+  bool explain;
+
+  SmallVector<Seed> seeds;
+  llvm::MapVector<Value, TensorSharding> state;
+  DenseMap<Value, std::string> origins;
+  /// Conflicts seen, reported once per op and factor in explain mode.
+  llvm::MapVector<std::pair<Operation *, int64_t>, std::string> conflicts;
+};
+
+} // namespace
+
+TensorSharding &FunctionPropagator::getState(Value value) {
+  auto it = state.find(value);
+  if (it != state.end())
+    return it->second;
+  int64_t rank = cast<RankedTensorType>(value.getType()).getRank();
+  return state.insert({value, TensorSharding::getOpen(rank)}).first->second;
+}
+
+void FunctionPropagator::collectSeeds() {
+  StringRef name = function.getSymName();
+  for (BlockArgument arg : function.getArguments())
+    if (auto attr = function.getArgAttrOfType<dist::ShardingAttr>(
+            arg.getArgNumber(), dist::DistDialect::kShardingAttrName))
+      seeds.push_back({arg, TensorSharding::fromAttr(attr),
+                       "the annotation of argument #" +
+                           std::to_string(arg.getArgNumber()) + " of @" +
+                           name.str()});
+  auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
+  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
+    auto attr = function.getResultAttrOfType<dist::ShardingAttr>(
+        index, dist::DistDialect::kShardingAttrName);
+    // A value annotated twice keeps its first annotation; the partitioner
+    // reshards it at the return.
+    if (!attr || llvm::any_of(seeds, [&, operand = operand](const Seed &seed) {
+          return seed.value == operand;
+        }))
+      continue;
+    seeds.push_back({operand, TensorSharding::fromAttr(attr),
+                     "the annotation of result #" + std::to_string(index) +
+                         " of @" + name.str()});
+  }
+  function.walk([&](dist::ShardingConstraintOp constraint) {
+    seeds.push_back({constraint.getResult(),
+                     TensorSharding::fromAttr(constraint.getSharding()),
+                     "the dist.sharding_constraint at " +
+                         formatLoc(constraint.getLoc())});
+  });
+}
+
+/// Applies the dims of every seed whose priority is at most `round` (all
+/// when `round` is empty); dims without a priority apply in every round.
+/// User annotations overwrite whatever propagation inferred for those dims.
+void FunctionPropagator::applySeeds(std::optional<int64_t> round) {
+  for (const Seed &seed : seeds) {
+    TensorSharding &current = getState(seed.value);
+    for (auto [dim, user] : llvm::enumerate(seed.sharding.dims))
+      if (!round || !user.priority || *user.priority <= *round)
+        current.dims[dim] = user;
+    current.replicated = seed.sharding.replicated;
+    current.unreduced = seed.sharding.unreduced;
+    origins[seed.value] = seed.origin;
+  }
+}
+
+std::string FunctionPropagator::describe(Operation *op, int64_t tensor) const {
+  int64_t numOperands = op->getNumOperands();
+  if (tensor < numOperands)
+    return "operand #" + std::to_string(tensor);
+  return "result #" + std::to_string(tensor - numOperands);
+}
+
+AxisList FunctionPropagator::resolve(
+    Operation *op, int64_t factor,
+    ArrayRef<std::pair<int64_t, AxisList>> candidates, ArrayRef<Value> tensors,
+    int64_t &winner) {
+  winner = -1;
+  if (candidates.empty())
+    return {};
+  // Compatible candidates are prefixes of the longest one.
+  const auto *longest = llvm::max_element(
+      candidates, [](const auto &a, const auto &b) {
+        return a.second.size() < b.second.size();
+      });
+  if (llvm::all_of(candidates, [&](const auto &candidate) {
+        return isPrefix(candidate.second, longest->second);
+      })) {
+    winner = longest->first;
+    return longest->second;
+  }
+
+  AxisList chosen;
+  if (mode == Mode::Conservative) {
+    chosen = candidates.front().second;
+    for (const auto &candidate : candidates.drop_front()) {
+      size_t n = 0;
+      while (n < chosen.size() && n < candidate.second.size() &&
+             chosen[n] == candidate.second[n])
+        ++n;
+      chosen.resize(n);
+    }
+    winner = chosen.empty() ? -1 : candidates.front().first;
+  } else {
+    // Keep the candidate that leaves the fewest bytes to reshard: the
+    // tensors whose own candidate is incompatible with it.
+    int64_t bestCost = std::numeric_limits<int64_t>::max();
+    for (const auto &candidate : candidates) {
+      int64_t cost = 0;
+      for (const auto &other : candidates)
+        if (!isPrefix(other.second, candidate.second) &&
+            !isPrefix(candidate.second, other.second))
+          cost += getTensorBytes(tensors[other.first].getType());
+      if (cost < bestCost ||
+          (cost == bestCost && candidate.second.size() > chosen.size())) {
+        bestCost = cost;
+        chosen = candidate.second;
+        winner = candidate.first;
+      }
+    }
+  }
+
+  if (explain && !conflicts.count({op, factor})) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "conflict on factor " << ShardingRule::getFactorName(factor) << ": ";
+    llvm::interleaveComma(candidates, os, [&](const auto &candidate) {
+      os << describe(op, candidate.first) << " wants "
+         << formatAxes(candidate.second);
+    });
+    os << "; kept " << formatAxes(chosen);
+    if (winner >= 0)
+      os << " of " << describe(op, winner);
+    os << (mode == Mode::Conservative ? " (conservative: common prefix)"
+                                      : " (fewest bytes to reshard)");
+    conflicts[{op, factor}] = text;
+  }
+  return chosen;
+}
+
+bool FunctionPropagator::propagate(Operation *op) {
+  ShardingRule rule;
+  if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
+    rule = ruleOp.getShardingRule();
+  } else if (isa<dist::ShardingConstraintOp>(op)) {
+    rule = ShardingRuleBuilder(op->getOperandTypes(), op->getResultTypes())
+               .addPointwise(cast<RankedTensorType>(op->getResult(0).getType())
+                                 .getShape())
+               .build();
+  } else {
+    return false;
+  }
+
+  SmallVector<Value> tensors(op->getOperands());
+  llvm::append_range(tensors, op->getResults());
+  SmallVector<const TensorFactors *> factorsOf;
+  for (const TensorFactors &dims : rule.getOperandFactors())
+    factorsOf.push_back(&dims);
+  for (const TensorFactors &dims : rule.getResultFactors())
+    factorsOf.push_back(&dims);
+
+  // Each tensor's view of each factor.
+  SmallVector<FactorAxes> projected;
+  for (auto [index, value] : llvm::enumerate(tensors))
+    projected.push_back(projectToFactors(rule, *factorsOf[index],
+                                         getState(value).getDimAxes(), mesh));
+
+  FactorAxes chosen(rule.getNumFactors());
+  SmallVector<int64_t> winners(rule.getNumFactors(), -1);
+  llvm::SmallDenseSet<StringAttr> usedAxes;
+  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
+    if (rule.getFactors()[factor].kind == FactorKind::NeedReplication)
+      continue;
+    SmallVector<std::pair<int64_t, AxisList>> candidates;
+    for (auto [index, view] : llvm::enumerate(projected))
+      if (!view[factor].empty())
+        candidates.push_back({static_cast<int64_t>(index), view[factor]});
+    AxisList axes = resolve(op, factor, candidates, tensors, winners[factor]);
+    // An axis splits at most one factor of an op.
+    for (StringAttr axis : axes) {
+      if (usedAxes.contains(axis))
+        break;
+      chosen[factor].push_back(axis);
+    }
+    for (StringAttr axis : chosen[factor])
+      usedAxes.insert(axis);
+  }
+
+  bool changed = false;
+  for (auto [index, value] : llvm::enumerate(tensors)) {
+    SmallVector<AxisList> wanted =
+        projectFromFactors(rule, *factorsOf[index], chosen, mesh);
+    TensorSharding &current = getState(value);
+    for (auto [dim, dimFactors] : llvm::enumerate(*factorsOf[index])) {
+      DimSharding &have = current.dims[dim];
+      if (!have.isOpen || wanted[dim].size() <= have.axes.size() ||
+          !isPrefix(have.axes, wanted[dim]))
+        continue;
+      AxisList extension;
+      for (StringAttr axis :
+           ArrayRef<StringAttr>(wanted[dim]).drop_front(have.axes.size())) {
+        if (current.usesAxis(axis))
+          break;
+        extension.push_back(axis);
+      }
+      if (extension.empty())
+        continue;
+      llvm::append_range(have.axes, extension);
+      changed = true;
+      for (int64_t factor : dimFactors)
+        if (llvm::is_contained(chosen[factor], extension.front()) &&
+            winners[factor] >= 0) {
+          origins[value] = origins.lookup(tensors[winners[factor]]);
+          break;
+        }
+    }
+  }
+  return changed;
+}
+
+void FunctionPropagator::writeBack() {
+  MLIRContext *context = function.getContext();
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  auto format = [&](Value value) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << getState(value).getClosed().toAttr(mesh.getName());
+    std::string origin = origins.lookup(value);
+    os << " from "
+       << (origin.empty() ? "no annotation (replicated)" : origin);
+    return text;
+  };
+
+  for (BlockArgument arg : function.getArguments()) {
+    if (!isa<RankedTensorType>(arg.getType()))
+      continue;
+    function.setArgAttr(arg.getArgNumber(), attrName,
+                        getState(arg).getClosed().toAttr(mesh.getName()));
+    if (explain)
+      function.emitRemark() << "argument #" << arg.getArgNumber() << ": "
+                            << format(arg);
+  }
+  function.walk([&](Operation *op) {
+    if (isa<dist::ShardingConstraintOp, func::FuncOp>(op) ||
+        op->getNumResults() == 0 ||
+        !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
+      return;
+    SmallVector<Attribute> shardings;
+    for (Value result : op->getResults())
+      shardings.push_back(getState(result).getClosed().toAttr(mesh.getName()));
+    op->setAttr(attrName, ArrayAttr::get(context, shardings));
+    if (!explain)
+      return;
+    for (auto [index, result] : llvm::enumerate(op->getResults()))
+      op->emitRemark() << "result #" << index << ": " << format(result);
+  });
+  auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
+  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands()))
+    if (isa<RankedTensorType>(operand.getType()) &&
+        !function.getResultAttr(index, attrName))
+      function.setResultAttr(
+          index, attrName, getState(operand).getClosed().toAttr(mesh.getName()));
+  for (auto &[key, text] : conflicts)
+    key.first->emitRemark() << text;
+}
+
+void FunctionPropagator::run() {
+  collectSeeds();
+  SmallVector<Operation *> ops;
+  function.walk([&](Operation *op) {
+    if (op == function.getOperation() || isa<func::ReturnOp>(op))
+      return;
+    if (isa<ShardingRuleOpInterface, dist::ShardingConstraintOp>(op)) {
+      ops.push_back(op);
+      return;
+    }
+    if (llvm::any_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>)) {
+      op->emitWarning("op has no sharding rule; its results are replicated");
+      for (Value result : op->getResults())
+        if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+          state.insert({result, TensorSharding::getReplicated(type.getRank())});
+    }
+  });
+
+  // Rounds of priorities, lowest first; one round when there are none.
+  std::set<int64_t> priorities;
+  for (const Seed &seed : seeds)
+    for (const DimSharding &dim : seed.sharding.dims)
+      if (dim.priority)
+        priorities.insert(*dim.priority);
+  SmallVector<std::optional<int64_t>> rounds(priorities.begin(),
+                                             priorities.end());
+  if (rounds.empty())
+    rounds.push_back(std::nullopt);
+
+  for (std::optional<int64_t> round : rounds) {
+    applySeeds(round);
+    // Every change appends an axis, so this terminates; the bound is a guard.
+    for (int iteration = 0; iteration < 1000; ++iteration) {
+      bool changed = false;
+      for (Operation *op : ops)
+        changed |= propagate(op);
+      for (Operation *op : llvm::reverse(ops))
+        changed |= propagate(op);
+      if (!changed)
+        break;
+    }
+  }
+  writeBack();
+}
+
+namespace {
+struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
+  using PropagatePassBase::PropagatePassBase;
+
+  void runOnOperation() override {
+    if (mode != "aggressive" && mode != "conservative") {
+      getOperation().emitError("unknown propagation mode '")
+          << mode << "', expected aggressive or conservative";
+      return signalPassFailure();
+    }
+    Mode parsedMode =
+        mode == "aggressive" ? Mode::Aggressive : Mode::Conservative;
+    WalkResult result = getOperation().walk([&](func::FuncOp function) {
+      if (function.isExternal())
+        return WalkResult::advance();
+      FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
+      if (failed(mesh))
+        return WalkResult::interrupt();
+      if (*mesh)
+        FunctionPropagator(function, MeshShape(*mesh), parsedMode, explain)
+            .run();
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+};
+} // namespace
