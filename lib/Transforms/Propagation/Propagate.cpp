@@ -80,6 +80,7 @@ private:
   TensorSharding &getState(Value value);
   void writeBack();
   std::string describe(Operation *op, int64_t tensor) const;
+  std::string describeOrigin(Value value);
 
   func::FuncOp function;
   MeshShape mesh;
@@ -88,7 +89,8 @@ private:
 
   SmallVector<Seed> seeds;
   llvm::MapVector<Value, TensorSharding> state;
-  DenseMap<Value, std::string> origins;
+  /// Per value and dim, the annotation its axes came from (empty if none).
+  DenseMap<Value, SmallVector<std::string>> origins;
   /// Conflicts seen, reported once per op and factor in explain mode.
   llvm::MapVector<std::pair<Operation *, int64_t>, std::string> conflicts;
 };
@@ -145,7 +147,7 @@ void FunctionPropagator::applySeeds(std::optional<int64_t> round) {
         current.dims[dim] = user;
     current.replicated = seed.sharding.replicated;
     current.unreduced = seed.sharding.unreduced;
-    origins[seed.value] = seed.origin;
+    origins[seed.value].assign(current.getRank(), seed.origin);
   }
 }
 
@@ -292,12 +294,23 @@ bool FunctionPropagator::propagate(Operation *op) {
         continue;
       llvm::append_range(have.axes, extension);
       changed = true;
-      for (int64_t factor : dimFactors)
-        if (llvm::is_contained(chosen[factor], extension.front()) &&
-            winners[factor] >= 0) {
-          origins[value] = origins.lookup(tensors[winners[factor]]);
-          break;
-        }
+      // The new axes come from the annotation that reached the winning
+      // tensor's dim of the same factor.
+      for (int64_t factor : dimFactors) {
+        int64_t winner = winners[factor];
+        if (winner < 0 || !llvm::is_contained(chosen[factor], extension.front()))
+          continue;
+        SmallVector<std::string> from = origins.lookup(tensors[winner]);
+        for (auto [winnerDim, winnerFactors] :
+             llvm::enumerate(*factorsOf[winner]))
+          if (llvm::is_contained(winnerFactors, factor) &&
+              winnerDim < from.size()) {
+            SmallVector<std::string> &to = origins[value];
+            to.resize(current.getRank());
+            to[dim] = from[winnerDim];
+          }
+        break;
+      }
     }
   }
   return changed;
@@ -309,10 +322,8 @@ void FunctionPropagator::writeBack() {
   auto format = [&](Value value) {
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << getState(value).getClosed().toAttr(mesh.getName());
-    std::string origin = origins.lookup(value);
-    os << " from "
-       << (origin.empty() ? "no annotation (replicated)" : origin);
+    os << getState(value).getClosed().toAttr(mesh.getName()) << " "
+       << describeOrigin(value);
     return text;
   };
 
@@ -347,6 +358,28 @@ void FunctionPropagator::writeBack() {
           index, attrName, getState(operand).getClosed().toAttr(mesh.getName()));
   for (auto &[key, text] : conflicts)
     key.first->emitRemark() << text;
+}
+
+/// "from X" when one annotation explains every dim, else "dim 0 from X, dim
+/// 1 from Y" for the dims some annotation reached.
+std::string FunctionPropagator::describeOrigin(Value value) {
+  SmallVector<std::string> dims = origins.lookup(value);
+  bool any = llvm::any_of(dims, [](const std::string &o) { return !o.empty(); });
+  if (!any)
+    return "from no annotation (replicated)";
+  if (llvm::all_equal(dims) &&
+      static_cast<int64_t>(dims.size()) == getState(value).getRank())
+    return "from " + dims.front();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  bool first = true;
+  for (auto [dim, origin] : llvm::enumerate(dims)) {
+    if (origin.empty())
+      continue;
+    os << (first ? "" : ", ") << "dim " << dim << " from " << origin;
+    first = false;
+  }
+  return text;
 }
 
 void FunctionPropagator::run() {
