@@ -67,6 +67,8 @@ def Dist_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   let description = [{
     A collective over the groups of devices of a mesh that differ only in the
     listed mesh axes. Its operand and result are one device's local tensors.
+    Collectives are pure: every device of the SPMD program runs the same
+    ones, so one that nobody uses is removed on all devices alike.
   }];
   let methods = [
     InterfaceMethod<"The mesh the collective runs on.",
@@ -90,7 +92,7 @@ def Dist_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
 }
 
 class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
-    : Dist_Op<mnemonic, !listconcat(traits, [
+    : Dist_Op<mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<SymbolUserOpInterface>,
         DeclareOpInterfaceMethods<Dist_CollectiveOpInterface,
                                   ["verifyGroupShapes"]>])> {
@@ -112,6 +114,7 @@ def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
     %r = dist.all_reduce %p on @mesh ["tp"] sum : tensor<8x64xf32>
     ```
   }];
+  let hasCanonicalizer = 1;
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$mesh_axes, Dist_ReductionKind:$kind);
   let assemblyFormat = [{
@@ -131,6 +134,7 @@ def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
         : tensor<8x16xf32> -> tensor<8x64xf32>
     ```
   }];
+  let hasCanonicalizer = 1;
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$mesh_axes, I64Attr:$dim);
   let assemblyFormat = [{
@@ -171,6 +175,7 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
         : tensor<2x64xf32> -> tensor<8x16xf32>
     ```
   }];
+  let hasCanonicalizer = 1;
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$mesh_axes, I64Attr:$split_dim,
                        I64Attr:$concat_dim);
@@ -180,7 +185,7 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
   }];
 }
 
-def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice", [Pure]> {
+def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice"> {
   let summary = "keeps this device's piece of a replicated tensor";
   let description = [{
     Device `i` of the group keeps piece `i` of its operand split along `dim`.
@@ -191,6 +196,7 @@ def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice", [Pure]> {
         : tensor<8x64xf32> -> tensor<8x16xf32>
     ```
   }];
+  let hasCanonicalizer = 1;
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$mesh_axes, I64Attr:$dim);
   let assemblyFormat = [{

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -458,6 +459,22 @@ LogicalResult FunctionPartitioner::run() {
   return success();
 }
 
+/// The reshard optimizer: the dist collectives' canonicalization patterns
+/// (pairs that cancel, runs that merge) plus the ops' folders (collectives
+/// over one-device groups, no-op reshapes) and dead-code removal.
+static LogicalResult optimizeReshards(func::FuncOp function) {
+  MLIRContext *context = function.getContext();
+  RewritePatternSet patterns(context);
+  dist::AllGatherOp::getCanonicalizationPatterns(patterns, context);
+  dist::AllSliceOp::getCanonicalizationPatterns(patterns, context);
+  dist::AllReduceOp::getCanonicalizationPatterns(patterns, context);
+  dist::AllToAllOp::getCanonicalizationPatterns(patterns, context);
+  GreedyRewriteConfig config;
+  config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+  (void)applyPatternsGreedily(function, std::move(patterns), config);
+  return success();
+}
+
 namespace {
 struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
   using PartitionPassBase::PartitionPassBase;
@@ -471,7 +488,8 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
         return WalkResult::interrupt();
       if (!*mesh)
         return WalkResult::advance();
-      if (failed(FunctionPartitioner(function, *mesh, explain).run()))
+      if (failed(FunctionPartitioner(function, *mesh, explain).run()) ||
+          failed(optimizeReshards(function)))
         return WalkResult::interrupt();
       return WalkResult::advance();
     });

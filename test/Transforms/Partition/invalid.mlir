@@ -1,0 +1,55 @@
+// RUN: tessera-opt %s -split-input-file --tessera-propagate --tessera-partition -verify-diagnostics
+
+// Tests that an argument dim that its mesh axis does not divide is an error
+// naming the argument, the dim and the axis.
+dist.mesh @mesh_tp_4 ["tp"=4]
+// expected-error @+1 {{cannot partition argument #0: dim 0 of size 6 is not divisible by mesh axes "tp" (4 devices)}}
+func.func @indivisible_argument(
+    %x: tensor<6x16xf32> {dist.sharding = #dist.sharding<@mesh_tp_4, [{"tp"}, {}]>})
+    -> tensor<6x16xf32> {
+  %y = nn.relu %x : tensor<6x16xf32>
+  return %y : tensor<6x16xf32>
+}
+
+// -----
+
+// Tests that a dim split over two axes must be divisible by their product,
+// and that the error names both axes.
+dist.mesh @mesh_dp_2_tp_2 ["dp"=2, "tp"=2]
+// expected-error @+1 {{cannot partition argument #1: dim 1 of size 6 is not divisible by mesh axes "dp", "tp" (4 devices)}}
+func.func @indivisible_two_axes(
+    %a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_2, [{"dp"}, {}]>},
+    %x: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_2, [{}, {"dp", "tp"}]>})
+    -> tensor<8x6xf32> {
+  %y = nn.relu %x : tensor<8x6xf32>
+  return %y : tensor<8x6xf32>
+}
+
+// -----
+
+// Tests that resharding into a constraint that its mesh axis does not divide
+// is an error at the constraint.
+dist.mesh @mesh_tp_4 ["tp"=4]
+func.func @indivisible_constraint(
+    %x: tensor<6x16xf32> {dist.sharding = #dist.sharding<@mesh_tp_4, [{}, {}]>})
+    -> tensor<6x16xf32> {
+  %y = nn.relu %x : tensor<6x16xf32>
+  // expected-error @+1 {{cannot partition: dim 0 of size 6 is not divisible by mesh axes "tp" (4 devices)}}
+  %c = dist.sharding_constraint %y <@mesh_tp_4, [{"tp"}, {}]> : tensor<6x16xf32>
+  return %c : tensor<6x16xf32>
+}
+
+// -----
+
+// Tests that the shardings of one function must name one mesh.
+dist.mesh @mesh_dp_2 ["dp"=2]
+dist.mesh @mesh_tp_2 ["tp"=2]
+// expected-error @+1 {{expects the shardings of one function on one mesh, got @mesh_dp_2 and @mesh_tp_2}}
+func.func @two_meshes(
+    %x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh_dp_2, [{"dp"}, {}]>},
+    %w: tensor<16x16xf32> {dist.sharding = #dist.sharding<@mesh_tp_2, [{}, {"tp"}]>})
+    -> tensor<8x16xf32> {
+  %y = nn.dot %x, %w contracting_dims = [1] x [0]
+      : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
