@@ -2,6 +2,7 @@
 
 #include "test/lib/TestPasses.h"
 
+#include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 
@@ -26,6 +27,15 @@ struct TestOpInterfacesPass
           return;
         }
         op->emitRemark("sharding rule: ") << rule.str();
+      }
+      if (auto collective = dyn_cast<tessera::dist::CollectiveOpInterface>(op)) {
+        SymbolTableCollection symbols;
+        tessera::dist::MeshOp mesh = collective.getMesh(symbols);
+        InFlightDiagnostic remark = op->emitRemark("collective: axes=");
+        remark << collective.getMeshAxes();
+        if (mesh)
+          remark << " group=" << collective.getGroupSize(mesh);
+        remark << " bytes=" << collective.getBytesPerDevice();
       }
       if (auto costOp = dyn_cast<tessera::CostOpInterface>(op))
         op->emitRemark("cost: flops=")

@@ -10,7 +10,8 @@ def TestOpInterfacesPass : Pass<"tessera-test-op-interfaces"> {
   let description = [{
     For each op implementing `ShardingRuleOpInterface` or `CostOpInterface`,
     emits a remark with the rule in Shardy's notation and the FLOPs and bytes,
-    and an error if the rule does not verify against the op's types. Lit
+    and an error if the rule does not verify against the op's types; for each
+    dist collective, its mesh axes, group size and bytes per device. Lit
     tests check every op's rule and cost through it.
 
     ```mlir

@@ -155,6 +155,12 @@ int64_t CollectiveOpInterface::getOperandBytes() {
   return getTensorBytes(getOperation()->getOperand(0).getType());
 }
 
+int64_t CollectiveOpInterface::getBytesPerDevice() {
+  if (isa<AllSliceOp>(getOperation()))
+    return 0;
+  return getOperandBytes();
+}
+
 /// Checks what needs no mesh: at least one axis, none twice, one element
 /// type, and `dims` in range of the operand's rank.
 static LogicalResult verifyCollective(Operation *op, ArrayAttr axes,

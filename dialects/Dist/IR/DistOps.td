@@ -88,6 +88,10 @@ def Dist_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     int64_t getGroupSize(MeshOp mesh);
     /// Bytes of the local operand, i.e. what one device contributes.
     int64_t getOperandBytes();
+    /// Bytes that leave each device in the collective as one message: the
+    /// operand for all but all_slice, which moves nothing. The cost model
+    /// turns this into time per algorithm (ring, tree) and link.
+    int64_t getBytesPerDevice();
   }];
 }
 

@@ -74,6 +74,9 @@ private:
   void collectSeeds();
   void applySeeds(std::optional<int64_t> round);
   bool propagate(Operation *op);
+  void resolveSharedAxes(Operation *op, FactorAxes &chosen,
+                         ArrayRef<FactorAxes> projected,
+                         ArrayRef<Value> tensors);
   AxisList resolve(Operation *op, int64_t factor,
                    ArrayRef<std::pair<int64_t, AxisList>> candidates,
                    ArrayRef<Value> tensors, int64_t &winner);
@@ -225,6 +228,51 @@ AxisList FunctionPropagator::resolve(
   return chosen;
 }
 
+/// An axis splits at most one factor of an op. When several factors want
+/// one, the factor whose tensors already hold the most bytes split over it
+/// keeps it (the others' tensors are the ones to reshard); ties go to the
+/// first factor. A factor that loses an axis loses the axes after it too.
+void FunctionPropagator::resolveSharedAxes(Operation *op, FactorAxes &chosen,
+                                           ArrayRef<FactorAxes> projected,
+                                           ArrayRef<Value> tensors) {
+  auto weight = [&](int64_t factor, StringAttr axis) {
+    int64_t bytes = 0;
+    for (auto [index, view] : llvm::enumerate(projected))
+      if (llvm::is_contained(view[factor], axis))
+        bytes += getTensorBytes(tensors[index].getType());
+    return bytes;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    llvm::MapVector<StringAttr, SmallVector<int64_t>> claims;
+    for (auto [factor, axes] : llvm::enumerate(chosen))
+      for (StringAttr axis : axes)
+        claims[axis].push_back(factor);
+    for (auto &[axis, factors] : claims) {
+      if (factors.size() < 2)
+        continue;
+      int64_t keeper = factors.front();
+      for (int64_t factor : factors)
+        if (weight(factor, axis) > weight(keeper, axis))
+          keeper = factor;
+      for (int64_t factor : factors) {
+        if (factor == keeper)
+          continue;
+        AxisList &axes = chosen[factor];
+        axes.erase(llvm::find(axes, axis), axes.end());
+        if (explain && !conflicts.count({op, factor}))
+          conflicts[{op, factor}] =
+              "conflict on axis \"" + axis.getValue().str() + "\": factor " +
+              ShardingRule::getFactorName(keeper) + " keeps it, factor " +
+              ShardingRule::getFactorName(factor) +
+              " gives it up (fewer bytes to reshard)";
+      }
+      changed = true;
+      break;
+    }
+  }
+}
+
 bool FunctionPropagator::propagate(Operation *op) {
   ShardingRule rule;
   if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
@@ -254,7 +302,6 @@ bool FunctionPropagator::propagate(Operation *op) {
 
   FactorAxes chosen(rule.getNumFactors());
   SmallVector<int64_t> winners(rule.getNumFactors(), -1);
-  llvm::SmallDenseSet<StringAttr> usedAxes;
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
     if (rule.getFactors()[factor].kind == FactorKind::NeedReplication)
       continue;
@@ -262,16 +309,10 @@ bool FunctionPropagator::propagate(Operation *op) {
     for (auto [index, view] : llvm::enumerate(projected))
       if (!view[factor].empty())
         candidates.push_back({static_cast<int64_t>(index), view[factor]});
-    AxisList axes = resolve(op, factor, candidates, tensors, winners[factor]);
-    // An axis splits at most one factor of an op.
-    for (StringAttr axis : axes) {
-      if (usedAxes.contains(axis))
-        break;
-      chosen[factor].push_back(axis);
-    }
-    for (StringAttr axis : chosen[factor])
-      usedAxes.insert(axis);
+    chosen[factor] =
+        resolve(op, factor, candidates, tensors, winners[factor]);
   }
+  resolveSharedAxes(op, chosen, projected, tensors);
 
   bool changed = false;
   for (auto [index, value] : llvm::enumerate(tensors)) {

@@ -43,3 +43,19 @@ func.func @no_rule(%a: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh_x_2, 
   %s = nn.add %a, %c : tensor<8xf32>
   return %s : tensor<8xf32>
 }
+
+// -----
+
+// Tests that when two factors of an op want one axis, the factor whose
+// tensors hold more bytes split over it keeps it: the small activation is
+// gathered, not the large weight.
+dist.mesh @mesh_tp_4 ["tp"=4]
+// expected-remark @+2 {{argument #0}}
+// expected-remark @+1 {{argument #1}}
+func.func @shared_axis(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh_tp_4, [{"tp"}, {}]>},
+                       %w: tensor<16x64xf32> {dist.sharding = #dist.sharding<@mesh_tp_4, [{}, {"tp"}]>}) -> tensor<8x64xf32> {
+  // expected-remark @+2 {{result #0: #dist.sharding<@mesh_tp_4, [{}, {"tp"}]> dim 1 from the annotation of argument #1 of @shared_axis}}
+  // expected-remark @+1 {{conflict on axis "tp": factor j keeps it, factor i gives it up (fewer bytes to reshard)}}
+  %h = nn.dot %x, %w contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+  return %h : tensor<8x64xf32>
+}
