@@ -1,0 +1,90 @@
+// RUN: tessera-opt %s -split-input-file --tessera-propagate --tessera-partition | FileCheck %s
+
+// Tests that a split dim that the op cannot split is gathered: softmax over
+// a dim split by "y".
+dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
+// CHECK-LABEL: func.func @all_gather
+// CHECK-SAME: (%[[A:.+]]: tensor<4x2xf32>
+func.func @all_gather(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"x"}, {"y"}]>}) -> tensor<8x8xf32> {
+  // CHECK: %[[G:.+]] = dist.all_gather %[[A]] on @mesh_x_2_y_4 ["y"] dim = 1 : tensor<4x2xf32> -> tensor<4x8xf32>
+  // CHECK: nn.softmax %[[G]] dim = 1 : tensor<4x8xf32>
+  %p = nn.softmax %a dim = 1 : tensor<8x8xf32>
+  return %p : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that a replicated operand of a split op is sliced locally.
+dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
+// CHECK-LABEL: func.func @all_slice
+// CHECK-SAME: (%[[A:.+]]: tensor<4x8xf32> {{.*}}, %[[B:.+]]: tensor<8x8xf32>
+func.func @all_slice(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"x"}, {}]>},
+                     %b: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{}, {}]>}) -> tensor<8x8xf32> {
+  // CHECK: %[[S:.+]] = dist.all_slice %[[B]] on @mesh_x_2_y_4 ["x"] dim = 0 : tensor<8x8xf32> -> tensor<4x8xf32>
+  // CHECK: nn.add %[[A]], %[[S]] : tensor<4x8xf32>
+  %c = nn.add %a, %b : tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that moving a split from one dim to another is one all_to_all.
+dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
+// CHECK-LABEL: func.func @all_to_all
+// CHECK-SAME: (%[[A:.+]]: tensor<2x8xf32>
+func.func @all_to_all(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"y"}, {}]>})
+    -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{}, {"y"}]>}) {
+  // CHECK: %[[T:.+]] = dist.all_to_all %[[A]] on @mesh_x_2_y_4 ["y"] split_dim = 1 concat_dim = 0 : tensor<2x8xf32> -> tensor<8x2xf32>
+  // CHECK: nn.softmax %[[T]] dim = 0 : tensor<8x2xf32>
+  // CHECK-NOT: = dist.
+  %p = nn.softmax %a dim = 0 : tensor<8x8xf32>
+  return %p : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that a value whose dim keeps its major axis only gathers the minor
+// one, never replicating the whole dim (here before the relu, which computes
+// in its annotated result sharding).
+dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
+// CHECK-LABEL: func.func @gather_suffix
+// CHECK-SAME: (%[[A:.+]]: tensor<1x8xf32>
+func.func @gather_suffix(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"x", "y"}, {}]>})
+    -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"x"}, {}]>}) {
+  // CHECK: %[[G:.+]] = dist.all_gather %[[A]] on @mesh_x_2_y_4 ["y"] dim = 0 : tensor<1x8xf32> -> tensor<4x8xf32>
+  // CHECK: %[[R:.+]] = nn.relu %[[G]] : tensor<4x8xf32>
+  // CHECK: return %[[R]]
+  %r = nn.relu %a : tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that a split reduced dim gives partial results combined by the
+// reduction's own kind: max for reduce_max, avg for reduce_mean.
+dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
+// CHECK-LABEL: func.func @partial_kinds
+func.func @partial_kinds(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{}, {"y"}]>}) -> (tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: nn.reduce_max %{{.+}} dims = [1] : tensor<8x2xf32> -> tensor<8xf32>
+  // CHECK: dist.all_reduce %{{.+}} on @mesh_x_2_y_4 ["y"] max
+  %m = nn.reduce_max %a dims = [1] : tensor<8x8xf32> -> tensor<8xf32>
+  // CHECK: nn.reduce_mean %{{.+}} dims = [1] : tensor<8x2xf32> -> tensor<8xf32>
+  // CHECK: dist.all_reduce %{{.+}} on @mesh_x_2_y_4 ["y"] avg
+  %n = nn.reduce_mean %a dims = [1] : tensor<8x8xf32> -> tensor<8xf32>
+  return %m, %n : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that slices keep their local limits on split dims and that splat
+// constants take their local shape.
+dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
+// CHECK-LABEL: func.func @local_attributes
+func.func @local_attributes(%a: tensor<8x192xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"y"}, {}]>}) -> tensor<8x64xf32> {
+  // CHECK-DAG: nn.slice %{{.+}} start = [0, 64] limit = [2, 128] : tensor<2x192xf32> -> tensor<2x64xf32>
+  %s = nn.slice %a start = [0, 64] limit = [8, 128] : tensor<8x192xf32> -> tensor<8x64xf32>
+  // CHECK-DAG: nn.constant dense<2.000000e+00> : tensor<2x64xf32>
+  %c = nn.constant dense<2.0> : tensor<8x64xf32>
+  %m = nn.mul %s, %c : tensor<8x64xf32>
+  return %m : tensor<8x64xf32>
+}
