@@ -73,7 +73,8 @@ struct PendingStage {
 };
 static const PendingStage kPendingStages[] = {
     {"compile", "Shard, partition and export a model to a plan",
-     "#3 (propagation, partition) and #4 (export)"},
+     "#4 (plan export; propagation and partition run in tessera-opt "
+     "--tessera-propagate --tessera-partition)"},
     {"verify", "Check a sharded plan against the single-device program",
      "#4 (runtime)"},
     {"plan", "Search the DP/TP/PP plan against a machine model",
