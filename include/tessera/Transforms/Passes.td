@@ -97,4 +97,43 @@ def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def StripShardingPass : Pass<"tessera-strip-sharding", "mlir::ModuleOp"> {
+  let summary = "Removes every sharding: the single-device program";
+  let description = [{
+    Drops the `dist.sharding` attributes of functions and ops, replaces each
+    `dist.sharding_constraint` with its operand and erases the meshes. What
+    is left is the program one device runs alone; `tessera verify` compares
+    the sharded plan against it.
+  }];
+}
+
+def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
+  let summary = "Writes a partitioned program as an executable plan";
+  let description = [{
+    Turns the one function of the module (partitioned by
+    `--tessera-partition`, or a program without shardings, which becomes a
+    one-device plan) into the versioned protobuf plan of
+    `runtime/proto/plan.proto` that `tessera-run` executes:
+
+    - every SSA value becomes a numbered buffer with its local shape;
+    - every `nn` op becomes a kernel launch with its attributes, every `dist`
+      collective a collective on its mesh-axis group;
+    - each buffer is freed after its last use, and a static memory plan
+      places all buffers in one arena per device; the plan reports its peak
+      (`arena_bytes`);
+    - arguments and results record their global shape and how the local
+      piece sits in it (their mesh axes per dim), parameters their `nn.param`
+      name, and integer data arguments the bound of their values (the vocab
+      of the embedding or cross-entropy that reads them).
+
+    Any other op is an error. The module is not changed.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "Where to write the plan ('-': standard output)">,
+    Option<"text", "text", "bool", /*default=*/"false",
+           "Write protobuf text format instead of binary (for reading)">,
+  ];
+}
+
 #endif // TESSERA_TRANSFORMS_PASSES

@@ -1,0 +1,399 @@
+//===- Export.cpp - Plan export (--tessera-export) ------------------------===//
+//
+// Writes the one function of a module as the versioned protobuf plan that
+// the runtime executes: buffers, kernels, collectives, frees, arguments,
+// results and a static memory plan. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Transforms/Passes.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/Analysis/Sharding.h"
+
+#include "plan.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <google/protobuf/text_format.h>
+
+namespace tessera {
+#define GEN_PASS_DEF_EXPORTPASS
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+#define DEBUG_TYPE "tessera-export"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+/// Builds the plan of one function.
+class PlanBuilder {
+public:
+  PlanBuilder(func::FuncOp function, dist::MeshOp mesh)
+      : function(function), mesh(mesh) {}
+
+  LogicalResult build(plan::Plan &result);
+
+private:
+  FailureOr<int64_t> getBuffer(Value value);
+  int64_t addBuffer(Value value);
+  LogicalResult addKernel(Operation *op, plan::Instruction &instruction);
+  LogicalResult addCollective(Operation *op, plan::Instruction &instruction);
+  void setSharding(Attribute attr, RankedTensorType local,
+                   google::protobuf::RepeatedField<int64_t> *globalShape,
+                   google::protobuf::RepeatedPtrField<plan::DimAxes> *dims);
+  int64_t getIndexBound(BlockArgument arg);
+
+  func::FuncOp function;
+  dist::MeshOp mesh;
+  plan::Program *program = nullptr;
+  DenseMap<Value, int64_t> buffers;
+  /// Per buffer, its value's type and the instruction that defines it (-1:
+  /// an argument) and the last that reads it.
+  SmallVector<Type> valueTypes;
+  SmallVector<int64_t> firstUse, lastUse;
+};
+
+} // namespace
+
+static plan::DType getPlanDType(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  if (element.isF32())
+    return plan::F32;
+  if (element.isF64())
+    return plan::F64;
+  if (element.isF16())
+    return plan::F16;
+  if (element.isBF16())
+    return plan::BF16;
+  if (element.isInteger(1))
+    return plan::I1;
+  if (element.isInteger(32))
+    return plan::I32;
+  if (element.isInteger(64))
+    return plan::I64;
+  return plan::DTYPE_UNSPECIFIED;
+}
+
+int64_t PlanBuilder::addBuffer(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t id = program->buffers_size();
+  plan::Buffer *buffer = program->add_buffers();
+  buffer->set_id(id);
+  buffer->set_dtype(getPlanDType(type));
+  for (int64_t size : type.getShape())
+    buffer->add_shape(size);
+  buffers[value] = id;
+  valueTypes.push_back(type);
+  firstUse.push_back(program->instructions_size());
+  lastUse.push_back(program->instructions_size());
+  return id;
+}
+
+FailureOr<int64_t> PlanBuilder::getBuffer(Value value) {
+  auto it = buffers.find(value);
+  if (it == buffers.end())
+    return failure();
+  lastUse[it->second] = program->instructions_size();
+  return it->second;
+}
+
+/// The raw little-endian elements of a constant; i1 unpacked to bytes.
+static std::string getConstantBytes(DenseElementsAttr elements) {
+  if (elements.getElementType().isInteger(1)) {
+    std::string bytes;
+    for (bool value : elements.getValues<bool>())
+      bytes.push_back(value ? 1 : 0);
+    return bytes;
+  }
+  ArrayRef<char> raw = elements.getRawData();
+  return std::string(raw.begin(), raw.end());
+}
+
+LogicalResult PlanBuilder::addKernel(Operation *op,
+                                     plan::Instruction &instruction) {
+  plan::Kernel *kernel = instruction.mutable_kernel();
+  kernel->set_op(op->getName().getStringRef().str());
+  for (Value operand : op->getOperands()) {
+    FailureOr<int64_t> id = getBuffer(operand);
+    if (failed(id))
+      return op->emitError("cannot export: operand is not a tensor buffer");
+    kernel->add_inputs(*id);
+  }
+  for (NamedAttribute attr : op->getAttrs()) {
+    if (attr.getName() == dist::DistDialect::kShardingAttrName)
+      continue;
+    plan::AttrValue value;
+    Attribute a = attr.getValue();
+    if (auto integer = dyn_cast<IntegerAttr>(a)) {
+      value.set_i(integer.getValue().getSExtValue());
+    } else if (auto floating = dyn_cast<FloatAttr>(a)) {
+      value.set_f(floating.getValueAsDouble());
+    } else if (auto array = dyn_cast<DenseI64ArrayAttr>(a)) {
+      for (int64_t element : array.asArrayRef())
+        value.mutable_ints()->add_values(element);
+    } else if (auto elements = dyn_cast<DenseElementsAttr>(a)) {
+      value.set_dense(getConstantBytes(elements));
+    } else {
+      return op->emitError("cannot export attribute '")
+             << attr.getName().getValue() << "'";
+    }
+    (*kernel->mutable_attrs())[attr.getName().str()] = value;
+  }
+  return success();
+}
+
+static plan::ReductionKind getPlanReduction(dist::ReductionKind kind) {
+  switch (kind) {
+  case dist::ReductionKind::sum:
+    return plan::SUM;
+  case dist::ReductionKind::max:
+    return plan::MAX;
+  case dist::ReductionKind::min:
+    return plan::MIN;
+  case dist::ReductionKind::avg:
+    return plan::AVG;
+  }
+  return plan::REDUCTION_UNSPECIFIED;
+}
+
+LogicalResult PlanBuilder::addCollective(Operation *op,
+                                         plan::Instruction &instruction) {
+  auto collectiveOp = cast<dist::CollectiveOpInterface>(op);
+  plan::Collective *collective = instruction.mutable_collective();
+  for (Attribute axis : collectiveOp.getMeshAxes())
+    collective->add_mesh_axes(cast<StringAttr>(axis).str());
+  FailureOr<int64_t> input = getBuffer(op->getOperand(0));
+  if (failed(input))
+    return op->emitError("cannot export: operand is not a tensor buffer");
+  collective->set_input(*input);
+  llvm::TypeSwitch<Operation *>(op)
+      .Case([&](dist::AllReduceOp c) {
+        collective->set_kind(plan::ALL_REDUCE);
+        collective->set_reduction(getPlanReduction(c.getKind()));
+      })
+      .Case([&](dist::AllGatherOp c) {
+        collective->set_kind(plan::ALL_GATHER);
+        collective->set_dim(c.getDim());
+      })
+      .Case([&](dist::ReduceScatterOp c) {
+        collective->set_kind(plan::REDUCE_SCATTER);
+        collective->set_dim(c.getDim());
+        collective->set_reduction(getPlanReduction(c.getKind()));
+      })
+      .Case([&](dist::AllToAllOp c) {
+        collective->set_kind(plan::ALL_TO_ALL);
+        collective->set_dim(c.getSplitDim());
+        collective->set_concat_dim(c.getConcatDim());
+      })
+      .Case([&](dist::AllSliceOp c) {
+        collective->set_kind(plan::ALL_SLICE);
+        collective->set_dim(c.getDim());
+      })
+      .Case([&](dist::BroadcastOp c) {
+        collective->set_kind(plan::BROADCAST);
+        collective->set_root(c.getRoot());
+      })
+      .Case([&](dist::CollectivePermuteOp c) {
+        collective->set_kind(plan::COLLECTIVE_PERMUTE);
+        for (int64_t index : c.getPairs())
+          collective->add_source_target_pairs(index);
+      });
+  return success();
+}
+
+/// Fills the global shape and per-dim axes of an argument or result from its
+/// `dist.sharding` (none: replicated).
+void PlanBuilder::setSharding(
+    Attribute attr, RankedTensorType local,
+    google::protobuf::RepeatedField<int64_t> *globalShape,
+    google::protobuf::RepeatedPtrField<plan::DimAxes> *dims) {
+  auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr);
+  for (auto [dim, size] : llvm::enumerate(local.getShape())) {
+    plan::DimAxes *axes = dims->Add();
+    int64_t group = 1;
+    if (sharding && mesh) {
+      for (StringAttr axis : sharding.getDims()[dim].getAxes()) {
+        axes->add_axes(axis.str());
+        group *= mesh.getAxisSize(axis.getValue()).value_or(1);
+      }
+    }
+    globalShape->Add(size * group);
+  }
+}
+
+/// The values an integer data argument may take: the vocab of the embedding
+/// table it indexes or of the logits it labels (0: unbounded).
+int64_t PlanBuilder::getIndexBound(BlockArgument arg) {
+  for (OpOperand &use : arg.getUses()) {
+    if (auto lookup = dyn_cast<nn::EmbeddingOp>(use.getOwner());
+        lookup && use.getOperandNumber() == 1)
+      return lookup.getTable().getType().getDimSize(0);
+    if (auto loss = dyn_cast<nn::CrossEntropyOp>(use.getOwner());
+        loss && use.getOperandNumber() == 1)
+      return loss.getLogits().getType().getShape().back();
+  }
+  return 0;
+}
+
+LogicalResult PlanBuilder::build(plan::Plan &result) {
+  result.set_format_version(plan::PLAN_FORMAT_VERSION);
+  int64_t devices = 1;
+  if (mesh) {
+    for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+      plan::Mesh::Axis *axis = result.mutable_mesh()->add_axes();
+      axis->set_name(cast<StringAttr>(name).str());
+      axis->set_size(size);
+      devices *= size;
+    }
+  }
+  program = result.add_programs();
+  for (int64_t rank = 0; rank < devices; ++rank)
+    program->add_ranks(rank);
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+
+  for (BlockArgument arg : function.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return function.emitError("cannot export argument #")
+             << arg.getArgNumber() << " of type " << arg.getType();
+    plan::Argument *argument = program->add_arguments();
+    argument->set_buffer(addBuffer(arg));
+    firstUse.back() = -1;
+    auto param = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       nn::kParamAttrName);
+    argument->set_name(param ? param.str()
+                             : "arg" + std::to_string(arg.getArgNumber()));
+    argument->set_is_param(static_cast<bool>(param));
+    argument->set_dtype(getPlanDType(type));
+    argument->set_index_bound(getIndexBound(arg));
+    setSharding(function.getArgAttr(arg.getArgNumber(), attrName), type,
+                argument->mutable_global_shape(),
+                argument->mutable_dim_axes());
+  }
+
+  for (Operation &op : function.getBody().front()) {
+    if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
+        FailureOr<int64_t> id = getBuffer(operand);
+        if (failed(id))
+          return returnOp.emitError("cannot export result #") << index;
+        plan::Result *planResult = program->add_results();
+        planResult->set_buffer(*id);
+        setSharding(function.getResultAttr(index, attrName),
+                    cast<RankedTensorType>(operand.getType()),
+                    planResult->mutable_global_shape(),
+                    planResult->mutable_dim_axes());
+        // Results stay live to the end.
+        lastUse[*id] = std::numeric_limits<int64_t>::max();
+      }
+      continue;
+    }
+    if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
+      // Only unpartitioned programs hold constraints: the value is its
+      // operand.
+      FailureOr<int64_t> id = getBuffer(constraint.getInput());
+      if (failed(id))
+        return constraint.emitError("cannot export: operand is not a buffer");
+      buffers[constraint.getResult()] = *id;
+      continue;
+    }
+    bool isKernel = op.getDialect() &&
+                    isa<nn::NNDialect>(op.getDialect());
+    bool isCollective = isa<dist::CollectiveOpInterface>(op);
+    if (!isKernel && !isCollective)
+      return op.emitError("cannot export '")
+             << op.getName() << "': plans run only nn ops and dist "
+             << "collectives";
+    if (!llvm::all_of(op.getResultTypes(), llvm::IsaPred<RankedTensorType>))
+      return op.emitError("cannot export an op with non-tensor results");
+    plan::Instruction instruction;
+    if (failed(isKernel ? addKernel(&op, instruction)
+                        : addCollective(&op, instruction)))
+      return failure();
+    for (Value value : op.getResults()) {
+      int64_t id = addBuffer(value);
+      if (isKernel)
+        instruction.mutable_kernel()->add_outputs(id);
+      else
+        instruction.mutable_collective()->set_output(id);
+    }
+    *program->add_instructions() = std::move(instruction);
+  }
+
+  // Each buffer is freed by the last instruction that reads it (or, if none
+  // does, by the one that writes it); results live to the end.
+  int64_t steps = program->instructions_size();
+  SmallVector<BufferLifetime> lifetimes;
+  for (int64_t id = 0; id < program->buffers_size(); ++id) {
+    int64_t last = lastUse[id];
+    bool isResult = last == std::numeric_limits<int64_t>::max();
+    if (!isResult && last < steps)
+      program->mutable_instructions(last)->add_frees(id);
+    const plan::Buffer &buffer = program->buffers(id);
+    int64_t bytes = getTensorBytes(
+        RankedTensorType::get(SmallVector<int64_t>(buffer.shape().begin(),
+                                                   buffer.shape().end()),
+                              getElementTypeOrSelf(valueTypes[id])));
+    lifetimes.push_back({bytes, firstUse[id], isResult ? steps : last});
+  }
+  MemoryPlan memory = planMemory(lifetimes);
+  for (int64_t id = 0; id < program->buffers_size(); ++id)
+    program->mutable_buffers(id)->set_arena_offset_bytes(
+        memory.offsetsBytes[id]);
+  program->set_arena_bytes(memory.arenaBytes);
+  return success();
+}
+
+namespace {
+struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
+  using ExportPassBase::ExportPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> functions;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(function);
+    if (functions.size() != 1) {
+      module.emitError("expects one function to export, got ")
+          << functions.size();
+      return signalPassFailure();
+    }
+    func::FuncOp function = functions.front();
+    FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
+    if (failed(mesh))
+      return signalPassFailure();
+
+    plan::Plan plan;
+    plan.set_source_model(function.getSymName().str());
+    if (failed(PlanBuilder(function, *mesh).build(plan)))
+      return signalPassFailure();
+
+    std::string bytes;
+    bool written =
+        text ? google::protobuf::TextFormat::PrintToString(plan, &bytes)
+             : plan.SerializeToString(&bytes);
+    std::string error;
+    std::unique_ptr<llvm::ToolOutputFile> file =
+        openOutputFile(output, &error);
+    if (!written || !file) {
+      module.emitError("cannot write the plan: ") << error;
+      return signalPassFailure();
+    }
+    file->os() << bytes;
+    file->keep();
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace

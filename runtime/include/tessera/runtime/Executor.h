@@ -1,0 +1,65 @@
+//===- Executor.h - Runs one rank's program of a plan ------------*- C++ -*-===//
+
+#ifndef TESSERA_RUNTIME_EXECUTOR_H
+#define TESSERA_RUNTIME_EXECUTOR_H
+
+#include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/Plan.h"
+
+#include <vector>
+
+namespace tessera::runtime {
+
+/// Runs a validated program on this rank: all buffers live in one arena laid
+/// out by the plan's memory plan; kernels run on the CPU backend and
+/// collectives through the communicator.
+class Executor {
+public:
+  Executor(const plan::Program &program, const Mesh &mesh,
+           Communicator &communicator);
+
+  /// Runs the program once on local `arguments` (in the program's argument
+  /// order) and returns its local results. Returns an error message naming
+  /// the failing instruction, or "".
+  std::string run(const std::vector<OwnedTensor> &arguments,
+                  std::vector<OwnedTensor> &results);
+
+  int64_t getArenaBytes() const { return program.arena_bytes(); }
+
+private:
+  Tensor getBuffer(int64_t id);
+  std::string runCollective(const plan::Collective &collective);
+
+  const plan::Program &program;
+  const Mesh &mesh;
+  Communicator &communicator;
+  std::vector<uint8_t> arena;
+};
+
+/// The global value of argument `index` for `seed`, the same on every rank:
+/// floats uniform in [-0.5, 0.5), integers uniform in [0, index_bound).
+OwnedTensor makeGlobalInput(const plan::Argument &argument, uint64_t seed,
+                            int64_t index);
+
+/// The piece of a global tensor that `rank` holds under `dimAxes`.
+OwnedTensor takeLocalPiece(const Tensor &global,
+                           const std::vector<std::vector<std::string>> &dimAxes,
+                           const Mesh &mesh, int64_t rank);
+
+/// Writes `local`, the piece of `rank` under `dimAxes`, into `global`.
+void placeLocalPiece(const Tensor &local, const Tensor &global,
+                     const std::vector<std::vector<std::string>> &dimAxes,
+                     const Mesh &mesh, int64_t rank);
+
+/// The dim axes of a plan argument or result.
+template <typename T>
+std::vector<std::vector<std::string>> getDimAxes(const T &message) {
+  std::vector<std::vector<std::string>> dims;
+  for (const auto &dim : message.dim_axes())
+    dims.emplace_back(dim.axes().begin(), dim.axes().end());
+  return dims;
+}
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_EXECUTOR_H

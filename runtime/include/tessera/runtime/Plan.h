@@ -1,0 +1,36 @@
+//===- Plan.h - Loading and validating plans ---------------------*- C++ -*-===//
+
+#ifndef TESSERA_RUNTIME_PLAN_H
+#define TESSERA_RUNTIME_PLAN_H
+
+#include "plan.pb.h"
+#include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Tensor.h"
+
+#include <string>
+
+namespace tessera::runtime {
+
+/// Reads a plan file and validates it; returns an error message, or "".
+std::string loadPlan(const std::string &path, plan::Plan &plan);
+
+/// Checks every field a runtime relies on: the format version, the mesh,
+/// buffer ids, dtypes and shapes, the operands of every instruction, the
+/// group of every collective and the shapes it implies, frees, arguments,
+/// results and the memory plan. Returns an error message naming the program,
+/// instruction or buffer at fault, or "" for a valid plan.
+std::string validatePlan(const plan::Plan &plan);
+
+/// The plan's mesh (no axes: one device).
+Mesh getMesh(const plan::Plan &plan);
+
+/// The runtime dtype of a plan dtype; plans are validated first, so an
+/// unspecified dtype never reaches this.
+DType getDType(plan::DType dtype);
+
+/// The program that `rank` runs, or null.
+const plan::Program *getProgramOfRank(const plan::Plan &plan, int64_t rank);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_PLAN_H

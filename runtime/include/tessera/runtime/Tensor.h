@@ -1,0 +1,49 @@
+//===- Tensor.h - Typed views over runtime buffers --------------*- C++ -*-===//
+
+#ifndef TESSERA_RUNTIME_TENSOR_H
+#define TESSERA_RUNTIME_TENSOR_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+/// Element types a plan may use (the plan's DType without UNSPECIFIED).
+enum class DType { F32, F64, F16, BF16, I32, I64, I1 };
+
+/// Bytes of one element; i1 takes a byte.
+size_t getDTypeBytes(DType dtype);
+const char *getDTypeName(DType dtype);
+
+/// Row-major element count of a shape (1 for scalars).
+int64_t getNumElements(const std::vector<int64_t> &shape);
+
+/// A typed, shaped view over memory the executor owns.
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  void *data = nullptr;
+
+  int64_t getNumElements() const { return runtime::getNumElements(shape); }
+  int64_t getRank() const { return shape.size(); }
+  size_t getBytes() const { return getNumElements() * getDTypeBytes(dtype); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// Owned storage with a tensor view.
+struct OwnedTensor {
+  std::vector<uint8_t> storage;
+  Tensor view;
+
+  OwnedTensor() = default;
+  OwnedTensor(DType dtype, std::vector<int64_t> shape);
+  OwnedTensor(const OwnedTensor &other);
+  OwnedTensor &operator=(const OwnedTensor &other);
+  OwnedTensor(OwnedTensor &&) = default;
+  OwnedTensor &operator=(OwnedTensor &&) = default;
+};
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_TENSOR_H

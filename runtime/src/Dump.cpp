@@ -1,0 +1,77 @@
+//===- Dump.cpp - A file of tensors (inputs, results) ---------------------===//
+
+#include "tessera/runtime/Dump.h"
+
+#include <cstring>
+#include <fstream>
+
+using namespace tessera::runtime;
+
+static constexpr char kMagic[4] = {'T', 'S', 'R', 'T'};
+static constexpr uint32_t kVersion = 1;
+
+std::string tessera::runtime::writeTensors(
+    const std::string &path, const std::vector<OwnedTensor> &tensors) {
+  std::ofstream file(path, std::ios::binary);
+  if (!file)
+    return "cannot write '" + path + "'";
+  auto put = [&](const void *data, size_t bytes) {
+    file.write(static_cast<const char *>(data), bytes);
+  };
+  put(kMagic, 4);
+  put(&kVersion, 4);
+  uint64_t count = tensors.size();
+  put(&count, 8);
+  for (const OwnedTensor &tensor : tensors) {
+    uint32_t dtype = static_cast<uint32_t>(tensor.view.dtype);
+    uint32_t rank = tensor.view.shape.size();
+    put(&dtype, 4);
+    put(&rank, 4);
+    put(tensor.view.shape.data(), rank * 8);
+    put(tensor.view.data, tensor.view.getBytes());
+  }
+  return file ? "" : "cannot write '" + path + "'";
+}
+
+std::string tessera::runtime::readTensors(const std::string &path,
+                                          std::vector<OwnedTensor> &tensors) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return "cannot open '" + path + "'";
+  auto get = [&](void *data, size_t bytes) {
+    return static_cast<bool>(file.read(static_cast<char *>(data), bytes));
+  };
+  auto bad = [&](const std::string &what) {
+    return "'" + path + "' is not a tensor file: " + what;
+  };
+  char magic[4];
+  uint32_t version;
+  uint64_t count;
+  if (!get(magic, 4) || std::memcmp(magic, kMagic, 4) != 0)
+    return bad("wrong magic");
+  if (!get(&version, 4) || version != kVersion)
+    return bad("unknown version");
+  if (!get(&count, 8) || count > (1 << 20))
+    return bad("bad tensor count");
+  tensors.clear();
+  for (uint64_t i = 0; i < count; ++i) {
+    uint32_t dtype, rank;
+    if (!get(&dtype, 4) || dtype > static_cast<uint32_t>(DType::I1) ||
+        !get(&rank, 4) || rank > 16)
+      return bad("bad header of tensor " + std::to_string(i));
+    std::vector<int64_t> shape(rank);
+    if (!get(shape.data(), rank * 8))
+      return bad("truncated shape of tensor " + std::to_string(i));
+    int64_t elements = 1;
+    for (int64_t size : shape) {
+      if (size < 0 || (size > 0 && elements > (int64_t(1) << 36) / size))
+        return bad("bad shape of tensor " + std::to_string(i));
+      elements *= size;
+    }
+    OwnedTensor tensor(static_cast<DType>(dtype), shape);
+    if (!get(tensor.view.data, tensor.view.getBytes()))
+      return bad("truncated data of tensor " + std::to_string(i));
+    tensors.push_back(std::move(tensor));
+  }
+  return "";
+}

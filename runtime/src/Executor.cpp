@@ -1,0 +1,266 @@
+//===- Executor.cpp - Runs one rank's program of a plan -------------------===//
+
+#include "tessera/runtime/Executor.h"
+
+#include "tessera/runtime/Kernels.h"
+
+#include <cstring>
+
+using namespace tessera;
+using namespace tessera::runtime;
+
+Executor::Executor(const plan::Program &program, const Mesh &mesh,
+                   Communicator &communicator)
+    : program(program), mesh(mesh), communicator(communicator),
+      // 64 bytes of slack keep every view inside the arena when the memory
+      // plan packs buffers to the last byte.
+      arena(program.arena_bytes() + 64) {}
+
+Tensor Executor::getBuffer(int64_t id) {
+  const plan::Buffer &buffer = program.buffers(id);
+  Tensor tensor;
+  tensor.dtype = getDType(buffer.dtype());
+  tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
+  tensor.data = arena.data() + buffer.arena_offset_bytes();
+  return tensor;
+}
+
+static KernelAttrs getAttrs(const plan::Kernel &kernel) {
+  KernelAttrs attrs;
+  for (const auto &[name, value] : kernel.attrs()) {
+    switch (value.value_case()) {
+    case plan::AttrValue::kI:
+      attrs.ints[name] = value.i();
+      break;
+    case plan::AttrValue::kF:
+      attrs.floats[name] = value.f();
+      break;
+    case plan::AttrValue::kInts:
+      attrs.lists[name].assign(value.ints().values().begin(),
+                               value.ints().values().end());
+      break;
+    case plan::AttrValue::kDense:
+      attrs.bytes[name] = value.dense();
+      break;
+    case plan::AttrValue::VALUE_NOT_SET:
+      break;
+    }
+  }
+  return attrs;
+}
+
+static Reduction getReduction(plan::ReductionKind kind) {
+  switch (kind) {
+  case plan::MAX:
+    return Reduction::Max;
+  case plan::MIN:
+    return Reduction::Min;
+  case plan::AVG:
+    return Reduction::Avg;
+  default:
+    return Reduction::Sum;
+  }
+}
+
+std::string Executor::runCollective(const plan::Collective &collective) {
+  Tensor in = getBuffer(collective.input());
+  Tensor out = getBuffer(collective.output());
+  Axes axes(collective.mesh_axes().begin(), collective.mesh_axes().end());
+  switch (collective.kind()) {
+  case plan::ALL_REDUCE:
+    return communicator.allReduce(in, out, getReduction(collective.reduction()),
+                                  axes);
+  case plan::ALL_GATHER:
+    return communicator.allGather(in, out, collective.dim(), axes);
+  case plan::REDUCE_SCATTER:
+    return communicator.reduceScatter(in, out, collective.dim(),
+                                      getReduction(collective.reduction()),
+                                      axes);
+  case plan::ALL_TO_ALL:
+    return communicator.allToAll(in, out, collective.dim(),
+                                 collective.concat_dim(), axes);
+  case plan::BROADCAST:
+    return communicator.broadcast(in, out, collective.root(), axes);
+  case plan::COLLECTIVE_PERMUTE:
+    return communicator.collectivePermute(
+        in, out,
+        {collective.source_target_pairs().begin(),
+         collective.source_target_pairs().end()},
+        axes);
+  case plan::ALL_SLICE: {
+    // Local: this rank's index in the group picks its piece.
+    Group group = mesh.getGroup(communicator.getRank(), axes);
+    slicePiece(in, out, collective.dim(), group.index, group.size);
+    return "";
+  }
+  default:
+    return "unknown collective";
+  }
+}
+
+std::string Executor::run(const std::vector<OwnedTensor> &arguments,
+                          std::vector<OwnedTensor> &results) {
+  if (static_cast<int>(arguments.size()) != program.arguments_size())
+    return "the program takes " + std::to_string(program.arguments_size()) +
+           " arguments, got " + std::to_string(arguments.size());
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    Tensor buffer = getBuffer(program.arguments(i).buffer());
+    if (arguments[i].view.getBytes() != buffer.getBytes())
+      return "argument '" + program.arguments(i).name() + "' has " +
+             std::to_string(arguments[i].view.getBytes()) +
+             " bytes, expected " + std::to_string(buffer.getBytes());
+    std::memcpy(buffer.data, arguments[i].view.data, buffer.getBytes());
+  }
+  for (int index = 0; index < program.instructions_size(); ++index) {
+    const plan::Instruction &instruction = program.instructions(index);
+    std::string error;
+    if (instruction.has_kernel()) {
+      const plan::Kernel &kernel = instruction.kernel();
+      std::vector<Tensor> ins, outs;
+      for (int64_t id : kernel.inputs())
+        ins.push_back(getBuffer(id));
+      for (int64_t id : kernel.outputs())
+        outs.push_back(getBuffer(id));
+      std::vector<const Tensor *> inPtrs;
+      std::vector<Tensor *> outPtrs;
+      for (Tensor &t : ins)
+        inPtrs.push_back(&t);
+      for (Tensor &t : outs)
+        outPtrs.push_back(&t);
+      error = runCpuKernel(kernel.op(), getAttrs(kernel), inPtrs, outPtrs);
+    } else {
+      error = runCollective(instruction.collective());
+    }
+    if (!error.empty())
+      return "instruction " + std::to_string(index) + ": " + error;
+  }
+  results.clear();
+  for (const plan::Result &result : program.results()) {
+    Tensor buffer = getBuffer(result.buffer());
+    OwnedTensor copy(buffer.dtype, buffer.shape);
+    std::memcpy(copy.view.data, buffer.data, buffer.getBytes());
+    results.push_back(std::move(copy));
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs and pieces
+//===----------------------------------------------------------------------===//
+
+/// splitmix64: a tiny, portable generator; the same stream on every rank.
+static uint64_t nextRandom(uint64_t &state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
+                                              uint64_t seed, int64_t index) {
+  OwnedTensor tensor(getDType(argument.dtype()),
+                     {argument.global_shape().begin(),
+                      argument.global_shape().end()});
+  uint64_t state = seed * 0x100000001b3ULL + index;
+  int64_t n = tensor.view.getNumElements();
+  uint64_t bound = argument.index_bound() > 0 ? argument.index_bound() : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bits = nextRandom(state);
+    switch (tensor.view.dtype) {
+    case DType::F32:
+      tensor.view.as<float>()[i] = static_cast<float>(bits >> 40) / (1 << 24) - 0.5f;
+      break;
+    case DType::F64:
+      tensor.view.as<double>()[i] = static_cast<double>(bits >> 11) / (1ULL << 53) - 0.5;
+      break;
+    case DType::I32:
+      tensor.view.as<int32_t>()[i] = static_cast<int32_t>(bits % bound);
+      break;
+    case DType::I64:
+      tensor.view.as<int64_t>()[i] = static_cast<int64_t>(bits % bound);
+      break;
+    case DType::I1:
+      tensor.view.as<uint8_t>()[i] = bits & 1;
+      break;
+    default:
+      break;
+    }
+  }
+  return tensor;
+}
+
+/// Copies the block of `global` at `offsets` with `local`'s shape, into
+/// `local` or (with `toGlobal`) back.
+static void copyBlock(const Tensor &local, const Tensor &global,
+                      const std::vector<int64_t> &offsets, bool toGlobal) {
+  int64_t rank = local.getRank();
+  size_t elementBytes = getDTypeBytes(local.dtype);
+  if (rank == 0) {
+    if (toGlobal)
+      std::memcpy(global.data, local.data, elementBytes);
+    else
+      std::memcpy(local.data, global.data, elementBytes);
+    return;
+  }
+  std::vector<int64_t> globalStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    globalStrides[d] = globalStrides[d + 1] * global.shape[d + 1];
+  int64_t rowElements = local.shape[rank - 1];
+  int64_t rows = local.getNumElements() / std::max<int64_t>(rowElements, 1);
+  std::vector<int64_t> index(rank, 0);
+  auto *localBytes = static_cast<uint8_t *>(local.data);
+  auto *globalBytes = static_cast<uint8_t *>(global.data);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t globalOffset = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      globalOffset += (index[d] + offsets[d]) * globalStrides[d];
+    uint8_t *l = localBytes + row * rowElements * elementBytes;
+    uint8_t *g = globalBytes + globalOffset * elementBytes;
+    size_t bytes = rowElements * elementBytes;
+    if (toGlobal)
+      std::memcpy(g, l, bytes);
+    else
+      std::memcpy(l, g, bytes);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++index[d] < local.shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+/// The shape and offsets of `rank`'s piece of a global shape.
+static void getPiece(const std::vector<int64_t> &globalShape,
+                     const std::vector<std::vector<std::string>> &dimAxes,
+                     const Mesh &mesh, int64_t rank,
+                     std::vector<int64_t> &shape,
+                     std::vector<int64_t> &offsets) {
+  shape = globalShape;
+  offsets.assign(globalShape.size(), 0);
+  for (size_t d = 0; d < globalShape.size(); ++d) {
+    if (d >= dimAxes.size() || dimAxes[d].empty())
+      continue;
+    Group group = mesh.getGroup(rank, dimAxes[d]);
+    shape[d] = globalShape[d] / group.size;
+    offsets[d] = group.index * shape[d];
+  }
+}
+
+OwnedTensor tessera::runtime::takeLocalPiece(
+    const Tensor &global, const std::vector<std::vector<std::string>> &dimAxes,
+    const Mesh &mesh, int64_t rank) {
+  std::vector<int64_t> shape, offsets;
+  getPiece(global.shape, dimAxes, mesh, rank, shape, offsets);
+  OwnedTensor local(global.dtype, shape);
+  copyBlock(local.view, global, offsets, /*toGlobal=*/false);
+  return local;
+}
+
+void tessera::runtime::placeLocalPiece(
+    const Tensor &local, const Tensor &global,
+    const std::vector<std::vector<std::string>> &dimAxes, const Mesh &mesh,
+    int64_t rank) {
+  std::vector<int64_t> shape, offsets;
+  getPiece(global.shape, dimAxes, mesh, rank, shape, offsets);
+  copyBlock(local, global, offsets, /*toGlobal=*/true);
+}

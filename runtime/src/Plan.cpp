@@ -1,0 +1,411 @@
+//===- Plan.cpp - Loading and validating plans ----------------------------===//
+
+#include "tessera/runtime/Plan.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace tessera;
+using namespace tessera::runtime;
+
+DType runtime::getDType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return DType::F32;
+  case plan::F64:
+    return DType::F64;
+  case plan::F16:
+    return DType::F16;
+  case plan::BF16:
+    return DType::BF16;
+  case plan::I32:
+    return DType::I32;
+  case plan::I64:
+    return DType::I64;
+  case plan::I1:
+    return DType::I1;
+  default:
+    return DType::F32;
+  }
+}
+
+Mesh runtime::getMesh(const plan::Plan &plan) {
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  for (const plan::Mesh::Axis &axis : plan.mesh().axes()) {
+    names.push_back(axis.name());
+    sizes.push_back(axis.size());
+  }
+  return Mesh(std::move(names), std::move(sizes));
+}
+
+const plan::Program *runtime::getProgramOfRank(const plan::Plan &plan,
+                                               int64_t rank) {
+  for (const plan::Program &program : plan.programs())
+    for (int64_t r : program.ranks())
+      if (r == rank)
+        return &program;
+  return nullptr;
+}
+
+std::string runtime::loadPlan(const std::string &path, plan::Plan &plan) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return "cannot open plan '" + path + "'";
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  if (!plan.ParseFromString(bytes.str()))
+    return "'" + path + "' is not a Tessera plan (it does not parse)";
+  std::string error = validatePlan(plan);
+  if (!error.empty())
+    return "invalid plan '" + path + "': " + error;
+  return "";
+}
+
+namespace {
+
+/// Validates one program; every message names where it looked.
+class ProgramValidator {
+public:
+  ProgramValidator(const plan::Program &program, const Mesh &mesh,
+                   int64_t index)
+      : program(program), mesh(mesh),
+        where("program " + std::to_string(index)) {}
+
+  std::string run();
+
+private:
+  std::string checkBuffer(int64_t id, const std::string &what) const;
+  std::string checkCollective(const plan::Collective &collective) const;
+  std::string checkMemoryPlan() const;
+  const plan::Buffer &buffer(int64_t id) const { return program.buffers(id); }
+
+  const plan::Program &program;
+  const Mesh &mesh;
+  std::string where;
+  std::vector<bool> defined;
+  std::vector<bool> freed;
+  /// Per buffer, the instructions that define and free it (-1: argument /
+  /// never freed).
+  std::vector<int64_t> definedAt, freedAt;
+};
+
+} // namespace
+
+std::string ProgramValidator::checkBuffer(int64_t id,
+                                          const std::string &what) const {
+  if (id < 0 || id >= program.buffers_size())
+    return what + " names buffer " + std::to_string(id) + ", expected < " +
+           std::to_string(program.buffers_size());
+  return "";
+}
+
+static std::string shapeText(const google::protobuf::RepeatedField<int64_t> &s) {
+  std::string text = "[";
+  for (int i = 0; i < s.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(s[i]);
+  return text + "]";
+}
+
+std::string
+ProgramValidator::checkCollective(const plan::Collective &collective) const {
+  const std::string name = plan::CollectiveKind_Name(collective.kind());
+  if (collective.kind() == plan::COLLECTIVE_UNSPECIFIED ||
+      !plan::CollectiveKind_IsValid(collective.kind()))
+    return "unknown collective kind " + std::to_string(collective.kind());
+  if (collective.mesh_axes().empty())
+    return name + " names no mesh axis";
+  std::set<std::string> seen;
+  int64_t groupSize = 1;
+  for (const std::string &axis : collective.mesh_axes()) {
+    int64_t index = mesh.getAxisIndex(axis);
+    if (index < 0)
+      return name + " names unknown mesh axis \"" + axis + "\"";
+    if (!seen.insert(axis).second)
+      return name + " names mesh axis \"" + axis + "\" twice";
+    groupSize *= mesh.getAxisSizes()[index];
+  }
+  for (int64_t id : {collective.input(), collective.output()})
+    if (std::string error = checkBuffer(id, name); !error.empty())
+      return error;
+  const plan::Buffer &in = buffer(collective.input());
+  const plan::Buffer &out = buffer(collective.output());
+  if (in.dtype() != out.dtype())
+    return name + " changes the dtype";
+  if (in.shape_size() != out.shape_size())
+    return name + " changes the rank";
+  int64_t rank = in.shape_size();
+  auto checkDim = [&](int64_t dim) -> std::string {
+    if (dim < 0 || dim >= rank)
+      return name + " dim " + std::to_string(dim) +
+             " is out of range for rank " + std::to_string(rank);
+    return "";
+  };
+  std::vector<int64_t> expected(in.shape().begin(), in.shape().end());
+  auto divide = [&](int64_t dim) -> std::string {
+    if (expected[dim] % groupSize != 0)
+      return name + " dim " + std::to_string(dim) + " of size " +
+             std::to_string(expected[dim]) +
+             " is not divisible by the group size " + std::to_string(groupSize);
+    expected[dim] /= groupSize;
+    return "";
+  };
+  std::string error;
+  switch (collective.kind()) {
+  case plan::ALL_GATHER:
+    if (!(error = checkDim(collective.dim())).empty())
+      return error;
+    expected[collective.dim()] *= groupSize;
+    break;
+  case plan::REDUCE_SCATTER:
+  case plan::ALL_SLICE:
+    if (!(error = checkDim(collective.dim())).empty() ||
+        !(error = divide(collective.dim())).empty())
+      return error;
+    break;
+  case plan::ALL_TO_ALL:
+    if (!(error = checkDim(collective.dim())).empty() ||
+        !(error = checkDim(collective.concat_dim())).empty() ||
+        !(error = divide(collective.dim())).empty())
+      return error;
+    expected[collective.concat_dim()] *= groupSize;
+    break;
+  case plan::BROADCAST:
+    if (collective.root() < 0 || collective.root() >= groupSize)
+      return name + " root " + std::to_string(collective.root()) +
+             " is out of range for group size " + std::to_string(groupSize);
+    break;
+  case plan::COLLECTIVE_PERMUTE: {
+    const auto &pairs = collective.source_target_pairs();
+    if (pairs.size() % 2 != 0)
+      return name + " has an odd number of pair indices";
+    for (int64_t index : pairs)
+      if (index < 0 || index >= groupSize)
+        return name + " index " + std::to_string(index) +
+               " is out of range for group size " + std::to_string(groupSize);
+    break;
+  }
+  default:
+    break;
+  }
+  if (collective.kind() == plan::ALL_REDUCE ||
+      collective.kind() == plan::REDUCE_SCATTER) {
+    if (collective.reduction() == plan::REDUCTION_UNSPECIFIED ||
+        !plan::ReductionKind_IsValid(collective.reduction()))
+      return name + " has no reduction kind";
+  }
+  if (!std::equal(expected.begin(), expected.end(), out.shape().begin()))
+    return name + " of " + shapeText(in.shape()) + " over a group of " +
+           std::to_string(groupSize) + " cannot give " +
+           shapeText(out.shape());
+  return "";
+}
+
+std::string ProgramValidator::checkMemoryPlan() const {
+  // Buffers live from their definition to their free; two live at once must
+  // not overlap in the arena.
+  struct Interval {
+    int64_t start, end, offset, bytes, id;
+  };
+  std::vector<Interval> intervals;
+  int64_t last = program.instructions_size();
+  for (int64_t id = 0; id < program.buffers_size(); ++id) {
+    const plan::Buffer &b = buffer(id);
+    int64_t bytes = getNumElements({b.shape().begin(), b.shape().end()}) *
+                    getDTypeBytes(getDType(b.dtype()));
+    if (b.arena_offset_bytes() < 0 ||
+        b.arena_offset_bytes() + bytes > program.arena_bytes())
+      return "buffer " + std::to_string(id) + " at offset " +
+             std::to_string(b.arena_offset_bytes()) + " with " +
+             std::to_string(bytes) + " bytes lies outside the arena of " +
+             std::to_string(program.arena_bytes()) + " bytes";
+    intervals.push_back({definedAt[id], freedAt[id] < 0 ? last : freedAt[id],
+                         b.arena_offset_bytes(), bytes, id});
+  }
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval &a, const Interval &b) {
+              return a.offset < b.offset;
+            });
+  // Sweep by offset: an interval overlaps in memory only with those that
+  // start before it ends; check their lifetimes.
+  for (size_t i = 0; i < intervals.size(); ++i)
+    for (size_t j = i + 1; j < intervals.size() &&
+                           intervals[j].offset < intervals[i].offset +
+                                                     intervals[i].bytes;
+         ++j) {
+      const Interval &a = intervals[i], &b = intervals[j];
+      if (a.bytes == 0 || b.bytes == 0)
+        continue;
+      if (a.start <= b.end && b.start <= a.end)
+        return "buffers " + std::to_string(a.id) + " and " +
+               std::to_string(b.id) + " overlap in the arena while both live";
+    }
+  return "";
+}
+
+std::string ProgramValidator::run() {
+  auto fail = [&](const std::string &message) {
+    return where + ": " + message;
+  };
+  int64_t numBuffers = program.buffers_size();
+  defined.assign(numBuffers, false);
+  freed.assign(numBuffers, false);
+  definedAt.assign(numBuffers, -1);
+  freedAt.assign(numBuffers, -1);
+  for (int64_t id = 0; id < numBuffers; ++id) {
+    const plan::Buffer &b = buffer(id);
+    if (b.id() != id)
+      return fail("buffer #" + std::to_string(id) + " has id " +
+                  std::to_string(b.id()));
+    if (b.dtype() == plan::DTYPE_UNSPECIFIED || !plan::DType_IsValid(b.dtype()))
+      return fail("buffer " + std::to_string(id) + " has no dtype");
+    int64_t elements = 1;
+    for (int64_t size : b.shape()) {
+      if (size < 0)
+        return fail("buffer " + std::to_string(id) + " has a negative size");
+      if (size > 0 && elements > (int64_t(1) << 40) / size)
+        return fail("buffer " + std::to_string(id) + " is too large");
+      elements *= size;
+    }
+  }
+  for (int64_t rank : program.ranks())
+    if (rank < 0 || rank >= mesh.getNumDevices())
+      return fail("rank " + std::to_string(rank) + " is not in the mesh of " +
+                  std::to_string(mesh.getNumDevices()) + " devices");
+
+  for (const plan::Argument &argument : program.arguments()) {
+    std::string what = "argument '" + argument.name() + "'";
+    if (std::string error = checkBuffer(argument.buffer(), what);
+        !error.empty())
+      return fail(error);
+    const plan::Buffer &b = buffer(argument.buffer());
+    if (defined[argument.buffer()])
+      return fail(what + " reuses buffer " + std::to_string(argument.buffer()));
+    defined[argument.buffer()] = true;
+    if (argument.dtype() != b.dtype())
+      return fail(what + " and its buffer differ in dtype");
+    if (argument.global_shape_size() != b.shape_size() ||
+        argument.dim_axes_size() != b.shape_size())
+      return fail(what + " has a global shape or dim axes of the wrong rank");
+    for (int d = 0; d < b.shape_size(); ++d) {
+      int64_t group = 1;
+      for (const std::string &axis : argument.dim_axes(d).axes()) {
+        int64_t index = mesh.getAxisIndex(axis);
+        if (index < 0)
+          return fail(what + " names unknown mesh axis \"" + axis + "\"");
+        group *= mesh.getAxisSizes()[index];
+      }
+      if (b.shape(d) * group != argument.global_shape(d))
+        return fail(what + " dim " + std::to_string(d) + ": local size " +
+                    std::to_string(b.shape(d)) + " times " +
+                    std::to_string(group) + " devices is not the global " +
+                    std::to_string(argument.global_shape(d)));
+    }
+  }
+
+  for (int64_t index = 0; index < program.instructions_size(); ++index) {
+    const plan::Instruction &instruction = program.instructions(index);
+    std::string at = "instruction " + std::to_string(index);
+    std::vector<int64_t> reads, writes;
+    if (instruction.has_kernel()) {
+      const plan::Kernel &kernel = instruction.kernel();
+      if (kernel.op().rfind("nn.", 0) != 0)
+        return fail(at + ": unknown kernel '" + kernel.op() + "'");
+      reads.assign(kernel.inputs().begin(), kernel.inputs().end());
+      writes.assign(kernel.outputs().begin(), kernel.outputs().end());
+      at += " (" + kernel.op() + ")";
+    } else if (instruction.has_collective()) {
+      const plan::Collective &collective = instruction.collective();
+      reads = {collective.input()};
+      writes = {collective.output()};
+      if (std::string error = checkCollective(collective); !error.empty())
+        return fail(at + ": " + error);
+    } else if (instruction.has_send_recv()) {
+      return fail(at + ": send/recv needs pipeline stages, which this runtime "
+                       "does not run yet");
+    } else {
+      return fail(at + " is empty");
+    }
+    for (int64_t id : reads) {
+      if (std::string error = checkBuffer(id, at + " reads"); !error.empty())
+        return fail(error);
+      if (!defined[id])
+        return fail(at + " reads buffer " + std::to_string(id) +
+                    " before it is written");
+      if (freed[id])
+        return fail(at + " reads buffer " + std::to_string(id) +
+                    " after it is freed");
+    }
+    for (int64_t id : writes) {
+      if (std::string error = checkBuffer(id, at + " writes"); !error.empty())
+        return fail(error);
+      if (defined[id])
+        return fail(at + " writes buffer " + std::to_string(id) +
+                    " a second time");
+      defined[id] = true;
+      definedAt[id] = index;
+    }
+    for (int64_t id : instruction.frees()) {
+      if (std::string error = checkBuffer(id, at + " frees"); !error.empty())
+        return fail(error);
+      if (!defined[id] || freed[id])
+        return fail(at + " frees buffer " + std::to_string(id) +
+                    " that is not live");
+      freed[id] = true;
+      freedAt[id] = index;
+    }
+  }
+  for (const plan::Result &result : program.results()) {
+    if (std::string error = checkBuffer(result.buffer(), "a result");
+        !error.empty())
+      return fail(error);
+    if (!defined[result.buffer()] || freed[result.buffer()])
+      return fail("result buffer " + std::to_string(result.buffer()) +
+                  " is not live at the end");
+    if (result.global_shape_size() != buffer(result.buffer()).shape_size() ||
+        result.dim_axes_size() != buffer(result.buffer()).shape_size())
+      return fail("result buffer " + std::to_string(result.buffer()) +
+                  " has a global shape or dim axes of the wrong rank");
+  }
+  if (std::string error = checkMemoryPlan(); !error.empty())
+    return fail(error);
+  return "";
+}
+
+std::string runtime::validatePlan(const plan::Plan &plan) {
+  if (plan.format_version() != plan::PLAN_FORMAT_VERSION)
+    return "format version " + std::to_string(plan.format_version()) +
+           " is not this runtime's " +
+           std::to_string(plan::PLAN_FORMAT_VERSION);
+  std::set<std::string> names;
+  for (const plan::Mesh::Axis &axis : plan.mesh().axes()) {
+    if (axis.name().empty() || !names.insert(axis.name()).second)
+      return "mesh axis names must be unique and non-empty";
+    if (axis.size() < 1 || axis.size() > (1 << 20))
+      return "mesh axis \"" + axis.name() + "\" has size " +
+             std::to_string(axis.size());
+  }
+  Mesh mesh = getMesh(plan);
+  int64_t devices = 1;
+  for (int64_t size : mesh.getAxisSizes())
+    if ((devices *= size) > (1 << 20))
+      return "the mesh has more than 2^20 devices";
+  if (plan.programs().empty())
+    return "the plan has no program";
+  std::set<int64_t> ranks;
+  for (int index = 0; index < plan.programs_size(); ++index) {
+    for (int64_t rank : plan.programs(index).ranks())
+      if (!ranks.insert(rank).second)
+        return "rank " + std::to_string(rank) + " runs two programs";
+    if (std::string error =
+            ProgramValidator(plan.programs(index), mesh, index).run();
+        !error.empty())
+      return error;
+  }
+  if (static_cast<int64_t>(ranks.size()) != mesh.getNumDevices())
+    return "the programs cover " + std::to_string(ranks.size()) +
+           " ranks of a mesh of " + std::to_string(mesh.getNumDevices());
+  return "";
+}

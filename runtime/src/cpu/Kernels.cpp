@@ -1,0 +1,1343 @@
+//===- Kernels.cpp - The CPU backend's kernels of the nn ops --------------===//
+//
+// Every nn op on local row-major tensors. Float math is f32, with double
+// accumulators for reductions, norms and the optimizers; the ops that only
+// move data (select, constant, broadcast, reshape, transpose, slice, concat)
+// take any element type, as the dialect allows. Each kernel first checks its
+// tensors and attributes against the op's rules (the same rules as the nn
+// verifiers) and answers a message rather than touch memory it should not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+#include <unordered_map>
+
+using namespace tessera;
+using namespace tessera::runtime;
+
+//===----------------------------------------------------------------------===//
+// KernelAttrs
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> KernelAttrs::getInt(const std::string &name) const {
+  auto it = ints.find(name);
+  if (it == ints.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::optional<double> KernelAttrs::getFloat(const std::string &name) const {
+  auto it = floats.find(name);
+  if (it == floats.end())
+    return std::nullopt;
+  return it->second;
+}
+
+const std::vector<int64_t> *
+KernelAttrs::getList(const std::string &name) const {
+  auto it = lists.find(name);
+  return it == lists.end() ? nullptr : &it->second;
+}
+
+const std::string *KernelAttrs::getBytes(const std::string &name) const {
+  auto it = bytes.find(name);
+  return it == bytes.end() ? nullptr : &it->second;
+}
+
+//===----------------------------------------------------------------------===//
+// Messages and checks
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Streams an integer list or a shape as `[2, 8, 64]`.
+struct ListText {
+  const std::vector<int64_t> &values;
+};
+
+std::ostream &operator<<(std::ostream &os, ListText list) {
+  os << "[";
+  for (size_t i = 0; i < list.values.size(); ++i)
+    os << (i ? ", " : "") << list.values[i];
+  return os << "]";
+}
+
+/// Streams "1 input" or "2 inputs".
+struct CountText {
+  size_t count;
+  const char *noun;
+};
+
+std::ostream &operator<<(std::ostream &os, CountText text) {
+  return os << text.count << " " << text.noun << (text.count == 1 ? "" : "s");
+}
+} // namespace
+
+template <typename... Args> static std::string concat(const Args &...args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+static bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
+         dtype == DType::BF16;
+}
+
+namespace {
+/// One kernel invocation: the op (every message starts with its name), its
+/// attributes and its tensors. The `expect*` checks record the first failure
+/// and return false, so a kernel chains them with `&&` and returns on the
+/// first one that fails; runCpuKernel answers the recorded message.
+class KernelCall {
+public:
+  KernelCall(const std::string &op, const KernelAttrs &attrs,
+             const std::vector<const Tensor *> &inputs,
+             const std::vector<Tensor *> &outputs)
+      : op(op), attrs(attrs), inputs(inputs), outputs(outputs) {}
+
+  const Tensor &in(size_t index) const { return *inputs[index]; }
+  Tensor &out(size_t index) const { return *outputs[index]; }
+  size_t getNumInputs() const { return inputs.size(); }
+  const std::string &getMessage() const { return message; }
+
+  /// Records `<op>: <args...>` (keeping an earlier failure); returns false.
+  template <typename... Args> bool fail(const Args &...args) {
+    if (message.empty())
+      message = concat(op, ": ", args...);
+    return false;
+  }
+
+  /// Checks the numbers of tensors and that each has memory for its shape.
+  bool expectArity(size_t numInputs, size_t numOutputs) {
+    if (inputs.size() != numInputs || outputs.size() != numOutputs)
+      return fail("expects ", CountText{numInputs, "input"}, " and ",
+                  CountText{numOutputs, "output"}, ", got ", inputs.size(),
+                  " and ", outputs.size());
+    return expectMemory();
+  }
+
+  /// As expectArity, for variadic ops taking at least `minInputs`.
+  bool expectVariadicArity(size_t minInputs, size_t numOutputs) {
+    if (inputs.size() < minInputs || outputs.size() != numOutputs)
+      return fail("expects at least ", CountText{minInputs, "input"}, " and ",
+                  CountText{numOutputs, "output"}, ", got ", inputs.size(),
+                  " and ", outputs.size());
+    return expectMemory();
+  }
+
+  /// Float ops compute in f32 only; other float types get a message naming
+  /// the backend's limit rather than the op's (the dialect allows them).
+  bool expectF32(const Tensor &tensor, const char *role) {
+    if (tensor.dtype == DType::F32)
+      return true;
+    if (isFloat(tensor.dtype))
+      return fail("the CPU backend computes f32, got ",
+                  getDTypeName(tensor.dtype));
+    return fail("expects a float ", role, ", got ", getDTypeName(tensor.dtype));
+  }
+
+  bool expectDType(const Tensor &tensor, DType dtype, const char *role) {
+    if (tensor.dtype == dtype)
+      return true;
+    return fail("expects ", role, " of element type ", getDTypeName(dtype),
+                ", got ", getDTypeName(tensor.dtype));
+  }
+
+  /// Indices and labels are i32 or i64.
+  bool expectIndex(const Tensor &tensor, const char *role) {
+    if (tensor.dtype == DType::I32 || tensor.dtype == DType::I64)
+      return true;
+    return fail("expects ", role, " of element type i32 or i64, got ",
+                getDTypeName(tensor.dtype));
+  }
+
+  bool expectShape(const Tensor &tensor, const std::vector<int64_t> &shape,
+                   const char *role) {
+    if (tensor.shape == shape)
+      return true;
+    return fail("expects ", role, " of shape ", ListText{shape}, ", got ",
+                ListText{tensor.shape});
+  }
+
+  /// Checks that `dims` are distinct dims of a tensor of rank `rank`.
+  bool expectDims(const std::vector<int64_t> &dims, int64_t rank,
+                  const char *what) {
+    std::vector<bool> seen(rank, false);
+    for (int64_t dim : dims) {
+      if (dim < 0 || dim >= rank)
+        return fail(what, " ", dim, " is out of range for rank ", rank);
+      if (seen[dim])
+        return fail(what, " ", dim, " appears twice");
+      seen[dim] = true;
+    }
+    return true;
+  }
+
+  std::optional<int64_t> getInt(const char *name) {
+    std::optional<int64_t> value = attrs.getInt(name);
+    if (!value)
+      fail("missing integer attribute '", name, "'");
+    return value;
+  }
+
+  /// A float attribute, or `defaultValue` (the op's default) when absent.
+  std::optional<double> getFloat(const char *name,
+                                 std::optional<double> defaultValue = {}) {
+    std::optional<double> value = attrs.getFloat(name);
+    if (!value && !defaultValue)
+      fail("missing float attribute '", name, "'");
+    return value ? value : defaultValue;
+  }
+
+  /// An integer-list attribute, or `defaultValue` when absent.
+  const std::vector<int64_t> *
+  getList(const char *name,
+          const std::vector<int64_t> *defaultValue = nullptr) {
+    const std::vector<int64_t> *value = attrs.getList(name);
+    if (!value && !defaultValue)
+      fail("missing integer-list attribute '", name, "'");
+    return value ? value : defaultValue;
+  }
+
+  const std::string *getBytes(const char *name) {
+    const std::string *value = attrs.getBytes(name);
+    if (!value)
+      fail("missing bytes attribute '", name, "'");
+    return value;
+  }
+
+private:
+  bool expectMemory() {
+    auto check = [&](const Tensor *tensor, const char *kind, size_t index) {
+      if (!tensor)
+        return fail(kind, " #", index, " is null");
+      for (int64_t size : tensor->shape)
+        if (size < 0)
+          return fail(kind, " #", index, " has a negative size in shape ",
+                      ListText{tensor->shape});
+      if (!tensor->data && tensor->getNumElements() > 0)
+        return fail(kind, " #", index, " has no memory");
+      return true;
+    };
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!check(inputs[i], "input", i))
+        return false;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (!check(outputs[i], "output", i))
+        return false;
+    return true;
+  }
+
+  const std::string &op;
+  const KernelAttrs &attrs;
+  const std::vector<const Tensor *> &inputs;
+  const std::vector<Tensor *> &outputs;
+  std::string message;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Strided views
+//===----------------------------------------------------------------------===//
+
+/// Row-major strides, in elements.
+static std::vector<int64_t> getStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t dim = static_cast<int64_t>(shape.size()) - 2; dim >= 0; --dim)
+    strides[dim] = strides[dim + 1] * shape[dim + 1];
+  return strides;
+}
+
+namespace {
+/// Visits the indices of `shape` in row-major order, keeping the offset of
+/// the current one in a buffer where dim d advances by `strides[d]`. A zero
+/// stride repeats data (broadcast), permuted strides read a transposed buffer
+/// and a base offset starts a slice, so one loop serves every view that the
+/// shape ops, the reductions and the dot's operand layout need.
+class StridedWalk {
+public:
+  StridedWalk(const std::vector<int64_t> &shape, std::vector<int64_t> strides,
+              int64_t base = 0)
+      : shape(shape), strides(std::move(strides)), index(shape.size(), 0),
+        offset(base) {}
+
+  int64_t getOffset() const { return offset; }
+
+  void next() {
+    for (int64_t dim = static_cast<int64_t>(shape.size()) - 1; dim >= 0;
+         --dim) {
+      offset += strides[dim];
+      if (++index[dim] < shape[dim])
+        return;
+      offset -= strides[dim] * shape[dim];
+      index[dim] = 0;
+    }
+  }
+
+private:
+  const std::vector<int64_t> &shape;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> index;
+  int64_t offset;
+};
+} // namespace
+
+/// Element moves go through fixed-size memcpy, which compiles to one load and
+/// store and, unlike a cast to an integer type, is defined for any dtype.
+template <size_t ElementBytes>
+static void gatherFixed(const uint8_t *src, const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &strides, int64_t base,
+                        uint8_t *dst) {
+  int64_t count = getNumElements(shape);
+  StridedWalk walk(shape, strides, base);
+  for (int64_t i = 0; i < count; ++i, walk.next())
+    std::memcpy(dst + i * ElementBytes, src + walk.getOffset() * ElementBytes,
+                ElementBytes);
+}
+
+/// Writes the view of `src` with `shape`, `strides` and `base` (in elements)
+/// to `dst` in row-major order.
+static void gatherElements(const void *src, size_t elementBytes,
+                           const std::vector<int64_t> &shape,
+                           const std::vector<int64_t> &strides, int64_t base,
+                           void *dst) {
+  auto *from = static_cast<const uint8_t *>(src);
+  auto *to = static_cast<uint8_t *>(dst);
+  switch (elementBytes) {
+  case 1:
+    return gatherFixed<1>(from, shape, strides, base, to);
+  case 2:
+    return gatherFixed<2>(from, shape, strides, base, to);
+  case 4:
+    return gatherFixed<4>(from, shape, strides, base, to);
+  case 8:
+    return gatherFixed<8>(from, shape, strides, base, to);
+  }
+}
+
+/// Copies `src` permuted into `dst`: result dim i is source dim `perm[i]`.
+static void permuteElements(const Tensor &src, const std::vector<int64_t> &perm,
+                            void *dst) {
+  std::vector<int64_t> srcStrides = getStrides(src.shape);
+  std::vector<int64_t> shape, strides;
+  for (int64_t dim : perm) {
+    shape.push_back(src.shape[dim]);
+    strides.push_back(srcStrides[dim]);
+  }
+  gatherElements(src.data, getDTypeBytes(src.dtype), shape, strides, 0, dst);
+}
+
+/// Copies whole buffers; an output that aliases its input needs no copy.
+static void copyBytes(void *dst, const void *src, size_t bytes) {
+  if (dst != src && bytes)
+    std::memmove(dst, src, bytes);
+}
+
+namespace {
+/// A shape seen around one dim: element (o, j, i) of the [outer, size, inner]
+/// split lies at `(o * size + j) * inner + i`.
+struct DimSplit {
+  int64_t outer, size, inner;
+};
+} // namespace
+
+static DimSplit splitAround(const std::vector<int64_t> &shape, int64_t dim) {
+  return {
+      getNumElements(std::vector<int64_t>(shape.begin(), shape.begin() + dim)),
+      shape[dim],
+      getNumElements(
+          std::vector<int64_t>(shape.begin() + dim + 1, shape.end()))};
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+static bool isIdentity(const std::vector<int64_t> &perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+static std::vector<int64_t>
+concatDims(std::initializer_list<const std::vector<int64_t> *> groups) {
+  std::vector<int64_t> result;
+  for (const std::vector<int64_t> *group : groups)
+    result.insert(result.end(), group->begin(), group->end());
+  return result;
+}
+
+namespace {
+/// One GEMM operand as a stack of row-major [rows, cols] f32 matrices. BLAS
+/// reads a stored [cols, rows] matrix as transposed, so an operand whose dims
+/// come as (batch, rows, cols) or (batch, cols, rows) is used in place (the
+/// common x·W and Q·Kᵀ cases); any other order is permuted into a copy.
+class GemmOperand {
+public:
+  GemmOperand(const Tensor &tensor, const std::vector<int64_t> &batchDims,
+              const std::vector<int64_t> &rowDims,
+              const std::vector<int64_t> &colDims)
+      : data(tensor.as<float>()) {
+    std::vector<int64_t> straight =
+        concatDims({&batchDims, &rowDims, &colDims});
+    if (isIdentity(straight))
+      return;
+    if (isIdentity(concatDims({&batchDims, &colDims, &rowDims}))) {
+      transposed = true;
+      return;
+    }
+    copy.resize(tensor.getNumElements());
+    permuteElements(tensor, straight, copy.data());
+    data = copy.data();
+  }
+  GemmOperand(const GemmOperand &) = delete;
+  GemmOperand &operator=(const GemmOperand &) = delete;
+
+  const float *getMatrix(int64_t index, int64_t rows, int64_t cols) const {
+    return data + index * rows * cols;
+  }
+  CBLAS_TRANSPOSE getTranspose() const {
+    return transposed ? CblasTrans : CblasNoTrans;
+  }
+  /// The leading dimension of the stored (not the logical) matrix.
+  int getLeadingDim(int64_t rows, int64_t cols) const {
+    return static_cast<int>(transposed ? rows : cols);
+  }
+
+private:
+  const float *data;
+  bool transposed = false;
+  std::vector<float> copy;
+};
+} // namespace
+
+/// The dims of a rank-`rank` operand that are neither batching nor
+/// contracting, in order.
+static std::vector<int64_t> getFreeDims(int64_t rank,
+                                        const std::vector<int64_t> &batch,
+                                        const std::vector<int64_t> &contract) {
+  std::vector<int64_t> free;
+  for (int64_t dim = 0; dim < rank; ++dim)
+    if (std::find(batch.begin(), batch.end(), dim) == batch.end() &&
+        std::find(contract.begin(), contract.end(), dim) == contract.end())
+      free.push_back(dim);
+  return free;
+}
+
+static int64_t getSizeOf(const Tensor &tensor,
+                         const std::vector<int64_t> &dims) {
+  int64_t size = 1;
+  for (int64_t dim : dims)
+    size *= tensor.shape[dim];
+  return size;
+}
+
+/// nn.dot as one sgemm per batch index over [batch, M, K] x [batch, K, N].
+static void runDot(KernelCall &c) {
+  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "lhs") ||
+      !c.expectF32(c.in(1), "rhs") || !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &lhs = c.in(0), &rhs = c.in(1);
+  static const std::vector<int64_t> noDims;
+  const std::vector<int64_t> *lhsBatch =
+      c.getList("lhs_batching_dims", &noDims);
+  const std::vector<int64_t> *rhsBatch =
+      c.getList("rhs_batching_dims", &noDims);
+  const std::vector<int64_t> *lhsContract = c.getList("lhs_contracting_dims");
+  const std::vector<int64_t> *rhsContract = c.getList("rhs_contracting_dims");
+  if (!lhsContract || !rhsContract)
+    return;
+  if (lhsBatch->size() != rhsBatch->size()) {
+    c.fail("has ", lhsBatch->size(), " lhs batching dims but ",
+           rhsBatch->size(), " rhs batching dims");
+    return;
+  }
+  if (lhsContract->size() != rhsContract->size()) {
+    c.fail("has ", lhsContract->size(), " lhs contracting dims but ",
+           rhsContract->size(), " rhs contracting dims");
+    return;
+  }
+  if (!c.expectDims(concatDims({lhsBatch, lhsContract}), lhs.getRank(),
+                    "lhs dim") ||
+      !c.expectDims(concatDims({rhsBatch, rhsContract}), rhs.getRank(),
+                    "rhs dim"))
+    return;
+  auto expectPaired = [&](const std::vector<int64_t> &lhsDims,
+                          const std::vector<int64_t> &rhsDims,
+                          const char *kind) {
+    for (size_t i = 0; i < lhsDims.size(); ++i) {
+      int64_t lhsSize = lhs.shape[lhsDims[i]], rhsSize = rhs.shape[rhsDims[i]];
+      if (lhsSize != rhsSize)
+        return c.fail("lhs ", kind, " dim ", lhsDims[i], " has size ", lhsSize,
+                      " but rhs dim ", rhsDims[i], " has size ", rhsSize);
+    }
+    return true;
+  };
+  if (!expectPaired(*lhsBatch, *rhsBatch, "batching") ||
+      !expectPaired(*lhsContract, *rhsContract, "contracting"))
+    return;
+
+  std::vector<int64_t> lhsFree =
+      getFreeDims(lhs.getRank(), *lhsBatch, *lhsContract);
+  std::vector<int64_t> rhsFree =
+      getFreeDims(rhs.getRank(), *rhsBatch, *rhsContract);
+  std::vector<int64_t> resultShape;
+  for (int64_t dim : *lhsBatch)
+    resultShape.push_back(lhs.shape[dim]);
+  for (int64_t dim : lhsFree)
+    resultShape.push_back(lhs.shape[dim]);
+  for (int64_t dim : rhsFree)
+    resultShape.push_back(rhs.shape[dim]);
+  if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+
+  int64_t batch = getSizeOf(lhs, *lhsBatch), m = getSizeOf(lhs, lhsFree),
+          n = getSizeOf(rhs, rhsFree), k = getSizeOf(lhs, *lhsContract);
+  float *result = c.out(0).as<float>();
+  if (batch * m * n == 0)
+    return;
+  if (k == 0) {
+    std::fill(result, result + batch * m * n, 0.0f);
+    return;
+  }
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    c.fail("matrix of [", m, ", ", k, "] x [", k, ", ", n,
+           "] exceeds the sizes BLAS indexes");
+    return;
+  }
+  GemmOperand a(lhs, *lhsBatch, lhsFree, *lhsContract);
+  GemmOperand b(rhs, *rhsBatch, *rhsContract, rhsFree);
+  for (int64_t index = 0; index < batch; ++index)
+    cblas_sgemm(CblasRowMajor, a.getTranspose(), b.getTranspose(),
+                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                1.0f, a.getMatrix(index, m, k), a.getLeadingDim(m, k),
+                b.getMatrix(index, k, n), b.getLeadingDim(k, n), 0.0f,
+                result + index * m * n, static_cast<int>(n));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+// Elementwise loops read element i of every input before writing element i,
+// so an output may alias an input (an in-place update).
+
+template <typename Fn> static void runUnary(KernelCall &c, Fn fn) {
+  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  const float *x = c.in(0).as<float>();
+  float *y = c.out(0).as<float>();
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
+    y[i] = fn(x[i]);
+}
+
+template <typename Fn> static void runBinary(KernelCall &c, Fn fn) {
+  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "lhs") ||
+      !c.expectF32(c.in(1), "rhs") || !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.in(1), c.in(0).shape, "rhs") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  const float *lhs = c.in(0).as<float>(), *rhs = c.in(1).as<float>();
+  float *result = c.out(0).as<float>();
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
+    result[i] = fn(lhs[i], rhs[i]);
+}
+
+static float gelu(float x) {
+  const float sqrtTwoOverPi = 0.7978845608028654f;
+  return 0.5f * x *
+         (1.0f + std::tanh(sqrtTwoOverPi * (x + 0.044715f * x * x * x)));
+}
+
+template <size_t ElementBytes>
+static void selectFixed(const uint8_t *condition, const uint8_t *onTrue,
+                        const uint8_t *onFalse, uint8_t *result,
+                        int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(result + i * ElementBytes,
+                (condition[i] ? onTrue : onFalse) + i * ElementBytes,
+                ElementBytes);
+}
+
+static void runSelect(KernelCall &c) {
+  if (!c.expectArity(3, 1) || !c.expectDType(c.in(0), DType::I1, "condition"))
+    return;
+  const Tensor &onTrue = c.in(1);
+  std::pair<const Tensor *, const char *> others[] = {{&c.in(2), "on_false"},
+                                                      {&c.out(0), "result"}};
+  for (const auto &[tensor, role] : others)
+    if (!c.expectDType(*tensor, onTrue.dtype, role) ||
+        !c.expectShape(*tensor, onTrue.shape, role))
+      return;
+  if (!c.expectShape(c.in(0), onTrue.shape, "condition"))
+    return;
+  auto *condition = c.in(0).as<const uint8_t>();
+  auto *t = onTrue.as<const uint8_t>(), *f = c.in(2).as<const uint8_t>();
+  auto *result = c.out(0).as<uint8_t>();
+  int64_t count = onTrue.getNumElements();
+  switch (getDTypeBytes(onTrue.dtype)) {
+  case 1:
+    return selectFixed<1>(condition, t, f, result, count);
+  case 2:
+    return selectFixed<2>(condition, t, f, result, count);
+  case 4:
+    return selectFixed<4>(condition, t, f, result, count);
+  case 8:
+    return selectFixed<8>(condition, t, f, result, count);
+  }
+}
+
+template <typename T, typename Cmp>
+static void compareWith(const Tensor &lhs, const Tensor &rhs, Tensor &result,
+                        Cmp cmp) {
+  const T *a = lhs.as<T>(), *b = rhs.as<T>();
+  auto *r = result.as<uint8_t>();
+  for (int64_t i = 0, e = lhs.getNumElements(); i < e; ++i)
+    r[i] = cmp(a[i], b[i]) ? 1 : 0;
+}
+
+template <typename T>
+static void compareAs(const Tensor &lhs, const Tensor &rhs, Tensor &result,
+                      int64_t predicate) {
+  switch (predicate) {
+  case 0:
+    return compareWith<T>(lhs, rhs, result, std::equal_to<T>());
+  case 1:
+    return compareWith<T>(lhs, rhs, result, std::not_equal_to<T>());
+  case 2:
+    return compareWith<T>(lhs, rhs, result, std::less<T>());
+  case 3:
+    return compareWith<T>(lhs, rhs, result, std::less_equal<T>());
+  case 4:
+    return compareWith<T>(lhs, rhs, result, std::greater<T>());
+  case 5:
+    return compareWith<T>(lhs, rhs, result, std::greater_equal<T>());
+  }
+}
+
+/// nn.compare; the predicate is the ComparePredicate case (eq, ne, lt, le,
+/// gt, ge = 0..5). i1 operands compare as 0 and 1.
+static void runCompare(KernelCall &c) {
+  if (!c.expectArity(2, 1))
+    return;
+  std::optional<int64_t> predicate = c.getInt("predicate");
+  if (!predicate)
+    return;
+  if (*predicate < 0 || *predicate > 5) {
+    c.fail("predicate ", *predicate,
+           " is not one of eq, ne, lt, le, gt, ge (0 to 5)");
+    return;
+  }
+  const Tensor &lhs = c.in(0), &rhs = c.in(1);
+  if (isFloat(lhs.dtype) && !c.expectF32(lhs, "lhs"))
+    return;
+  if (!c.expectDType(rhs, lhs.dtype, "rhs") ||
+      !c.expectShape(rhs, lhs.shape, "rhs") ||
+      !c.expectDType(c.out(0), DType::I1, "result") ||
+      !c.expectShape(c.out(0), lhs.shape, "result"))
+    return;
+  switch (lhs.dtype) {
+  case DType::F32:
+    return compareAs<float>(lhs, rhs, c.out(0), *predicate);
+  case DType::I32:
+    return compareAs<int32_t>(lhs, rhs, c.out(0), *predicate);
+  case DType::I64:
+    return compareAs<int64_t>(lhs, rhs, c.out(0), *predicate);
+  case DType::I1:
+    return compareAs<uint8_t>(lhs, rhs, c.out(0), *predicate);
+  default:
+    return; // Other floats were refused above.
+  }
+}
+
+namespace {
+/// An i1 element: one byte; any nonzero byte reads as true.
+struct Bool {
+  uint8_t byte;
+};
+} // namespace
+
+/// Float to integer truncates toward zero and saturates, NaN giving 0: the C++
+/// conversion is undefined outside the target's range, and a kernel must not
+/// be.
+template <typename To> static To truncateToInt(float x) {
+  if (std::isnan(x))
+    return 0;
+  double value = x;
+  if (value >= static_cast<double>(std::numeric_limits<To>::max()))
+    return std::numeric_limits<To>::max();
+  if (value <= static_cast<double>(std::numeric_limits<To>::min()))
+    return std::numeric_limits<To>::min();
+  return static_cast<To>(value);
+}
+
+/// Converts one element as nn.cast does; conversions to i1 test `x != 0` and
+/// integer narrowing wraps (two's complement), as StableHLO's convert.
+template <typename To, typename From> static To convertElement(From x) {
+  if constexpr (std::is_same_v<From, Bool>)
+    return convertElement<To>(static_cast<int32_t>(x.byte != 0));
+  else if constexpr (std::is_same_v<To, Bool>)
+    return Bool{static_cast<uint8_t>(x != From(0))};
+  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>)
+    return truncateToInt<To>(x);
+  else
+    return static_cast<To>(x);
+}
+
+/// Calls `fn` with a value of the C++ type of a castable dtype; false for the
+/// others.
+template <typename Fn> static bool withCastType(DType dtype, Fn fn) {
+  switch (dtype) {
+  case DType::F32:
+    fn(float());
+    return true;
+  case DType::I32:
+    fn(int32_t());
+    return true;
+  case DType::I64:
+    fn(int64_t());
+    return true;
+  case DType::I1:
+    fn(Bool());
+    return true;
+  default:
+    return false;
+  }
+}
+
+static void runCast(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  const Tensor &input = c.in(0);
+  Tensor &result = c.out(0);
+  auto isCastable = [](DType dtype) {
+    return withCastType(dtype, [](auto) {});
+  };
+  if (!isCastable(input.dtype) || !isCastable(result.dtype)) {
+    c.fail("the CPU backend casts between f32, i32, i64 and i1, got ",
+           getDTypeName(input.dtype), " to ", getDTypeName(result.dtype));
+    return;
+  }
+  withCastType(input.dtype, [&](auto from) {
+    withCastType(result.dtype, [&](auto to) {
+      using From = decltype(from);
+      using To = decltype(to);
+      // Elements are copied in and out through memcpy: Bool and the
+      // executor's buffers are only bytes.
+      auto *src = input.as<const uint8_t>();
+      auto *dst = result.as<uint8_t>();
+      for (int64_t i = 0, e = input.getNumElements(); i < e; ++i) {
+        From x;
+        std::memcpy(&x, src + i * sizeof(From), sizeof(From));
+        To y = convertElement<To>(x);
+        std::memcpy(dst + i * sizeof(To), &y, sizeof(To));
+      }
+    });
+  });
+}
+
+/// nn.constant: `value` holds either every element or one (a splat).
+static void runConstant(KernelCall &c) {
+  if (!c.expectArity(0, 1))
+    return;
+  const std::string *value = c.getBytes("value");
+  if (!value)
+    return;
+  Tensor &result = c.out(0);
+  size_t elementBytes = getDTypeBytes(result.dtype);
+  if (value->size() == elementBytes) {
+    auto *dst = result.as<uint8_t>();
+    for (int64_t i = 0, e = result.getNumElements(); i < e; ++i)
+      std::memcpy(dst + i * elementBytes, value->data(), elementBytes);
+    return;
+  }
+  if (value->size() != result.getBytes()) {
+    c.fail("value has ", value->size(), " bytes, expected ", elementBytes,
+           " (a splat) or ", result.getBytes(), " (", result.getNumElements(),
+           " ", getDTypeName(result.dtype), " elements)");
+    return;
+  }
+  copyBytes(result.data, value->data(), value->size());
+}
+
+/// nn.broadcast: operand dim i is result dim dims[i]; a size-1 operand dim
+/// and every new dim read with stride 0.
+static void runBroadcast(KernelCall &c) {
+  if (!c.expectArity(1, 1))
+    return;
+  const std::vector<int64_t> *dims = c.getList("dims");
+  if (!dims)
+    return;
+  const Tensor &input = c.in(0);
+  Tensor &result = c.out(0);
+  if (!c.expectDType(result, input.dtype, "result"))
+    return;
+  if (static_cast<int64_t>(dims->size()) != input.getRank()) {
+    c.fail("expects one dim per operand dim (", input.getRank(), "), got ",
+           ListText{*dims});
+    return;
+  }
+  std::vector<int64_t> inputStrides = getStrides(input.shape);
+  std::vector<int64_t> strides(result.getRank(), 0);
+  for (size_t index = 0; index < dims->size(); ++index) {
+    int64_t dim = (*dims)[index];
+    if (dim < 0 || dim >= result.getRank()) {
+      c.fail("dim ", dim, " is out of range for result rank ",
+             result.getRank());
+      return;
+    }
+    if (index > 0 && dim <= (*dims)[index - 1]) {
+      c.fail("expects increasing dims, got ", ListText{*dims});
+      return;
+    }
+    int64_t inSize = input.shape[index];
+    if (inSize != 1 && inSize != result.shape[dim]) {
+      c.fail("operand dim ", index, " of size ", inSize,
+             " cannot broadcast to size ", result.shape[dim], " of result dim ",
+             dim);
+      return;
+    }
+    if (inSize != 1)
+      strides[dim] = inputStrides[index];
+  }
+  gatherElements(input.data, getDTypeBytes(input.dtype), result.shape, strides,
+                 0, result.data);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+namespace {
+enum class ReduceKind { Sum, Max, Mean };
+} // namespace
+
+static void runReduce(KernelCall &c, ReduceKind kind) {
+  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &input = c.in(0);
+  const std::vector<int64_t> *dims = c.getList("dims");
+  if (!dims || !c.expectDims(*dims, input.getRank(), "dim"))
+    return;
+  std::vector<bool> reduced(input.getRank(), false);
+  for (int64_t dim : *dims)
+    reduced[dim] = true;
+  std::vector<int64_t> resultShape;
+  for (int64_t dim = 0; dim < input.getRank(); ++dim)
+    if (!reduced[dim])
+      resultShape.push_back(input.shape[dim]);
+  if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+
+  // Walk the input in order while tracking where each element lands: the
+  // result's strides on kept dims, 0 on reduced ones.
+  std::vector<int64_t> resultStrides = getStrides(resultShape);
+  std::vector<int64_t> strides(input.getRank(), 0);
+  for (int64_t dim = 0, kept = 0; dim < input.getRank(); ++dim)
+    if (!reduced[dim])
+      strides[dim] = resultStrides[kept++];
+  double init =
+      kind == ReduceKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+  std::vector<double> acc(getNumElements(resultShape), init);
+  const float *x = input.as<float>();
+  StridedWalk walk(input.shape, strides);
+  for (int64_t i = 0, e = input.getNumElements(); i < e; ++i, walk.next()) {
+    double &slot = acc[walk.getOffset()];
+    if (kind != ReduceKind::Max)
+      slot += x[i];
+    else if (x[i] > slot || std::isnan(x[i]))
+      slot = x[i]; // NaN sticks: nothing compares greater than it.
+  }
+  double count = getNumElements(input.shape) /
+                 static_cast<double>(std::max<int64_t>(acc.size(), 1));
+  float *result = c.out(0).as<float>();
+  for (size_t i = 0; i < acc.size(); ++i)
+    result[i] = kind == ReduceKind::Mean ? acc[i] / count : acc[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+static void runReshape(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectDType(c.out(0), c.in(0).dtype, "result"))
+    return;
+  if (c.in(0).getNumElements() != c.out(0).getNumElements()) {
+    c.fail("cannot reshape ", c.in(0).getNumElements(), " elements into ",
+           c.out(0).getNumElements());
+    return;
+  }
+  copyBytes(c.out(0).data, c.in(0).data, c.in(0).getBytes());
+}
+
+static void runTranspose(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectDType(c.out(0), c.in(0).dtype, "result"))
+    return;
+  const Tensor &input = c.in(0);
+  const std::vector<int64_t> *perm = c.getList("permutation");
+  if (!perm)
+    return;
+  if (static_cast<int64_t>(perm->size()) != input.getRank()) {
+    c.fail("expects a permutation of ", input.getRank(), " dims, got ",
+           ListText{*perm});
+    return;
+  }
+  if (!c.expectDims(*perm, input.getRank(), "permutation entry"))
+    return;
+  std::vector<int64_t> resultShape;
+  for (int64_t dim : *perm)
+    resultShape.push_back(input.shape[dim]);
+  if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+  permuteElements(input, *perm, c.out(0).data);
+}
+
+static void runSlice(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectDType(c.out(0), c.in(0).dtype, "result"))
+    return;
+  const Tensor &input = c.in(0);
+  const std::vector<int64_t> *start = c.getList("start");
+  const std::vector<int64_t> *limit = c.getList("limit");
+  if (!start || !limit)
+    return;
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(start->size()) != rank ||
+      static_cast<int64_t>(limit->size()) != rank) {
+    c.fail("expects start and limit of rank ", rank, ", got ", start->size(),
+           " and ", limit->size());
+    return;
+  }
+  std::vector<int64_t> strides = getStrides(input.shape);
+  std::vector<int64_t> resultShape;
+  int64_t base = 0;
+  for (int64_t dim = 0; dim < rank; ++dim) {
+    int64_t size = input.shape[dim], from = (*start)[dim], to = (*limit)[dim];
+    if (from < 0 || from > to || to > size) {
+      c.fail("dim ", dim, " of size ", size, " cannot be sliced [", from, ", ",
+             to, ")");
+      return;
+    }
+    resultShape.push_back(to - from);
+    base += from * strides[dim];
+  }
+  if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+  gatherElements(input.data, getDTypeBytes(input.dtype), resultShape, strides,
+                 base, c.out(0).data);
+}
+
+static void runConcat(KernelCall &c) {
+  if (!c.expectVariadicArity(1, 1))
+    return;
+  std::optional<int64_t> dim = c.getInt("dim");
+  if (!dim)
+    return;
+  const Tensor &first = c.in(0);
+  if (*dim < 0 || *dim >= first.getRank()) {
+    c.fail("dim ", *dim, " is out of range for rank ", first.getRank());
+    return;
+  }
+  std::vector<int64_t> resultShape = first.shape;
+  for (size_t index = 1; index < c.getNumInputs(); ++index) {
+    const Tensor &input = c.in(index);
+    if (input.dtype != first.dtype) {
+      c.fail("input #", index, " has element type ", getDTypeName(input.dtype),
+             ", expected ", getDTypeName(first.dtype));
+      return;
+    }
+    std::vector<int64_t> expected = first.shape;
+    expected[*dim] = input.getRank() == first.getRank() ? input.shape[*dim] : 0;
+    if (input.shape != expected) {
+      c.fail("input #", index, " has shape ", ListText{input.shape},
+             ", which does not match ", ListText{first.shape}, " outside dim ",
+             *dim);
+      return;
+    }
+    resultShape[*dim] += input.shape[*dim];
+  }
+  if (!c.expectDType(c.out(0), first.dtype, "result") ||
+      !c.expectShape(c.out(0), resultShape, "result"))
+    return;
+
+  // Each input contributes one contiguous run per index of the dims before
+  // `dim`; the runs interleave in the result.
+  int64_t outer = splitAround(first.shape, *dim).outer;
+  auto *dst = c.out(0).as<uint8_t>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (size_t index = 0; index < c.getNumInputs(); ++index) {
+      const Tensor &input = c.in(index);
+      size_t runBytes = input.getBytes() / std::max<int64_t>(outer, 1);
+      std::memcpy(dst, input.as<const uint8_t>() + o * runBytes, runBytes);
+      dst += runBytes;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Neural-network layers
+//===----------------------------------------------------------------------===//
+
+static void runSoftmax(KernelCall &c, bool log) {
+  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  std::optional<int64_t> dim = c.getInt("dim");
+  if (!dim)
+    return;
+  const Tensor &input = c.in(0);
+  if (*dim < 0 || *dim >= input.getRank()) {
+    c.fail("dim ", *dim, " is out of range for rank ", input.getRank());
+    return;
+  }
+  auto [outer, size, inner] = splitAround(input.shape, *dim);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *x = input.as<float>() + o * size * inner + i;
+      float *y = c.out(0).as<float>() + o * size * inner + i;
+      // Subtracting the maximum keeps exp from overflowing.
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < size; ++j)
+        max = std::max<double>(max, x[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < size; ++j)
+        sum += std::exp(x[j * inner] - max);
+      double logSum = std::log(sum);
+      for (int64_t j = 0; j < size; ++j) {
+        double shifted = x[j * inner] - max;
+        y[j * inner] = log ? shifted - logSum : std::exp(shifted - logSum);
+      }
+    }
+  }
+}
+
+/// Checks a norm's input and a per-feature parameter of its last dim.
+static bool expectNorm(KernelCall &c, size_t numInputs) {
+  if (!c.expectArity(numInputs, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return false;
+  if (c.in(0).getRank() == 0)
+    return c.fail("expects an input of rank at least 1");
+  std::vector<int64_t> paramShape = {c.in(0).shape.back()};
+  const char *names[] = {"gamma", "beta"};
+  for (size_t index = 1; index < numInputs; ++index)
+    if (!c.expectF32(c.in(index), names[index - 1]) ||
+        !c.expectShape(c.in(index), paramShape, names[index - 1]))
+      return false;
+  return true;
+}
+
+static void runLayerNorm(KernelCall &c) {
+  if (!expectNorm(c, 3))
+    return;
+  std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-5);
+  const Tensor &input = c.in(0);
+  int64_t features = input.shape.back();
+  if (features == 0)
+    return;
+  const float *gamma = c.in(1).as<float>(), *beta = c.in(2).as<float>();
+  for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
+    const float *x = input.as<float>() + row * features;
+    float *y = c.out(0).as<float>() + row * features;
+    // Two passes: the one-pass E[x²] - E[x]² cancels badly in f32 data.
+    double mean = 0, variance = 0;
+    for (int64_t j = 0; j < features; ++j)
+      mean += x[j];
+    mean /= features;
+    for (int64_t j = 0; j < features; ++j)
+      variance += (x[j] - mean) * (x[j] - mean);
+    variance /= features;
+    double scale = 1.0 / std::sqrt(variance + *epsilon);
+    for (int64_t j = 0; j < features; ++j)
+      y[j] = (x[j] - mean) * scale * gamma[j] + beta[j];
+  }
+}
+
+static void runRmsNorm(KernelCall &c) {
+  if (!expectNorm(c, 2))
+    return;
+  std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-6);
+  const Tensor &input = c.in(0);
+  int64_t features = input.shape.back();
+  if (features == 0)
+    return;
+  const float *gamma = c.in(1).as<float>();
+  for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
+    const float *x = input.as<float>() + row * features;
+    float *y = c.out(0).as<float>() + row * features;
+    double meanSquare = 0;
+    for (int64_t j = 0; j < features; ++j)
+      meanSquare += static_cast<double>(x[j]) * x[j];
+    meanSquare /= features;
+    double scale = 1.0 / std::sqrt(meanSquare + *epsilon);
+    for (int64_t j = 0; j < features; ++j)
+      y[j] = x[j] * scale * gamma[j];
+  }
+}
+
+static int64_t readIndex(const Tensor &tensor, int64_t i) {
+  return tensor.dtype == DType::I32 ? tensor.as<int32_t>()[i]
+                                    : tensor.as<int64_t>()[i];
+}
+
+/// nn.embedding. An index outside the table gives a zero row: with a
+/// vocab-split table each rank looks up shifted indices in its own rows and
+/// the partial results are summed.
+static void runEmbedding(KernelCall &c) {
+  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "table") ||
+      !c.expectIndex(c.in(1), "indices") || !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &table = c.in(0), &indices = c.in(1);
+  if (table.getRank() != 2) {
+    c.fail("expects a table of rank 2 ([vocab, hidden]), got shape ",
+           ListText{table.shape});
+    return;
+  }
+  int64_t vocab = table.shape[0], hidden = table.shape[1];
+  std::vector<int64_t> resultShape = indices.shape;
+  resultShape.push_back(hidden);
+  if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+  float *result = c.out(0).as<float>();
+  for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
+    int64_t index = readIndex(indices, i);
+    float *row = result + i * hidden;
+    if (index < 0 || index >= vocab)
+      std::fill(row, row + hidden, 0.0f);
+    else
+      std::copy_n(table.as<float>() + index * hidden, hidden, row);
+  }
+}
+
+static void runCrossEntropy(KernelCall &c) {
+  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "logits") ||
+      !c.expectIndex(c.in(1), "labels") || !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &logits = c.in(0), &labels = c.in(1);
+  if (logits.getRank() == 0) {
+    c.fail("expects logits of rank at least 1");
+    return;
+  }
+  std::vector<int64_t> positions(logits.shape.begin(), logits.shape.end() - 1);
+  if (!c.expectShape(labels, positions, "labels") ||
+      !c.expectShape(c.out(0), positions, "result"))
+    return;
+  int64_t vocab = logits.shape.back();
+  float *result = c.out(0).as<float>();
+  for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
+    int64_t label = readIndex(labels, i);
+    if (label < 0 || label >= vocab) {
+      c.fail("label ", label, " at position ", i, " is outside [0, ", vocab,
+             ")");
+      return;
+    }
+    const float *x = logits.as<float>() + i * vocab;
+    double max = *std::max_element(x, x + vocab);
+    double sum = 0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(x[j] - max);
+    result[i] = max + std::log(sum) - x[label];
+  }
+}
+
+static void runCausalMask(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  const Tensor &input = c.in(0);
+  if (input.getRank() < 2) {
+    c.fail("expects scores of rank at least 2 ([..., query, key]), got rank ",
+           input.getRank());
+    return;
+  }
+  int64_t queries = input.shape[input.getRank() - 2];
+  int64_t keys = input.shape.back();
+  const float *x = input.as<float>();
+  float *y = c.out(0).as<float>();
+  const float minusInfinity = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0, e = input.getNumElements(); i < e; ++i) {
+    int64_t key = i % keys, query = (i / keys) % queries;
+    y[i] = key > query ? minusInfinity : x[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+static void runSgd(KernelCall &c) {
+  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "param") ||
+      !c.expectF32(c.in(1), "grad") || !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.in(1), c.in(0).shape, "grad") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  std::optional<double> lr = c.getFloat("lr");
+  std::optional<double> weightDecay = c.getFloat("weight_decay", 0.0);
+  if (!lr)
+    return;
+  const float *param = c.in(0).as<float>(), *grad = c.in(1).as<float>();
+  float *result = c.out(0).as<float>();
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
+    result[i] = param[i] - *lr * (grad[i] + *weightDecay * param[i]);
+}
+
+static void runAdamW(KernelCall &c) {
+  if (!c.expectArity(5, 3))
+    return;
+  const std::vector<int64_t> &shape = c.in(0).shape;
+  const char *inputNames[] = {"param", "grad", "m", "v"};
+  for (size_t index = 0; index < 4; ++index)
+    if (!c.expectF32(c.in(index), inputNames[index]) ||
+        !c.expectShape(c.in(index), shape, inputNames[index]))
+      return;
+  const char *outputNames[] = {"new_param", "new_m", "new_v"};
+  for (size_t index = 0; index < 3; ++index)
+    if (!c.expectF32(c.out(index), outputNames[index]) ||
+        !c.expectShape(c.out(index), shape, outputNames[index]))
+      return;
+  if (!c.expectIndex(c.in(4), "step") || !c.expectShape(c.in(4), {}, "step"))
+    return;
+  std::optional<double> lr = c.getFloat("lr");
+  std::optional<double> beta1 = c.getFloat("beta1", 0.9);
+  std::optional<double> beta2 = c.getFloat("beta2", 0.999);
+  std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-8);
+  std::optional<double> weightDecay = c.getFloat("weight_decay", 0.01);
+  if (!lr)
+    return;
+  int64_t step = readIndex(c.in(4), 0);
+  if (step < 1) {
+    // Step 0 would divide by a zero bias correction.
+    c.fail("expects a step of at least 1 (steps count from 1), got ", step);
+    return;
+  }
+  double correction1 = 1.0 - std::pow(*beta1, static_cast<double>(step));
+  double correction2 = 1.0 - std::pow(*beta2, static_cast<double>(step));
+  const float *param = c.in(0).as<float>(), *grad = c.in(1).as<float>();
+  const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
+  float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
+        *newV = c.out(2).as<float>();
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i) {
+    double p = param[i], g = grad[i];
+    double mi = *beta1 * m[i] + (1.0 - *beta1) * g;
+    double vi = *beta2 * v[i] + (1.0 - *beta2) * g * g;
+    double update = mi / correction1 / (std::sqrt(vi / correction2) + *epsilon);
+    newM[i] = mi;
+    newV[i] = vi;
+    newParam[i] = p - *lr * (update + *weightDecay * p);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+using KernelFn = void (*)(KernelCall &);
+
+static const std::unordered_map<std::string, KernelFn> &getKernels() {
+  static const std::unordered_map<std::string, KernelFn> kernels = {
+      // Linear algebra.
+      {"nn.dot", runDot},
+      // Elementwise.
+      {"nn.add",
+       [](KernelCall &c) {
+         runBinary(c, [](float a, float b) { return a + b; });
+       }},
+      {"nn.sub",
+       [](KernelCall &c) {
+         runBinary(c, [](float a, float b) { return a - b; });
+       }},
+      {"nn.mul",
+       [](KernelCall &c) {
+         runBinary(c, [](float a, float b) { return a * b; });
+       }},
+      {"nn.div",
+       [](KernelCall &c) {
+         runBinary(c, [](float a, float b) { return a / b; });
+       }},
+      {"nn.neg",
+       [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
+      {"nn.exp",
+       [](KernelCall &c) { runUnary(c, [](float x) { return std::exp(x); }); }},
+      {"nn.log",
+       [](KernelCall &c) { runUnary(c, [](float x) { return std::log(x); }); }},
+      {"nn.sqrt",
+       [](KernelCall &c) {
+         runUnary(c, [](float x) { return std::sqrt(x); });
+       }},
+      {"nn.rsqrt",
+       [](KernelCall &c) {
+         runUnary(c, [](float x) { return 1.0f / std::sqrt(x); });
+       }},
+      {"nn.tanh",
+       [](KernelCall &c) {
+         runUnary(c, [](float x) { return std::tanh(x); });
+       }},
+      // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
+      {"nn.relu",
+       [](KernelCall &c) {
+         runUnary(c, [](float x) { return x < 0.0f ? 0.0f : x; });
+       }},
+      {"nn.gelu", [](KernelCall &c) { runUnary(c, gelu); }},
+      {"nn.silu",
+       [](KernelCall &c) {
+         runUnary(c, [](float x) { return x / (1.0f + std::exp(-x)); });
+       }},
+      {"nn.select", runSelect},
+      {"nn.compare", runCompare},
+      {"nn.cast", runCast},
+      {"nn.constant", runConstant},
+      {"nn.broadcast", runBroadcast},
+      // Reductions.
+      {"nn.reduce_sum", [](KernelCall &c) { runReduce(c, ReduceKind::Sum); }},
+      {"nn.reduce_max", [](KernelCall &c) { runReduce(c, ReduceKind::Max); }},
+      {"nn.reduce_mean", [](KernelCall &c) { runReduce(c, ReduceKind::Mean); }},
+      // Shape manipulation.
+      {"nn.reshape", runReshape},
+      {"nn.transpose", runTranspose},
+      {"nn.slice", runSlice},
+      {"nn.concat", runConcat},
+      // Layers.
+      {"nn.softmax", [](KernelCall &c) { runSoftmax(c, /*log=*/false); }},
+      {"nn.log_softmax", [](KernelCall &c) { runSoftmax(c, /*log=*/true); }},
+      {"nn.layer_norm", runLayerNorm},
+      {"nn.rms_norm", runRmsNorm},
+      {"nn.embedding", runEmbedding},
+      {"nn.cross_entropy", runCrossEntropy},
+      {"nn.causal_mask", runCausalMask},
+      // Optimizer updates.
+      {"nn.sgd", runSgd},
+      {"nn.adamw", runAdamW},
+  };
+  return kernels;
+}
+
+std::string runtime::runCpuKernel(const std::string &op,
+                                  const KernelAttrs &attrs,
+                                  const std::vector<const Tensor *> &inputs,
+                                  const std::vector<Tensor *> &outputs) {
+  const auto &kernels = getKernels();
+  auto it = kernels.find(op);
+  if (it == kernels.end())
+    return concat("unknown kernel '", op, "'");
+  KernelCall call(op, attrs, inputs, outputs);
+  it->second(call);
+  return call.getMessage();
+}

@@ -1,0 +1,715 @@
+//===- KernelsTest.cpp - the CPU kernels of the nn ops on small tensors ---===//
+
+#include "tessera/runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace tessera::runtime;
+
+namespace {
+
+template <typename T>
+OwnedTensor makeTensor(DType dtype, std::vector<int64_t> shape,
+                       const std::vector<T> &values) {
+  OwnedTensor tensor(dtype, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), tensor.view.getNumElements());
+  EXPECT_EQ(sizeof(T), getDTypeBytes(dtype));
+  std::memcpy(tensor.view.data, values.data(), values.size() * sizeof(T));
+  return tensor;
+}
+
+OwnedTensor f32(std::vector<int64_t> shape, const std::vector<float> &values) {
+  return makeTensor(DType::F32, std::move(shape), values);
+}
+OwnedTensor i32(std::vector<int64_t> shape,
+                const std::vector<int32_t> &values) {
+  return makeTensor(DType::I32, std::move(shape), values);
+}
+OwnedTensor i64(std::vector<int64_t> shape,
+                const std::vector<int64_t> &values) {
+  return makeTensor(DType::I64, std::move(shape), values);
+}
+OwnedTensor i1(std::vector<int64_t> shape, const std::vector<uint8_t> &values) {
+  return makeTensor(DType::I1, std::move(shape), values);
+}
+
+/// Values of increasing, non-round floats, so that a misplaced element shows.
+std::vector<float> iota(int64_t count, float scale = 0.25f) {
+  std::vector<float> values(count);
+  for (int64_t i = 0; i < count; ++i)
+    values[i] = scale * static_cast<float>(i) - 1.0f;
+  return values;
+}
+
+template <typename T> std::vector<T> read(const OwnedTensor &tensor) {
+  const T *data = tensor.view.as<T>();
+  return std::vector<T>(data, data + tensor.view.getNumElements());
+}
+
+std::string run(const std::string &op, const KernelAttrs &attrs,
+                std::initializer_list<const OwnedTensor *> inputs,
+                std::initializer_list<OwnedTensor *> outputs) {
+  std::vector<const Tensor *> in;
+  for (const OwnedTensor *tensor : inputs)
+    in.push_back(&tensor->view);
+  std::vector<Tensor *> out;
+  for (OwnedTensor *tensor : outputs)
+    out.push_back(&tensor->view);
+  return runCpuKernel(op, attrs, in, out);
+}
+
+void expectNear(const std::vector<float> &actual,
+                const std::vector<float> &expected, float tolerance = 1e-5f) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i], tolerance) << "at element " << i;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor
+//===----------------------------------------------------------------------===//
+
+TEST(TensorTest, DTypesHaveSizesAndNames) {
+  EXPECT_EQ(getDTypeBytes(DType::F32), 4u);
+  EXPECT_EQ(getDTypeBytes(DType::F64), 8u);
+  EXPECT_EQ(getDTypeBytes(DType::BF16), 2u);
+  EXPECT_EQ(getDTypeBytes(DType::I1), 1u);
+  EXPECT_STREQ(getDTypeName(DType::BF16), "bf16");
+  EXPECT_STREQ(getDTypeName(DType::I64), "i64");
+  EXPECT_EQ(getNumElements({}), 1);
+  EXPECT_EQ(getNumElements({2, 3, 4}), 24);
+  EXPECT_EQ(getNumElements({2, 0}), 0);
+}
+
+TEST(TensorTest, OwnedTensorIsZeroedAndCopiesOwnStorage) {
+  OwnedTensor tensor(DType::I64, {2, 3});
+  EXPECT_EQ(tensor.view.getBytes(), 48u);
+  EXPECT_EQ(read<int64_t>(tensor), std::vector<int64_t>(6, 0));
+  tensor.view.as<int64_t>()[4] = 7;
+
+  OwnedTensor copy(tensor);
+  EXPECT_NE(copy.view.data, tensor.view.data);
+  EXPECT_EQ(copy.view.data, copy.storage.data());
+  copy.view.as<int64_t>()[4] = 9;
+  EXPECT_EQ(tensor.view.as<int64_t>()[4], 7);
+
+  OwnedTensor assigned;
+  assigned = tensor;
+  EXPECT_EQ(assigned.view.data, assigned.storage.data());
+  EXPECT_EQ(assigned.view.as<int64_t>()[4], 7);
+
+  OwnedTensor moved(std::move(copy));
+  EXPECT_EQ(moved.view.data, moved.storage.data());
+  EXPECT_EQ(moved.view.as<int64_t>()[4], 9);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+KernelAttrs dotAttrs(std::vector<int64_t> lhsContract,
+                     std::vector<int64_t> rhsContract,
+                     std::vector<int64_t> lhsBatch = {},
+                     std::vector<int64_t> rhsBatch = {}) {
+  KernelAttrs attrs;
+  attrs.lists["lhs_contracting_dims"] = std::move(lhsContract);
+  attrs.lists["rhs_contracting_dims"] = std::move(rhsContract);
+  if (!lhsBatch.empty()) {
+    attrs.lists["lhs_batching_dims"] = std::move(lhsBatch);
+    attrs.lists["rhs_batching_dims"] = std::move(rhsBatch);
+  }
+  return attrs;
+}
+
+TEST(KernelsTest, DotMultipliesMatrices) {
+  OwnedTensor lhs = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  OwnedTensor rhs = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  OwnedTensor result(DType::F32, {2, 2});
+  ASSERT_EQ(run("nn.dot", dotAttrs({1}, {0}), {&lhs, &rhs}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{58, 64, 139, 154}));
+}
+
+TEST(KernelsTest, DotBatchesOverBatchingDims) {
+  const int64_t b = 2, m = 3, k = 4, n = 5;
+  OwnedTensor lhs = f32({b, m, k}, iota(b * m * k));
+  OwnedTensor rhs = f32({b, k, n}, iota(b * k * n, 0.125f));
+  OwnedTensor result(DType::F32, {b, m, n});
+  ASSERT_EQ(
+      run("nn.dot", dotAttrs({2}, {1}, {0}, {0}), {&lhs, &rhs}, {&result}), "");
+  std::vector<float> x = read<float>(lhs), y = read<float>(rhs), expected;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t mi = 0; mi < m; ++mi)
+      for (int64_t ni = 0; ni < n; ++ni) {
+        float sum = 0;
+        for (int64_t ki = 0; ki < k; ++ki)
+          sum += x[(bi * m + mi) * k + ki] * y[(bi * k + ki) * n + ni];
+        expected.push_back(sum);
+      }
+  expectNear(read<float>(result), expected);
+}
+
+TEST(KernelsTest, DotContractsTransposedOperands) {
+  // lhs [K, M] contracting dim 0 and rhs [N, K] contracting dim 1: both
+  // operands stored transposed with respect to [M, K] x [K, N].
+  const int64_t m = 3, k = 4, n = 2;
+  OwnedTensor lhs = f32({k, m}, iota(k * m));
+  OwnedTensor rhs = f32({n, k}, iota(n * k, 0.5f));
+  OwnedTensor result(DType::F32, {m, n});
+  ASSERT_EQ(run("nn.dot", dotAttrs({0}, {1}), {&lhs, &rhs}, {&result}), "");
+  std::vector<float> x = read<float>(lhs), y = read<float>(rhs), expected;
+  for (int64_t mi = 0; mi < m; ++mi)
+    for (int64_t ni = 0; ni < n; ++ni) {
+      float sum = 0;
+      for (int64_t ki = 0; ki < k; ++ki)
+        sum += x[ki * m + mi] * y[ni * k + ki];
+      expected.push_back(sum);
+    }
+  expectNear(read<float>(result), expected);
+}
+
+TEST(KernelsTest, DotComputesAttentionScoresPerBatchAndHead) {
+  // Q·Kᵀ: [b, a, s, d] x [b, a, t, d] -> [b, a, s, t].
+  const int64_t b = 2, a = 2, s = 3, t = 5, d = 4;
+  OwnedTensor q = f32({b, a, s, d}, iota(b * a * s * d, 0.125f));
+  OwnedTensor k = f32({b, a, t, d}, iota(b * a * t * d, 0.0625f));
+  OwnedTensor result(DType::F32, {b, a, s, t});
+  ASSERT_EQ(
+      run("nn.dot", dotAttrs({3}, {3}, {0, 1}, {0, 1}), {&q, &k}, {&result}),
+      "");
+  std::vector<float> x = read<float>(q), y = read<float>(k), expected;
+  for (int64_t bi = 0; bi < b * a; ++bi)
+    for (int64_t si = 0; si < s; ++si)
+      for (int64_t ti = 0; ti < t; ++ti) {
+        float sum = 0;
+        for (int64_t di = 0; di < d; ++di)
+          sum += x[(bi * s + si) * d + di] * y[(bi * t + ti) * d + di];
+        expected.push_back(sum);
+      }
+  expectNear(read<float>(result), expected);
+}
+
+TEST(KernelsTest, DotPermutesScatteredDims) {
+  // lhs [M, B, K] with batch dim 1; rhs [K, N, B] with batch dim 2: neither
+  // fits a GEMM layout, so both are permuted. The result is [B, M, N].
+  const int64_t b = 3, m = 2, k = 4, n = 5;
+  OwnedTensor lhs = f32({m, b, k}, iota(m * b * k));
+  OwnedTensor rhs = f32({k, n, b}, iota(k * n * b, 0.0625f));
+  OwnedTensor result(DType::F32, {b, m, n});
+  ASSERT_EQ(
+      run("nn.dot", dotAttrs({2}, {0}, {1}, {2}), {&lhs, &rhs}, {&result}), "");
+  std::vector<float> x = read<float>(lhs), y = read<float>(rhs), expected;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t mi = 0; mi < m; ++mi)
+      for (int64_t ni = 0; ni < n; ++ni) {
+        float sum = 0;
+        for (int64_t ki = 0; ki < k; ++ki)
+          sum += x[(mi * b + bi) * k + ki] * y[(ki * n + ni) * b + bi];
+        expected.push_back(sum);
+      }
+  expectNear(read<float>(result), expected);
+}
+
+TEST(KernelsTest, DotRejectsMismatchedContractingSizes) {
+  OwnedTensor lhs(DType::F32, {4, 16}), rhs(DType::F32, {8, 4});
+  OwnedTensor result(DType::F32, {4, 4});
+  EXPECT_EQ(run("nn.dot", dotAttrs({1}, {0}), {&lhs, &rhs}, {&result}),
+            "nn.dot: lhs contracting dim 1 has size 16 but rhs dim 0 has size "
+            "8");
+}
+
+TEST(KernelsTest, DotRejectsAWrongResultShape) {
+  OwnedTensor lhs(DType::F32, {2, 3}), rhs(DType::F32, {3, 4});
+  OwnedTensor result(DType::F32, {4, 2});
+  EXPECT_EQ(run("nn.dot", dotAttrs({1}, {0}), {&lhs, &rhs}, {&result}),
+            "nn.dot: expects result of shape [2, 4], got [4, 2]");
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsTest, BinaryOpsApplyElementwise) {
+  OwnedTensor lhs = f32({2, 2}, {1, -2, 3, 8});
+  OwnedTensor rhs = f32({2, 2}, {4, 5, -6, 2});
+  OwnedTensor result(DType::F32, {2, 2});
+  ASSERT_EQ(run("nn.add", {}, {&lhs, &rhs}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{5, 3, -3, 10}));
+  ASSERT_EQ(run("nn.sub", {}, {&lhs, &rhs}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{-3, -7, 9, 6}));
+  ASSERT_EQ(run("nn.mul", {}, {&lhs, &rhs}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{4, -10, -18, 16}));
+  ASSERT_EQ(run("nn.div", {}, {&lhs, &rhs}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{0.25f, -0.4f, -0.5f, 4}));
+}
+
+TEST(KernelsTest, UnaryOpsApplyElementwise) {
+  std::vector<float> x = {-2.0f, -0.5f, 0.25f, 3.0f};
+  OwnedTensor input = f32({4}, x);
+  OwnedTensor positive = f32({4}, {0.25f, 1.0f, 4.0f, 9.0f});
+  OwnedTensor result(DType::F32, {4});
+  auto apply = [&](const char *op, const OwnedTensor &in) {
+    EXPECT_EQ(run(op, {}, {&in}, {&result}), "");
+    return read<float>(result);
+  };
+  expectNear(apply("nn.neg", input), {2.0f, 0.5f, -0.25f, -3.0f});
+  expectNear(apply("nn.exp", input), {std::exp(-2.0f), std::exp(-0.5f),
+                                      std::exp(0.25f), std::exp(3.0f)});
+  expectNear(apply("nn.log", positive),
+             {std::log(0.25f), 0.0f, std::log(4.0f), std::log(9.0f)});
+  expectNear(apply("nn.sqrt", positive), {0.5f, 1.0f, 2.0f, 3.0f});
+  expectNear(apply("nn.rsqrt", positive), {2.0f, 1.0f, 0.5f, 1.0f / 3});
+  expectNear(apply("nn.tanh", input), {std::tanh(-2.0f), std::tanh(-0.5f),
+                                       std::tanh(0.25f), std::tanh(3.0f)});
+  expectNear(apply("nn.relu", input), {0.0f, 0.0f, 0.25f, 3.0f});
+  std::vector<float> gelu, silu;
+  for (float v : x) {
+    gelu.push_back(0.5f * v *
+                   (1 + std::tanh(std::sqrt(2 / 3.14159265358979) *
+                                  (v + 0.044715f * v * v * v))));
+    silu.push_back(v / (1 + std::exp(-v)));
+  }
+  expectNear(apply("nn.gelu", input), gelu);
+  expectNear(apply("nn.silu", input), silu);
+  // Hand values: gelu(1) = 0.841192, silu(1) = 1 / (1 + e^-1).
+  OwnedTensor one = f32({1}, {1.0f});
+  OwnedTensor scalar(DType::F32, {1});
+  ASSERT_EQ(run("nn.gelu", {}, {&one}, {&scalar}), "");
+  EXPECT_NEAR(read<float>(scalar)[0], 0.841192f, 1e-5f);
+  ASSERT_EQ(run("nn.silu", {}, {&one}, {&scalar}), "");
+  EXPECT_NEAR(read<float>(scalar)[0], 0.731059f, 1e-5f);
+}
+
+TEST(KernelsTest, ElementwiseOpsMayWriteInPlace) {
+  OwnedTensor tensor = f32({3}, {1, 2, 3});
+  std::vector<const Tensor *> inputs = {&tensor.view, &tensor.view};
+  std::vector<Tensor *> outputs = {&tensor.view};
+  ASSERT_EQ(runCpuKernel("nn.mul", {}, inputs, outputs), "");
+  EXPECT_EQ(read<float>(tensor), (std::vector<float>{1, 4, 9}));
+}
+
+TEST(KernelsTest, SelectPicksByCondition) {
+  OwnedTensor condition = i1({2, 2}, {1, 0, 0, 1});
+  OwnedTensor onTrue = i64({2, 2}, {1, 2, 3, 4});
+  OwnedTensor onFalse = i64({2, 2}, {-1, -2, -3, -4});
+  OwnedTensor result(DType::I64, {2, 2});
+  ASSERT_EQ(run("nn.select", {}, {&condition, &onTrue, &onFalse}, {&result}),
+            "");
+  EXPECT_EQ(read<int64_t>(result), (std::vector<int64_t>{1, -2, -3, 4}));
+}
+
+TEST(KernelsTest, CompareEvaluatesEveryPredicate) {
+  OwnedTensor lhs = f32({3}, {1, 2, 3});
+  OwnedTensor rhs = f32({3}, {2, 2, 2});
+  OwnedTensor result(DType::I1, {3});
+  const std::vector<std::vector<uint8_t>> expected = {
+      {0, 1, 0}, {1, 0, 1}, {1, 0, 0}, {1, 1, 0}, {0, 0, 1}, {0, 1, 1}};
+  for (int64_t predicate = 0; predicate < 6; ++predicate) {
+    KernelAttrs attrs;
+    attrs.ints["predicate"] = predicate;
+    ASSERT_EQ(run("nn.compare", attrs, {&lhs, &rhs}, {&result}), "");
+    EXPECT_EQ(read<uint8_t>(result), expected[predicate])
+        << "predicate " << predicate;
+  }
+}
+
+TEST(KernelsTest, CompareTakesIntegers) {
+  KernelAttrs attrs;
+  attrs.ints["predicate"] = 2; // lt
+  OwnedTensor a32 = i32({3}, {-5, 0, 7}), b32 = i32({3}, {0, 0, 0});
+  OwnedTensor result(DType::I1, {3});
+  ASSERT_EQ(run("nn.compare", attrs, {&a32, &b32}, {&result}), "");
+  EXPECT_EQ(read<uint8_t>(result), (std::vector<uint8_t>{1, 0, 0}));
+  OwnedTensor a64 = i64({3}, {INT64_MIN, 1, INT64_MAX});
+  OwnedTensor b64 = i64({3}, {0, 2, INT64_MAX - 1});
+  ASSERT_EQ(run("nn.compare", attrs, {&a64, &b64}, {&result}), "");
+  EXPECT_EQ(read<uint8_t>(result), (std::vector<uint8_t>{1, 1, 0}));
+  attrs.ints["predicate"] = 9;
+  EXPECT_EQ(run("nn.compare", attrs, {&a64, &b64}, {&result}),
+            "nn.compare: predicate 9 is not one of eq, ne, lt, le, gt, ge (0 "
+            "to 5)");
+}
+
+TEST(KernelsTest, CastConvertsBetweenElementTypes) {
+  OwnedTensor floats = f32({5}, {-2.7f, -0.5f, 0.0f, 1.9f, 3e10f});
+  OwnedTensor ints(DType::I32, {5});
+  ASSERT_EQ(run("nn.cast", {}, {&floats}, {&ints}), "");
+  // Toward zero, saturating out of range.
+  EXPECT_EQ(read<int32_t>(ints),
+            (std::vector<int32_t>{-2, 0, 0, 1, INT32_MAX}));
+
+  OwnedTensor bools(DType::I1, {5});
+  ASSERT_EQ(run("nn.cast", {}, {&floats}, {&bools}), "");
+  EXPECT_EQ(read<uint8_t>(bools), (std::vector<uint8_t>{1, 1, 0, 1, 1}));
+  OwnedTensor back(DType::F32, {5});
+  ASSERT_EQ(run("nn.cast", {}, {&bools}, {&back}), "");
+  EXPECT_EQ(read<float>(back), (std::vector<float>{1, 1, 0, 1, 1}));
+
+  OwnedTensor wide = i64({2}, {-3, 1LL << 40});
+  OwnedTensor asFloat(DType::F32, {2});
+  ASSERT_EQ(run("nn.cast", {}, {&wide}, {&asFloat}), "");
+  EXPECT_EQ(read<float>(asFloat), (std::vector<float>{-3.0f, 0x1p40f}));
+
+  OwnedTensor half(DType::F16, {5});
+  EXPECT_EQ(run("nn.cast", {}, {&floats}, {&half}),
+            "nn.cast: the CPU backend casts between f32, i32, i64 and i1, got "
+            "f32 to f16");
+}
+
+TEST(KernelsTest, ConstantFillsSplatsAndDenseValues) {
+  KernelAttrs attrs;
+  float splat = 0.125f;
+  attrs.bytes["value"] = std::string(reinterpret_cast<char *>(&splat), 4);
+  OwnedTensor result(DType::F32, {2, 3});
+  ASSERT_EQ(run("nn.constant", attrs, {}, {&result}), "");
+  EXPECT_EQ(read<float>(result), std::vector<float>(6, 0.125f));
+
+  std::vector<int32_t> dense = {1, 2, 3, 4, 5, 6};
+  attrs.bytes["value"] =
+      std::string(reinterpret_cast<char *>(dense.data()), 24);
+  OwnedTensor ints(DType::I32, {3, 2});
+  ASSERT_EQ(run("nn.constant", attrs, {}, {&ints}), "");
+  EXPECT_EQ(read<int32_t>(ints), dense);
+
+  attrs.bytes["value"] = std::string(8, '\0');
+  EXPECT_EQ(run("nn.constant", attrs, {}, {&ints}),
+            "nn.constant: value has 8 bytes, expected 4 (a splat) or 24 (6 "
+            "i32 elements)");
+}
+
+TEST(KernelsTest, BroadcastExpandsNewAndUnitDims) {
+  KernelAttrs attrs;
+  attrs.lists["dims"] = {1};
+  OwnedTensor bias = f32({3}, {1, 2, 3});
+  OwnedTensor rows(DType::F32, {2, 3});
+  ASSERT_EQ(run("nn.broadcast", attrs, {&bias}, {&rows}), "");
+  EXPECT_EQ(read<float>(rows), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+
+  attrs.lists["dims"] = {0, 2};
+  OwnedTensor column = i32({2, 1}, {7, 8});
+  OwnedTensor cube(DType::I32, {2, 2, 3});
+  ASSERT_EQ(run("nn.broadcast", attrs, {&column}, {&cube}), "");
+  EXPECT_EQ(read<int32_t>(cube),
+            (std::vector<int32_t>{7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8}));
+
+  attrs.lists["dims"] = {1};
+  OwnedTensor wrong(DType::F32, {3, 2});
+  EXPECT_EQ(run("nn.broadcast", attrs, {&bias}, {&wrong}),
+            "nn.broadcast: operand dim 0 of size 3 cannot broadcast to size 2 "
+            "of result dim 1");
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsTest, ReductionsReduceTheGivenDims) {
+  OwnedTensor input = f32({2, 3}, {1, 5, 3, -4, 2, 8});
+  KernelAttrs rows;
+  rows.lists["dims"] = {1};
+  OwnedTensor perRow(DType::F32, {2});
+  ASSERT_EQ(run("nn.reduce_sum", rows, {&input}, {&perRow}), "");
+  EXPECT_EQ(read<float>(perRow), (std::vector<float>{9, 6}));
+  ASSERT_EQ(run("nn.reduce_max", rows, {&input}, {&perRow}), "");
+  EXPECT_EQ(read<float>(perRow), (std::vector<float>{5, 8}));
+  ASSERT_EQ(run("nn.reduce_mean", rows, {&input}, {&perRow}), "");
+  EXPECT_EQ(read<float>(perRow), (std::vector<float>{3, 2}));
+
+  KernelAttrs columns;
+  columns.lists["dims"] = {0};
+  OwnedTensor perColumn(DType::F32, {3});
+  ASSERT_EQ(run("nn.reduce_sum", columns, {&input}, {&perColumn}), "");
+  EXPECT_EQ(read<float>(perColumn), (std::vector<float>{-3, 7, 11}));
+
+  KernelAttrs all;
+  all.lists["dims"] = {1, 0};
+  OwnedTensor scalar(DType::F32, {});
+  ASSERT_EQ(run("nn.reduce_mean", all, {&input}, {&scalar}), "");
+  EXPECT_EQ(read<float>(scalar), (std::vector<float>{2.5f}));
+
+  all.lists["dims"] = {0, 0};
+  EXPECT_EQ(run("nn.reduce_sum", all, {&input}, {&scalar}),
+            "nn.reduce_sum: dim 0 appears twice");
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsTest, ReshapeKeepsRowMajorOrder) {
+  OwnedTensor input = i32({2, 3}, {1, 2, 3, 4, 5, 6});
+  OwnedTensor result(DType::I32, {3, 2});
+  ASSERT_EQ(run("nn.reshape", {}, {&input}, {&result}), "");
+  EXPECT_EQ(read<int32_t>(result), read<int32_t>(input));
+  OwnedTensor wrong(DType::I32, {4});
+  EXPECT_EQ(run("nn.reshape", {}, {&input}, {&wrong}),
+            "nn.reshape: cannot reshape 6 elements into 4");
+}
+
+TEST(KernelsTest, TransposePermutesDims) {
+  KernelAttrs attrs;
+  attrs.lists["permutation"] = {1, 0};
+  OwnedTensor matrix = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  OwnedTensor transposed(DType::F32, {3, 2});
+  ASSERT_EQ(run("nn.transpose", attrs, {&matrix}, {&transposed}), "");
+  EXPECT_EQ(read<float>(transposed), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+
+  // Result dim i is operand dim permutation[i]: [2, 3, 2] -> [3, 2, 2].
+  attrs.lists["permutation"] = {1, 2, 0};
+  std::vector<int64_t> values(12);
+  for (int64_t i = 0; i < 12; ++i)
+    values[i] = i;
+  OwnedTensor cube = i64({2, 3, 2}, values);
+  OwnedTensor permuted(DType::I64, {3, 2, 2});
+  ASSERT_EQ(run("nn.transpose", attrs, {&cube}, {&permuted}), "");
+  // result[a][b][c] = input[c][a][b] = 6c + 2a + b.
+  EXPECT_EQ(read<int64_t>(permuted),
+            (std::vector<int64_t>{0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11}));
+}
+
+TEST(KernelsTest, SliceTakesTheBoundedBox) {
+  KernelAttrs attrs;
+  attrs.lists["start"] = {1, 1};
+  attrs.lists["limit"] = {3, 3};
+  OwnedTensor input = f32({3, 4}, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  OwnedTensor result(DType::F32, {2, 2});
+  ASSERT_EQ(run("nn.slice", attrs, {&input}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{11, 12, 21, 22}));
+
+  attrs.lists["limit"] = {3, 5};
+  EXPECT_EQ(run("nn.slice", attrs, {&input}, {&result}),
+            "nn.slice: dim 1 of size 4 cannot be sliced [1, 5)");
+}
+
+TEST(KernelsTest, ConcatJoinsAlongADim) {
+  KernelAttrs attrs;
+  attrs.ints["dim"] = 1;
+  OwnedTensor a = f32({2, 1}, {1, 2});
+  OwnedTensor b = f32({2, 2}, {3, 4, 5, 6});
+  OwnedTensor result(DType::F32, {2, 3});
+  ASSERT_EQ(run("nn.concat", attrs, {&a, &b}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{1, 3, 4, 2, 5, 6}));
+
+  attrs.ints["dim"] = 0;
+  OwnedTensor c = i32({1, 2}, {1, 2}), d = i32({2, 2}, {3, 4, 5, 6});
+  OwnedTensor stacked(DType::I32, {3, 2});
+  ASSERT_EQ(run("nn.concat", attrs, {&c, &d}, {&stacked}), "");
+  EXPECT_EQ(read<int32_t>(stacked), (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+
+  EXPECT_EQ(run("nn.concat", attrs, {&a, &b}, {&result}),
+            "nn.concat: input #1 has shape [2, 2], which does not match [2, "
+            "1] outside dim 0");
+}
+
+//===----------------------------------------------------------------------===//
+// Neural-network layers
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsTest, SoftmaxRowsSumToOne) {
+  KernelAttrs attrs;
+  attrs.ints["dim"] = 1;
+  // Large logits would overflow exp without the maximum subtracted.
+  OwnedTensor input = f32({2, 3}, {1, 2, 3, 1000, 1001, 1002});
+  OwnedTensor result(DType::F32, {2, 3});
+  ASSERT_EQ(run("nn.softmax", attrs, {&input}, {&result}), "");
+  std::vector<float> p = read<float>(result);
+  float e1 = std::exp(-2.0f), e2 = std::exp(-1.0f);
+  float sum = e1 + e2 + 1;
+  expectNear(p, {e1 / sum, e2 / sum, 1 / sum, e1 / sum, e2 / sum, 1 / sum});
+  EXPECT_NEAR(p[0] + p[1] + p[2], 1.0f, 1e-6f);
+  EXPECT_NEAR(p[3] + p[4] + p[5], 1.0f, 1e-6f);
+
+  ASSERT_EQ(run("nn.log_softmax", attrs, {&input}, {&result}), "");
+  std::vector<float> logP = read<float>(result);
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_NEAR(logP[i], std::log(p[i]), 1e-5f);
+}
+
+TEST(KernelsTest, SoftmaxWorksAlongAnInnerDim) {
+  KernelAttrs attrs;
+  attrs.ints["dim"] = 0;
+  OwnedTensor input = f32({2, 2}, {0, 5, 0, 5});
+  OwnedTensor result(DType::F32, {2, 2});
+  ASSERT_EQ(run("nn.softmax", attrs, {&input}, {&result}), "");
+  expectNear(read<float>(result), {0.5f, 0.5f, 0.5f, 0.5f});
+}
+
+TEST(KernelsTest, LayerNormNormalizesTheLastDim) {
+  OwnedTensor input = f32({2, 4}, {1, 2, 3, 4, -10, 0, 10, 40});
+  OwnedTensor gamma = f32({4}, {1, 1, 1, 1}), beta = f32({4}, {0, 0, 0, 0});
+  OwnedTensor result(DType::F32, {2, 4});
+  KernelAttrs attrs;
+  attrs.floats["epsilon"] = 0.0;
+  ASSERT_EQ(run("nn.layer_norm", attrs, {&input, &gamma, &beta}, {&result}),
+            "");
+  std::vector<float> y = read<float>(result);
+  for (int row = 0; row < 2; ++row) {
+    double mean = 0, variance = 0;
+    for (int j = 0; j < 4; ++j)
+      mean += y[row * 4 + j] / 4.0;
+    for (int j = 0; j < 4; ++j)
+      variance += (y[row * 4 + j] - mean) * (y[row * 4 + j] - mean) / 4.0;
+    EXPECT_NEAR(mean, 0.0, 1e-6);
+    EXPECT_NEAR(variance, 1.0, 1e-5);
+  }
+  // Row 0: mean 2.5, biased variance 1.25.
+  EXPECT_NEAR(y[0], -1.5f / std::sqrt(1.25f), 1e-5f);
+
+  OwnedTensor scaled = f32({4}, {2, 2, 2, 2}), shifted = f32({4}, {1, 1, 1, 1});
+  ASSERT_EQ(run("nn.layer_norm", attrs, {&input, &scaled, &shifted}, {&result}),
+            "");
+  EXPECT_NEAR(read<float>(result)[0], 2 * (-1.5f / std::sqrt(1.25f)) + 1,
+              1e-5f);
+}
+
+TEST(KernelsTest, RmsNormScalesByTheRootMeanSquare) {
+  OwnedTensor input = f32({1, 2}, {3, 4});
+  OwnedTensor gamma = f32({2}, {1, 2});
+  OwnedTensor result(DType::F32, {1, 2});
+  KernelAttrs attrs;
+  attrs.floats["epsilon"] = 0.0;
+  ASSERT_EQ(run("nn.rms_norm", attrs, {&input, &gamma}, {&result}), "");
+  // rms = sqrt((9 + 16) / 2).
+  float rms = std::sqrt(12.5f);
+  expectNear(read<float>(result), {3 / rms, 8 / rms});
+
+  OwnedTensor wrongGamma = f32({3}, {1, 1, 1});
+  EXPECT_EQ(run("nn.rms_norm", attrs, {&input, &wrongGamma}, {&result}),
+            "nn.rms_norm: expects gamma of shape [2], got [3]");
+}
+
+TEST(KernelsTest, EmbeddingLooksUpRowsAndZeroesOutOfRange) {
+  OwnedTensor table = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  OwnedTensor indices = i32({2, 2}, {2, 0, -1, 3});
+  OwnedTensor result(DType::F32, {2, 2, 2});
+  ASSERT_EQ(run("nn.embedding", {}, {&table, &indices}, {&result}), "");
+  EXPECT_EQ(read<float>(result), (std::vector<float>{5, 6, 1, 2, 0, 0, 0, 0}));
+
+  OwnedTensor wide = i64({1}, {1});
+  OwnedTensor row(DType::F32, {1, 2});
+  ASSERT_EQ(run("nn.embedding", {}, {&table, &wide}, {&row}), "");
+  EXPECT_EQ(read<float>(row), (std::vector<float>{3, 4}));
+}
+
+TEST(KernelsTest, CrossEntropyIsLogSumExpMinusTheLabelLogit) {
+  OwnedTensor logits = f32({2, 3}, {1, 2, 3, 0, 0, 0});
+  OwnedTensor labels = i64({2}, {2, 0});
+  OwnedTensor result(DType::F32, {2});
+  ASSERT_EQ(run("nn.cross_entropy", {}, {&logits, &labels}, {&result}), "");
+  // log(e + e^2 + e^3) - 3 = 0.407606; log(3) for uniform logits.
+  expectNear(read<float>(result), {0.407606f, std::log(3.0f)});
+
+  OwnedTensor bad = i32({2}, {1, 3});
+  EXPECT_EQ(run("nn.cross_entropy", {}, {&logits, &bad}, {&result}),
+            "nn.cross_entropy: label 3 at position 1 is outside [0, 3)");
+}
+
+TEST(KernelsTest, CausalMaskHidesFutureKeys) {
+  OwnedTensor scores = f32({2, 2, 3}, iota(12));
+  OwnedTensor result(DType::F32, {2, 2, 3});
+  ASSERT_EQ(run("nn.causal_mask", {}, {&scores}, {&result}), "");
+  std::vector<float> x = read<float>(scores), y = read<float>(result);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t query = 0; query < 2; ++query)
+      for (int64_t key = 0; key < 3; ++key) {
+        int64_t i = (b * 2 + query) * 3 + key;
+        EXPECT_EQ(y[i], key > query ? -inf : x[i]) << "at element " << i;
+      }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsTest, SgdStepsAgainstTheGradient) {
+  OwnedTensor param = f32({2}, {1, -2}), grad = f32({2}, {0.5f, 1});
+  OwnedTensor result(DType::F32, {2});
+  KernelAttrs attrs;
+  attrs.floats["lr"] = 0.1;
+  attrs.floats["weight_decay"] = 0.5;
+  ASSERT_EQ(run("nn.sgd", attrs, {&param, &grad}, {&result}), "");
+  // p - 0.1 * (g + 0.5 p).
+  expectNear(read<float>(result), {1 - 0.1f * 1.0f, -2 - 0.1f * 0.0f});
+}
+
+TEST(KernelsTest, AdamWTakesOneStep) {
+  OwnedTensor param = f32({2}, {1, -2}), grad = f32({2}, {0.5f, -1});
+  OwnedTensor m = f32({2}, {0.1f, 0.2f}), v = f32({2}, {0.01f, 0.02f});
+  OwnedTensor step = i64({}, {3});
+  OwnedTensor newParam(DType::F32, {2}), newM(DType::F32, {2}),
+      newV(DType::F32, {2});
+  KernelAttrs attrs;
+  double lr = 1e-2, beta1 = 0.8, beta2 = 0.9, epsilon = 1e-6, decay = 0.1;
+  attrs.floats = {{"lr", lr},
+                  {"beta1", beta1},
+                  {"beta2", beta2},
+                  {"epsilon", epsilon},
+                  {"weight_decay", decay}};
+  ASSERT_EQ(run("nn.adamw", attrs, {&param, &grad, &m, &v, &step},
+                {&newParam, &newM, &newV}),
+            "");
+  std::vector<float> p = read<float>(param), g = read<float>(grad),
+                     m0 = read<float>(m), v0 = read<float>(v);
+  for (size_t i = 0; i < 2; ++i) {
+    double mi = beta1 * m0[i] + (1 - beta1) * g[i];
+    double vi = beta2 * v0[i] + (1 - beta2) * g[i] * g[i];
+    double mHat = mi / (1 - std::pow(beta1, 3));
+    double vHat = vi / (1 - std::pow(beta2, 3));
+    double pi = p[i] - lr * (mHat / (std::sqrt(vHat) + epsilon) + decay * p[i]);
+    EXPECT_NEAR(read<float>(newM)[i], mi, 1e-6);
+    EXPECT_NEAR(read<float>(newV)[i], vi, 1e-6);
+    EXPECT_NEAR(read<float>(newParam)[i], pi, 1e-6);
+  }
+
+  OwnedTensor zero = i32({}, {0});
+  EXPECT_EQ(run("nn.adamw", attrs, {&param, &grad, &m, &v, &zero},
+                {&newParam, &newM, &newV}),
+            "nn.adamw: expects a step of at least 1 (steps count from 1), got "
+            "0");
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsTest, RejectsMismatchedShapes) {
+  OwnedTensor lhs(DType::F32, {2, 3}), rhs(DType::F32, {3, 2});
+  OwnedTensor result(DType::F32, {2, 3});
+  EXPECT_EQ(run("nn.add", {}, {&lhs, &rhs}, {&result}),
+            "nn.add: expects rhs of shape [2, 3], got [3, 2]");
+}
+
+TEST(KernelsTest, RejectsAnUnknownOp) {
+  EXPECT_EQ(run("nn.foo", {}, {}, {}), "unknown kernel 'nn.foo'");
+}
+
+TEST(KernelsTest, RejectsFloatTypesOtherThanF32) {
+  OwnedTensor input(DType::BF16, {4});
+  OwnedTensor result(DType::BF16, {4});
+  EXPECT_EQ(run("nn.exp", {}, {&input}, {&result}),
+            "nn.exp: the CPU backend computes f32, got bf16");
+  OwnedTensor ints(DType::I32, {4}), floats(DType::F32, {4});
+  EXPECT_EQ(run("nn.exp", {}, {&ints}, {&floats}),
+            "nn.exp: expects a float input, got i32");
+}
+
+TEST(KernelsTest, RejectsWrongArityAndMissingAttributes) {
+  OwnedTensor input(DType::F32, {4});
+  OwnedTensor result(DType::F32, {4});
+  EXPECT_EQ(run("nn.add", {}, {&input}, {&result}),
+            "nn.add: expects 2 inputs and 1 output, got 1 and 1");
+  EXPECT_EQ(run("nn.softmax", {}, {&input}, {&result}),
+            "nn.softmax: missing integer attribute 'dim'");
+  EXPECT_EQ(run("nn.sgd", {}, {&input, &input}, {&result}),
+            "nn.sgd: missing float attribute 'lr'");
+  std::vector<const Tensor *> inputs = {nullptr};
+  std::vector<Tensor *> outputs = {&result.view};
+  EXPECT_EQ(runCpuKernel("nn.neg", {}, inputs, outputs),
+            "nn.neg: input #0 is null");
+}
+
+} // namespace

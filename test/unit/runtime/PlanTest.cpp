@@ -1,0 +1,164 @@
+//===- PlanTest.cpp - Plan validation and mesh groups of the runtime ------===//
+
+#include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/Executor.h"
+#include "tessera/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera;
+using namespace tessera::runtime;
+
+namespace {
+
+/// A valid plan on a ["tp"=2] mesh: x [4, 8] split by columns, one relu, an
+/// all_gather back to [4, 16].
+plan::Plan makePlan() {
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("tp");
+  axis->set_size(2);
+  plan::Program *program = plan.add_programs();
+  program->add_ranks(0);
+  program->add_ranks(1);
+  auto addBuffer = [&](std::vector<int64_t> shape, int64_t offset) {
+    plan::Buffer *buffer = program->add_buffers();
+    buffer->set_id(program->buffers_size() - 1);
+    buffer->set_dtype(plan::F32);
+    for (int64_t size : shape)
+      buffer->add_shape(size);
+    buffer->set_arena_offset_bytes(offset);
+  };
+  addBuffer({4, 8}, 0);
+  addBuffer({4, 8}, 128);
+  addBuffer({4, 16}, 256);
+  program->set_arena_bytes(512);
+  plan::Argument *argument = program->add_arguments();
+  argument->set_name("arg0");
+  argument->set_buffer(0);
+  argument->set_dtype(plan::F32);
+  argument->add_global_shape(4);
+  argument->add_global_shape(16);
+  argument->add_dim_axes();
+  argument->add_dim_axes()->add_axes("tp");
+  plan::Instruction *relu = program->add_instructions();
+  relu->mutable_kernel()->set_op("nn.relu");
+  relu->mutable_kernel()->add_inputs(0);
+  relu->mutable_kernel()->add_outputs(1);
+  relu->add_frees(0);
+  plan::Instruction *gather = program->add_instructions();
+  gather->mutable_collective()->set_kind(plan::ALL_GATHER);
+  gather->mutable_collective()->add_mesh_axes("tp");
+  gather->mutable_collective()->set_input(1);
+  gather->mutable_collective()->set_output(2);
+  gather->mutable_collective()->set_dim(1);
+  gather->add_frees(1);
+  plan::Result *result = program->add_results();
+  result->set_buffer(2);
+  result->add_global_shape(4);
+  result->add_global_shape(16);
+  result->add_dim_axes();
+  result->add_dim_axes();
+  return plan;
+}
+
+TEST(PlanTest, AWellFormedPlanValidates) {
+  EXPECT_EQ(validatePlan(makePlan()), "");
+}
+
+TEST(PlanTest, RoundTripsThroughTheWireFormat) {
+  std::string bytes;
+  ASSERT_TRUE(makePlan().SerializeToString(&bytes));
+  plan::Plan parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(validatePlan(parsed), "");
+}
+
+TEST(PlanTest, RejectsAnotherFormatVersion) {
+  plan::Plan plan = makePlan();
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION_UNSPECIFIED);
+  EXPECT_EQ(validatePlan(plan), "format version 0 is not this runtime's 1");
+}
+
+TEST(PlanTest, RejectsABufferOutOfRange) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(0, 7);
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 0 (nn.relu) reads "
+                                "names buffer 7, expected < 3");
+}
+
+TEST(PlanTest, RejectsAReadAfterFree) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->mutable_collective()->set_input(0);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 1 reads buffer 0 after it is freed");
+}
+
+TEST(PlanTest, RejectsCollectiveShapesThatDoNotFollowFromTheGroup) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_buffers(2)->set_shape(1, 24);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 1: ALL_GATHER of [4, 8] over a group of 2 "
+            "cannot give [4, 24]");
+}
+
+TEST(PlanTest, RejectsAnUnknownMeshAxis) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->mutable_collective()->set_mesh_axes(0, "dp");
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: ALL_GATHER names "
+                                "unknown mesh axis \"dp\"");
+}
+
+TEST(PlanTest, RejectsOverlappingLiveBuffers) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_buffers(1)->set_arena_offset_bytes(64);
+  EXPECT_EQ(validatePlan(plan), "program 0: buffers 0 and 1 overlap in the "
+                                "arena while both live");
+}
+
+TEST(PlanTest, RejectsArgumentsWhoseGlobalShapeDoesNotFit) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_arguments(0)->set_global_shape(1, 12);
+  EXPECT_EQ(validatePlan(plan), "program 0: argument 'arg0' dim 1: local size "
+                                "8 times 2 devices is not the global 12");
+}
+
+TEST(PlanTest, RejectsRanksWithoutAProgram) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_ranks()->RemoveLast();
+  EXPECT_EQ(validatePlan(plan),
+            "the programs cover 1 ranks of a mesh of 2");
+}
+
+TEST(MeshTest, GroupsAreRowMajorOverTheListedAxes) {
+  Mesh mesh({"dp", "tp"}, {2, 4});
+  EXPECT_EQ(mesh.getCoordinates(6), (std::vector<int64_t>{1, 2}));
+  Group tp = mesh.getGroup(6, {"tp"});
+  EXPECT_EQ(tp.index, 2);
+  EXPECT_EQ(tp.size, 4);
+  EXPECT_EQ(tp.color, 1);
+  Group both = mesh.getGroup(6, {"tp", "dp"});
+  EXPECT_EQ(both.index, 2 * 2 + 1);
+  EXPECT_EQ(both.size, 8);
+}
+
+TEST(MeshTest, LocalPiecesRoundTrip) {
+  Mesh mesh({"dp", "tp"}, {2, 2});
+  OwnedTensor global(DType::F32, {4, 6});
+  for (int i = 0; i < 24; ++i)
+    global.view.as<float>()[i] = i;
+  std::vector<std::vector<std::string>> dims = {{"dp"}, {"tp"}};
+  OwnedTensor piece = takeLocalPiece(global.view, dims, mesh, /*rank=*/3);
+  ASSERT_EQ(piece.view.shape, (std::vector<int64_t>{2, 3}));
+  // Rank 3 is dp=1, tp=1: rows 2-3, columns 3-5.
+  EXPECT_EQ(piece.view.as<float>()[0], 15.0f);
+  EXPECT_EQ(piece.view.as<float>()[5], 23.0f);
+  OwnedTensor rebuilt(DType::F32, {4, 6});
+  for (int64_t rank = 0; rank < 4; ++rank)
+    placeLocalPiece(takeLocalPiece(global.view, dims, mesh, rank).view,
+                    rebuilt.view, dims, mesh, rank);
+  EXPECT_EQ(rebuilt.storage, global.storage);
+}
+
+} // namespace

@@ -1,0 +1,209 @@
+//===- tessera-run.cpp - Runs a plan on the ranks of an MPI job -----------===//
+//
+//   mpirun -np N tessera-run model.plan [--steps N] [--seed S]
+//                            [--inputs FILE] [--dump-outputs FILE]
+//
+// Every rank loads and validates the plan, builds the same global inputs
+// (seeded, or read from --inputs), keeps its piece, runs its program and
+// sends its results to rank 0, which assembles and prints them. A failure on
+// any rank is reported with the rank and ends the whole job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/Dump.h"
+#include "tessera/runtime/Executor.h"
+#include "tessera/runtime/Plan.h"
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using namespace tessera;
+using namespace tessera::runtime;
+
+namespace {
+
+struct Options {
+  std::string plan;
+  int64_t steps = 1;
+  uint64_t seed = 0;
+  std::string inputs;
+  std::string dumpOutputs;
+};
+
+const char *kUsage =
+    "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
+    "[--dump-outputs FILE]\n";
+
+/// Parses the command line; returns an error message or "".
+std::string parseOptions(int argc, char **argv, Options &options) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &out) -> bool {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    std::string text;
+    if (arg == "--steps" || arg == "--seed") {
+      if (!value(text))
+        return arg + " needs a value";
+      char *end = nullptr;
+      long long number = std::strtoll(text.c_str(), &end, 10);
+      if (*end != '\0' || number < (arg == "--steps" ? 1 : 0))
+        return arg + " expects a non-negative integer" +
+               (arg == "--steps" ? std::string(" >= 1") : std::string()) +
+               ", got '" + text + "'";
+      if (arg == "--steps")
+        options.steps = number;
+      else
+        options.seed = number;
+    } else if (arg == "--inputs") {
+      if (!value(options.inputs))
+        return "--inputs needs a file";
+    } else if (arg == "--dump-outputs") {
+      if (!value(options.dumpOutputs))
+        return "--dump-outputs needs a file";
+    } else if (!arg.empty() && arg[0] == '-') {
+      return "unknown option '" + arg + "'";
+    } else if (options.plan.empty()) {
+      options.plan = arg;
+    } else {
+      return "more than one plan given";
+    }
+  }
+  if (options.plan.empty())
+    return "no plan given";
+  return "";
+}
+
+/// Prints a one-line summary of a global result.
+void printResult(int64_t index, const Tensor &tensor) {
+  std::printf("result #%lld: %s [", static_cast<long long>(index),
+              getDTypeName(tensor.dtype));
+  for (size_t d = 0; d < tensor.shape.size(); ++d)
+    std::printf("%s%lld", d ? ", " : "", static_cast<long long>(tensor.shape[d]));
+  std::printf("]");
+  if (tensor.dtype != DType::F32) {
+    std::printf("\n");
+    return;
+  }
+  int64_t n = tensor.getNumElements();
+  if (n == 1) {
+    std::printf(" = %.6f\n", tensor.as<float>()[0]);
+    return;
+  }
+  double sum = 0, maxAbs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += tensor.as<float>()[i];
+    maxAbs = std::max(maxAbs, std::fabs(double(tensor.as<float>()[i])));
+  }
+  std::printf(" sum = %.6f, max |x| = %.6f\n", sum, maxAbs);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Every rank reports its own failure, then ends the whole job so that no
+  // rank waits forever in a collective.
+  auto fail = [&](const std::string &message) {
+    std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
+                 message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  };
+
+  Options options;
+  if (std::string error = parseOptions(argc, argv, options); !error.empty()) {
+    if (rank == 0)
+      std::fprintf(stderr, "tessera-run: error: %s\n%s", error.c_str(), kUsage);
+    MPI_Finalize();
+    return 2;
+  }
+  plan::Plan plan;
+  if (std::string error = loadPlan(options.plan, plan); !error.empty())
+    return fail(error);
+  Mesh mesh = getMesh(plan);
+  std::string error;
+  std::unique_ptr<Communicator> communicator =
+      createMpiCommunicator(mesh, error);
+  if (!communicator)
+    return fail(error);
+  const plan::Program *program = getProgramOfRank(plan, rank);
+  if (!program)
+    return fail("the plan has no program for this rank");
+
+  std::vector<OwnedTensor> globals;
+  if (!options.inputs.empty()) {
+    if (!(error = readTensors(options.inputs, globals)).empty())
+      return fail(error);
+    if (static_cast<int>(globals.size()) != program->arguments_size())
+      return fail("'" + options.inputs + "' holds " +
+                  std::to_string(globals.size()) + " tensors, the plan takes " +
+                  std::to_string(program->arguments_size()) + " arguments");
+  }
+  std::vector<OwnedTensor> locals;
+  for (int i = 0; i < program->arguments_size(); ++i) {
+    const plan::Argument &argument = program->arguments(i);
+    if (options.inputs.empty()) {
+      globals.push_back(makeGlobalInput(argument, options.seed, i));
+    } else {
+      const Tensor &given = globals[i].view;
+      std::vector<int64_t> want(argument.global_shape().begin(),
+                                argument.global_shape().end());
+      if (given.dtype != getDType(argument.dtype()) || given.shape != want)
+        return fail("input #" + std::to_string(i) + " of '" + options.inputs +
+                    "' does not match argument '" + argument.name() + "'");
+    }
+    locals.push_back(
+        takeLocalPiece(globals[i].view, getDimAxes(argument), mesh, rank));
+  }
+
+  Executor executor(*program, mesh, *communicator);
+  std::vector<OwnedTensor> results;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    if (!(error = executor.run(locals, results)).empty())
+      return fail(error);
+    if (rank == 0 && options.steps > 1 && !results.empty() &&
+        results[0].view.getNumElements() == 1 &&
+        results[0].view.dtype == DType::F32)
+      std::printf("step %lld: result #0 = %.6f\n",
+                  static_cast<long long>(step), results[0].view.as<float>()[0]);
+  }
+
+  // Rank 0 assembles each global result from every rank's piece.
+  std::vector<OwnedTensor> globalResults;
+  for (int i = 0; i < program->results_size(); ++i) {
+    const plan::Result &result = program->results(i);
+    std::vector<uint8_t> pieces;
+    if (!(error = communicator->gatherToRoot(results[i].view, pieces)).empty())
+      return fail(error);
+    if (rank != 0)
+      continue;
+    OwnedTensor global(results[i].view.dtype,
+                       {result.global_shape().begin(),
+                        result.global_shape().end()});
+    Tensor piece = results[i].view;
+    for (int64_t r = 0; r < communicator->getNumRanks(); ++r) {
+      piece.data = pieces.data() + r * piece.getBytes();
+      placeLocalPiece(piece, global.view, getDimAxes(result), mesh, r);
+    }
+    printResult(i, global.view);
+    globalResults.push_back(std::move(global));
+  }
+  if (rank == 0 && !options.dumpOutputs.empty())
+    if (!(error = writeTensors(options.dumpOutputs, globalResults)).empty())
+      return fail(error);
+  communicator.reset();
+  MPI_Finalize();
+  return 0;
+}
