@@ -2,15 +2,20 @@
 //
 // tessera model gpt|mlp ...   emit a model in nn IR
 // tessera stats FILE          parameters, ops and FLOPs of a model
-// tessera compile|verify|plan|run|calibrate
-//                             later stages; each says which issue builds it
+// tessera compile FILE ...    shard, partition and export a plan
+// tessera verify FILE ...     sharded plan on N ranks vs one device
+// tessera run PLAN --ranks N  run a plan on N local ranks
+// tessera plan|calibrate      later stages; each says which issue builds it
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/InitAll.h"
 #include "tessera/Models/Models.h"
+#include "tessera/Pipelines/Pipelines.h"
+#include "tessera/runtime/Dump.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -19,13 +24,19 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
+using namespace tessera;
 namespace cl = llvm::cl;
+
+extern char **environ;
 
 //===----------------------------------------------------------------------===//
 // Subcommands and their options
@@ -65,6 +76,49 @@ static cl::opt<std::string> statsInput(cl::Positional, cl::Required,
                                        cl::desc("<model.mlir>"),
                                        cl::sub(statsCmd));
 
+static cl::SubCommand compileCmd(
+    "compile", "Shard, partition and export a model to a plan");
+static cl::SubCommand verifyCmd(
+    "verify", "Run the sharded plan on N ranks and the single-device program "
+              "on the same seeded inputs, and compare every result");
+static cl::SubCommand runCmd("run", "Run a plan on N local ranks (mpirun)");
+
+static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
+                                       cl::desc("<model.mlir>"),
+                                       cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string>
+    meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
+             cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string> planOutput("o", cl::desc("Output plan file"),
+                                       cl::value_desc("file"), cl::Required,
+                                       cl::sub(compileCmd));
+static cl::opt<bool> planText("text",
+                              cl::desc("Write the plan in protobuf text format"),
+                              cl::sub(compileCmd));
+enum class Emit { Plan, Partitioned };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to write"), cl::init(Emit::Plan),
+    cl::values(clEnumValN(Emit::Plan, "plan", "the executable plan"),
+               clEnumValN(Emit::Partitioned, "partitioned",
+                          "the per-device program in MLIR")),
+    cl::sub(compileCmd));
+static cl::opt<double> tolerance(
+    "tolerance", cl::desc("Largest relative error per result"),
+    cl::init(1e-5), cl::sub(verifyCmd));
+
+static cl::opt<std::string> planInput(cl::Positional, cl::Required,
+                                      cl::desc("<model.plan>"),
+                                      cl::sub(runCmd));
+static cl::opt<int64_t> ranks("ranks", cl::desc("Number of ranks"),
+                              cl::Required, cl::sub(runCmd));
+static cl::opt<int64_t> steps("steps", cl::desc("Steps to run"), cl::init(1),
+                              cl::sub(runCmd));
+static cl::opt<int64_t> seed("seed", cl::desc("Seed of the generated inputs"),
+                             cl::init(0), cl::sub(runCmd), cl::sub(verifyCmd));
+static cl::opt<std::string> inputsFile("inputs",
+                                       cl::desc("Global inputs (tensor file)"),
+                                       cl::sub(runCmd));
+
 /// Stages that later issues build: each fails with a clear message.
 struct PendingStage {
   const char *name;
@@ -72,14 +126,8 @@ struct PendingStage {
   const char *issue;
 };
 static const PendingStage kPendingStages[] = {
-    {"compile", "Shard, partition and export a model to a plan",
-     "#4 (plan export; propagation and partition run in tessera-opt "
-     "--tessera-propagate --tessera-partition)"},
-    {"verify", "Check a sharded plan against the single-device program",
-     "#4 (runtime)"},
     {"plan", "Search the DP/TP/PP plan against a machine model",
      "#7 (plan search)"},
-    {"run", "Run a plan on N local ranks", "#4 (runtime)"},
     {"calibrate", "Fit a machine model from runtime microbenchmarks",
      "#7 (plan search)"},
 };
@@ -215,8 +263,204 @@ static int runStats(MLIRContext &context) {
   return 0;
 }
 
+//===----------------------------------------------------------------------===//
+// tessera compile / verify / run
+//===----------------------------------------------------------------------===//
+
+/// Parses a model file; diagnostics go to stderr.
+static OwningOpRef<ModuleOp> parseModel(MLIRContext &context,
+                                        llvm::SourceMgr &sourceMgr,
+                                        StringRef path) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &errorMessage);
+  if (!file) {
+    (void)reportError(llvm::createStringError(errorMessage));
+    return {};
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
+
+/// Runs `build`'s pipeline on `module`; fails with the pass's diagnostics.
+static LogicalResult runPipeline(ModuleOp module,
+                                 llvm::function_ref<void(OpPassManager &)> build) {
+  PassManager pm(module->getContext());
+  build(pm);
+  return pm.run(module);
+}
+
+static std::string mainExecutable;
+
+/// Runs `tessera-run` (next to this binary) on `numRanks` ranks through
+/// mpirun; returns its exit code, or -1 when it cannot start.
+static int launch(int64_t numRanks, ArrayRef<std::string> runArgs) {
+  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
+  if (!mpirun) {
+    llvm::errs() << "tessera: error: mpirun not found (install openmpi-bin)\n";
+    return -1;
+  }
+  SmallString<256> runner(llvm::sys::path::parent_path(mainExecutable));
+  llvm::sys::path::append(runner, "tessera-run");
+  std::vector<std::string> args = {*mpirun, "-np", std::to_string(numRanks),
+                                   "--oversubscribe", std::string(runner)};
+  llvm::append_range(args, runArgs);
+  // OpenMPI refuses root without these; one BLAS thread per rank.
+  std::vector<std::string> env;
+  for (char **entry = environ; *entry; ++entry)
+    env.push_back(*entry);
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    env.push_back("OPENBLAS_NUM_THREADS=1");
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  SmallVector<StringRef> envRefs(env.begin(), env.end());
+  std::string errorMessage;
+  int code = llvm::sys::ExecuteAndWait(*mpirun, argRefs, envRefs, {}, 0, 0,
+                                       &errorMessage);
+  if (code < 0)
+    llvm::errs() << "tessera: error: cannot run mpirun: " << errorMessage
+                 << "\n";
+  return code;
+}
+
+static int runCompile(MLIRContext &context) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseModel(context, sourceMgr, modelInput);
+  if (!module)
+    return 1;
+  std::string error;
+  if (!meshSpec.empty() && failed(applyMeshSpec(*module, meshSpec, error)))
+    return reportError(llvm::createStringError(error));
+  if (emit == Emit::Partitioned) {
+    if (failed(runPipeline(*module, buildShardingPipeline)))
+      return 1;
+    std::unique_ptr<llvm::ToolOutputFile> file =
+        openOutputFile(planOutput, &error);
+    if (!file)
+      return reportError(llvm::createStringError(error));
+    module->print(file->os());
+    file->keep();
+    return 0;
+  }
+  return failed(runPipeline(*module, [&](OpPassManager &pm) {
+           buildCompilePipeline(pm, planOutput, planText);
+         }))
+             ? 1
+             : 0;
+}
+
+/// The largest absolute difference and the largest relative to the
+/// reference's largest magnitude.
+static std::pair<double, double> compare(const runtime::Tensor &got,
+                                         const runtime::Tensor &want) {
+  double maxAbs = 0, scale = 0;
+  int64_t n = want.getNumElements();
+  auto value = [](const runtime::Tensor &t, int64_t i) -> double {
+    switch (t.dtype) {
+    case runtime::DType::F32:
+      return t.as<float>()[i];
+    case runtime::DType::F64:
+      return t.as<double>()[i];
+    case runtime::DType::I32:
+      return t.as<int32_t>()[i];
+    case runtime::DType::I64:
+      return t.as<int64_t>()[i];
+    case runtime::DType::I1:
+      return t.as<uint8_t>()[i];
+    default:
+      return 0;
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    maxAbs = std::max(maxAbs, std::fabs(value(got, i) - value(want, i)));
+    scale = std::max(scale, std::fabs(value(want, i)));
+  }
+  return {maxAbs, maxAbs / std::max(scale, 1e-30)};
+}
+
+static int runVerify(MLIRContext &context) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> model = parseModel(context, sourceMgr, modelInput);
+  if (!model)
+    return 1;
+  std::string error;
+  if (!meshSpec.empty() && failed(applyMeshSpec(*model, meshSpec, error)))
+    return reportError(llvm::createStringError(error));
+  int64_t numRanks = 1;
+  for (auto mesh : model->getOps<dist::MeshOp>())
+    numRanks = mesh.getNumDevices();
+
+  SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("tessera-verify", dir))
+    return reportError(llvm::createStringError(ec.message()));
+  auto path = [&](StringRef name) {
+    SmallString<128> file(dir);
+    llvm::sys::path::append(file, name);
+    return std::string(file);
+  };
+  OwningOpRef<ModuleOp> single = model->clone();
+  if (failed(runPipeline(*model, [&](OpPassManager &pm) {
+        buildCompilePipeline(pm, path("sharded.plan"));
+      })) ||
+      failed(runPipeline(*single, [&](OpPassManager &pm) {
+        buildSingleDevicePipeline(pm, path("single.plan"));
+      })))
+    return 1;
+  std::string seedText = std::to_string(seed);
+  if (launch(1, {path("single.plan"), "--seed", seedText, "--dump-outputs",
+                 path("single.out")}) != 0 ||
+      launch(numRanks, {path("sharded.plan"), "--seed", seedText,
+                        "--dump-outputs", path("sharded.out")}) != 0)
+    return reportError(llvm::createStringError("a run failed"));
+
+  std::vector<runtime::OwnedTensor> want, got;
+  if (!(error = runtime::readTensors(path("single.out"), want)).empty() ||
+      !(error = runtime::readTensors(path("sharded.out"), got)).empty())
+    return reportError(llvm::createStringError(error));
+  if (want.size() != got.size())
+    return reportError(llvm::createStringError("the runs return different "
+                                               "numbers of results"));
+  bool pass = true;
+  llvm::outs() << llvm::formatv(
+      "verify: {0} on {1} ranks against 1 device, seed {2}\n", modelInput,
+      numRanks, seed.getValue());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].view.shape != got[i].view.shape) {
+      llvm::outs() << llvm::formatv("result #{0}: shapes differ\n", i);
+      pass = false;
+      continue;
+    }
+    auto [absError, relError] = compare(got[i].view, want[i].view);
+    bool ok = relError <= tolerance;
+    pass &= ok;
+    llvm::outs() << llvm::formatv(
+        "result #{0}: max abs error {1:e2}, max rel error {2:e2} {3}\n", i,
+        absError, relError, ok ? "ok" : "OVER TOLERANCE");
+  }
+  llvm::outs() << llvm::formatv("verify: {0} (tolerance {1:e1})\n",
+                                pass ? "PASS" : "FAIL", tolerance.getValue());
+  llvm::sys::fs::remove_directories(dir);
+  return pass ? 0 : 1;
+}
+
+static int runRun() {
+  std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
+                                   "--seed", std::to_string(seed)};
+  if (!inputsFile.empty()) {
+    args.push_back("--inputs");
+    args.push_back(inputsFile);
+  }
+  int code = launch(ranks, args);
+  return code == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  mainExecutable = llvm::sys::fs::getMainExecutable(
+      argv[0], reinterpret_cast<void *>(&reportError));
   // Later stages parse nothing yet: catch their names before cl does, so
   // that any options they are given do not hide the message.
   if (argc > 1) {
@@ -243,7 +487,13 @@ int main(int argc, char **argv) {
     return runModel(context);
   if (statsCmd)
     return runStats(context);
+  if (compileCmd)
+    return runCompile(context);
+  if (verifyCmd)
+    return runVerify(context);
+  if (runCmd)
+    return runRun();
   llvm::errs() << "tessera: error: expected a subcommand: model, stats, "
-                  "compile, verify, plan, run or calibrate (see --help)\n";
+                  "compile, verify, run, plan or calibrate (see --help)\n";
   return 1;
 }

@@ -1,0 +1,31 @@
+//===- Pipelines.h - The pass pipelines the CLI runs -------------*- C++ -*-===//
+
+#ifndef TESSERA_PIPELINES_PIPELINES_H
+#define TESSERA_PIPELINES_PIPELINES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+
+namespace tessera {
+
+/// Sets the axis sizes of the module's one mesh from "dp=2,tp=4". The spec
+/// must name exactly the mesh's axes; the error says what differs.
+mlir::LogicalResult applyMeshSpec(mlir::ModuleOp module, llvm::StringRef spec,
+                                  std::string &error);
+
+/// Propagation then partition: the per-device program.
+void buildShardingPipeline(mlir::OpPassManager &pm);
+
+/// Sharding, then export of the plan to `output` (binary, or text).
+void buildCompilePipeline(mlir::OpPassManager &pm, llvm::StringRef output,
+                          bool text = false);
+
+/// The single-device program's plan: shardings stripped, then export.
+void buildSingleDevicePipeline(mlir::OpPassManager &pm,
+                               llvm::StringRef output);
+
+} // namespace tessera
+
+#endif // TESSERA_PIPELINES_PIPELINES_H
