@@ -1,86 +1,87 @@
 module {
-  func.func @gpt(%arg0: tensor<2x16xi32>, %arg1: tensor<2x16xi32>, %arg2: tensor<256x64xf32> {nn.param = "wte"}, %arg3: tensor<16x64xf32> {nn.param = "wpe"}, %arg4: tensor<64xf32> {nn.param = "blocks.0.ln1.gamma"}, %arg5: tensor<64xf32> {nn.param = "blocks.0.ln1.beta"}, %arg6: tensor<64x64xf32> {nn.param = "blocks.0.attn.wq"}, %arg7: tensor<64xf32> {nn.param = "blocks.0.attn.bq"}, %arg8: tensor<64x64xf32> {nn.param = "blocks.0.attn.wk"}, %arg9: tensor<64xf32> {nn.param = "blocks.0.attn.bk"}, %arg10: tensor<64x64xf32> {nn.param = "blocks.0.attn.wv"}, %arg11: tensor<64xf32> {nn.param = "blocks.0.attn.bv"}, %arg12: tensor<64x64xf32> {nn.param = "blocks.0.attn.wo"}, %arg13: tensor<64xf32> {nn.param = "blocks.0.attn.bo"}, %arg14: tensor<64xf32> {nn.param = "blocks.0.ln2.gamma"}, %arg15: tensor<64xf32> {nn.param = "blocks.0.ln2.beta"}, %arg16: tensor<64x256xf32> {nn.param = "blocks.0.mlp.w1"}, %arg17: tensor<256xf32> {nn.param = "blocks.0.mlp.b1"}, %arg18: tensor<256x64xf32> {nn.param = "blocks.0.mlp.w2"}, %arg19: tensor<64xf32> {nn.param = "blocks.0.mlp.b2"}, %arg20: tensor<64xf32> {nn.param = "blocks.1.ln1.gamma"}, %arg21: tensor<64xf32> {nn.param = "blocks.1.ln1.beta"}, %arg22: tensor<64x64xf32> {nn.param = "blocks.1.attn.wq"}, %arg23: tensor<64xf32> {nn.param = "blocks.1.attn.bq"}, %arg24: tensor<64x64xf32> {nn.param = "blocks.1.attn.wk"}, %arg25: tensor<64xf32> {nn.param = "blocks.1.attn.bk"}, %arg26: tensor<64x64xf32> {nn.param = "blocks.1.attn.wv"}, %arg27: tensor<64xf32> {nn.param = "blocks.1.attn.bv"}, %arg28: tensor<64x64xf32> {nn.param = "blocks.1.attn.wo"}, %arg29: tensor<64xf32> {nn.param = "blocks.1.attn.bo"}, %arg30: tensor<64xf32> {nn.param = "blocks.1.ln2.gamma"}, %arg31: tensor<64xf32> {nn.param = "blocks.1.ln2.beta"}, %arg32: tensor<64x256xf32> {nn.param = "blocks.1.mlp.w1"}, %arg33: tensor<256xf32> {nn.param = "blocks.1.mlp.b1"}, %arg34: tensor<256x64xf32> {nn.param = "blocks.1.mlp.w2"}, %arg35: tensor<64xf32> {nn.param = "blocks.1.mlp.b2"}, %arg36: tensor<64xf32> {nn.param = "ln_f.gamma"}, %arg37: tensor<64xf32> {nn.param = "ln_f.beta"}) -> tensor<f32> {
-    %0 = nn.embedding %arg2, %arg0 : tensor<256x64xf32>, tensor<2x16xi32>
-    %1 = nn.broadcast %arg3 dims = [1, 2] : tensor<16x64xf32> -> tensor<2x16x64xf32>
-    %2 = nn.add %0, %1 : tensor<2x16x64xf32>
-    %3 = nn.layer_norm %2, %arg4, %arg5 : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %4 = nn.dot %3, %arg6 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %5 = nn.broadcast %arg7 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %6 = nn.add %4, %5 : tensor<2x16x64xf32>
-    %7 = nn.reshape %6 : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
-    %8 = nn.transpose %7 permutation = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
-    %9 = nn.dot %3, %arg8 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %10 = nn.broadcast %arg9 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %11 = nn.add %9, %10 : tensor<2x16x64xf32>
-    %12 = nn.reshape %11 : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
-    %13 = nn.transpose %12 permutation = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
-    %14 = nn.dot %3, %arg10 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %15 = nn.broadcast %arg11 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %16 = nn.add %14, %15 : tensor<2x16x64xf32>
-    %17 = nn.reshape %16 : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
-    %18 = nn.transpose %17 permutation = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
-    %19 = nn.dot %8, %13 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
-    %20 = nn.constant dense<2.500000e-01> : tensor<2x4x16x16xf32>
-    %21 = nn.mul %19, %20 : tensor<2x4x16x16xf32>
-    %22 = nn.causal_mask %21 : tensor<2x4x16x16xf32>
-    %23 = nn.softmax %22 dim = 3 : tensor<2x4x16x16xf32>
-    %24 = nn.dot %23, %18 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
-    %25 = nn.transpose %24 permutation = [0, 2, 1, 3] : tensor<2x4x16x16xf32> -> tensor<2x16x4x16xf32>
-    %26 = nn.reshape %25 : tensor<2x16x4x16xf32> -> tensor<2x16x64xf32>
-    %27 = nn.dot %26, %arg12 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %28 = nn.broadcast %arg13 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %29 = nn.add %27, %28 : tensor<2x16x64xf32>
-    %30 = nn.add %2, %29 : tensor<2x16x64xf32>
-    %31 = nn.layer_norm %30, %arg14, %arg15 : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %32 = nn.dot %31, %arg16 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
-    %33 = nn.broadcast %arg17 dims = [2] : tensor<256xf32> -> tensor<2x16x256xf32>
-    %34 = nn.add %32, %33 : tensor<2x16x256xf32>
-    %35 = nn.gelu %34 : tensor<2x16x256xf32>
-    %36 = nn.dot %35, %arg18 contracting_dims = [2] x [0] : (tensor<2x16x256xf32>, tensor<256x64xf32>) -> tensor<2x16x64xf32>
-    %37 = nn.broadcast %arg19 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %38 = nn.add %36, %37 : tensor<2x16x64xf32>
-    %39 = nn.add %30, %38 : tensor<2x16x64xf32>
-    %40 = nn.layer_norm %39, %arg20, %arg21 : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %41 = nn.dot %40, %arg22 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %42 = nn.broadcast %arg23 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %43 = nn.add %41, %42 : tensor<2x16x64xf32>
-    %44 = nn.reshape %43 : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
-    %45 = nn.transpose %44 permutation = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
-    %46 = nn.dot %40, %arg24 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %47 = nn.broadcast %arg25 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %48 = nn.add %46, %47 : tensor<2x16x64xf32>
-    %49 = nn.reshape %48 : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
-    %50 = nn.transpose %49 permutation = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
-    %51 = nn.dot %40, %arg26 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %52 = nn.broadcast %arg27 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %53 = nn.add %51, %52 : tensor<2x16x64xf32>
-    %54 = nn.reshape %53 : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
-    %55 = nn.transpose %54 permutation = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
-    %56 = nn.dot %45, %50 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
-    %57 = nn.constant dense<2.500000e-01> : tensor<2x4x16x16xf32>
-    %58 = nn.mul %56, %57 : tensor<2x4x16x16xf32>
-    %59 = nn.causal_mask %58 : tensor<2x4x16x16xf32>
-    %60 = nn.softmax %59 dim = 3 : tensor<2x4x16x16xf32>
-    %61 = nn.dot %60, %55 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
-    %62 = nn.transpose %61 permutation = [0, 2, 1, 3] : tensor<2x4x16x16xf32> -> tensor<2x16x4x16xf32>
-    %63 = nn.reshape %62 : tensor<2x16x4x16xf32> -> tensor<2x16x64xf32>
-    %64 = nn.dot %63, %arg28 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x64xf32>) -> tensor<2x16x64xf32>
-    %65 = nn.broadcast %arg29 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %66 = nn.add %64, %65 : tensor<2x16x64xf32>
-    %67 = nn.add %39, %66 : tensor<2x16x64xf32>
-    %68 = nn.layer_norm %67, %arg30, %arg31 : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %69 = nn.dot %68, %arg32 contracting_dims = [2] x [0] : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
-    %70 = nn.broadcast %arg33 dims = [2] : tensor<256xf32> -> tensor<2x16x256xf32>
-    %71 = nn.add %69, %70 : tensor<2x16x256xf32>
-    %72 = nn.gelu %71 : tensor<2x16x256xf32>
-    %73 = nn.dot %72, %arg34 contracting_dims = [2] x [0] : (tensor<2x16x256xf32>, tensor<256x64xf32>) -> tensor<2x16x64xf32>
-    %74 = nn.broadcast %arg35 dims = [2] : tensor<64xf32> -> tensor<2x16x64xf32>
-    %75 = nn.add %73, %74 : tensor<2x16x64xf32>
-    %76 = nn.add %67, %75 : tensor<2x16x64xf32>
-    %77 = nn.layer_norm %76, %arg36, %arg37 : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %78 = nn.dot %77, %arg2 contracting_dims = [2] x [1] : (tensor<2x16x64xf32>, tensor<256x64xf32>) -> tensor<2x16x256xf32>
-    %79 = nn.cross_entropy %78, %arg1 : tensor<2x16x256xf32>, tensor<2x16xi32>
-    %80 = nn.reduce_mean %79 dims = [0, 1] : tensor<2x16xf32> -> tensor<f32>
+  dist.mesh @mesh ["dp"=1, "tp"=1]
+  func.func @gpt(%arg0: tensor<8x16xi32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>}, %arg1: tensor<8x16xi32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>}, %arg2: tensor<256x64xf32> {nn.param = "wte"}, %arg3: tensor<16x64xf32> {nn.param = "wpe"}, %arg4: tensor<64xf32> {nn.param = "blocks.0.ln1.gamma"}, %arg5: tensor<64xf32> {nn.param = "blocks.0.ln1.beta"}, %arg6: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.0.attn.wq"}, %arg7: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.0.attn.bq"}, %arg8: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.0.attn.wk"}, %arg9: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.0.attn.bk"}, %arg10: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.0.attn.wv"}, %arg11: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.0.attn.bv"}, %arg12: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>, nn.param = "blocks.0.attn.wo"}, %arg13: tensor<64xf32> {nn.param = "blocks.0.attn.bo"}, %arg14: tensor<64xf32> {nn.param = "blocks.0.ln2.gamma"}, %arg15: tensor<64xf32> {nn.param = "blocks.0.ln2.beta"}, %arg16: tensor<64x256xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.0.mlp.w1"}, %arg17: tensor<256xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.0.mlp.b1"}, %arg18: tensor<256x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>, nn.param = "blocks.0.mlp.w2"}, %arg19: tensor<64xf32> {nn.param = "blocks.0.mlp.b2"}, %arg20: tensor<64xf32> {nn.param = "blocks.1.ln1.gamma"}, %arg21: tensor<64xf32> {nn.param = "blocks.1.ln1.beta"}, %arg22: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.1.attn.wq"}, %arg23: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.1.attn.bq"}, %arg24: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.1.attn.wk"}, %arg25: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.1.attn.bk"}, %arg26: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.1.attn.wv"}, %arg27: tensor<64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.1.attn.bv"}, %arg28: tensor<64x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>, nn.param = "blocks.1.attn.wo"}, %arg29: tensor<64xf32> {nn.param = "blocks.1.attn.bo"}, %arg30: tensor<64xf32> {nn.param = "blocks.1.ln2.gamma"}, %arg31: tensor<64xf32> {nn.param = "blocks.1.ln2.beta"}, %arg32: tensor<64x256xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>, nn.param = "blocks.1.mlp.w1"}, %arg33: tensor<256xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>, nn.param = "blocks.1.mlp.b1"}, %arg34: tensor<256x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>, nn.param = "blocks.1.mlp.w2"}, %arg35: tensor<64xf32> {nn.param = "blocks.1.mlp.b2"}, %arg36: tensor<64xf32> {nn.param = "ln_f.gamma"}, %arg37: tensor<64xf32> {nn.param = "ln_f.beta"}) -> tensor<f32> {
+    %0 = nn.embedding %arg2, %arg0 : tensor<256x64xf32>, tensor<8x16xi32>
+    %1 = nn.broadcast %arg3 dims = [1, 2] : tensor<16x64xf32> -> tensor<8x16x64xf32>
+    %2 = nn.add %0, %1 : tensor<8x16x64xf32>
+    %3 = nn.layer_norm %2, %arg4, %arg5 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %4 = nn.dot %3, %arg6 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %5 = nn.broadcast %arg7 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %6 = nn.add %4, %5 : tensor<8x16x64xf32>
+    %7 = nn.reshape %6 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %8 = nn.transpose %7 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %9 = nn.dot %3, %arg8 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %10 = nn.broadcast %arg9 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %11 = nn.add %9, %10 : tensor<8x16x64xf32>
+    %12 = nn.reshape %11 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %13 = nn.transpose %12 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %14 = nn.dot %3, %arg10 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %15 = nn.broadcast %arg11 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %16 = nn.add %14, %15 : tensor<8x16x64xf32>
+    %17 = nn.reshape %16 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %18 = nn.transpose %17 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %19 = nn.dot %8, %13 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %20 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
+    %21 = nn.mul %19, %20 : tensor<8x4x16x16xf32>
+    %22 = nn.causal_mask %21 : tensor<8x4x16x16xf32>
+    %23 = nn.softmax %22 dim = 3 : tensor<8x4x16x16xf32>
+    %24 = nn.dot %23, %18 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %25 = nn.transpose %24 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %26 = nn.reshape %25 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %27 = nn.dot %26, %arg12 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %28 = nn.broadcast %arg13 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %29 = nn.add %27, %28 : tensor<8x16x64xf32>
+    %30 = nn.add %2, %29 : tensor<8x16x64xf32>
+    %31 = nn.layer_norm %30, %arg14, %arg15 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %32 = nn.dot %31, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
+    %33 = nn.broadcast %arg17 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
+    %34 = nn.add %32, %33 : tensor<8x16x256xf32>
+    %35 = nn.gelu %34 : tensor<8x16x256xf32>
+    %36 = nn.dot %35, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
+    %37 = nn.broadcast %arg19 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %38 = nn.add %36, %37 : tensor<8x16x64xf32>
+    %39 = nn.add %30, %38 : tensor<8x16x64xf32>
+    %40 = nn.layer_norm %39, %arg20, %arg21 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %41 = nn.dot %40, %arg22 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %42 = nn.broadcast %arg23 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %43 = nn.add %41, %42 : tensor<8x16x64xf32>
+    %44 = nn.reshape %43 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %45 = nn.transpose %44 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %46 = nn.dot %40, %arg24 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %47 = nn.broadcast %arg25 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %48 = nn.add %46, %47 : tensor<8x16x64xf32>
+    %49 = nn.reshape %48 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %50 = nn.transpose %49 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %51 = nn.dot %40, %arg26 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %52 = nn.broadcast %arg27 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %53 = nn.add %51, %52 : tensor<8x16x64xf32>
+    %54 = nn.reshape %53 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %55 = nn.transpose %54 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %56 = nn.dot %45, %50 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %57 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
+    %58 = nn.mul %56, %57 : tensor<8x4x16x16xf32>
+    %59 = nn.causal_mask %58 : tensor<8x4x16x16xf32>
+    %60 = nn.softmax %59 dim = 3 : tensor<8x4x16x16xf32>
+    %61 = nn.dot %60, %55 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %62 = nn.transpose %61 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %63 = nn.reshape %62 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %64 = nn.dot %63, %arg28 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %65 = nn.broadcast %arg29 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %66 = nn.add %64, %65 : tensor<8x16x64xf32>
+    %67 = nn.add %39, %66 : tensor<8x16x64xf32>
+    %68 = nn.layer_norm %67, %arg30, %arg31 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %69 = nn.dot %68, %arg32 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
+    %70 = nn.broadcast %arg33 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
+    %71 = nn.add %69, %70 : tensor<8x16x256xf32>
+    %72 = nn.gelu %71 : tensor<8x16x256xf32>
+    %73 = nn.dot %72, %arg34 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
+    %74 = nn.broadcast %arg35 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %75 = nn.add %73, %74 : tensor<8x16x64xf32>
+    %76 = nn.add %67, %75 : tensor<8x16x64xf32>
+    %77 = nn.layer_norm %76, %arg36, %arg37 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %78 = nn.dot %77, %arg2 contracting_dims = [2] x [1] : (tensor<8x16x64xf32>, tensor<256x64xf32>) -> tensor<8x16x256xf32>
+    %79 = nn.cross_entropy %78, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
+    %80 = nn.reduce_mean %79 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
     return %80 : tensor<f32>
   }
 }

@@ -23,3 +23,12 @@ tool_dirs = [config.tessera_tools_dir, config.llvm_tools_dir]
 tools = ["tessera-opt", "tessera"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# Multi-rank runs: OpenMPI refuses root without these (CI runs as root), and
+# one BLAS thread per rank keeps oversubscribed ranks from fighting.
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.environment["OPENBLAS_NUM_THREADS"] = "1"
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe"))
+tools.append("tessera-run")
+llvm_config.add_tool_substitutions(["tessera-run"], tool_dirs)

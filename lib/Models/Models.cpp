@@ -2,6 +2,7 @@
 
 #include "tessera/Models/Models.h"
 
+#include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -19,6 +20,13 @@ static llvm::Error fieldError(StringRef field, const llvm::Twine &message) {
 static llvm::Error checkPositive(StringRef field, int64_t value) {
   if (value < 1)
     return fieldError(field, "must be at least 1, got " + llvm::Twine(value));
+  return llvm::Error::success();
+}
+
+static llvm::Error checkSharding(StringRef sharding) {
+  if (sharding != "none" && sharding != "megatron")
+    return fieldError("sharding",
+                      "must be none or megatron, got '" + sharding + "'");
   return llvm::Error::success();
 }
 
@@ -43,6 +51,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
     return fieldError("heads", llvm::formatv("({0}) must divide --hidden ({1})",
                                              c.heads, c.hidden)
                                    .str());
+  if (llvm::Error error = checkSharding(c.sharding))
+    return error;
   return checkDtype(c.dtype);
 }
 
@@ -55,6 +65,8 @@ llvm::Error tessera::validate(const MlpConfig &c) {
         {"batch", c.batch}})
     if (llvm::Error error = checkPositive(field, value))
       return error;
+  if (llvm::Error error = checkSharding(c.sharding))
+    return error;
   return checkDtype(c.dtype);
 }
 
@@ -106,23 +118,56 @@ public:
     return RankedTensorType::get(shape, element ? element : elementType);
   }
 
-  /// Declares an argument; returns its index. `param` names a trainable one.
-  unsigned addArgument(Type type, StringRef param = {}) {
+  /// The axes of each dim of an annotated argument, e.g. {{}, {"tp"}}.
+  using DimAxes = SmallVector<SmallVector<StringRef, 1>>;
+
+  /// Declares an argument; returns its index. `param` names a trainable one;
+  /// `sharding` (when the model is annotated) gives its mesh axes per dim.
+  unsigned addArgument(Type type, StringRef param = {},
+                       std::optional<DimAxes> sharding = std::nullopt) {
     argTypes.push_back(type);
     paramNames.push_back(param.str());
+    shardings.push_back(std::move(sharding));
     return argTypes.size() - 1;
   }
+
+  /// Annotates the arguments over a mesh named @mesh with these axes, all
+  /// of size 1 (tessera compile/verify --mesh resizes them).
+  void setMesh(ArrayRef<StringRef> axes) { meshAxes.assign(axes.begin(), axes.end()); }
 
   /// Creates `@name` in `module` with the declared arguments and positions
   /// the builder in its body.
   void begin(ModuleOp module, StringRef name, TypeRange results) {
     builder.setInsertionPointToEnd(module.getBody());
+    FlatSymbolRefAttr mesh;
+    if (!meshAxes.empty()) {
+      SmallVector<int64_t> ones(meshAxes.size(), 1);
+      dist::MeshOp::create(builder, loc, "mesh",
+                           builder.getStrArrayAttr(meshAxes),
+                           builder.getDenseI64ArrayAttr(ones));
+      mesh = FlatSymbolRefAttr::get(builder.getContext(), "mesh");
+    }
     function = func::FuncOp::create(builder, loc, name,
                                     builder.getFunctionType(argTypes, results));
     for (auto [index, param] : llvm::enumerate(paramNames))
       if (!param.empty())
         function.setArgAttr(index, nn::kParamAttrName,
                             builder.getStringAttr(param));
+    for (auto [index, sharding] : llvm::enumerate(shardings)) {
+      if (!mesh || !sharding)
+        continue;
+      SmallVector<dist::DimShardingAttr> dims;
+      for (ArrayRef<StringRef> axes : *sharding) {
+        SmallVector<StringAttr> names;
+        for (StringRef axis : axes)
+          names.push_back(builder.getStringAttr(axis));
+        dims.push_back(dist::DimShardingAttr::get(builder.getContext(), names,
+                                                  /*isOpen=*/false,
+                                                  std::nullopt));
+      }
+      function.setArgAttr(index, dist::DistDialect::kShardingAttrName,
+                          dist::ShardingAttr::get(mesh, dims));
+    }
     builder.setInsertionPointToStart(function.addEntryBlock());
   }
 
@@ -182,20 +227,36 @@ private:
   Type elementType;
   SmallVector<Type> argTypes;
   SmallVector<std::string> paramNames;
+  SmallVector<std::optional<DimAxes>> shardings;
+  SmallVector<StringRef> meshAxes;
   func::FuncOp function;
 };
 } // namespace
 
 OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
                                         const GptConfig &c) {
-  context->loadDialect<nn::NNDialect, func::FuncDialect>();
+  context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
   assert(!validate(c) && "invalid GPT configuration");
   int64_t b = c.batch, s = c.seq, h = c.hidden, a = c.heads, d = h / a;
   FunctionBuilder fb(context, c.dtype);
   Type i32 = fb.builder.getI32Type();
+  // Megatron-LM: column-parallel q/k/v and first MLP layer, row-parallel
+  // output projections; the batch over "dp".
+  bool megatron = c.sharding == "megatron";
+  if (megatron)
+    fb.setMesh({"dp", "tp"});
+  using DimAxes = FunctionBuilder::DimAxes;
+  auto shard = [&](DimAxes dims) -> std::optional<DimAxes> {
+    if (!megatron)
+      return std::nullopt;
+    return dims;
+  };
+  DimAxes column = {{}, {"tp"}}, row = {{"tp"}, {}}, split = {{"tp"}};
 
-  unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32));
-  unsigned labels = fb.addArgument(fb.tensor({b, s}, i32));
+  unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32), {},
+                                   shard({{"dp"}, {}}));
+  unsigned labels = fb.addArgument(fb.tensor({b, s}, i32), {},
+                                   shard({{"dp"}, {}}));
   unsigned wte = fb.addArgument(fb.tensor({c.vocab, h}), "wte");
   unsigned wpe = fb.addArgument(fb.tensor({s, h}), "wpe");
   struct Block {
@@ -205,25 +266,27 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   SmallVector<Block> blocks;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     std::string p = llvm::formatv("blocks.{0}.", layer).str();
-    auto add = [&](ArrayRef<int64_t> shape, StringRef name) {
-      return fb.addArgument(fb.tensor(shape), p + name.str());
+    auto add = [&](ArrayRef<int64_t> shape, StringRef name,
+                   std::optional<DimAxes> sharding = std::nullopt) {
+      return fb.addArgument(fb.tensor(shape), p + name.str(),
+                            sharding ? shard(*sharding) : std::nullopt);
     };
     Block blk;
     blk.ln1g = add({h}, "ln1.gamma");
     blk.ln1b = add({h}, "ln1.beta");
-    blk.wq = add({h, h}, "attn.wq");
-    blk.bq = add({h}, "attn.bq");
-    blk.wk = add({h, h}, "attn.wk");
-    blk.bk = add({h}, "attn.bk");
-    blk.wv = add({h, h}, "attn.wv");
-    blk.bv = add({h}, "attn.bv");
-    blk.wo = add({h, h}, "attn.wo");
+    blk.wq = add({h, h}, "attn.wq", column);
+    blk.bq = add({h}, "attn.bq", split);
+    blk.wk = add({h, h}, "attn.wk", column);
+    blk.bk = add({h}, "attn.bk", split);
+    blk.wv = add({h, h}, "attn.wv", column);
+    blk.bv = add({h}, "attn.bv", split);
+    blk.wo = add({h, h}, "attn.wo", row);
     blk.bo = add({h}, "attn.bo");
     blk.ln2g = add({h}, "ln2.gamma");
     blk.ln2b = add({h}, "ln2.beta");
-    blk.w1 = add({h, 4 * h}, "mlp.w1");
-    blk.b1 = add({4 * h}, "mlp.b1");
-    blk.w2 = add({4 * h, h}, "mlp.w2");
+    blk.w1 = add({h, 4 * h}, "mlp.w1", column);
+    blk.b1 = add({4 * h}, "mlp.b1", split);
+    blk.w2 = add({4 * h, h}, "mlp.w2", row);
     blk.b2 = add({h}, "mlp.b2");
     blocks.push_back(blk);
   }
@@ -287,18 +350,35 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
 
 OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
                                         const MlpConfig &c) {
-  context->loadDialect<nn::NNDialect, func::FuncDialect>();
+  context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
   assert(!validate(c) && "invalid MLP configuration");
   FunctionBuilder fb(context, c.dtype);
   SmallVector<int64_t> widths = getMlpWidths(c);
-  unsigned input = fb.addArgument(fb.tensor({c.batch, c.input}));
-  unsigned target = fb.addArgument(fb.tensor({c.batch, c.output}));
+  bool megatron = c.sharding == "megatron";
+  if (megatron)
+    fb.setMesh({"dp", "tp"});
+  using DimAxes = FunctionBuilder::DimAxes;
+  auto shard = [&](DimAxes dims) -> std::optional<DimAxes> {
+    if (!megatron)
+      return std::nullopt;
+    return dims;
+  };
+  unsigned input =
+      fb.addArgument(fb.tensor({c.batch, c.input}), {}, shard({{"dp"}, {}}));
+  unsigned target =
+      fb.addArgument(fb.tensor({c.batch, c.output}), {}, shard({{"dp"}, {}}));
   SmallVector<std::pair<unsigned, unsigned>> layers;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     std::string p = llvm::formatv("layers.{0}.", layer).str();
-    unsigned w =
-        fb.addArgument(fb.tensor({widths[layer], widths[layer + 1]}), p + "w");
-    unsigned bias = fb.addArgument(fb.tensor({widths[layer + 1]}), p + "b");
+    // Even layers are column-parallel (their bias split too), odd ones
+    // row-parallel.
+    bool isColumn = layer % 2 == 0;
+    unsigned w = fb.addArgument(
+        fb.tensor({widths[layer], widths[layer + 1]}), p + "w",
+        shard(isColumn ? DimAxes{{}, {"tp"}} : DimAxes{{"tp"}, {}}));
+    unsigned bias = fb.addArgument(
+        fb.tensor({widths[layer + 1]}), p + "b",
+        isColumn ? shard({{"tp"}}) : std::nullopt);
     layers.push_back({w, bias});
   }
 

@@ -95,7 +95,7 @@ void printResult(int64_t index, const Tensor &tensor) {
   }
   int64_t n = tensor.getNumElements();
   if (n == 1) {
-    std::printf(" = %.6f\n", tensor.as<float>()[0]);
+    std::printf(" = %.9g\n", tensor.as<float>()[0]);
     return;
   }
   double sum = 0, maxAbs = 0;

@@ -68,6 +68,12 @@ static cl::opt<int64_t> output("output", cl::desc("Output width (mlp)"),
                                cl::sub(modelCmd));
 static cl::opt<int64_t> batch("batch", cl::desc("Batch size"),
                               cl::sub(modelCmd));
+static cl::opt<std::string>
+    sharding("sharding",
+             cl::desc("Annotations: none, or megatron (batch over \"dp\", "
+                      "Megatron-LM tensor parallelism over \"tp\", on a "
+                      "1x1 mesh that --mesh resizes)"),
+             cl::sub(modelCmd));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCmd));
@@ -173,6 +179,7 @@ static int runModel(MLIRContext &context) {
     setIfGiven(vocab, config.vocab);
     setIfGiven(batch, config.batch);
     setIfGiven(dtype, config.dtype);
+    setIfGiven(sharding, config.sharding);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildGpt(&context, config);
@@ -186,6 +193,7 @@ static int runModel(MLIRContext &context) {
     setIfGiven(output, config.output);
     setIfGiven(batch, config.batch);
     setIfGiven(dtype, config.dtype);
+    setIfGiven(sharding, config.sharding);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildMlp(&context, config);

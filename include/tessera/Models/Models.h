@@ -29,6 +29,11 @@ struct GptConfig {
   int64_t batch = 2;
   /// Element type of parameters and activations: f32, bf16, f16 or f64.
   std::string dtype = "f32";
+  /// "none", or "megatron": a mesh @mesh ["dp"=1, "tp"=1] (resize it with
+  /// --mesh), the batch split over "dp", and Megatron-LM tensor parallelism
+  /// over "tp": q/k/v and the first MLP weight split by columns, the output
+  /// projections by rows.
+  std::string sharding = "none";
 };
 
 /// A stack of `layers` linear layers with ReLU between them, trained on the
@@ -40,6 +45,9 @@ struct MlpConfig {
   int64_t output = 16;
   int64_t batch = 8;
   std::string dtype = "f32";
+  /// "none", or "megatron": the batch over "dp" and the layers alternating
+  /// column- and row-parallel over "tp" (see GptConfig::sharding).
+  std::string sharding = "none";
 };
 
 /// Checks a configuration: sizes positive, heads dividing hidden, a known
