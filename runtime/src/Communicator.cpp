@@ -7,6 +7,22 @@
 using namespace tessera::runtime;
 
 Communicator::~Communicator() = default;
+PendingCollective::~PendingCollective() = default;
+
+namespace {
+class FailedCollective final : public PendingCollective {
+public:
+  explicit FailedCollective(std::string error) : error(std::move(error)) {}
+  std::string wait() override { return error; }
+
+private:
+  std::string error;
+};
+} // namespace
+
+Pending tessera::runtime::makeFailedCollective(std::string error) {
+  return std::make_unique<FailedCollective>(std::move(error));
+}
 
 namespace {
 /// A tensor seen as [outer, dim, inner] around one dimension.

@@ -12,11 +12,38 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 
 using namespace tessera::runtime;
 
 namespace {
+
+/// MPI requests in flight, the scratch memory they use, and the work that
+/// finishes the collective once they complete (unpacking, averaging).
+class MpiPending final : public PendingCollective {
+public:
+  std::vector<MPI_Request> requests;
+  std::vector<uint8_t> scratch;
+  std::function<void()> finish;
+  std::string error;
+
+  std::string wait() override {
+    if (!error.empty())
+      return error;
+    int status = MPI_Waitall(requests.size(), requests.data(),
+                             MPI_STATUSES_IGNORE);
+    if (status != MPI_SUCCESS) {
+      char message[MPI_MAX_ERROR_STRING];
+      int length = 0;
+      MPI_Error_string(status, message, &length);
+      return "MPI collective failed: " + std::string(message, length);
+    }
+    if (finish)
+      finish();
+    return "";
+  }
+};
 
 class MpiCommunicator final : public Communicator {
 public:
@@ -30,19 +57,19 @@ public:
   int64_t getRank() const override { return rank; }
   int64_t getNumRanks() const override { return size; }
 
-  std::string allReduce(const Tensor &in, const Tensor &out,
-                        Reduction reduction, const Axes &axes) override;
-  std::string allGather(const Tensor &in, const Tensor &out, int64_t dim,
-                        const Axes &axes) override;
-  std::string reduceScatter(const Tensor &in, const Tensor &out, int64_t dim,
-                            Reduction reduction, const Axes &axes) override;
-  std::string allToAll(const Tensor &in, const Tensor &out, int64_t splitDim,
-                       int64_t concatDim, const Axes &axes) override;
-  std::string broadcast(const Tensor &in, const Tensor &out, int64_t root,
-                        const Axes &axes) override;
-  std::string collectivePermute(const Tensor &in, const Tensor &out,
-                                const std::vector<int64_t> &pairs,
-                                const Axes &axes) override;
+  Pending startAllReduce(const Tensor &in, const Tensor &out,
+                         Reduction reduction, const Axes &axes) override;
+  Pending startAllGather(const Tensor &in, const Tensor &out, int64_t dim,
+                         const Axes &axes) override;
+  Pending startReduceScatter(const Tensor &in, const Tensor &out, int64_t dim,
+                             Reduction reduction, const Axes &axes) override;
+  Pending startAllToAll(const Tensor &in, const Tensor &out, int64_t splitDim,
+                        int64_t concatDim, const Axes &axes) override;
+  Pending startBroadcast(const Tensor &in, const Tensor &out, int64_t root,
+                         const Axes &axes) override;
+  Pending startCollectivePermute(const Tensor &in, const Tensor &out,
+                                 const std::vector<int64_t> &pairs,
+                                 const Axes &axes) override;
   std::string gatherToRoot(const Tensor &in,
                            std::vector<uint8_t> &out) override;
   [[noreturn]] void abort(int code) override {
@@ -52,7 +79,12 @@ public:
 
 private:
   MPI_Comm getComm(const Axes &axes);
-  static std::string check(int status, const char *what);
+  int64_t getGroupSize(const Axes &axes) const {
+    return mesh.getGroup(rank, axes).size;
+  }
+  /// Starts `call`, which posts one request, and wraps it.
+  template <typename Call>
+  std::unique_ptr<MpiPending> post(const char *what, Call call);
 
   Mesh mesh;
   int rank, size;
@@ -105,23 +137,22 @@ void divideBy(const Tensor &tensor, int64_t count) {
       tensor.as<int64_t>()[i] /= count;
 }
 
-/// A contiguous scratch tensor shaped like `like` with `dim` resized.
-OwnedTensor makeScratch(const Tensor &like, int64_t dim, int64_t dimSize) {
-  std::vector<int64_t> shape = like.shape;
-  shape[dim] = dimSize;
-  return OwnedTensor(like.dtype, shape);
-}
-
-} // namespace
-
-std::string MpiCommunicator::check(int status, const char *what) {
-  if (status == MPI_SUCCESS)
-    return "";
+std::string mpiError(int status, const char *what) {
   char message[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(status, message, &length);
   return std::string(what) + " failed: " + std::string(message, length);
 }
+
+/// `like` with dim `dim` resized: the shape of one piece.
+Tensor pieceOf(const Tensor &like, int64_t dim, int64_t count, void *data) {
+  Tensor piece = like;
+  piece.shape[dim] /= count;
+  piece.data = data;
+  return piece;
+}
+
+} // namespace
 
 MPI_Comm MpiCommunicator::getComm(const Axes &axes) {
   auto it = comms.find(axes);
@@ -135,103 +166,128 @@ MPI_Comm MpiCommunicator::getComm(const Axes &axes) {
   return comm;
 }
 
-std::string MpiCommunicator::allReduce(const Tensor &in, const Tensor &out,
-                                       Reduction reduction, const Axes &axes) {
-  MPI_Datatype type = getReduceType(in.dtype);
-  if (type == MPI_DATATYPE_NULL)
-    return std::string("all_reduce of ") + getDTypeName(in.dtype) +
-           " is not supported";
-  std::string error =
-      check(MPI_Allreduce(in.data, out.data, in.getNumElements(), type,
-                          getOp(reduction), getComm(axes)),
-            "MPI_Allreduce");
-  if (error.empty() && reduction == Reduction::Avg)
-    divideBy(out, mesh.getGroup(rank, axes).size);
-  return error;
+template <typename Call>
+std::unique_ptr<MpiPending> MpiCommunicator::post(const char *what, Call call) {
+  auto pending = std::make_unique<MpiPending>();
+  MPI_Request request;
+  int status = call(&request);
+  if (status != MPI_SUCCESS)
+    pending->error = mpiError(status, what);
+  else
+    pending->requests.push_back(request);
+  return pending;
 }
 
-std::string MpiCommunicator::allGather(const Tensor &in, const Tensor &out,
-                                       int64_t dim, const Axes &axes) {
-  int64_t count = mesh.getGroup(rank, axes).size;
-  OwnedTensor gathered(in.dtype, {static_cast<int64_t>(in.getBytes()) * count});
-  std::string error = check(MPI_Allgather(in.data, in.getBytes(), MPI_BYTE,
-                                          gathered.view.data, in.getBytes(),
-                                          MPI_BYTE, getComm(axes)),
-                            "MPI_Allgather");
-  if (!error.empty())
-    return error;
-  Tensor piece = in;
-  for (int64_t i = 0; i < count; ++i) {
-    piece.data = static_cast<uint8_t *>(gathered.view.data) + i * in.getBytes();
-    placePiece(piece, out, dim, i, count);
-  }
-  return "";
-}
-
-std::string MpiCommunicator::reduceScatter(const Tensor &in, const Tensor &out,
-                                           int64_t dim, Reduction reduction,
-                                           const Axes &axes) {
+Pending MpiCommunicator::startAllReduce(const Tensor &in, const Tensor &out,
+                                        Reduction reduction, const Axes &axes) {
   MPI_Datatype type = getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
-    return std::string("reduce_scatter of ") + getDTypeName(in.dtype) +
-           " is not supported";
-  int64_t count = mesh.getGroup(rank, axes).size;
-  // Pieces along `dim`, packed one after another.
+    return makeFailedCollective(std::string("all_reduce of ") +
+                                getDTypeName(in.dtype) + " is not supported");
+  MPI_Comm comm = getComm(axes);
+  auto pending = post("MPI_Iallreduce", [&](MPI_Request *request) {
+    return MPI_Iallreduce(in.data, out.data, in.getNumElements(), type,
+                          getOp(reduction), comm, request);
+  });
+  if (reduction == Reduction::Avg)
+    pending->finish = [out, count = getGroupSize(axes)] {
+      divideBy(out, count);
+    };
+  return pending;
+}
+
+Pending MpiCommunicator::startAllGather(const Tensor &in, const Tensor &out,
+                                        int64_t dim, const Axes &axes) {
+  int64_t count = getGroupSize(axes);
+  MPI_Comm comm = getComm(axes);
+  std::vector<uint8_t> gathered(in.getBytes() * count);
+  auto pending = post("MPI_Iallgather", [&](MPI_Request *request) {
+    return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, gathered.data(),
+                          in.getBytes(), MPI_BYTE, comm, request);
+  });
+  pending->scratch = std::move(gathered);
+  // The group's pieces arrive one after another; place them along `dim`.
+  pending->finish = [in, out, dim, count, scratch = &pending->scratch] {
+    for (int64_t i = 0; i < count; ++i) {
+      Tensor piece = in;
+      piece.data = scratch->data() + i * in.getBytes();
+      placePiece(piece, out, dim, i, count);
+    }
+  };
+  return pending;
+}
+
+Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
+                                            int64_t dim, Reduction reduction,
+                                            const Axes &axes) {
+  MPI_Datatype type = getReduceType(in.dtype);
+  if (type == MPI_DATATYPE_NULL)
+    return makeFailedCollective(std::string("reduce_scatter of ") +
+                                getDTypeName(in.dtype) + " is not supported");
+  int64_t count = getGroupSize(axes);
+  MPI_Comm comm = getComm(axes);
+  // Pieces along `dim`, packed one after another: MPI scatters contiguous
+  // blocks.
   std::vector<uint8_t> packed(in.getBytes());
-  Tensor piece = out;
-  for (int64_t i = 0; i < count; ++i) {
-    piece.data = packed.data() + i * out.getBytes();
-    slicePiece(in, piece, dim, i, count);
-  }
-  std::string error = check(
-      MPI_Reduce_scatter_block(packed.data(), out.data, out.getNumElements(),
-                               type, getOp(reduction), getComm(axes)),
-      "MPI_Reduce_scatter_block");
-  if (error.empty() && reduction == Reduction::Avg)
-    divideBy(out, count);
-  return error;
+  for (int64_t i = 0; i < count; ++i)
+    slicePiece(in, pieceOf(out, 0, 1, packed.data() + i * out.getBytes()), dim,
+               i, count);
+  auto pending = post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
+    return MPI_Ireduce_scatter_block(packed.data(), out.data,
+                                     out.getNumElements(), type,
+                                     getOp(reduction), comm, request);
+  });
+  pending->scratch = std::move(packed);
+  if (reduction == Reduction::Avg)
+    pending->finish = [out, count] { divideBy(out, count); };
+  return pending;
 }
 
-std::string MpiCommunicator::allToAll(const Tensor &in, const Tensor &out,
-                                      int64_t splitDim, int64_t concatDim,
-                                      const Axes &axes) {
-  int64_t count = mesh.getGroup(rank, axes).size;
+Pending MpiCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
+                                       int64_t splitDim, int64_t concatDim,
+                                       const Axes &axes) {
+  int64_t count = getGroupSize(axes);
+  MPI_Comm comm = getComm(axes);
   size_t pieceBytes = in.getBytes() / count;
-  std::vector<uint8_t> sent(in.getBytes()), received(in.getBytes());
-  OwnedTensor shape = makeScratch(in, splitDim, in.shape[splitDim] / count);
-  Tensor piece = shape.view;
-  for (int64_t i = 0; i < count; ++i) {
-    piece.data = sent.data() + i * pieceBytes;
-    slicePiece(in, piece, splitDim, i, count);
-  }
-  std::string error = check(
-      MPI_Alltoall(sent.data(), pieceBytes, MPI_BYTE, received.data(),
-                   pieceBytes, MPI_BYTE, getComm(axes)),
-      "MPI_Alltoall");
-  if (!error.empty())
-    return error;
-  for (int64_t i = 0; i < count; ++i) {
-    piece.data = received.data() + i * pieceBytes;
-    placePiece(piece, out, concatDim, i, count);
-  }
-  return "";
+  // Both halves live in one scratch buffer: what is sent, then what arrives.
+  std::vector<uint8_t> scratch(2 * in.getBytes());
+  for (int64_t i = 0; i < count; ++i)
+    slicePiece(in,
+               pieceOf(in, splitDim, count, scratch.data() + i * pieceBytes),
+               splitDim, i, count);
+  auto pending = post("MPI_Ialltoall", [&](MPI_Request *request) {
+    return MPI_Ialltoall(scratch.data(), pieceBytes, MPI_BYTE,
+                         scratch.data() + in.getBytes(), pieceBytes, MPI_BYTE,
+                         comm, request);
+  });
+  pending->scratch = std::move(scratch);
+  pending->finish = [in, out, splitDim, concatDim, count, pieceBytes,
+                     scratch = &pending->scratch] {
+    uint8_t *received = scratch->data() + in.getBytes();
+    for (int64_t i = 0; i < count; ++i)
+      placePiece(pieceOf(in, splitDim, count, received + i * pieceBytes), out,
+                 concatDim, i, count);
+  };
+  return pending;
 }
 
-std::string MpiCommunicator::broadcast(const Tensor &in, const Tensor &out,
-                                       int64_t root, const Axes &axes) {
+Pending MpiCommunicator::startBroadcast(const Tensor &in, const Tensor &out,
+                                        int64_t root, const Axes &axes) {
   std::memcpy(out.data, in.data, in.getBytes());
-  return check(MPI_Bcast(out.data, out.getBytes(), MPI_BYTE,
-                         static_cast<int>(root), getComm(axes)),
-               "MPI_Bcast");
+  MPI_Comm comm = getComm(axes);
+  return post("MPI_Ibcast", [&](MPI_Request *request) {
+    return MPI_Ibcast(out.data, out.getBytes(), MPI_BYTE,
+                      static_cast<int>(root), comm, request);
+  });
 }
 
-std::string MpiCommunicator::collectivePermute(
+Pending MpiCommunicator::startCollectivePermute(
     const Tensor &in, const Tensor &out, const std::vector<int64_t> &pairs,
     const Axes &axes) {
   MPI_Comm comm = getComm(axes);
   int64_t index = mesh.getGroup(rank, axes).index;
   std::memset(out.data, 0, out.getBytes());
-  std::vector<MPI_Request> requests;
+  auto pending = std::make_unique<MpiPending>();
   for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
     int64_t source = pairs[i], target = pairs[i + 1];
     if (source == index && target == index) {
@@ -242,27 +298,25 @@ std::string MpiCommunicator::collectivePermute(
     if (source == index) {
       MPI_Isend(in.data, in.getBytes(), MPI_BYTE, static_cast<int>(target), 0,
                 comm, &request);
-      requests.push_back(request);
+      pending->requests.push_back(request);
     }
     if (target == index) {
       MPI_Irecv(out.data, out.getBytes(), MPI_BYTE, static_cast<int>(source),
                 0, comm, &request);
-      requests.push_back(request);
+      pending->requests.push_back(request);
     }
   }
-  return check(MPI_Waitall(requests.size(), requests.data(),
-                           MPI_STATUSES_IGNORE),
-               "MPI_Waitall");
+  return pending;
 }
 
 std::string MpiCommunicator::gatherToRoot(const Tensor &in,
                                           std::vector<uint8_t> &out) {
   if (rank == 0)
     out.resize(in.getBytes() * size);
-  return check(MPI_Gather(in.data, in.getBytes(), MPI_BYTE,
+  int status = MPI_Gather(in.data, in.getBytes(), MPI_BYTE,
                           rank == 0 ? out.data() : nullptr, in.getBytes(),
-                          MPI_BYTE, 0, MPI_COMM_WORLD),
-               "MPI_Gather");
+                          MPI_BYTE, 0, MPI_COMM_WORLD);
+  return status == MPI_SUCCESS ? "" : mpiError(status, "MPI_Gather");
 }
 
 std::unique_ptr<Communicator>

@@ -23,6 +23,19 @@ enum class Reduction { Sum, Max, Min, Avg };
 
 using Axes = std::vector<std::string>;
 
+/// A collective in flight: its inputs must stay unchanged and its output
+/// unread until wait() returns.
+class PendingCollective {
+public:
+  virtual ~PendingCollective();
+  /// Completes the collective; returns an error message, or "".
+  virtual std::string wait() = 0;
+};
+using Pending = std::unique_ptr<PendingCollective>;
+
+/// A pending collective that already failed when it was started.
+Pending makeFailedCollective(std::string error);
+
 class Communicator {
 public:
   virtual ~Communicator();
@@ -30,32 +43,63 @@ public:
   virtual int64_t getRank() const = 0;
   virtual int64_t getNumRanks() const = 0;
 
+  /// Non-blocking forms; each returns at once with the collective in flight.
+  ///
   /// Every rank of the group receives the combination of the group's inputs.
-  virtual std::string allReduce(const Tensor &in, const Tensor &out,
-                                Reduction reduction, const Axes &axes) = 0;
+  virtual Pending startAllReduce(const Tensor &in, const Tensor &out,
+                                 Reduction reduction, const Axes &axes) = 0;
   /// `out` is the group's inputs concatenated along `dim` in group order.
-  virtual std::string allGather(const Tensor &in, const Tensor &out,
-                                int64_t dim, const Axes &axes) = 0;
+  virtual Pending startAllGather(const Tensor &in, const Tensor &out,
+                                 int64_t dim, const Axes &axes) = 0;
   /// Piece i (along `dim`) of the combined inputs goes to group rank i.
-  virtual std::string reduceScatter(const Tensor &in, const Tensor &out,
-                                    int64_t dim, Reduction reduction,
-                                    const Axes &axes) = 0;
+  virtual Pending startReduceScatter(const Tensor &in, const Tensor &out,
+                                     int64_t dim, Reduction reduction,
+                                     const Axes &axes) = 0;
   /// Piece j of `in` along `splitDim` goes to group rank j; what arrives is
   /// concatenated along `concatDim` in group order.
-  virtual std::string allToAll(const Tensor &in, const Tensor &out,
-                               int64_t splitDim, int64_t concatDim,
-                               const Axes &axes) = 0;
+  virtual Pending startAllToAll(const Tensor &in, const Tensor &out,
+                                int64_t splitDim, int64_t concatDim,
+                                const Axes &axes) = 0;
   /// Every rank receives group rank `root`'s input.
-  virtual std::string broadcast(const Tensor &in, const Tensor &out,
-                                int64_t root, const Axes &axes) = 0;
+  virtual Pending startBroadcast(const Tensor &in, const Tensor &out,
+                                 int64_t root, const Axes &axes) = 0;
   /// `pairs` are (source, target) group indices; a rank that is no target
   /// receives zeros.
-  virtual std::string collectivePermute(const Tensor &in, const Tensor &out,
-                                        const std::vector<int64_t> &pairs,
-                                        const Axes &axes) = 0;
+  virtual Pending startCollectivePermute(const Tensor &in, const Tensor &out,
+                                         const std::vector<int64_t> &pairs,
+                                         const Axes &axes) = 0;
+
+  /// Blocking forms: start, then wait.
+  std::string allReduce(const Tensor &in, const Tensor &out,
+                        Reduction reduction, const Axes &axes) {
+    return startAllReduce(in, out, reduction, axes)->wait();
+  }
+  std::string allGather(const Tensor &in, const Tensor &out, int64_t dim,
+                        const Axes &axes) {
+    return startAllGather(in, out, dim, axes)->wait();
+  }
+  std::string reduceScatter(const Tensor &in, const Tensor &out, int64_t dim,
+                            Reduction reduction, const Axes &axes) {
+    return startReduceScatter(in, out, dim, reduction, axes)->wait();
+  }
+  std::string allToAll(const Tensor &in, const Tensor &out, int64_t splitDim,
+                       int64_t concatDim, const Axes &axes) {
+    return startAllToAll(in, out, splitDim, concatDim, axes)->wait();
+  }
+  std::string broadcast(const Tensor &in, const Tensor &out, int64_t root,
+                        const Axes &axes) {
+    return startBroadcast(in, out, root, axes)->wait();
+  }
+  std::string collectivePermute(const Tensor &in, const Tensor &out,
+                                const std::vector<int64_t> &pairs,
+                                const Axes &axes) {
+    return startCollectivePermute(in, out, pairs, axes)->wait();
+  }
+
   /// Gathers equally shaped pieces of every rank of the world to rank 0, in
   /// rank order (`out` is only written on rank 0).
-  virtual std::string gatherToRoot(const Tensor &in, std::vector<uint8_t> &out) = 0;
+  virtual std::string gatherToRoot(const Tensor &in,
+                                   std::vector<uint8_t> &out) = 0;
   /// Ends every rank of the job after a failure on this one.
   [[noreturn]] virtual void abort(int code) = 0;
 };

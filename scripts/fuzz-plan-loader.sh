@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the plan loader's libFuzzer harness (clang with -fsanitize=fuzzer and
+# AddressSanitizer) and fuzzes it for $1 seconds (default 180), seeded with
+# the plans of the examples. Needs a configured build/ (scripts/setup.sh) and
+# Debian's clang and libclang-rt-dev.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-180}
+out=build/fuzz
+mkdir -p "$out/corpus"
+clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
+  -Iruntime/include -Ibuild/runtime/proto \
+  test/fuzz/PlanLoaderFuzzer.cpp runtime/src/Plan.cpp runtime/src/Mesh.cpp \
+  runtime/src/Tensor.cpp build/runtime/proto/plan.pb.cc \
+  -lprotobuf -o "$out/plan-loader-fuzzer"
+for example in mlp_megatron gpt_block; do
+  build/bin/tessera compile "examples/$example.mlir" --mesh dp=2,tp=2 \
+    -o "$out/corpus/$example.plan"
+done
+"$out/plan-loader-fuzzer" "$out/corpus" -max_total_time="$seconds" \
+  -max_len=65536 -print_final_stats=1
