@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
-# Sets up and builds Tessera, then runs its main job on the built-in example
-# as far as the compiler goes today: generate the small GPT in nn IR, verify
-# it, and report its parameters, ops and FLOPs; then shard the annotated
-# Megatron MLP (examples/mlp_megatron.mlir) on a 2x2 DP x TP mesh: propagate
-# its annotations and partition it into the per-device program.
+# Sets up and builds Tessera, then runs its main job on the built-in example:
+# the annotated Megatron MLP (examples/mlp_megatron.mlir) on a 2x2 DP x TP
+# mesh of CPU ranks. It shows the per-device program the compiler makes,
+# compiles it to a plan, runs the plan on 4 MPI ranks, and checks the sharded
+# run against the single-device program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
+example=examples/mlp_megatron.mlir
 mkdir -p build/examples
-echo "== tessera model gpt (built-in small GPT)"
-build/bin/tessera model gpt --layers 2 --hidden 64 --heads 4 --seq 16 \
-  --vocab 256 --batch 2 -o build/examples/gpt_small.mlir
-build/bin/tessera-opt build/examples/gpt_small.mlir -o /dev/null
-echo "== tessera stats build/examples/gpt_small.mlir"
-build/bin/tessera stats build/examples/gpt_small.mlir
-echo "== examples/mlp_megatron.mlir: --tessera-propagate --tessera-partition"
-build/bin/tessera-opt examples/mlp_megatron.mlir --tessera-propagate \
-  --tessera-partition
-echo "== next stages"
-build/bin/tessera compile examples/mlp_megatron.mlir --mesh dp=2,tp=2 ||
-  echo "(plan export and the runtime arrive with issue #4)"
+echo "== the per-device program: tessera compile $example --emit=partitioned"
+build/bin/tessera compile "$example" --mesh dp=2,tp=2 --emit=partitioned -o -
+echo "== tessera compile $example --mesh dp=2,tp=2 -o build/examples/mlp.plan"
+build/bin/tessera compile "$example" --mesh dp=2,tp=2 \
+  -o build/examples/mlp.plan
+echo "== tessera run build/examples/mlp.plan --ranks 4"
+build/bin/tessera run build/examples/mlp.plan --ranks 4
+echo "== tessera verify $example --mesh dp=2,tp=2"
+build/bin/tessera verify "$example" --mesh dp=2,tp=2

@@ -16,6 +16,7 @@
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Dump.h"
+#include "tessera/runtime/Plan.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -351,11 +352,27 @@ static int runCompile(MLIRContext &context) {
     file->keep();
     return 0;
   }
-  return failed(runPipeline(*module, [&](OpPassManager &pm) {
-           buildCompilePipeline(pm, planOutput, planText);
-         }))
-             ? 1
-             : 0;
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+        buildCompilePipeline(pm, planOutput, planText);
+      })))
+    return 1;
+  if (planText || planOutput == "-")
+    return 0;
+  // Read the plan back as the runtime will, and summarize it.
+  plan::Plan plan;
+  if (!(error = runtime::loadPlan(planOutput, plan)).empty())
+    return reportError(llvm::createStringError(error));
+  for (const plan::Program &program : plan.programs()) {
+    int64_t collectives = llvm::count_if(
+        program.instructions(),
+        [](const plan::Instruction &i) { return i.has_collective(); });
+    llvm::outs() << llvm::formatv(
+        "plan {0}: {1} ranks, {2} instructions ({3} collectives), {4} "
+        "buffers in an arena of {5} bytes per device\n",
+        planOutput, program.ranks_size(), program.instructions_size(),
+        collectives, program.buffers_size(), program.arena_bytes());
+  }
+  return 0;
 }
 
 /// The largest absolute difference and the largest relative to the
