@@ -187,9 +187,19 @@ static size_t commonPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
   return n;
 }
 
-/// True when `prefix` starts `list`.
-static bool isPrefix(ArrayRef<StringAttr> prefix, ArrayRef<StringAttr> list) {
+bool tessera::isAxesPrefix(ArrayRef<StringAttr> prefix,
+                           ArrayRef<StringAttr> list) {
   return commonPrefix(prefix, list) == prefix.size();
+}
+
+std::string tessera::formatAxes(ArrayRef<StringAttr> axes) {
+  std::string text = "{";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(axes, os, [&](StringAttr axis) {
+    os << "\"" << axis.getValue() << "\"";
+  });
+  os << "}";
+  return text;
 }
 
 SmallVector<ReshardStep> tessera::planReshard(const TensorSharding &from,
@@ -207,7 +217,7 @@ SmallVector<ReshardStep> tessera::planReshard(const TensorSharding &from,
     if (!llvm::is_contained(to.unreduced, axis))
       pending.push_back(axis);
   for (int64_t dim = 0; dim < rank && !pending.empty(); ++dim) {
-    if (!isPrefix(state[dim], target[dim]))
+    if (!isAxesPrefix(state[dim], target[dim]))
       continue;
     AxisList scatter;
     for (StringAttr axis :
@@ -231,11 +241,11 @@ SmallVector<ReshardStep> tessera::planReshard(const TensorSharding &from,
   for (bool moved = true; moved;) {
     moved = false;
     for (int64_t from = 0; from < rank && !moved; ++from) {
-      if (isPrefix(state[from], target[from]))
+      if (isAxesPrefix(state[from], target[from]))
         continue;
       StringAttr axis = state[from].back();
       for (int64_t into = 0; into < rank; ++into) {
-        if (into == from || !isPrefix(state[into], target[into]) ||
+        if (into == from || !isAxesPrefix(state[into], target[into]) ||
             target[into].size() <= state[into].size() ||
             target[into][state[into].size()] != axis)
           continue;

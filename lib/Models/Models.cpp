@@ -133,7 +133,16 @@ public:
 
   /// Annotates the arguments over a mesh named @mesh with these axes, all
   /// of size 1 (tessera compile/verify --mesh resizes them).
-  void setMesh(ArrayRef<StringRef> axes) { meshAxes.assign(axes.begin(), axes.end()); }
+  void setMesh(ArrayRef<StringRef> axes) {
+    meshAxes.assign(axes.begin(), axes.end());
+  }
+
+  /// `dims` when the model is annotated (a mesh is set), else nothing.
+  std::optional<DimAxes> shard(DimAxes dims) const {
+    if (meshAxes.empty())
+      return std::nullopt;
+    return dims;
+  }
 
   /// Creates `@name` in `module` with the declared arguments and positions
   /// the builder in its body.
@@ -242,15 +251,10 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   Type i32 = fb.builder.getI32Type();
   // Megatron-LM: column-parallel q/k/v and first MLP layer, row-parallel
   // output projections; the batch over "dp".
-  bool megatron = c.sharding == "megatron";
-  if (megatron)
+  if (c.sharding == "megatron")
     fb.setMesh({"dp", "tp"});
   using DimAxes = FunctionBuilder::DimAxes;
-  auto shard = [&](DimAxes dims) -> std::optional<DimAxes> {
-    if (!megatron)
-      return std::nullopt;
-    return dims;
-  };
+  auto shard = [&](DimAxes dims) { return fb.shard(std::move(dims)); };
   DimAxes column = {{}, {"tp"}}, row = {{"tp"}, {}}, split = {{"tp"}};
 
   unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32), {},
@@ -354,15 +358,10 @@ OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
   assert(!validate(c) && "invalid MLP configuration");
   FunctionBuilder fb(context, c.dtype);
   SmallVector<int64_t> widths = getMlpWidths(c);
-  bool megatron = c.sharding == "megatron";
-  if (megatron)
+  if (c.sharding == "megatron")
     fb.setMesh({"dp", "tp"});
   using DimAxes = FunctionBuilder::DimAxes;
-  auto shard = [&](DimAxes dims) -> std::optional<DimAxes> {
-    if (!megatron)
-      return std::nullopt;
-    return dims;
-  };
+  auto shard = [&](DimAxes dims) { return fb.shard(std::move(dims)); };
   unsigned input =
       fb.addArgument(fb.tensor({c.batch, c.input}), {}, shard({{"dp"}, {}}));
   unsigned target =

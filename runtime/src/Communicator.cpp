@@ -38,29 +38,32 @@ struct DimView {
 };
 } // namespace
 
+/// Copies piece `index` of `count` along `dim` of `whole` to or from the
+/// contiguous `piece`.
+static void copyPiece(const Tensor &whole, const Tensor &piece, int64_t dim,
+                      int64_t index, int64_t count, bool intoPiece) {
+  DimView view(whole, dim);
+  size_t elementBytes = getDTypeBytes(whole.dtype);
+  size_t pieceBytes = view.size / count * view.inner * elementBytes;
+  auto *wholeBytes = static_cast<uint8_t *>(whole.data);
+  auto *pieceBytesPtr = static_cast<uint8_t *>(piece.data);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    uint8_t *w = wholeBytes + (o * view.size * view.inner) * elementBytes +
+                 index * pieceBytes;
+    uint8_t *p = pieceBytesPtr + o * pieceBytes;
+    if (intoPiece)
+      std::memcpy(p, w, pieceBytes);
+    else
+      std::memcpy(w, p, pieceBytes);
+  }
+}
+
 void tessera::runtime::slicePiece(const Tensor &in, const Tensor &out,
                                   int64_t dim, int64_t index, int64_t count) {
-  DimView view(in, dim);
-  size_t elementBytes = getDTypeBytes(in.dtype);
-  size_t pieceBytes = view.size / count * view.inner * elementBytes;
-  const auto *src = static_cast<const uint8_t *>(in.data);
-  auto *dst = static_cast<uint8_t *>(out.data);
-  for (int64_t o = 0; o < view.outer; ++o)
-    std::memcpy(dst + o * pieceBytes,
-                src + (o * view.size * view.inner) * elementBytes +
-                    index * pieceBytes,
-                pieceBytes);
+  copyPiece(in, out, dim, index, count, /*intoPiece=*/true);
 }
 
 void tessera::runtime::placePiece(const Tensor &piece, const Tensor &out,
                                   int64_t dim, int64_t index, int64_t count) {
-  DimView view(out, dim);
-  size_t elementBytes = getDTypeBytes(out.dtype);
-  size_t pieceBytes = view.size / count * view.inner * elementBytes;
-  const auto *src = static_cast<const uint8_t *>(piece.data);
-  auto *dst = static_cast<uint8_t *>(out.data);
-  for (int64_t o = 0; o < view.outer; ++o)
-    std::memcpy(dst + (o * view.size * view.inner) * elementBytes +
-                    index * pieceBytes,
-                src + o * pieceBytes, pieceBytes);
+  copyPiece(out, piece, dim, index, count, /*intoPiece=*/false);
 }

@@ -1,7 +1,8 @@
 //===- tessera-run.cpp - Runs a plan on the ranks of an MPI job -----------===//
 //
 //   mpirun -np N tessera-run model.plan [--steps N] [--seed S]
-//                            [--inputs FILE] [--dump-outputs FILE]
+//                            [--inputs FILE] [--dump-inputs FILE]
+//                            [--dump-outputs FILE]
 //
 // Every rank loads and validates the plan, builds the same global inputs
 // (seeded, or read from --inputs), keeps its piece, runs its program and
@@ -32,12 +33,13 @@ struct Options {
   int64_t steps = 1;
   uint64_t seed = 0;
   std::string inputs;
+  std::string dumpInputs;
   std::string dumpOutputs;
 };
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
-    "[--dump-outputs FILE]\n";
+    "[--dump-inputs FILE] [--dump-outputs FILE]\n";
 
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
@@ -66,6 +68,9 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--inputs") {
       if (!value(options.inputs))
         return "--inputs needs a file";
+    } else if (arg == "--dump-inputs") {
+      if (!value(options.dumpInputs))
+        return "--dump-inputs needs a file";
     } else if (arg == "--dump-outputs") {
       if (!value(options.dumpOutputs))
         return "--dump-outputs needs a file";
@@ -167,6 +172,10 @@ int main(int argc, char **argv) {
     locals.push_back(
         takeLocalPiece(globals[i].view, getDimAxes(argument), mesh, rank));
   }
+
+  if (rank == 0 && !options.dumpInputs.empty())
+    if (!(error = writeTensors(options.dumpInputs, globals)).empty())
+      return fail(error);
 
   Executor executor(*program, mesh, *communicator);
   std::vector<OwnedTensor> results;

@@ -82,6 +82,13 @@ struct TensorSharding {
   }
 };
 
+/// Prints `{"x", "y"}`, as axes appear in a sharding.
+std::string formatAxes(llvm::ArrayRef<mlir::StringAttr> axes);
+
+/// True when `prefix` starts `list`.
+bool isAxesPrefix(llvm::ArrayRef<mlir::StringAttr> prefix,
+                  llvm::ArrayRef<mlir::StringAttr> list);
+
 /// The axes of each factor of a rule.
 using FactorAxes = llvm::SmallVector<AxisList>;
 

@@ -29,16 +29,6 @@ using namespace tessera;
 
 namespace {
 
-static std::string formatAxes(ArrayRef<StringAttr> axes) {
-  std::string text = "{";
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(axes, os, [&](StringAttr axis) {
-    os << "\"" << axis.getValue() << "\"";
-  });
-  os << "}";
-  return text;
-}
-
 /// Partitions one function over one mesh.
 class FunctionPartitioner {
 public:

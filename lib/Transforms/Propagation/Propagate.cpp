@@ -30,27 +30,11 @@ namespace {
 
 enum class Mode { Aggressive, Conservative };
 
-/// Prints `{"x", "y"}`.
-static std::string formatAxes(ArrayRef<StringAttr> axes) {
-  std::string text = "{";
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(axes, os, [&](StringAttr axis) {
-    os << "\"" << axis.getValue() << "\"";
-  });
-  os << "}";
-  return text;
-}
-
 static std::string formatLoc(Location loc) {
   std::string text;
   llvm::raw_string_ostream os(text);
   loc.print(os);
   return text;
-}
-
-static bool isPrefix(ArrayRef<StringAttr> prefix, ArrayRef<StringAttr> list) {
-  return prefix.size() <= list.size() &&
-         llvm::equal(prefix, list.take_front(prefix.size()));
 }
 
 /// A user annotation that seeds propagation.
@@ -174,7 +158,7 @@ AxisList FunctionPropagator::resolve(
         return a.second.size() < b.second.size();
       });
   if (llvm::all_of(candidates, [&](const auto &candidate) {
-        return isPrefix(candidate.second, longest->second);
+        return isAxesPrefix(candidate.second, longest->second);
       })) {
     winner = longest->first;
     return longest->second;
@@ -198,8 +182,8 @@ AxisList FunctionPropagator::resolve(
     for (const auto &candidate : candidates) {
       int64_t cost = 0;
       for (const auto &other : candidates)
-        if (!isPrefix(other.second, candidate.second) &&
-            !isPrefix(candidate.second, other.second))
+        if (!isAxesPrefix(other.second, candidate.second) &&
+            !isAxesPrefix(candidate.second, other.second))
           cost += getTensorBytes(tensors[other.first].getType());
       if (cost < bestCost ||
           (cost == bestCost && candidate.second.size() > chosen.size())) {
@@ -322,7 +306,7 @@ bool FunctionPropagator::propagate(Operation *op) {
     for (auto [dim, dimFactors] : llvm::enumerate(*factorsOf[index])) {
       DimSharding &have = current.dims[dim];
       if (!have.isOpen || wanted[dim].size() <= have.axes.size() ||
-          !isPrefix(have.axes, wanted[dim]))
+          !isAxesPrefix(have.axes, wanted[dim]))
         continue;
       AxisList extension;
       for (StringAttr axis :
