@@ -140,8 +140,10 @@ LogicalResult PlanBuilder::addKernel(Operation *op,
     } else if (auto floating = dyn_cast<FloatAttr>(a)) {
       value.set_f(floating.getValueAsDouble());
     } else if (auto array = dyn_cast<DenseI64ArrayAttr>(a)) {
+      // Set the list even when it is empty: dims = [] is an attribute too.
+      plan::IntList *list = value.mutable_ints();
       for (int64_t element : array.asArrayRef())
-        value.mutable_ints()->add_values(element);
+        list->add_values(element);
     } else if (auto elements = dyn_cast<DenseElementsAttr>(a)) {
       value.set_dense(getConstantBytes(elements));
     } else {

@@ -76,3 +76,11 @@ void tessera::buildSingleDevicePipeline(OpPassManager &pm, StringRef output) {
   options.output = output.str();
   pm.addPass(createExportPass(options));
 }
+
+void tessera::buildGradientPipeline(OpPassManager &pm, StringRef output) {
+  pm.addPass(createStripShardingPass());
+  pm.addPass(createAutodiffPass());
+  ExportPassOptions options;
+  options.output = output.str();
+  pm.addPass(createExportPass(options));
+}

@@ -10,9 +10,9 @@ Communicator::~Communicator() = default;
 PendingCollective::~PendingCollective() = default;
 
 namespace {
-class FailedCollective final : public PendingCollective {
+class FinishedCollective final : public PendingCollective {
 public:
-  explicit FailedCollective(std::string error) : error(std::move(error)) {}
+  explicit FinishedCollective(std::string error) : error(std::move(error)) {}
   std::string wait() override { return error; }
 
 private:
@@ -20,8 +20,8 @@ private:
 };
 } // namespace
 
-Pending tessera::runtime::makeFailedCollective(std::string error) {
-  return std::make_unique<FailedCollective>(std::move(error));
+Pending tessera::runtime::makeFinishedCollective(std::string error) {
+  return std::make_unique<FinishedCollective>(std::move(error));
 }
 
 namespace {

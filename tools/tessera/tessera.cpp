@@ -5,6 +5,7 @@
 // tessera compile FILE ...    shard, partition and export a plan
 // tessera verify FILE ...     sharded plan on N ranks vs one device
 // tessera run PLAN --ranks N  run a plan on N local ranks
+// tessera gradcheck FILE      autodiff gradients vs finite differences
 // tessera plan|calibrate      later stages; each says which issue builds it
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +17,7 @@
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Dump.h"
+#include "tessera/runtime/Executor.h"
 #include "tessera/runtime/Plan.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -89,10 +91,14 @@ static cl::SubCommand verifyCmd(
     "verify", "Run the sharded plan on N ranks and the single-device program "
               "on the same seeded inputs, and compare every result");
 static cl::SubCommand runCmd("run", "Run a plan on N local ranks (mpirun)");
+static cl::SubCommand gradcheckCmd(
+    "gradcheck", "Check the gradients of a loss function (--tessera-autodiff) "
+                 "against central finite differences, in process");
 
 static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
                                        cl::desc("<model.mlir>"),
-                                       cl::sub(compileCmd), cl::sub(verifyCmd));
+                                       cl::sub(compileCmd), cl::sub(verifyCmd),
+                                       cl::sub(gradcheckCmd));
 static cl::opt<std::string>
     meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
              cl::sub(compileCmd), cl::sub(verifyCmd));
@@ -121,7 +127,16 @@ static cl::opt<int64_t> ranks("ranks", cl::desc("Number of ranks"),
 static cl::opt<int64_t> steps("steps", cl::desc("Steps to run"), cl::init(1),
                               cl::sub(runCmd));
 static cl::opt<int64_t> seed("seed", cl::desc("Seed of the generated inputs"),
-                             cl::init(0), cl::sub(runCmd), cl::sub(verifyCmd));
+                             cl::init(0), cl::sub(runCmd), cl::sub(verifyCmd),
+                             cl::sub(gradcheckCmd));
+static cl::opt<double> epsilon("eps", cl::desc("Finite-difference step"),
+                               cl::init(1e-2), cl::sub(gradcheckCmd));
+static cl::opt<double> gradTolerance(
+    "tolerance", cl::desc("Largest error, relative to max(|g|, |fd|, 0.01)"),
+    cl::init(3e-2), cl::sub(gradcheckCmd));
+static cl::opt<int64_t> samples("samples",
+                                cl::desc("Elements checked per parameter"),
+                                cl::init(8), cl::sub(gradcheckCmd));
 static cl::opt<std::string> inputsFile("inputs",
                                        cl::desc("Global inputs (tensor file)"),
                                        cl::sub(runCmd));
@@ -471,6 +486,102 @@ static int runVerify(MLIRContext &context) {
   return pass ? 0 : 1;
 }
 
+/// Runs a one-device plan in process on `arguments`; fails with a message.
+static FailureOr<std::vector<runtime::OwnedTensor>>
+runLocal(const plan::Plan &plan, runtime::Communicator &communicator,
+         const std::vector<runtime::OwnedTensor> &arguments) {
+  runtime::Mesh mesh = runtime::getMesh(plan);
+  runtime::Executor executor(plan.programs(0), mesh, communicator);
+  std::vector<runtime::OwnedTensor> results;
+  if (std::string error = executor.run(arguments, results); !error.empty()) {
+    (void)reportError(llvm::createStringError(error));
+    return failure();
+  }
+  return results;
+}
+
+static int runGradcheck(MLIRContext &context) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> model = parseModel(context, sourceMgr, modelInput);
+  if (!model)
+    return 1;
+  SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("tessera-gradcheck", dir))
+    return reportError(llvm::createStringError(ec.message()));
+  std::string gradPath = (dir + "/grad.plan").str();
+  std::string lossPath = (dir + "/loss.plan").str();
+  OwningOpRef<ModuleOp> lossModel = model->clone();
+  if (failed(runPipeline(*model, [&](OpPassManager &pm) {
+        buildGradientPipeline(pm, gradPath);
+      })) ||
+      failed(runPipeline(*lossModel, [&](OpPassManager &pm) {
+        buildSingleDevicePipeline(pm, lossPath);
+      })))
+    return 1;
+  plan::Plan gradPlan, lossPlan;
+  std::string error;
+  if (!(error = runtime::loadPlan(gradPath, gradPlan)).empty() ||
+      !(error = runtime::loadPlan(lossPath, lossPlan)).empty())
+    return reportError(llvm::createStringError(error));
+  llvm::sys::fs::remove_directories(dir);
+
+  const plan::Program &program = gradPlan.programs(0);
+  std::vector<runtime::OwnedTensor> arguments;
+  for (int i = 0; i < program.arguments_size(); ++i)
+    arguments.push_back(runtime::makeGlobalInput(program.arguments(i), seed, i));
+  std::unique_ptr<runtime::Communicator> local =
+      runtime::createLocalCommunicator();
+  FailureOr<std::vector<runtime::OwnedTensor>> gradients =
+      runLocal(gradPlan, *local, arguments);
+  if (failed(gradients))
+    return 1;
+
+  auto lossAt = [&](std::vector<runtime::OwnedTensor> &inputs) -> double {
+    FailureOr<std::vector<runtime::OwnedTensor>> loss =
+        runLocal(lossPlan, *local, inputs);
+    return succeeded(loss) ? (*loss)[0].view.as<float>()[0] : NAN;
+  };
+  llvm::outs() << llvm::formatv("gradcheck: {0}, eps {1:e1}, seed {2}\n",
+                                modelInput, epsilon.getValue(),
+                                seed.getValue());
+  bool pass = true;
+  int64_t result = 1;
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    if (!program.arguments(i).is_param())
+      continue;
+    const runtime::Tensor &gradient = (*gradients)[result++].view;
+    int64_t n = gradient.getNumElements();
+    int64_t count = std::min<int64_t>(samples, n);
+    double worst = 0;
+    for (int64_t k = 0; k < count; ++k) {
+      int64_t index = k * n / count;
+      float &x = arguments[i].view.as<float>()[index];
+      float saved = x;
+      x = saved + epsilon;
+      double plus = lossAt(arguments);
+      x = saved - epsilon;
+      double minus = lossAt(arguments);
+      x = saved;
+      double numeric = (plus - minus) / (2 * epsilon);
+      double analytic = gradient.as<float>()[index];
+      double scale = std::max({std::fabs(numeric), std::fabs(analytic), 1e-2});
+      worst = std::max(worst, std::fabs(numeric - analytic) / scale);
+    }
+    bool ok = worst <= gradTolerance && !std::isnan(worst);
+    pass &= ok;
+    llvm::outs() << llvm::formatv("{0}: {1} of {2} elements, max error "
+                                  "{3:e2} {4}\n",
+                                  program.arguments(i).name(), count, n,
+                                  worst, ok ? "ok" : "OVER TOLERANCE");
+  }
+  llvm::outs() << llvm::formatv("gradcheck: {0} (tolerance {1:e1})\n",
+                                pass ? "PASS" : "FAIL",
+                                gradTolerance.getValue());
+  return pass ? 0 : 1;
+}
+
 static int runRun() {
   std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
                                    "--seed", std::to_string(seed)};
@@ -518,6 +629,8 @@ int main(int argc, char **argv) {
     return runVerify(context);
   if (runCmd)
     return runRun();
+  if (gradcheckCmd)
+    return runGradcheck(context);
   llvm::errs() << "tessera: error: expected a subcommand: model, stats, "
                   "compile, verify, run, plan or calibrate (see --help)\n";
   return 1;

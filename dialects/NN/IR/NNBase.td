@@ -23,7 +23,8 @@ def NN_Dialect : Dialect {
 
     A function argument that is a trainable parameter carries its name in the
     `nn.param` attribute, e.g. `%w: tensor<16x64xf32> {nn.param = "fc1.w"}`;
-    arguments without it are data.
+    arguments without it are data. A function result that is the gradient of
+    a parameter carries `nn.grad_of` with the parameter's name.
   }];
   let hasConstantMaterializer = 1;
   let hasRegionArgAttrVerify = 1;

@@ -57,8 +57,9 @@ TESSERA_ELEMENTWISE_FLOPS(LogSoftmaxOp, 5)
 TESSERA_ELEMENTWISE_FLOPS(LayerNormOp, 7)
 // square, sum, scale, · gamma.
 TESSERA_ELEMENTWISE_FLOPS(RmsNormOp, 4)
-// A gather computes nothing.
+// A gather computes nothing, nor does a one-hot encoding.
 TESSERA_ELEMENTWISE_FLOPS(EmbeddingOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(OneHotOp, 0)
 #undef TESSERA_ELEMENTWISE_FLOPS
 
 int64_t DotOp::getFlops() {
@@ -99,3 +100,6 @@ int64_t EmbeddingOp::getBytesAccessed() {
   int64_t resultBytes = getTensorBytes(getResult().getType());
   return getTensorBytes(getIndices().getType()) + 2 * resultBytes;
 }
+
+/// One addition per gradient element scattered.
+int64_t EmbeddingGradOp::getFlops() { return numElements(getGrad()); }

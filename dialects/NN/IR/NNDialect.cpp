@@ -42,6 +42,13 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
 LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                      unsigned resultIndex,
                                                      NamedAttribute attr) {
-  return op->emitError("unknown nn attribute '")
-         << attr.getName().getValue() << "' on result #" << resultIndex;
+  if (attr.getName() != kGradOfAttrName)
+    return op->emitError("unknown nn attribute '")
+           << attr.getName().getValue() << "' on result #" << resultIndex;
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitError("expects '")
+           << kGradOfAttrName << "' of result #" << resultIndex
+           << " to be a non-empty string, got " << attr.getValue();
+  return success();
 }

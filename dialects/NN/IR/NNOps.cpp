@@ -465,6 +465,42 @@ LogicalResult CausalMaskOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Backward helpers
+//===----------------------------------------------------------------------===//
+
+LogicalResult OneHotOp::verify() {
+  ArrayRef<int64_t> labels = getLabels().getType().getShape();
+  ArrayRef<int64_t> result = getResult().getType().getShape();
+  if (result.size() != labels.size() + 1 || result.drop_back() != labels ||
+      result.back() < 1)
+    return emitOpError("expects a result of shape ")
+           << formatList(labels) << " ++ [depth >= 1], got "
+           << formatList(result);
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  InferError error(loc, getOperationName());
+  auto grad = getRanked(adaptor.getGrad());
+  auto indices = getRanked(adaptor.getIndices());
+  if (!grad || !indices)
+    return error("expects ranked tensors");
+  if (grad.getRank() != indices.getRank() + 1 ||
+      grad.getShape().drop_back() != indices.getShape())
+    return error("expects a gradient of shape ",
+                 formatList(indices.getShape()), " ++ [hidden], got ",
+                 formatList(grad.getShape()));
+  auto vocab = static_cast<int64_t>(adaptor.getVocab());
+  if (vocab < 1)
+    return error("expects a vocab of at least 1, got ", vocab);
+  inferred.push_back(RankedTensorType::get({vocab, grad.getShape().back()},
+                                           grad.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 

@@ -4,6 +4,7 @@
 #define TESSERA_NN_NNOPS_H
 
 #include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/Interfaces/GradientOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
@@ -23,6 +24,10 @@ namespace tessera::nn {
 /// The name of the function-argument attribute that marks a trainable
 /// parameter and holds its name.
 constexpr llvm::StringLiteral kParamAttrName = "nn.param";
+
+/// The name of the function-result attribute that marks the gradient of a
+/// parameter and holds the parameter's name.
+constexpr llvm::StringLiteral kGradOfAttrName = "nn.grad_of";
 
 } // namespace tessera::nn
 

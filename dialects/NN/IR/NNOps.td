@@ -5,19 +5,22 @@
 
 include "dialects/NN/IR/NNBase.td"
 include "dialects/Interfaces/CostOpInterface.td"
+include "dialects/Interfaces/GradientOpInterface.td"
 include "dialects/Interfaces/ShardingRuleOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-/// Every nn op is pure and implements the sharding-rule and cost interfaces
-/// next to its definition (NNShardingRules.cpp, NNCost.cpp).
+/// Every nn op is pure and implements the sharding-rule, cost and gradient
+/// interfaces next to its definition (NNShardingRules.cpp, NNCost.cpp,
+/// NNGradients.cpp).
 /// `costMethods` lists the CostOpInterface methods with defaults that the op
 /// overrides.
 class NN_ModelOp<string mnemonic, list<Trait> traits = [],
                  list<string> costMethods = []>
     : NN_Op<mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<ShardingRuleOpInterface>,
-        DeclareOpInterfaceMethods<CostOpInterface, costMethods>])>;
+        DeclareOpInterfaceMethods<CostOpInterface, costMethods>,
+        DeclareOpInterfaceMethods<GradientOpInterface>])>;
 
 //===----------------------------------------------------------------------===//
 // Linear algebra
@@ -413,6 +416,48 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward helpers
+//===----------------------------------------------------------------------===//
+
+def NN_OneHotOp : NN_ModelOp<"one_hot"> {
+  let summary = "one-hot encoding of integer labels";
+  let description = [{
+    For labels of any shape gives `labels ++ [depth]` with 1 at each label
+    and 0 elsewhere (all 0 for a label outside `[0, depth)`). The gradient of
+    cross-entropy uses it.
+
+    ```mlir
+    %h = nn.one_hot %labels : tensor<2x8xi32> -> tensor<2x8x512xf32>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$labels);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$labels attr-dict `:` type($labels) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_EmbeddingGradOp : NN_ModelOp<"embedding_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradient of an embedding table: scatter-add of row gradients";
+  let description = [{
+    Sums the row gradients `grad` (shape `indices ++ [hidden]`) into a
+    `[vocab, hidden]` table at their indices; indices outside `[0, vocab)`
+    add nothing.
+
+    ```mlir
+    %d = nn.embedding_grad %dy, %tokens vocab = 512
+        : tensor<2x8x64xf32>, tensor<2x8xi32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_IndexTensor:$indices,
+                       I64Attr:$vocab);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices `vocab` `=` $vocab attr-dict `:` type($grad) `,`
+    type($indices)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -241,3 +241,30 @@ ShardingRule AdamWOp::getShardingRule() {
   }
   return builder.build();
 }
+
+ShardingRule OneHotOp::getShardingRule() {
+  ArrayRef<int64_t> shape = getShape(getResult());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  int64_t last = shape.size() - 1;
+  for (int64_t dim = 0; dim < last; ++dim)
+    builder.addFactor({dim}, {dim}, shape[dim]);
+  // A split depth would need each device's offset of the classes.
+  builder.addFactor({kNoDim}, {last}, shape[last],
+                    FactorKind::NeedReplication);
+  return builder.build();
+}
+
+ShardingRule EmbeddingGradOp::getShardingRule() {
+  ArrayRef<int64_t> gradShape = getShape(getGrad());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  int64_t rank = gradShape.size() - 1;
+  // Positions are summed over: a split one leaves partial tables.
+  for (int64_t dim = 0; dim < rank; ++dim)
+    builder.addFactor({dim, dim}, {kNoDim}, gradShape[dim],
+                      FactorKind::Reduction);
+  builder.addFactor({rank, kNoDim}, {1}, gradShape[rank]);
+  // Scattering into a split vocab would need each device's row offset.
+  builder.addFactor({kNoDim, kNoDim}, {0}, getShape(getResult())[0],
+                    FactorKind::NeedReplication);
+  return builder.build();
+}

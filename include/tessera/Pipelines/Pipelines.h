@@ -26,6 +26,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, llvm::StringRef output,
 void buildSingleDevicePipeline(mlir::OpPassManager &pm,
                                llvm::StringRef output);
 
+/// The single-device loss-and-gradients program's plan: shardings stripped,
+/// autodiff, then export.
+void buildGradientPipeline(mlir::OpPassManager &pm, llvm::StringRef output);
+
 } // namespace tessera
 
 #endif // TESSERA_PIPELINES_PIPELINES_H

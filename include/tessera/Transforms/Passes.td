@@ -5,6 +5,33 @@
 
 include "mlir/Pass/PassBase.td"
 
+def AutodiffPass : Pass<"tessera-autodiff", "mlir::ModuleOp"> {
+  let summary = "Appends the gradient of the loss for every parameter";
+  let description = [{
+    Reverse-mode automatic differentiation. Each function must return one
+    scalar float loss; its arguments marked `nn.param` are the parameters.
+    The pass walks the ops from the loss back to the parameters and asks each
+    one for the gradients of its operands (`GradientOpInterface`, built from
+    nn ops), summing where a value has several uses. The function then
+    returns the loss followed by one gradient per parameter, in argument
+    order, each result marked `nn.grad_of = "<parameter>"`.
+
+    Only values that depend on a parameter get gradients; an op on that path
+    without a derivative is an error naming it.
+
+    Before:
+    ```mlir
+    func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x2xf32> {nn.param = "w"}) -> tensor<f32> {
+      %y = nn.dot %x, %w contracting_dims = [1] x [0] : ...
+      %l = nn.reduce_sum %y dims = [0, 1] : tensor<4x2xf32> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    After, the function also returns `dl/dw = dot(x, ones)` contracted over
+    the batch: `-> (tensor<f32>, tensor<8x2xf32> {nn.grad_of = "w"})`.
+  }];
+}
+
 def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
   let summary = "Completes partial sharding annotations to every value";
   let description = [{

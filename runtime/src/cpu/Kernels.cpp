@@ -1126,6 +1126,63 @@ static void runEmbedding(KernelCall &c) {
   }
 }
 
+/// nn.embedding_grad: row gradients summed into the table at their indices;
+/// an index outside the table adds nothing.
+static void runEmbeddingGrad(KernelCall &c) {
+  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "gradient") ||
+      !c.expectIndex(c.in(1), "indices") || !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &grad = c.in(0), &indices = c.in(1);
+  Tensor &table = c.out(0);
+  std::vector<int64_t> rowShape = indices.shape;
+  if (table.getRank() != 2 || grad.getRank() != indices.getRank() + 1) {
+    c.fail("expects a [vocab, hidden] result and a gradient of shape "
+           "indices ++ [hidden]");
+    return;
+  }
+  rowShape.push_back(table.shape[1]);
+  if (!c.expectShape(grad, rowShape, "gradient"))
+    return;
+  int64_t vocab = table.shape[0], hidden = table.shape[1];
+  float *rows = table.as<float>();
+  std::fill(rows, rows + vocab * hidden, 0.0f);
+  for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
+    int64_t index = readIndex(indices, i);
+    if (index < 0 || index >= vocab)
+      continue;
+    const float *from = grad.as<float>() + i * hidden;
+    float *to = rows + index * hidden;
+    for (int64_t h = 0; h < hidden; ++h)
+      to[h] += from[h];
+  }
+}
+
+/// nn.one_hot: 1 at each label, 0 elsewhere (a label outside the depth
+/// gives a zero row).
+static void runOneHot(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectIndex(c.in(0), "labels") ||
+      !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &labels = c.in(0);
+  Tensor &result = c.out(0);
+  if (result.getRank() != labels.getRank() + 1) {
+    c.fail("expects a result of rank ", labels.getRank() + 1);
+    return;
+  }
+  std::vector<int64_t> shape = labels.shape;
+  int64_t depth = result.shape.back();
+  shape.push_back(depth);
+  if (!c.expectShape(result, shape, "result"))
+    return;
+  float *out = result.as<float>();
+  std::fill(out, out + result.getNumElements(), 0.0f);
+  for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
+    int64_t label = readIndex(labels, i);
+    if (label >= 0 && label < depth)
+      out[i * depth + label] = 1.0f;
+  }
+}
+
 static void runCrossEntropy(KernelCall &c) {
   if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "logits") ||
       !c.expectIndex(c.in(1), "labels") || !c.expectF32(c.out(0), "result"))
@@ -1320,6 +1377,8 @@ static const std::unordered_map<std::string, KernelFn> &getKernels() {
       {"nn.layer_norm", runLayerNorm},
       {"nn.rms_norm", runRmsNorm},
       {"nn.embedding", runEmbedding},
+      {"nn.embedding_grad", runEmbeddingGrad},
+      {"nn.one_hot", runOneHot},
       {"nn.cross_entropy", runCrossEntropy},
       {"nn.causal_mask", runCausalMask},
       // Optimizer updates.

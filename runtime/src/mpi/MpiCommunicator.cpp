@@ -182,7 +182,7 @@ Pending MpiCommunicator::startAllReduce(const Tensor &in, const Tensor &out,
                                         Reduction reduction, const Axes &axes) {
   MPI_Datatype type = getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
-    return makeFailedCollective(std::string("all_reduce of ") +
+    return makeFinishedCollective(std::string("all_reduce of ") +
                                 getDTypeName(in.dtype) + " is not supported");
   MPI_Comm comm = getComm(axes);
   auto pending = post("MPI_Iallreduce", [&](MPI_Request *request) {
@@ -222,7 +222,7 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
                                             const Axes &axes) {
   MPI_Datatype type = getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
-    return makeFailedCollective(std::string("reduce_scatter of ") +
+    return makeFinishedCollective(std::string("reduce_scatter of ") +
                                 getDTypeName(in.dtype) + " is not supported");
   int64_t count = getGroupSize(axes);
   MPI_Comm comm = getComm(axes);

@@ -631,3 +631,30 @@ func.func @sgd_inf_lr(%p: tensor<16xf32>, %g: tensor<16xf32>) -> tensor<16xf32> 
 func.func @param_on_result(%x: tensor<16xf32>) -> (tensor<16xf32> {nn.param = "w"}) {
   return %x : tensor<16xf32>
 }
+
+// -----
+
+// Tests that one_hot appends exactly the depth to the labels' shape.
+func.func @one_hot_shape(%labels: tensor<2x8xi32>) -> tensor<2x512xf32> {
+  // expected-error @+1 {{'nn.one_hot' op expects a result of shape [2, 8] ++ [depth >= 1], got [2, 512]}}
+  %h = nn.one_hot %labels : tensor<2x8xi32> -> tensor<2x512xf32>
+  return %h : tensor<2x512xf32>
+}
+
+// -----
+
+// Tests that embedding_grad takes one gradient row per index.
+func.func @embedding_grad_shape(%dy: tensor<2x4x64xf32>, %ids: tensor<2x8xi32>) -> tensor<512x64xf32> {
+  // expected-error @+1 {{'nn.embedding_grad' op expects a gradient of shape [2, 8] ++ [hidden], got [2, 4, 64]}}
+  %g = nn.embedding_grad %dy, %ids vocab = 512 : tensor<2x4x64xf32>, tensor<2x8xi32>
+  return %g : tensor<512x64xf32>
+}
+
+// -----
+
+// Tests that embedding_grad needs a vocab.
+func.func @embedding_grad_vocab(%dy: tensor<2x8x64xf32>, %ids: tensor<2x8xi32>) -> tensor<0x64xf32> {
+  // expected-error @+1 {{'nn.embedding_grad' op expects a vocab of at least 1, got 0}}
+  %g = nn.embedding_grad %dy, %ids vocab = 0 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %g : tensor<0x64xf32>
+}

@@ -338,3 +338,15 @@ func.func @adamw_mixed(%p: tensor<16x64xbf16>, %g: tensor<16x64xbf16>, %m: tenso
       : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<i64>
   return %p2, %m2, %v2 : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<16x64xf32>
 }
+
+// -----
+
+// Tests that the backward helpers one_hot and embedding_grad round-trip.
+// CHECK-LABEL: func.func @backward_helpers
+func.func @backward_helpers(%labels: tensor<2x8xi32>, %dy: tensor<2x8x64xf32>) -> (tensor<2x8x512xf32>, tensor<512x64xf32>) {
+  // CHECK: nn.one_hot %{{.+}} : tensor<2x8xi32> -> tensor<2x8x512xf32>
+  %h = nn.one_hot %labels : tensor<2x8xi32> -> tensor<2x8x512xf32>
+  // CHECK: nn.embedding_grad %{{.+}}, %{{.+}} vocab = 512 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %g = nn.embedding_grad %dy, %labels vocab = 512 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %h, %g : tensor<2x8x512xf32>, tensor<512x64xf32>
+}

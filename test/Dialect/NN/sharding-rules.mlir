@@ -238,3 +238,17 @@ func.func @reductions_and_norms(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tenso
   %4 = nn.sgd %3, %x lr = 1.0e-01 : tensor<4x8xf32>
   return %4 : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that one_hot's depth and embedding_grad's vocab cannot be split, and
+// that embedding_grad sums over the positions.
+func.func @backward_helpers(%labels: tensor<2x8xi32>, %dy: tensor<2x8x64xf32>) -> (tensor<2x8x512xf32>, tensor<512x64xf32>) {
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j, k]) {i=2, j=8, k=512} need_replication={k}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=32832}}
+  %h = nn.one_hot %labels : tensor<2x8xi32> -> tensor<2x8x512xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j, k], [i, j]) -> ([l, k]) {i=2, j=8, k=64, l=512} reduction={i, j} need_replication={l}}}
+  // expected-remark @+1 {{cost: flops=1024 bytes=135232}}
+  %g = nn.embedding_grad %dy, %labels vocab = 512 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %h, %g : tensor<2x8x512xf32>, tensor<512x64xf32>
+}

@@ -594,6 +594,23 @@ TEST(KernelsTest, EmbeddingLooksUpRowsAndZeroesOutOfRange) {
   EXPECT_EQ(read<float>(row), (std::vector<float>{3, 4}));
 }
 
+TEST(KernelsTest, EmbeddingGradSumsRowsAtTheirIndices) {
+  // Index 2 appears twice; -1 and 3 are outside the table.
+  OwnedTensor grad = f32({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  OwnedTensor indices = i32({2, 2}, {2, 0, 2, 3});
+  OwnedTensor table(DType::F32, {3, 2});
+  ASSERT_EQ(run("nn.embedding_grad", {}, {&grad, &indices}, {&table}), "");
+  EXPECT_EQ(read<float>(table), (std::vector<float>{3, 4, 0, 0, 6, 8}));
+}
+
+TEST(KernelsTest, OneHotMarksEachLabel) {
+  OwnedTensor labels = i64({3}, {1, 0, 5});
+  OwnedTensor result(DType::F32, {3, 3});
+  ASSERT_EQ(run("nn.one_hot", {}, {&labels}, {&result}), "");
+  EXPECT_EQ(read<float>(result),
+            (std::vector<float>{0, 1, 0, 1, 0, 0, 0, 0, 0}));
+}
+
 TEST(KernelsTest, CrossEntropyIsLogSumExpMinusTheLabelLogit) {
   OwnedTensor logits = f32({2, 3}, {1, 2, 3, 0, 0, 0});
   OwnedTensor labels = i64({2}, {2, 0});

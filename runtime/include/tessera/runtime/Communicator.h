@@ -33,8 +33,9 @@ public:
 };
 using Pending = std::unique_ptr<PendingCollective>;
 
-/// A pending collective that already failed when it was started.
-Pending makeFailedCollective(std::string error);
+/// A collective that finished when it was started: wait() answers `error`
+/// ("" for one that succeeded).
+Pending makeFinishedCollective(std::string error);
 
 class Communicator {
 public:
@@ -112,6 +113,10 @@ void slicePiece(const Tensor &in, const Tensor &out, int64_t dim,
 /// Writes `piece` as piece `index` of `count` along `dim` of `out`.
 void placePiece(const Tensor &piece, const Tensor &out, int64_t dim,
                 int64_t index, int64_t count);
+
+/// The communicator of a one-rank run (every collective a copy), for
+/// running single-device plans in process without MPI.
+std::unique_ptr<Communicator> createLocalCommunicator();
 
 /// Creates the MPI communicator of a mesh; MPI must be initialized. Fails
 /// when the world size is not the mesh's device count.
