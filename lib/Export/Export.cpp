@@ -274,9 +274,17 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
     firstUse.back() = -1;
     auto param = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                        nn::kParamAttrName);
-    argument->set_name(param ? param.str()
-                             : "arg" + std::to_string(arg.getArgNumber()));
+    auto state = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       nn::kStateAttrName);
+    argument->set_name(param   ? param.str()
+                       : state ? state.str()
+                               : "arg" + std::to_string(arg.getArgNumber()));
     argument->set_is_param(static_cast<bool>(param));
+    argument->set_role(param   ? plan::PARAM
+                       : state ? (state.getValue() == "step"
+                                      ? plan::STEP
+                                      : plan::OPTIMIZER_STATE)
+                               : plan::DATA);
     argument->set_dtype(getPlanDType(type));
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName), type,
@@ -292,6 +300,9 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
           return returnOp.emitError("cannot export result #") << index;
         plan::Result *planResult = program->add_results();
         planResult->set_buffer(*id);
+        if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+                index, nn::kUpdatesAttrName))
+          planResult->set_updates_argument(updates.getInt());
         setSharding(function.getResultAttr(index, attrName),
                     cast<RankedTensorType>(operand.getType()),
                     planResult->mutable_global_shape(),

@@ -161,6 +161,9 @@ OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
   OwnedTensor tensor(getDType(argument.dtype()),
                      {argument.global_shape().begin(),
                       argument.global_shape().end()});
+  // Optimizer state starts at zero; the step counter is set per step.
+  if (argument.role() == plan::OPTIMIZER_STATE || argument.role() == plan::STEP)
+    return tensor;
   uint64_t state = seed * 0x100000001b3ULL + index;
   int64_t n = tensor.view.getNumElements();
   uint64_t bound = argument.index_bound() > 0 ? argument.index_bound() : 1;

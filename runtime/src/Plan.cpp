@@ -364,6 +364,22 @@ std::string ProgramValidator::run() {
     if (!defined[result.buffer()] || freed[result.buffer()])
       return fail("result buffer " + std::to_string(result.buffer()) +
                   " is not live at the end");
+    if (result.has_updates_argument()) {
+      int64_t target = result.updates_argument();
+      if (target < 0 || target >= program.arguments_size())
+        return fail("result buffer " + std::to_string(result.buffer()) +
+                    " updates argument " + std::to_string(target) +
+                    ", which does not exist");
+      const plan::Buffer &argument =
+          buffer(program.arguments(target).buffer());
+      const plan::Buffer &updated = buffer(result.buffer());
+      if (argument.dtype() != updated.dtype() ||
+          !std::equal(argument.shape().begin(), argument.shape().end(),
+                      updated.shape().begin(), updated.shape().end()))
+        return fail("result buffer " + std::to_string(result.buffer()) +
+                    " updates argument '" + program.arguments(target).name() +
+                    "' but differs in dtype or local shape");
+    }
     if (result.global_shape_size() != buffer(result.buffer()).shape_size() ||
         result.dim_axes_size() != buffer(result.buffer()).shape_size())
       return fail("result buffer " + std::to_string(result.buffer()) +

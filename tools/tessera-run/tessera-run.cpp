@@ -2,7 +2,11 @@
 //
 //   mpirun -np N tessera-run model.plan [--steps N] [--seed S]
 //                            [--inputs FILE] [--dump-inputs FILE]
-//                            [--dump-outputs FILE]
+//                            [--dump-outputs FILE] [--dump-losses FILE]
+//
+// A train step (results that update arguments) trains: after each step its
+// new parameters and optimizer state replace the old, the step counter
+// counts from 1, and rank 0 prints the loss.
 //
 // Every rank loads and validates the plan, builds the same global inputs
 // (seeded, or read from --inputs), keeps its piece, runs its program and
@@ -35,11 +39,12 @@ struct Options {
   std::string inputs;
   std::string dumpInputs;
   std::string dumpOutputs;
+  std::string dumpLosses;
 };
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
-    "[--dump-inputs FILE] [--dump-outputs FILE]\n";
+    "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n";
 
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
@@ -71,6 +76,9 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--dump-inputs") {
       if (!value(options.dumpInputs))
         return "--dump-inputs needs a file";
+    } else if (arg == "--dump-losses") {
+      if (!value(options.dumpLosses))
+        return "--dump-losses needs a file";
     } else if (arg == "--dump-outputs") {
       if (!value(options.dumpOutputs))
         return "--dump-outputs needs a file";
@@ -179,14 +187,44 @@ int main(int argc, char **argv) {
 
   Executor executor(*program, mesh, *communicator);
   std::vector<OwnedTensor> results;
+  // The loss: the first scalar f32 result that updates no argument.
+  int lossResult = -1;
+  for (int i = 0; i < program->results_size() && lossResult < 0; ++i)
+    if (!program->results(i).has_updates_argument() &&
+        program->results(i).global_shape_size() == 0 &&
+        program->buffers(program->results(i).buffer()).dtype() == plan::F32)
+      lossResult = i;
+  std::vector<double> losses;
   for (int64_t step = 1; step <= options.steps; ++step) {
+    for (int i = 0; i < program->arguments_size(); ++i) {
+      if (program->arguments(i).role() != plan::STEP)
+        continue;
+      Tensor &counter = locals[i].view;
+      if (counter.dtype == DType::I64)
+        counter.as<int64_t>()[0] = step;
+      else if (counter.dtype == DType::I32)
+        counter.as<int32_t>()[0] = static_cast<int32_t>(step);
+    }
     if (!(error = executor.run(locals, results)).empty())
-      return fail(error);
-    if (rank == 0 && options.steps > 1 && !results.empty() &&
-        results[0].view.getNumElements() == 1 &&
-        results[0].view.dtype == DType::F32)
-      std::printf("step %lld: result #0 = %.6f\n",
-                  static_cast<long long>(step), results[0].view.as<float>()[0]);
+      return fail("step " + std::to_string(step) + ": " + error);
+    for (int i = 0; i < program->results_size(); ++i)
+      if (program->results(i).has_updates_argument())
+        locals[program->results(i).updates_argument()] = results[i];
+    if (lossResult >= 0) {
+      double loss = results[lossResult].view.as<float>()[0];
+      losses.push_back(loss);
+      if (rank == 0 && options.steps > 1)
+        std::printf("step %lld: loss = %.7g\n", static_cast<long long>(step),
+                    loss);
+    }
+  }
+  if (rank == 0 && !options.dumpLosses.empty()) {
+    std::FILE *file = std::fopen(options.dumpLosses.c_str(), "w");
+    if (!file)
+      return fail("cannot write '" + options.dumpLosses + "'");
+    for (double loss : losses)
+      std::fprintf(file, "%.9g\n", loss);
+    std::fclose(file);
   }
 
   // Rank 0 assembles each global result from every rank's piece.
@@ -206,7 +244,10 @@ int main(int argc, char **argv) {
       piece.data = pieces.data() + r * piece.getBytes();
       placeLocalPiece(piece, global.view, getDimAxes(result), mesh, r);
     }
-    printResult(i, global.view);
+    // A train step's new parameters and state are many and large: print
+    // only what updates nothing (the loss).
+    if (!result.has_updates_argument())
+      printResult(i, global.view);
     globalResults.push_back(std::move(global));
   }
   if (rank == 0 && !options.dumpOutputs.empty())

@@ -4,6 +4,7 @@
 
 #include "dialects/NN/IR/NNOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace tessera::nn;
@@ -28,13 +29,13 @@ Operation *NNDialect::materializeConstant(OpBuilder &builder, Attribute value,
 LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
-  if (attr.getName() != kParamAttrName)
+  if (attr.getName() != kParamAttrName && attr.getName() != kStateAttrName)
     return op->emitError("unknown nn attribute '")
            << attr.getName().getValue() << "' on argument #" << argIndex;
   auto name = dyn_cast<StringAttr>(attr.getValue());
   if (!name || name.getValue().empty())
     return op->emitError("expects '")
-           << kParamAttrName << "' of argument #" << argIndex
+           << attr.getName().getValue() << "' of argument #" << argIndex
            << " to be a non-empty string, got " << attr.getValue();
   return success();
 }
@@ -42,6 +43,16 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
 LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                      unsigned resultIndex,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kUpdatesAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    if (!index || !function || index.getInt() < 0 ||
+        index.getInt() >= function.getNumArguments())
+      return op->emitError("expects '")
+             << kUpdatesAttrName << "' of result #" << resultIndex
+             << " to be the index of an argument, got " << attr.getValue();
+    return success();
+  }
   if (attr.getName() != kGradOfAttrName)
     return op->emitError("unknown nn attribute '")
            << attr.getName().getValue() << "' on result #" << resultIndex;

@@ -29,6 +29,14 @@ constexpr llvm::StringLiteral kParamAttrName = "nn.param";
 /// parameter and holds the parameter's name.
 constexpr llvm::StringLiteral kGradOfAttrName = "nn.grad_of";
 
+/// The function-argument attribute of optimizer state: "<param>.adam_m",
+/// "<param>.adam_v", or "step" for the step counter the runtime sets.
+constexpr llvm::StringLiteral kStateAttrName = "nn.state";
+
+/// The function-result attribute of a train step's new parameter or state:
+/// the index of the argument it replaces in the next step.
+constexpr llvm::StringLiteral kUpdatesAttrName = "nn.updates";
+
 } // namespace tessera::nn
 
 #endif // TESSERA_NN_NNOPS_H

@@ -32,6 +32,43 @@ def AutodiffPass : Pass<"tessera-autodiff", "mlir::ModuleOp"> {
   }];
 }
 
+def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
+  let summary = "Turns a loss function into one optimizer step";
+  let description = [{
+    Differentiates the loss (as `--tessera-autodiff`) and updates every
+    `nn.param` argument with its gradient, so that the function becomes one
+    training step: parameters, optimizer state and a batch in; new
+    parameters, new state and the loss out.
+
+    - `optimizer=sgd`: `nn.sgd` per parameter; results are the new
+      parameters, then the loss.
+    - `optimizer=adamw` (default): new arguments after the original ones,
+      the first and second moments of each parameter
+      (`nn.state = "<param>.adam_m"`, `"<param>.adam_v"`, of its type) and
+      the step counter (`nn.state = "step"`, `tensor<i64>`, set by the
+      runtime from 1); `nn.adamw` per parameter; results are the new
+      parameters, the new first moments, the new second moments, then the
+      loss.
+
+    Each new parameter or state result carries `nn.updates = <index>`: the
+    argument it replaces in the next step. Sharded training needs nothing
+    more: gradients follow the shardings of their parameters through the
+    optimizer ops, and the data-parallel gradient reduction falls out of the
+    weight gradients' contraction over the split batch.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8",
+           "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "Decoupled weight decay (AdamW) or L2 decay (SGD)">,
+  ];
+}
+
 def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
   let summary = "Completes partial sharding annotations to every value";
   let description = [{

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Transforms/Autodiff/Autodiff.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Interfaces/GradientOpInterface.h"
@@ -38,8 +39,7 @@ static Value makeSplat(OpBuilder &builder, Location loc, Type type,
                                 DenseElementsAttr::get(tensor, element));
 }
 
-/// Differentiates one function in place.
-static LogicalResult differentiate(func::FuncOp function) {
+LogicalResult tessera::differentiate(func::FuncOp function) {
   auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
   if (returnOp.getNumOperands() != 1 || !isFloatTensor(returnOp.getOperand(0)) ||
       cast<RankedTensorType>(returnOp.getOperand(0).getType()).getRank() != 0)

@@ -37,7 +37,8 @@ private:
 };
 
 /// The global value of argument `index` for `seed`, the same on every rank:
-/// floats uniform in [-0.5, 0.5), integers uniform in [0, index_bound).
+/// floats uniform in [-0.5, 0.5), integers uniform in [0, index_bound);
+/// optimizer state and the step counter start at zero.
 OwnedTensor makeGlobalInput(const plan::Argument &argument, uint64_t seed,
                             int64_t index);
 

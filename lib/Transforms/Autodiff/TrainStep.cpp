@@ -1,0 +1,132 @@
+//===- TrainStep.cpp - One optimizer step (--tessera-train-step) ----------===//
+
+#include "tessera/Transforms/Autodiff/Autodiff.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "dialects/NN/IR/NNOps.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_TRAINSTEPPASS
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+#define DEBUG_TYPE "tessera-train-step"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+struct OptimizerOptions {
+  bool adamw;
+  double lr, beta1, beta2, epsilon, weightDecay;
+};
+
+LogicalResult buildTrainStep(func::FuncOp function,
+                             const OptimizerOptions &options) {
+  SmallVector<unsigned> params;
+  for (BlockArgument arg : function.getArguments())
+    if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      params.push_back(arg.getArgNumber());
+  DictionaryAttr lossAttrs = function.getResultAttrDict(0);
+  if (failed(differentiate(function)))
+    return failure();
+
+  auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
+  Value loss = returnOp.getOperand(0);
+  SmallVector<Value> gradients(returnOp.getOperands().drop_front());
+  OpBuilder builder(returnOp);
+  MLIRContext *context = function.getContext();
+  Location loc = function.getLoc();
+  auto f32 = [&](double value) {
+    return builder.getF32FloatAttr(static_cast<float>(value));
+  };
+
+  SmallVector<Value> results;
+  SmallVector<int64_t> updates;
+  if (!options.adamw) {
+    for (auto [param, gradient] : llvm::zip(params, gradients)) {
+      results.push_back(nn::SgdOp::create(builder, loc,
+                                          function.getArgument(param),
+                                          gradient, f32(options.lr),
+                                          f32(options.weightDecay)));
+      updates.push_back(param);
+    }
+  } else {
+    // The moments and the step counter become new arguments.
+    auto addState = [&](Type type, const Twine &name) {
+      unsigned index = function.getNumArguments();
+      NamedAttribute attr(StringAttr::get(context, nn::kStateAttrName),
+                          StringAttr::get(context, name));
+      (void)function.insertArgument(index, type,
+                                    DictionaryAttr::get(context, {attr}), loc);
+      return index;
+    };
+    SmallVector<unsigned> moments, squares;
+    for (unsigned param : params) {
+      Type type = function.getArgument(param).getType();
+      StringRef name = function
+                           .getArgAttrOfType<StringAttr>(param,
+                                                         nn::kParamAttrName)
+                           .getValue();
+      moments.push_back(addState(type, name + ".adam_m"));
+      squares.push_back(addState(type, name + ".adam_v"));
+    }
+    unsigned step = addState(
+        RankedTensorType::get({}, builder.getI64Type()), "step");
+    SmallVector<Value> newParams, newMoments, newSquares;
+    for (auto [index, param] : llvm::enumerate(params)) {
+      auto update = nn::AdamWOp::create(
+          builder, loc, function.getArgument(param), gradients[index],
+          function.getArgument(moments[index]),
+          function.getArgument(squares[index]), function.getArgument(step),
+          f32(options.lr), f32(options.beta1), f32(options.beta2),
+          f32(options.epsilon), f32(options.weightDecay));
+      newParams.push_back(update.getNewParam());
+      newMoments.push_back(update.getNewM());
+      newSquares.push_back(update.getNewV());
+    }
+    llvm::append_range(results, newParams);
+    llvm::append_range(results, newMoments);
+    llvm::append_range(results, newSquares);
+    llvm::append_range(updates, params);
+    llvm::append_range(updates, moments);
+    llvm::append_range(updates, squares);
+  }
+  results.push_back(loss);
+  func::ReturnOp::create(builder, returnOp.getLoc(), results);
+  returnOp.erase();
+
+  SmallVector<Type> resultTypes;
+  for (Value value : results)
+    resultTypes.push_back(value.getType());
+  function.setType(
+      builder.getFunctionType(function.getArgumentTypes(), resultTypes));
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (int64_t index : updates)
+    resultAttrs.push_back(DictionaryAttr::get(
+        context, {NamedAttribute(StringAttr::get(context, nn::kUpdatesAttrName),
+                                 builder.getI64IntegerAttr(index))}));
+  resultAttrs.push_back(lossAttrs ? lossAttrs : DictionaryAttr::get(context));
+  function.setAllResultAttrs(resultAttrs);
+  return success();
+}
+
+struct TrainStepPass : tessera::impl::TrainStepPassBase<TrainStepPass> {
+  using TrainStepPassBase::TrainStepPassBase;
+
+  void runOnOperation() override {
+    if (optimizer != "adamw" && optimizer != "sgd") {
+      getOperation().emitError("unknown optimizer '")
+          << optimizer << "', expected adamw or sgd";
+      return signalPassFailure();
+    }
+    OptimizerOptions options{optimizer == "adamw", lr,      beta1,
+                             beta2,                epsilon, weightDecay};
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal() && failed(buildTrainStep(function, options)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
