@@ -3,10 +3,14 @@
 //   mpirun -np N tessera-run model.plan [--steps N] [--seed S]
 //                            [--inputs FILE] [--dump-inputs FILE]
 //                            [--dump-outputs FILE] [--dump-losses FILE]
+//                            [--save-checkpoint DIR] [--load-checkpoint DIR]
 //
 // A train step (results that update arguments) trains: after each step its
 // new parameters and optimizer state replace the old, the step counter
-// counts from 1, and rank 0 prints the loss.
+// counts from 1, and rank 0 prints the loss. A checkpoint is one tensor file
+// per rank with its pieces of the parameters and optimizer state, plus an
+// index (rank 0) naming them with their global shapes and the step reached;
+// loading it on the same plan resumes bit for bit.
 //
 // Every rank loads and validates the plan, builds the same global inputs
 // (seeded, or read from --inputs), keeps its piece, runs its program and
@@ -40,11 +44,14 @@ struct Options {
   std::string dumpInputs;
   std::string dumpOutputs;
   std::string dumpLosses;
+  std::string saveCheckpoint;
+  std::string loadCheckpoint;
 };
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
-    "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n";
+    "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
+    "       [--save-checkpoint DIR] [--load-checkpoint DIR]\n";
 
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
@@ -76,6 +83,12 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--dump-inputs") {
       if (!value(options.dumpInputs))
         return "--dump-inputs needs a file";
+    } else if (arg == "--save-checkpoint") {
+      if (!value(options.saveCheckpoint))
+        return "--save-checkpoint needs a directory";
+    } else if (arg == "--load-checkpoint") {
+      if (!value(options.loadCheckpoint))
+        return "--load-checkpoint needs a directory";
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
         return "--dump-losses needs a file";
@@ -117,6 +130,84 @@ void printResult(int64_t index, const Tensor &tensor) {
     maxAbs = std::max(maxAbs, std::fabs(double(tensor.as<float>()[i])));
   }
   std::printf(" sum = %.6f, max |x| = %.6f\n", sum, maxAbs);
+}
+
+/// The arguments a checkpoint holds: parameters and optimizer state.
+std::vector<int> getCheckpointed(const plan::Program &program) {
+  std::vector<int> indices;
+  for (int i = 0; i < program.arguments_size(); ++i)
+    if (program.arguments(i).role() == plan::PARAM ||
+        program.arguments(i).role() == plan::OPTIMIZER_STATE)
+      indices.push_back(i);
+  return indices;
+}
+
+std::string shardPath(const std::string &dir, int rank) {
+  return dir + "/rank-" + std::to_string(rank) + ".tensors";
+}
+
+/// Writes this rank's shard, and on rank 0 the index.
+std::string saveCheckpoint(const std::string &dir, const plan::Program &program,
+                           const std::vector<OwnedTensor> &locals, int rank,
+                           int64_t step) {
+  std::vector<int> indices = getCheckpointed(program);
+  std::vector<OwnedTensor> shard;
+  for (int i : indices)
+    shard.push_back(locals[i]);
+  if (std::string error = writeTensors(shardPath(dir, rank), shard);
+      !error.empty())
+    return error;
+  if (rank != 0)
+    return "";
+  std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "w");
+  if (!index)
+    return "cannot write '" + dir + "/index.txt'";
+  std::fprintf(index, "tessera checkpoint v1\nstep %lld\n",
+               static_cast<long long>(step));
+  for (int i : indices) {
+    const plan::Argument &argument = program.arguments(i);
+    std::fprintf(index, "%s %s", argument.name().c_str(),
+                 getDTypeName(getDType(argument.dtype())));
+    for (int64_t size : argument.global_shape())
+      std::fprintf(index, " %lld", static_cast<long long>(size));
+    std::fprintf(index, "\n");
+  }
+  std::fclose(index);
+  return "";
+}
+
+/// Reads this rank's shard into the parameters and state; returns the step
+/// the checkpoint reached through `step`.
+std::string loadCheckpoint(const std::string &dir,
+                           const plan::Program &program,
+                           std::vector<OwnedTensor> &locals, int rank,
+                           int64_t &step) {
+  std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "r");
+  long long saved = 0;
+  if (!index || std::fscanf(index, "tessera checkpoint v1 step %lld", &saved) != 1) {
+    if (index)
+      std::fclose(index);
+    return "'" + dir + "' holds no Tessera checkpoint index";
+  }
+  std::fclose(index);
+  std::vector<OwnedTensor> shard;
+  if (std::string error = readTensors(shardPath(dir, rank), shard);
+      !error.empty())
+    return error;
+  std::vector<int> indices = getCheckpointed(program);
+  if (shard.size() != indices.size())
+    return "the checkpoint holds " + std::to_string(shard.size()) +
+           " tensors for this rank, the plan has " +
+           std::to_string(indices.size()) + " parameters and state tensors";
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const Tensor &have = shard[k].view, &want = locals[indices[k]].view;
+    if (have.dtype != want.dtype || have.shape != want.shape)
+      return "checkpoint tensor '" + program.arguments(indices[k]).name() +
+             "' does not match this plan's piece of it";
+    locals[indices[k]] = std::move(shard[k]);
+  }
+  step = saved;
+  return "";
 }
 
 } // namespace
@@ -195,7 +286,14 @@ int main(int argc, char **argv) {
         program->buffers(program->results(i).buffer()).dtype() == plan::F32)
       lossResult = i;
   std::vector<double> losses;
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  int64_t firstStep = 0;
+  if (!options.loadCheckpoint.empty())
+    if (!(error = loadCheckpoint(options.loadCheckpoint, *program, locals,
+                                 rank, firstStep))
+             .empty())
+      return fail(error);
+  for (int64_t step = firstStep + 1; step <= firstStep + options.steps;
+       ++step) {
     for (int i = 0; i < program->arguments_size(); ++i) {
       if (program->arguments(i).role() != plan::STEP)
         continue;
@@ -218,6 +316,11 @@ int main(int argc, char **argv) {
                     loss);
     }
   }
+  if (!options.saveCheckpoint.empty())
+    if (!(error = saveCheckpoint(options.saveCheckpoint, *program, locals, rank,
+                                 firstStep + options.steps))
+             .empty())
+      return fail(error);
   if (rank == 0 && !options.dumpLosses.empty()) {
     std::FILE *file = std::fopen(options.dumpLosses.c_str(), "w");
     if (!file)
