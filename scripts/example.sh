@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
 # Sets up and builds Tessera, then runs its main job on the built-in example:
-# the annotated Megatron MLP (examples/mlp_megatron.mlir) on a 2x2 DP x TP
-# mesh of CPU ranks. It shows the per-device program the compiler makes,
-# compiles it to a plan, runs the plan on 4 MPI ranks, and checks the sharded
-# run against the single-device program.
+# the small GPT (examples/gpt_small.mlir, Megatron-annotated) compiled into
+# an AdamW training step for a 2x2 DP x TP mesh, trained for 20 steps on 4
+# CPU ranks (MPI), with the per-step losses checked against the
+# single-device program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-example=examples/mlp_megatron.mlir
+example=examples/gpt_small.mlir
 mkdir -p build/examples
-echo "== the per-device program: tessera compile $example --emit=partitioned"
-build/bin/tessera compile "$example" --mesh dp=2,tp=2 --emit=partitioned -o -
-echo "== tessera compile $example --mesh dp=2,tp=2 -o build/examples/mlp.plan"
-build/bin/tessera compile "$example" --mesh dp=2,tp=2 \
-  -o build/examples/mlp.plan
-echo "== tessera run build/examples/mlp.plan --ranks 4"
-build/bin/tessera run build/examples/mlp.plan --ranks 4
-echo "== tessera verify $example --mesh dp=2,tp=2"
-build/bin/tessera verify "$example" --mesh dp=2,tp=2
+echo "== tessera compile $example --mesh dp=2,tp=2 --train adamw --lr 0.01"
+build/bin/tessera compile "$example" --mesh dp=2,tp=2 --train adamw --lr 0.01 \
+  -o build/examples/gpt_small.train.plan
+echo "== tessera run build/examples/gpt_small.train.plan --ranks 4 --steps 20"
+build/bin/tessera run build/examples/gpt_small.train.plan --ranks 4 --steps 20
+echo "== tessera verify $example --mesh dp=2,tp=2 --train adamw --lr 0.01 --steps 20"
+build/bin/tessera verify "$example" --mesh dp=2,tp=2 --train adamw --lr 0.01 \
+  --steps 20 --tolerance 1e-4 | grep -v "^step\|^result"
