@@ -176,6 +176,11 @@ OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
     case DType::F64:
       tensor.view.as<double>()[i] = static_cast<double>(bits >> 11) / (1ULL << 53) - 0.5;
       break;
+    case DType::BF16:
+    case DType::F16:
+      tensor.view.as<uint16_t>()[i] = floatToHalf(
+          tensor.view.dtype, static_cast<float>(bits >> 40) / (1 << 24) - 0.5f);
+      break;
     case DType::I32:
       tensor.view.as<int32_t>()[i] = static_cast<int32_t>(bits % bound);
       break;

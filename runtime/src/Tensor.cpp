@@ -2,6 +2,8 @@
 
 #include "tessera/runtime/Tensor.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 using namespace tessera;
@@ -74,4 +76,85 @@ OwnedTensor &OwnedTensor::operator=(const OwnedTensor &other) {
   view = other.view;
   view.data = storage.data();
   return *this;
+}
+
+bool tessera::runtime::isHalf(DType dtype) {
+  return dtype == DType::BF16 || dtype == DType::F16;
+}
+
+float tessera::runtime::halfToFloat(DType dtype, uint16_t bits) {
+  uint32_t word;
+  if (dtype == DType::BF16) {
+    word = static_cast<uint32_t>(bits) << 16;
+  } else {
+    uint32_t sign = (bits & 0x8000u) << 16;
+    uint32_t exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+    if (exponent == 0x1f) {
+      word = sign | 0x7f800000u | (mantissa << 13);
+    } else if (exponent != 0) {
+      word = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+      word = sign;
+    } else {
+      // A subnormal half is a normal float: shift the mantissa up.
+      exponent = 113;
+      while (!(mantissa & 0x400)) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      word = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+    }
+  }
+  float value;
+  std::memcpy(&value, &word, 4);
+  return value;
+}
+
+uint16_t tessera::runtime::floatToHalf(DType dtype, float value) {
+  uint32_t word;
+  std::memcpy(&word, &value, 4);
+  if (dtype == DType::BF16) {
+    if ((word & 0x7fffffffu) > 0x7f800000u)
+      return static_cast<uint16_t>((word >> 16) | 0x40); // keep a NaN a NaN
+    word += 0x7fffu + ((word >> 16) & 1);
+    return static_cast<uint16_t>(word >> 16);
+  }
+  uint32_t sign = (word >> 16) & 0x8000u;
+  int32_t exponent = static_cast<int32_t>((word >> 23) & 0xff) - 112;
+  uint32_t mantissa = word & 0x7fffffu;
+  if (((word >> 23) & 0xff) == 0xff) // inf or NaN
+    return static_cast<uint16_t>(sign | 0x7c00u | (mantissa ? 0x200u : 0));
+  if (exponent >= 0x1f)
+    return static_cast<uint16_t>(sign | 0x7c00u); // overflow to inf
+  if (exponent <= 0) {
+    if (exponent < -10)
+      return static_cast<uint16_t>(sign);
+    // Subnormal: shift in the implicit bit, round to nearest even.
+    mantissa |= 0x800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - exponent);
+    uint32_t half = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1), midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1)))
+      ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+    ++half; // may carry into the exponent, which rounds up correctly
+  return static_cast<uint16_t>(half);
+}
+
+OwnedTensor tessera::runtime::widenToF32(const Tensor &half) {
+  OwnedTensor wide(DType::F32, half.shape);
+  const auto *bits = static_cast<const uint16_t *>(half.data);
+  for (int64_t i = 0, e = half.getNumElements(); i < e; ++i)
+    wide.view.as<float>()[i] = halfToFloat(half.dtype, bits[i]);
+  return wide;
+}
+
+void tessera::runtime::narrowFromF32(const Tensor &wide, const Tensor &half) {
+  auto *bits = static_cast<uint16_t *>(half.data);
+  for (int64_t i = 0, e = half.getNumElements(); i < e; ++i)
+    bits[i] = floatToHalf(half.dtype, wide.as<float>()[i]);
 }

@@ -108,6 +108,13 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   return "";
 }
 
+/// The value of a scalar float tensor.
+double getScalar(const Tensor &tensor) {
+  if (isHalf(tensor.dtype))
+    return halfToFloat(tensor.dtype, tensor.as<uint16_t>()[0]);
+  return tensor.as<float>()[0];
+}
+
 /// Prints a one-line summary of a global result.
 void printResult(int64_t index, const Tensor &tensor) {
   std::printf("result #%lld: %s [", static_cast<long long>(index),
@@ -115,13 +122,13 @@ void printResult(int64_t index, const Tensor &tensor) {
   for (size_t d = 0; d < tensor.shape.size(); ++d)
     std::printf("%s%lld", d ? ", " : "", static_cast<long long>(tensor.shape[d]));
   std::printf("]");
-  if (tensor.dtype != DType::F32) {
-    std::printf("\n");
+  int64_t n = tensor.getNumElements();
+  if (n == 1 && (tensor.dtype == DType::F32 || isHalf(tensor.dtype))) {
+    std::printf(" = %.9g\n", getScalar(tensor));
     return;
   }
-  int64_t n = tensor.getNumElements();
-  if (n == 1) {
-    std::printf(" = %.9g\n", tensor.as<float>()[0]);
+  if (tensor.dtype != DType::F32) {
+    std::printf("\n");
     return;
   }
   double sum = 0, maxAbs = 0;
@@ -283,7 +290,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < program->results_size() && lossResult < 0; ++i)
     if (!program->results(i).has_updates_argument() &&
         program->results(i).global_shape_size() == 0 &&
-        program->buffers(program->results(i).buffer()).dtype() == plan::F32)
+        (program->buffers(program->results(i).buffer()).dtype() == plan::F32 ||
+         program->buffers(program->results(i).buffer()).dtype() == plan::BF16 ||
+         program->buffers(program->results(i).buffer()).dtype() == plan::F16))
       lossResult = i;
   std::vector<double> losses;
   int64_t firstStep = 0;
@@ -309,7 +318,7 @@ int main(int argc, char **argv) {
       if (program->results(i).has_updates_argument())
         locals[program->results(i).updates_argument()] = results[i];
     if (lossResult >= 0) {
-      double loss = results[lossResult].view.as<float>()[0];
+      double loss = getScalar(results[lossResult].view);
       losses.push_back(loss);
       if (rank == 0 && options.steps > 1)
         std::printf("step %lld: loss = %.7g\n", static_cast<long long>(step),

@@ -130,6 +130,11 @@ static cl::opt<std::string> train(
 static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
                                     cl::init(1e-3), cl::sub(compileCmd),
                                     cl::sub(verifyCmd));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("With --train: model (the model's types) or mixed (f32 master "
+             "weights and optimizer state for a bf16/f16 model)"),
+    cl::init("model"), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("Weight decay of the optimizer"),
                                    cl::init(0.0), cl::sub(compileCmd),
@@ -337,6 +342,7 @@ static void addTrainStep(OpPassManager &pm) {
   options.optimizer = train;
   options.lr = learningRate;
   options.weightDecay = weightDecay;
+  options.precision = precision;
   pm.addPass(createTrainStepPass(options));
 }
 

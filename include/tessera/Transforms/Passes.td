@@ -51,7 +51,15 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
       loss.
 
     Each new parameter or state result carries `nn.updates = <index>`: the
-    argument it replaces in the next step. Sharded training needs nothing
+    argument it replaces in the next step.
+
+    `precision=mixed` keeps f32 master weights for a bf16 or f16 model: each
+    16-bit parameter argument becomes f32 and is cast down where the model
+    reads it, so the forward and backward compute in 16 bits while the
+    gradient arrives in f32 (through the cast's derivative) and the optimizer
+    updates f32 weights and f32 moments: per parameter 2 bytes of weights
+    and 2 of gradients in compute, 12 of master weights and Adam state, as
+    in the ZeRO paper. Sharded training needs nothing
     more: gradients follow the shardings of their parameters through the
     optimizer ops, and the data-parallel gradient reduction falls out of the
     weight gradients' contraction over the split batch.
@@ -66,6 +74,9 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
            "AdamW epsilon">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
            "Decoupled weight decay (AdamW) or L2 decay (SGD)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"model\"",
+           "model (train in the model's types) or mixed (f32 master weights "
+           "for a 16-bit model)">,
   ];
 }
 

@@ -20,7 +20,32 @@ namespace {
 struct OptimizerOptions {
   bool adamw;
   double lr, beta1, beta2, epsilon, weightDecay;
+  bool mixed;
 };
+
+/// Makes every 16-bit float parameter an f32 master weight, cast down where
+/// the model reads it.
+LogicalResult useMasterWeights(func::FuncOp function,
+                               ArrayRef<unsigned> params) {
+  OpBuilder builder = OpBuilder::atBlockBegin(&function.getBody().front());
+  bool any = false;
+  for (unsigned index : params) {
+    BlockArgument arg = function.getArgument(index);
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (!type.getElementType().isBF16() && !type.getElementType().isF16())
+      continue;
+    any = true;
+    arg.setType(type.clone(builder.getF32Type()));
+    auto compute = nn::CastOp::create(builder, arg.getLoc(), type, arg);
+    arg.replaceAllUsesExcept(compute, compute);
+  }
+  if (!any)
+    return function.emitError("precision=mixed needs a model with bf16 or "
+                              "f16 parameters (tessera model --dtype bf16)");
+  function.setType(builder.getFunctionType(
+      function.front().getArgumentTypes(), function.getResultTypes()));
+  return success();
+}
 
 LogicalResult buildTrainStep(func::FuncOp function,
                              const OptimizerOptions &options) {
@@ -29,6 +54,8 @@ LogicalResult buildTrainStep(func::FuncOp function,
     if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
       params.push_back(arg.getArgNumber());
   DictionaryAttr lossAttrs = function.getResultAttrDict(0);
+  if (options.mixed && failed(useMasterWeights(function, params)))
+    return failure();
   if (failed(differentiate(function)))
     return failure();
 
@@ -121,8 +148,14 @@ struct TrainStepPass : tessera::impl::TrainStepPassBase<TrainStepPass> {
           << optimizer << "', expected adamw or sgd";
       return signalPassFailure();
     }
-    OptimizerOptions options{optimizer == "adamw", lr,      beta1,
-                             beta2,                epsilon, weightDecay};
+    if (precision != "model" && precision != "mixed") {
+      getOperation().emitError("unknown precision '")
+          << precision << "', expected model or mixed";
+      return signalPassFailure();
+    }
+    OptimizerOptions options{optimizer == "adamw", lr,          beta1,
+                             beta2,                epsilon,     weightDecay,
+                             precision == "mixed"};
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && failed(buildTrainStep(function, options)))
         return signalPassFailure();

@@ -1388,6 +1388,60 @@ static const std::unordered_map<std::string, KernelFn> &getKernels() {
   return kernels;
 }
 
+/// Runs a kernel whose 16-bit float tensors have been widened to f32:
+/// bf16 and f16 are storage formats here, and the math is f32 (as tensor
+/// cores accumulate), rounded to nearest even when the results are narrowed.
+static std::string runWidened(const KernelFn &kernel, const std::string &op,
+                              const KernelAttrs &attrs,
+                              const std::vector<const Tensor *> &inputs,
+                              const std::vector<Tensor *> &outputs) {
+  std::vector<OwnedTensor> wideInputs, wideOutputs;
+  std::vector<const Tensor *> ins;
+  std::vector<Tensor *> outs;
+  wideInputs.reserve(inputs.size());
+  wideOutputs.reserve(outputs.size());
+  for (const Tensor *input : inputs) {
+    if (input && isHalf(input->dtype)) {
+      wideInputs.push_back(widenToF32(*input));
+      ins.push_back(&wideInputs.back().view);
+    } else {
+      ins.push_back(input);
+    }
+  }
+  for (Tensor *output : outputs) {
+    if (output && isHalf(output->dtype)) {
+      wideOutputs.emplace_back(DType::F32, output->shape);
+      outs.push_back(&wideOutputs.back().view);
+    } else {
+      outs.push_back(output);
+    }
+  }
+  // A constant's elements are stored in its own dtype: widen them too.
+  KernelAttrs wideAttrs = attrs;
+  if (op == "nn.constant" && !outputs.empty() && outputs[0] &&
+      isHalf(outputs[0]->dtype)) {
+    if (const std::string *raw = attrs.getBytes("value")) {
+      std::string wide(raw->size() / 2 * 4, '\0');
+      for (size_t i = 0; i < raw->size() / 2; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, raw->data() + 2 * i, 2);
+        float value = halfToFloat(outputs[0]->dtype, bits);
+        std::memcpy(&wide[4 * i], &value, 4);
+      }
+      wideAttrs.bytes["value"] = wide;
+    }
+  }
+  KernelCall call(op, wideAttrs, ins, outs);
+  kernel(call);
+  if (!call.getMessage().empty())
+    return call.getMessage();
+  size_t next = 0;
+  for (Tensor *output : outputs)
+    if (output && isHalf(output->dtype))
+      narrowFromF32(wideOutputs[next++].view, *output);
+  return "";
+}
+
 std::string runtime::runCpuKernel(const std::string &op,
                                   const KernelAttrs &attrs,
                                   const std::vector<const Tensor *> &inputs,
@@ -1396,6 +1450,10 @@ std::string runtime::runCpuKernel(const std::string &op,
   auto it = kernels.find(op);
   if (it == kernels.end())
     return concat("unknown kernel '", op, "'");
+  auto isHalfTensor = [](const Tensor *t) { return t && isHalf(t->dtype); };
+  if (std::any_of(inputs.begin(), inputs.end(), isHalfTensor) ||
+      std::any_of(outputs.begin(), outputs.end(), isHalfTensor))
+    return runWidened(it->second, op, attrs, inputs, outputs);
   KernelCall call(op, attrs, inputs, outputs);
   it->second(call);
   return call.getMessage();

@@ -25,6 +25,8 @@ class MpiPending final : public PendingCollective {
 public:
   std::vector<MPI_Request> requests;
   std::vector<uint8_t> scratch;
+  /// f32 copies that 16-bit floats are reduced in.
+  std::vector<OwnedTensor> wide;
   std::function<void()> finish;
   std::string error;
 
@@ -180,6 +182,24 @@ std::unique_ptr<MpiPending> MpiCommunicator::post(const char *what, Call call) {
 
 Pending MpiCommunicator::startAllReduce(const Tensor &in, const Tensor &out,
                                         Reduction reduction, const Axes &axes) {
+  if (isHalf(in.dtype)) {
+    // 16-bit floats reduce in f32 and round once at the end.
+    OwnedTensor wide = widenToF32(in);
+    MPI_Comm comm = getComm(axes);
+    auto pending = post("MPI_Iallreduce", [&](MPI_Request *request) {
+      return MPI_Iallreduce(MPI_IN_PLACE, wide.view.data,
+                            wide.view.getNumElements(), MPI_FLOAT,
+                            getOp(reduction), comm, request);
+    });
+    pending->wide.push_back(std::move(wide));
+    pending->finish = [out, reduction, count = getGroupSize(axes),
+                       wide = &pending->wide.back()] {
+      if (reduction == Reduction::Avg)
+        divideBy(wide->view, count);
+      narrowFromF32(wide->view, out);
+    };
+    return pending;
+  }
   MPI_Datatype type = getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
     return makeFinishedCollective(std::string("all_reduce of ") +
@@ -220,7 +240,8 @@ Pending MpiCommunicator::startAllGather(const Tensor &in, const Tensor &out,
 Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
                                             int64_t dim, Reduction reduction,
                                             const Axes &axes) {
-  MPI_Datatype type = getReduceType(in.dtype);
+  bool half = isHalf(in.dtype);
+  MPI_Datatype type = half ? MPI_FLOAT : getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
     return makeFinishedCollective(std::string("reduce_scatter of ") +
                                 getDTypeName(in.dtype) + " is not supported");
@@ -232,6 +253,28 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
   for (int64_t i = 0; i < count; ++i)
     slicePiece(in, pieceOf(out, 0, 1, packed.data() + i * out.getBytes()), dim,
                i, count);
+  if (half) {
+    // 16-bit floats reduce in f32 and round once at the end.
+    Tensor packedView = in;
+    packedView.shape = {in.getNumElements()};
+    packedView.data = packed.data();
+    OwnedTensor wideIn = widenToF32(packedView);
+    OwnedTensor wideOut(DType::F32, out.shape);
+    auto pending =
+        post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
+          return MPI_Ireduce_scatter_block(
+              wideIn.view.data, wideOut.view.data, out.getNumElements(),
+              MPI_FLOAT, getOp(reduction), comm, request);
+        });
+    pending->wide.push_back(std::move(wideIn));
+    pending->wide.push_back(std::move(wideOut));
+    pending->finish = [out, reduction, count, wide = &pending->wide] {
+      if (reduction == Reduction::Avg)
+        divideBy((*wide)[1].view, count);
+      narrowFromF32((*wide)[1].view, out);
+    };
+    return pending;
+  }
   auto pending = post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
     return MPI_Ireduce_scatter_block(packed.data(), out.data,
                                      out.getNumElements(), type,

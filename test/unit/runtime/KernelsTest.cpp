@@ -353,10 +353,12 @@ TEST(KernelsTest, CastConvertsBetweenElementTypes) {
   ASSERT_EQ(run("nn.cast", {}, {&wide}, {&asFloat}), "");
   EXPECT_EQ(read<float>(asFloat), (std::vector<float>{-3.0f, 0x1p40f}));
 
+  // To a 16-bit float: rounded to the nearest half.
   OwnedTensor half(DType::F16, {5});
-  EXPECT_EQ(run("nn.cast", {}, {&floats}, {&half}),
-            "nn.cast: the CPU backend casts between f32, i32, i64 and i1, got "
-            "f32 to f16");
+  ASSERT_EQ(run("nn.cast", {}, {&floats}, {&half}), "");
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(half.view.as<uint16_t>()[i],
+              floatToHalf(DType::F16, floats.view.as<float>()[i]));
 }
 
 TEST(KernelsTest, ConstantFillsSplatsAndDenseValues) {
@@ -704,11 +706,28 @@ TEST(KernelsTest, RejectsAnUnknownOp) {
   EXPECT_EQ(run("nn.foo", {}, {}, {}), "unknown kernel 'nn.foo'");
 }
 
-TEST(KernelsTest, RejectsFloatTypesOtherThanF32) {
+TEST(KernelsTest, HalfFloatsComputeInF32AndRoundToNearestEven) {
+  // bf16 1.0, 2.0, 0.5 and 1 + 2^-7 (the next bf16 after 1).
   OwnedTensor input(DType::BF16, {4});
+  uint16_t *bits = input.view.as<uint16_t>();
+  bits[0] = 0x3f80;
+  bits[1] = 0x4000;
+  bits[2] = 0x3f00;
+  bits[3] = 0x3f81;
   OwnedTensor result(DType::BF16, {4});
-  EXPECT_EQ(run("nn.exp", {}, {&input}, {&result}),
-            "nn.exp: the CPU backend computes f32, got bf16");
+  ASSERT_EQ(run("nn.add", {}, {&input, &input}, {&result}), "");
+  const uint16_t *sum = result.view.as<uint16_t>();
+  EXPECT_EQ(sum[0], 0x4000); // 2
+  EXPECT_EQ(sum[1], 0x4080); // 4
+  EXPECT_EQ(sum[2], 0x3f80); // 1
+  EXPECT_EQ(sum[3], 0x4001); // 2 + 2^-6
+  // f16 round trip of 1/3: 0x3555 is the nearest half.
+  EXPECT_EQ(floatToHalf(DType::F16, 1.0f / 3.0f), 0x3555);
+  EXPECT_NEAR(halfToFloat(DType::F16, 0x3555), 1.0f / 3.0f, 1e-4);
+  EXPECT_EQ(halfToFloat(DType::F16, 0x0001), std::ldexp(1.0f, -24));
+}
+
+TEST(KernelsTest, RejectsIntegerMath) {
   OwnedTensor ints(DType::I32, {4}), floats(DType::F32, {4});
   EXPECT_EQ(run("nn.exp", {}, {&ints}, {&floats}),
             "nn.exp: expects a float input, got i32");

@@ -16,6 +16,12 @@ enum class DType { F32, F64, F16, BF16, I32, I64, I1 };
 size_t getDTypeBytes(DType dtype);
 const char *getDTypeName(DType dtype);
 
+/// 16-bit floats: bfloat16 and IEEE half, widened for math and narrowed back
+/// with rounding to nearest even.
+bool isHalf(DType dtype);
+float halfToFloat(DType dtype, uint16_t bits);
+uint16_t floatToHalf(DType dtype, float value);
+
 /// Row-major element count of a shape (1 for scalars).
 int64_t getNumElements(const std::vector<int64_t> &shape);
 
@@ -43,6 +49,11 @@ struct OwnedTensor {
   OwnedTensor(OwnedTensor &&) = default;
   OwnedTensor &operator=(OwnedTensor &&) = default;
 };
+
+/// A copy of a 16-bit float tensor in f32.
+OwnedTensor widenToF32(const Tensor &half);
+/// Writes the f32 `wide` into the 16-bit float tensor `half` of its shape.
+void narrowFromF32(const Tensor &wide, const Tensor &half);
 
 } // namespace tessera::runtime
 
