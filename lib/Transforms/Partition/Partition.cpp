@@ -243,8 +243,9 @@ LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
     if (rule.getFactors()[factor].kind != FactorKind::Reduction)
       continue;
-    // TODO(#3): a vocab-split embedding needs each device's vocab offset;
-    // until the partitioner emits it, the table is gathered instead.
+    // A vocab-split embedding needs each device's vocab offset, which plans
+    // cannot express yet: the table is gathered instead (correct, but not
+    // Megatron's vocab-parallel embedding).
     if (isa<nn::EmbeddingOp>(op)) {
       splitsVocab = !firstNonEmpty(operandViews, factor).empty();
       continue;
