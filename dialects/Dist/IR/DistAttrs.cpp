@@ -192,13 +192,6 @@ ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-bool ShardingAttr::isFullyReplicated() const {
-  return getUnreducedAxes().empty() &&
-         llvm::all_of(getDims(), [](DimShardingAttr dim) {
-           return dim.getAxes().empty();
-         });
-}
-
 SmallVector<StringAttr> ShardingAttr::getAllAxes() const {
   SmallVector<StringAttr> axes;
   for (DimShardingAttr dim : getDims())

@@ -55,8 +55,6 @@ def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
   ];
   let extraClassDeclaration = [{
     int64_t getRank() const { return getDims().size(); }
-    /// True when no dimension is split and nothing is unreduced.
-    bool isFullyReplicated() const;
     /// Every axis the sharding names, in dims, replicated and unreduced.
     ::llvm::SmallVector<::mlir::StringAttr> getAllAxes() const;
   }];

@@ -74,10 +74,6 @@ public:
                                  const Axes &axes) override;
   std::string gatherToRoot(const Tensor &in,
                            std::vector<uint8_t> &out) override;
-  [[noreturn]] void abort(int code) override {
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::abort();
-  }
 
 private:
   MPI_Comm getComm(const Axes &axes);

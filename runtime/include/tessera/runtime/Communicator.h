@@ -101,8 +101,6 @@ public:
   /// rank order (`out` is only written on rank 0).
   virtual std::string gatherToRoot(const Tensor &in,
                                    std::vector<uint8_t> &out) = 0;
-  /// Ends every rank of the job after a failure on this one.
-  [[noreturn]] virtual void abort(int code) = 0;
 };
 
 /// Keeps this rank's piece `index` of `count` pieces of `in` along `dim` (a

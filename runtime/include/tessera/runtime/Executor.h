@@ -24,8 +24,6 @@ public:
   std::string run(const std::vector<OwnedTensor> &arguments,
                   std::vector<OwnedTensor> &results);
 
-  int64_t getArenaBytes() const { return program.arena_bytes(); }
-
 private:
   Tensor getBuffer(int64_t id);
   std::string runCollective(const plan::Collective &collective);
