@@ -1,0 +1,85 @@
+//===- CostModel.h - Time of compute and communication on a machine -*- C++ -*-===//
+//
+// The formulas the plan search ranks plans with: roofline compute with an
+// efficiency curve for small GEMMs, alpha-beta collectives (ring and tree)
+// over the interconnect levels or torus dimensions a device group spans,
+// pipeline bubbles and activation recomputation. Each has a unit test.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_ANALYSIS_COSTMODEL_H
+#define TESSERA_ANALYSIS_COSTMODEL_H
+
+#include "tessera/Analysis/MachineModel.h"
+
+namespace tessera {
+
+/// The fraction of peak a GEMM of `flops` reaches: flops / (flops + half),
+/// so a GEMM of `halfEfficiencyFlops` runs at half of peak and large ones
+/// approach it (launch and tile-quantization overheads dominate small
+/// GEMMs).
+double getGemmEfficiency(double flops, double halfEfficiencyFlops = 2e9);
+
+/// Roofline time of an op: the longer of its FLOPs at the dtype's peak (times
+/// the GEMM efficiency) and its bytes at the memory bandwidth.
+llvm::Expected<double> getComputeSeconds(const MachineModel &machine,
+                                         llvm::StringRef dtype, double flops,
+                                         double bytes);
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll };
+
+/// Alpha-beta time of the ring algorithm on one link class: `bytes` is the
+/// full buffer (the all-gather's output, the reduce-scatter's input).
+double getRingSeconds(CollectiveKind kind, int64_t devices, double bytes,
+                      double bandwidthBytesPerSecond, double latencySeconds);
+
+/// Alpha-beta time of a pipelined binary-tree all-reduce.
+double getTreeAllReduceSeconds(int64_t devices, double bytes,
+                               double bandwidthBytesPerSecond,
+                               double latencySeconds);
+
+/// A device group as a mesh axis forms it: `size` devices `stride` apart
+/// (the product of the sizes of the more minor mesh axes).
+struct DeviceGroup {
+  int64_t size = 1;
+  int64_t stride = 1;
+};
+
+/// The time of a collective of `bytes` (the full buffer) within `group`:
+///
+/// - switched levels: the innermost level whose blocks hold the whole group
+///   when it fits one; otherwise hierarchically, the part of the group
+///   inside an innermost block on its links and the rest across blocks (an
+///   all-reduce is reduce-scatter inside, all-reduce across on the
+///   remaining share, all-gather inside); all-reduce takes the faster of
+///   ring and tree at each level;
+/// - a torus: rings along the torus dimensions the group spans (two links
+///   per device, one each way), one dimension after the other on the
+///   shrinking share; a group that is no run of dimensions pays `stride`
+///   hops of latency per ring step.
+double getCollectiveSeconds(const MachineModel &machine, CollectiveKind kind,
+                            double bytes, DeviceGroup group);
+
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+
+/// The idle fraction of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m)
+/// interleaved with v chunks per device.
+double getBubbleFraction(PipelineSchedule schedule, int64_t stages,
+                         int64_t microbatches, int64_t virtualStages = 1);
+
+enum class Recompute { None, Selective, Full };
+
+/// Hardware FLOPs of a training step over its model FLOPs (forward = 1/3 of
+/// a step): full recomputation runs the forward twice (4/3); selective
+/// recomputes only attention's scores and softmax, `attentionShare` of the
+/// forward FLOPs.
+double getRecomputeFactor(Recompute recompute, double attentionShare = 0.05);
+
+/// A step whose communication overlaps `overlapFraction` of itself with
+/// compute: compute plus the communication left exposed.
+double getOverlappedSeconds(double computeSeconds, double commSeconds,
+                            double overlapFraction);
+
+} // namespace tessera
+
+#endif // TESSERA_ANALYSIS_COSTMODEL_H

@@ -1,0 +1,65 @@
+//===- MachineModel.h - Clusters as the cost model sees them -----*- C++ -*-===//
+//
+// A machine file (machines/<name>.json) describes a cluster: its devices'
+// peak FLOP/s per dtype, memory and bandwidth, and its interconnect either
+// as switched levels (NVLink inside a node, InfiniBand across nodes) or as a
+// torus without switches.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_ANALYSIS_MACHINEMODEL_H
+#define TESSERA_ANALYSIS_MACHINEMODEL_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace tessera {
+
+/// One level of a switched interconnect: groups of `devices` consecutive
+/// devices share it; each device moves `bandwidthBytesPerSecond` each way.
+struct InterconnectLevel {
+  std::string name;
+  int64_t devices = 1;
+  double bandwidthBytesPerSecond = 0;
+  double latencySeconds = 0;
+};
+
+/// A torus: devices are row-major over `dims`; each device has one link to
+/// each neighbour along each dim (wrap-around included).
+struct Torus {
+  llvm::SmallVector<int64_t> dims;
+  double linkBandwidthBytesPerSecond = 0;
+  double hopLatencySeconds = 0;
+};
+
+struct MachineModel {
+  std::string name;
+  std::string description;
+  llvm::SmallVector<std::string> sources;
+  std::string deviceName;
+  /// Dense peak per dtype ("bf16", "fp16", "fp32", "tf32", "fp8").
+  llvm::StringMap<double> peakFlopsPerSecond;
+  double memoryBytes = 0;
+  double memoryBandwidthBytesPerSecond = 0;
+  /// Switched levels, innermost first; empty for a torus.
+  llvm::SmallVector<InterconnectLevel> levels;
+  std::optional<Torus> torus;
+
+  /// The peak for a dtype; fails naming the dtypes the machine has.
+  llvm::Expected<double> getPeakFlops(llvm::StringRef dtype) const;
+  /// The largest number of devices the interconnect describes (0: any).
+  int64_t getMaxDevices() const;
+};
+
+/// Parses and checks a machine file's text; the error names the field.
+llvm::Expected<MachineModel> parseMachineModel(llvm::StringRef json);
+/// Reads `path`, or `machines/<name>.json` under `machinesDir`.
+llvm::Expected<MachineModel> loadMachineModel(llvm::StringRef nameOrPath,
+                                              llvm::StringRef machinesDir);
+
+} // namespace tessera
+
+#endif // TESSERA_ANALYSIS_MACHINEMODEL_H

@@ -1,0 +1,186 @@
+//===- CostModel.cpp - Time of compute and communication on a machine -----===//
+
+#include "tessera/Analysis/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace tessera;
+
+double tessera::getGemmEfficiency(double flops, double halfEfficiencyFlops) {
+  if (flops <= 0)
+    return 1.0;
+  return flops / (flops + halfEfficiencyFlops);
+}
+
+llvm::Expected<double> tessera::getComputeSeconds(const MachineModel &machine,
+                                                  llvm::StringRef dtype,
+                                                  double flops, double bytes) {
+  llvm::Expected<double> peak = machine.getPeakFlops(dtype);
+  if (!peak)
+    return peak.takeError();
+  double computeSeconds =
+      flops > 0 ? flops / (*peak * getGemmEfficiency(flops)) : 0.0;
+  double memorySeconds = bytes / machine.memoryBandwidthBytesPerSecond;
+  return std::max(computeSeconds, memorySeconds);
+}
+
+double tessera::getRingSeconds(CollectiveKind kind, int64_t devices,
+                               double bytes, double bandwidthBytesPerSecond,
+                               double latencySeconds) {
+  if (devices <= 1)
+    return 0.0;
+  double n = devices;
+  double steps = n - 1;
+  double share = (n - 1) / n;
+  if (kind == CollectiveKind::AllReduce) {
+    steps *= 2;
+    share *= 2;
+  }
+  return steps * latencySeconds + share * bytes / bandwidthBytesPerSecond;
+}
+
+double tessera::getTreeAllReduceSeconds(int64_t devices, double bytes,
+                                        double bandwidthBytesPerSecond,
+                                        double latencySeconds) {
+  if (devices <= 1)
+    return 0.0;
+  // Up and down a binary tree; pipelining makes the payload cross each link
+  // about twice.
+  double depth = std::ceil(std::log2(static_cast<double>(devices)));
+  return 2 * depth * latencySeconds + 2 * bytes / bandwidthBytesPerSecond;
+}
+
+/// One collective on one link class, all-reduce taking the better of ring
+/// and tree.
+static double onLinks(CollectiveKind kind, int64_t devices, double bytes,
+                      double bandwidth, double latency) {
+  double ring = getRingSeconds(kind, devices, bytes, bandwidth, latency);
+  if (kind != CollectiveKind::AllReduce)
+    return ring;
+  return std::min(ring,
+                  getTreeAllReduceSeconds(devices, bytes, bandwidth, latency));
+}
+
+static double onSwitchedLevels(const MachineModel &machine,
+                               CollectiveKind kind, double bytes,
+                               DeviceGroup group) {
+  // The group spans size * stride consecutive device ids; blocks of each
+  // level are aligned because devices are numbered row-major.
+  const InterconnectLevel &innerLevel = machine.levels.front();
+  int64_t span = group.size * group.stride;
+  const InterconnectLevel *outerLevel = &machine.levels.back();
+  for (const InterconnectLevel &level : machine.levels)
+    if (span <= level.devices) {
+      outerLevel = &level;
+      break;
+    }
+  // Inside one innermost block, or one member per innermost block: the
+  // whole group talks over one link class.
+  if (outerLevel == &innerLevel || group.stride >= innerLevel.devices)
+    return onLinks(kind, group.size, bytes, outerLevel->bandwidthBytesPerSecond,
+                   outerLevel->latencySeconds);
+  // Hierarchical: `inner` members share an innermost block, across `outer`
+  // blocks.
+  int64_t inner = std::max<int64_t>(
+      1, std::min(group.size, innerLevel.devices / group.stride));
+  int64_t outer = group.size / inner;
+  double innerBw = innerLevel.bandwidthBytesPerSecond;
+  double outerBw = outerLevel->bandwidthBytesPerSecond;
+  double innerLat = innerLevel.latencySeconds;
+  double outerLat = outerLevel->latencySeconds;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return getRingSeconds(CollectiveKind::ReduceScatter, inner, bytes, innerBw,
+                          innerLat) +
+           onLinks(CollectiveKind::AllReduce, outer, bytes / inner, outerBw,
+                   outerLat) +
+           getRingSeconds(CollectiveKind::AllGather, inner, bytes, innerBw,
+                          innerLat);
+  case CollectiveKind::ReduceScatter:
+    return getRingSeconds(kind, inner, bytes, innerBw, innerLat) +
+           getRingSeconds(kind, outer, bytes / inner, outerBw, outerLat);
+  case CollectiveKind::AllGather:
+    return getRingSeconds(kind, outer, bytes / inner, outerBw, outerLat) +
+           getRingSeconds(kind, inner, bytes, innerBw, innerLat);
+  case CollectiveKind::AllToAll:
+    // Most of an all-to-all's traffic leaves the block.
+    return getRingSeconds(kind, group.size, bytes, outerBw, outerLat);
+  }
+  return 0.0;
+}
+
+static double onTorus(const Torus &torus, CollectiveKind kind, double bytes,
+                      DeviceGroup group) {
+  // Does the group run along a sequence of whole torus dimensions?
+  llvm::SmallVector<int64_t> dims;
+  int64_t stride = 1;
+  for (int64_t d = torus.dims.size() - 1; d >= 0 && stride <= group.stride;
+       --d) {
+    if (stride == group.stride) {
+      int64_t product = 1;
+      for (int64_t e = d; e >= 0 && product < group.size; --e) {
+        product *= torus.dims[e];
+        dims.push_back(torus.dims[e]);
+      }
+      if (product != group.size)
+        dims.clear();
+      break;
+    }
+    stride *= torus.dims[d];
+  }
+  // Bidirectional rings: a device sends on two links at once.
+  double bandwidth = 2 * torus.linkBandwidthBytesPerSecond;
+  if (dims.empty())
+    return onLinks(kind, group.size, bytes, bandwidth,
+                   torus.hopLatencySeconds * group.stride);
+  double seconds = 0, share = bytes;
+  for (int64_t size : dims) {
+    CollectiveKind phase = kind;
+    seconds += onLinks(phase, size, share, bandwidth, torus.hopLatencySeconds);
+    // After a dimension's reduce-scatter (or before its gather) the next
+    // dimension works on that dimension's share.
+    if (kind != CollectiveKind::AllToAll)
+      share /= size;
+  }
+  return seconds;
+}
+
+double tessera::getCollectiveSeconds(const MachineModel &machine,
+                                     CollectiveKind kind, double bytes,
+                                     DeviceGroup group) {
+  if (group.size <= 1)
+    return 0.0;
+  if (machine.torus)
+    return onTorus(*machine.torus, kind, bytes, group);
+  return onSwitchedLevels(machine, kind, bytes, group);
+}
+
+double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
+                                  int64_t microbatches,
+                                  int64_t virtualStages) {
+  double idle = static_cast<double>(stages - 1) / microbatches;
+  if (schedule == PipelineSchedule::Interleaved)
+    idle /= std::max<int64_t>(virtualStages, 1);
+  return idle;
+}
+
+double tessera::getRecomputeFactor(Recompute recompute,
+                                   double attentionShare) {
+  // A step is forward (1/3) plus backward (2/3) of the model FLOPs.
+  switch (recompute) {
+  case Recompute::None:
+    return 1.0;
+  case Recompute::Selective:
+    return 1.0 + attentionShare / 3.0;
+  case Recompute::Full:
+    return 4.0 / 3.0;
+  }
+  return 1.0;
+}
+
+double tessera::getOverlappedSeconds(double computeSeconds, double commSeconds,
+                                     double overlapFraction) {
+  double hidden = std::min(commSeconds * overlapFraction, computeSeconds);
+  return computeSeconds + commSeconds - hidden;
+}

@@ -1,0 +1,191 @@
+//===- MachineModel.cpp - Clusters as the cost model sees them ------------===//
+
+#include "tessera/Analysis/MachineModel.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+using namespace tessera;
+namespace json = llvm::json;
+
+static llvm::Error fieldError(const llvm::Twine &field,
+                              const llvm::Twine &message) {
+  return llvm::createStringError("machine field '" + field + "' " + message);
+}
+
+/// A positive number at `key` of `object`.
+static llvm::Expected<double> getPositive(const json::Object &object,
+                                          llvm::StringRef key,
+                                          const llvm::Twine &where) {
+  std::optional<double> value = object.getNumber(key);
+  if (!value)
+    return fieldError(where + key, "must be a number");
+  if (!(*value > 0))
+    return fieldError(where + key,
+                      "must be positive, got " + llvm::formatv("{0}", *value));
+  return *value;
+}
+
+llvm::Expected<double>
+MachineModel::getPeakFlops(llvm::StringRef dtype) const {
+  auto it = peakFlopsPerSecond.find(dtype);
+  if (it != peakFlopsPerSecond.end())
+    return it->second;
+  std::string known;
+  for (const auto &entry : peakFlopsPerSecond)
+    known += (known.empty() ? "" : ", ") + entry.getKey().str();
+  return llvm::createStringError("machine '" + name + "' has no peak for '" +
+                                 dtype + "' (it has " + known + ")");
+}
+
+int64_t MachineModel::getMaxDevices() const {
+  if (torus) {
+    int64_t devices = 1;
+    for (int64_t size : torus->dims)
+      devices *= size;
+    return devices;
+  }
+  return levels.empty() ? 1 : levels.back().devices;
+}
+
+llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return llvm::createStringError("machine file is not JSON: " +
+                                   llvm::toString(parsed.takeError()));
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return llvm::createStringError("machine file must hold a JSON object");
+  MachineModel machine;
+  auto getString = [&](const json::Object &object, llvm::StringRef key,
+                       std::string &out) -> llvm::Error {
+    std::optional<llvm::StringRef> value = object.getString(key);
+    if (!value || value->empty())
+      return fieldError(key, "must be a non-empty string");
+    out = value->str();
+    return llvm::Error::success();
+  };
+  if (llvm::Error error = getString(*root, "name", machine.name))
+    return std::move(error);
+  if (std::optional<llvm::StringRef> text = root->getString("description"))
+    machine.description = text->str();
+  const json::Array *sources = root->getArray("sources");
+  if (!sources || sources->empty())
+    return fieldError("sources", "must list where the numbers come from");
+  for (const json::Value &source : *sources) {
+    std::optional<llvm::StringRef> text = source.getAsString();
+    if (!text)
+      return fieldError("sources", "must hold strings");
+    machine.sources.push_back(text->str());
+  }
+
+  const json::Object *device = root->getObject("device");
+  if (!device)
+    return fieldError("device", "must be an object");
+  if (llvm::Error error = getString(*device, "name", machine.deviceName))
+    return fieldError("device.name", "must be a non-empty string");
+  const json::Object *peaks = device->getObject("peak_flops_per_second");
+  if (!peaks || peaks->empty())
+    return fieldError("device.peak_flops_per_second",
+                      "must map dtypes to FLOP/s");
+  for (const auto &[dtype, value] : *peaks) {
+    std::optional<double> flops = value.getAsNumber();
+    if (!flops || !(*flops > 0))
+      return fieldError("device.peak_flops_per_second." + dtype.str(),
+                        "must be a positive number");
+    machine.peakFlopsPerSecond[dtype.str()] = *flops;
+  }
+  llvm::Expected<double> memory =
+      getPositive(*device, "memory_bytes", "device.");
+  if (!memory)
+    return memory.takeError();
+  machine.memoryBytes = *memory;
+  llvm::Expected<double> bandwidth =
+      getPositive(*device, "memory_bandwidth_bytes_per_second", "device.");
+  if (!bandwidth)
+    return bandwidth.takeError();
+  machine.memoryBandwidthBytesPerSecond = *bandwidth;
+
+  const json::Array *levels = root->getArray("levels");
+  const json::Object *torus = root->getObject("torus");
+  if ((levels != nullptr) == (torus != nullptr))
+    return fieldError("levels", "or 'torus' must be given, and not both");
+  if (levels) {
+    int64_t previous = 1;
+    for (auto [index, value] : llvm::enumerate(*levels)) {
+      std::string where = "levels[" + std::to_string(index) + "].";
+      const json::Object *level = value.getAsObject();
+      if (!level)
+        return fieldError(where, "must be an object");
+      InterconnectLevel parsedLevel;
+      if (llvm::Error error = getString(*level, "name", parsedLevel.name))
+        return fieldError(where + "name", "must be a non-empty string");
+      std::optional<int64_t> devices = level->getInteger("devices");
+      if (!devices || *devices <= previous || *devices % previous != 0)
+        return fieldError(where + "devices",
+                          "must be a multiple of the level inside it (" +
+                              llvm::Twine(previous) + "), larger than it");
+      parsedLevel.devices = previous = *devices;
+      llvm::Expected<double> levelBandwidth =
+          getPositive(*level, "bandwidth_bytes_per_second", where);
+      if (!levelBandwidth)
+        return levelBandwidth.takeError();
+      parsedLevel.bandwidthBytesPerSecond = *levelBandwidth;
+      llvm::Expected<double> latency =
+          getPositive(*level, "latency_seconds", where);
+      if (!latency)
+        return latency.takeError();
+      parsedLevel.latencySeconds = *latency;
+      machine.levels.push_back(parsedLevel);
+    }
+    if (machine.levels.empty())
+      return fieldError("levels", "must not be empty");
+  } else {
+    Torus parsedTorus;
+    const json::Array *dims = torus->getArray("dims");
+    if (!dims || dims->empty())
+      return fieldError("torus.dims", "must list the torus dimensions");
+    for (const json::Value &dim : *dims) {
+      std::optional<int64_t> size = dim.getAsInteger();
+      if (!size || *size < 1)
+        return fieldError("torus.dims", "must hold positive integers");
+      parsedTorus.dims.push_back(*size);
+    }
+    llvm::Expected<double> link =
+        getPositive(*torus, "link_bandwidth_bytes_per_second", "torus.");
+    if (!link)
+      return link.takeError();
+    parsedTorus.linkBandwidthBytesPerSecond = *link;
+    llvm::Expected<double> hop =
+        getPositive(*torus, "hop_latency_seconds", "torus.");
+    if (!hop)
+      return hop.takeError();
+    parsedTorus.hopLatencySeconds = *hop;
+    machine.torus = parsedTorus;
+  }
+  return machine;
+}
+
+llvm::Expected<MachineModel>
+tessera::loadMachineModel(llvm::StringRef nameOrPath,
+                          llvm::StringRef machinesDir) {
+  llvm::SmallString<256> path(nameOrPath);
+  if (!llvm::sys::fs::exists(path)) {
+    path = machinesDir;
+    llvm::sys::path::append(path, nameOrPath + ".json");
+  }
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return llvm::createStringError("no machine '" + nameOrPath +
+                                   "' (looked for " + path + ")");
+  llvm::Expected<MachineModel> machine =
+      parseMachineModel((*file)->getBuffer());
+  if (!machine)
+    return llvm::createStringError(path + ": " +
+                                   llvm::toString(machine.takeError()));
+  return machine;
+}

@@ -1,0 +1,150 @@
+//===- CostModelTest.cpp - the cost model's formulas ----------------------===//
+
+#include "tessera/Analysis/CostModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera;
+
+namespace {
+
+/// An 8-GPU-per-node cluster with round numbers: NVLink 100 GB/s, 1 us; IB
+/// 10 GB/s, 10 us.
+MachineModel makeSwitched() {
+  MachineModel machine;
+  machine.name = "test";
+  machine.peakFlopsPerSecond["bf16"] = 1e15;
+  machine.memoryBandwidthBytesPerSecond = 1e12;
+  machine.levels = {{"nvlink", 8, 100e9, 1e-6}, {"ib", 1024, 10e9, 10e-6}};
+  return machine;
+}
+
+MachineModel makeTorus() {
+  MachineModel machine;
+  machine.name = "torus";
+  machine.peakFlopsPerSecond["bf16"] = 1e15;
+  machine.memoryBandwidthBytesPerSecond = 1e12;
+  machine.torus = Torus{{4, 4, 4}, 50e9, 1e-6};
+  return machine;
+}
+
+TEST(CostModelTest, GemmEfficiencyIsHalfAtTheHalfPointAndApproachesOne) {
+  EXPECT_DOUBLE_EQ(getGemmEfficiency(2e9), 0.5);
+  EXPECT_GT(getGemmEfficiency(1e13), 0.999);
+  EXPECT_LT(getGemmEfficiency(1e8), 0.05);
+}
+
+TEST(CostModelTest, ComputeIsTheLongerOfFlopsAndBytes) {
+  MachineModel machine = makeSwitched();
+  // 1 TFLOP of a large GEMM: compute-bound, ~1 ms.
+  double big = *getComputeSeconds(machine, "bf16", 1e12, 1e6);
+  EXPECT_NEAR(big, 1e12 / (1e15 * getGemmEfficiency(1e12)), 1e-12);
+  // An elementwise op: 1 GB at 1 TB/s is 1 ms, its FLOPs are nothing.
+  EXPECT_DOUBLE_EQ(*getComputeSeconds(machine, "bf16", 1e6, 1e9), 1e-3);
+  llvm::Expected<double> missing = getComputeSeconds(machine, "fp8", 1, 1);
+  ASSERT_FALSE(bool(missing));
+  EXPECT_EQ(llvm::toString(missing.takeError()),
+            "machine 'test' has no peak for 'fp8' (it has bf16)");
+}
+
+TEST(CostModelTest, RingMovesTheNcclTestsShares) {
+  // n = 4, 1 GB at 1 GB/s: all-reduce 2 (n-1)/n = 1.5 s, all-gather 0.75 s.
+  EXPECT_DOUBLE_EQ(getRingSeconds(CollectiveKind::AllReduce, 4, 1e9, 1e9, 0),
+                   1.5);
+  EXPECT_DOUBLE_EQ(getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 1e9, 0),
+                   0.75);
+  // Latency: 2 (n-1) steps for all-reduce.
+  EXPECT_DOUBLE_EQ(getRingSeconds(CollectiveKind::AllReduce, 4, 0, 1e9, 1.0),
+                   6.0);
+  EXPECT_EQ(getRingSeconds(CollectiveKind::AllReduce, 1, 1e9, 1e9, 1.0), 0.0);
+}
+
+TEST(CostModelTest, TreeWinsSmallAllReducesOnManyDevices) {
+  // 1 KB over 64 devices: the ring pays 126 latencies, the tree 12.
+  double ring = getRingSeconds(CollectiveKind::AllReduce, 64, 1e3, 10e9, 1e-5);
+  double tree = getTreeAllReduceSeconds(64, 1e3, 10e9, 1e-5);
+  EXPECT_LT(tree, ring);
+  MachineModel machine = makeSwitched();
+  machine.levels = {{"ib", 64, 10e9, 1e-5}};
+  EXPECT_DOUBLE_EQ(getCollectiveSeconds(machine, CollectiveKind::AllReduce,
+                                        1e3, {64, 1}),
+                   tree);
+}
+
+TEST(CostModelTest, GroupsInsideANodeUseNvlinkAndAcrossUseInfiniband) {
+  MachineModel machine = makeSwitched();
+  double nvlink = getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                       1e9, {8, 1});
+  EXPECT_DOUBLE_EQ(nvlink, getRingSeconds(CollectiveKind::AllGather, 8, 1e9,
+                                          100e9, 1e-6));
+  // One member per node (stride 8): all on InfiniBand.
+  double ib = getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e9,
+                                   {4, 8});
+  EXPECT_DOUBLE_EQ(ib, getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 10e9,
+                                      10e-6));
+  EXPECT_GT(ib, nvlink);
+}
+
+TEST(CostModelTest, AGroupAcrossNodesIsHierarchical) {
+  MachineModel machine = makeSwitched();
+  // 32 devices: 8 per node on NVLink, 4 nodes on InfiniBand. The all-reduce
+  // is reduce-scatter inside, all-reduce of an eighth across, all-gather
+  // inside.
+  double bytes = 1e9;
+  double expected =
+      getRingSeconds(CollectiveKind::ReduceScatter, 8, bytes, 100e9, 1e-6) +
+      std::min(getRingSeconds(CollectiveKind::AllReduce, 4, bytes / 8, 10e9,
+                              10e-6),
+               getTreeAllReduceSeconds(4, bytes / 8, 10e9, 10e-6)) +
+      getRingSeconds(CollectiveKind::AllGather, 8, bytes, 100e9, 1e-6);
+  EXPECT_DOUBLE_EQ(getCollectiveSeconds(machine, CollectiveKind::AllReduce,
+                                        bytes, {32, 1}),
+                   expected);
+  // Cheaper than a flat ring over InfiniBand.
+  EXPECT_LT(expected,
+            getRingSeconds(CollectiveKind::AllReduce, 32, bytes, 10e9, 10e-6));
+}
+
+TEST(CostModelTest, TorusRingsRunAlongItsDimensions) {
+  MachineModel machine = makeTorus();
+  // A group along the minor dimension: one bidirectional ring.
+  double oneDim = getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                       1e9, {4, 1});
+  EXPECT_DOUBLE_EQ(oneDim, getRingSeconds(CollectiveKind::AllGather, 4, 1e9,
+                                          100e9, 1e-6));
+  // Two dimensions: a ring per dimension, the second on a quarter.
+  double twoDims = getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                        1e9, {16, 1});
+  EXPECT_DOUBLE_EQ(
+      twoDims,
+      getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 100e9, 1e-6) +
+          getRingSeconds(CollectiveKind::AllGather, 4, 0.25e9, 100e9, 1e-6));
+  // Not a run of dimensions (stride 2): each step pays two hops.
+  double strided = getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                        1e3, {2, 2});
+  EXPECT_DOUBLE_EQ(strided, getRingSeconds(CollectiveKind::AllGather, 2, 1e3,
+                                           100e9, 2e-6));
+}
+
+TEST(CostModelTest, PipelineBubbles) {
+  EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::GPipe, 4, 8), 3.0 / 8);
+  EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::OneFOneB, 4, 8),
+                   3.0 / 8);
+  EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::Interleaved, 4, 8, 2),
+                   3.0 / 16);
+}
+
+TEST(CostModelTest, RecomputationAddsForwardFlops) {
+  EXPECT_DOUBLE_EQ(getRecomputeFactor(Recompute::None), 1.0);
+  EXPECT_DOUBLE_EQ(getRecomputeFactor(Recompute::Full), 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(getRecomputeFactor(Recompute::Selective, 0.3), 1.1);
+}
+
+TEST(CostModelTest, OverlapHidesCommunicationUpToTheCompute) {
+  EXPECT_DOUBLE_EQ(getOverlappedSeconds(10, 4, 0.5), 12);
+  EXPECT_DOUBLE_EQ(getOverlappedSeconds(10, 4, 1.0), 10);
+  // Never more hidden than there is compute.
+  EXPECT_DOUBLE_EQ(getOverlappedSeconds(1, 4, 1.0), 4);
+}
+
+} // namespace
