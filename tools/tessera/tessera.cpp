@@ -6,7 +6,8 @@
 // tessera verify FILE ...     sharded plan on N ranks vs one device
 // tessera run PLAN --ranks N  run a plan on N local ranks
 // tessera gradcheck FILE      autodiff gradients vs finite differences
-// tessera plan|calibrate      later stages; each says which issue builds it
+// tessera plan FILE ...       search the DP/TP/PP plan against a machine
+// tessera calibrate           a later stage; it says which issue builds it
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include "tessera/InitAll.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
+#include "tessera/Search/Planner.h"
 #include "tessera/Transforms/Passes.h"
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"
@@ -34,6 +36,7 @@
 
 #include <fstream>
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -169,11 +172,48 @@ struct PendingStage {
   const char *issue;
 };
 static const PendingStage kPendingStages[] = {
-    {"plan", "Search the DP/TP/PP plan against a machine model",
-     "#7 (plan search)"},
     {"calibrate", "Fit a machine model from runtime microbenchmarks",
      "#7 (plan search)"},
 };
+
+static cl::SubCommand planCmd(
+    "plan", "Search the DP/TP/PP training plan of a GPT-style model against "
+            "a machine model");
+static cl::opt<std::string> planModel(cl::Positional, cl::Required,
+                                      cl::desc("<model.mlir>"),
+                                      cl::sub(planCmd));
+static cl::opt<std::string> machineName(
+    "machine", cl::desc("A machines/<name>.json preset or a machine file"),
+    cl::Required, cl::sub(planCmd));
+static cl::opt<int64_t> planDevices("devices", cl::desc("Number of devices"),
+                                    cl::Required, cl::sub(planCmd));
+static cl::opt<int64_t> pinDp("dp", cl::desc("Pin the data-parallel size"),
+                              cl::sub(planCmd));
+static cl::opt<int64_t> pinTp("tp", cl::desc("Pin the tensor-parallel size"),
+                              cl::sub(planCmd));
+static cl::opt<int64_t> pinPp("pp", cl::desc("Pin the pipeline stages"),
+                              cl::sub(planCmd));
+static cl::opt<int64_t> pinMicrobatches(
+    "microbatches", cl::desc("Pin the microbatches per step"),
+    cl::sub(planCmd));
+static cl::opt<int64_t> pinZero("zero", cl::desc("Pin the ZeRO stage (0-3)"),
+                                cl::sub(planCmd));
+static cl::opt<std::string> pinSchedule(
+    "schedule", cl::desc("Pin the schedule: gpipe, 1f1b or interleaved"),
+    cl::sub(planCmd));
+static cl::opt<std::string> pinRecompute(
+    "recompute", cl::desc("Pin recomputation: none, selective or full"),
+    cl::sub(planCmd));
+static cl::opt<std::string> pinSequenceParallel(
+    "sequence-parallel", cl::desc("Pin sequence parallelism: on or off"),
+    cl::sub(planCmd));
+static cl::opt<std::string> planPrecision(
+    "precision", cl::desc("mixed (default), bf16 or fp32"), cl::init("mixed"),
+    cl::sub(planCmd));
+static cl::opt<int64_t> planTop("top", cl::desc("Plans to show"),
+                                cl::init(5), cl::sub(planCmd));
+static cl::opt<bool> planJson("json", cl::desc("Print JSON"),
+                              cl::sub(planCmd));
 
 //===----------------------------------------------------------------------===//
 // tessera model
@@ -656,6 +696,195 @@ static int runGradcheck(MLIRContext &context) {
   return pass ? 0 : 1;
 }
 
+static const char *getScheduleName(PipelineSchedule schedule) {
+  switch (schedule) {
+  case PipelineSchedule::GPipe:
+    return "gpipe";
+  case PipelineSchedule::OneFOneB:
+    return "1f1b";
+  case PipelineSchedule::Interleaved:
+    return "interleaved";
+  }
+  return "1f1b";
+}
+
+static const char *getRecomputeName(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "none";
+}
+
+static int runPlan(MLIRContext &context) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> model = parseModel(context, sourceMgr, planModel);
+  if (!model)
+    return 1;
+  llvm::Expected<ModelShape> shape = getModelShape(*model);
+  if (!shape)
+    return reportError(shape.takeError());
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel(machineName, TESSERA_MACHINES_DIR);
+  if (!machine)
+    return reportError(machine.takeError());
+  if (planDevices < 1 || (machine->getMaxDevices() &&
+                          planDevices > machine->getMaxDevices()))
+    return reportError(llvm::createStringError(
+        llvm::formatv("--devices must be between 1 and {0} for machine '{1}'",
+                      machine->getMaxDevices(), machine->name)
+            .str()));
+
+  SearchPins pins;
+  auto pin = [](const cl::opt<int64_t> &option, std::optional<int64_t> &to) {
+    if (option.getNumOccurrences())
+      to = option;
+  };
+  pin(pinDp, pins.dp);
+  pin(pinTp, pins.tp);
+  pin(pinPp, pins.pp);
+  pin(pinMicrobatches, pins.microbatches);
+  pin(pinZero, pins.zero);
+  auto bad = [](StringRef option, StringRef value, StringRef expected) {
+    return reportError(llvm::createStringError(
+        ("--" + option + " must be " + expected + ", got '" + value + "'")
+            .str()));
+  };
+  if (pinSchedule.getNumOccurrences()) {
+    if (pinSchedule == "gpipe")
+      pins.schedule = PipelineSchedule::GPipe;
+    else if (pinSchedule == "1f1b")
+      pins.schedule = PipelineSchedule::OneFOneB;
+    else if (pinSchedule == "interleaved")
+      pins.schedule = PipelineSchedule::Interleaved;
+    else
+      return bad("schedule", pinSchedule, "gpipe, 1f1b or interleaved");
+  }
+  if (pinRecompute.getNumOccurrences()) {
+    if (pinRecompute == "none")
+      pins.recompute = Recompute::None;
+    else if (pinRecompute == "selective")
+      pins.recompute = Recompute::Selective;
+    else if (pinRecompute == "full")
+      pins.recompute = Recompute::Full;
+    else
+      return bad("recompute", pinRecompute, "none, selective or full");
+  }
+  if (pinSequenceParallel.getNumOccurrences()) {
+    if (pinSequenceParallel != "on" && pinSequenceParallel != "off")
+      return bad("sequence-parallel", pinSequenceParallel, "on or off");
+    pins.sequenceParallel = pinSequenceParallel == "on";
+  }
+  if (planPrecision == "mixed")
+    pins.precision = Precision::Mixed;
+  else if (planPrecision == "bf16")
+    pins.precision = Precision::BF16;
+  else if (planPrecision == "fp32")
+    pins.precision = Precision::FP32;
+  else
+    return bad("precision", planPrecision, "mixed, bf16 or fp32");
+
+  SearchResult result = searchPlans(*shape, *machine, planDevices, pins);
+  size_t shown = std::min<size_t>(std::max<int64_t>(planTop, 1),
+                                  result.plans.size());
+  if (planJson) {
+    llvm::json::Array plans;
+    for (const PlanEstimate &plan : ArrayRef(result.plans).take_front(shown)) {
+      const PlanChoice &c = plan.choice;
+      plans.push_back(llvm::json::Object{
+          {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
+          {"microbatches", c.microbatches}, {"zero", c.zero},
+          {"schedule", getScheduleName(c.schedule)},
+          {"virtual_stages", c.virtualStages},
+          {"recompute", getRecomputeName(c.recompute)},
+          {"sequence_parallel", c.sequenceParallel},
+          {"step_time_s", plan.stepTimeSeconds},
+          {"peak_memory_bytes", plan.peakMemoryBytes},
+          {"param_bytes", plan.paramBytes}, {"grad_bytes", plan.gradBytes},
+          {"optimizer_bytes", plan.optimizerBytes},
+          {"activation_bytes", plan.activationBytes},
+          {"model_flops_per_step", plan.modelFlopsPerStep},
+          {"hardware_flops_per_step", plan.hardwareFlopsPerStep},
+          {"tflops_per_device", plan.tflopsPerDevice}, {"mfu", plan.mfu},
+          {"compute_s", plan.computeSeconds},
+          {"tp_comm_s", plan.tpCommSeconds},
+          {"dp_comm_s", plan.dpCommSeconds},
+          {"pp_comm_s", plan.ppCommSeconds},
+          {"bubble_fraction", plan.bubbleFraction}});
+    }
+    llvm::json::Object root{{"machine", machine->name},
+                            {"devices", planDevices.getValue()},
+                            {"considered", result.considered},
+                            {"over_memory", result.overMemory},
+                            {"plans", std::move(plans)}};
+    llvm::outs() << llvm::formatv("{0:2}\n",
+                                  llvm::json::Value(std::move(root)));
+    return result.plans.empty() ? 1 : 0;
+  }
+  llvm::outs() << llvm::formatv(
+      "plan: {0} on {1} x {2} ({3} layers, hidden {4}, {5} parameters, batch "
+      "{6}); {7} plans considered, {8} over {9:f1} GB of device memory\n",
+      planModel, planDevices.getValue(), machine->name, shape->layers,
+      shape->hidden, formatCount(shape->parameters), shape->batch,
+      result.considered, result.overMemory, machine->memoryBytes / 1e9);
+  if (result.plans.empty())
+    return reportError(llvm::createStringError(
+        "no plan fits in device memory; add devices or allow ZeRO, "
+        "recomputation or pipelining"));
+  llvm::outs() << llvm::formatv(
+      "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10} "
+      "{10,6} {11,10}\n",
+      "rank", "dp", "tp", "pp", "mb", "zero", "schedule", "recompute", "sp",
+      "step (s)", "MFU", "mem (GB)");
+  for (auto [rank, plan] : llvm::enumerate(ArrayRef(result.plans).take_front(shown))) {
+    const PlanChoice &c = plan.choice;
+    llvm::outs() << llvm::formatv(
+        "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10:f3} "
+        "{10,5:f1}% {11,10:f1}\n",
+        rank + 1, c.dp, c.tp, c.pp, c.microbatches, c.zero,
+        getScheduleName(c.schedule), getRecomputeName(c.recompute),
+        c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds,
+        100 * plan.mfu, plan.peakMemoryBytes / 1e9);
+  }
+  // Why the winner wins: against the best plan of another DP/TP/PP shape,
+  // the component of the step that differs most.
+  const PlanEstimate &best = result.plans.front();
+  for (const PlanEstimate &other : result.plans) {
+    const PlanChoice &a = best.choice, &b = other.choice;
+    if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp)
+      continue;
+    struct Part {
+      const char *name;
+      double winner, rival;
+    } parts[] = {
+        {"compute", best.computeSeconds, other.computeSeconds},
+        {"tensor-parallel communication", best.tpCommSeconds,
+         other.tpCommSeconds},
+        {"data-parallel communication", best.dpCommSeconds,
+         other.dpCommSeconds},
+        {"pipeline communication", best.ppCommSeconds, other.ppCommSeconds},
+        {"pipeline bubble", best.bubbleFraction * best.computeSeconds,
+         other.bubbleFraction * other.computeSeconds}};
+    const Part *largest = llvm::max_element(parts, [](const Part &x,
+                                                      const Part &y) {
+      return x.rival - x.winner < y.rival - y.winner;
+    });
+    llvm::outs() << llvm::formatv(
+        "why: dp={0} tp={1} pp={2} beats the best dp={3} tp={4} pp={5} by "
+        "{6:f1}%: its {7} takes {8:e2} s against {9:e2} s\n",
+        a.dp, a.tp, a.pp, b.dp, b.tp, b.pp,
+        100 * (other.stepTimeSeconds / best.stepTimeSeconds - 1),
+        largest->name, largest->winner, largest->rival);
+    break;
+  }
+  return 0;
+}
+
 static int runRun() {
   std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
                                    "--seed", std::to_string(seed)};
@@ -705,6 +934,8 @@ int main(int argc, char **argv) {
     return runRun();
   if (gradcheckCmd)
     return runGradcheck(context);
+  if (planCmd)
+    return runPlan(context);
   llvm::errs() << "tessera: error: expected a subcommand: model, stats, "
                   "compile, verify, run, plan or calibrate (see --help)\n";
   return 1;

@@ -1,0 +1,91 @@
+//===- Planner.h - The DP/TP/PP plan search ----------------------*- C++ -*-===//
+//
+// Estimates a training plan of a GPT-style model on a machine (step time,
+// memory per device, FLOPs, MFU) and searches every factorization of the
+// devices into DP x TP x PP with the ZeRO stage, microbatches, schedule,
+// recomputation and sequence parallelism.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_SEARCH_PLANNER_H
+#define TESSERA_SEARCH_PLANNER_H
+
+#include "tessera/Analysis/CostModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+/// What the search needs of a model: its transformer shape, read from a
+/// GPT-style nn program (tessera model gpt), and its forward FLOPs summed
+/// over its ops' CostOpInterface.
+struct ModelShape {
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, batch = 0;
+  int64_t parameters = 0;
+  /// Forward FLOPs of one global batch.
+  double forwardFlops = 0;
+};
+
+/// Reads the shape of a GPT-style model; fails naming what it cannot find.
+llvm::Expected<ModelShape> getModelShape(mlir::ModuleOp module);
+
+enum class Precision { Mixed, BF16, FP32 };
+
+struct PlanChoice {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t microbatches = 1;
+  int64_t zero = 0;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  int64_t virtualStages = 1;
+  Recompute recompute = Recompute::None;
+  bool sequenceParallel = false;
+  Precision precision = Precision::Mixed;
+};
+
+struct PlanEstimate {
+  PlanChoice choice;
+  double stepTimeSeconds = 0;
+  double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0,
+         ppCommSeconds = 0, bubbleFraction = 0;
+  double paramBytes = 0, gradBytes = 0, optimizerBytes = 0,
+         activationBytes = 0, peakMemoryBytes = 0;
+  double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
+  double tflopsPerDevice = 0, mfu = 0;
+  bool fits = false;
+};
+
+/// The estimate of one plan (which must divide the model: see search).
+PlanEstimate estimatePlan(const ModelShape &model,
+                          const MachineModel &machine,
+                          const PlanChoice &choice);
+
+/// Choices the user pinned; unset ones are searched.
+struct SearchPins {
+  std::optional<int64_t> dp, tp, pp, microbatches, zero;
+  std::optional<PipelineSchedule> schedule;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequenceParallel;
+  Precision precision = Precision::Mixed;
+};
+
+struct SearchResult {
+  /// Feasible plans (within device memory), fastest first.
+  llvm::SmallVector<PlanEstimate> plans;
+  int64_t considered = 0;
+  int64_t overMemory = 0;
+};
+
+/// Searches every plan for `devices` devices: DP x TP x PP factorizations
+/// (TP dividing the heads, PP at most the layers), ZeRO 0-3, microbatch
+/// counts dividing the per-replica batch, GPipe / 1F1B / interleaved (2
+/// chunks), no / selective / full recomputation, and sequence parallelism
+/// with TP. Plans over device memory are dropped.
+SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
+                         int64_t devices, const SearchPins &pins);
+
+} // namespace tessera
+
+#endif // TESSERA_SEARCH_PLANNER_H

@@ -1,0 +1,295 @@
+//===- Planner.cpp - The DP/TP/PP plan search -----------------------------===//
+//
+// The estimate follows Megatron-LM's analysis of GPT training (Narayanan et
+// al. 2021; activation memory from Korthikanti et al. 2022) on top of the
+// machine and cost models: model state per ZeRO stage, activations per
+// recomputation mode, TP all-reduces per layer, the DP gradient reduction
+// overlapped with the backward pass, pipeline point-to-point and bubbles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Search/Planner.h"
+
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tessera;
+
+llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
+  ModelShape shape;
+  func::FuncOp function;
+  for (auto candidate : module.getOps<func::FuncOp>())
+    if (!candidate.isExternal())
+      function = candidate;
+  if (!function)
+    return llvm::createStringError("the model has no function");
+  llvm::StringSet<> blocks;
+  for (BlockArgument arg : function.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    auto name =
+        function.getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kParamAttrName);
+    if (!type)
+      continue;
+    if (!name) {
+      if (type.getRank() == 2 && isa<IntegerType>(type.getElementType()) &&
+          !shape.batch)
+        shape.batch = type.getDimSize(0);
+      continue;
+    }
+    shape.parameters += type.getNumElements();
+    StringRef param = name.getValue();
+    if (param == "wte") {
+      shape.vocab = type.getDimSize(0);
+      shape.hidden = type.getDimSize(1);
+    } else if (param == "wpe") {
+      shape.seq = type.getDimSize(0);
+    } else if (param.consume_front("blocks.")) {
+      blocks.insert(param.split('.').first);
+    }
+  }
+  shape.layers = blocks.size();
+  // Heads: the reshape that splits the hidden dim as [b, s, heads, d].
+  function.walk([&](nn::ReshapeOp reshape) {
+    RankedTensorType result = reshape.getType();
+    if (!shape.heads && result.getRank() == 4 &&
+        result.getDimSize(2) * result.getDimSize(3) == shape.hidden)
+      shape.heads = result.getDimSize(2);
+  });
+  function.walk([&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
+  if (!shape.vocab || !shape.seq || !shape.layers || !shape.heads ||
+      !shape.batch)
+    return llvm::createStringError(
+        "the plan search reads GPT-style models (tessera model gpt): could "
+        "not find the token embedding 'wte', the position embedding 'wpe', "
+        "'blocks.<i>.' parameters, the heads or the token batch");
+  return shape;
+}
+
+namespace {
+/// Bytes per element of activations and per parameter of the model state.
+struct PrecisionBytes {
+  double activation, weight, gradient, optimizer;
+  const char *dtype;
+};
+
+PrecisionBytes getPrecisionBytes(Precision precision) {
+  switch (precision) {
+  case Precision::Mixed:
+    // bf16 weights and gradients; f32 master weights, m and v (2+2+12).
+    return {2, 2, 2, 12, "bf16"};
+  case Precision::BF16:
+    return {2, 2, 2, 4, "bf16"};
+  case Precision::FP32:
+    return {4, 4, 4, 8, "fp32"};
+  }
+  return {2, 2, 2, 12, "bf16"};
+}
+} // namespace
+
+PlanEstimate tessera::estimatePlan(const ModelShape &model,
+                                   const MachineModel &machine,
+                                   const PlanChoice &choice) {
+  PlanEstimate estimate;
+  estimate.choice = choice;
+  PrecisionBytes bytes = getPrecisionBytes(choice.precision);
+  double devices = choice.dp * choice.tp * choice.pp;
+  double s = model.seq, h = model.hidden, a = model.heads, t = choice.tp;
+  double microbatch =
+      static_cast<double>(model.batch) / choice.dp / choice.microbatches;
+  int64_t layersPerStage = (model.layers + choice.pp - 1) / choice.pp;
+
+  // Model state: parameters split over TP and PP, then ZeRO over DP.
+  double localParams = model.parameters / (t * choice.pp);
+  estimate.paramBytes = localParams * bytes.weight;
+  estimate.gradBytes = localParams * bytes.gradient;
+  estimate.optimizerBytes = localParams * bytes.optimizer;
+  if (choice.zero >= 1)
+    estimate.optimizerBytes /= choice.dp;
+  if (choice.zero >= 2)
+    estimate.gradBytes /= choice.dp;
+  if (choice.zero >= 3)
+    estimate.paramBytes /= choice.dp;
+
+  // Activations of one layer and microbatch, in 16-bit units of s b h.
+  double sbh = s * microbatch * h;
+  double attention = 5 * a * s / h;
+  double perLayer = 0;
+  switch (choice.recompute) {
+  case Recompute::None:
+    perLayer = choice.sequenceParallel ? 34 / t + attention / t
+                                       : 10 + 24 / t + attention / t;
+    break;
+  case Recompute::Selective:
+    perLayer = choice.sequenceParallel ? 34 / t : 10 + 24 / t;
+    break;
+  case Recompute::Full:
+    perLayer = choice.sequenceParallel ? 2 / t : 2;
+    break;
+  }
+  double inFlight = choice.pp == 1 ? 1
+                    : choice.schedule == PipelineSchedule::GPipe
+                        ? choice.microbatches
+                        : std::min<double>(choice.pp, choice.microbatches);
+  if (choice.schedule == PipelineSchedule::Interleaved && choice.pp > 1)
+    inFlight *= 1 + (choice.pp - 1.0) / (choice.pp * choice.virtualStages);
+  estimate.activationBytes = perLayer * sbh * (bytes.activation / 2) *
+                             layersPerStage * inFlight;
+  // The logits of the last stage, split over TP: f32 for the loss.
+  estimate.activationBytes += s * microbatch * model.vocab / t * 4;
+  estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
+                             estimate.optimizerBytes + estimate.activationBytes;
+  estimate.fits = estimate.peakMemoryBytes <= machine.memoryBytes;
+
+  // FLOPs: a step is forward plus backward (twice the forward).
+  estimate.modelFlopsPerStep = 3 * model.forwardFlops;
+  double attentionShare = s / (6 * h + s);
+  estimate.hardwareFlopsPerStep =
+      estimate.modelFlopsPerStep *
+      getRecomputeFactor(choice.recompute, attentionShare);
+  double peak = machine.getPeakFlops(bytes.dtype)
+                    ? *machine.getPeakFlops(bytes.dtype)
+                    : machine.peakFlopsPerSecond.begin()->second;
+  // GEMMs: the typical one on a device is a microbatch through an MLP
+  // projection; large GEMMs reach about 80% of the dense peak (cuBLAS on
+  // A100/H100). The rest of a layer (norms, softmax, GELU, residuals) is
+  // memory-bound: about the layer's stored activations read and written,
+  // forward and backward.
+  constexpr double kLargeGemmEfficiency = 0.8;
+  double gemmFlops = 2 * microbatch * s * h * (4 * h / t);
+  double gemmSeconds =
+      estimate.hardwareFlopsPerStep / devices /
+      (peak * kLargeGemmEfficiency * getGemmEfficiency(gemmFlops));
+  double elementwiseBytes = 3 * 2 * (34 / t) * sbh * (bytes.activation / 2) *
+                            layersPerStage * choice.microbatches;
+  estimate.computeSeconds =
+      gemmSeconds + elementwiseBytes / machine.memoryBandwidthBytesPerSecond;
+
+  // TP: two all-reduces of the layer's activations forward, two backward
+  // (all-gather + reduce-scatter pairs with sequence parallelism: the same
+  // time), two more when recomputing the forward.
+  if (choice.tp > 1) {
+    double perLayerCount = choice.recompute == Recompute::Full ? 6 : 4;
+    double oneAllReduce =
+        getCollectiveSeconds(machine, CollectiveKind::AllReduce,
+                             sbh * bytes.activation, {choice.tp, 1});
+    estimate.tpCommSeconds = perLayerCount * oneAllReduce * layersPerStage *
+                             choice.microbatches;
+  }
+  // DP: the gradient reduction (reduce-scatter + all-gather under ZeRO, the
+  // same volume), plus ZeRO-3's parameter gathers forward and backward.
+  if (choice.dp > 1) {
+    double gradientBytes = localParams * bytes.gradient;
+    double seconds =
+        getCollectiveSeconds(machine, CollectiveKind::AllReduce, gradientBytes,
+                             {choice.dp, choice.tp});
+    if (choice.zero >= 3)
+      seconds *= 1.5;
+    estimate.dpCommSeconds = seconds;
+  }
+  // PP: activations forward and gradients backward at each stage boundary.
+  if (choice.pp > 1) {
+    double message = sbh * bytes.activation /
+                     (choice.sequenceParallel ? t : 1);
+    double p2p = getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                      2 * message,
+                                      {2, choice.dp * choice.tp});
+    estimate.ppCommSeconds =
+        2 * p2p * (choice.microbatches + choice.pp - 1);
+    estimate.bubbleFraction = getBubbleFraction(
+        choice.schedule, choice.pp, choice.microbatches, choice.virtualStages);
+  }
+  // The DP reduction overlaps the backward pass (two thirds of compute),
+  // bucket by bucket; what does not fit is exposed.
+  double backward = estimate.computeSeconds * 2 / 3;
+  double exposedDp = std::max(0.0, estimate.dpCommSeconds - 0.9 * backward);
+  estimate.stepTimeSeconds =
+      (estimate.computeSeconds + estimate.tpCommSeconds +
+       estimate.ppCommSeconds) *
+          (1 + estimate.bubbleFraction) +
+      exposedDp;
+  estimate.tflopsPerDevice = estimate.hardwareFlopsPerStep /
+                             estimate.stepTimeSeconds / devices / 1e12;
+  estimate.mfu = estimate.modelFlopsPerStep /
+                 (estimate.stepTimeSeconds * devices * peak);
+  return estimate;
+}
+
+static SmallVector<int64_t> getDivisors(int64_t n) {
+  SmallVector<int64_t> divisors;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      divisors.push_back(d);
+  return divisors;
+}
+
+SearchResult tessera::searchPlans(const ModelShape &model,
+                                  const MachineModel &machine,
+                                  int64_t devices, const SearchPins &pins) {
+  SearchResult result;
+  auto pinned = [](const auto &pin, auto value) {
+    return !pin || *pin == value;
+  };
+  for (int64_t tp : getDivisors(devices)) {
+    if (model.heads % tp != 0 || !pinned(pins.tp, tp))
+      continue;
+    for (int64_t pp : getDivisors(devices / tp)) {
+      if (pp > model.layers || !pinned(pins.pp, pp))
+        continue;
+      int64_t dp = devices / tp / pp;
+      if (model.batch % dp != 0 || !pinned(pins.dp, dp))
+        continue;
+      for (int64_t m : getDivisors(model.batch / dp)) {
+        if (!pinned(pins.microbatches, m))
+          continue;
+        for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+          if (!pinned(pins.zero, zero))
+            continue;
+          for (PipelineSchedule schedule :
+               {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
+                PipelineSchedule::Interleaved}) {
+            if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
+              continue;
+            // Interleaving needs two chunks per stage and m a multiple of p.
+            if (schedule == PipelineSchedule::Interleaved &&
+                (model.layers < 2 * pp || m % pp != 0))
+              continue;
+            if (!pinned(pins.schedule, schedule))
+              continue;
+            for (Recompute recompute :
+                 {Recompute::None, Recompute::Selective, Recompute::Full}) {
+              if (!pinned(pins.recompute, recompute))
+                continue;
+              for (bool sp : {false, true}) {
+                if ((sp && tp == 1) || !pinned(pins.sequenceParallel, sp))
+                  continue;
+                PlanChoice choice{dp, tp, pp, m, zero, schedule,
+                                  schedule == PipelineSchedule::Interleaved
+                                      ? int64_t(2)
+                                      : int64_t(1),
+                                  recompute, sp, pins.precision};
+                PlanEstimate estimate = estimatePlan(model, machine, choice);
+                ++result.considered;
+                if (!estimate.fits) {
+                  ++result.overMemory;
+                  continue;
+                }
+                result.plans.push_back(estimate);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  llvm::stable_sort(result.plans, [](const PlanEstimate &x,
+                                     const PlanEstimate &y) {
+    return x.stepTimeSeconds < y.stepTimeSeconds;
+  });
+  return result;
+}

@@ -1,0 +1,118 @@
+//===- PlannerTest.cpp - plan estimates and the search --------------------===//
+
+#include "tessera/Search/Planner.h"
+
+#include "tessera/Models/Models.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera;
+
+namespace {
+
+/// GPT-3 175B with its paper's batch, as the search sees it.
+ModelShape gpt3() {
+  ModelShape model;
+  model.layers = 96;
+  model.hidden = 12288;
+  model.heads = 96;
+  model.seq = 2048;
+  model.vocab = 51200;
+  model.batch = 1536;
+  model.parameters = 174615846912;
+  // 2 FLOPs per parameter per token plus attention, per the forward.
+  model.forwardFlops = 2.0 * model.parameters * model.seq * model.batch;
+  return model;
+}
+
+MachineModel dgx() {
+  MachineModel machine;
+  machine.name = "dgx";
+  machine.peakFlopsPerSecond["bf16"] = 989.4e12;
+  machine.memoryBytes = 80e9;
+  machine.memoryBandwidthBytesPerSecond = 3.35e12;
+  machine.levels = {{"nvlink", 8, 450e9, 3e-6}, {"ib", 32768, 50e9, 8e-6}};
+  return machine;
+}
+
+TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
+  ModelShape model = gpt3();
+  PlanChoice choice;
+  choice.dp = 64;
+  choice.tp = 8;
+  choice.pp = 2;
+  double local = model.parameters / 16.0;
+  auto state = [&](int64_t zero) {
+    choice.zero = zero;
+    PlanEstimate e = estimatePlan(model, dgx(), choice);
+    return (e.paramBytes + e.gradBytes + e.optimizerBytes) / local;
+  };
+  // Mixed precision: 2 + 2 + 12 bytes per parameter.
+  EXPECT_DOUBLE_EQ(state(0), 16);
+  EXPECT_DOUBLE_EQ(state(1), 4 + 12.0 / 64);
+  EXPECT_DOUBLE_EQ(state(2), 2 + 14.0 / 64);
+  EXPECT_DOUBLE_EQ(state(3), 16.0 / 64);
+}
+
+TEST(PlannerTest, RecomputationCostsFlopsAndSavesActivations) {
+  ModelShape model = gpt3();
+  PlanChoice choice;
+  choice.dp = 16;
+  choice.tp = 8;
+  choice.pp = 8;
+  choice.microbatches = 16;
+  PlanEstimate none = estimatePlan(model, dgx(), choice);
+  choice.recompute = Recompute::Full;
+  PlanEstimate full = estimatePlan(model, dgx(), choice);
+  EXPECT_DOUBLE_EQ(none.hardwareFlopsPerStep, none.modelFlopsPerStep);
+  EXPECT_DOUBLE_EQ(full.hardwareFlopsPerStep, full.modelFlopsPerStep * 4 / 3);
+  EXPECT_LT(full.activationBytes, none.activationBytes / 5);
+  EXPECT_DOUBLE_EQ(full.bubbleFraction, 7.0 / 16);
+}
+
+TEST(PlannerTest, SearchKeepsPinsAndMemory) {
+  SearchPins pins;
+  pins.tp = 8;
+  pins.zero = 1;
+  SearchResult result = searchPlans(gpt3(), dgx(), 1024, pins);
+  ASSERT_FALSE(result.plans.empty());
+  EXPECT_GT(result.overMemory, 0);
+  for (const PlanEstimate &plan : result.plans) {
+    EXPECT_EQ(plan.choice.tp, 8);
+    EXPECT_EQ(plan.choice.zero, 1);
+    EXPECT_EQ(plan.choice.dp * plan.choice.tp * plan.choice.pp, 1024);
+    EXPECT_LE(plan.peakMemoryBytes, 80e9);
+  }
+  for (size_t i = 1; i < result.plans.size(); ++i)
+    EXPECT_LE(result.plans[i - 1].stepTimeSeconds,
+              result.plans[i].stepTimeSeconds);
+}
+
+TEST(PlannerTest, GPT3DoesNotFitWithoutSharding) {
+  SearchPins pins;
+  pins.tp = 1;
+  pins.pp = 1;
+  pins.zero = 0;
+  EXPECT_TRUE(searchPlans(gpt3(), dgx(), 1024, pins).plans.empty());
+}
+
+TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
+  mlir::MLIRContext context;
+  GptConfig config{/*layers=*/3, /*hidden=*/48, /*heads=*/6, /*seq=*/8,
+                   /*vocab=*/100, /*batch=*/4};
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+  llvm::Expected<ModelShape> shape = getModelShape(*module);
+  ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
+  EXPECT_EQ(shape->layers, 3);
+  EXPECT_EQ(shape->hidden, 48);
+  EXPECT_EQ(shape->heads, 6);
+  EXPECT_EQ(shape->seq, 8);
+  EXPECT_EQ(shape->vocab, 100);
+  EXPECT_EQ(shape->batch, 4);
+  EXPECT_EQ(shape->parameters, getParameterCount(config));
+  EXPECT_GT(shape->forwardFlops, 2.0 * 12 * 3 * 48 * 48 * 8 * 4);
+}
+
+} // namespace
