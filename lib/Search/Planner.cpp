@@ -10,6 +10,8 @@
 
 #include "tessera/Search/Planner.h"
 
+#include "tessera/Search/StageCuts.h"
+
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 
@@ -92,9 +94,23 @@ PrecisionBytes getPrecisionBytes(Precision precision) {
 }
 } // namespace
 
+double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
+  if (stages <= 1)
+    return 1.0;
+  double h = model.hidden, s = model.seq;
+  double layerCost = 24 * h * h * (1 + s / (6 * h));
+  double headCost = 6 * h * model.vocab;
+  llvm::SmallVector<double> costs(model.layers, layerCost);
+  costs.back() += headCost;
+  StageCuts cuts = balanceStages(costs, stages);
+  double average = (model.layers * layerCost + headCost) / stages;
+  return cuts.maxStageCost / average;
+}
+
 PlanEstimate tessera::estimatePlan(const ModelShape &model,
                                    const MachineModel &machine,
-                                   const PlanChoice &choice) {
+                                   const PlanChoice &choice,
+                                   std::optional<double> stageImbalance) {
   PlanEstimate estimate;
   estimate.choice = choice;
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
@@ -204,6 +220,12 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     estimate.bubbleFraction = getBubbleFraction(
         choice.schedule, choice.pp, choice.microbatches, choice.virtualStages);
   }
+  // The slowest stage sets the pipeline's pace: layers are cut by dynamic
+  // programming, the LM head (and its loss) weighing on the last stage.
+  estimate.stageImbalance = stageImbalance
+                                ? *stageImbalance
+                                : getStageImbalance(model, choice.pp);
+  estimate.computeSeconds *= estimate.stageImbalance;
   // The DP reduction overlaps the backward pass (two thirds of compute),
   // bucket by bucket; what does not fit is exposed.
   double backward = estimate.computeSeconds * 2 / 3;
@@ -241,6 +263,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     for (int64_t pp : getDivisors(devices / tp)) {
       if (pp > model.layers || !pinned(pins.pp, pp))
         continue;
+      double imbalance = getStageImbalance(model, pp);
       int64_t dp = devices / tp / pp;
       if (model.batch % dp != 0 || !pinned(pins.dp, dp))
         continue;
@@ -273,7 +296,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                       ? int64_t(2)
                                       : int64_t(1),
                                   recompute, sp, pins.precision};
-                PlanEstimate estimate = estimatePlan(model, machine, choice);
+                PlanEstimate estimate =
+                    estimatePlan(model, machine, choice, imbalance);
                 ++result.considered;
                 if (!estimate.fits) {
                   ++result.overMemory;

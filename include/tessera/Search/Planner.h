@@ -50,6 +50,8 @@ struct PlanEstimate {
   double stepTimeSeconds = 0;
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0,
          ppCommSeconds = 0, bubbleFraction = 0;
+  /// The slowest pipeline stage's compute over the average (1: balanced).
+  double stageImbalance = 1;
   double paramBytes = 0, gradBytes = 0, optimizerBytes = 0,
          activationBytes = 0, peakMemoryBytes = 0;
   double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
@@ -57,10 +59,16 @@ struct PlanEstimate {
   bool fits = false;
 };
 
-/// The estimate of one plan (which must divide the model: see search).
+/// The slowest pipeline stage's compute over the average when the layers
+/// (the LM head weighing on the last) are cut into `stages` by balanceStages.
+double getStageImbalance(const ModelShape &model, int64_t stages);
+
+/// The estimate of one plan (which must divide the model: see search);
+/// `stageImbalance` saves recomputing getStageImbalance for its stages.
 PlanEstimate estimatePlan(const ModelShape &model,
                           const MachineModel &machine,
-                          const PlanChoice &choice);
+                          const PlanChoice &choice,
+                          std::optional<double> stageImbalance = std::nullopt);
 
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {

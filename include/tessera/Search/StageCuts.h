@@ -1,0 +1,29 @@
+//===- StageCuts.h - Balanced pipeline stage cuts ----------------*- C++ -*-===//
+
+#ifndef TESSERA_SEARCH_STAGECUTS_H
+#define TESSERA_SEARCH_STAGECUTS_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+
+namespace tessera {
+
+struct StageCuts {
+  /// The first item of each stage; stage i holds items [starts[i],
+  /// starts[i+1]).
+  llvm::SmallVector<int64_t> starts;
+  /// The largest stage's cost: the pipeline's pace.
+  double maxStageCost = 0;
+};
+
+/// Cuts a sequence of item costs (layers, with the embedding and the head
+/// folded into the first and last) into `stages` contiguous non-empty
+/// stages minimizing the most expensive stage, by dynamic programming over
+/// prefix sums: O(items^2 * stages). `stages` must be at most the items.
+StageCuts balanceStages(llvm::ArrayRef<double> costs, int64_t stages);
+
+} // namespace tessera
+
+#endif // TESSERA_SEARCH_STAGECUTS_H
