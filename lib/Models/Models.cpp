@@ -118,65 +118,23 @@ public:
     return RankedTensorType::get(shape, element ? element : elementType);
   }
 
-  /// The axes of each dim of an annotated argument, e.g. {{}, {"tp"}}.
-  using DimAxes = SmallVector<SmallVector<StringRef, 1>>;
-
-  /// Declares an argument; returns its index. `param` names a trainable one;
-  /// `sharding` (when the model is annotated) gives its mesh axes per dim.
-  unsigned addArgument(Type type, StringRef param = {},
-                       std::optional<DimAxes> sharding = std::nullopt) {
+  /// Declares an argument; returns its index. `param` names a trainable one.
+  unsigned addArgument(Type type, StringRef param = {}) {
     argTypes.push_back(type);
     paramNames.push_back(param.str());
-    shardings.push_back(std::move(sharding));
     return argTypes.size() - 1;
-  }
-
-  /// Annotates the arguments over a mesh named @mesh with these axes, all
-  /// of size 1 (tessera compile/verify --mesh resizes them).
-  void setMesh(ArrayRef<StringRef> axes) {
-    meshAxes.assign(axes.begin(), axes.end());
-  }
-
-  /// `dims` when the model is annotated (a mesh is set), else nothing.
-  std::optional<DimAxes> shard(DimAxes dims) const {
-    if (meshAxes.empty())
-      return std::nullopt;
-    return dims;
   }
 
   /// Creates `@name` in `module` with the declared arguments and positions
   /// the builder in its body.
   void begin(ModuleOp module, StringRef name, TypeRange results) {
     builder.setInsertionPointToEnd(module.getBody());
-    FlatSymbolRefAttr mesh;
-    if (!meshAxes.empty()) {
-      SmallVector<int64_t> ones(meshAxes.size(), 1);
-      dist::MeshOp::create(builder, loc, "mesh",
-                           builder.getStrArrayAttr(meshAxes),
-                           builder.getDenseI64ArrayAttr(ones));
-      mesh = FlatSymbolRefAttr::get(builder.getContext(), "mesh");
-    }
     function = func::FuncOp::create(builder, loc, name,
                                     builder.getFunctionType(argTypes, results));
     for (auto [index, param] : llvm::enumerate(paramNames))
       if (!param.empty())
         function.setArgAttr(index, nn::kParamAttrName,
                             builder.getStringAttr(param));
-    for (auto [index, sharding] : llvm::enumerate(shardings)) {
-      if (!mesh || !sharding)
-        continue;
-      SmallVector<dist::DimShardingAttr> dims;
-      for (ArrayRef<StringRef> axes : *sharding) {
-        SmallVector<StringAttr> names;
-        for (StringRef axis : axes)
-          names.push_back(builder.getStringAttr(axis));
-        dims.push_back(dist::DimShardingAttr::get(builder.getContext(), names,
-                                                  /*isOpen=*/false,
-                                                  std::nullopt));
-      }
-      function.setArgAttr(index, dist::DistDialect::kShardingAttrName,
-                          dist::ShardingAttr::get(mesh, dims));
-    }
     builder.setInsertionPointToStart(function.addEntryBlock());
   }
 
@@ -236,8 +194,6 @@ private:
   Type elementType;
   SmallVector<Type> argTypes;
   SmallVector<std::string> paramNames;
-  SmallVector<std::optional<DimAxes>> shardings;
-  SmallVector<StringRef> meshAxes;
   func::FuncOp function;
 };
 } // namespace
@@ -249,18 +205,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   int64_t b = c.batch, s = c.seq, h = c.hidden, a = c.heads, d = h / a;
   FunctionBuilder fb(context, c.dtype);
   Type i32 = fb.builder.getI32Type();
-  // Megatron-LM: column-parallel q/k/v and first MLP layer, row-parallel
-  // output projections; the batch over "dp".
-  if (c.sharding == "megatron")
-    fb.setMesh({"dp", "tp"});
-  using DimAxes = FunctionBuilder::DimAxes;
-  auto shard = [&](DimAxes dims) { return fb.shard(std::move(dims)); };
-  DimAxes column = {{}, {"tp"}}, row = {{"tp"}, {}}, split = {{"tp"}};
-
-  unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32), {},
-                                   shard({{"dp"}, {}}));
-  unsigned labels = fb.addArgument(fb.tensor({b, s}, i32), {},
-                                   shard({{"dp"}, {}}));
+  unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32));
+  unsigned labels = fb.addArgument(fb.tensor({b, s}, i32));
   unsigned wte = fb.addArgument(fb.tensor({c.vocab, h}), "wte");
   unsigned wpe = fb.addArgument(fb.tensor({s, h}), "wpe");
   struct Block {
@@ -270,27 +216,25 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   SmallVector<Block> blocks;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     std::string p = llvm::formatv("blocks.{0}.", layer).str();
-    auto add = [&](ArrayRef<int64_t> shape, StringRef name,
-                   std::optional<DimAxes> sharding = std::nullopt) {
-      return fb.addArgument(fb.tensor(shape), p + name.str(),
-                            sharding ? shard(*sharding) : std::nullopt);
+    auto add = [&](ArrayRef<int64_t> shape, StringRef name) {
+      return fb.addArgument(fb.tensor(shape), p + name.str());
     };
     Block blk;
     blk.ln1g = add({h}, "ln1.gamma");
     blk.ln1b = add({h}, "ln1.beta");
-    blk.wq = add({h, h}, "attn.wq", column);
-    blk.bq = add({h}, "attn.bq", split);
-    blk.wk = add({h, h}, "attn.wk", column);
-    blk.bk = add({h}, "attn.bk", split);
-    blk.wv = add({h, h}, "attn.wv", column);
-    blk.bv = add({h}, "attn.bv", split);
-    blk.wo = add({h, h}, "attn.wo", row);
+    blk.wq = add({h, h}, "attn.wq");
+    blk.bq = add({h}, "attn.bq");
+    blk.wk = add({h, h}, "attn.wk");
+    blk.bk = add({h}, "attn.bk");
+    blk.wv = add({h, h}, "attn.wv");
+    blk.bv = add({h}, "attn.bv");
+    blk.wo = add({h, h}, "attn.wo");
     blk.bo = add({h}, "attn.bo");
     blk.ln2g = add({h}, "ln2.gamma");
     blk.ln2b = add({h}, "ln2.beta");
-    blk.w1 = add({h, 4 * h}, "mlp.w1", column);
-    blk.b1 = add({4 * h}, "mlp.b1", split);
-    blk.w2 = add({4 * h, h}, "mlp.w2", row);
+    blk.w1 = add({h, 4 * h}, "mlp.w1");
+    blk.b1 = add({4 * h}, "mlp.b1");
+    blk.w2 = add({4 * h, h}, "mlp.w2");
     blk.b2 = add({h}, "mlp.b2");
     blocks.push_back(blk);
   }
@@ -349,6 +293,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
   fb.finish(loss);
+  if (c.sharding == "megatron")
+    annotateMegatron(*module, 1, 1);
   return module;
 }
 
@@ -358,26 +304,14 @@ OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
   assert(!validate(c) && "invalid MLP configuration");
   FunctionBuilder fb(context, c.dtype);
   SmallVector<int64_t> widths = getMlpWidths(c);
-  if (c.sharding == "megatron")
-    fb.setMesh({"dp", "tp"});
-  using DimAxes = FunctionBuilder::DimAxes;
-  auto shard = [&](DimAxes dims) { return fb.shard(std::move(dims)); };
-  unsigned input =
-      fb.addArgument(fb.tensor({c.batch, c.input}), {}, shard({{"dp"}, {}}));
-  unsigned target =
-      fb.addArgument(fb.tensor({c.batch, c.output}), {}, shard({{"dp"}, {}}));
+  unsigned input = fb.addArgument(fb.tensor({c.batch, c.input}));
+  unsigned target = fb.addArgument(fb.tensor({c.batch, c.output}));
   SmallVector<std::pair<unsigned, unsigned>> layers;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     std::string p = llvm::formatv("layers.{0}.", layer).str();
-    // Even layers are column-parallel (their bias split too), odd ones
-    // row-parallel.
-    bool isColumn = layer % 2 == 0;
-    unsigned w = fb.addArgument(
-        fb.tensor({widths[layer], widths[layer + 1]}), p + "w",
-        shard(isColumn ? DimAxes{{}, {"tp"}} : DimAxes{{"tp"}, {}}));
-    unsigned bias = fb.addArgument(
-        fb.tensor({widths[layer + 1]}), p + "b",
-        isColumn ? shard({{"tp"}}) : std::nullopt);
+    unsigned w =
+        fb.addArgument(fb.tensor({widths[layer], widths[layer + 1]}), p + "w");
+    unsigned bias = fb.addArgument(fb.tensor({widths[layer + 1]}), p + "b");
     layers.push_back({w, bias});
   }
 
@@ -396,5 +330,87 @@ OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
   Value loss = nn::ReduceMeanOp::create(bld, loc, squared,
                                         bld.getDenseI64ArrayAttr({0, 1}));
   fb.finish(loss);
+  if (c.sharding == "megatron")
+    annotateMegatron(*module, 1, 1);
   return module;
+}
+
+//===----------------------------------------------------------------------===//
+// Megatron-LM annotations
+//===----------------------------------------------------------------------===//
+
+/// The Megatron-LM split of a parameter by its name: column-parallel
+/// projections (and their biases) and row-parallel ones; none for the rest.
+static std::optional<SmallVector<SmallVector<StringRef, 1>>>
+getMegatronDims(StringRef name) {
+  using Dims = SmallVector<SmallVector<StringRef, 1>>;
+  for (StringRef column : {"attn.wq", "attn.wk", "attn.wv", "mlp.w1"})
+    if (name.ends_with(column))
+      return Dims{{}, {"tp"}};
+  for (StringRef bias : {"attn.bq", "attn.bk", "attn.bv", "mlp.b1"})
+    if (name.ends_with(bias))
+      return Dims{{"tp"}};
+  for (StringRef row : {"attn.wo", "mlp.w2"})
+    if (name.ends_with(row))
+      return Dims{{"tp"}, {}};
+  // MLP layers alternate column- and row-parallel.
+  StringRef rest = name;
+  int64_t layer;
+  if (rest.consume_front("layers.") &&
+      !rest.consumeInteger(10, layer) && rest.consume_front(".")) {
+    bool column = layer % 2 == 0;
+    if (rest == "w")
+      return column ? Dims{{}, {"tp"}} : Dims{{"tp"}, {}};
+    if (rest == "b" && column)
+      return Dims{{"tp"}};
+  }
+  return std::nullopt;
+}
+
+void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
+  MLIRContext *context = module.getContext();
+  context->loadDialect<dist::DistDialect>();
+  OpBuilder builder(context);
+  for (auto mesh : llvm::make_early_inc_range(module.getOps<dist::MeshOp>()))
+    mesh.erase();
+  builder.setInsertionPointToStart(module.getBody());
+  dist::MeshOp::create(builder, module.getLoc(), "mesh",
+                       builder.getStrArrayAttr({"dp", "tp"}),
+                       builder.getDenseI64ArrayAttr({dp, tp}));
+  auto mesh = FlatSymbolRefAttr::get(context, "mesh");
+  auto sharding = [&](ArrayRef<SmallVector<StringRef, 1>> dims) {
+    SmallVector<dist::DimShardingAttr> dimAttrs;
+    for (ArrayRef<StringRef> axes : dims) {
+      SmallVector<StringAttr> names;
+      for (StringRef axis : axes)
+        names.push_back(builder.getStringAttr(axis));
+      dimAttrs.push_back(dist::DimShardingAttr::get(context, names,
+                                                    /*isOpen=*/false,
+                                                    std::nullopt));
+    }
+    return dist::ShardingAttr::get(mesh, dimAttrs);
+  };
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  module.walk([&](func::FuncOp function) {
+    for (unsigned i = 0; i < function.getNumResults(); ++i)
+      function.removeResultAttr(i, builder.getStringAttr(attrName));
+    for (BlockArgument arg : function.getArguments()) {
+      unsigned index = arg.getArgNumber();
+      function.removeArgAttr(index, attrName);
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0)
+        continue;
+      auto param =
+          function.getArgAttrOfType<StringAttr>(index, nn::kParamAttrName);
+      if (!param) {
+        // Data: the batch over "dp".
+        SmallVector<SmallVector<StringRef, 1>> dims(type.getRank());
+        dims[0] = {"dp"};
+        function.setArgAttr(index, attrName, sharding(dims));
+        continue;
+      }
+      if (auto dims = getMegatronDims(param.getValue()))
+        function.setArgAttr(index, attrName, sharding(*dims));
+    }
+  });
 }

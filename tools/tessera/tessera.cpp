@@ -114,13 +114,24 @@ static cl::opt<std::string> planOutput("o", cl::desc("Output plan file"),
 static cl::opt<bool> planText("text",
                               cl::desc("Write the plan in protobuf text format"),
                               cl::sub(compileCmd));
-enum class Emit { Plan, Partitioned };
+enum class Emit { Plan, Partitioned, NN };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::Plan),
     cl::values(clEnumValN(Emit::Plan, "plan", "the executable plan"),
                clEnumValN(Emit::Partitioned, "partitioned",
-                          "the per-device program in MLIR")),
+                          "the per-device program in MLIR"),
+               clEnumValN(Emit::NN, "nn",
+                          "the annotated global program (after --auto)")),
     cl::sub(compileCmd));
+static cl::opt<bool> autoPlan(
+    "auto", cl::desc("Search the plan (as tessera plan) and annotate the "
+                     "model with the winner; needs --machine and --devices"),
+    cl::sub(compileCmd));
+static cl::opt<std::string> autoMachine(
+    "machine", cl::desc("With --auto: the machine model"), cl::sub(compileCmd));
+static cl::opt<int64_t> autoDevices("devices",
+                                    cl::desc("With --auto: the devices"),
+                                    cl::init(0), cl::sub(compileCmd));
 static cl::opt<double> tolerance(
     "tolerance",
     cl::desc("Largest relative error per result (per step's loss when "
@@ -420,6 +431,45 @@ static int launch(int64_t numRanks, ArrayRef<std::string> runArgs) {
   return code;
 }
 
+/// --auto: searches the plans this compiler builds today (data and tensor
+/// parallelism without gradient accumulation; pipelines, ZeRO and sequence
+/// parallelism are issues #9 and #6) and annotates the model with the
+/// fastest.
+static int applyAutoPlan(ModuleOp module) {
+  if (autoMachine.empty() || autoDevices < 1)
+    return reportError(llvm::createStringError(
+        "--auto needs --machine NAME and --devices N"));
+  llvm::Expected<ModelShape> shape = getModelShape(module);
+  if (!shape)
+    return reportError(shape.takeError());
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel(autoMachine, TESSERA_MACHINES_DIR);
+  if (!machine)
+    return reportError(machine.takeError());
+  SearchPins pins;
+  pins.pp = 1;
+  pins.microbatches = 1;
+  pins.zero = 0;
+  pins.sequenceParallel = false;
+  pins.recompute = Recompute::None;
+  SearchResult result = searchPlans(*shape, *machine, autoDevices, pins);
+  if (result.plans.empty())
+    return reportError(llvm::createStringError(
+        llvm::formatv("no data x tensor parallel plan of {0} devices fits "
+                      "in device memory (pipelines and ZeRO are not built "
+                      "yet: issues #9 and #6)",
+                      autoDevices.getValue())
+            .str()));
+  const PlanEstimate &best = result.plans.front();
+  annotateMegatron(module, best.choice.dp, best.choice.tp);
+  llvm::errs() << llvm::formatv(
+      "auto: dp={0} tp={1}: predicted step {2:e3} s, MFU {3:f1}% on {4} x "
+      "{5} (of {6} plans)\n",
+      best.choice.dp, best.choice.tp, best.stepTimeSeconds, 100 * best.mfu,
+      autoDevices.getValue(), machine->name, result.considered);
+  return 0;
+}
+
 static int runCompile(MLIRContext &context) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -427,8 +477,19 @@ static int runCompile(MLIRContext &context) {
   if (!module)
     return 1;
   std::string error;
+  if (autoPlan && applyAutoPlan(*module) != 0)
+    return 1;
   if (!meshSpec.empty() && failed(applyMeshSpec(*module, meshSpec, error)))
     return reportError(llvm::createStringError(error));
+  if (emit == Emit::NN) {
+    std::unique_ptr<llvm::ToolOutputFile> file =
+        openOutputFile(planOutput, &error);
+    if (!file)
+      return reportError(llvm::createStringError(error));
+    module->print(file->os());
+    file->keep();
+    return 0;
+  }
   if (emit == Emit::Partitioned) {
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           addTrainStep(pm);

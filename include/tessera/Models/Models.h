@@ -67,6 +67,14 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
 mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *context,
                                            const MlpConfig &config);
 
+/// Annotates a GPT or MLP model from these generators for Megatron-LM on a
+/// mesh @mesh ["dp"=dp, "tp"=tp] (replacing any mesh and argument shardings):
+/// data split on its first (batch) dim over "dp"; q/k/v and the first MLP
+/// projection (and their biases) split by columns over "tp", the attention
+/// output and second MLP projection by rows; MLP layers alternate column and
+/// row. Other parameters are left for propagation.
+void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp);
+
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);
 
