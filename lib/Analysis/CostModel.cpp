@@ -20,7 +20,9 @@ llvm::Expected<double> tessera::getComputeSeconds(const MachineModel &machine,
   if (!peak)
     return peak.takeError();
   double computeSeconds =
-      flops > 0 ? flops / (*peak * getGemmEfficiency(flops)) : 0.0;
+      flops > 0 ? flops / (*peak * getGemmEfficiency(
+                               flops, machine.gemmHalfEfficiencyFlops))
+                : 0.0;
   double memorySeconds = bytes / machine.memoryBandwidthBytesPerSecond;
   return std::max(computeSeconds, memorySeconds);
 }

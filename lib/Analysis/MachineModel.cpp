@@ -108,6 +108,13 @@ llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
   if (!bandwidth)
     return bandwidth.takeError();
   machine.memoryBandwidthBytesPerSecond = *bandwidth;
+  if (device->get("gemm_half_efficiency_flops")) {
+    llvm::Expected<double> half =
+        getPositive(*device, "gemm_half_efficiency_flops", "device.");
+    if (!half)
+      return half.takeError();
+    machine.gemmHalfEfficiencyFlops = *half;
+  }
 
   const json::Array *levels = root->getArray("levels");
   const json::Object *torus = root->getObject("torus");

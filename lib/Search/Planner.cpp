@@ -180,7 +180,8 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   double gemmFlops = 2 * microbatch * s * h * (4 * h / t);
   double gemmSeconds =
       estimate.hardwareFlopsPerStep / devices /
-      (peak * kLargeGemmEfficiency * getGemmEfficiency(gemmFlops));
+      (peak * kLargeGemmEfficiency *
+       getGemmEfficiency(gemmFlops, machine.gemmHalfEfficiencyFlops));
   double elementwiseBytes = 3 * 2 * (34 / t) * sbh * (bytes.activation / 2) *
                             layersPerStage * choice.microbatches;
   estimate.computeSeconds =

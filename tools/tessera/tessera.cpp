@@ -7,7 +7,7 @@
 // tessera run PLAN --ranks N  run a plan on N local ranks
 // tessera gradcheck FILE      autodiff gradients vs finite differences
 // tessera plan FILE ...       search the DP/TP/PP plan against a machine
-// tessera calibrate           a later stage; it says which issue builds it
+// tessera calibrate -o FILE   fit a machine file from runtime microbenchmarks
 //
 //===----------------------------------------------------------------------===//
 
@@ -176,16 +176,18 @@ static cl::opt<std::string> inputsFile("inputs",
                                        cl::desc("Global inputs (tensor file)"),
                                        cl::sub(runCmd));
 
-/// Stages that later issues build: each fails with a clear message.
-struct PendingStage {
-  const char *name;
-  const char *description;
-  const char *issue;
-};
-static const PendingStage kPendingStages[] = {
-    {"calibrate", "Fit a machine model from runtime microbenchmarks",
-     "#7 (plan search)"},
-};
+static cl::SubCommand calibrateCmd(
+    "calibrate", "Fit a machine file from runtime microbenchmarks on N local "
+                 "ranks (GEMMs, memory bandwidth, all_reduce over sizes)");
+static cl::opt<std::string> calibrateOutput("o", cl::desc("Machine file"),
+                                            cl::value_desc("file"),
+                                            cl::Required,
+                                            cl::sub(calibrateCmd));
+static cl::opt<int64_t> calibrateRanks("ranks", cl::desc("Ranks to measure"),
+                                       cl::init(2), cl::sub(calibrateCmd));
+static cl::opt<bool> calibrateQuick("quick",
+                                    cl::desc("Smaller sizes, fewer repeats"),
+                                    cl::sub(calibrateCmd));
 
 static cl::SubCommand planCmd(
     "plan", "Search the DP/TP/PP training plan of a GPT-style model against "
@@ -399,16 +401,17 @@ static void addTrainStep(OpPassManager &pm) {
 
 static std::string mainExecutable;
 
-/// Runs `tessera-run` (next to this binary) on `numRanks` ranks through
+/// Runs `runnerName` (next to this binary) on `numRanks` ranks through
 /// mpirun; returns its exit code, or -1 when it cannot start.
-static int launch(int64_t numRanks, ArrayRef<std::string> runArgs) {
+static int launch(int64_t numRanks, ArrayRef<std::string> runArgs,
+                  StringRef runnerName = "tessera-run") {
   llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
   if (!mpirun) {
     llvm::errs() << "tessera: error: mpirun not found (install openmpi-bin)\n";
     return -1;
   }
   SmallString<256> runner(llvm::sys::path::parent_path(mainExecutable));
-  llvm::sys::path::append(runner, "tessera-run");
+  llvm::sys::path::append(runner, runnerName);
   std::vector<std::string> args = {*mpirun, "-np", std::to_string(numRanks),
                                    "--oversubscribe", std::string(runner)};
   llvm::append_range(args, runArgs);
@@ -946,6 +949,21 @@ static int runPlan(MLIRContext &context) {
   return 0;
 }
 
+static int runCalibrate() {
+  std::vector<std::string> args = {calibrateOutput};
+  if (calibrateQuick)
+    args.push_back("--quick");
+  int code = launch(calibrateRanks, args, "tessera-calibrate");
+  if (code != 0)
+    return 1;
+  // The file must read back as a machine.
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel(calibrateOutput, TESSERA_MACHINES_DIR);
+  if (!machine)
+    return reportError(machine.takeError());
+  return 0;
+}
+
 static int runRun() {
   std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
                                    "--seed", std::to_string(seed)};
@@ -961,20 +979,6 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   mainExecutable = llvm::sys::fs::getMainExecutable(
       argv[0], reinterpret_cast<void *>(&reportError));
-  // Later stages parse nothing yet: catch their names before cl does, so
-  // that any options they are given do not hide the message.
-  if (argc > 1) {
-    for (const PendingStage &stage : kPendingStages) {
-      if (StringRef(argv[1]) != stage.name)
-        continue;
-      llvm::errs() << "tessera: error: '" << stage.name << "' ("
-                   << stage.description
-                   << ") is not available: its stages are not built yet; "
-                      "they arrive with issue "
-                   << stage.issue << "\n";
-      return 2;
-    }
-  }
   cl::ParseCommandLineOptions(
       argc, argv,
       "Tessera: a declarative auto-sharding compiler for neural-network "
@@ -997,6 +1001,8 @@ int main(int argc, char **argv) {
     return runGradcheck(context);
   if (planCmd)
     return runPlan(context);
+  if (calibrateCmd)
+    return runCalibrate();
   llvm::errs() << "tessera: error: expected a subcommand: model, stats, "
                   "compile, verify, run, plan or calibrate (see --help)\n";
   return 1;

@@ -44,6 +44,9 @@ struct MachineModel {
   llvm::StringMap<double> peakFlopsPerSecond;
   double memoryBytes = 0;
   double memoryBandwidthBytesPerSecond = 0;
+  /// The GEMM size (FLOPs) that reaches half of peak (getGemmEfficiency);
+  /// optional in the file ("gemm_half_efficiency_flops").
+  double gemmHalfEfficiencyFlops = 2e9;
   /// Switched levels, innermost first; empty for a torus.
   llvm::SmallVector<InterconnectLevel> levels;
   std::optional<Torus> torus;
