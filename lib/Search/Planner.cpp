@@ -16,7 +16,14 @@
 #include "dialects/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "dialects/Dist/IR/DistOps.h"
+#include "tessera/Models/Models.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
+
+#include <map>
 
 #include <cmath>
 
@@ -107,10 +114,10 @@ double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
   return cuts.maxStageCost / average;
 }
 
-PlanEstimate tessera::estimatePlan(const ModelShape &model,
-                                   const MachineModel &machine,
-                                   const PlanChoice &choice,
-                                   std::optional<double> stageImbalance) {
+PlanEstimate tessera::estimatePlan(
+    const ModelShape &model, const MachineModel &machine,
+    const PlanChoice &choice, std::optional<double> stageImbalance,
+    const llvm::SmallVector<CollectiveUse> *forward) {
   PlanEstimate estimate;
   estimate.choice = choice;
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
@@ -190,7 +197,20 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // TP: two all-reduces of the layer's activations forward, two backward
   // (all-gather + reduce-scatter pairs with sequence parallelism: the same
   // time), two more when recomputing the forward.
-  if (choice.tp > 1) {
+  // From the partitioned program: its forward's collectives (at the
+  // model's batch, split into microbatches), backward mirroring forward,
+  // recomputation repeating it; a stage runs its share of them.
+  if (forward) {
+    double passes = choice.recompute == Recompute::Full ? 3 : 2;
+    double m = choice.microbatches;
+    double seconds = 0;
+    for (const CollectiveUse &use : *forward)
+      seconds += m * getCollectiveSeconds(machine, use.kind,
+                                          use.bytes / m * (bytes.activation /
+                                                           4),
+                                          use.group);
+    estimate.tpCommSeconds = passes * seconds / choice.pp;
+  } else if (choice.tp > 1) {
     double perLayerCount = choice.recompute == Recompute::Full ? 6 : 4;
     double oneAllReduce =
         getCollectiveSeconds(machine, CollectiveKind::AllReduce,
@@ -253,8 +273,27 @@ static SmallVector<int64_t> getDivisors(int64_t n) {
 
 SearchResult tessera::searchPlans(const ModelShape &model,
                                   const MachineModel &machine,
-                                  int64_t devices, const SearchPins &pins) {
+                                  int64_t devices, const SearchPins &pins,
+                                  ModuleOp program) {
   SearchResult result;
+  // The forward collectives of each dp x tp shape, partitioned once.
+  std::map<std::pair<int64_t, int64_t>,
+           std::optional<llvm::SmallVector<CollectiveUse>>>
+      partitioned;
+  auto getForward = [&](int64_t dp, int64_t tp)
+      -> const llvm::SmallVector<CollectiveUse> * {
+    if (!program)
+      return nullptr;
+    auto [it, inserted] = partitioned.try_emplace({dp, tp});
+    if (inserted) {
+      auto uses = getPartitionedCollectives(program, dp, tp);
+      if (uses)
+        it->second = std::move(*uses);
+      else
+        llvm::consumeError(uses.takeError());
+    }
+    return it->second ? &*it->second : nullptr;
+  };
   auto pinned = [](const auto &pin, auto value) {
     return !pin || *pin == value;
   };
@@ -268,6 +307,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       int64_t dp = devices / tp / pp;
       if (model.batch % dp != 0 || !pinned(pins.dp, dp))
         continue;
+      const llvm::SmallVector<CollectiveUse> *forward = getForward(dp, tp);
       for (int64_t m : getDivisors(model.batch / dp)) {
         if (!pinned(pins.microbatches, m))
           continue;
@@ -297,8 +337,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                       ? int64_t(2)
                                       : int64_t(1),
                                   recompute, sp, pins.precision};
-                PlanEstimate estimate =
-                    estimatePlan(model, machine, choice, imbalance);
+                PlanEstimate estimate = estimatePlan(model, machine, choice,
+                                                     imbalance, forward);
                 ++result.considered;
                 if (!estimate.fits) {
                   ++result.overMemory;
@@ -317,4 +357,63 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     return x.stepTimeSeconds < y.stepTimeSeconds;
   });
   return result;
+}
+
+llvm::Expected<llvm::SmallVector<CollectiveUse>>
+tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
+  OwningOpRef<ModuleOp> module = model.clone();
+  annotateMegatron(*module, dp, tp);
+  PassManager pm(module->getContext());
+  pm.addPass(createPropagatePass());
+  pm.addPass(createPartitionPass());
+  // The search's diagnostics are its own; a failure here falls back to the
+  // analytic formula.
+  ScopedDiagnosticHandler quiet(module->getContext(),
+                                [](Diagnostic &) { return success(); });
+  if (failed(pm.run(*module)))
+    return llvm::createStringError("the model does not partition for dp=" +
+                                   llvm::Twine(dp) + " tp=" + llvm::Twine(tp));
+  llvm::SmallVector<CollectiveUse> uses;
+  auto groupOf = [&](ArrayAttr axes) {
+    DeviceGroup group{1, 1};
+    bool hasTp = false, hasDp = false;
+    for (Attribute axis : axes) {
+      hasTp |= cast<StringAttr>(axis).getValue() == "tp";
+      hasDp |= cast<StringAttr>(axis).getValue() == "dp";
+    }
+    // Mesh ["dp", "tp"]: "tp" is minor (stride 1), "dp" strides over it.
+    if (hasTp && hasDp)
+      group = {dp * tp, 1};
+    else if (hasTp)
+      group = {tp, 1};
+    else if (hasDp)
+      group = {dp, tp};
+    return group;
+  };
+  module->walk([&](dist::CollectiveOpInterface op) {
+    auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    // Bytes as f32 (the search rescales to the plan's precision).
+    double inBytes = in.getNumElements() * 4.0;
+    double outBytes = out.getNumElements() * 4.0;
+    CollectiveKind kind;
+    double bytes;
+    if (isa<dist::AllReduceOp>(op)) {
+      kind = CollectiveKind::AllReduce;
+      bytes = inBytes;
+    } else if (isa<dist::AllGatherOp>(op)) {
+      kind = CollectiveKind::AllGather;
+      bytes = outBytes;
+    } else if (isa<dist::ReduceScatterOp>(op)) {
+      kind = CollectiveKind::ReduceScatter;
+      bytes = inBytes;
+    } else if (isa<dist::AllToAllOp>(op)) {
+      kind = CollectiveKind::AllToAll;
+      bytes = inBytes;
+    } else {
+      return; // all_slice moves nothing; the others do not appear here
+    }
+    uses.push_back({kind, bytes, groupOf(op.getMeshAxes())});
+  });
+  return uses;
 }

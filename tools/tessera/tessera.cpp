@@ -455,7 +455,8 @@ static int applyAutoPlan(ModuleOp module) {
   pins.zero = 0;
   pins.sequenceParallel = false;
   pins.recompute = Recompute::None;
-  SearchResult result = searchPlans(*shape, *machine, autoDevices, pins);
+  SearchResult result =
+      searchPlans(*shape, *machine, autoDevices, pins, module);
   if (result.plans.empty())
     return reportError(llvm::createStringError(
         llvm::formatv("no data x tensor parallel plan of {0} devices fits "
@@ -853,7 +854,8 @@ static int runPlan(MLIRContext &context) {
   else
     return bad("precision", planPrecision, "mixed, bf16 or fp32");
 
-  SearchResult result = searchPlans(*shape, *machine, planDevices, pins);
+  SearchResult result =
+      searchPlans(*shape, *machine, planDevices, pins, *model);
   size_t shown = std::min<size_t>(std::max<int64_t>(planTop, 1),
                                   result.plans.size());
   if (planJson) {

@@ -59,16 +59,35 @@ struct PlanEstimate {
   bool fits = false;
 };
 
+/// One collective of a partitioned forward program.
+struct CollectiveUse {
+  CollectiveKind kind;
+  /// The full buffer (see getCollectiveSeconds).
+  double bytes;
+  DeviceGroup group;
+};
+
+/// The collectives the compiler itself inserts for a plan's seeds: the model
+/// annotated Megatron-style for dp x tp (annotateMegatron), propagated and
+/// partitioned, its forward's collectives read back. Fails for a model the
+/// annotations do not fit.
+llvm::Expected<llvm::SmallVector<CollectiveUse>>
+getPartitionedCollectives(mlir::ModuleOp model, int64_t dp, int64_t tp);
+
 /// The slowest pipeline stage's compute over the average when the layers
 /// (the LM head weighing on the last) are cut into `stages` by balanceStages.
 double getStageImbalance(const ModelShape &model, int64_t stages);
 
 /// The estimate of one plan (which must divide the model: see search);
 /// `stageImbalance` saves recomputing getStageImbalance for its stages.
+/// With `forward`, the forward's collectives come from the partitioned
+/// program (getPartitionedCollectives) rather than Megatron's formula.
 PlanEstimate estimatePlan(const ModelShape &model,
                           const MachineModel &machine,
                           const PlanChoice &choice,
-                          std::optional<double> stageImbalance = std::nullopt);
+                          std::optional<double> stageImbalance = std::nullopt,
+                          const llvm::SmallVector<CollectiveUse> *forward =
+                              nullptr);
 
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {
@@ -91,8 +110,12 @@ struct SearchResult {
 /// counts dividing the per-replica batch, GPipe / 1F1B / interleaved (2
 /// chunks), no / selective / full recomputation, and sequence parallelism
 /// with TP. Plans over device memory are dropped.
+///
+/// With `model`, each dp x tp shape's collectives come from partitioning the
+/// program (getPartitionedCollectives; Megatron's formula where that fails).
 SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
-                         int64_t devices, const SearchPins &pins);
+                         int64_t devices, const SearchPins &pins,
+                         mlir::ModuleOp program = nullptr);
 
 } // namespace tessera
 

@@ -115,4 +115,50 @@ TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
   EXPECT_GT(shape->forwardFlops, 2.0 * 12 * 3 * 48 * 48 * 8 * 4);
 }
 
+TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
+  mlir::MLIRContext context;
+  GptConfig config{/*layers=*/3, /*hidden=*/48, /*heads=*/6, /*seq=*/8,
+                   /*vocab=*/100, /*batch=*/4};
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+  auto uses = getPartitionedCollectives(*module, /*dp=*/2, /*tp=*/2);
+  ASSERT_TRUE(bool(uses)) << llvm::toString(uses.takeError());
+  // Two tp all-reduces of the local activations per layer (after the
+  // attention and the MLP output projections), one dp average of the loss.
+  int tpAllReduces = 0, dpAllReduces = 0;
+  for (const CollectiveUse &use : *uses) {
+    ASSERT_EQ(use.kind, CollectiveKind::AllReduce);
+    if (use.group.size == 2 && use.group.stride == 1) {
+      ++tpAllReduces;
+      EXPECT_DOUBLE_EQ(use.bytes, 4.0 * (4 / 2) * 8 * 48);
+    } else {
+      ++dpAllReduces;
+      EXPECT_EQ(use.group.stride, 2);
+      EXPECT_DOUBLE_EQ(use.bytes, 4.0);
+    }
+  }
+  EXPECT_EQ(tpAllReduces, 2 * 3);
+  EXPECT_EQ(dpAllReduces, 1);
+  // The partitioned program costs what Megatron's formula does.
+  llvm::Expected<ModelShape> shape = getModelShape(*module);
+  ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
+  PlanChoice choice;
+  choice.dp = 2;
+  choice.tp = 2;
+  double formula = estimatePlan(*shape, dgx(), choice).tpCommSeconds;
+  double partitioned =
+      estimatePlan(*shape, dgx(), choice, std::nullopt, &*uses).tpCommSeconds;
+  EXPECT_GT(partitioned, formula);
+  EXPECT_LT(partitioned, 1.2 * formula);
+}
+
+TEST(PlannerTest, PartitionedCollectivesRejectAnIndivisibleModel) {
+  mlir::MLIRContext context;
+  GptConfig config{/*layers=*/1, /*hidden=*/48, /*heads=*/6, /*seq=*/8,
+                   /*vocab=*/100, /*batch=*/4};
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+  auto uses = getPartitionedCollectives(*module, /*dp=*/3, /*tp=*/1);
+  ASSERT_FALSE(bool(uses));
+  EXPECT_NE(llvm::toString(uses.takeError()).find("dp=3"), std::string::npos);
+}
+
 } // namespace
