@@ -15,8 +15,8 @@ LogicalResult tessera::applyMeshSpec(ModuleOp module, StringRef spec,
   if (meshes.size() != 1) {
     error = "--mesh needs a model with exactly one dist.mesh, found " +
             std::to_string(meshes.size()) +
-            (meshes.empty() ? " (annotate the model; automatic planning "
-                              "arrives with issue #7)"
+            (meshes.empty() ? " (annotate the model, or let compile --auto "
+                              "choose the plan)"
                             : "");
     return failure();
   }
