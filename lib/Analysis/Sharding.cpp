@@ -31,6 +31,19 @@ int64_t MeshShape::getGroupSize(ArrayRef<StringAttr> axes) const {
   return size;
 }
 
+DeviceGroup MeshShape::getDeviceGroup(ArrayRef<StringAttr> groupAxes) const {
+  DeviceGroup group{getGroupSize(groupAxes), 1};
+  for (StringAttr axis : llvm::reverse(axes)) {
+    if (llvm::is_contained(groupAxes, axis))
+      break;
+    group.stride *= getAxisSize(axis);
+  }
+  // No listed axis is in the mesh: one device.
+  if (group.size == 1)
+    group.stride = 1;
+  return group;
+}
+
 //===----------------------------------------------------------------------===//
 // TensorSharding
 //===----------------------------------------------------------------------===//

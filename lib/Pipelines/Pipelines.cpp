@@ -56,14 +56,16 @@ LogicalResult tessera::applyMeshSpec(ModuleOp module, StringRef spec,
   return success();
 }
 
-void tessera::buildShardingPipeline(OpPassManager &pm) {
-  pm.addPass(createPropagatePass());
+void tessera::buildShardingPipeline(OpPassManager &pm, StringRef machine) {
+  PropagatePassOptions options;
+  options.machine = machine.str();
+  pm.addPass(createPropagatePass(options));
   pm.addPass(createPartitionPass());
 }
 
 void tessera::buildCompilePipeline(OpPassManager &pm, StringRef output,
-                                   bool text) {
-  buildShardingPipeline(pm);
+                                   bool text, StringRef machine) {
+  buildShardingPipeline(pm, machine);
   ExportPassOptions options;
   options.output = output.str();
   options.text = text;

@@ -12,20 +12,19 @@
 
 #include "tessera/Search/StageCuts.h"
 
+#include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/Sharding.h"
+#include "tessera/Models/Models.h"
+#include "tessera/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "dialects/Dist/IR/DistOps.h"
-#include "tessera/Models/Models.h"
-#include "tessera/Transforms/Passes.h"
-
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
 
-#include <map>
-
 #include <cmath>
+#include <map>
 
 using namespace mlir;
 using namespace tessera;
@@ -364,8 +363,7 @@ tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
   OwningOpRef<ModuleOp> module = model.clone();
   annotateMegatron(*module, dp, tp);
   PassManager pm(module->getContext());
-  pm.addPass(createPropagatePass());
-  pm.addPass(createPartitionPass());
+  buildShardingPipeline(pm);
   // The search's diagnostics are its own; a failure here falls back to the
   // analytic formula.
   ScopedDiagnosticHandler quiet(module->getContext(),
@@ -374,22 +372,7 @@ tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
     return llvm::createStringError("the model does not partition for dp=" +
                                    llvm::Twine(dp) + " tp=" + llvm::Twine(tp));
   llvm::SmallVector<CollectiveUse> uses;
-  auto groupOf = [&](ArrayAttr axes) {
-    DeviceGroup group{1, 1};
-    bool hasTp = false, hasDp = false;
-    for (Attribute axis : axes) {
-      hasTp |= cast<StringAttr>(axis).getValue() == "tp";
-      hasDp |= cast<StringAttr>(axis).getValue() == "dp";
-    }
-    // Mesh ["dp", "tp"]: "tp" is minor (stride 1), "dp" strides over it.
-    if (hasTp && hasDp)
-      group = {dp * tp, 1};
-    else if (hasTp)
-      group = {tp, 1};
-    else if (hasDp)
-      group = {dp, tp};
-    return group;
-  };
+  SymbolTableCollection symbols;
   module->walk([&](dist::CollectiveOpInterface op) {
     auto in = cast<RankedTensorType>(op->getOperand(0).getType());
     auto out = cast<RankedTensorType>(op->getResult(0).getType());
@@ -413,7 +396,10 @@ tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
     } else {
       return; // all_slice moves nothing; the others do not appear here
     }
-    uses.push_back({kind, bytes, groupOf(op.getMeshAxes())});
+    SmallVector<StringAttr> axes =
+        llvm::to_vector(op.getMeshAxes().getAsRange<StringAttr>());
+    uses.push_back(
+        {kind, bytes, MeshShape(op.getMesh(symbols)).getDeviceGroup(axes)});
   });
   return uses;
 }

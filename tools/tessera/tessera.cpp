@@ -128,7 +128,10 @@ static cl::opt<bool> autoPlan(
                      "model with the winner; needs --machine and --devices"),
     cl::sub(compileCmd));
 static cl::opt<std::string> autoMachine(
-    "machine", cl::desc("With --auto: the machine model"), cl::sub(compileCmd));
+    "machine",
+    cl::desc("The machine model: --auto searches the plan on it, and "
+             "propagation resolves conflicts by their time on it"),
+    cl::sub(compileCmd));
 static cl::opt<int64_t> autoDevices("devices",
                                     cl::desc("With --auto: the devices"),
                                     cl::init(0), cl::sub(compileCmd));
@@ -497,7 +500,7 @@ static int runCompile(MLIRContext &context) {
   if (emit == Emit::Partitioned) {
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           addTrainStep(pm);
-          buildShardingPipeline(pm);
+          buildShardingPipeline(pm, autoMachine);
         })))
       return 1;
     std::unique_ptr<llvm::ToolOutputFile> file =
@@ -510,7 +513,7 @@ static int runCompile(MLIRContext &context) {
   }
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
         addTrainStep(pm);
-        buildCompilePipeline(pm, planOutput, planText);
+        buildCompilePipeline(pm, planOutput, planText, autoMachine);
       })))
     return 1;
   if (planText || planOutput == "-")

@@ -11,6 +11,7 @@
 #define TESSERA_ANALYSIS_COSTMODEL_H
 
 #include "tessera/Analysis/MachineModel.h"
+#include "tessera/Analysis/Sharding.h"
 
 namespace tessera {
 
@@ -37,13 +38,6 @@ double getRingSeconds(CollectiveKind kind, int64_t devices, double bytes,
 double getTreeAllReduceSeconds(int64_t devices, double bytes,
                                double bandwidthBytesPerSecond,
                                double latencySeconds);
-
-/// A device group as a mesh axis forms it: `size` devices `stride` apart
-/// (the product of the sizes of the more minor mesh axes).
-struct DeviceGroup {
-  int64_t size = 1;
-  int64_t stride = 1;
-};
 
 /// The time of a collective of `bytes` (the full buffer) within `group`:
 ///

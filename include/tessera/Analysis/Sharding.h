@@ -19,6 +19,13 @@ namespace tessera {
 
 using AxisList = llvm::SmallVector<mlir::StringAttr, 2>;
 
+/// A device group as mesh axes form it: `size` devices `stride` apart
+/// (the product of the sizes of the more minor mesh axes).
+struct DeviceGroup {
+  int64_t size = 1;
+  int64_t stride = 1;
+};
+
 /// Axis sizes of one mesh.
 class MeshShape {
 public:
@@ -30,6 +37,9 @@ public:
   int64_t getAxisSize(mlir::StringAttr axis) const;
   /// The number of devices spanned by `axes`.
   int64_t getGroupSize(llvm::ArrayRef<mlir::StringAttr> axes) const;
+  /// The devices `axes` group together. Devices are numbered row-major over
+  /// the mesh, so the stride is that of the most minor axis listed.
+  DeviceGroup getDeviceGroup(llvm::ArrayRef<mlir::StringAttr> axes) const;
   /// The mesh axes, major to minor.
   llvm::ArrayRef<mlir::StringAttr> getAxes() const { return axes; }
 

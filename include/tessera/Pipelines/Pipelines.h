@@ -15,12 +15,15 @@ namespace tessera {
 mlir::LogicalResult applyMeshSpec(mlir::ModuleOp module, llvm::StringRef spec,
                                   std::string &error);
 
-/// Propagation then partition: the per-device program.
-void buildShardingPipeline(mlir::OpPassManager &pm);
+/// Propagation then partition: the per-device program. With `machine` (a
+/// machine file or preset), propagation resolves conflicts by their time on
+/// it.
+void buildShardingPipeline(mlir::OpPassManager &pm,
+                           llvm::StringRef machine = {});
 
 /// Sharding, then export of the plan to `output` (binary, or text).
 void buildCompilePipeline(mlir::OpPassManager &pm, llvm::StringRef output,
-                          bool text = false);
+                          bool text = false, llvm::StringRef machine = {});
 
 /// The single-device program's plan: shardings stripped, then export.
 void buildSingleDevicePipeline(mlir::OpPassManager &pm,

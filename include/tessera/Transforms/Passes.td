@@ -95,7 +95,9 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
     - a factor that the op cannot split (`need_replication`) takes no axes;
     - when the tensors of one factor disagree (a conflict), `mode=aggressive`
       (the default) keeps the candidate that leaves the fewest bytes to
-      reshard, `mode=conservative` keeps only their common prefix; ties break
+      reshard (with `machine=`, the fewest seconds: each losing tensor is
+      all-gathered over the axes it loses, priced on the links those axes
+      cross), `mode=conservative` keeps only their common prefix; ties break
       towards more axes, then towards the first operand;
     - dim priorities (`{"x"}p1`) run in rounds, lowest number first; dims
       without a priority take part from the first round.
@@ -128,6 +130,9 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
            "How to resolve conflicts: aggressive or conservative">,
     Option<"explain", "explain", "bool", /*default=*/"false",
            "Report where each value's sharding came from and every conflict">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "A machine file or preset name: aggressive conflicts then keep "
+           "the candidate fastest to reshard on its links">,
   ];
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }

@@ -11,6 +11,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,10 +48,12 @@ struct Seed {
 /// Propagates within one function over one mesh.
 class FunctionPropagator {
 public:
+  /// With `machine`, conflicts weigh resharding by its time on the machine
+  /// rather than by its bytes.
   FunctionPropagator(func::FuncOp function, MeshShape mesh, Mode mode,
-                     bool explain)
+                     bool explain, const MachineModel *machine)
       : function(function), mesh(std::move(mesh)), mode(mode),
-        explain(explain) {}
+        explain(explain), machine(machine) {}
 
   void run();
 
@@ -73,6 +76,7 @@ private:
   MeshShape mesh;
   Mode mode;
   bool explain;
+  const MachineModel *machine;
 
   SmallVector<Seed> seeds;
   llvm::MapVector<Value, TensorSharding> state;
@@ -177,14 +181,28 @@ AxisList FunctionPropagator::resolve(
     winner = chosen.empty() ? -1 : candidates.front().first;
   } else {
     // Keep the candidate that leaves the fewest bytes to reshard: the
-    // tensors whose own candidate is incompatible with it.
-    int64_t bestCost = std::numeric_limits<int64_t>::max();
+    // tensors whose own candidate is incompatible with it. On a machine,
+    // the fastest: each such tensor is gathered over its axes the candidate
+    // lacks, at the bandwidth of the links those axes cross.
+    double bestCost = std::numeric_limits<double>::infinity();
     for (const auto &candidate : candidates) {
-      int64_t cost = 0;
-      for (const auto &other : candidates)
-        if (!isAxesPrefix(other.second, candidate.second) &&
-            !isAxesPrefix(candidate.second, other.second))
-          cost += getTensorBytes(tensors[other.first].getType());
+      double cost = 0;
+      for (const auto &other : candidates) {
+        if (isAxesPrefix(other.second, candidate.second) ||
+            isAxesPrefix(candidate.second, other.second))
+          continue;
+        double bytes = getTensorBytes(tensors[other.first].getType());
+        if (!machine) {
+          cost += bytes;
+          continue;
+        }
+        AxisList gathered;
+        for (StringAttr axis : other.second)
+          if (!llvm::is_contained(candidate.second, axis))
+            gathered.push_back(axis);
+        cost += getCollectiveSeconds(*machine, CollectiveKind::AllGather,
+                                     bytes, mesh.getDeviceGroup(gathered));
+      }
       if (cost < bestCost ||
           (cost == bestCost && candidate.second.size() > chosen.size())) {
         bestCost = cost;
@@ -206,7 +224,8 @@ AxisList FunctionPropagator::resolve(
     if (winner >= 0)
       os << " of " << describe(op, winner);
     os << (mode == Mode::Conservative ? " (conservative: common prefix)"
-                                      : " (fewest bytes to reshard)");
+           : machine ? " (fastest to reshard on " + machine->name + ")"
+                     : std::string(" (fewest bytes to reshard)"));
     conflicts[{op, factor}] = text;
   }
   return chosen;
@@ -458,12 +477,24 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
 
   void runOnOperation() override {
     if (mode != "aggressive" && mode != "conservative") {
-      getOperation().emitError("unknown propagation mode '")
+      // At the location only: a note printing the whole module helps no one.
+      emitError(getOperation().getLoc(), "unknown propagation mode '")
           << mode << "', expected aggressive or conservative";
       return signalPassFailure();
     }
     Mode parsedMode =
         mode == "aggressive" ? Mode::Aggressive : Mode::Conservative;
+    std::optional<MachineModel> machineModel;
+    if (!machine.empty()) {
+      llvm::Expected<MachineModel> loaded =
+          loadMachineModel(machine, TESSERA_MACHINES_DIR);
+      if (!loaded) {
+        emitError(getOperation().getLoc(), "cannot load machine '")
+            << machine << "': " << llvm::toString(loaded.takeError());
+        return signalPassFailure();
+      }
+      machineModel = std::move(*loaded);
+    }
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
       if (function.isExternal())
         return WalkResult::advance();
@@ -471,7 +502,8 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
       if (failed(mesh))
         return WalkResult::interrupt();
       if (*mesh)
-        FunctionPropagator(function, MeshShape(*mesh), parsedMode, explain)
+        FunctionPropagator(function, MeshShape(*mesh), parsedMode, explain,
+                           machineModel ? &*machineModel : nullptr)
             .run();
       return WalkResult::advance();
     });

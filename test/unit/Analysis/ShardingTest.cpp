@@ -71,6 +71,19 @@ TEST_F(ShardingTest, MeshSizesAndGroups) {
   EXPECT_EQ(mesh.getGroupSize({}), 1);
 }
 
+TEST_F(ShardingTest, DeviceGroupsStrideOverTheMoreMinorAxes) {
+  // Mesh x=2, y=4, z=2, row-major: z is stride 1, y stride 2, x stride 8.
+  auto group = [&](std::initializer_list<StringRef> names) {
+    DeviceGroup g = mesh.getDeviceGroup(axes(names));
+    return std::make_pair(g.size, g.stride);
+  };
+  EXPECT_EQ(group({"z"}), std::make_pair(int64_t(2), int64_t(1)));
+  EXPECT_EQ(group({"y"}), std::make_pair(int64_t(4), int64_t(2)));
+  EXPECT_EQ(group({"x"}), std::make_pair(int64_t(2), int64_t(8)));
+  EXPECT_EQ(group({"x", "y"}), std::make_pair(int64_t(8), int64_t(2)));
+  EXPECT_EQ(group({}), std::make_pair(int64_t(1), int64_t(1)));
+}
+
 TEST_F(ShardingTest, NoStepsBetweenEqualShardings) {
   EXPECT_EQ(plan(sharding({axes({"x"}), {}}), sharding({axes({"x"}), {}})),
             "");
