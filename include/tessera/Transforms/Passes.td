@@ -100,7 +100,11 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
       cross), `mode=conservative` keeps only their common prefix; ties break
       towards more axes, then towards the first operand;
     - dim priorities (`{"x"}p1`) run in rounds, lowest number first; dims
-      without a priority take part from the first round.
+      without a priority take part from the first round;
+    - a result that updates an argument (`nn.updates`) takes that argument's
+      sharding, so a train step returns its new state in the layout it reads
+      (the partitioner gathers or slices it back); a result annotated
+      otherwise is an error.
 
     An op without a sharding rule gets a warning and replicated results.
 

@@ -11,6 +11,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/Sharding.h"
 
@@ -55,7 +56,8 @@ public:
       : function(function), mesh(std::move(mesh)), mode(mode),
         explain(explain), machine(machine) {}
 
-  void run();
+  /// Fails when a result that updates an argument is annotated otherwise.
+  LogicalResult run();
 
 private:
   void collectSeeds();
@@ -68,7 +70,7 @@ private:
                    ArrayRef<std::pair<int64_t, AxisList>> candidates,
                    ArrayRef<Value> tensors, int64_t &winner);
   TensorSharding &getState(Value value);
-  void writeBack();
+  LogicalResult writeBack();
   std::string describe(Operation *op, int64_t tensor) const;
   std::string describeOrigin(Value value);
 
@@ -360,7 +362,7 @@ bool FunctionPropagator::propagate(Operation *op) {
   return changed;
 }
 
-void FunctionPropagator::writeBack() {
+LogicalResult FunctionPropagator::writeBack() {
   MLIRContext *context = function.getContext();
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   auto format = [&](Value value) {
@@ -395,13 +397,34 @@ void FunctionPropagator::writeBack() {
       op->emitRemark() << "result #" << index << ": " << format(result);
   });
   auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
-  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands()))
-    if (isa<RankedTensorType>(operand.getType()) &&
-        !function.getResultAttr(index, attrName))
+  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
+    if (!isa<RankedTensorType>(operand.getType()))
+      continue;
+    Attribute given = function.getResultAttr(index, attrName);
+    // New state (a train step's parameters and optimizer state) is laid out
+    // as the argument it replaces, whatever sharding computed it: the
+    // partitioner then gathers or slices it back.
+    if (auto updated = function.getResultAttrOfType<IntegerAttr>(
+            index, nn::kUpdatesAttrName)) {
+      Attribute argument =
+          getState(function.getArgument(updated.getInt()))
+              .getClosed()
+              .toAttr(mesh.getName());
+      if (given && given != argument)
+        return function.emitError("result #")
+               << index << " updates argument #" << updated.getInt()
+               << " but is annotated " << given << " while the argument is "
+               << argument;
+      function.setResultAttr(index, attrName, argument);
+      continue;
+    }
+    if (!given)
       function.setResultAttr(
           index, attrName, getState(operand).getClosed().toAttr(mesh.getName()));
+  }
   for (auto &[key, text] : conflicts)
     key.first->emitRemark() << text;
+  return success();
 }
 
 /// "from X" when one annotation explains every dim, else "dim 0 from X, dim
@@ -426,7 +449,7 @@ std::string FunctionPropagator::describeOrigin(Value value) {
   return text;
 }
 
-void FunctionPropagator::run() {
+LogicalResult FunctionPropagator::run() {
   collectSeeds();
   SmallVector<Operation *> ops;
   function.walk([&](Operation *op) {
@@ -468,7 +491,7 @@ void FunctionPropagator::run() {
         break;
     }
   }
-  writeBack();
+  return writeBack();
 }
 
 namespace {
@@ -501,10 +524,12 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
       FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
       if (failed(mesh))
         return WalkResult::interrupt();
-      if (*mesh)
-        FunctionPropagator(function, MeshShape(*mesh), parsedMode, explain,
-                           machineModel ? &*machineModel : nullptr)
-            .run();
+      if (*mesh &&
+          failed(FunctionPropagator(function, MeshShape(*mesh), parsedMode,
+                                    explain,
+                                    machineModel ? &*machineModel : nullptr)
+                     .run()))
+        return WalkResult::interrupt();
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
