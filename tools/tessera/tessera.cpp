@@ -152,6 +152,11 @@ static cl::opt<std::string> precision(
     cl::desc("With --train: model (the model's types) or mixed (f32 master "
              "weights and optimizer state for a bf16/f16 model)"),
     cl::init("model"), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t> zeroStage(
+    "zero",
+    cl::desc("With --train adamw: ZeRO stage, 0 or 1 (optimizer state "
+             "sharded over \"dp\"; --tessera-zero)"),
+    cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("Weight decay of the optimizer"),
                                    cl::init(0.0), cl::sub(compileCmd),
@@ -402,6 +407,23 @@ static void addTrainStep(OpPassManager &pm) {
   pm.addPass(createTrainStepPass(options));
 }
 
+/// The sharded program's ZeRO pass, after the train step.
+static void addZero(OpPassManager &pm) {
+  if (zeroStage == 0)
+    return;
+  ZeroPassOptions options;
+  options.stage = zeroStage;
+  pm.addPass(createZeroPass(options));
+}
+
+/// --zero shards optimizer state: it needs AdamW's.
+static int checkZero() {
+  if (zeroStage != 0 && train != "adamw")
+    return reportError(llvm::createStringError(
+        "--zero needs --train adamw (the optimizer state it shards)"));
+  return 0;
+}
+
 static std::string mainExecutable;
 
 /// Runs `runnerName` (next to this binary) on `numRanks` ranks through
@@ -478,6 +500,8 @@ static int applyAutoPlan(ModuleOp module) {
 }
 
 static int runCompile(MLIRContext &context) {
+  if (int code = checkZero())
+    return code;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseModel(context, sourceMgr, modelInput);
@@ -500,6 +524,7 @@ static int runCompile(MLIRContext &context) {
   if (emit == Emit::Partitioned) {
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           addTrainStep(pm);
+          addZero(pm);
           buildShardingPipeline(pm, autoMachine);
         })))
       return 1;
@@ -513,6 +538,7 @@ static int runCompile(MLIRContext &context) {
   }
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
         addTrainStep(pm);
+        addZero(pm);
         buildCompilePipeline(pm, planOutput, planText, autoMachine);
       })))
     return 1;
@@ -565,6 +591,8 @@ static std::pair<double, double> compare(const runtime::Tensor &got,
 }
 
 static int runVerify(MLIRContext &context) {
+  if (int code = checkZero())
+    return code;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> model = parseModel(context, sourceMgr, modelInput);
@@ -589,6 +617,7 @@ static int runVerify(MLIRContext &context) {
   OwningOpRef<ModuleOp> single = model->clone();
   if (failed(runPipeline(*model, [&](OpPassManager &pm) {
         addTrainStep(pm);
+        addZero(pm);
         buildCompilePipeline(pm, path("sharded.plan"));
       })) ||
       failed(runPipeline(*single, [&](OpPassManager &pm) {

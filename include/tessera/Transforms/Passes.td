@@ -181,6 +181,33 @@ def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO-1: shards the optimizer state over the data-parallel axes";
+  let description = [{
+    Runs on a train step (after `--tessera-train-step` with AdamW), before
+    propagation. For each `nn.adamw` whose parameter has a dim that it does
+    not split and that the data-parallel group divides, the first such dim
+    of the moments `m` and `v` is split over `axes` (default "dp"), the
+    gradient is pinned to that split with `dist.sharding_constraint`, and
+    the parameter's sharding is closed. Propagation and partitioning then
+    give ZeRO-1's collectives: the gradient's partial sums become a
+    `reduce_scatter`, each rank updates its shard of the parameter, and the
+    new parameter is `all_gather`-ed back to the layout it is read in (a
+    result that updates an argument keeps the argument's sharding). Per
+    rank, the optimizer state shrinks by the group size.
+
+    Stage 0 changes nothing; stages 2 and 3 fail with a clear error.
+    Parameters without such a dim (a bias smaller than the group) keep
+    replicated state.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage">,
+    ListOption<"dataAxes", "axes", "std::string",
+               "The data-parallel mesh axes">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
 def StripShardingPass : Pass<"tessera-strip-sharding", "mlir::ModuleOp"> {
   let summary = "Removes every sharding: the single-device program";
   let description = [{

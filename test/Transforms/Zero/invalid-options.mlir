@@ -1,0 +1,14 @@
+// RUN: not tessera-opt %s --tessera-zero=stage=3 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not tessera-opt %s --tessera-zero=axes=data 2>&1 | FileCheck %s --check-prefix=AXIS
+// RUN: not tessera-opt %s --tessera-zero=axes=dp 2>&1 | FileCheck %s --check-prefix=USED
+
+// Tests that --tessera-zero rejects a stage it does not build, an axis the
+// mesh lacks and an axis that already splits the parameter.
+// STAGE: error: ZeRO stage 3 is not built yet: --tessera-zero takes stage 0 or 1 (stages 2 and 3 are issue #6)
+// AXIS: error: ZeRO axis "data" is not an axis of mesh @mesh
+// USED: error: ZeRO axes already split parameter #0
+dist.mesh @mesh ["dp"=2]
+func.func @step(%w: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}]>}, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %t: tensor<i64>) -> tensor<8xf32> {
+  %w2, %m2, %v2 = nn.adamw %w, %g, %m, %v, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  return %w2 : tensor<8xf32>
+}

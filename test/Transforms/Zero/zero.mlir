@@ -1,0 +1,60 @@
+// RUN: tessera-opt %s --split-input-file --tessera-zero -verify-diagnostics | FileCheck %s
+// RUN: tessera-opt %s --split-input-file --tessera-zero --tessera-propagate --tessera-partition -verify-diagnostics | FileCheck %s --check-prefix=PARTITIONED
+
+// Tests that ZeRO-1 splits AdamW's moments over "dp" on the first dim the
+// parameter leaves whole, pins the gradient to that split and closes the
+// parameter; partitioned, the gradient's partial sums are reduce-scattered,
+// the update runs on a quarter of the rows and the new parameter is
+// all-gathered back. The bias (2 rows) is not divisible by 4: its state
+// stays replicated and its gradient is all-reduced as in plain DP.
+dist.mesh @mesh ["dp"=4, "tp"=2]
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[W:.+]]: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}
+// CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
+// CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
+// CHECK-SAME: %[[B:.+]]: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}
+// CHECK-SAME: %[[BM:.+]]: tensor<2xf32>,
+// CHECK: %[[G:.+]] = dist.sharding_constraint %{{.+}} <@mesh, [{"dp"}, {"tp"}]> : tensor<8x6xf32>
+// CHECK: nn.adamw %[[W]], %[[G]],
+// CHECK-NOT: dist.sharding_constraint
+// CHECK: nn.adamw %[[B]],
+// PARTITIONED-LABEL: func.func @step
+// PARTITIONED: dist.reduce_scatter %{{.+}} on @mesh ["dp"] dim = 0 sum : tensor<8x3xf32> -> tensor<2x3xf32>
+// PARTITIONED: dist.all_reduce %{{.+}} on @mesh ["dp"] sum : tensor<2xf32>
+// PARTITIONED: %[[NEW:.+]], %{{.+}}, %{{.+}} = nn.adamw {{.+}} : tensor<2x3xf32>, tensor<2x3xf32>, tensor<i64>
+// PARTITIONED: %[[FULL:.+]] = dist.all_gather %[[NEW]] on @mesh ["dp"] dim = 0 : tensor<2x3xf32> -> tensor<8x3xf32>
+// PARTITIONED: return %[[FULL]],
+func.func @step(%w: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+                %wm: tensor<8x6xf32>, %wv: tensor<8x6xf32>,
+                %b: tensor<2xf32>, %bm: tensor<2xf32>, %bv: tensor<2xf32>,
+                %x: tensor<4x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>},
+                %db: tensor<4x2xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>},
+                %t: tensor<i64>)
+    -> (tensor<8x6xf32> {nn.updates = 0 : i64}, tensor<8x6xf32> {nn.updates = 1 : i64}, tensor<8x6xf32> {nn.updates = 2 : i64},
+        tensor<2xf32> {nn.updates = 3 : i64}, tensor<2xf32> {nn.updates = 4 : i64}, tensor<2xf32> {nn.updates = 5 : i64}) {
+  // dL/dw = x^T · ones: partial sums over the batch split by "dp".
+  %y = nn.dot %x, %w contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %g = nn.dot %x, %y contracting_dims = [0] x [0] : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
+  %gb = nn.reduce_sum %db dims = [0] : tensor<4x2xf32> -> tensor<2xf32>
+  %w2, %wm2, %wv2 = nn.adamw %w, %g, %wm, %wv, %t lr = 1.0e-03 : tensor<8x6xf32>, tensor<8x6xf32>, tensor<i64>
+  %b2, %bm2, %bv2 = nn.adamw %b, %gb, %bm, %bv, %t lr = 1.0e-03 : tensor<2xf32>, tensor<2xf32>, tensor<i64>
+  return %w2, %wm2, %wv2, %b2, %bm2, %bv2 : tensor<8x6xf32>, tensor<8x6xf32>, tensor<8x6xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{ZeRO needs a mesh: annotate the train step's data-parallel axis}}
+func.func @no_mesh(%w: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %t: tensor<i64>) -> tensor<8xf32> {
+  %w2, %m2, %v2 = nn.adamw %w, %g, %m, %v, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  return %w2 : tensor<8xf32>
+}
+
+// -----
+
+dist.mesh @mesh ["dp"=2]
+func.func @moments_computed(%w: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}, %g: tensor<8xf32>, %t: tensor<i64>) -> tensor<8xf32> {
+  %zero = nn.constant dense<0.0> : tensor<8xf32>
+  // expected-error @+1 {{ZeRO expects the parameter and moments of nn.adamw to be arguments of the train step}}
+  %w2, %m2, %v2 = nn.adamw %w, %g, %zero, %zero, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  return %w2 : tensor<8xf32>
+}
