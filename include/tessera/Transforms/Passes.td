@@ -189,8 +189,8 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     not split and that the data-parallel group divides, the first such dim
     of the moments `m` and `v` is split over `axes` (default "dp"), the
     gradient is pinned to that split with `dist.sharding_constraint`, and
-    the parameter's sharding is closed. Propagation and partitioning then
-    give ZeRO-1's collectives: the gradient's partial sums become a
+    the parameter is marked `replicated` over those axes. Propagation and
+    partitioning then give ZeRO-1's collectives: the gradient's partial sums become a
     `reduce_scatter`, each rank updates its shard of the parameter, and the
     new parameter is `all_gather`-ed back to the layout it is read in (a
     result that updates an argument keeps the argument's sharding). Per

@@ -28,13 +28,13 @@ using namespace tessera;
 
 namespace {
 
-/// The sharding an argument is annotated with, or replicated.
+/// The sharding an argument is annotated with, or open.
 TensorSharding getArgSharding(func::FuncOp function, BlockArgument arg) {
   auto type = cast<RankedTensorType>(arg.getType());
   if (auto attr = function.getArgAttrOfType<dist::ShardingAttr>(
           arg.getArgNumber(), dist::DistDialect::kShardingAttrName))
     return TensorSharding::fromAttr(attr);
-  return TensorSharding::getReplicated(type.getRank());
+  return TensorSharding::getOpen(type.getRank());
 }
 
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
@@ -94,7 +94,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       // The first dim the parameter does not split and the data-parallel
       // group divides; a parameter without one keeps replicated state (as
       // small as a bias; DeepSpeed pads it instead).
-      TensorSharding sharding = getArgSharding(function, param).getClosed();
+      TensorSharding sharding = getArgSharding(function, param);
       if (llvm::any_of(axes, [&](StringAttr axis) {
             return sharding.usesAxis(axis);
           }))
@@ -107,14 +107,18 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         if (sharding.dims[d].axes.empty() && shape[d] % devices == 0)
           dim = d;
       FlatSymbolRefAttr meshName = mesh.getName();
-      // Closed: propagation must not split the parameter itself (stage 3).
+      // The parameter itself stays whole over the ZeRO axes (that would be
+      // stage 3); its other dims propagate as before.
+      TensorSharding replicated = sharding;
+      llvm::append_range(replicated.replicated, axes);
       function.setArgAttr(param.getArgNumber(),
                           dist::DistDialect::kShardingAttrName,
-                          sharding.toAttr(meshName));
+                          replicated.toAttr(meshName));
       if (!dim)
         continue;
       TensorSharding state = sharding;
       state.dims[*dim].axes = axes;
+      state.dims[*dim].isOpen = false;
       dist::ShardingAttr stateAttr = state.toAttr(meshName);
       for (BlockArgument moment : {m, v})
         function.setArgAttr(moment.getArgNumber(),

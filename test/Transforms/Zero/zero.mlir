@@ -2,17 +2,17 @@
 // RUN: tessera-opt %s --split-input-file --tessera-zero --tessera-propagate --tessera-partition -verify-diagnostics | FileCheck %s --check-prefix=PARTITIONED
 
 // Tests that ZeRO-1 splits AdamW's moments over "dp" on the first dim the
-// parameter leaves whole, pins the gradient to that split and closes the
-// parameter; partitioned, the gradient's partial sums are reduce-scattered,
+// parameter leaves whole, pins the gradient to that split and keeps the
+// parameter whole over "dp" (replicated={"dp"}); partitioned, the gradient's partial sums are reduce-scattered,
 // the update runs on a quarter of the rows and the new parameter is
 // all-gathered back. The bias (2 rows) is not divisible by 4: its state
 // stays replicated and its gradient is all-reduced as in plain DP.
 dist.mesh @mesh ["dp"=4, "tp"=2]
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[W:.+]]: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>}
+// CHECK-SAME: %[[W:.+]]: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}], replicated={"dp"}>}
 // CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
 // CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
-// CHECK-SAME: %[[B:.+]]: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}
+// CHECK-SAME: %[[B:.+]]: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{?}], replicated={"dp"}>}
 // CHECK-SAME: %[[BM:.+]]: tensor<2xf32>,
 // CHECK: %[[G:.+]] = dist.sharding_constraint %{{.+}} <@mesh, [{"dp"}, {"tp"}]> : tensor<8x6xf32>
 // CHECK: nn.adamw %[[W]], %[[G]],
