@@ -92,8 +92,9 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
             "ZeRO expects the parameter and moments of nn.adamw to be "
             "arguments of the train step");
       // The first dim the parameter does not split and the data-parallel
-      // group divides; a parameter without one keeps replicated state (as
-      // small as a bias; DeepSpeed pads it instead).
+      // group divides. A parameter without one (a bias already split by
+      // tensor parallelism, or one smaller than the group) keeps replicated
+      // state; DeepSpeed flattens and pads instead.
       TensorSharding sharding = getArgSharding(function, param);
       if (llvm::any_of(axes, [&](StringAttr axis) {
             return sharding.usesAxis(axis);
