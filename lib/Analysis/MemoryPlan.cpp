@@ -43,19 +43,71 @@ MemoryPlan tessera::planMemory(llvm::ArrayRef<BufferLifetime> buffers,
                 id);
   }
 
-  // The bound: sweep the steps where lifetimes start and end.
-  llvm::SmallVector<std::pair<int64_t, int64_t>> events;
+  // The bound and the breakdowns: sweep the steps where lifetimes start and
+  // end, frees before allocations at one step.
+  struct Event {
+    int64_t step, delta;
+    MemoryCategory category;
+  };
+  llvm::SmallVector<Event> events;
   for (const BufferLifetime &buffer : buffers) {
-    events.push_back({buffer.firstStep, buffer.bytes});
-    events.push_back({buffer.lastStep + 1, -buffer.bytes});
+    events.push_back({buffer.firstStep, buffer.bytes, buffer.category});
+    events.push_back({buffer.lastStep + 1, -buffer.bytes, buffer.category});
   }
-  llvm::sort(events, [](const auto &a, const auto &b) {
-    return a.first != b.first ? a.first < b.first : a.second < b.second;
+  llvm::sort(events, [](const Event &a, const Event &b) {
+    return a.step != b.step ? a.step < b.step : a.delta < b.delta;
   });
-  int64_t current = 0;
-  for (const auto &[step, delta] : events) {
-    current += delta;
-    plan.liveBytesBound = std::max(plan.liveBytesBound, current);
+  MemoryBreakdown liveBytes;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event &event = events[i];
+    liveBytes[event.category] += event.delta;
+    plan.categoryPeaks[event.category] =
+        std::max(plan.categoryPeaks[event.category], liveBytes[event.category]);
+    // A step's total counts once all its events are in.
+    if (i + 1 < events.size() && events[i + 1].step == event.step)
+      continue;
+    if (liveBytes.getTotal() > plan.liveBytesBound) {
+      plan.liveBytesBound = liveBytes.getTotal();
+      plan.peakBreakdown = liveBytes;
+      plan.peakStep = event.step;
+    }
   }
   return plan;
+}
+
+llvm::StringRef tessera::getMemoryCategoryName(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::Parameter:
+    return "parameters";
+  case MemoryCategory::Gradient:
+    return "gradients";
+  case MemoryCategory::OptimizerState:
+    return "optimizer state";
+  case MemoryCategory::Activation:
+    return "activations";
+  case MemoryCategory::Communication:
+    return "communication";
+  }
+  return "unknown";
+}
+
+int64_t MemoryBreakdown::getTotal() const {
+  int64_t total = 0;
+  for (int64_t value : bytes)
+    total += value;
+  return total;
+}
+
+ModelStateMemory
+tessera::getZeroModelState(double parameters,
+                           const ModelStateBytesPerParameter &bytes,
+                           int64_t stage, int64_t dataParallel) {
+  double split = static_cast<double>(dataParallel);
+  ModelStateMemory memory;
+  memory.parameterBytes =
+      parameters * bytes.parameter / (stage >= 3 ? split : 1);
+  memory.gradientBytes = parameters * bytes.gradient / (stage >= 2 ? split : 1);
+  memory.optimizerStateBytes =
+      parameters * bytes.optimizerState / (stage >= 1 ? split : 1);
+  return memory;
 }

@@ -58,9 +58,9 @@ private:
   dist::MeshOp mesh;
   plan::Program *program = nullptr;
   DenseMap<Value, int64_t> buffers;
-  /// Per buffer, its value's type and the instruction that defines it (-1:
-  /// an argument) and the last that reads it.
-  SmallVector<Type> valueTypes;
+  /// Per buffer, its value and the instruction that defines it (-1: an
+  /// argument) and the last that reads it.
+  SmallVector<Value> values;
   SmallVector<int64_t> firstUse, lastUse;
 };
 
@@ -85,6 +85,58 @@ static plan::DType getPlanDType(Type type) {
   return plan::DTYPE_UNSPECIFIED;
 }
 
+/// What the values of a program hold, where it is not an activation or a
+/// communication buffer: parameter and optimizer-state arguments, the
+/// results that update them, the gradients optimizer updates read, and
+/// through collectives and constraints the values these are copies of.
+static DenseMap<Value, MemoryCategory>
+getMemoryCategories(func::FuncOp function) {
+  DenseMap<Value, MemoryCategory> categories;
+  auto mark = [&](Value value, MemoryCategory category) {
+    while (categories.try_emplace(value, category).second) {
+      Operation *op = value.getDefiningOp();
+      if (!isa_and_nonnull<dist::CollectiveOpInterface,
+                           dist::ShardingConstraintOp>(op))
+        return;
+      value = op->getOperand(0);
+    }
+  };
+  for (BlockArgument arg : function.getArguments()) {
+    if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName)) {
+      mark(arg, MemoryCategory::Parameter);
+      // A mixed-precision model reads its master weights through casts.
+      for (Operation *user : arg.getUsers())
+        if (isa<nn::CastOp>(user))
+          mark(user->getResult(0), MemoryCategory::Parameter);
+    } else if (function.getArgAttr(arg.getArgNumber(), nn::kStateAttrName)) {
+      mark(arg, MemoryCategory::OptimizerState);
+    }
+  }
+  Operation *terminator = function.getBody().front().getTerminator();
+  for (OpOperand &result : terminator->getOpOperands())
+    if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+            result.getOperandNumber(), nn::kUpdatesAttrName))
+      if (auto it = categories.find(function.getArgument(updates.getInt()));
+          it != categories.end())
+        mark(result.get(), it->second);
+  function.walk([&](Operation *op) {
+    if (auto update = dyn_cast<nn::AdamWOp>(op))
+      mark(update.getGrad(), MemoryCategory::Gradient);
+    else if (auto update = dyn_cast<nn::SgdOp>(op))
+      mark(update.getGrad(), MemoryCategory::Gradient);
+  });
+  return categories;
+}
+
+static void setBreakdown(const MemoryBreakdown &bytes,
+                         plan::MemoryBreakdown &breakdown) {
+  breakdown.set_parameter_bytes(bytes[MemoryCategory::Parameter]);
+  breakdown.set_gradient_bytes(bytes[MemoryCategory::Gradient]);
+  breakdown.set_optimizer_state_bytes(bytes[MemoryCategory::OptimizerState]);
+  breakdown.set_activation_bytes(bytes[MemoryCategory::Activation]);
+  breakdown.set_communication_bytes(bytes[MemoryCategory::Communication]);
+}
+
 int64_t PlanBuilder::addBuffer(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   int64_t id = program->buffers_size();
@@ -94,7 +146,7 @@ int64_t PlanBuilder::addBuffer(Value value) {
   for (int64_t size : type.getShape())
     buffer->add_shape(size);
   buffers[value] = id;
-  valueTypes.push_back(type);
+  values.push_back(value);
   firstUse.push_back(program->instructions_size());
   lastUse.push_back(program->instructions_size());
   return id;
@@ -347,6 +399,7 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
   // Each buffer is freed by the last instruction that reads it (or, if none
   // does, by the one that writes it); results live to the end.
   int64_t steps = program->instructions_size();
+  DenseMap<Value, MemoryCategory> categories = getMemoryCategories(function);
   SmallVector<BufferLifetime> lifetimes;
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     int64_t last = lastUse[id];
@@ -357,10 +410,17 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
     int64_t bytes = getTensorBytes(
         RankedTensorType::get(SmallVector<int64_t>(buffer.shape().begin(),
                                                    buffer.shape().end()),
-                              getElementTypeOrSelf(valueTypes[id])));
-    lifetimes.push_back({bytes, firstUse[id], isResult ? steps : last});
+                              getElementTypeOrSelf(values[id].getType())));
+    MemoryCategory category = categories.lookup_or(
+        values[id], values[id].getDefiningOp<dist::CollectiveOpInterface>()
+                        ? MemoryCategory::Communication
+                        : MemoryCategory::Activation);
+    lifetimes.push_back(
+        {bytes, firstUse[id], isResult ? steps : last, category});
   }
   MemoryPlan memory = planMemory(lifetimes);
+  setBreakdown(memory.peakBreakdown, *program->mutable_peak_memory());
+  setBreakdown(memory.categoryPeaks, *program->mutable_category_peaks());
   for (int64_t id = 0; id < program->buffers_size(); ++id)
     program->mutable_buffers(id)->set_arena_offset_bytes(
         memory.offsetsBytes[id]);

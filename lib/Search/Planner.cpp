@@ -15,6 +15,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Analysis/Sharding.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
@@ -128,15 +129,12 @@ PlanEstimate tessera::estimatePlan(
 
   // Model state: parameters split over TP and PP, then ZeRO over DP.
   double localParams = model.parameters / (t * choice.pp);
-  estimate.paramBytes = localParams * bytes.weight;
-  estimate.gradBytes = localParams * bytes.gradient;
-  estimate.optimizerBytes = localParams * bytes.optimizer;
-  if (choice.zero >= 1)
-    estimate.optimizerBytes /= choice.dp;
-  if (choice.zero >= 2)
-    estimate.gradBytes /= choice.dp;
-  if (choice.zero >= 3)
-    estimate.paramBytes /= choice.dp;
+  ModelStateMemory state = getZeroModelState(
+      localParams, {bytes.weight, bytes.gradient, bytes.optimizer},
+      choice.zero, choice.dp);
+  estimate.paramBytes = state.parameterBytes;
+  estimate.gradBytes = state.gradientBytes;
+  estimate.optimizerBytes = state.optimizerStateBytes;
 
   // Activations of one layer and microbatch, in 16-bit units of s b h.
   double sbh = s * microbatch * h;

@@ -14,6 +14,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/InitAll.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
@@ -154,9 +155,15 @@ static cl::opt<std::string> precision(
     cl::init("model"), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t> zeroStage(
     "zero",
-    cl::desc("With --train adamw: ZeRO stage, 0 or 1 (optimizer state "
-             "sharded over \"dp\"; --tessera-zero)"),
+    cl::desc("With --train adamw: ZeRO stage over \"dp\" (--tessera-zero): "
+             "0, 1 (optimizer state sharded), 2 (and gradients) or 3 (and "
+             "parameters)"),
     cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string> reshardAfterForward(
+    "reshard-after-forward",
+    cl::desc("With --zero 3: true (gather parameters again for the backward "
+             "pass) or false (keep the forward's gathers)"),
+    cl::init("true"), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("Weight decay of the optimizer"),
                                    cl::init(0.0), cl::sub(compileCmd),
@@ -413,6 +420,7 @@ static void addZero(OpPassManager &pm) {
     return;
   ZeroPassOptions options;
   options.stage = zeroStage;
+  options.reshardAfterForward = reshardAfterForward;
   pm.addPass(createZeroPass(options));
 }
 
@@ -499,6 +507,42 @@ static int applyAutoPlan(ModuleOp module) {
   return 0;
 }
 
+/// What getZeroModelState predicts for a train step's plan: the
+/// parameters a device holds without ZeRO (split only by the other axes),
+/// with a gradient of each, and their optimizer state, split by the stage
+/// over "dp". None for a plan without optimizer state.
+static std::optional<ModelStateMemory>
+getPredictedModelState(const plan::Plan &plan, const plan::Program &program) {
+  llvm::StringMap<int64_t> axisSizes;
+  for (const plan::Mesh::Axis &axis : plan.mesh().axes())
+    axisSizes[axis.name()] = axis.size();
+  double parameters = 0, parameterBytes = 0, stateBytes = 0;
+  for (const plan::Argument &argument : program.arguments()) {
+    double elements = 1;
+    for (int64_t size : argument.global_shape())
+      elements *= size;
+    for (const plan::DimAxes &dim : argument.dim_axes())
+      for (const std::string &axis : dim.axes())
+        if (axis != "dp")
+          elements /= axisSizes.lookup(axis);
+    double bytes =
+        elements * runtime::getDTypeBytes(runtime::getDType(argument.dtype()));
+    if (argument.role() == plan::PARAM) {
+      parameters += elements;
+      parameterBytes += bytes;
+    } else if (argument.role() != plan::DATA) {
+      stateBytes += bytes;
+    }
+  }
+  if (parameters == 0 || stateBytes == 0)
+    return std::nullopt;
+  int64_t dataParallel = axisSizes.contains("dp") ? axisSizes.lookup("dp") : 1;
+  double perParameter = parameterBytes / parameters;
+  return getZeroModelState(
+      parameters, {perParameter, perParameter, stateBytes / parameters},
+      zeroStage, dataParallel);
+}
+
 static int runCompile(MLIRContext &context) {
   if (int code = checkZero())
     return code;
@@ -557,6 +601,27 @@ static int runCompile(MLIRContext &context) {
         "buffers in an arena of {5} bytes per device\n",
         planOutput, program.ranks_size(), program.instructions_size(),
         collectives, program.buffers_size(), program.arena_bytes());
+    const plan::MemoryBreakdown &peak = program.peak_memory();
+    llvm::outs() << llvm::formatv(
+        "memory at the peak: parameters {0}, gradients {1}, optimizer state "
+        "{2}, activations {3}, communication {4} bytes\n",
+        peak.parameter_bytes(), peak.gradient_bytes(),
+        peak.optimizer_state_bytes(), peak.activation_bytes(),
+        peak.communication_bytes());
+    if (std::optional<ModelStateMemory> state =
+            getPredictedModelState(plan, program))
+      llvm::outs() << llvm::formatv(
+          "model state by ZeRO-{0}'s closed form: parameters {1:f0}, "
+          "gradients {2:f0}, optimizer state {3:f0} bytes\n",
+          zeroStage.getValue(), state->parameterBytes, state->gradientBytes,
+          state->optimizerStateBytes);
+    const plan::MemoryBreakdown &own = program.category_peaks();
+    llvm::outs() << llvm::formatv(
+        "memory, each at its own peak: parameters {0}, gradients {1}, "
+        "optimizer state {2}, activations {3}, communication {4} bytes\n",
+        own.parameter_bytes(), own.gradient_bytes(),
+        own.optimizer_state_bytes(), own.activation_bytes(),
+        own.communication_bytes());
   }
   return 0;
 }

@@ -182,28 +182,50 @@ def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
 }
 
 def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
-  let summary = "ZeRO-1: shards the optimizer state over the data-parallel axes";
+  let summary = "ZeRO-1/2/3: shards optimizer state, gradients and parameters over the data-parallel axes";
   let description = [{
     Runs on a train step (after `--tessera-train-step` with AdamW), before
-    propagation. For each `nn.adamw` whose parameter has a dim that it does
-    not split and that the data-parallel group divides, the first such dim
-    of the moments `m` and `v` is split over `axes` (default "dp"), the
-    gradient is pinned to that split with `dist.sharding_constraint`, and
-    the parameter is marked `replicated` over those axes. Propagation and
-    partitioning then give ZeRO-1's collectives: the gradient's partial sums become a
-    `reduce_scatter`, each rank updates its shard of the parameter, and the
-    new parameter is `all_gather`-ed back to the layout it is read in (a
-    result that updates an argument keeps the argument's sharding). Per
-    rank, the optimizer state shrinks by the group size.
+    propagation. For each `nn.adamw`, one dim of the parameter is split
+    over `axes` (default "dp"), closed: the first dim the parameter does
+    not split that the data-parallel group divides, or else the first
+    split one whose pieces it divides (the ZeRO axes then come after the
+    parameter's own, minor):
 
-    Stage 0 changes nothing; stages 2 and 3 fail with a clear error.
-    Parameters without such a dim (a bias smaller than the group) keep
-    replicated state.
+    - stage 1: the moments `m` and `v` take the split, and the gradient is
+      pinned to it (`dist.sharding_constraint`) just before the update. The
+      parameter is marked `replicated` over the axes. Partitioned: the
+      gradient's partial sums are reduce-scattered, each rank updates its
+      shard of the parameter, and the new parameter is all-gathered back to
+      the layout it is read in (a result that updates an argument keeps the
+      argument's sharding).
+    - stage 2: as stage 1, but the gradient is pinned right where it is
+      complete, so it is reduce-scattered then and no whole gradient lives
+      to the end of the backward pass.
+    - stage 3: as stage 2, and the parameter itself takes the split: it is
+      stored, updated and returned as a shard. Its reads are pinned to the
+      whole layout, which makes them all-gathers: one before the forward
+      pass's first read and, with `reshard-after-forward=true` (the
+      default, FSDP's FULL_SHARD), another before the backward pass's first
+      read, so the forward's copy dies after its last forward read; with
+      `false` (SHARD_GRAD_OP) one gather serves both. The forward pass is
+      what the function's non-updating results (the loss) depend on. A
+      parameter read through `nn.cast` (mixed precision) is gathered after
+      the cast.
+
+    Stage 0 changes nothing. Parameters without such a dim (a bias smaller
+    than the group) keep replicated state, gradient and value. Without
+    gradient accumulation stages 1 and 2 usually give one program:
+    propagation carries stage 1's split of the gradient back to where it is
+    computed.
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage">,
     ListOption<"dataAxes", "axes", "std::string",
                "The data-parallel mesh axes">,
+    Option<"reshardAfterForward", "reshard-after-forward", "std::string",
+           /*default=*/"\"true\"",
+           "Stage 3: gather the parameter again for the backward pass "
+           "(true) or keep the forward's gather (false)">,
   ];
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }

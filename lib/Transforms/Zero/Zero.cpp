@@ -1,12 +1,18 @@
-//===- Zero.cpp - ZeRO-1 optimizer-state sharding (--tessera-zero) --------===//
+//===- Zero.cpp - ZeRO stages 1-3 as shardings (--tessera-zero) -----------===//
 //
-// ZeRO as shardings rather than a rewrite: the optimizer state of each AdamW
-// update is split over the data-parallel axes, the gradient is pinned to the
-// same split before the update and the parameter stays as it is. Propagation
-// and partitioning then derive the collectives: the gradient's partial sums
-// become a reduce_scatter, the update runs on a shard, and the new parameter
-// is all-gathered back to the layout it is read in (see the nn.updates rule
-// of --tessera-propagate). See Passes.td for the contract.
+// ZeRO as shardings rather than a rewrite. Each stage splits one more part of
+// the model state of every AdamW update over the data-parallel axes:
+//
+//  1. the moments; the gradient is pinned to their split just before the
+//     update, so the whole gradient lives until then;
+//  2. also the gradient, pinned where it is complete: its partial sums are
+//     reduce-scattered at once and the whole gradient dies there;
+//  3. also the parameter at rest; every phase (forward, backward) that reads
+//     it gathers it first, or one gather serves both
+//     (reshard-after-forward=false).
+//
+// Propagation and partitioning then derive the collectives, and the export's
+// liveness frees what is no longer read. See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +22,7 @@
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/Sharding.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace tessera {
@@ -37,17 +44,57 @@ TensorSharding getArgSharding(func::FuncOp function, BlockArgument arg) {
   return TensorSharding::getOpen(type.getRank());
 }
 
+/// The ops the function's outputs (results that update no argument: the
+/// loss) depend on: the forward pass of a train step.
+llvm::SetVector<Operation *> getForwardOps(func::FuncOp function) {
+  llvm::SetVector<Operation *> forward;
+  Operation *terminator = function.getBody().front().getTerminator();
+  BackwardSliceOptions options;
+  options.inclusive = true;
+  for (OpOperand &operand : terminator->getOpOperands()) {
+    if (function.getResultAttr(operand.getOperandNumber(),
+                               nn::kUpdatesAttrName))
+      continue;
+    if (Operation *op = operand.get().getDefiningOp())
+      (void)getBackwardSlice(op, &forward, options);
+  }
+  return forward;
+}
+
+/// Pins the uses in `uses` (of one value, all in one block) to `sharding`
+/// with one constraint placed before the first of them.
+void pinUses(ArrayRef<OpOperand *> uses, dist::ShardingAttr sharding) {
+  if (uses.empty())
+    return;
+  Operation *first = uses.front()->getOwner();
+  for (OpOperand *use : uses)
+    if (use->getOwner()->isBeforeInBlock(first))
+      first = use->getOwner();
+  OpBuilder builder(first);
+  Value pinned = dist::ShardingConstraintOp::create(
+      builder, first->getLoc(), uses.front()->get(), sharding);
+  for (OpOperand *use : uses)
+    use->set(pinned);
+}
+
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   using ZeroPassBase::ZeroPassBase;
 
   void runOnOperation() override {
     if (stage == 0)
       return;
-    if (stage != 1) {
+    if (stage < 0 || stage > 3) {
       emitError(getOperation().getLoc(), "ZeRO stage ")
           << static_cast<int64_t>(stage)
-          << " is not built yet: --tessera-zero takes stage 0 or 1 (stages "
-             "2 and 3 are issue #6)";
+          << " does not exist: --tessera-zero takes stage 0, 1, 2 or 3";
+      return signalPassFailure();
+    }
+    if (reshardAfterForward != "true" && reshardAfterForward != "false") {
+      emitError(getOperation().getLoc(), "reshard-after-forward=")
+          << reshardAfterForward
+          << " is not supported: it takes true (gather the parameter again "
+             "for the backward) or false (keep the forward's gather); "
+             "resharding to a smaller group is not built yet";
       return signalPassFailure();
     }
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
@@ -56,6 +103,21 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     });
     if (result.wasInterrupted())
       signalPassFailure();
+  }
+
+  FailureOr<AxisList> getAxes(func::FuncOp function, const MeshShape &mesh) {
+    SmallVector<std::string> names(dataAxes.begin(), dataAxes.end());
+    if (names.empty())
+      names.push_back("dp");
+    AxisList axes;
+    for (const std::string &name : names) {
+      StringAttr axis = StringAttr::get(&getContext(), name);
+      if (!llvm::is_contained(mesh.getAxes(), axis))
+        return function.emitError("ZeRO axis \"")
+               << name << "\" is not an axis of mesh " << mesh.getName();
+      axes.push_back(axis);
+    }
+    return axes;
   }
 
   LogicalResult shard(func::FuncOp function) {
@@ -70,18 +132,13 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       return function.emitError(
           "ZeRO needs a mesh: annotate the train step's data-parallel axis");
     MeshShape mesh(*meshOp);
-    SmallVector<std::string> names(dataAxes.begin(), dataAxes.end());
-    if (names.empty())
-      names.push_back("dp");
-    AxisList axes;
-    for (const std::string &name : names) {
-      StringAttr axis = StringAttr::get(&getContext(), name);
-      if (!llvm::is_contained(mesh.getAxes(), axis))
-        return function.emitError("ZeRO axis \"")
-               << name << "\" is not an axis of mesh " << mesh.getName();
-      axes.push_back(axis);
-    }
-    int64_t devices = mesh.getGroupSize(axes);
+    FailureOr<AxisList> axes = getAxes(function, mesh);
+    if (failed(axes))
+      return failure();
+    int64_t devices = mesh.getGroupSize(*axes);
+    llvm::SetVector<Operation *> forward;
+    if (stage >= 3)
+      forward = getForwardOps(function);
 
     for (nn::AdamWOp update : updates) {
       auto param = dyn_cast<BlockArgument>(update.getParam());
@@ -91,12 +148,13 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         return update.emitError(
             "ZeRO expects the parameter and moments of nn.adamw to be "
             "arguments of the train step");
-      // The first dim the parameter does not split and the data-parallel
-      // group divides. A parameter without one (a bias already split by
-      // tensor parallelism, or one smaller than the group) keeps replicated
-      // state; DeepSpeed flattens and pads instead.
+      // The first dim whose pieces (after the axes that already split it,
+      // which stay major) the data-parallel group divides, dims the
+      // parameter does not split first. A parameter without one (smaller
+      // than the group) keeps replicated state; DeepSpeed flattens and pads
+      // instead.
       TensorSharding sharding = getArgSharding(function, param);
-      if (llvm::any_of(axes, [&](StringAttr axis) {
+      if (llvm::any_of(*axes, [&](StringAttr axis) {
             return sharding.usesAxis(axis);
           }))
         return update.emitError("ZeRO axes already split parameter #")
@@ -104,32 +162,80 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       ArrayRef<int64_t> shape =
           cast<RankedTensorType>(param.getType()).getShape();
       std::optional<int64_t> dim;
-      for (int64_t d = 0, e = shape.size(); d < e && !dim; ++d)
-        if (sharding.dims[d].axes.empty() && shape[d] % devices == 0)
-          dim = d;
+      for (bool unsplit : {true, false})
+        for (int64_t d = 0, e = shape.size(); d < e && !dim; ++d) {
+          const AxisList &existing = sharding.dims[d].axes;
+          int64_t pieces = shape[d] / mesh.getGroupSize(existing);
+          if (existing.empty() == unsplit && pieces % devices == 0)
+            dim = d;
+        }
       FlatSymbolRefAttr meshName = mesh.getName();
-      // The parameter itself stays whole over the ZeRO axes (that would be
-      // stage 3); its other dims propagate as before.
-      TensorSharding replicated = sharding;
-      llvm::append_range(replicated.replicated, axes);
-      function.setArgAttr(param.getArgNumber(),
-                          dist::DistDialect::kShardingAttrName,
-                          replicated.toAttr(meshName));
-      if (!dim)
+      // Whole over the ZeRO axes, other dims propagating as before: how the
+      // model reads the parameter.
+      TensorSharding whole = sharding;
+      llvm::append_range(whole.replicated, *axes);
+      dist::ShardingAttr wholeAttr = whole.toAttr(meshName);
+      if (!dim) {
+        function.setArgAttr(param.getArgNumber(),
+                            dist::DistDialect::kShardingAttrName, wholeAttr);
         continue;
-      TensorSharding state = sharding;
-      state.dims[*dim].axes = axes;
-      state.dims[*dim].isOpen = false;
-      dist::ShardingAttr stateAttr = state.toAttr(meshName);
+      }
+      TensorSharding split = sharding;
+      llvm::append_range(split.dims[*dim].axes, *axes);
+      split.dims[*dim].isOpen = false;
+      dist::ShardingAttr splitAttr = split.toAttr(meshName);
       for (BlockArgument moment : {m, v})
         function.setArgAttr(moment.getArgNumber(),
-                            dist::DistDialect::kShardingAttrName, stateAttr);
+                            dist::DistDialect::kShardingAttrName, splitAttr);
+
+      Value grad = update.getGrad();
       OpBuilder builder(update);
-      Value grad = dist::ShardingConstraintOp::create(
-          builder, update.getLoc(), update.getGrad(), stateAttr);
-      update.getGradMutable().assign(grad);
+      if (stage >= 2) {
+        if (Operation *producer = grad.getDefiningOp())
+          builder.setInsertionPointAfter(producer);
+        else
+          builder.setInsertionPointToStart(&function.front());
+      }
+      update.getGradMutable().assign(dist::ShardingConstraintOp::create(
+          builder, grad.getLoc(), grad, splitAttr));
+
+      if (stage < 3) {
+        function.setArgAttr(param.getArgNumber(),
+                            dist::DistDialect::kShardingAttrName, wholeAttr);
+        continue;
+      }
+      function.setArgAttr(param.getArgNumber(),
+                          dist::DistDialect::kShardingAttrName, splitAttr);
+      gatherForUses(param, update, forward, wholeAttr);
     }
     return success();
+  }
+
+  /// Pins every read of a parameter split at rest (but the update's own) to
+  /// the whole layout: one gather for the forward's reads and one for the
+  /// backward's, or one for all. A parameter read through nn.cast (mixed
+  /// precision) is gathered after the cast, in the narrow type.
+  void gatherForUses(BlockArgument param, nn::AdamWOp update,
+                     const llvm::SetVector<Operation *> &forward,
+                     dist::ShardingAttr wholeAttr) {
+    SmallVector<Value> reads = {param};
+    for (Operation *user : param.getUsers())
+      if (isa<nn::CastOp>(user))
+        reads.push_back(user->getResult(0));
+    for (Value read : reads) {
+      SmallVector<OpOperand *> forwardUses, backwardUses;
+      for (OpOperand &use : read.getUses()) {
+        Operation *user = use.getOwner();
+        if (user == update || (read == param && isa<nn::CastOp>(user)))
+          continue;
+        bool inForward = forward.contains(user);
+        (inForward || reshardAfterForward == "false" ? forwardUses
+                                                      : backwardUses)
+            .push_back(&use);
+      }
+      pinUses(forwardUses, wholeAttr);
+      pinUses(backwardUses, wholeAttr);
+    }
   }
 };
 } // namespace

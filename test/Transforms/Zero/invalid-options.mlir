@@ -1,10 +1,13 @@
-// RUN: not tessera-opt %s --tessera-zero=stage=3 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not tessera-opt %s --tessera-zero=stage=4 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not tessera-opt %s --tessera-zero="stage=3 reshard-after-forward=2" 2>&1 | FileCheck %s --check-prefix=RESHARD
 // RUN: not tessera-opt %s --tessera-zero=axes=data 2>&1 | FileCheck %s --check-prefix=AXIS
 // RUN: not tessera-opt %s --tessera-zero=axes=dp 2>&1 | FileCheck %s --check-prefix=USED
 
-// Tests that --tessera-zero rejects a stage it does not build, an axis the
-// mesh lacks and an axis that already splits the parameter.
-// STAGE: error: ZeRO stage 3 is not built yet: --tessera-zero takes stage 0 or 1 (stages 2 and 3 are issue #6)
+// Tests that --tessera-zero rejects a stage that does not exist, a
+// reshard-after-forward it does not build, an axis the mesh lacks and an
+// axis that already splits the parameter.
+// STAGE: error: ZeRO stage 4 does not exist: --tessera-zero takes stage 0, 1, 2 or 3
+// RESHARD: error: reshard-after-forward=2 is not supported: it takes true (gather the parameter again for the backward) or false (keep the forward's gather); resharding to a smaller group is not built yet
 // AXIS: error: ZeRO axis "data" is not an axis of mesh @mesh
 // USED: error: ZeRO axes already split parameter #0
 dist.mesh @mesh ["dp"=2]

@@ -58,3 +58,25 @@ func.func @moments_computed(%w: tensor<8xf32> {dist.sharding = #dist.sharding<@m
   %w2, %m2, %v2 = nn.adamw %w, %g, %zero, %zero, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
   return %w2 : tensor<8xf32>
 }
+
+// -----
+
+// Tests that a parameter split by tensor parallelism on its only dim has
+// its state split further over "dp", minor to "tp", when the pieces allow:
+// the gradient is reduce-scattered within each "tp" piece and the new
+// parameter gathered back over "dp" alone.
+dist.mesh @mesh ["dp"=2, "tp"=2]
+// CHECK-LABEL: func.func @tp_split_bias
+// CHECK-SAME: {dist.sharding = #dist.sharding<@mesh, [{"tp", "dp"}]>}
+// PARTITIONED-LABEL: func.func @tp_split_bias
+// PARTITIONED: dist.reduce_scatter %{{.+}} on @mesh ["dp"] dim = 0 sum : tensor<4xf32> -> tensor<2xf32>
+// PARTITIONED: nn.adamw {{.+}} : tensor<2xf32>
+// PARTITIONED: dist.all_gather %{{.+}} on @mesh ["dp"] dim = 0 : tensor<2xf32> -> tensor<4xf32>
+func.func @tp_split_bias(%b: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}]>},
+                         %m: tensor<8xf32>, %v: tensor<8xf32>,
+                         %db: tensor<4x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>},
+                         %t: tensor<i64>) -> (tensor<8xf32> {nn.updates = 0 : i64}) {
+  %g = nn.reduce_sum %db dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+  %b2, %m2, %v2 = nn.adamw %b, %g, %m, %v, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  return %b2 : tensor<8xf32>
+}

@@ -1,0 +1,69 @@
+"""Checks the memory `tessera compile` reports for ZeRO stages 0 to 3.
+
+Each argument is the output of one compile, in stage order. The measured
+breakdown of each plan must match the closed form of its stage (the
+parameters and optimizer state live at the peak, the gradients at their own
+peak), and the arena must fall as the stage rises: strictly from stage 0 to
+1 and from 2 to 3. Stages 1 and 2 may give one program: propagation already
+reduce-scatters each gradient where it is complete.
+"""
+
+import re
+import sys
+
+
+def parse(path):
+    text = open(path).read()
+
+    def breakdown(prefix):
+        match = re.search(
+            prefix + r": parameters (\d+), gradients (\d+), optimizer state (\d+)",
+            text)
+        if not match:
+            sys.exit(f"{path}: no '{prefix}' line")
+        return [int(value) for value in match.groups()]
+
+    arena = int(re.search(r"arena of (\d+) bytes", text).group(1))
+    return {
+        "arena": arena,
+        "peak": breakdown("memory at the peak"),
+        "own": breakdown("memory, each at its own peak"),
+        "model": breakdown(r"model state by ZeRO-\d's closed form"),
+    }
+
+
+def close(measured, predicted):
+    # The step counter is one scalar; the model splits it with the rest.
+    return abs(measured - predicted) <= 0.01 * predicted + 64
+
+
+def main():
+    stages = [parse(path) for path in sys.argv[1:]]
+    failures = []
+    for stage, plan in enumerate(stages):
+        parameters, _, optimizer = plan["peak"]
+        gradients = plan["own"][1]
+        model_parameters, model_gradients, model_optimizer = plan["model"]
+        if not close(parameters, model_parameters):
+            failures.append(f"stage {stage}: parameters {parameters}, "
+                            f"closed form {model_parameters}")
+        if not close(optimizer, model_optimizer):
+            failures.append(f"stage {stage}: optimizer state {optimizer}, "
+                            f"closed form {model_optimizer}")
+        if gradients > model_gradients * 1.01:
+            failures.append(f"stage {stage}: gradients {gradients}, "
+                            f"closed form at most {model_gradients}")
+        print(f"stage {stage}: arena {plan['arena']} bytes, parameters "
+              f"{parameters}, gradients {gradients}, optimizer state "
+              f"{optimizer}")
+    arenas = [plan["arena"] for plan in stages]
+    if not (arenas[0] > arenas[1] >= arenas[2] > arenas[3]):
+        failures.append(f"arena does not fall with the stage: {arenas}")
+    for failure in failures:
+        print("FAIL:", failure)
+    print("memory: FAIL" if failures else "memory: PASS")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
