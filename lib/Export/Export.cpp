@@ -61,6 +61,8 @@ private:
   /// Per buffer, its value and the instruction that defines it (-1: an
   /// argument) and the last that reads it.
   SmallVector<Value> values;
+  /// The event each collective started on a stream signals when done.
+  DenseMap<Operation *, int64_t> startEvents;
   SmallVector<int64_t> firstUse, lastUse;
 };
 
@@ -364,6 +366,22 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
       }
       continue;
     }
+    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      // The started collective's output, readable from here; its input
+      // stays live until here too (the collective reads it until done).
+      Operation *start = wait.getInput().getDefiningOp();
+      auto event = startEvents.find(start);
+      FailureOr<int64_t> output = getBuffer(wait.getInput());
+      if (event == startEvents.end() || failed(output) ||
+          failed(getBuffer(start->getOperand(0))))
+        return wait.emitError("cannot export: not the wait of a started "
+                              "collective");
+      plan::Instruction instruction;
+      instruction.add_wait_events(event->second);
+      *program->add_instructions() = std::move(instruction);
+      buffers[wait.getResult()] = *output;
+      continue;
+    }
     if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
       // Only unpartitioned programs hold constraints: the value is its
       // operand.
@@ -392,6 +410,13 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
         instruction.mutable_kernel()->add_outputs(id);
       else
         instruction.mutable_collective()->set_output(id);
+    }
+    if (auto stream = op.getAttrOfType<IntegerAttr>(
+            dist::DistDialect::kStreamAttrName)) {
+      int64_t event = startEvents.size();
+      startEvents[&op] = event;
+      instruction.set_stream(stream.getInt());
+      instruction.add_signal_events(event);
     }
     *program->add_instructions() = std::move(instruction);
   }

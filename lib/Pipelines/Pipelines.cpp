@@ -56,16 +56,21 @@ LogicalResult tessera::applyMeshSpec(ModuleOp module, StringRef spec,
   return success();
 }
 
-void tessera::buildShardingPipeline(OpPassManager &pm, StringRef machine) {
+void tessera::buildShardingPipeline(
+    OpPassManager &pm, StringRef machine,
+    const std::optional<SchedulePassOptions> &schedule) {
   PropagatePassOptions options;
   options.machine = machine.str();
   pm.addPass(createPropagatePass(options));
   pm.addPass(createPartitionPass());
+  if (schedule)
+    pm.addPass(createSchedulePass(*schedule));
 }
 
-void tessera::buildCompilePipeline(OpPassManager &pm, StringRef output,
-                                   bool text, StringRef machine) {
-  buildShardingPipeline(pm, machine);
+void tessera::buildCompilePipeline(
+    OpPassManager &pm, StringRef output, bool text, StringRef machine,
+    const std::optional<SchedulePassOptions> &schedule) {
+  buildShardingPipeline(pm, machine, schedule);
   ExportPassOptions options;
   options.output = output.str();
   options.text = text;

@@ -4,7 +4,10 @@
 
 #include "tessera/runtime/Kernels.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <map>
 
 using namespace tessera;
 using namespace tessera::runtime;
@@ -62,27 +65,26 @@ static Reduction getReduction(plan::ReductionKind kind) {
   }
 }
 
-std::string Executor::runCollective(const plan::Collective &collective) {
+Pending Executor::startCollective(const plan::Collective &collective) {
   Tensor in = getBuffer(collective.input());
   Tensor out = getBuffer(collective.output());
   Axes axes(collective.mesh_axes().begin(), collective.mesh_axes().end());
   switch (collective.kind()) {
   case plan::ALL_REDUCE:
-    return communicator.allReduce(in, out, getReduction(collective.reduction()),
-                                  axes);
+    return communicator.startAllReduce(
+        in, out, getReduction(collective.reduction()), axes);
   case plan::ALL_GATHER:
-    return communicator.allGather(in, out, collective.dim(), axes);
+    return communicator.startAllGather(in, out, collective.dim(), axes);
   case plan::REDUCE_SCATTER:
-    return communicator.reduceScatter(in, out, collective.dim(),
-                                      getReduction(collective.reduction()),
-                                      axes);
+    return communicator.startReduceScatter(
+        in, out, collective.dim(), getReduction(collective.reduction()), axes);
   case plan::ALL_TO_ALL:
-    return communicator.allToAll(in, out, collective.dim(),
-                                 collective.concat_dim(), axes);
+    return communicator.startAllToAll(in, out, collective.dim(),
+                                      collective.concat_dim(), axes);
   case plan::BROADCAST:
-    return communicator.broadcast(in, out, collective.root(), axes);
+    return communicator.startBroadcast(in, out, collective.root(), axes);
   case plan::COLLECTIVE_PERMUTE:
-    return communicator.collectivePermute(
+    return communicator.startCollectivePermute(
         in, out,
         {collective.source_target_pairs().begin(),
          collective.source_target_pairs().end()},
@@ -91,11 +93,29 @@ std::string Executor::runCollective(const plan::Collective &collective) {
     // Local: this rank's index in the group picks its piece.
     Group group = mesh.getGroup(communicator.getRank(), axes);
     slicePiece(in, out, collective.dim(), group.index, group.size);
-    return "";
+    return makeFinishedCollective("");
   }
   default:
-    return "unknown collective";
+    return makeFinishedCollective("unknown collective");
   }
+}
+
+static std::string getCollectiveName(const plan::Collective &collective) {
+  std::string name = plan::CollectiveKind_Name(collective.kind());
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return "dist." + name;
+}
+
+void Executor::record(TraceEvent event) {
+  if (tracing)
+    trace.push_back(std::move(event));
+}
+
+double Executor::getMicroseconds() const {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - epoch)
+      .count();
 }
 
 std::string Executor::run(const std::vector<OwnedTensor> &arguments,
@@ -111,9 +131,39 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
              " bytes, expected " + std::to_string(buffer.getBytes());
     std::memcpy(buffer.data, arguments[i].view.data, buffer.getBytes());
   }
+  // Collectives in flight by event, with when and where they started.
+  struct InFlight {
+    Pending pending;
+    double start;
+    std::string name;
+    int64_t stream;
+  };
+  std::map<int64_t, InFlight> inFlight;
   for (int index = 0; index < program.instructions_size(); ++index) {
     const plan::Instruction &instruction = program.instructions(index);
     std::string error;
+    double start = getMicroseconds();
+    for (int64_t event : instruction.wait_events()) {
+      auto it = inFlight.find(event);
+      if (it == inFlight.end())
+        return "instruction " + std::to_string(index) + ": event " +
+               std::to_string(event) + " was never started";
+      if (!(error = it->second.pending->wait()).empty())
+        return "instruction " + std::to_string(index) + ": " + error;
+      // The collective ran on its stream from its start until now.
+      record({it->second.name, it->second.stream, it->second.start,
+                       getMicroseconds()});
+      inFlight.erase(it);
+    }
+    if (!instruction.wait_events().empty())
+      record({"wait", 0, start, getMicroseconds()});
+    if (instruction.has_collective() && instruction.stream() != 0) {
+      const plan::Collective &collective = instruction.collective();
+      inFlight[instruction.signal_events(0)] = {
+          startCollective(collective), start, getCollectiveName(collective),
+          instruction.stream()};
+      continue;
+    }
     if (instruction.has_kernel()) {
       const plan::Kernel &kernel = instruction.kernel();
       std::vector<Tensor> ins, outs;
@@ -128,12 +178,18 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
       for (Tensor &t : outs)
         outPtrs.push_back(&t);
       error = runCpuKernel(kernel.op(), getAttrs(kernel), inPtrs, outPtrs);
-    } else {
-      error = runCollective(instruction.collective());
+      record({kernel.op(), 0, start, getMicroseconds()});
+    } else if (instruction.has_collective()) {
+      error = startCollective(instruction.collective())->wait();
+      record({getCollectiveName(instruction.collective()), 0, start,
+                       getMicroseconds()});
     }
     if (!error.empty())
       return "instruction " + std::to_string(index) + ": " + error;
   }
+  if (!inFlight.empty())
+    return "event " + std::to_string(inFlight.begin()->first) +
+           " is never waited for";
   results.clear();
   for (const plan::Result &result : program.results()) {
     Tensor buffer = getBuffer(result.buffer());
@@ -271,4 +327,22 @@ void tessera::runtime::placeLocalPiece(
   std::vector<int64_t> shape, offsets;
   getPiece(global.shape, dimAxes, mesh, rank, shape, offsets);
   copyBlock(local, global, offsets, /*toGlobal=*/true);
+}
+
+void Executor::writeTrace(std::ostream &os, int64_t rank) const {
+  os << "{\"traceEvents\": [\n";
+  os << "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
+     << ", \"args\": {\"name\": \"rank " << rank << "\"}},\n";
+  for (int64_t stream : {0, 1})
+    os << "  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
+       << ", \"tid\": " << stream << ", \"args\": {\"name\": \""
+       << (stream == 0 ? "compute" : "communication") << "\"}},\n";
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const TraceEvent &event = trace[i];
+    os << "  {\"name\": \"" << event.name << "\", \"ph\": \"X\", \"pid\": "
+       << rank << ", \"tid\": " << event.stream << ", \"ts\": " << event.start
+       << ", \"dur\": " << event.end - event.start << "}"
+       << (i + 1 < trace.size() ? "," : "") << "\n";
+  }
+  os << "]}\n";
 }

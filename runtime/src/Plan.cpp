@@ -90,6 +90,10 @@ private:
   /// Per buffer, the instructions that define and free it (-1: argument /
   /// never freed).
   std::vector<int64_t> definedAt, freedAt;
+  /// Collectives started on a stream and not yet waited for, by event: the
+  /// buffers they read and write.
+  std::map<int64_t, std::pair<int64_t, int64_t>> inFlight;
+  std::set<int64_t> usedEvents;
 };
 
 } // namespace
@@ -325,9 +329,32 @@ std::string ProgramValidator::run() {
     } else if (instruction.has_send_recv()) {
       return fail(at + ": send/recv needs pipeline stages, which this runtime "
                        "does not run yet");
-    } else {
+    } else if (instruction.wait_events().empty()) {
       return fail(at + " is empty");
     }
+    // Events: a collective on a stream signals one; a wait completes it.
+    for (int64_t event : instruction.wait_events()) {
+      auto it = inFlight.find(event);
+      if (it == inFlight.end())
+        return fail(at + " waits for event " + std::to_string(event) +
+                    ", which no collective in flight signals");
+      inFlight.erase(it);
+    }
+    if (instruction.stream() != 0 || !instruction.signal_events().empty()) {
+      if (!instruction.has_collective() || instruction.stream() < 1 ||
+          instruction.signal_events_size() != 1)
+        return fail(at + ": only a collective may run on a stream other "
+                         "than 0, and it signals one event");
+      int64_t event = instruction.signal_events(0);
+      if (!usedEvents.insert(event).second)
+        return fail(at + " signals event " + std::to_string(event) +
+                    " a second time");
+    }
+    for (const auto &[event, io] : inFlight)
+      for (int64_t id : reads)
+        if (id == io.second)
+          return fail(at + " reads buffer " + std::to_string(id) +
+                      " before the wait for event " + std::to_string(event));
     for (int64_t id : reads) {
       if (std::string error = checkBuffer(id, at + " reads"); !error.empty())
         return fail(error);
@@ -347,9 +374,16 @@ std::string ProgramValidator::run() {
       defined[id] = true;
       definedAt[id] = index;
     }
+    if (instruction.stream() != 0)
+      inFlight[instruction.signal_events(0)] = {reads.front(), writes.front()};
     for (int64_t id : instruction.frees()) {
       if (std::string error = checkBuffer(id, at + " frees"); !error.empty())
         return fail(error);
+      for (const auto &[event, io] : inFlight)
+        if (id == io.first || id == io.second)
+          return fail(at + " frees buffer " + std::to_string(id) +
+                      " while the collective of event " +
+                      std::to_string(event) + " uses it");
       if (!defined[id] || freed[id])
         return fail(at + " frees buffer " + std::to_string(id) +
                     " that is not live");
@@ -357,6 +391,9 @@ std::string ProgramValidator::run() {
       freedAt[id] = index;
     }
   }
+  if (!inFlight.empty())
+    return fail("event " + std::to_string(inFlight.begin()->first) +
+                " is never waited for");
   for (const plan::Result &result : program.results()) {
     if (std::string error = checkBuffer(result.buffer(), "a result");
         !error.empty())

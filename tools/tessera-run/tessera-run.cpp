@@ -27,7 +27,9 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <cstring>
 #include <string>
 
@@ -46,12 +48,15 @@ struct Options {
   std::string dumpLosses;
   std::string saveCheckpoint;
   std::string loadCheckpoint;
+  std::string traceDir;
+  bool time = false;
 };
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
-    "       [--save-checkpoint DIR] [--load-checkpoint DIR]\n";
+    "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
+    "[--time]\n";
 
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
@@ -89,6 +94,11 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--load-checkpoint") {
       if (!value(options.loadCheckpoint))
         return "--load-checkpoint needs a directory";
+    } else if (arg == "--trace") {
+      if (!value(options.traceDir))
+        return "--trace needs a directory";
+    } else if (arg == "--time") {
+      options.time = true;
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
         return "--dump-losses needs a file";
@@ -220,7 +230,10 @@ std::string loadCheckpoint(const std::string &dir,
 } // namespace
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  // Serialized: a progress thread tests collectives in flight while this
+  // one computes (see MpiCommunicator).
+  int threads = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // Every rank reports its own failure, then ends the whole job so that no
@@ -284,6 +297,7 @@ int main(int argc, char **argv) {
       return fail(error);
 
   Executor executor(*program, mesh, *communicator);
+  executor.setTracing(!options.traceDir.empty());
   std::vector<OwnedTensor> results;
   // The loss: the first scalar f32 result that updates no argument.
   int lossResult = -1;
@@ -294,7 +308,7 @@ int main(int argc, char **argv) {
          program->buffers(program->results(i).buffer()).dtype() == plan::BF16 ||
          program->buffers(program->results(i).buffer()).dtype() == plan::F16))
       lossResult = i;
-  std::vector<double> losses;
+  std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
     if (!(error = loadCheckpoint(options.loadCheckpoint, *program, locals,
@@ -312,8 +326,12 @@ int main(int argc, char **argv) {
       else if (counter.dtype == DType::I32)
         counter.as<int32_t>()[0] = static_cast<int32_t>(step);
     }
+    auto begin = std::chrono::steady_clock::now();
     if (!(error = executor.run(locals, results)).empty())
       return fail("step " + std::to_string(step) + ": " + error);
+    stepSeconds.push_back(std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - begin)
+                              .count());
     for (int i = 0; i < program->results_size(); ++i)
       if (program->results(i).has_updates_argument())
         locals[program->results(i).updates_argument()] = results[i];
@@ -324,6 +342,25 @@ int main(int argc, char **argv) {
         std::printf("step %lld: loss = %.7g\n", static_cast<long long>(step),
                     loss);
     }
+  }
+  if (options.time && rank == 0) {
+    // The first step warms caches and MPI connections: report the rest.
+    size_t skip = stepSeconds.size() > 1 ? 1 : 0;
+    double total = 0;
+    for (size_t i = skip; i < stepSeconds.size(); ++i)
+      total += stepSeconds[i];
+    std::printf("time: %.3f ms per step (mean of %zu steps after the "
+                "first)\n",
+                1e3 * total / (stepSeconds.size() - skip),
+                stepSeconds.size() - skip);
+  }
+  if (!options.traceDir.empty()) {
+    std::string path =
+        options.traceDir + "/rank" + std::to_string(rank) + ".json";
+    std::ofstream file(path);
+    executor.writeTrace(file, rank);
+    if (!file)
+      return fail("cannot write the trace '" + path + "'");
   }
   if (!options.saveCheckpoint.empty())
     if (!(error = saveCheckpoint(options.saveCheckpoint, *program, locals, rank,

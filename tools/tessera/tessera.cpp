@@ -164,6 +164,24 @@ static cl::opt<std::string> reshardAfterForward(
     cl::desc("With --zero 3: true (gather parameters again for the backward "
              "pass) or false (keep the forward's gathers)"),
     cl::init("true"), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<bool> schedule(
+    "schedule",
+    cl::desc("Overlap communication with compute (--tessera-schedule): "
+             "collectives start early on the communication stream"),
+    cl::init(false), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t> prefetch(
+    "prefetch", cl::desc("With --schedule: collectives in flight at once"),
+    cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t> bucketBytes(
+    "bucket-bytes",
+    cl::desc("With --schedule: bucket reductions smaller than this many "
+             "bytes (0: none)"),
+    cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t> prefetchMemoryLimit(
+    "memory-limit",
+    cl::desc("With --schedule: bytes of collective results in flight that "
+             "prefetching may not pass (0: no limit)"),
+    cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("Weight decay of the optimizer"),
                                    cl::init(0.0), cl::sub(compileCmd),
@@ -424,6 +442,17 @@ static void addZero(OpPassManager &pm) {
   pm.addPass(createZeroPass(options));
 }
 
+/// --tessera-schedule's options, when --schedule asks for it.
+static std::optional<SchedulePassOptions> getSchedule() {
+  if (!schedule)
+    return std::nullopt;
+  SchedulePassOptions options;
+  options.prefetch = prefetch;
+  options.bucketBytes = bucketBytes;
+  options.memoryLimit = prefetchMemoryLimit;
+  return options;
+}
+
 /// --zero shards optimizer state: it needs AdamW's.
 static int checkZero() {
   if (zeroStage != 0 && train != "adamw")
@@ -569,7 +598,7 @@ static int runCompile(MLIRContext &context) {
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           addTrainStep(pm);
           addZero(pm);
-          buildShardingPipeline(pm, autoMachine);
+          buildShardingPipeline(pm, autoMachine, getSchedule());
         })))
       return 1;
     std::unique_ptr<llvm::ToolOutputFile> file =
@@ -583,7 +612,8 @@ static int runCompile(MLIRContext &context) {
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
         addTrainStep(pm);
         addZero(pm);
-        buildCompilePipeline(pm, planOutput, planText, autoMachine);
+        buildCompilePipeline(pm, planOutput, planText, autoMachine,
+                             getSchedule());
       })))
     return 1;
   if (planText || planOutput == "-")
@@ -683,7 +713,8 @@ static int runVerify(MLIRContext &context) {
   if (failed(runPipeline(*model, [&](OpPassManager &pm) {
         addTrainStep(pm);
         addZero(pm);
-        buildCompilePipeline(pm, path("sharded.plan"));
+        buildCompilePipeline(pm, path("sharded.plan"), /*text=*/false,
+                             /*machine=*/{}, getSchedule());
       })) ||
       failed(runPipeline(*single, [&](OpPassManager &pm) {
         addTrainStep(pm);

@@ -38,6 +38,9 @@ def Dist_Dialect : Dialect {
     /// The attribute holding a value's sharding on function arguments and
     /// results, and (one per result) on ops.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+    /// On a collective: it is started on this stream (1 and up; 0 is the
+    /// compute stream) and completes at the `dist.wait` of its result.
+    static constexpr ::llvm::StringLiteral kStreamAttrName = "dist.stream";
 
   private:
     void registerAttributes();

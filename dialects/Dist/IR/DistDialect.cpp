@@ -58,8 +58,29 @@ LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                 function.getResultTypes()[resultIndex]);
 }
 
+/// A collective started on a stream: its result is read by one dist.wait.
+static LogicalResult verifyStream(Operation *op, Attribute value) {
+  auto stream = dyn_cast<IntegerAttr>(value);
+  if (!stream || stream.getInt() < 1)
+    return op->emitError("expects '")
+           << DistDialect::kStreamAttrName
+           << "' to be a stream number of 1 or more (0 is the compute "
+              "stream), got "
+           << value;
+  if (!isa<CollectiveOpInterface>(op))
+    return op->emitError("'")
+           << DistDialect::kStreamAttrName << "' is only allowed on collectives";
+  Value result = op->getResult(0);
+  if (!result.hasOneUse() || !isa<WaitOp>(*result.getUsers().begin()))
+    return op->emitError("a collective started on a stream must have one "
+                         "use, the dist.wait that completes it");
+  return success();
+}
+
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  if (attr.getName() == kStreamAttrName)
+    return verifyStream(op, attr.getValue());
   if (attr.getName() != kShardingAttrName)
     return op->emitError("unknown dist attribute '")
            << attr.getName().getValue() << "'";

@@ -230,7 +230,9 @@ static LogicalResult expectScaledDims(Operation *op, int64_t groupSize,
 /// mesh is looked up only when the types allow it.
 static OpFoldResult foldSingleDeviceGroup(CollectiveOpInterface op) {
   Value input = op->getOperand(0);
-  if (input.getType() != op->getResult(0).getType())
+  // A started collective stays what its dist.wait completes.
+  if (input.getType() != op->getResult(0).getType() ||
+      op->hasAttr(DistDialect::kStreamAttrName))
     return {};
   auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
   if (!mesh)
@@ -352,3 +354,12 @@ LogicalResult BroadcastOp::verifyGroupShapes(int64_t groupSize) {
 
 #define GET_OP_CLASSES
 #include "dialects/Dist/IR/DistOps.cpp.inc"
+
+LogicalResult WaitOp::verify() {
+  Operation *start = getInput().getDefiningOp();
+  if (!start || !start->hasAttr(DistDialect::kStreamAttrName))
+    return emitOpError("expects the result of a collective started on a "
+                       "stream ('")
+           << DistDialect::kStreamAttrName << "')";
+  return success();
+}

@@ -95,6 +95,28 @@ def Dist_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   }];
 }
 
+def Dist_WaitOp : Dist_Op<"wait", [SameOperandsAndResultType,
+    InferTypeOpInterface]> {
+  let summary = "completes a collective started on a stream";
+  let description = [{
+    The operand is the result of a collective that carries `dist.stream`:
+    the collective starts where it stands and runs on that stream while the
+    ops between it and this wait compute; its result may be read only
+    through this op. `--tessera-schedule` places the pairs.
+
+    ```mlir
+    %g = dist.all_gather %w on @mesh ["dp"] dim = 0 {dist.stream = 1 : i64}
+        : tensor<16x64xf32> -> tensor<64x64xf32>
+    %y = nn.dot %x, %h ...    // overlaps the gather
+    %w_full = dist.wait %g : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Dist_Op<mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<SymbolUserOpInterface>,

@@ -3,9 +3,12 @@
 #ifndef TESSERA_PIPELINES_PIPELINES_H
 #define TESSERA_PIPELINES_PIPELINES_H
 
+#include "tessera/Transforms/Passes.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <optional>
 #include <string>
 
 namespace tessera {
@@ -17,13 +20,16 @@ mlir::LogicalResult applyMeshSpec(mlir::ModuleOp module, llvm::StringRef spec,
 
 /// Propagation then partition: the per-device program. With `machine` (a
 /// machine file or preset), propagation resolves conflicts by their time on
-/// it.
-void buildShardingPipeline(mlir::OpPassManager &pm,
-                           llvm::StringRef machine = {});
+/// it; with `schedule`, --tessera-schedule then overlaps its communication.
+void buildShardingPipeline(
+    mlir::OpPassManager &pm, llvm::StringRef machine = {},
+    const std::optional<SchedulePassOptions> &schedule = std::nullopt);
 
 /// Sharding, then export of the plan to `output` (binary, or text).
-void buildCompilePipeline(mlir::OpPassManager &pm, llvm::StringRef output,
-                          bool text = false, llvm::StringRef machine = {});
+void buildCompilePipeline(
+    mlir::OpPassManager &pm, llvm::StringRef output, bool text = false,
+    llvm::StringRef machine = {},
+    const std::optional<SchedulePassOptions> &schedule = std::nullopt);
 
 /// The single-device program's plan: shardings stripped, then export.
 void buildSingleDevicePipeline(mlir::OpPassManager &pm,

@@ -230,6 +230,63 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def SchedulePass : Pass<"tessera-schedule", "mlir::ModuleOp"> {
+  let summary = "Overlaps communication with compute: async collectives, prefetch, buckets";
+  let description = [{
+    Runs on a partitioned program (after `--tessera-partition`), before
+    `--tessera-export`.
+
+    1. Bucketing (`bucket-bytes` > 0): all_reduces, and reduce_scatters
+       along dim 0, smaller than `bucket-bytes` and alike (kind, reduction,
+       mesh group, element type) are gathered in program order into buckets
+       of about `bucket-bytes`. A bucket becomes one collective over the
+       concatenation of its members (each viewed as [group, rest] or
+       [1, rest], concatenated along dim 1), placed at its last member, and
+       each member's result is sliced back out. A bucket closes early where
+       an op reads one of its members.
+    2. Overlap (`prefetch` > 0): each collective over more than one device
+       is started on the communication stream (`dist.stream = 1`; compute is
+       stream 0) as soon as its operand is ready, and completed by a
+       `dist.wait` just before its first read. At most `prefetch`
+       collectives are in flight: a start waits for the wait of the
+       `prefetch`-th collective before it, and a wait comes no later than
+       the place of the `prefetch`-th collective after it. With
+       `memory-limit` > 0, a start is not moved ahead of its place while
+       the results in flight would pass that many bytes. A collective with
+       nothing to overlap stays blocking.
+
+    ZeRO-3's parameter all_gathers thus run during the previous layer's
+    compute (prefetch), and each gradient's reduce_scatter during the next
+    layer's backward.
+
+    Before (partitioned), with `prefetch=1`:
+    ```mlir
+    %y = nn.dot %x, %w0 ...
+    %g = dist.all_gather %w1 on @mesh ["dp"] dim = 0 ...
+    %z = nn.dot %y, %g ...
+    ```
+    After:
+    ```mlir
+    %g = dist.all_gather %w1 on @mesh ["dp"] dim = 0 {dist.stream = 1 : i64} ...
+    %y = nn.dot %x, %w0 ...
+    %g1 = dist.wait %g : tensor<64x64xf32>
+    %z = nn.dot %y, %g1 ...
+    ```
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
+           "Collectives in flight at once (0: all blocking)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "Bucket reductions smaller than this into ones of about this "
+           "size (0: no bucketing)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes of collective results in flight that prefetching may "
+           "not pass (0: no limit)">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect",
+                           "::tessera::nn::NNDialect"];
+}
+
 def StripShardingPass : Pass<"tessera-strip-sharding", "mlir::ModuleOp"> {
   let summary = "Removes every sharding: the single-device program";
   let description = [{

@@ -11,28 +11,87 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 
 using namespace tessera::runtime;
 
 namespace {
 
+class MpiPending;
+
+/// Serializes MPI calls between the executor's thread and a progress thread
+/// that, while collectives are in flight, tests them every few
+/// microseconds: MPI advances non-blocking collectives only inside MPI
+/// calls, so without it a started collective would wait for its wait. Needs
+/// MPI_THREAD_SERIALIZED; without it nothing runs in the background.
+class Progress {
+public:
+  explicit Progress(bool background) {
+    if (background)
+      thread = std::thread([this] { loop(); });
+  }
+  ~Progress() {
+    {
+      std::lock_guard<std::recursive_mutex> guard(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    if (thread.joinable())
+      thread.join();
+  }
+
+  std::unique_lock<std::recursive_mutex> lock() {
+    return std::unique_lock<std::recursive_mutex>(mutex);
+  }
+  /// Under lock().
+  void add(MpiPending *pending) {
+    active.push_back(pending);
+    wake.notify_all();
+  }
+  void remove(MpiPending *pending) {
+    active.erase(std::remove(active.begin(), active.end(), pending),
+                 active.end());
+  }
+
+private:
+  void loop();
+
+  std::recursive_mutex mutex;
+  std::condition_variable_any wake;
+  std::vector<MpiPending *> active;
+  bool stop = false;
+  std::thread thread;
+};
+
 /// MPI requests in flight, the scratch memory they use, and the work that
 /// finishes the collective once they complete (unpacking, averaging).
 class MpiPending final : public PendingCollective {
 public:
+  explicit MpiPending(Progress &progress) : progress(progress) {}
+  ~MpiPending() override {
+    auto guard = progress.lock();
+    progress.remove(this);
+  }
+
   std::vector<MPI_Request> requests;
   std::vector<uint8_t> scratch;
   /// f32 copies that 16-bit floats are reduced in.
   std::vector<OwnedTensor> wide;
   std::function<void()> finish;
   std::string error;
+  Progress &progress;
 
   std::string wait() override {
     if (!error.empty())
       return error;
+    auto guard = progress.lock();
+    progress.remove(this);
     int status = MPI_Waitall(requests.size(), requests.data(),
                              MPI_STATUSES_IGNORE);
     if (status != MPI_SUCCESS) {
@@ -47,11 +106,31 @@ public:
   }
 };
 
+void Progress::loop() {
+  std::unique_lock<std::recursive_mutex> guard(mutex);
+  while (!stop) {
+    if (active.empty()) {
+      wake.wait(guard, [&] { return stop || !active.empty(); });
+      continue;
+    }
+    for (MpiPending *pending : active) {
+      int done = 0;
+      MPI_Testall(pending->requests.size(), pending->requests.data(), &done,
+                  MPI_STATUSES_IGNORE);
+    }
+    // Let the executor's thread in between the tests.
+    guard.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    guard.lock();
+  }
+}
+
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator(Mesh mesh, int rank, int size)
-      : mesh(std::move(mesh)), rank(rank), size(size) {}
+  MpiCommunicator(Mesh mesh, int rank, int size, bool background)
+      : mesh(std::move(mesh)), rank(rank), size(size), progress(background) {}
   ~MpiCommunicator() override {
+    auto guard = progress.lock();
     for (auto &[axes, comm] : comms)
       MPI_Comm_free(&comm);
   }
@@ -87,6 +166,7 @@ private:
   Mesh mesh;
   int rank, size;
   std::map<Axes, MPI_Comm> comms;
+  Progress progress;
 };
 
 /// The MPI type to reduce elements of `dtype` with; null when MPI cannot.
@@ -158,6 +238,7 @@ MPI_Comm MpiCommunicator::getComm(const Axes &axes) {
     return it->second;
   Group group = mesh.getGroup(rank, axes);
   MPI_Comm comm;
+  auto guard = progress.lock();
   MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(group.color),
                  static_cast<int>(group.index), &comm);
   comms[axes] = comm;
@@ -166,13 +247,16 @@ MPI_Comm MpiCommunicator::getComm(const Axes &axes) {
 
 template <typename Call>
 std::unique_ptr<MpiPending> MpiCommunicator::post(const char *what, Call call) {
-  auto pending = std::make_unique<MpiPending>();
+  auto pending = std::make_unique<MpiPending>(progress);
   MPI_Request request;
+  auto guard = progress.lock();
   int status = call(&request);
-  if (status != MPI_SUCCESS)
+  if (status != MPI_SUCCESS) {
     pending->error = mpiError(status, what);
-  else
+  } else {
     pending->requests.push_back(request);
+    progress.add(pending.get());
+  }
   return pending;
 }
 
@@ -326,7 +410,8 @@ Pending MpiCommunicator::startCollectivePermute(
   MPI_Comm comm = getComm(axes);
   int64_t index = mesh.getGroup(rank, axes).index;
   std::memset(out.data, 0, out.getBytes());
-  auto pending = std::make_unique<MpiPending>();
+  auto pending = std::make_unique<MpiPending>(progress);
+  auto guard = progress.lock();
   for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
     int64_t source = pairs[i], target = pairs[i + 1];
     if (source == index && target == index) {
@@ -345,11 +430,13 @@ Pending MpiCommunicator::startCollectivePermute(
       pending->requests.push_back(request);
     }
   }
+  progress.add(pending.get());
   return pending;
 }
 
 std::string MpiCommunicator::gatherToRoot(const Tensor &in,
                                           std::vector<uint8_t> &out) {
+  auto guard = progress.lock();
   if (rank == 0)
     out.resize(in.getBytes() * size);
   int status = MPI_Gather(in.data, in.getBytes(), MPI_BYTE,
@@ -372,5 +459,8 @@ tessera::runtime::createMpiCommunicator(const Mesh &mesh, std::string &error) {
   // Errors come back as return codes so that a failing rank can say why
   // before it aborts the job.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  return std::make_unique<MpiCommunicator>(mesh, rank, size);
+  int threads = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&threads);
+  return std::make_unique<MpiCommunicator>(
+      mesh, rank, size, /*background=*/threads >= MPI_THREAD_SERIALIZED);
 }

@@ -372,3 +372,45 @@ func.func @op_unknown_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
   %r = nn.relu %x {dist.stage = 1} : tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// Tests that dist.wait completes only a collective started on a stream.
+dist.mesh @mesh ["dp"=4]
+func.func @wait_of_blocking(%w: tensor<2x8xf32>) -> tensor<8x8xf32> {
+  %g = dist.all_gather %w on @mesh ["dp"] dim = 0 : tensor<2x8xf32> -> tensor<8x8xf32>
+  // expected-error @+1 {{'dist.wait' op expects the result of a collective started on a stream ('dist.stream')}}
+  %full = dist.wait %g : tensor<8x8xf32>
+  return %full : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that a started collective is read only through its wait.
+dist.mesh @mesh ["dp"=4]
+func.func @read_before_wait(%w: tensor<2x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{a collective started on a stream must have one use, the dist.wait that completes it}}
+  %g = dist.all_gather %w on @mesh ["dp"] dim = 0 {dist.stream = 1 : i64} : tensor<2x8xf32> -> tensor<8x8xf32>
+  %r = nn.relu %g : tensor<8x8xf32>
+  %full = dist.wait %g : tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that stream 0 (compute) and non-collectives cannot be started.
+dist.mesh @mesh ["dp"=4]
+func.func @stream_zero(%w: tensor<2x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{expects 'dist.stream' to be a stream number of 1 or more (0 is the compute stream), got 0 : i64}}
+  %g = dist.all_gather %w on @mesh ["dp"] dim = 0 {dist.stream = 0 : i64} : tensor<2x8xf32> -> tensor<8x8xf32>
+  %full = dist.wait %g : tensor<8x8xf32>
+  return %full : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @stream_on_kernel(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.stream' is only allowed on collectives}}
+  %r = nn.relu %x {dist.stream = 1 : i64} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}

@@ -92,3 +92,19 @@ func.func @collectives(%x: tensor<8x16xf32>) {
   %8 = dist.all_reduce %h on @mesh_dp_2_tp_4 ["tp"] min : tensor<8x16xbf16>
   return
 }
+
+// -----
+
+// Tests that a collective started on a stream and its wait round-trip.
+dist.mesh @mesh ["dp"=4]
+// CHECK-LABEL: func.func @started
+// CHECK: %[[G:.+]] = dist.all_gather %{{.+}} on @mesh ["dp"] dim = 0 {dist.stream = 1 : i64} : tensor<2x8xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: %[[W:.+]] = dist.wait %[[G]] : tensor<8x8xf32>
+// CHECK-NEXT: return %[[W]]
+func.func @started(%w: tensor<2x8xf32>, %x: tensor<4xf32>) -> tensor<8x8xf32> {
+  %g = dist.all_gather %w on @mesh ["dp"] dim = 0 {dist.stream = 1 : i64} : tensor<2x8xf32> -> tensor<8x8xf32>
+  %y = nn.relu %x : tensor<4xf32>
+  %full = dist.wait %g : tensor<8x8xf32>
+  return %full : tensor<8x8xf32>
+}

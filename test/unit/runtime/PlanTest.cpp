@@ -131,6 +131,73 @@ TEST(PlanTest, RejectsRanksWithoutAProgram) {
             "the programs cover 1 ranks of a mesh of 2");
 }
 
+/// makePlan with its all_gather started on stream 1 (event 0) and a wait
+/// after it that frees the gather's input.
+plan::Plan makeAsyncPlan() {
+  plan::Plan plan = makePlan();
+  plan::Program *program = plan.mutable_programs(0);
+  plan::Instruction *gather = program->mutable_instructions(1);
+  gather->set_stream(1);
+  gather->add_signal_events(0);
+  gather->clear_frees();
+  plan::Instruction *wait = program->add_instructions();
+  wait->add_wait_events(0);
+  wait->add_frees(1);
+  return plan;
+}
+
+TEST(PlanTest, AStartedCollectiveAndItsWaitValidate) {
+  EXPECT_EQ(validatePlan(makeAsyncPlan()), "");
+}
+
+TEST(PlanTest, RejectsAReadOfAStartedCollectiveBeforeItsWait) {
+  plan::Plan plan = makeAsyncPlan();
+  plan::Program *program = plan.mutable_programs(0);
+  // A relu of the gathered buffer between the start and the wait.
+  program->add_buffers()->CopyFrom(program->buffers(2));
+  program->mutable_buffers(3)->set_id(3);
+  program->mutable_buffers(3)->set_arena_offset_bytes(512);
+  program->set_arena_bytes(1024);
+  plan::Instruction early;
+  early.mutable_kernel()->set_op("nn.relu");
+  early.mutable_kernel()->add_inputs(2);
+  early.mutable_kernel()->add_outputs(3);
+  program->mutable_instructions()->Add(std::move(early));
+  program->mutable_instructions()->SwapElements(2, 3);
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 2 (nn.relu) reads "
+                                "buffer 2 before the wait for event 0");
+}
+
+TEST(PlanTest, RejectsFreeingTheInputOfAStartedCollective) {
+  plan::Plan plan = makeAsyncPlan();
+  plan::Program *program = plan.mutable_programs(0);
+  program->mutable_instructions(1)->add_frees(1);
+  program->mutable_instructions(2)->clear_frees();
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1 frees buffer 1 "
+                                "while the collective of event 0 uses it");
+}
+
+TEST(PlanTest, RejectsACollectiveNeverWaitedFor) {
+  plan::Plan plan = makeAsyncPlan();
+  plan.mutable_programs(0)->mutable_instructions()->RemoveLast();
+  EXPECT_EQ(validatePlan(plan), "program 0: event 0 is never waited for");
+}
+
+TEST(PlanTest, RejectsAWaitForAnEventNothingSignals) {
+  plan::Plan plan = makeAsyncPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_wait_events(0, 5);
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 2 waits for event 5, "
+                                "which no collective in flight signals");
+}
+
+TEST(PlanTest, RejectsAKernelOnTheCommunicationStream) {
+  plan::Plan plan = makeAsyncPlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->set_stream(1);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 0 (nn.relu): only a collective may run on "
+            "a stream other than 0, and it signals one event");
+}
+
 TEST(MeshTest, GroupsAreRowMajorOverTheListedAxes) {
   Mesh mesh({"dp", "tp"}, {2, 4});
   EXPECT_EQ(mesh.getCoordinates(6), (std::vector<int64_t>{1, 2}));

@@ -6,6 +6,9 @@
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Plan.h"
 
+#include <chrono>
+#include <ostream>
+#include <string>
 #include <vector>
 
 namespace tessera::runtime {
@@ -24,14 +27,36 @@ public:
   std::string run(const std::vector<OwnedTensor> &arguments,
                   std::vector<OwnedTensor> &results);
 
+  /// One instruction's span, in microseconds since the executor was made:
+  /// kernels and blocking collectives on stream 0 (compute), started
+  /// collectives on their stream from start to completion.
+  struct TraceEvent {
+    std::string name;
+    int64_t stream;
+    double start, end;
+  };
+  /// Records a TraceEvent per instruction from now on (off at first).
+  void setTracing(bool on) { tracing = on; }
+  /// Every instruction of every traced run so far.
+  const std::vector<TraceEvent> &getTrace() const { return trace; }
+  /// The trace as Chrome trace JSON (Perfetto opens it): one process per
+  /// rank, one thread per stream.
+  void writeTrace(std::ostream &os, int64_t rank) const;
+
 private:
   Tensor getBuffer(int64_t id);
-  std::string runCollective(const plan::Collective &collective);
+  Pending startCollective(const plan::Collective &collective);
+  double getMicroseconds() const;
+  void record(TraceEvent event);
 
   const plan::Program &program;
   const Mesh &mesh;
   Communicator &communicator;
   std::vector<uint8_t> arena;
+  std::chrono::steady_clock::time_point epoch =
+      std::chrono::steady_clock::now();
+  bool tracing = false;
+  std::vector<TraceEvent> trace;
 };
 
 /// The global value of argument `index` for `seed`, the same on every rank:
