@@ -190,12 +190,17 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
   if (!inFlight.empty())
     return "event " + std::to_string(inFlight.begin()->first) +
            " is never waited for";
-  results.clear();
-  for (const plan::Result &result : program.results()) {
-    Tensor buffer = getBuffer(result.buffer());
-    OwnedTensor copy(buffer.dtype, buffer.shape);
-    std::memcpy(copy.view.data, buffer.data, buffer.getBytes());
-    results.push_back(std::move(copy));
+  // Results of the caller's previous run keep their storage: a train step
+  // returns every parameter and moment, and fresh zeroed allocations of
+  // them cost as much as a step's kernels.
+  results.resize(program.results_size());
+  for (int i = 0; i < program.results_size(); ++i) {
+    Tensor buffer = getBuffer(program.results(i).buffer());
+    OwnedTensor &result = results[i];
+    if (!result.view.data || result.view.dtype != buffer.dtype ||
+        result.view.shape != buffer.shape)
+      result = OwnedTensor(buffer.dtype, buffer.shape);
+    std::memcpy(result.view.data, buffer.data, buffer.getBytes());
   }
   return "";
 }

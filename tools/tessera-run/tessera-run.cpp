@@ -332,9 +332,11 @@ int main(int argc, char **argv) {
     stepSeconds.push_back(std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - begin)
                               .count());
+    // The new values become the next step's arguments; the old ones' storage
+    // takes the next step's results.
     for (int i = 0; i < program->results_size(); ++i)
       if (program->results(i).has_updates_argument())
-        locals[program->results(i).updates_argument()] = results[i];
+        std::swap(locals[program->results(i).updates_argument()], results[i]);
     if (lossResult >= 0) {
       double loss = getScalar(results[lossResult].view);
       losses.push_back(loss);
@@ -343,6 +345,10 @@ int main(int argc, char **argv) {
                     loss);
     }
   }
+  // The results that were swapped into the arguments.
+  for (int i = 0; i < program->results_size() && !stepSeconds.empty(); ++i)
+    if (program->results(i).has_updates_argument())
+      results[i] = locals[program->results(i).updates_argument()];
   if (options.time && rank == 0) {
     // The first step warms caches and MPI connections: report the rest.
     size_t skip = stepSeconds.size() > 1 ? 1 : 0;

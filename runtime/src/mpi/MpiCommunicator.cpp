@@ -120,7 +120,7 @@ void Progress::loop() {
     }
     // Let the executor's thread in between the tests.
     guard.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
     guard.lock();
   }
 }
