@@ -159,10 +159,17 @@ static cl::opt<int64_t> zeroStage(
              "0, 1 (optimizer state sharded), 2 (and gradients) or 3 (and "
              "parameters)"),
     cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::list<std::string> zeroAxes(
+    "zero-axes",
+    cl::desc("With --zero: the data-parallel mesh axes, major first "
+             "(default dp)"),
+    cl::CommaSeparated, cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<std::string> reshardAfterForward(
     "reshard-after-forward",
     cl::desc("With --zero 3: true (gather parameters again for the backward "
-             "pass) or false (keep the forward's gathers)"),
+             "pass), false (keep the forward's gathers) or a group size (keep "
+             "a piece per device of the trailing --zero-axes of that size, "
+             "and gather within them)"),
     cl::init("true"), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<bool> schedule(
     "schedule",
@@ -439,6 +446,7 @@ static void addZero(OpPassManager &pm) {
   ZeroPassOptions options;
   options.stage = zeroStage;
   options.reshardAfterForward = reshardAfterForward;
+  options.dataAxes.assign(zeroAxes.begin(), zeroAxes.end());
   pm.addPass(createZeroPass(options));
 }
 
@@ -539,12 +547,15 @@ static int applyAutoPlan(ModuleOp module) {
 /// What getZeroModelState predicts for a train step's plan: the
 /// parameters a device holds without ZeRO (split only by the other axes),
 /// with a gradient of each, and their optimizer state, split by the stage
-/// over "dp". None for a plan without optimizer state.
+/// over the ZeRO axes. None for a plan without optimizer state.
 static std::optional<ModelStateMemory>
 getPredictedModelState(const plan::Plan &plan, const plan::Program &program) {
   llvm::StringMap<int64_t> axisSizes;
   for (const plan::Mesh::Axis &axis : plan.mesh().axes())
     axisSizes[axis.name()] = axis.size();
+  SmallVector<std::string> dataAxes(zeroAxes.begin(), zeroAxes.end());
+  if (dataAxes.empty())
+    dataAxes.push_back("dp");
   double parameters = 0, parameterBytes = 0, stateBytes = 0;
   for (const plan::Argument &argument : program.arguments()) {
     double elements = 1;
@@ -552,7 +563,7 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program) {
       elements *= size;
     for (const plan::DimAxes &dim : argument.dim_axes())
       for (const std::string &axis : dim.axes())
-        if (axis != "dp")
+        if (!llvm::is_contained(dataAxes, axis))
           elements /= axisSizes.lookup(axis);
     double bytes =
         elements * runtime::getDTypeBytes(runtime::getDType(argument.dtype()));
@@ -565,7 +576,9 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program) {
   }
   if (parameters == 0 || stateBytes == 0)
     return std::nullopt;
-  int64_t dataParallel = axisSizes.contains("dp") ? axisSizes.lookup("dp") : 1;
+  int64_t dataParallel = 1;
+  for (const std::string &axis : dataAxes)
+    dataParallel *= axisSizes.contains(axis) ? axisSizes.lookup(axis) : 1;
   double perParameter = parameterBytes / parameters;
   return getZeroModelState(
       parameters, {perParameter, perParameter, stateBytes / parameters},

@@ -27,9 +27,24 @@ static ArrayAttr concatAxes(ArrayAttr major, ArrayAttr minor) {
   return ArrayAttr::get(major.getContext(), axes);
 }
 
+/// Whether replacing `gather`'s result by `value` keeps `value` alive no
+/// longer than it lives anyway: the gather directly follows `slice`, or
+/// `value` is read at or after the gather.
+static bool isAliveAt(Value value, Operation *slice, Operation *gather) {
+  if (slice->getNextNode() == gather)
+    return true;
+  return llvm::any_of(value.getUsers(), [&](Operation *user) {
+    return user != slice && user->getBlock() == gather->getBlock() &&
+           !user->isBeforeInBlock(gather);
+  });
+}
+
 namespace {
 
-/// all_gather(all_slice(x)) over the same axes and dim is x.
+/// all_gather(all_slice(x)) over the same axes and dim is x, unless reusing
+/// x would keep it alive across ops that ran on the slice: that slice was
+/// a trade of memory for communication (ZeRO-3 resharding a parameter to a
+/// smaller group after the forward pass) and stays.
 struct GatherOfSlice : OpRewritePattern<AllGatherOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AllGatherOp op,
@@ -37,7 +52,9 @@ struct GatherOfSlice : OpRewritePattern<AllGatherOp> {
     auto slice = op.getInput().getDefiningOp<AllSliceOp>();
     if (!slice || slice.getMeshAttr() != op.getMeshAttr() ||
         slice.getMeshAxes() != op.getMeshAxes() ||
-        slice.getDim() != op.getDim())
+        slice.getDim() != op.getDim() ||
+        slice->getBlock() != op->getBlock() ||
+        !isAliveAt(slice.getInput(), slice, op))
       return failure();
     rewriter.replaceOp(op, slice.getInput());
     return success();

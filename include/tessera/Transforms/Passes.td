@@ -207,7 +207,11 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
       pass's first read and, with `reshard-after-forward=true` (the
       default, FSDP's FULL_SHARD), another before the backward pass's first
       read, so the forward's copy dies after its last forward read; with
-      `false` (SHARD_GRAD_OP) one gather serves both. The forward pass is
+      `false` (SHARD_GRAD_OP) one gather serves both; with a group size
+      `N` that the trailing ZeRO axes make up (FSDP2's
+      `reshard_after_forward=N`), the forward's copy is cut to a split over
+      those axes after its last forward read, and the backward gathers
+      within them alone (a smaller, faster group). The forward pass is
       what the function's non-updating results (the loss) depend on. A
       parameter read through `nn.cast` (mixed precision) is gathered after
       the cast.
@@ -225,7 +229,8 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            /*default=*/"\"true\"",
            "Stage 3: gather the parameter again for the backward pass "
-           "(true) or keep the forward's gather (false)">,
+           "(true), keep the forward's gather (false), or keep a piece per "
+           "group of this size (the trailing ZeRO axes) and gather in it">,
   ];
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }

@@ -61,21 +61,47 @@ llvm::SetVector<Operation *> getForwardOps(func::FuncOp function) {
   return forward;
 }
 
-/// Pins the uses in `uses` (of one value, all in one block) to `sharding`
-/// with one constraint placed before the first of them.
-void pinUses(ArrayRef<OpOperand *> uses, dist::ShardingAttr sharding) {
-  if (uses.empty())
-    return;
-  Operation *first = uses.front()->getOwner();
-  for (OpOperand *use : uses)
+/// The first and last users of `uses` (all in one block).
+std::pair<Operation *, Operation *> getFirstAndLastUser(
+    ArrayRef<OpOperand *> uses) {
+  Operation *first = uses.front()->getOwner(), *last = first;
+  for (OpOperand *use : uses) {
     if (use->getOwner()->isBeforeInBlock(first))
       first = use->getOwner();
+    if (last->isBeforeInBlock(use->getOwner()))
+      last = use->getOwner();
+  }
+  return {first, last};
+}
+
+/// Pins the uses in `uses` (of one value, all in one block) to `sharding`
+/// with one constraint placed before the first of them; returns it.
+Value pinUses(ArrayRef<OpOperand *> uses, dist::ShardingAttr sharding) {
+  if (uses.empty())
+    return {};
+  Operation *first = getFirstAndLastUser(uses).first;
   OpBuilder builder(first);
   Value pinned = dist::ShardingConstraintOp::create(
       builder, first->getLoc(), uses.front()->get(), sharding);
   for (OpOperand *use : uses)
     use->set(pinned);
+  return pinned;
 }
+
+/// How stage 3 reads a parameter in the backward pass.
+struct Regather {
+  enum Kind {
+    /// Gathered again from the shard at rest (FSDP's FULL_SHARD).
+    FromShard,
+    /// The forward's gather is kept (SHARD_GRAD_OP).
+    KeepForward,
+    /// The forward's gather is cut to a split over `innerAxes` after its
+    /// last forward read and gathered over those alone (FSDP2's
+    /// reshard_after_forward=int: a smaller, faster group).
+    FromInnerGroup,
+  } kind;
+  AxisList innerAxes;
+};
 
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   using ZeroPassBase::ZeroPassBase;
@@ -89,12 +115,15 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
           << " does not exist: --tessera-zero takes stage 0, 1, 2 or 3";
       return signalPassFailure();
     }
-    if (reshardAfterForward != "true" && reshardAfterForward != "false") {
+    int64_t groupSize = 0;
+    if (reshardAfterForward != "true" && reshardAfterForward != "false" &&
+        (StringRef(reshardAfterForward).getAsInteger(10, groupSize) ||
+         groupSize < 1)) {
       emitError(getOperation().getLoc(), "reshard-after-forward=")
           << reshardAfterForward
           << " is not supported: it takes true (gather the parameter again "
-             "for the backward) or false (keep the forward's gather); "
-             "resharding to a smaller group is not built yet";
+             "for the backward), false (keep the forward's gather) or the "
+             "size of the group to reshard to after the forward";
       return signalPassFailure();
     }
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
@@ -137,8 +166,14 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       return failure();
     int64_t devices = mesh.getGroupSize(*axes);
     llvm::SetVector<Operation *> forward;
-    if (stage >= 3)
+    Regather regather{Regather::FromShard, {}};
+    if (stage >= 3) {
       forward = getForwardOps(function);
+      FailureOr<Regather> parsed = getRegather(function, mesh, *axes);
+      if (failed(parsed))
+        return failure();
+      regather = *parsed;
+    }
 
     for (nn::AdamWOp update : updates) {
       auto param = dyn_cast<BlockArgument>(update.getParam());
@@ -206,18 +241,54 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       }
       function.setArgAttr(param.getArgNumber(),
                           dist::DistDialect::kShardingAttrName, splitAttr);
-      gatherForUses(param, update, forward, wholeAttr);
+      TensorSharding inner = whole;
+      inner.dims[*dim].axes = sharding.dims[*dim].axes;
+      llvm::append_range(inner.dims[*dim].axes, regather.innerAxes);
+      inner.dims[*dim].isOpen = false;
+      llvm::erase_if(inner.replicated, [&](StringAttr axis) {
+        return llvm::is_contained(regather.innerAxes, axis);
+      });
+      gatherForUses(param, update, forward, regather, wholeAttr,
+                    inner.toAttr(meshName));
     }
     return success();
   }
 
+  /// reshard-after-forward for this mesh: true, false, or a group size
+  /// that the trailing ZeRO axes make up.
+  FailureOr<Regather> getRegather(func::FuncOp function,
+                                  const MeshShape &mesh,
+                                  const AxisList &axes) {
+    if (reshardAfterForward == "true")
+      return Regather{Regather::FromShard, {}};
+    if (reshardAfterForward == "false")
+      return Regather{Regather::KeepForward, {}};
+    int64_t size = std::stoll(reshardAfterForward);
+    if (size == 1)
+      return Regather{Regather::KeepForward, {}};
+    std::string sizes;
+    for (size_t first = 0; first < axes.size(); ++first) {
+      AxisList trailing(axes.begin() + first, axes.end());
+      int64_t group = mesh.getGroupSize(trailing);
+      if (group == size)
+        return first == 0 ? Regather{Regather::FromShard, {}}
+                          : Regather{Regather::FromInnerGroup, trailing};
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(group);
+    }
+    return function.emitError("reshard-after-forward=")
+           << size << " is not a group the trailing ZeRO axes make up (they "
+           << "give " << sizes << ")";
+  }
+
   /// Pins every read of a parameter split at rest (but the update's own) to
-  /// the whole layout: one gather for the forward's reads and one for the
-  /// backward's, or one for all. A parameter read through nn.cast (mixed
-  /// precision) is gathered after the cast, in the narrow type.
+  /// the whole layout: one gather before the forward's first read, and for
+  /// the backward's reads what `regather` says. A parameter read through
+  /// nn.cast (mixed precision) is gathered after the cast, in the narrow
+  /// type.
   void gatherForUses(BlockArgument param, nn::AdamWOp update,
                      const llvm::SetVector<Operation *> &forward,
-                     dist::ShardingAttr wholeAttr) {
+                     const Regather &regather, dist::ShardingAttr wholeAttr,
+                     dist::ShardingAttr innerAttr) {
     SmallVector<Value> reads = {param};
     for (Operation *user : param.getUsers())
       if (isa<nn::CastOp>(user))
@@ -228,12 +299,28 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         Operation *user = use.getOwner();
         if (user == update || (read == param && isa<nn::CastOp>(user)))
           continue;
-        bool inForward = forward.contains(user);
-        (inForward || reshardAfterForward == "false" ? forwardUses
-                                                      : backwardUses)
-            .push_back(&use);
+        (forward.contains(user) ? forwardUses : backwardUses).push_back(&use);
       }
-      pinUses(forwardUses, wholeAttr);
+      if (regather.kind == Regather::KeepForward) {
+        llvm::append_range(forwardUses, backwardUses);
+        backwardUses.clear();
+      }
+      Value gathered = pinUses(forwardUses, wholeAttr);
+      // The smaller group's piece, cut after the last forward read, is what
+      // the backward gathers from; only when the backward comes after.
+      if (regather.kind == Regather::FromInnerGroup && gathered &&
+          !backwardUses.empty()) {
+        Operation *lastForward = getFirstAndLastUser(forwardUses).second;
+        Operation *firstBackward = getFirstAndLastUser(backwardUses).first;
+        if (lastForward->isBeforeInBlock(firstBackward)) {
+          OpBuilder builder(lastForward->getContext());
+          builder.setInsertionPointAfter(lastForward);
+          Value piece = dist::ShardingConstraintOp::create(
+              builder, lastForward->getLoc(), gathered, innerAttr);
+          for (OpOperand *use : backwardUses)
+            use->set(piece);
+        }
+      }
       pinUses(backwardUses, wholeAttr);
     }
   }

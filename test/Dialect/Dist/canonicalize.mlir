@@ -87,3 +87,20 @@ func.func @different_kinds(%a: tensor<8xf32>) -> tensor<8xf32> {
   %r2 = dist.all_reduce %r1 on @mesh_x_2_y_2 ["y"] max : tensor<8xf32>
   return %r2 : tensor<8xf32>
 }
+
+// -----
+
+// Tests that a slice gathered back after other ops, whose input nothing
+// reads at or after the gather, stays: folding would keep the whole input
+// alive in between (ZeRO-3 keeps such a piece to save memory).
+dist.mesh @mesh_x_2 ["x"=2]
+// CHECK-LABEL: func.func @held_slice
+// CHECK: %[[S:.+]] = dist.all_slice
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: dist.all_gather %[[S]]
+func.func @held_slice(%a: tensor<8x8xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<8x8xf32>) {
+  %s = dist.all_slice %a on @mesh_x_2 ["x"] dim = 0 : tensor<8x8xf32> -> tensor<4x8xf32>
+  %r = nn.relu %b : tensor<4xf32>
+  %g = dist.all_gather %s on @mesh_x_2 ["x"] dim = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  return %r, %g : tensor<4xf32>, tensor<8x8xf32>
+}
