@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Step time with the overlap schedule against the same plan without it.
 
-Compiles a GPT train step (AdamW) for 2 or 4 CPU ranks under each configuration
-twice, blocking (--schedule --prefetch 0: the same buckets) and with
---schedule (collectives started early on the
-communication stream, waited for before their first read), runs both with
+Compiles a GPT train step (AdamW) for 2 or 4 CPU ranks under each
+configuration twice, blocking (--overlap --prefetch 0: the same buckets) and
+with --overlap (collectives started early on the communication stream,
+waited for before their first read), runs both with
 `tessera-run --time` several times, alternating, and reports the median
 step times. One traced run of each scheduled plan gives the overlap: how
 much of the time collectives are in flight on the communication thread
@@ -108,8 +108,8 @@ def main():
             plans = {}
             # Both through --tessera-schedule, so both get its buckets; the
             # blocking plan starts nothing early (prefetch 0).
-            for kind, extra in (("blocking", ["--schedule", "--prefetch", "0"]),
-                                ("overlap", ["--schedule"])):
+            for kind, extra in (("blocking", ["--overlap", "--prefetch", "0"]),
+                                ("overlap", ["--overlap"])):
                 plans[kind] = f"{work}/{kind}.plan"
                 subprocess.run(
                     [args.tessera, "compile", model, "--train", "adamw",

@@ -171,22 +171,22 @@ static cl::opt<std::string> reshardAfterForward(
              "a piece per device of the trailing --zero-axes of that size, "
              "and gather within them)"),
     cl::init("true"), cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::opt<bool> schedule(
-    "schedule",
+static cl::opt<bool> overlap(
+    "overlap",
     cl::desc("Overlap communication with compute (--tessera-schedule): "
              "collectives start early on the communication stream"),
     cl::init(false), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t> prefetch(
-    "prefetch", cl::desc("With --schedule: collectives in flight at once"),
+    "prefetch", cl::desc("With --overlap: collectives in flight at once"),
     cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t> bucketBytes(
     "bucket-bytes",
-    cl::desc("With --schedule: bucket reductions smaller than this many "
+    cl::desc("With --overlap: bucket reductions smaller than this many "
              "bytes (0: none)"),
     cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t> prefetchMemoryLimit(
     "memory-limit",
-    cl::desc("With --schedule: bytes of collective results in flight that "
+    cl::desc("With --overlap: bytes of collective results in flight that "
              "prefetching may not pass (0: no limit)"),
     cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<double> weightDecay("weight-decay",
@@ -450,9 +450,9 @@ static void addZero(OpPassManager &pm) {
   pm.addPass(createZeroPass(options));
 }
 
-/// --tessera-schedule's options, when --schedule asks for it.
+/// --tessera-schedule's options, when --overlap asks for it.
 static std::optional<SchedulePassOptions> getSchedule() {
-  if (!schedule)
+  if (!overlap)
     return std::nullopt;
   SchedulePassOptions options;
   options.prefetch = prefetch;
@@ -522,7 +522,10 @@ static int applyAutoPlan(ModuleOp module) {
   SearchPins pins;
   pins.pp = 1;
   pins.microbatches = 1;
-  pins.zero = 0;
+  // ZeRO shards AdamW's state: the search picks a stage for an AdamW step
+  // unless --zero pins one.
+  if (train != "adamw" || zeroStage.getNumOccurrences())
+    pins.zero = train == "adamw" ? zeroStage.getValue() : 0;
   pins.sequenceParallel = false;
   pins.recompute = Recompute::None;
   SearchResult result =
@@ -530,17 +533,23 @@ static int applyAutoPlan(ModuleOp module) {
   if (result.plans.empty())
     return reportError(llvm::createStringError(
         llvm::formatv("no data x tensor parallel plan of {0} devices fits "
-                      "in device memory (pipelines and ZeRO are not built "
-                      "yet: issues #9 and #6)",
-                      autoDevices.getValue())
+                      "in device memory{1} (pipelines are not built yet: "
+                      "issue #9)",
+                      autoDevices.getValue(),
+                      train != "adamw" ? std::string()
+                      : pins.zero
+                          ? llvm::formatv(" with ZeRO-{0}", *pins.zero).str()
+                          : std::string(" with any ZeRO stage"))
             .str()));
   const PlanEstimate &best = result.plans.front();
   annotateMegatron(module, best.choice.dp, best.choice.tp);
+  zeroStage = best.choice.zero;
   llvm::errs() << llvm::formatv(
-      "auto: dp={0} tp={1}: predicted step {2:e3} s, MFU {3:f1}% on {4} x "
-      "{5} (of {6} plans)\n",
-      best.choice.dp, best.choice.tp, best.stepTimeSeconds, 100 * best.mfu,
-      autoDevices.getValue(), machine->name, result.considered);
+      "auto: dp={0} tp={1} zero={2}: predicted step {3:e3} s, MFU {4:f1}% "
+      "on {5} x {6} (of {7} plans)\n",
+      best.choice.dp, best.choice.tp, best.choice.zero,
+      best.stepTimeSeconds, 100 * best.mfu, autoDevices.getValue(),
+      machine->name, result.considered);
   return 0;
 }
 
