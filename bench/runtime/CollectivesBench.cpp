@@ -49,7 +49,9 @@ int main(int argc, char **argv) {
     };
     Case cases[] = {
         {"all_reduce", 2 * (n - 1) / n,
-         [&] { return comm->allReduce(big.view, big2.view, Reduction::Sum, axes); }},
+         [&] {
+           return comm->allReduce(big.view, big2.view, Reduction::Sum, axes);
+         }},
         {"all_gather", (n - 1) / n,
          [&] { return comm->allGather(small.view, big.view, 0, axes); }},
         {"reduce_scatter", (n - 1) / n,

@@ -22,7 +22,8 @@ static void setFlops(benchmark::State &state, int64_t n) {
 
 static void BM_OpenBlasSgemm(benchmark::State &state) {
   int64_t n = state.range(0);
-  OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}), c(DType::F32, {n, n});
+  OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}),
+      c(DType::F32, {n, n});
   for (auto _ : state)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
                 a.view.as<float>(), n, b.view.as<float>(), n, 0.0f,
@@ -33,7 +34,8 @@ BENCHMARK(BM_OpenBlasSgemm)->RangeMultiplier(2)->Range(64, 1024);
 
 static void BM_BackendDot(benchmark::State &state) {
   int64_t n = state.range(0);
-  OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}), c(DType::F32, {n, n});
+  OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}),
+      c(DType::F32, {n, n});
   KernelAttrs attrs;
   attrs.lists["lhs_contracting_dims"] = {1};
   attrs.lists["rhs_contracting_dims"] = {0};

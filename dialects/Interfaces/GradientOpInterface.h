@@ -1,4 +1,5 @@
-//===- GradientOpInterface.h - reverse-mode derivatives ----------*- C++ -*-===//
+//===- GradientOpInterface.h - reverse-mode derivatives ----------*- C++
+//-*-===//
 
 #ifndef TESSERA_INTERFACES_GRADIENTOPINTERFACE_H
 #define TESSERA_INTERFACES_GRADIENTOPINTERFACE_H

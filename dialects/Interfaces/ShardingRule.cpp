@@ -62,8 +62,8 @@ verifyTensorFactors(llvm::function_ref<InFlightDiagnostic()> emitError,
     }
     if (!ShapedType::isDynamic(shape[dim]) && product != shape[dim])
       return emitError() << "sharding rule of " << what << " #" << index
-                         << " dim " << dim << " has factors of size "
-                         << product << ", expected " << shape[dim];
+                         << " dim " << dim << " has factors of size " << product
+                         << ", expected " << shape[dim];
   }
   return success();
 }
@@ -84,8 +84,8 @@ ShardingRule::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                                    used)))
       return failure();
   for (auto [index, dims] : llvm::enumerate(results))
-    if (failed(verifyTensorFactors(emitError, factors, dims,
-                                   resultTypes[index], "result", index, used)))
+    if (failed(verifyTensorFactors(emitError, factors, dims, resultTypes[index],
+                                   "result", index, used)))
       return failure();
   if (!used.all())
     return emitError() << "sharding rule factor "
@@ -120,11 +120,10 @@ void ShardingRule::print(llvm::raw_ostream &os) const {
   os << " -> ";
   printTensors(os, results);
   os << " {";
-  llvm::interleaveComma(llvm::seq<int64_t>(0, factors.size()), os,
-                        [&](int64_t factor) {
-                          os << getFactorName(factor) << "="
-                             << factors[factor].size;
-                        });
+  llvm::interleaveComma(
+      llvm::seq<int64_t>(0, factors.size()), os, [&](int64_t factor) {
+        os << getFactorName(factor) << "=" << factors[factor].size;
+      });
   os << "}";
   for (FactorKind kind : {FactorKind::Reduction, FactorKind::NeedReplication}) {
     auto ofKind = llvm::make_filter_range(
@@ -158,9 +157,9 @@ ShardingRuleBuilder::ShardingRuleBuilder(TypeRange operandTypes,
     results.emplace_back(getShapeOrScalar(type).size());
 }
 
-void ShardingRuleBuilder::appendFactor(llvm::SmallVector<TensorFactors> &tensors,
-                                       unsigned tensor, int64_t dim,
-                                       int64_t factor) {
+void ShardingRuleBuilder::appendFactor(
+    llvm::SmallVector<TensorFactors> &tensors, unsigned tensor, int64_t dim,
+    int64_t factor) {
   if (dim == kNoDim)
     return;
   assert(dim >= 0 && dim < static_cast<int64_t>(tensors[tensor].size()) &&
@@ -189,8 +188,8 @@ ShardingRuleBuilder::addPointwise(llvm::ArrayRef<int64_t> shape,
   for (auto [dim, size] : llvm::enumerate(shape)) {
     llvm::SmallVector<int64_t> operandDims(operands.size(), dim);
     llvm::SmallVector<int64_t> resultDims(results.size(), dim);
-    FactorKind kind = llvm::is_contained(exceptDims, dim) ? exceptKind
-                                                          : FactorKind::Parallel;
+    FactorKind kind =
+        llvm::is_contained(exceptDims, dim) ? exceptKind : FactorKind::Parallel;
     addFactor(operandDims, resultDims, size, kind);
   }
   return *this;
@@ -205,9 +204,8 @@ ShardingRuleBuilder::addReshape(llvm::ArrayRef<int64_t> inShape,
   auto addOut = [&](int64_t dim, int64_t size, FactorKind kind) {
     addFactor({kNoDim}, {dim}, size, kind);
   };
-  bool allPositive =
-      llvm::all_of(inShape, [](int64_t s) { return s > 0; }) &&
-      llvm::all_of(outShape, [](int64_t s) { return s > 0; });
+  bool allPositive = llvm::all_of(inShape, [](int64_t s) { return s > 0; }) &&
+                     llvm::all_of(outShape, [](int64_t s) { return s > 0; });
   if (!allPositive) {
     for (auto [dim, size] : llvm::enumerate(inShape))
       addIn(dim, size, FactorKind::NeedReplication);

@@ -94,7 +94,8 @@ class ShardingRuleBuilder {
 public:
   static constexpr int64_t kNoDim = -1;
 
-  ShardingRuleBuilder(mlir::TypeRange operandTypes, mlir::TypeRange resultTypes);
+  ShardingRuleBuilder(mlir::TypeRange operandTypes,
+                      mlir::TypeRange resultTypes);
 
   /// Adds a factor of `size` mapped to `operandDims[i]` of operand i and
   /// `resultDims[r]` of result r. Returns its index.
@@ -105,10 +106,10 @@ public:
   /// Adds one parallel factor per dimension, shared by every tensor; all
   /// tensors must have the same shape (elementwise ops). Factors of
   /// `exceptDims` get `exceptKind` instead.
-  ShardingRuleBuilder &addPointwise(llvm::ArrayRef<int64_t> shape,
-                                    llvm::ArrayRef<int64_t> exceptDims = {},
-                                    FactorKind exceptKind =
-                                        FactorKind::NeedReplication);
+  ShardingRuleBuilder &
+  addPointwise(llvm::ArrayRef<int64_t> shape,
+               llvm::ArrayRef<int64_t> exceptDims = {},
+               FactorKind exceptKind = FactorKind::NeedReplication);
 
   /// Adds the factors of a reshape from `inShape` (operand 0) to `outShape`
   /// (result 0). Dimensions whose sizes factor into one another share factors
@@ -120,8 +121,8 @@ public:
   ShardingRule build();
 
 private:
-  void appendFactor(llvm::SmallVector<TensorFactors> &tensors,
-                    unsigned tensor, int64_t dim, int64_t factor);
+  void appendFactor(llvm::SmallVector<TensorFactors> &tensors, unsigned tensor,
+                    int64_t dim, int64_t factor);
 
   llvm::SmallVector<Factor> factors;
   llvm::SmallVector<TensorFactors> operands;

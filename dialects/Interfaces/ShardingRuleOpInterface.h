@@ -1,4 +1,5 @@
-//===- ShardingRuleOpInterface.h - Factor sharding rule interface -*- C++ -*-===//
+//===- ShardingRuleOpInterface.h - Factor sharding rule interface -*- C++
+//-*-===//
 
 #ifndef TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
 #define TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H

@@ -1,4 +1,5 @@
-//===- InitAll.h - Registration of every Tessera dialect and pass -*- C++ -*-===//
+//===- InitAll.h - Registration of every Tessera dialect and pass -*- C++
+//-*-===//
 
 #ifndef TESSERA_INITALL_H
 #define TESSERA_INITALL_H

@@ -20,9 +20,10 @@ llvm::Expected<double> tessera::getComputeSeconds(const MachineModel &machine,
   if (!peak)
     return peak.takeError();
   double computeSeconds =
-      flops > 0 ? flops / (*peak * getGemmEfficiency(
-                               flops, machine.gemmHalfEfficiencyFlops))
-                : 0.0;
+      flops > 0
+          ? flops / (*peak *
+                     getGemmEfficiency(flops, machine.gemmHalfEfficiencyFlops))
+          : 0.0;
   double memorySeconds = bytes / machine.memoryBandwidthBytesPerSecond;
   return std::max(computeSeconds, memorySeconds);
 }
@@ -64,9 +65,8 @@ static double onLinks(CollectiveKind kind, int64_t devices, double bytes,
                   getTreeAllReduceSeconds(devices, bytes, bandwidth, latency));
 }
 
-static double onSwitchedLevels(const MachineModel &machine,
-                               CollectiveKind kind, double bytes,
-                               DeviceGroup group) {
+static double onSwitchedLevels(const MachineModel &machine, CollectiveKind kind,
+                               double bytes, DeviceGroup group) {
   // The group spans size * stride consecutive device ids; blocks of each
   // level are aligned because devices are numbered row-major.
   const InterconnectLevel &innerLevel = machine.levels.front();
@@ -159,16 +159,14 @@ double tessera::getCollectiveSeconds(const MachineModel &machine,
 }
 
 double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
-                                  int64_t microbatches,
-                                  int64_t virtualStages) {
+                                  int64_t microbatches, int64_t virtualStages) {
   double idle = static_cast<double>(stages - 1) / microbatches;
   if (schedule == PipelineSchedule::Interleaved)
     idle /= std::max<int64_t>(virtualStages, 1);
   return idle;
 }
 
-double tessera::getRecomputeFactor(Recompute recompute,
-                                   double attentionShare) {
+double tessera::getRecomputeFactor(Recompute recompute, double attentionShare) {
   // A step is forward (1/3) plus backward (2/3) of the model FLOPs.
   switch (recompute) {
   case Recompute::None:

@@ -29,8 +29,7 @@ static llvm::Expected<double> getPositive(const json::Object &object,
   return *value;
 }
 
-llvm::Expected<double>
-MachineModel::getPeakFlops(llvm::StringRef dtype) const {
+llvm::Expected<double> MachineModel::getPeakFlops(llvm::StringRef dtype) const {
   auto it = peakFlopsPerSecond.find(dtype);
   if (it != peakFlopsPerSecond.end())
     return it->second;

@@ -77,8 +77,8 @@ dist::ShardingAttr TensorSharding::toAttr(FlatSymbolRefAttr mesh) const {
   MLIRContext *context = mesh.getContext();
   SmallVector<dist::DimShardingAttr> dimAttrs;
   for (const DimSharding &dim : dims)
-    dimAttrs.push_back(dist::DimShardingAttr::get(context, dim.axes,
-                                                  dim.isOpen, dim.priority));
+    dimAttrs.push_back(dist::DimShardingAttr::get(context, dim.axes, dim.isOpen,
+                                                  dim.priority));
   return dist::ShardingAttr::get(context, mesh, dimAttrs, replicated,
                                  unreduced);
 }
@@ -152,8 +152,9 @@ SmallVector<AxisList> tessera::projectFromFactors(const ShardingRule &rule,
 }
 
 FailureOr<SmallVector<int64_t>>
-tessera::getLocalShape(ArrayRef<int64_t> globalShape, ArrayRef<AxisList> dimAxes,
-                       const MeshShape &mesh, std::string &error) {
+tessera::getLocalShape(ArrayRef<int64_t> globalShape,
+                       ArrayRef<AxisList> dimAxes, const MeshShape &mesh,
+                       std::string &error) {
   SmallVector<int64_t> shape(globalShape);
   for (auto [dim, axes] : llvm::enumerate(dimAxes)) {
     int64_t group = mesh.getGroupSize(axes);
@@ -164,8 +165,9 @@ tessera::getLocalShape(ArrayRef<int64_t> globalShape, ArrayRef<AxisList> dimAxes
     llvm::raw_string_ostream os(error);
     os << "dim " << dim << " of size " << shape[dim]
        << " is not divisible by mesh axes ";
-    llvm::interleaveComma(axes, os,
-                          [&](StringAttr axis) { os << "\"" << axis.getValue() << "\""; });
+    llvm::interleaveComma(axes, os, [&](StringAttr axis) {
+      os << "\"" << axis.getValue() << "\"";
+    });
     os << " (" << group << " devices)";
     return failure();
   }
@@ -275,9 +277,9 @@ SmallVector<ReshardStep> tessera::planReshard(const TensorSharding &from,
     size_t keep = commonPrefix(state[dim], target[dim]);
     if (keep == state[dim].size())
       continue;
-    steps.push_back({Kind::AllGather,
-                     AxisList(ArrayRef<StringAttr>(state[dim]).drop_front(keep)),
-                     dim});
+    steps.push_back(
+        {Kind::AllGather,
+         AxisList(ArrayRef<StringAttr>(state[dim]).drop_front(keep)), dim});
     state[dim].resize(keep);
   }
   for (int64_t dim = 0; dim < rank; ++dim) {
@@ -285,7 +287,8 @@ SmallVector<ReshardStep> tessera::planReshard(const TensorSharding &from,
       continue;
     steps.push_back(
         {Kind::AllSlice,
-         AxisList(ArrayRef<StringAttr>(target[dim]).drop_front(state[dim].size())),
+         AxisList(
+             ArrayRef<StringAttr>(target[dim]).drop_front(state[dim].size())),
          dim});
     state[dim] = target[dim];
   }

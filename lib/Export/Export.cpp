@@ -334,16 +334,15 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
                        : state ? state.str()
                                : "arg" + std::to_string(arg.getArgNumber()));
     argument->set_is_param(static_cast<bool>(param));
-    argument->set_role(param   ? plan::PARAM
-                       : state ? (state.getValue() == "step"
-                                      ? plan::STEP
-                                      : plan::OPTIMIZER_STATE)
-                               : plan::DATA);
+    argument->set_role(
+        param ? plan::PARAM
+        : state
+            ? (state.getValue() == "step" ? plan::STEP : plan::OPTIMIZER_STATE)
+            : plan::DATA);
     argument->set_dtype(getPlanDType(type));
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName), type,
-                argument->mutable_global_shape(),
-                argument->mutable_dim_axes());
+                argument->mutable_global_shape(), argument->mutable_dim_axes());
   }
 
   for (Operation &op : function.getBody().front()) {
@@ -391,8 +390,7 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
       buffers[constraint.getResult()] = *id;
       continue;
     }
-    bool isKernel = op.getDialect() &&
-                    isa<nn::NNDialect>(op.getDialect());
+    bool isKernel = op.getDialect() && isa<nn::NNDialect>(op.getDialect());
     bool isCollective = isa<dist::CollectiveOpInterface>(op);
     if (!isKernel && !isCollective)
       return op.emitError("cannot export '")
@@ -411,8 +409,8 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
       else
         instruction.mutable_collective()->set_output(id);
     }
-    if (auto stream = op.getAttrOfType<IntegerAttr>(
-            dist::DistDialect::kStreamAttrName)) {
+    if (auto stream =
+            op.getAttrOfType<IntegerAttr>(dist::DistDialect::kStreamAttrName)) {
       int64_t event = startEvents.size();
       startEvents[&op] = event;
       instruction.set_stream(stream.getInt());
@@ -432,10 +430,9 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
     if (!isResult && last < steps)
       program->mutable_instructions(last)->add_frees(id);
     const plan::Buffer &buffer = program->buffers(id);
-    int64_t bytes = getTensorBytes(
-        RankedTensorType::get(SmallVector<int64_t>(buffer.shape().begin(),
-                                                   buffer.shape().end()),
-                              getElementTypeOrSelf(values[id].getType())));
+    int64_t bytes = getTensorBytes(RankedTensorType::get(
+        SmallVector<int64_t>(buffer.shape().begin(), buffer.shape().end()),
+        getElementTypeOrSelf(values[id].getType())));
     MemoryCategory category = categories.lookup_or(
         values[id], values[id].getDefiningOp<dist::CollectiveOpInterface>()
                         ? MemoryCategory::Communication
@@ -483,8 +480,7 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
         text ? google::protobuf::TextFormat::PrintToString(plan, &bytes)
              : plan.SerializeToString(&bytes);
     std::string error;
-    std::unique_ptr<llvm::ToolOutputFile> file =
-        openOutputFile(output, &error);
+    std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
     if (!written || !file) {
       module.emitError("cannot write the plan: ") << error;
       return signalPassFailure();

@@ -32,19 +32,18 @@ static llvm::Error checkSharding(StringRef sharding) {
 
 static llvm::Error checkDtype(StringRef dtype) {
   if (dtype != "f32" && dtype != "bf16" && dtype != "f16" && dtype != "f64")
-    return fieldError("dtype", "must be f32, bf16, f16 or f64, got '" +
-                                   dtype + "'");
+    return fieldError("dtype",
+                      "must be f32, bf16, f16 or f64, got '" + dtype + "'");
   return llvm::Error::success();
 }
 
 llvm::Error tessera::validate(const GptConfig &c) {
-  for (auto [field, value] :
-       {std::pair<StringRef, int64_t>{"layers", c.layers},
-        {"hidden", c.hidden},
-        {"heads", c.heads},
-        {"seq", c.seq},
-        {"vocab", c.vocab},
-        {"batch", c.batch}})
+  for (auto [field, value] : {std::pair<StringRef, int64_t>{"layers", c.layers},
+                              {"hidden", c.hidden},
+                              {"heads", c.heads},
+                              {"seq", c.seq},
+                              {"vocab", c.vocab},
+                              {"batch", c.batch}})
     if (llvm::Error error = checkPositive(field, value))
       return error;
   if (c.hidden % c.heads != 0)
@@ -57,12 +56,11 @@ llvm::Error tessera::validate(const GptConfig &c) {
 }
 
 llvm::Error tessera::validate(const MlpConfig &c) {
-  for (auto [field, value] :
-       {std::pair<StringRef, int64_t>{"layers", c.layers},
-        {"input", c.input},
-        {"hidden", c.hidden},
-        {"output", c.output},
-        {"batch", c.batch}})
+  for (auto [field, value] : {std::pair<StringRef, int64_t>{"layers", c.layers},
+                              {"input", c.input},
+                              {"hidden", c.hidden},
+                              {"output", c.output},
+                              {"batch", c.batch}})
     if (llvm::Error error = checkPositive(field, value))
       return error;
   if (llvm::Error error = checkSharding(c.sharding))
@@ -96,8 +94,8 @@ int64_t tessera::countParameters(ModuleOp module) {
   module.walk([&](func::FuncOp function) {
     for (unsigned i = 0; i < function.getNumArguments(); ++i)
       if (function.getArgAttr(i, nn::kParamAttrName))
-        count += cast<ShapedType>(function.getArgumentTypes()[i])
-                     .getNumElements();
+        count +=
+            cast<ShapedType>(function.getArgumentTypes()[i]).getNumElements();
   });
   return count;
 }
@@ -147,11 +145,11 @@ public:
   /// x · w + b over the last dim of x: [..., in] x [in, out] + [out].
   Value linear(Value x, Value w, Value b) {
     int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-    Value y = nn::DotOp::create(builder, loc, x, w,
-                                builder.getDenseI64ArrayAttr({}),
-                                builder.getDenseI64ArrayAttr({}),
-                                builder.getDenseI64ArrayAttr({rank - 1}),
-                                builder.getDenseI64ArrayAttr({0}));
+    Value y =
+        nn::DotOp::create(builder, loc, x, w, builder.getDenseI64ArrayAttr({}),
+                          builder.getDenseI64ArrayAttr({}),
+                          builder.getDenseI64ArrayAttr({rank - 1}),
+                          builder.getDenseI64ArrayAttr({0}));
     return nn::AddOp::create(builder, loc, y, broadcastTo(b, y, {rank - 1}));
   }
 
@@ -210,8 +208,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   unsigned wte = fb.addArgument(fb.tensor({c.vocab, h}), "wte");
   unsigned wpe = fb.addArgument(fb.tensor({s, h}), "wpe");
   struct Block {
-    unsigned ln1g, ln1b, wq, bq, wk, bk, wv, bv, wo, bo, ln2g, ln2b, w1, b1,
-        w2, b2;
+    unsigned ln1g, ln1b, wq, bq, wk, bk, wv, bv, wo, bo, ln2g, ln2b, w1, b1, w2,
+        b2;
   };
   SmallVector<Block> blocks;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
@@ -254,9 +252,9 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   RankedTensorType scoresType = fb.tensor({b, a, s, s});
   for (const Block &blk : blocks) {
     // Attention: heads split the hidden dim, [b, s, h] -> [b, a, s, d].
-    Value hIn = nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln1g),
-                                        fb.arg(blk.ln1b),
-                                        bld.getF32FloatAttr(1e-5f));
+    Value hIn =
+        nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln1g), fb.arg(blk.ln1b),
+                                bld.getF32FloatAttr(1e-5f));
     auto heads = [&](unsigned w, unsigned bias) {
       Value proj = fb.linear(hIn, fb.arg(w), fb.arg(bias));
       return fb.transpose(fb.reshape(proj, {b, s, a, d}), {0, 2, 1, 3});
@@ -264,8 +262,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
     Value q = heads(blk.wq, blk.bq);
     Value k = heads(blk.wk, blk.bk);
     Value v = heads(blk.wv, blk.bv);
-    Value scores = nn::DotOp::create(bld, loc, q, k, dims({0, 1}),
-                                     dims({0, 1}), dims({3}), dims({3}));
+    Value scores = nn::DotOp::create(bld, loc, q, k, dims({0, 1}), dims({0, 1}),
+                                     dims({3}), dims({3}));
     scores = nn::MulOp::create(bld, loc, scores,
                                fb.splat(scoresType, 1.0 / std::sqrt(d)));
     scores = nn::CausalMaskOp::create(bld, loc, scores);
@@ -277,9 +275,9 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
                           fb.linear(context, fb.arg(blk.wo), fb.arg(blk.bo)));
 
     // MLP.
-    Value hMlp = nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln2g),
-                                         fb.arg(blk.ln2b),
-                                         bld.getF32FloatAttr(1e-5f));
+    Value hMlp =
+        nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln2g), fb.arg(blk.ln2b),
+                                bld.getF32FloatAttr(1e-5f));
     Value up = nn::GeluOp::create(
         bld, loc, fb.linear(hMlp, fb.arg(blk.w1), fb.arg(blk.b1)));
     x = nn::AddOp::create(bld, loc, x,
@@ -288,8 +286,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   x = nn::LayerNormOp::create(bld, loc, x, fb.arg(lnfg), fb.arg(lnfb),
                               bld.getF32FloatAttr(1e-5f));
   // The LM head is the token embedding: [b, s, h] x [V, h] -> [b, s, V].
-  Value logits = nn::DotOp::create(bld, loc, x, fb.arg(wte), dims({}),
-                                   dims({}), dims({2}), dims({1}));
+  Value logits = nn::DotOp::create(bld, loc, x, fb.arg(wte), dims({}), dims({}),
+                                   dims({2}), dims({1}));
   Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
   fb.finish(loss);
@@ -356,8 +354,8 @@ getMegatronDims(StringRef name) {
   // MLP layers alternate column- and row-parallel.
   StringRef rest = name;
   int64_t layer;
-  if (rest.consume_front("layers.") &&
-      !rest.consumeInteger(10, layer) && rest.consume_front(".")) {
+  if (rest.consume_front("layers.") && !rest.consumeInteger(10, layer) &&
+      rest.consume_front(".")) {
     bool column = layer % 2 == 0;
     if (rest == "w")
       return column ? Dims{{}, {"tp"}} : Dims{{"tp"}, {}};

@@ -41,8 +41,8 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   llvm::StringSet<> blocks;
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    auto name =
-        function.getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kParamAttrName);
+    auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      nn::kParamAttrName);
     if (!type)
       continue;
     if (!name) {
@@ -70,7 +70,8 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
         result.getDimSize(2) * result.getDimSize(3) == shape.hidden)
       shape.heads = result.getDimSize(2);
   });
-  function.walk([&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
+  function.walk(
+      [&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
   if (!shape.vocab || !shape.seq || !shape.layers || !shape.heads ||
       !shape.batch)
     return llvm::createStringError(
@@ -114,10 +115,11 @@ double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
   return cuts.maxStageCost / average;
 }
 
-PlanEstimate tessera::estimatePlan(
-    const ModelShape &model, const MachineModel &machine,
-    const PlanChoice &choice, std::optional<double> stageImbalance,
-    const llvm::SmallVector<CollectiveUse> *forward) {
+PlanEstimate
+tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
+                      const PlanChoice &choice,
+                      std::optional<double> stageImbalance,
+                      const llvm::SmallVector<CollectiveUse> *forward) {
   PlanEstimate estimate;
   estimate.choice = choice;
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
@@ -130,8 +132,8 @@ PlanEstimate tessera::estimatePlan(
   // Model state: parameters split over TP and PP, then ZeRO over DP.
   double localParams = model.parameters / (t * choice.pp);
   ModelStateMemory state = getZeroModelState(
-      localParams, {bytes.weight, bytes.gradient, bytes.optimizer},
-      choice.zero, choice.dp);
+      localParams, {bytes.weight, bytes.gradient, bytes.optimizer}, choice.zero,
+      choice.dp);
   estimate.paramBytes = state.parameterBytes;
   estimate.gradBytes = state.gradientBytes;
   estimate.optimizerBytes = state.optimizerStateBytes;
@@ -158,8 +160,8 @@ PlanEstimate tessera::estimatePlan(
                         : std::min<double>(choice.pp, choice.microbatches);
   if (choice.schedule == PipelineSchedule::Interleaved && choice.pp > 1)
     inFlight *= 1 + (choice.pp - 1.0) / (choice.pp * choice.virtualStages);
-  estimate.activationBytes = perLayer * sbh * (bytes.activation / 2) *
-                             layersPerStage * inFlight;
+  estimate.activationBytes =
+      perLayer * sbh * (bytes.activation / 2) * layersPerStage * inFlight;
   // The logits of the last stage, split over TP: f32 for the loss.
   estimate.activationBytes += s * microbatch * model.vocab / t * 4;
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
@@ -202,18 +204,17 @@ PlanEstimate tessera::estimatePlan(
     double m = choice.microbatches;
     double seconds = 0;
     for (const CollectiveUse &use : *forward)
-      seconds += m * getCollectiveSeconds(machine, use.kind,
-                                          use.bytes / m * (bytes.activation /
-                                                           4),
-                                          use.group);
+      seconds += m * getCollectiveSeconds(
+                         machine, use.kind,
+                         use.bytes / m * (bytes.activation / 4), use.group);
     estimate.tpCommSeconds = passes * seconds / choice.pp;
   } else if (choice.tp > 1) {
     double perLayerCount = choice.recompute == Recompute::Full ? 6 : 4;
     double oneAllReduce =
         getCollectiveSeconds(machine, CollectiveKind::AllReduce,
                              sbh * bytes.activation, {choice.tp, 1});
-    estimate.tpCommSeconds = perLayerCount * oneAllReduce * layersPerStage *
-                             choice.microbatches;
+    estimate.tpCommSeconds =
+        perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
   }
   // DP: the gradient reduction (reduce-scatter + all-gather under ZeRO, the
   // same volume), plus ZeRO-3's parameter gathers forward and backward.
@@ -228,35 +229,30 @@ PlanEstimate tessera::estimatePlan(
   }
   // PP: activations forward and gradients backward at each stage boundary.
   if (choice.pp > 1) {
-    double message = sbh * bytes.activation /
-                     (choice.sequenceParallel ? t : 1);
+    double message = sbh * bytes.activation / (choice.sequenceParallel ? t : 1);
     double p2p = getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                      2 * message,
-                                      {2, choice.dp * choice.tp});
-    estimate.ppCommSeconds =
-        2 * p2p * (choice.microbatches + choice.pp - 1);
+                                      2 * message, {2, choice.dp * choice.tp});
+    estimate.ppCommSeconds = 2 * p2p * (choice.microbatches + choice.pp - 1);
     estimate.bubbleFraction = getBubbleFraction(
         choice.schedule, choice.pp, choice.microbatches, choice.virtualStages);
   }
   // The slowest stage sets the pipeline's pace: layers are cut by dynamic
   // programming, the LM head (and its loss) weighing on the last stage.
-  estimate.stageImbalance = stageImbalance
-                                ? *stageImbalance
-                                : getStageImbalance(model, choice.pp);
+  estimate.stageImbalance =
+      stageImbalance ? *stageImbalance : getStageImbalance(model, choice.pp);
   estimate.computeSeconds *= estimate.stageImbalance;
   // The DP reduction overlaps the backward pass (two thirds of compute),
   // bucket by bucket; what does not fit is exposed.
   double backward = estimate.computeSeconds * 2 / 3;
   double exposedDp = std::max(0.0, estimate.dpCommSeconds - 0.9 * backward);
-  estimate.stepTimeSeconds =
-      (estimate.computeSeconds + estimate.tpCommSeconds +
-       estimate.ppCommSeconds) *
-          (1 + estimate.bubbleFraction) +
-      exposedDp;
-  estimate.tflopsPerDevice = estimate.hardwareFlopsPerStep /
-                             estimate.stepTimeSeconds / devices / 1e12;
-  estimate.mfu = estimate.modelFlopsPerStep /
-                 (estimate.stepTimeSeconds * devices * peak);
+  estimate.stepTimeSeconds = (estimate.computeSeconds + estimate.tpCommSeconds +
+                              estimate.ppCommSeconds) *
+                                 (1 + estimate.bubbleFraction) +
+                             exposedDp;
+  estimate.tflopsPerDevice =
+      estimate.hardwareFlopsPerStep / estimate.stepTimeSeconds / devices / 1e12;
+  estimate.mfu =
+      estimate.modelFlopsPerStep / (estimate.stepTimeSeconds * devices * peak);
   return estimate;
 }
 
@@ -269,16 +265,15 @@ static SmallVector<int64_t> getDivisors(int64_t n) {
 }
 
 SearchResult tessera::searchPlans(const ModelShape &model,
-                                  const MachineModel &machine,
-                                  int64_t devices, const SearchPins &pins,
-                                  ModuleOp program) {
+                                  const MachineModel &machine, int64_t devices,
+                                  const SearchPins &pins, ModuleOp program) {
   SearchResult result;
   // The forward collectives of each dp x tp shape, partitioned once.
   std::map<std::pair<int64_t, int64_t>,
            std::optional<llvm::SmallVector<CollectiveUse>>>
       partitioned;
-  auto getForward = [&](int64_t dp, int64_t tp)
-      -> const llvm::SmallVector<CollectiveUse> * {
+  auto getForward =
+      [&](int64_t dp, int64_t tp) -> const llvm::SmallVector<CollectiveUse> * {
     if (!program)
       return nullptr;
     auto [it, inserted] = partitioned.try_emplace({dp, tp});
@@ -329,13 +324,20 @@ SearchResult tessera::searchPlans(const ModelShape &model,
               for (bool sp : {false, true}) {
                 if ((sp && tp == 1) || !pinned(pins.sequenceParallel, sp))
                   continue;
-                PlanChoice choice{dp, tp, pp, m, zero, schedule,
+                PlanChoice choice{dp,
+                                  tp,
+                                  pp,
+                                  m,
+                                  zero,
+                                  schedule,
                                   schedule == PipelineSchedule::Interleaved
                                       ? int64_t(2)
                                       : int64_t(1),
-                                  recompute, sp, pins.precision};
-                PlanEstimate estimate = estimatePlan(model, machine, choice,
-                                                     imbalance, forward);
+                                  recompute,
+                                  sp,
+                                  pins.precision};
+                PlanEstimate estimate =
+                    estimatePlan(model, machine, choice, imbalance, forward);
                 ++result.considered;
                 if (!estimate.fits) {
                   ++result.overMemory;
@@ -349,10 +351,10 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       }
     }
   }
-  llvm::stable_sort(result.plans, [](const PlanEstimate &x,
-                                     const PlanEstimate &y) {
-    return x.stepTimeSeconds < y.stepTimeSeconds;
-  });
+  llvm::stable_sort(result.plans,
+                    [](const PlanEstimate &x, const PlanEstimate &y) {
+                      return x.stepTimeSeconds < y.stepTimeSeconds;
+                    });
   return result;
 }
 

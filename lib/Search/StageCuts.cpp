@@ -7,8 +7,7 @@
 
 using namespace tessera;
 
-StageCuts tessera::balanceStages(llvm::ArrayRef<double> costs,
-                                 int64_t stages) {
+StageCuts tessera::balanceStages(llvm::ArrayRef<double> costs, int64_t stages) {
   int64_t n = costs.size();
   llvm::SmallVector<double> prefix(n + 1, 0);
   for (int64_t i = 0; i < n; ++i)

@@ -1,4 +1,5 @@
-//===- StripSharding.cpp - The single-device program (--tessera-strip-sharding) -===//
+//===- StripSharding.cpp - The single-device program (--tessera-strip-sharding)
+//-===//
 
 #include "tessera/Transforms/Passes.h"
 

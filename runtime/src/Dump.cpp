@@ -10,8 +10,9 @@ using namespace tessera::runtime;
 static constexpr char kMagic[4] = {'T', 'S', 'R', 'T'};
 static constexpr uint32_t kVersion = 1;
 
-std::string tessera::runtime::writeTensors(
-    const std::string &path, const std::vector<OwnedTensor> &tensors) {
+std::string
+tessera::runtime::writeTensors(const std::string &path,
+                               const std::vector<OwnedTensor> &tensors) {
   std::ofstream file(path, std::ios::binary);
   if (!file)
     return "cannot write '" + path + "'";

@@ -152,7 +152,7 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
         return "instruction " + std::to_string(index) + ": " + error;
       // The collective ran on its stream from its start until now.
       record({it->second.name, it->second.stream, it->second.start,
-                       getMicroseconds()});
+              getMicroseconds()});
       inFlight.erase(it);
     }
     if (!instruction.wait_events().empty())
@@ -182,7 +182,7 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
     } else if (instruction.has_collective()) {
       error = startCollective(instruction.collective())->wait();
       record({getCollectiveName(instruction.collective()), 0, start,
-                       getMicroseconds()});
+              getMicroseconds()});
     }
     if (!error.empty())
       return "instruction " + std::to_string(index) + ": " + error;
@@ -219,9 +219,9 @@ static uint64_t nextRandom(uint64_t &state) {
 
 OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
                                               uint64_t seed, int64_t index) {
-  OwnedTensor tensor(getDType(argument.dtype()),
-                     {argument.global_shape().begin(),
-                      argument.global_shape().end()});
+  OwnedTensor tensor(
+      getDType(argument.dtype()),
+      {argument.global_shape().begin(), argument.global_shape().end()});
   // Optimizer state starts at zero; the step counter is set per step.
   if (argument.role() == plan::OPTIMIZER_STATE || argument.role() == plan::STEP)
     return tensor;
@@ -232,10 +232,12 @@ OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
     uint64_t bits = nextRandom(state);
     switch (tensor.view.dtype) {
     case DType::F32:
-      tensor.view.as<float>()[i] = static_cast<float>(bits >> 40) / (1 << 24) - 0.5f;
+      tensor.view.as<float>()[i] =
+          static_cast<float>(bits >> 40) / (1 << 24) - 0.5f;
       break;
     case DType::F64:
-      tensor.view.as<double>()[i] = static_cast<double>(bits >> 11) / (1ULL << 53) - 0.5;
+      tensor.view.as<double>()[i] =
+          static_cast<double>(bits >> 11) / (1ULL << 53) - 0.5;
       break;
     case DType::BF16:
     case DType::F16:
@@ -344,8 +346,9 @@ void Executor::writeTrace(std::ostream &os, int64_t rank) const {
        << (stream == 0 ? "compute" : "communication") << "\"}},\n";
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent &event = trace[i];
-    os << "  {\"name\": \"" << event.name << "\", \"ph\": \"X\", \"pid\": "
-       << rank << ", \"tid\": " << event.stream << ", \"ts\": " << event.start
+    os << "  {\"name\": \"" << event.name
+       << "\", \"ph\": \"X\", \"pid\": " << rank
+       << ", \"tid\": " << event.stream << ", \"ts\": " << event.start
        << ", \"dur\": " << event.end - event.start << "}"
        << (i + 1 < trace.size() ? "," : "") << "\n";
   }

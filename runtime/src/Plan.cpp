@@ -106,7 +106,8 @@ std::string ProgramValidator::checkBuffer(int64_t id,
   return "";
 }
 
-static std::string shapeText(const google::protobuf::RepeatedField<int64_t> &s) {
+static std::string
+shapeText(const google::protobuf::RepeatedField<int64_t> &s) {
   std::string text = "[";
   for (int i = 0; i < s.size(); ++i)
     text += (i ? ", " : "") + std::to_string(s[i]);
@@ -202,8 +203,7 @@ ProgramValidator::checkCollective(const plan::Collective &collective) const {
   }
   if (!std::equal(expected.begin(), expected.end(), out.shape().begin()))
     return name + " of " + shapeText(in.shape()) + " over a group of " +
-           std::to_string(groupSize) + " cannot give " +
-           shapeText(out.shape());
+           std::to_string(groupSize) + " cannot give " + shapeText(out.shape());
   return "";
 }
 
@@ -228,16 +228,15 @@ std::string ProgramValidator::checkMemoryPlan() const {
     intervals.push_back({definedAt[id], freedAt[id] < 0 ? last : freedAt[id],
                          b.arena_offset_bytes(), bytes, id});
   }
-  std::sort(intervals.begin(), intervals.end(),
-            [](const Interval &a, const Interval &b) {
-              return a.offset < b.offset;
-            });
+  std::sort(
+      intervals.begin(), intervals.end(),
+      [](const Interval &a, const Interval &b) { return a.offset < b.offset; });
   // Sweep by offset: an interval overlaps in memory only with those that
   // start before it ends; check their lifetimes.
   for (size_t i = 0; i < intervals.size(); ++i)
-    for (size_t j = i + 1; j < intervals.size() &&
-                           intervals[j].offset < intervals[i].offset +
-                                                     intervals[i].bytes;
+    for (size_t j = i + 1;
+         j < intervals.size() &&
+         intervals[j].offset < intervals[i].offset + intervals[i].bytes;
          ++j) {
       const Interval &a = intervals[i], &b = intervals[j];
       if (a.bytes == 0 || b.bytes == 0)
@@ -407,8 +406,7 @@ std::string ProgramValidator::run() {
         return fail("result buffer " + std::to_string(result.buffer()) +
                     " updates argument " + std::to_string(target) +
                     ", which does not exist");
-      const plan::Buffer &argument =
-          buffer(program.arguments(target).buffer());
+      const plan::Buffer &argument = buffer(program.arguments(target).buffer());
       const plan::Buffer &updated = buffer(result.buffer());
       if (argument.dtype() != updated.dtype() ||
           !std::equal(argument.shape().begin(), argument.shape().end(),

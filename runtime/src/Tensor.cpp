@@ -133,12 +133,14 @@ uint16_t tessera::runtime::floatToHalf(DType dtype, float value) {
     mantissa |= 0x800000u;
     uint32_t shift = static_cast<uint32_t>(14 - exponent);
     uint32_t half = mantissa >> shift;
-    uint32_t rest = mantissa & ((1u << shift) - 1), midpoint = 1u << (shift - 1);
+    uint32_t rest = mantissa & ((1u << shift) - 1),
+             midpoint = 1u << (shift - 1);
     if (rest > midpoint || (rest == midpoint && (half & 1)))
       ++half;
     return static_cast<uint16_t>(sign | half);
   }
-  uint32_t half = sign | (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13);
+  uint32_t half =
+      sign | (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13);
   uint32_t rest = mantissa & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
     ++half; // may carry into the exponent, which rounds up correctly

@@ -28,7 +28,8 @@ struct TestOpInterfacesPass
         }
         op->emitRemark("sharding rule: ") << rule.str();
       }
-      if (auto collective = dyn_cast<tessera::dist::CollectiveOpInterface>(op)) {
+      if (auto collective =
+              dyn_cast<tessera::dist::CollectiveOpInterface>(op)) {
         SymbolTableCollection symbols;
         tessera::dist::MeshOp mesh = collective.getMesh(symbols);
         InFlightDiagnostic remark = op->emitRemark("collective: axes=");

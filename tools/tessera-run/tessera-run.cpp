@@ -26,11 +26,11 @@
 
 #include <mpi.h>
 
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 using namespace tessera;
@@ -130,7 +130,8 @@ void printResult(int64_t index, const Tensor &tensor) {
   std::printf("result #%lld: %s [", static_cast<long long>(index),
               getDTypeName(tensor.dtype));
   for (size_t d = 0; d < tensor.shape.size(); ++d)
-    std::printf("%s%lld", d ? ", " : "", static_cast<long long>(tensor.shape[d]));
+    std::printf("%s%lld", d ? ", " : "",
+                static_cast<long long>(tensor.shape[d]));
   std::printf("]");
   int64_t n = tensor.getNumElements();
   if (n == 1 && (tensor.dtype == DType::F32 || isHalf(tensor.dtype))) {
@@ -195,13 +196,13 @@ std::string saveCheckpoint(const std::string &dir, const plan::Program &program,
 
 /// Reads this rank's shard into the parameters and state; returns the step
 /// the checkpoint reached through `step`.
-std::string loadCheckpoint(const std::string &dir,
-                           const plan::Program &program,
+std::string loadCheckpoint(const std::string &dir, const plan::Program &program,
                            std::vector<OwnedTensor> &locals, int rank,
                            int64_t &step) {
   std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "r");
   long long saved = 0;
-  if (!index || std::fscanf(index, "tessera checkpoint v1 step %lld", &saved) != 1) {
+  if (!index ||
+      std::fscanf(index, "tessera checkpoint v1 step %lld", &saved) != 1) {
     if (index)
       std::fclose(index);
     return "'" + dir + "' holds no Tessera checkpoint index";
@@ -311,8 +312,8 @@ int main(int argc, char **argv) {
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
-    if (!(error = loadCheckpoint(options.loadCheckpoint, *program, locals,
-                                 rank, firstStep))
+    if (!(error = loadCheckpoint(options.loadCheckpoint, *program, locals, rank,
+                                 firstStep))
              .empty())
       return fail(error);
   for (int64_t step = firstStep + 1; step <= firstStep + options.steps;
@@ -329,9 +330,9 @@ int main(int argc, char **argv) {
     auto begin = std::chrono::steady_clock::now();
     if (!(error = executor.run(locals, results)).empty())
       return fail("step " + std::to_string(step) + ": " + error);
-    stepSeconds.push_back(std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - begin)
-                              .count());
+    stepSeconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count());
     // The new values become the next step's arguments; the old ones' storage
     // takes the next step's results.
     for (int i = 0; i < program->results_size(); ++i)
@@ -391,9 +392,8 @@ int main(int argc, char **argv) {
       return fail(error);
     if (rank != 0)
       continue;
-    OwnedTensor global(results[i].view.dtype,
-                       {result.global_shape().begin(),
-                        result.global_shape().end()});
+    OwnedTensor global(results[i].view.dtype, {result.global_shape().begin(),
+                                               result.global_shape().end()});
     Tensor piece = results[i].view;
     for (int64_t r = 0; r < communicator->getNumRanks(); ++r) {
       piece.data = pieces.data() + r * piece.getBytes();

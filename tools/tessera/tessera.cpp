@@ -35,12 +35,12 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
-#include <fstream>
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include <fstream>
 
 using namespace mlir;
 using namespace tessera;
@@ -53,12 +53,11 @@ extern char **environ;
 //===----------------------------------------------------------------------===//
 
 static cl::SubCommand modelCmd("model", "Emit a model in nn IR (gpt or mlp)");
-static cl::SubCommand statsCmd(
-    "stats", "Print the parameters, ops and FLOPs of a model file");
+static cl::SubCommand
+    statsCmd("stats", "Print the parameters, ops and FLOPs of a model file");
 
 static cl::opt<std::string> modelKind(cl::Positional, cl::Required,
-                                      cl::desc("<gpt|mlp>"),
-                                      cl::sub(modelCmd));
+                                      cl::desc("<gpt|mlp>"), cl::sub(modelCmd));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::sub(modelCmd));
@@ -92,14 +91,16 @@ static cl::opt<std::string> statsInput(cl::Positional, cl::Required,
                                        cl::desc("<model.mlir>"),
                                        cl::sub(statsCmd));
 
-static cl::SubCommand compileCmd(
-    "compile", "Shard, partition and export a model to a plan");
-static cl::SubCommand verifyCmd(
-    "verify", "Run the sharded plan on N ranks and the single-device program "
+static cl::SubCommand
+    compileCmd("compile", "Shard, partition and export a model to a plan");
+static cl::SubCommand
+    verifyCmd("verify",
+              "Run the sharded plan on N ranks and the single-device program "
               "on the same seeded inputs, and compare every result");
 static cl::SubCommand runCmd("run", "Run a plan on N local ranks (mpirun)");
-static cl::SubCommand gradcheckCmd(
-    "gradcheck", "Check the gradients of a loss function (--tessera-autodiff) "
+static cl::SubCommand
+    gradcheckCmd("gradcheck",
+                 "Check the gradients of a loss function (--tessera-autodiff) "
                  "against central finite differences, in process");
 
 static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
@@ -112,22 +113,23 @@ static cl::opt<std::string>
 static cl::opt<std::string> planOutput("o", cl::desc("Output plan file"),
                                        cl::value_desc("file"), cl::Required,
                                        cl::sub(compileCmd));
-static cl::opt<bool> planText("text",
-                              cl::desc("Write the plan in protobuf text format"),
-                              cl::sub(compileCmd));
+static cl::opt<bool>
+    planText("text", cl::desc("Write the plan in protobuf text format"),
+             cl::sub(compileCmd));
 enum class Emit { Plan, Partitioned, NN };
-static cl::opt<Emit> emit(
-    "emit", cl::desc("What to write"), cl::init(Emit::Plan),
-    cl::values(clEnumValN(Emit::Plan, "plan", "the executable plan"),
-               clEnumValN(Emit::Partitioned, "partitioned",
-                          "the per-device program in MLIR"),
-               clEnumValN(Emit::NN, "nn",
-                          "the annotated global program (after --auto)")),
-    cl::sub(compileCmd));
-static cl::opt<bool> autoPlan(
-    "auto", cl::desc("Search the plan (as tessera plan) and annotate the "
-                     "model with the winner; needs --machine and --devices"),
-    cl::sub(compileCmd));
+static cl::opt<Emit>
+    emit("emit", cl::desc("What to write"), cl::init(Emit::Plan),
+         cl::values(clEnumValN(Emit::Plan, "plan", "the executable plan"),
+                    clEnumValN(Emit::Partitioned, "partitioned",
+                               "the per-device program in MLIR"),
+                    clEnumValN(Emit::NN, "nn",
+                               "the annotated global program (after --auto)")),
+         cl::sub(compileCmd));
+static cl::opt<bool>
+    autoPlan("auto",
+             cl::desc("Search the plan (as tessera plan) and annotate the "
+                      "model with the winner; needs --machine and --devices"),
+             cl::sub(compileCmd));
 static cl::opt<std::string> autoMachine(
     "machine",
     cl::desc("The machine model: --auto searches the plan on it, and "
@@ -141,10 +143,11 @@ static cl::opt<double> tolerance(
     cl::desc("Largest relative error per result (per step's loss when "
              "training)"),
     cl::init(1e-5), cl::sub(verifyCmd));
-static cl::opt<std::string> train(
-    "train", cl::desc("Compile the training step with this optimizer: adamw "
-                      "or sgd (--tessera-train-step)"),
-    cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string>
+    train("train",
+          cl::desc("Compile the training step with this optimizer: adamw "
+                   "or sgd (--tessera-train-step)"),
+          cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
                                     cl::init(1e-3), cl::sub(compileCmd),
                                     cl::sub(verifyCmd));
@@ -159,11 +162,11 @@ static cl::opt<int64_t> zeroStage(
              "0, 1 (optimizer state sharded), 2 (and gradients) or 3 (and "
              "parameters)"),
     cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::list<std::string> zeroAxes(
-    "zero-axes",
-    cl::desc("With --zero: the data-parallel mesh axes, major first "
-             "(default dp)"),
-    cl::CommaSeparated, cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::list<std::string>
+    zeroAxes("zero-axes",
+             cl::desc("With --zero: the data-parallel mesh axes, major first "
+                      "(default dp)"),
+             cl::CommaSeparated, cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<std::string> reshardAfterForward(
     "reshard-after-forward",
     cl::desc("With --zero 3: true (gather parameters again for the backward "
@@ -171,14 +174,15 @@ static cl::opt<std::string> reshardAfterForward(
              "a piece per device of the trailing --zero-axes of that size, "
              "and gather within them)"),
     cl::init("true"), cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::opt<bool> overlap(
-    "overlap",
-    cl::desc("Overlap communication with compute (--tessera-schedule): "
-             "collectives start early on the communication stream"),
-    cl::init(false), cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::opt<int64_t> prefetch(
-    "prefetch", cl::desc("With --overlap: collectives in flight at once"),
-    cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<bool>
+    overlap("overlap",
+            cl::desc("Overlap communication with compute (--tessera-schedule): "
+                     "collectives start early on the communication stream"),
+            cl::init(false), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t>
+    prefetch("prefetch",
+             cl::desc("With --overlap: collectives in flight at once"),
+             cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t> bucketBytes(
     "bucket-bytes",
     cl::desc("With --overlap: bucket reductions smaller than this many "
@@ -206,9 +210,10 @@ static cl::opt<int64_t> seed("seed", cl::desc("Seed of the generated inputs"),
                              cl::sub(gradcheckCmd));
 static cl::opt<double> epsilon("eps", cl::desc("Finite-difference step"),
                                cl::init(1e-2), cl::sub(gradcheckCmd));
-static cl::opt<double> gradTolerance(
-    "tolerance", cl::desc("Largest error, relative to max(|g|, |fd|, 0.01)"),
-    cl::init(3e-2), cl::sub(gradcheckCmd));
+static cl::opt<double>
+    gradTolerance("tolerance",
+                  cl::desc("Largest error, relative to max(|g|, |fd|, 0.01)"),
+                  cl::init(3e-2), cl::sub(gradcheckCmd));
 static cl::opt<int64_t> samples("samples",
                                 cl::desc("Elements checked per parameter"),
                                 cl::init(8), cl::sub(gradcheckCmd));
@@ -216,8 +221,9 @@ static cl::opt<std::string> inputsFile("inputs",
                                        cl::desc("Global inputs (tensor file)"),
                                        cl::sub(runCmd));
 
-static cl::SubCommand calibrateCmd(
-    "calibrate", "Fit a machine file from runtime microbenchmarks on N local "
+static cl::SubCommand
+    calibrateCmd("calibrate",
+                 "Fit a machine file from runtime microbenchmarks on N local "
                  "ranks (GEMMs, memory bandwidth, all_reduce over sizes)");
 static cl::opt<std::string> calibrateOutput("o", cl::desc("Machine file"),
                                             cl::value_desc("file"),
@@ -229,15 +235,17 @@ static cl::opt<bool> calibrateQuick("quick",
                                     cl::desc("Smaller sizes, fewer repeats"),
                                     cl::sub(calibrateCmd));
 
-static cl::SubCommand planCmd(
-    "plan", "Search the DP/TP/PP training plan of a GPT-style model against "
+static cl::SubCommand
+    planCmd("plan",
+            "Search the DP/TP/PP training plan of a GPT-style model against "
             "a machine model");
 static cl::opt<std::string> planModel(cl::Positional, cl::Required,
                                       cl::desc("<model.mlir>"),
                                       cl::sub(planCmd));
-static cl::opt<std::string> machineName(
-    "machine", cl::desc("A machines/<name>.json preset or a machine file"),
-    cl::Required, cl::sub(planCmd));
+static cl::opt<std::string>
+    machineName("machine",
+                cl::desc("A machines/<name>.json preset or a machine file"),
+                cl::Required, cl::sub(planCmd));
 static cl::opt<int64_t> planDevices("devices", cl::desc("Number of devices"),
                                     cl::Required, cl::sub(planCmd));
 static cl::opt<int64_t> pinDp("dp", cl::desc("Pin the data-parallel size"),
@@ -246,27 +254,29 @@ static cl::opt<int64_t> pinTp("tp", cl::desc("Pin the tensor-parallel size"),
                               cl::sub(planCmd));
 static cl::opt<int64_t> pinPp("pp", cl::desc("Pin the pipeline stages"),
                               cl::sub(planCmd));
-static cl::opt<int64_t> pinMicrobatches(
-    "microbatches", cl::desc("Pin the microbatches per step"),
-    cl::sub(planCmd));
+static cl::opt<int64_t>
+    pinMicrobatches("microbatches", cl::desc("Pin the microbatches per step"),
+                    cl::sub(planCmd));
 static cl::opt<int64_t> pinZero("zero", cl::desc("Pin the ZeRO stage (0-3)"),
                                 cl::sub(planCmd));
-static cl::opt<std::string> pinSchedule(
-    "schedule", cl::desc("Pin the schedule: gpipe, 1f1b or interleaved"),
-    cl::sub(planCmd));
-static cl::opt<std::string> pinRecompute(
-    "recompute", cl::desc("Pin recomputation: none, selective or full"),
-    cl::sub(planCmd));
-static cl::opt<std::string> pinSequenceParallel(
-    "sequence-parallel", cl::desc("Pin sequence parallelism: on or off"),
-    cl::sub(planCmd));
-static cl::opt<std::string> planPrecision(
-    "precision", cl::desc("mixed (default), bf16 or fp32"), cl::init("mixed"),
-    cl::sub(planCmd));
-static cl::opt<int64_t> planTop("top", cl::desc("Plans to show"),
-                                cl::init(5), cl::sub(planCmd));
-static cl::opt<bool> planJson("json", cl::desc("Print JSON"),
-                              cl::sub(planCmd));
+static cl::opt<std::string>
+    pinSchedule("schedule",
+                cl::desc("Pin the schedule: gpipe, 1f1b or interleaved"),
+                cl::sub(planCmd));
+static cl::opt<std::string>
+    pinRecompute("recompute",
+                 cl::desc("Pin recomputation: none, selective or full"),
+                 cl::sub(planCmd));
+static cl::opt<std::string>
+    pinSequenceParallel("sequence-parallel",
+                        cl::desc("Pin sequence parallelism: on or off"),
+                        cl::sub(planCmd));
+static cl::opt<std::string>
+    planPrecision("precision", cl::desc("mixed (default), bf16 or fp32"),
+                  cl::init("mixed"), cl::sub(planCmd));
+static cl::opt<int64_t> planTop("top", cl::desc("Plans to show"), cl::init(5),
+                                cl::sub(planCmd));
+static cl::opt<bool> planJson("json", cl::desc("Print JSON"), cl::sub(planCmd));
 
 //===----------------------------------------------------------------------===//
 // tessera model
@@ -330,8 +340,8 @@ static int runModel(MLIRContext &context) {
     expectedParams = tessera::getParameterCount(config);
     formula = "Σ (in+1)·out over the layers";
   } else {
-    return reportError(llvm::createStringError(
-        "unknown model '" + modelKind + "', expected gpt or mlp"));
+    return reportError(llvm::createStringError("unknown model '" + modelKind +
+                                               "', expected gpt or mlp"));
   }
   if (failed(verify(*module)))
     return reportError(
@@ -351,9 +361,8 @@ static int runModel(MLIRContext &context) {
   module->print(file->os());
   file->os() << "\n";
   file->keep();
-  llvm::errs() << llvm::formatv("{0}: {1} parameters ({2}) = {3}\n",
-                                modelKind, params, formatCount(params),
-                                formula);
+  llvm::errs() << llvm::formatv("{0}: {1} parameters ({2}) = {3}\n", modelKind,
+                                params, formatCount(params), formula);
   return 0;
 }
 
@@ -370,8 +379,7 @@ static int runStats(MLIRContext &context) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
   struct OpStats {
@@ -406,9 +414,8 @@ static int runStats(MLIRContext &context) {
 //===----------------------------------------------------------------------===//
 
 /// Parses a model file; diagnostics go to stderr.
-static OwningOpRef<ModuleOp> parseModel(MLIRContext &context,
-                                        llvm::SourceMgr &sourceMgr,
-                                        StringRef path) {
+static OwningOpRef<ModuleOp>
+parseModel(MLIRContext &context, llvm::SourceMgr &sourceMgr, StringRef path) {
   std::string errorMessage;
   std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &errorMessage);
   if (!file) {
@@ -420,8 +427,8 @@ static OwningOpRef<ModuleOp> parseModel(MLIRContext &context,
 }
 
 /// Runs `build`'s pipeline on `module`; fails with the pass's diagnostics.
-static LogicalResult runPipeline(ModuleOp module,
-                                 llvm::function_ref<void(OpPassManager &)> build) {
+static LogicalResult
+runPipeline(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(module->getContext());
   build(pm);
   return pm.run(module);
@@ -510,8 +517,8 @@ static int launch(int64_t numRanks, ArrayRef<std::string> runArgs,
 /// fastest.
 static int applyAutoPlan(ModuleOp module) {
   if (autoMachine.empty() || autoDevices < 1)
-    return reportError(llvm::createStringError(
-        "--auto needs --machine NAME and --devices N"));
+    return reportError(
+        llvm::createStringError("--auto needs --machine NAME and --devices N"));
   llvm::Expected<ModelShape> shape = getModelShape(module);
   if (!shape)
     return reportError(shape.takeError());
@@ -547,9 +554,8 @@ static int applyAutoPlan(ModuleOp module) {
   llvm::errs() << llvm::formatv(
       "auto: dp={0} tp={1} zero={2}: predicted step {3:e3} s, MFU {4:f1}% "
       "on {5} x {6} (of {7} plans)\n",
-      best.choice.dp, best.choice.tp, best.choice.zero,
-      best.stepTimeSeconds, 100 * best.mfu, autoDevices.getValue(),
-      machine->name, result.considered);
+      best.choice.dp, best.choice.tp, best.choice.zero, best.stepTimeSeconds,
+      100 * best.mfu, autoDevices.getValue(), machine->name, result.considered);
   return 0;
 }
 
@@ -645,9 +651,10 @@ static int runCompile(MLIRContext &context) {
   if (!(error = runtime::loadPlan(planOutput, plan)).empty())
     return reportError(llvm::createStringError(error));
   for (const plan::Program &program : plan.programs()) {
-    int64_t collectives = llvm::count_if(
-        program.instructions(),
-        [](const plan::Instruction &i) { return i.has_collective(); });
+    int64_t collectives =
+        llvm::count_if(program.instructions(), [](const plan::Instruction &i) {
+          return i.has_collective();
+        });
     llvm::outs() << llvm::formatv(
         "plan {0}: {1} ranks, {2} instructions ({3} collectives), {4} "
         "buffers in an arena of {5} bytes per device\n",
@@ -732,18 +739,21 @@ static int runVerify(MLIRContext &context) {
     return std::string(file);
   };
   OwningOpRef<ModuleOp> single = model->clone();
-  if (failed(runPipeline(*model, [&](OpPassManager &pm) {
-        addTrainStep(pm);
-        addZero(pm);
-        buildCompilePipeline(pm, path("sharded.plan"), /*text=*/false,
-                             /*machine=*/{}, getSchedule());
-      })) ||
+  if (failed(runPipeline(*model,
+                         [&](OpPassManager &pm) {
+                           addTrainStep(pm);
+                           addZero(pm);
+                           buildCompilePipeline(pm, path("sharded.plan"),
+                                                /*text=*/false,
+                                                /*machine=*/{}, getSchedule());
+                         })) ||
       failed(runPipeline(*single, [&](OpPassManager &pm) {
         addTrainStep(pm);
         buildSingleDevicePipeline(pm, path("single.plan"));
       })))
     return 1;
-  std::string seedText = std::to_string(seed), stepsText = std::to_string(steps);
+  std::string seedText = std::to_string(seed),
+              stepsText = std::to_string(steps);
   if (launch(1, {path("single.plan"), "--seed", seedText, "--steps", stepsText,
                  "--dump-outputs", path("single.out"), "--dump-losses",
                  path("single.losses")}) != 0 ||
@@ -842,9 +852,9 @@ static int runGradcheck(MLIRContext &context) {
   std::string gradPath = (dir + "/grad.plan").str();
   std::string lossPath = (dir + "/loss.plan").str();
   OwningOpRef<ModuleOp> lossModel = model->clone();
-  if (failed(runPipeline(*model, [&](OpPassManager &pm) {
-        buildGradientPipeline(pm, gradPath);
-      })) ||
+  if (failed(runPipeline(
+          *model,
+          [&](OpPassManager &pm) { buildGradientPipeline(pm, gradPath); })) ||
       failed(runPipeline(*lossModel, [&](OpPassManager &pm) {
         buildSingleDevicePipeline(pm, lossPath);
       })))
@@ -859,7 +869,8 @@ static int runGradcheck(MLIRContext &context) {
   const plan::Program &program = gradPlan.programs(0);
   std::vector<runtime::OwnedTensor> arguments;
   for (int i = 0; i < program.arguments_size(); ++i)
-    arguments.push_back(runtime::makeGlobalInput(program.arguments(i), seed, i));
+    arguments.push_back(
+        runtime::makeGlobalInput(program.arguments(i), seed, i));
   std::unique_ptr<runtime::Communicator> local =
       runtime::createLocalCommunicator();
   FailureOr<std::vector<runtime::OwnedTensor>> gradients =
@@ -902,8 +913,8 @@ static int runGradcheck(MLIRContext &context) {
     pass &= ok;
     llvm::outs() << llvm::formatv("{0}: {1} of {2} elements, max error "
                                   "{3:e2} {4}\n",
-                                  program.arguments(i).name(), count, n,
-                                  worst, ok ? "ok" : "OVER TOLERANCE");
+                                  program.arguments(i).name(), count, n, worst,
+                                  ok ? "ok" : "OVER TOLERANCE");
   }
   llvm::outs() << llvm::formatv("gradcheck: {0} (tolerance {1:e1})\n",
                                 pass ? "PASS" : "FAIL",
@@ -948,8 +959,8 @@ static int runPlan(MLIRContext &context) {
       loadMachineModel(machineName, TESSERA_MACHINES_DIR);
   if (!machine)
     return reportError(machine.takeError());
-  if (planDevices < 1 || (machine->getMaxDevices() &&
-                          planDevices > machine->getMaxDevices()))
+  if (planDevices < 1 ||
+      (machine->getMaxDevices() && planDevices > machine->getMaxDevices()))
     return reportError(llvm::createStringError(
         llvm::formatv("--devices must be between 1 and {0} for machine '{1}'",
                       machine->getMaxDevices(), machine->name)
@@ -1006,27 +1017,32 @@ static int runPlan(MLIRContext &context) {
 
   SearchResult result =
       searchPlans(*shape, *machine, planDevices, pins, *model);
-  size_t shown = std::min<size_t>(std::max<int64_t>(planTop, 1),
-                                  result.plans.size());
+  size_t shown =
+      std::min<size_t>(std::max<int64_t>(planTop, 1), result.plans.size());
   if (planJson) {
     llvm::json::Array plans;
     for (const PlanEstimate &plan : ArrayRef(result.plans).take_front(shown)) {
       const PlanChoice &c = plan.choice;
       plans.push_back(llvm::json::Object{
-          {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
-          {"microbatches", c.microbatches}, {"zero", c.zero},
+          {"dp", c.dp},
+          {"tp", c.tp},
+          {"pp", c.pp},
+          {"microbatches", c.microbatches},
+          {"zero", c.zero},
           {"schedule", getScheduleName(c.schedule)},
           {"virtual_stages", c.virtualStages},
           {"recompute", getRecomputeName(c.recompute)},
           {"sequence_parallel", c.sequenceParallel},
           {"step_time_s", plan.stepTimeSeconds},
           {"peak_memory_bytes", plan.peakMemoryBytes},
-          {"param_bytes", plan.paramBytes}, {"grad_bytes", plan.gradBytes},
+          {"param_bytes", plan.paramBytes},
+          {"grad_bytes", plan.gradBytes},
           {"optimizer_bytes", plan.optimizerBytes},
           {"activation_bytes", plan.activationBytes},
           {"model_flops_per_step", plan.modelFlopsPerStep},
           {"hardware_flops_per_step", plan.hardwareFlopsPerStep},
-          {"tflops_per_device", plan.tflopsPerDevice}, {"mfu", plan.mfu},
+          {"tflops_per_device", plan.tflopsPerDevice},
+          {"mfu", plan.mfu},
           {"compute_s", plan.computeSeconds},
           {"tp_comm_s", plan.tpCommSeconds},
           {"dp_comm_s", plan.dpCommSeconds},
@@ -1057,15 +1073,16 @@ static int runPlan(MLIRContext &context) {
       "{10,6} {11,10}\n",
       "rank", "dp", "tp", "pp", "mb", "zero", "schedule", "recompute", "sp",
       "step (s)", "MFU", "mem (GB)");
-  for (auto [rank, plan] : llvm::enumerate(ArrayRef(result.plans).take_front(shown))) {
+  for (auto [rank, plan] :
+       llvm::enumerate(ArrayRef(result.plans).take_front(shown))) {
     const PlanChoice &c = plan.choice;
     llvm::outs() << llvm::formatv(
         "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10:f3} "
         "{10,5:f1}% {11,10:f1}\n",
         rank + 1, c.dp, c.tp, c.pp, c.microbatches, c.zero,
         getScheduleName(c.schedule), getRecomputeName(c.recompute),
-        c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds,
-        100 * plan.mfu, plan.peakMemoryBytes / 1e9);
+        c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds, 100 * plan.mfu,
+        plan.peakMemoryBytes / 1e9);
   }
   // Why the winner wins: against the best plan of another DP/TP/PP shape,
   // the component of the step that differs most.
@@ -1086,16 +1103,16 @@ static int runPlan(MLIRContext &context) {
         {"pipeline communication", best.ppCommSeconds, other.ppCommSeconds},
         {"pipeline bubble", best.bubbleFraction * best.computeSeconds,
          other.bubbleFraction * other.computeSeconds}};
-    const Part *largest = llvm::max_element(parts, [](const Part &x,
-                                                      const Part &y) {
-      return x.rival - x.winner < y.rival - y.winner;
-    });
+    const Part *largest =
+        llvm::max_element(parts, [](const Part &x, const Part &y) {
+          return x.rival - x.winner < y.rival - y.winner;
+        });
     llvm::outs() << llvm::formatv(
         "why: dp={0} tp={1} pp={2} beats the best dp={3} tp={4} pp={5} by "
         "{6:f1}%: its {7} takes {8:e2} s against {9:e2} s\n",
         a.dp, a.tp, a.pp, b.dp, b.tp, b.pp,
-        100 * (other.stepTimeSeconds / best.stepTimeSeconds - 1),
-        largest->name, largest->winner, largest->rival);
+        100 * (other.stepTimeSeconds / best.stepTimeSeconds - 1), largest->name,
+        largest->winner, largest->rival);
     break;
   }
   return 0;

@@ -167,11 +167,11 @@ void ShardingAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     FlatSymbolRefAttr mesh, ArrayRef<DimShardingAttr> dims,
-                     ArrayRef<StringAttr> replicatedAxes,
-                     ArrayRef<StringAttr> unreducedAxes) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr mesh,
+                                   ArrayRef<DimShardingAttr> dims,
+                                   ArrayRef<StringAttr> replicatedAxes,
+                                   ArrayRef<StringAttr> unreducedAxes) {
   if (!mesh)
     return emitError() << "sharding needs a mesh";
   llvm::DenseSet<StringAttr> seen;
@@ -185,8 +185,8 @@ ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     for (StringAttr axis : dim.getAxes())
       if (failed(check(axis)))
         return failure();
-  for (StringAttr axis : llvm::concat<const StringAttr>(replicatedAxes,
-                                                        unreducedAxes))
+  for (StringAttr axis :
+       llvm::concat<const StringAttr>(replicatedAxes, unreducedAxes))
     if (failed(check(axis)))
       return failure();
   return success();

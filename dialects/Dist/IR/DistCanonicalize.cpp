@@ -52,8 +52,7 @@ struct GatherOfSlice : OpRewritePattern<AllGatherOp> {
     auto slice = op.getInput().getDefiningOp<AllSliceOp>();
     if (!slice || slice.getMeshAttr() != op.getMeshAttr() ||
         slice.getMeshAxes() != op.getMeshAxes() ||
-        slice.getDim() != op.getDim() ||
-        slice->getBlock() != op->getBlock() ||
+        slice.getDim() != op.getDim() || slice->getBlock() != op->getBlock() ||
         !isAliveAt(slice.getInput(), slice, op))
       return failure();
     rewriter.replaceOp(op, slice.getInput());

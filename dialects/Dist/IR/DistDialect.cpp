@@ -28,8 +28,8 @@ static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
   auto sharding = dyn_cast<ShardingAttr>(attr.getValue());
   if (!sharding)
     return op->emitError("expects '")
-           << DistDialect::kShardingAttrName << "' of " << what << " #"
-           << index << " to be a #dist.sharding, got " << attr.getValue();
+           << DistDialect::kShardingAttrName << "' of " << what << " #" << index
+           << " to be a #dist.sharding, got " << attr.getValue();
   return verifyShardingAt(sharding, op, type, [&]() {
     return op->emitError() << "invalid sharding of " << what << " #" << index
                            << ": ";
@@ -68,8 +68,8 @@ static LogicalResult verifyStream(Operation *op, Attribute value) {
               "stream), got "
            << value;
   if (!isa<CollectiveOpInterface>(op))
-    return op->emitError("'")
-           << DistDialect::kStreamAttrName << "' is only allowed on collectives";
+    return op->emitError("'") << DistDialect::kStreamAttrName
+                              << "' is only allowed on collectives";
   Value result = op->getResult(0);
   if (!result.hasOneUse() || !isa<WaitOp>(*result.getUsers().begin()))
     return op->emitError("a collective started on a stream must have one "
@@ -108,12 +108,11 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return op->emitError("expects one sharding per result (")
            << op->getNumResults() << "), got " << shardings.size();
   for (auto [index, sharding] : llvm::enumerate(shardings))
-    if (failed(verifyShardingAt(sharding, op, op->getResult(index).getType(),
-                                [&]() {
-                                  return op->emitError()
-                                         << "invalid sharding of result #"
-                                         << index << ": ";
-                                })))
+    if (failed(verifyShardingAt(
+            sharding, op, op->getResult(index).getType(), [&]() {
+              return op->emitError()
+                     << "invalid sharding of result #" << index << ": ";
+            })))
       return failure();
   return success();
 }

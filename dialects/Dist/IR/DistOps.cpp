@@ -15,10 +15,9 @@ using namespace tessera::dist;
 // Sharding checks against a mesh
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-tessera::dist::verifyShardingForType(ShardingAttr sharding, MeshOp mesh,
-                                     Type type,
-                                     function_ref<InFlightDiagnostic()> emitError) {
+LogicalResult tessera::dist::verifyShardingForType(
+    ShardingAttr sharding, MeshOp mesh, Type type,
+    function_ref<InFlightDiagnostic()> emitError) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return emitError() << "expects a ranked tensor to shard, got " << type;
@@ -72,20 +71,18 @@ static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
 static void printMeshAxes(OpAsmPrinter &printer, Operation *, ArrayAttr names,
                           DenseI64ArrayAttr shape) {
   printer << "[";
-  llvm::interleaveComma(llvm::zip(names, shape.asArrayRef()), printer,
-                        [&](auto axis) {
-                          printer.printString(
-                              cast<StringAttr>(std::get<0>(axis)).getValue());
-                          printer << "=" << std::get<1>(axis);
-                        });
+  llvm::interleaveComma(
+      llvm::zip(names, shape.asArrayRef()), printer, [&](auto axis) {
+        printer.printString(cast<StringAttr>(std::get<0>(axis)).getValue());
+        printer << "=" << std::get<1>(axis);
+      });
   printer << "]";
 }
 
 LogicalResult MeshOp::verify() {
   if (getAxisNames().size() != getShape().size())
-    return emitOpError("has ")
-           << getAxisNames().size() << " axis names but " << getShape().size()
-           << " sizes";
+    return emitOpError("has ") << getAxisNames().size() << " axis names but "
+                               << getShape().size() << " sizes";
   llvm::DenseSet<StringAttr> seen;
   for (auto [name, size] : llvm::zip(getAxisNames(), getShape())) {
     auto axis = cast<StringAttr>(name);
@@ -94,9 +91,8 @@ LogicalResult MeshOp::verify() {
     if (!seen.insert(axis).second)
       return emitOpError("has axis \"") << axis.getValue() << "\" twice";
     if (size < 1)
-      return emitOpError("axis \"")
-             << axis.getValue() << "\" has size " << size
-             << ", expected at least 1";
+      return emitOpError("axis \"") << axis.getValue() << "\" has size " << size
+                                    << ", expected at least 1";
   }
   return success();
 }
@@ -234,7 +230,8 @@ static OpFoldResult foldSingleDeviceGroup(CollectiveOpInterface op) {
   if (input.getType() != op->getResult(0).getType() ||
       op->hasAttr(DistDialect::kStreamAttrName))
     return {};
-  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
+  auto mesh =
+      SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
   if (!mesh)
     return {};
   for (Attribute axis : op.getMeshAxes())
@@ -280,7 +277,8 @@ LogicalResult AllReduceOp::verify() {
 LogicalResult AllReduceOp::verifyGroupShapes(int64_t) { return success(); }
 
 LogicalResult AllGatherOp::verify() {
-  return verifyCollective(*this, getMeshAxes(), {static_cast<int64_t>(getDim())});
+  return verifyCollective(*this, getMeshAxes(),
+                          {static_cast<int64_t>(getDim())});
 }
 LogicalResult AllGatherOp::verifyGroupShapes(int64_t groupSize) {
   return expectScaledDims(*this, groupSize, std::nullopt,
@@ -288,7 +286,8 @@ LogicalResult AllGatherOp::verifyGroupShapes(int64_t groupSize) {
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  return verifyCollective(*this, getMeshAxes(), {static_cast<int64_t>(getDim())});
+  return verifyCollective(*this, getMeshAxes(),
+                          {static_cast<int64_t>(getDim())});
 }
 LogicalResult ReduceScatterOp::verifyGroupShapes(int64_t groupSize) {
   return expectScaledDims(*this, groupSize, static_cast<int64_t>(getDim()),
@@ -301,13 +300,13 @@ LogicalResult AllToAllOp::verify() {
                            static_cast<int64_t>(getConcatDim())});
 }
 LogicalResult AllToAllOp::verifyGroupShapes(int64_t groupSize) {
-  return expectScaledDims(*this, groupSize,
-                          static_cast<int64_t>(getSplitDim()),
+  return expectScaledDims(*this, groupSize, static_cast<int64_t>(getSplitDim()),
                           static_cast<int64_t>(getConcatDim()));
 }
 
 LogicalResult AllSliceOp::verify() {
-  return verifyCollective(*this, getMeshAxes(), {static_cast<int64_t>(getDim())});
+  return verifyCollective(*this, getMeshAxes(),
+                          {static_cast<int64_t>(getDim())});
 }
 LogicalResult AllSliceOp::verifyGroupShapes(int64_t groupSize) {
   return expectScaledDims(*this, groupSize, static_cast<int64_t>(getDim()),

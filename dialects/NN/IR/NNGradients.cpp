@@ -74,8 +74,7 @@ public:
     return SelectOp::create(b, loc, c, x, y);
   }
   Value transpose(Value x, ArrayRef<int64_t> permutation) {
-    return TransposeOp::create(b, loc, x,
-                               b.getDenseI64ArrayAttr(permutation));
+    return TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(permutation));
   }
 
   OpBuilder &b;
@@ -97,7 +96,7 @@ SmallVector<int64_t> leadingDims(int64_t rank) {
 //===----------------------------------------------------------------------===//
 
 #define TESSERA_GRADIENT(OpTy)                                                 \
-  LogicalResult OpTy::buildGradients(OpBuilder &builder,                      \
+  LogicalResult OpTy::buildGradients(OpBuilder &builder,                       \
                                      ArrayRef<Value> resultGradients,          \
                                      SmallVectorImpl<Value> &operandGradients)
 
@@ -168,8 +167,7 @@ TESSERA_GRADIENT(TanhOp) {
   Grad g(builder, getLoc());
   Value y = getResult();
   Value one = g.splat(Grad::typeOf(y), 1.0);
-  operandGradients.assign(
-      {g.mul(resultGradients[0], g.sub(one, g.mul(y, y)))});
+  operandGradients.assign({g.mul(resultGradients[0], g.sub(one, g.mul(y, y)))});
   return success();
 }
 
@@ -354,9 +352,10 @@ TESSERA_GRADIENT(ConcatOp) {
     start[dim] = offset;
     limit[dim] = offset + type.getDimSize(dim);
     offset = limit[dim];
-    operandGradients.push_back(SliceOp::create(
-        builder, getLoc(), resultGradients[0],
-        builder.getDenseI64ArrayAttr(start), builder.getDenseI64ArrayAttr(limit)));
+    operandGradients.push_back(
+        SliceOp::create(builder, getLoc(), resultGradients[0],
+                        builder.getDenseI64ArrayAttr(start),
+                        builder.getDenseI64ArrayAttr(limit)));
   }
   return success();
 }
@@ -368,14 +367,12 @@ TESSERA_GRADIENT(ConcatOp) {
 /// The gradient of one dot operand: `grad` contracted with the other operand
 /// over the dims of the result that the other operand brought, transposed
 /// back into the operand's dim order.
-static Value dotOperandGradient(OpBuilder &builder, Location loc, Value grad,
-                                Value other, int64_t rank,
-                                ArrayRef<int64_t> batch,
-                                ArrayRef<int64_t> contract,
-                                ArrayRef<int64_t> otherBatch,
-                                ArrayRef<int64_t> otherContract,
-                                int64_t gradFreeOffset,
-                                int64_t gradOtherOffset) {
+static Value
+dotOperandGradient(OpBuilder &builder, Location loc, Value grad, Value other,
+                   int64_t rank, ArrayRef<int64_t> batch,
+                   ArrayRef<int64_t> contract, ArrayRef<int64_t> otherBatch,
+                   ArrayRef<int64_t> otherContract, int64_t gradFreeOffset,
+                   int64_t gradOtherOffset) {
   auto otherType = cast<RankedTensorType>(other.getType());
   int64_t numBatch = batch.size();
   // The other operand's free dims, in order: they are in `grad` from
@@ -390,11 +387,11 @@ static Value dotOperandGradient(OpBuilder &builder, Location loc, Value grad,
   SmallVector<int64_t> gradBatch, otherBatchDims(otherBatch);
   for (int64_t i = 0; i < numBatch; ++i)
     gradBatch.push_back(i);
-  Value partial = DotOp::create(
-      builder, loc, grad, other, builder.getDenseI64ArrayAttr(gradBatch),
-      builder.getDenseI64ArrayAttr(otherBatchDims),
-      builder.getDenseI64ArrayAttr(gradOtherFree),
-      builder.getDenseI64ArrayAttr(otherFree));
+  Value partial = DotOp::create(builder, loc, grad, other,
+                                builder.getDenseI64ArrayAttr(gradBatch),
+                                builder.getDenseI64ArrayAttr(otherBatchDims),
+                                builder.getDenseI64ArrayAttr(gradOtherFree),
+                                builder.getDenseI64ArrayAttr(otherFree));
   // `partial` holds: batch dims, this operand's free dims (from `grad`),
   // then the other operand's contracting dims in increasing order.
   SmallVector<int64_t> sortedOtherContract(otherContract);
@@ -405,7 +402,8 @@ static Value dotOperandGradient(OpBuilder &builder, Location loc, Value grad,
   for (int64_t d = 0; d < rank; ++d) {
     if (const int64_t *it = llvm::find(batch, d); it != batch.end()) {
       permutation[d] = it - batch.begin();
-    } else if (const int64_t *c = llvm::find(contract, d); c != contract.end()) {
+    } else if (const int64_t *c = llvm::find(contract, d);
+               c != contract.end()) {
       int64_t pairedOther = otherContract[c - contract.begin()];
       permutation[d] = numBatch + numFree +
                        (llvm::find(sortedOtherContract, pairedOther) -
@@ -430,10 +428,10 @@ TESSERA_GRADIENT(DotOp) {
   int64_t lhsRank = getLhs().getType().getRank();
   int64_t rhsRank = getRhs().getType().getRank();
   int64_t lhsFree = lhsRank - numBatch - getLhsContractingDims().size();
-  Value dLhs = dotOperandGradient(
-      builder, getLoc(), grad, getRhs(), lhsRank, getLhsBatchingDims(),
-      getLhsContractingDims(), getRhsBatchingDims(), getRhsContractingDims(),
-      numBatch, numBatch + lhsFree);
+  Value dLhs = dotOperandGradient(builder, getLoc(), grad, getRhs(), lhsRank,
+                                  getLhsBatchingDims(), getLhsContractingDims(),
+                                  getRhsBatchingDims(), getRhsContractingDims(),
+                                  numBatch, numBatch + lhsFree);
   // For the rhs, `grad`'s dims are batch, lhs free (the "other"), rhs free:
   // move the rhs free dims ahead of the lhs free ones first.
   int64_t rhsFree = rhsRank - numBatch - getRhsContractingDims().size();
@@ -451,10 +449,10 @@ TESSERA_GRADIENT(DotOp) {
   if (!isIdentity)
     swapped = TransposeOp::create(builder, getLoc(), grad,
                                   builder.getDenseI64ArrayAttr(swap));
-  Value dRhs = dotOperandGradient(
-      builder, getLoc(), swapped, getLhs(), rhsRank, getRhsBatchingDims(),
-      getRhsContractingDims(), getLhsBatchingDims(), getLhsContractingDims(),
-      numBatch, numBatch + rhsFree);
+  Value dRhs = dotOperandGradient(builder, getLoc(), swapped, getLhs(), rhsRank,
+                                  getRhsBatchingDims(), getRhsContractingDims(),
+                                  getLhsBatchingDims(), getLhsContractingDims(),
+                                  numBatch, numBatch + rhsFree);
   operandGradients.assign({dLhs, dRhs});
   return success();
 }
@@ -477,8 +475,7 @@ TESSERA_GRADIENT(LogSoftmaxOp) {
   // dx = dy - softmax(x) sum(dy), softmax(x) = exp(y).
   Value dy = resultGradients[0];
   Value softmax = ExpOp::create(builder, getLoc(), getResult());
-  operandGradients.assign(
-      {g.sub(dy, g.mul(softmax, g.rowSum(dy, getDim())))});
+  operandGradients.assign({g.sub(dy, g.mul(softmax, g.rowSum(dy, getDim())))});
   return success();
 }
 
@@ -493,16 +490,17 @@ TESSERA_GRADIENT(LayerNormOp) {
   Value variance = g.reduceMean(g.mul(centered, centered), {last});
   Value epsilon =
       g.splat(Grad::typeOf(variance), getEpsilon().convertToDouble());
-  Value rstd = g.expand(RsqrtOp::create(builder, getLoc(),
-                                        g.add(variance, epsilon)),
-                        type, {last});
+  Value rstd =
+      g.expand(RsqrtOp::create(builder, getLoc(), g.add(variance, epsilon)),
+               type, {last});
   Value xhat = g.mul(centered, rstd);
   Value dGamma = g.reduceSum(g.mul(dy, xhat), lead);
   Value dBeta = g.reduceSum(dy, lead);
   Value dxhat = g.mul(dy, g.expand(getGamma(), type, lead));
   // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)).
-  Value dx = g.mul(rstd, g.sub(g.sub(dxhat, g.rowMean(dxhat, last)),
-                               g.mul(xhat, g.rowMean(g.mul(dxhat, xhat), last))));
+  Value dx =
+      g.mul(rstd, g.sub(g.sub(dxhat, g.rowMean(dxhat, last)),
+                        g.mul(xhat, g.rowMean(g.mul(dxhat, xhat), last))));
   operandGradients.assign({dx, dGamma, dBeta});
   return success();
 }
@@ -516,15 +514,15 @@ TESSERA_GRADIENT(RmsNormOp) {
   Value meanSquare = g.reduceMean(g.mul(x, x), {last});
   Value epsilon =
       g.splat(Grad::typeOf(meanSquare), getEpsilon().convertToDouble());
-  Value r = g.expand(RsqrtOp::create(builder, getLoc(),
-                                     g.add(meanSquare, epsilon)),
-                     type, {last});
+  Value r =
+      g.expand(RsqrtOp::create(builder, getLoc(), g.add(meanSquare, epsilon)),
+               type, {last});
   Value xhat = g.mul(x, r);
   Value dGamma = g.reduceSum(g.mul(dy, xhat), lead);
   Value dxhat = g.mul(dy, g.expand(getGamma(), type, lead));
   // dx = r (dxhat - xhat mean(dxhat xhat)).
-  Value dx = g.mul(r, g.sub(dxhat, g.mul(xhat, g.rowMean(g.mul(dxhat, xhat),
-                                                         last))));
+  Value dx =
+      g.mul(r, g.sub(dxhat, g.mul(xhat, g.rowMean(g.mul(dxhat, xhat), last))));
   operandGradients.assign({dx, dGamma});
   return success();
 }

@@ -28,8 +28,7 @@ public:
   InferError(std::optional<Location> loc, StringRef opName)
       : loc(loc), opName(opName) {}
 
-  template <typename... Args>
-  LogicalResult operator()(Args &&...args) const {
+  template <typename... Args> LogicalResult operator()(Args &&...args) const {
     return emitOptionalError(loc, "'", opName, "' op ",
                              std::forward<Args>(args)...);
   }
@@ -71,7 +70,8 @@ static RankedTensorType getRanked(Value value) {
 // DotOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult DotOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult DotOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
                                       Adaptor adaptor,
                                       SmallVectorImpl<Type> &inferred) {
   InferError error(loc, getOperationName());
@@ -269,8 +269,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   if (static_cast<int64_t>(permutation.size()) != input.getRank())
     return error("expects a permutation of ", input.getRank(), " dims, got ",
                  formatList(permutation));
-  if (failed(checkDims(error, permutation, input.getRank(),
-                       "permutation entry")))
+  if (failed(
+          checkDims(error, permutation, input.getRank(), "permutation entry")))
     return failure();
   SmallVector<int64_t> shape;
   for (int64_t dim : permutation)
@@ -291,8 +291,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   ArrayRef<int64_t> limit = adaptor.getLimit();
   if (static_cast<int64_t>(start.size()) != input.getRank() ||
       static_cast<int64_t>(limit.size()) != input.getRank())
-    return error("expects start and limit of rank ", input.getRank(),
-                 ", got ", start.size(), " and ", limit.size());
+    return error("expects start and limit of rank ", input.getRank(), ", got ",
+                 start.size(), " and ", limit.size());
   SmallVector<int64_t> shape;
   for (int64_t dim = 0; dim < input.getRank(); ++dim) {
     int64_t size = input.getDimSize(dim);
@@ -354,8 +354,8 @@ static LogicalResult verifySoftmaxLike(SoftmaxLikeOp op) {
   int64_t rank = op.getInput().getType().getRank();
   auto dim = static_cast<int64_t>(op.getDim());
   if (dim < 0 || dim >= rank)
-    return op.emitOpError("dim ") << dim << " is out of range for rank "
-                                  << rank;
+    return op.emitOpError("dim ")
+           << dim << " is out of range for rank " << rank;
   return success();
 }
 
@@ -380,8 +380,8 @@ static LogicalResult checkNormParam(const InferError &error,
 }
 
 template <typename NormOp>
-static FailureOr<RankedTensorType>
-inferNormInput(std::optional<Location> loc, Value inputValue) {
+static FailureOr<RankedTensorType> inferNormInput(std::optional<Location> loc,
+                                                  Value inputValue) {
   InferError error(loc, NormOp::getOperationName());
   auto input = getRanked(inputValue);
   if (!input || input.getRank() == 0)
@@ -436,9 +436,10 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
   InferError error(loc, getOperationName());
   auto logits = getRanked(adaptor.getLogits());
   auto labels = getRanked(adaptor.getLabels());
@@ -479,9 +480,10 @@ LogicalResult OneHotOp::verify() {
   return success();
 }
 
-LogicalResult EmbeddingGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
   InferError error(loc, getOperationName());
   auto grad = getRanked(adaptor.getGrad());
   auto indices = getRanked(adaptor.getIndices());
@@ -489,9 +491,8 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(
     return error("expects ranked tensors");
   if (grad.getRank() != indices.getRank() + 1 ||
       grad.getShape().drop_back() != indices.getShape())
-    return error("expects a gradient of shape ",
-                 formatList(indices.getShape()), " ++ [hidden], got ",
-                 formatList(grad.getShape()));
+    return error("expects a gradient of shape ", formatList(indices.getShape()),
+                 " ++ [hidden], got ", formatList(grad.getShape()));
   auto vocab = static_cast<int64_t>(adaptor.getVocab());
   if (vocab < 1)
     return error("expects a vocab of at least 1, got ", vocab);
@@ -555,8 +556,7 @@ LogicalResult AdamWOp::verify() {
       failed(checkHyperparameter(*this, "beta1", getBeta1(), 0, 1)) ||
       failed(checkHyperparameter(*this, "beta2", getBeta2(), 0, 1)) ||
       failed(checkHyperparameter(*this, "epsilon", getEpsilon(), 0)) ||
-      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(),
-                                 0)))
+      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(), 0)))
     return failure();
   return success();
 }

@@ -99,8 +99,7 @@ ShardingRule BroadcastOp::getShardingRule() {
   return builder.build();
 }
 
-template <typename ReduceOp>
-static ShardingRule getReduceRule(ReduceOp op) {
+template <typename ReduceOp> static ShardingRule getReduceRule(ReduceOp op) {
   ShardingRuleBuilder builder = makeBuilder(op);
   int64_t resultDim = 0;
   for (auto [dim, size] : llvm::enumerate(getShape(op.getInput()))) {
@@ -249,8 +248,7 @@ ShardingRule OneHotOp::getShardingRule() {
   for (int64_t dim = 0; dim < last; ++dim)
     builder.addFactor({dim}, {dim}, shape[dim]);
   // A split depth would need each device's offset of the classes.
-  builder.addFactor({kNoDim}, {last}, shape[last],
-                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim}, {last}, shape[last], FactorKind::NeedReplication);
   return builder.build();
 }
 

@@ -1,4 +1,5 @@
-//===- CostModel.h - Time of compute and communication on a machine -*- C++ -*-===//
+//===- CostModel.h - Time of compute and communication on a machine -*- C++
+//-*-===//
 //
 // The formulas the plan search ranks plans with: roofline compute with an
 // efficiency curve for small GEMMs, alpha-beta collectives (ring and tree)

@@ -1,4 +1,5 @@
-//===- MachineModel.h - Clusters as the cost model sees them -----*- C++ -*-===//
+//===- MachineModel.h - Clusters as the cost model sees them -----*- C++
+//-*-===//
 //
 // A machine file (machines/<name>.json) describes a cluster: its devices'
 // peak FLOP/s per dtype, memory and bandwidth, and its interconnect either

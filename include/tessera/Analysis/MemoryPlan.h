@@ -1,4 +1,5 @@
-//===- MemoryPlan.h - Static arena layout of buffer lifetimes ----*- C++ -*-===//
+//===- MemoryPlan.h - Static arena layout of buffer lifetimes ----*- C++
+//-*-===//
 
 #ifndef TESSERA_ANALYSIS_MEMORYPLAN_H
 #define TESSERA_ANALYSIS_MEMORYPLAN_H

@@ -1,4 +1,5 @@
-//===- Sharding.h - Shardings of values, factor projection, resharding -*- C++ -*-===//
+//===- Sharding.h - Shardings of values, factor projection, resharding -*- C++
+//-*-===//
 //
 // The sharding state that propagation and partitioning share: a value's
 // per-dim mesh axes, their projection onto an op's factors and back, and the

@@ -1,4 +1,5 @@
-//===- Pipelines.h - The pass pipelines the CLI runs -------------*- C++ -*-===//
+//===- Pipelines.h - The pass pipelines the CLI runs -------------*- C++
+//-*-===//
 
 #ifndef TESSERA_PIPELINES_PIPELINES_H
 #define TESSERA_PIPELINES_PIPELINES_H
@@ -32,8 +33,7 @@ void buildCompilePipeline(
     const std::optional<SchedulePassOptions> &schedule = std::nullopt);
 
 /// The single-device program's plan: shardings stripped, then export.
-void buildSingleDevicePipeline(mlir::OpPassManager &pm,
-                               llvm::StringRef output);
+void buildSingleDevicePipeline(mlir::OpPassManager &pm, llvm::StringRef output);
 
 /// The single-device loss-and-gradients program's plan: shardings stripped,
 /// autodiff, then export.

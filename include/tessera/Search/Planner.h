@@ -1,4 +1,5 @@
-//===- Planner.h - The DP/TP/PP plan search ----------------------*- C++ -*-===//
+//===- Planner.h - The DP/TP/PP plan search ----------------------*- C++
+//-*-===//
 //
 // Estimates a training plan of a GPT-style model on a machine (step time,
 // memory per device, FLOPs, MFU) and searches every factorization of the
@@ -52,8 +53,8 @@ struct PlanEstimate {
          ppCommSeconds = 0, bubbleFraction = 0;
   /// The slowest pipeline stage's compute over the average (1: balanced).
   double stageImbalance = 1;
-  double paramBytes = 0, gradBytes = 0, optimizerBytes = 0,
-         activationBytes = 0, peakMemoryBytes = 0;
+  double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0,
+         peakMemoryBytes = 0;
   double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
   double tflopsPerDevice = 0, mfu = 0;
   bool fits = false;
@@ -82,12 +83,11 @@ double getStageImbalance(const ModelShape &model, int64_t stages);
 /// `stageImbalance` saves recomputing getStageImbalance for its stages.
 /// With `forward`, the forward's collectives come from the partitioned
 /// program (getPartitionedCollectives) rather than Megatron's formula.
-PlanEstimate estimatePlan(const ModelShape &model,
-                          const MachineModel &machine,
-                          const PlanChoice &choice,
-                          std::optional<double> stageImbalance = std::nullopt,
-                          const llvm::SmallVector<CollectiveUse> *forward =
-                              nullptr);
+PlanEstimate
+estimatePlan(const ModelShape &model, const MachineModel &machine,
+             const PlanChoice &choice,
+             std::optional<double> stageImbalance = std::nullopt,
+             const llvm::SmallVector<CollectiveUse> *forward = nullptr);
 
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {

@@ -1,4 +1,5 @@
-//===- StageCuts.h - Balanced pipeline stage cuts ----------------*- C++ -*-===//
+//===- StageCuts.h - Balanced pipeline stage cuts ----------------*- C++
+//-*-===//
 
 #ifndef TESSERA_SEARCH_STAGECUTS_H
 #define TESSERA_SEARCH_STAGECUTS_H

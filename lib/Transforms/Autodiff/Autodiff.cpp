@@ -41,7 +41,8 @@ static Value makeSplat(OpBuilder &builder, Location loc, Type type,
 
 LogicalResult tessera::differentiate(func::FuncOp function) {
   auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
-  if (returnOp.getNumOperands() != 1 || !isFloatTensor(returnOp.getOperand(0)) ||
+  if (returnOp.getNumOperands() != 1 ||
+      !isFloatTensor(returnOp.getOperand(0)) ||
       cast<RankedTensorType>(returnOp.getOperand(0).getType()).getRank() != 0)
     return function.emitError("expects a function that returns one scalar "
                               "float loss, got ")
@@ -94,18 +95,18 @@ LogicalResult tessera::differentiate(func::FuncOp function) {
       if (!gradient || !active.contains(operand))
         continue;
       Value &adjoint = adjoints[operand];
-      adjoint = adjoint ? nn::AddOp::create(builder, op->getLoc(), adjoint,
-                                            gradient)
-                        : gradient;
+      adjoint =
+          adjoint ? nn::AddOp::create(builder, op->getLoc(), adjoint, gradient)
+                  : gradient;
     }
   }
 
   SmallVector<Value> results = {loss};
   for (BlockArgument param : params) {
     Value adjoint = adjoints.lookup(param);
-    results.push_back(adjoint ? adjoint
-                              : makeSplat(builder, param.getLoc(),
-                                          param.getType(), 0.0));
+    results.push_back(
+        adjoint ? adjoint
+                : makeSplat(builder, param.getLoc(), param.getType(), 0.0));
   }
   func::ReturnOp::create(builder, returnOp.getLoc(), results);
   returnOp.erase();
@@ -126,9 +127,9 @@ LogicalResult tessera::differentiate(func::FuncOp function) {
   function.setType(
       builder.getFunctionType(function.getArgumentTypes(), resultTypes));
   for (auto [index, param] : llvm::enumerate(params))
-    function.setResultAttr(index + 1, nn::kGradOfAttrName,
-                           function.getArgAttr(param.getArgNumber(),
-                                               nn::kParamAttrName));
+    function.setResultAttr(
+        index + 1, nn::kGradOfAttrName,
+        function.getArgAttr(param.getArgNumber(), nn::kParamAttrName));
   return success();
 }
 

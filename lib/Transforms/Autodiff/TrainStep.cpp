@@ -42,8 +42,8 @@ LogicalResult useMasterWeights(func::FuncOp function,
   if (!any)
     return function.emitError("precision=mixed needs a model with bf16 or "
                               "f16 parameters (tessera model --dtype bf16)");
-  function.setType(builder.getFunctionType(
-      function.front().getArgumentTypes(), function.getResultTypes()));
+  function.setType(builder.getFunctionType(function.front().getArgumentTypes(),
+                                           function.getResultTypes()));
   return success();
 }
 
@@ -73,10 +73,9 @@ LogicalResult buildTrainStep(func::FuncOp function,
   SmallVector<int64_t> updates;
   if (!options.adamw) {
     for (auto [param, gradient] : llvm::zip(params, gradients)) {
-      results.push_back(nn::SgdOp::create(builder, loc,
-                                          function.getArgument(param),
-                                          gradient, f32(options.lr),
-                                          f32(options.weightDecay)));
+      results.push_back(
+          nn::SgdOp::create(builder, loc, function.getArgument(param), gradient,
+                            f32(options.lr), f32(options.weightDecay)));
       updates.push_back(param);
     }
   } else {
@@ -92,15 +91,14 @@ LogicalResult buildTrainStep(func::FuncOp function,
     SmallVector<unsigned> moments, squares;
     for (unsigned param : params) {
       Type type = function.getArgument(param).getType();
-      StringRef name = function
-                           .getArgAttrOfType<StringAttr>(param,
-                                                         nn::kParamAttrName)
-                           .getValue();
+      StringRef name =
+          function.getArgAttrOfType<StringAttr>(param, nn::kParamAttrName)
+              .getValue();
       moments.push_back(addState(type, name + ".adam_m"));
       squares.push_back(addState(type, name + ".adam_v"));
     }
-    unsigned step = addState(
-        RankedTensorType::get({}, builder.getI64Type()), "step");
+    unsigned step =
+        addState(RankedTensorType::get({}, builder.getI64Type()), "step");
     SmallVector<Value> newParams, newMoments, newSquares;
     for (auto [index, param] : llvm::enumerate(params)) {
       auto update = nn::AdamWOp::create(
@@ -153,9 +151,9 @@ struct TrainStepPass : tessera::impl::TrainStepPassBase<TrainStepPass> {
           << precision << "', expected model or mixed";
       return signalPassFailure();
     }
-    OptimizerOptions options{optimizer == "adamw", lr,          beta1,
-                             beta2,                epsilon,     weightDecay,
-                             precision == "mixed"};
+    OptimizerOptions options{
+        optimizer == "adamw", lr, beta1, beta2, epsilon, weightDecay,
+        precision == "mixed"};
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && failed(buildTrainStep(function, options)))
         return signalPassFailure();

@@ -134,9 +134,9 @@ FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
       return failure();
     switch (step.kind) {
     case Kind::ReduceScatter:
-      value = dist::ReduceScatterOp::create(builder, loc, type, value, meshSymbol,
-                                            axesAttr(step.axes), step.dim,
-                                            kind);
+      value =
+          dist::ReduceScatterOp::create(builder, loc, type, value, meshSymbol,
+                                        axesAttr(step.axes), step.dim, kind);
       break;
     case Kind::AllSlice:
       value = dist::AllSliceOp::create(builder, loc, type, value, meshSymbol,
@@ -175,21 +175,18 @@ FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
 }
 
 /// Reshards every result of `op` to what its users want, rewiring the users.
-LogicalResult
-FunctionPartitioner::reshardResults(Operation *op,
-                                    ArrayRef<TensorSharding> wanted,
-                                    dist::ReductionKind kind) {
+LogicalResult FunctionPartitioner::reshardResults(
+    Operation *op, ArrayRef<TensorSharding> wanted, dist::ReductionKind kind) {
   builder.setInsertionPointAfter(op);
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
     SmallPtrSet<Operation *, 4> users(result.getUsers().begin(),
                                       result.getUsers().end());
-    FailureOr<Value> local = reshard(op, "result #" + Twine(index), result,
-                                     wanted[index], kind);
+    FailureOr<Value> local =
+        reshard(op, "result #" + Twine(index), result, wanted[index], kind);
     if (failed(local))
       return failure();
-    result.replaceUsesWithIf(*local, [&](OpOperand &use) {
-      return users.contains(use.getOwner());
-    });
+    result.replaceUsesWithIf(
+        *local, [&](OpOperand &use) { return users.contains(use.getOwner()); });
   }
   return success();
 }
@@ -237,8 +234,8 @@ LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
     operandViews.push_back(projectToFactors(
         rule, rule.getOperandFactors()[index], sharding.getDimAxes(), mesh));
   for (auto [index, sharding] : llvm::enumerate(wanted))
-    resultViews.push_back(projectToFactors(
-        rule, rule.getResultFactors()[index], sharding.getDimAxes(), mesh));
+    resultViews.push_back(projectToFactors(rule, rule.getResultFactors()[index],
+                                           sharding.getDimAxes(), mesh));
   bool splitsVocab = false;
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
     if (rule.getFactors()[factor].kind != FactorKind::Reduction)
@@ -274,10 +271,10 @@ LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
 
   builder.setInsertionPoint(op);
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
-    TensorSharding required = TensorSharding::getReplicated(
-        operandShardings[index].getRank());
-    SmallVector<AxisList> dims = projectFromFactors(
-        rule, rule.getOperandFactors()[index], chosen, mesh);
+    TensorSharding required =
+        TensorSharding::getReplicated(operandShardings[index].getRank());
+    SmallVector<AxisList> dims =
+        projectFromFactors(rule, rule.getOperandFactors()[index], chosen, mesh);
     for (auto [dim, axes] : llvm::enumerate(dims))
       required.dims[dim].axes = axes;
     FailureOr<Value> local =
@@ -293,9 +290,10 @@ LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
       llvm::append_range(partial, chosen[factor]);
 
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    TensorSharding actual = TensorSharding::getReplicated(wanted[index].getRank());
-    SmallVector<AxisList> dims = projectFromFactors(
-        rule, rule.getResultFactors()[index], chosen, mesh);
+    TensorSharding actual =
+        TensorSharding::getReplicated(wanted[index].getRank());
+    SmallVector<AxisList> dims =
+        projectFromFactors(rule, rule.getResultFactors()[index], chosen, mesh);
     for (auto [dim, axes] : llvm::enumerate(dims))
       actual.dims[dim].axes = axes;
     actual.unreduced = partial;
@@ -427,10 +425,10 @@ LogicalResult FunctionPartitioner::run() {
         if (!type)
           continue;
         unsigned index = operand.getOperandNumber();
-        TensorSharding wanted = shardingOr(
-            function.getResultAttr(index, attrName), type.getRank());
-        FailureOr<Value> local = reshard(op, "result #" + Twine(index),
-                                         operand.get(), wanted);
+        TensorSharding wanted =
+            shardingOr(function.getResultAttr(index, attrName), type.getRank());
+        FailureOr<Value> local =
+            reshard(op, "result #" + Twine(index), operand.get(), wanted);
         if (failed(local))
           return failure();
         operand.set(*local);

@@ -53,8 +53,8 @@ public:
   /// rather than by its bytes.
   FunctionPropagator(func::FuncOp function, MeshShape mesh, Mode mode,
                      bool explain, const MachineModel *machine)
-      : function(function), mesh(std::move(mesh)), mode(mode),
-        explain(explain), machine(machine) {}
+      : function(function), mesh(std::move(mesh)), mode(mode), explain(explain),
+        machine(machine) {}
 
   /// Fails when a result that updates an argument is annotated otherwise.
   LogicalResult run();
@@ -122,10 +122,10 @@ void FunctionPropagator::collectSeeds() {
                          " of @" + name.str()});
   }
   function.walk([&](dist::ShardingConstraintOp constraint) {
-    seeds.push_back({constraint.getResult(),
-                     TensorSharding::fromAttr(constraint.getSharding()),
-                     "the dist.sharding_constraint at " +
-                         formatLoc(constraint.getLoc())});
+    seeds.push_back(
+        {constraint.getResult(),
+         TensorSharding::fromAttr(constraint.getSharding()),
+         "the dist.sharding_constraint at " + formatLoc(constraint.getLoc())});
   });
 }
 
@@ -151,16 +151,16 @@ std::string FunctionPropagator::describe(Operation *op, int64_t tensor) const {
   return "result #" + std::to_string(tensor - numOperands);
 }
 
-AxisList FunctionPropagator::resolve(
-    Operation *op, int64_t factor,
-    ArrayRef<std::pair<int64_t, AxisList>> candidates, ArrayRef<Value> tensors,
-    int64_t &winner) {
+AxisList
+FunctionPropagator::resolve(Operation *op, int64_t factor,
+                            ArrayRef<std::pair<int64_t, AxisList>> candidates,
+                            ArrayRef<Value> tensors, int64_t &winner) {
   winner = -1;
   if (candidates.empty())
     return {};
   // Compatible candidates are prefixes of the longest one.
-  const auto *longest = llvm::max_element(
-      candidates, [](const auto &a, const auto &b) {
+  const auto *longest =
+      llvm::max_element(candidates, [](const auto &a, const auto &b) {
         return a.second.size() < b.second.size();
       });
   if (llvm::all_of(candidates, [&](const auto &candidate) {
@@ -202,8 +202,8 @@ AxisList FunctionPropagator::resolve(
         for (StringAttr axis : other.second)
           if (!llvm::is_contained(candidate.second, axis))
             gathered.push_back(axis);
-        cost += getCollectiveSeconds(*machine, CollectiveKind::AllGather,
-                                     bytes, mesh.getDeviceGroup(gathered));
+        cost += getCollectiveSeconds(*machine, CollectiveKind::AllGather, bytes,
+                                     mesh.getDeviceGroup(gathered));
       }
       if (cost < bestCost ||
           (cost == bestCost && candidate.second.size() > chosen.size())) {
@@ -283,10 +283,11 @@ bool FunctionPropagator::propagate(Operation *op) {
   if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
     rule = ruleOp.getShardingRule();
   } else if (isa<dist::ShardingConstraintOp>(op)) {
-    rule = ShardingRuleBuilder(op->getOperandTypes(), op->getResultTypes())
-               .addPointwise(cast<RankedTensorType>(op->getResult(0).getType())
-                                 .getShape())
-               .build();
+    rule =
+        ShardingRuleBuilder(op->getOperandTypes(), op->getResultTypes())
+            .addPointwise(
+                cast<RankedTensorType>(op->getResult(0).getType()).getShape())
+            .build();
   } else {
     return false;
   }
@@ -314,8 +315,7 @@ bool FunctionPropagator::propagate(Operation *op) {
     for (auto [index, view] : llvm::enumerate(projected))
       if (!view[factor].empty())
         candidates.push_back({static_cast<int64_t>(index), view[factor]});
-    chosen[factor] =
-        resolve(op, factor, candidates, tensors, winners[factor]);
+    chosen[factor] = resolve(op, factor, candidates, tensors, winners[factor]);
   }
   resolveSharedAxes(op, chosen, projected, tensors);
 
@@ -344,7 +344,8 @@ bool FunctionPropagator::propagate(Operation *op) {
       // tensor's dim of the same factor.
       for (int64_t factor : dimFactors) {
         int64_t winner = winners[factor];
-        if (winner < 0 || !llvm::is_contained(chosen[factor], extension.front()))
+        if (winner < 0 ||
+            !llvm::is_contained(chosen[factor], extension.front()))
           continue;
         SmallVector<std::string> from = origins.lookup(tensors[winner]);
         for (auto [winnerDim, winnerFactors] :
@@ -379,8 +380,8 @@ LogicalResult FunctionPropagator::writeBack() {
     function.setArgAttr(arg.getArgNumber(), attrName,
                         getState(arg).getClosed().toAttr(mesh.getName()));
     if (explain)
-      function.emitRemark() << "argument #" << arg.getArgNumber() << ": "
-                            << format(arg);
+      function.emitRemark()
+          << "argument #" << arg.getArgNumber() << ": " << format(arg);
   }
   function.walk([&](Operation *op) {
     if (isa<dist::ShardingConstraintOp, func::FuncOp>(op) ||
@@ -406,10 +407,9 @@ LogicalResult FunctionPropagator::writeBack() {
     // partitioner then gathers or slices it back.
     if (auto updated = function.getResultAttrOfType<IntegerAttr>(
             index, nn::kUpdatesAttrName)) {
-      Attribute argument =
-          getState(function.getArgument(updated.getInt()))
-              .getClosed()
-              .toAttr(mesh.getName());
+      Attribute argument = getState(function.getArgument(updated.getInt()))
+                               .getClosed()
+                               .toAttr(mesh.getName());
       if (given && given != argument)
         return function.emitError("result #")
                << index << " updates argument #" << updated.getInt()
@@ -420,7 +420,8 @@ LogicalResult FunctionPropagator::writeBack() {
     }
     if (!given)
       function.setResultAttr(
-          index, attrName, getState(operand).getClosed().toAttr(mesh.getName()));
+          index, attrName,
+          getState(operand).getClosed().toAttr(mesh.getName()));
   }
   for (auto &[key, text] : conflicts)
     key.first->emitRemark() << text;
@@ -431,7 +432,8 @@ LogicalResult FunctionPropagator::writeBack() {
 /// 1 from Y" for the dims some annotation reached.
 std::string FunctionPropagator::describeOrigin(Value value) {
   SmallVector<std::string> dims = origins.lookup(value);
-  bool any = llvm::any_of(dims, [](const std::string &o) { return !o.empty(); });
+  bool any =
+      llvm::any_of(dims, [](const std::string &o) { return !o.empty(); });
   if (!any)
     return "from no annotation (replicated)";
   if (llvm::all_equal(dims) &&
@@ -524,17 +526,15 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
       FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
       if (failed(mesh))
         return WalkResult::interrupt();
-      if (*mesh &&
-          failed(FunctionPropagator(function, MeshShape(*mesh), parsedMode,
-                                    explain,
-                                    machineModel ? &*machineModel : nullptr)
-                     .run()))
+      if (*mesh && failed(FunctionPropagator(
+                              function, MeshShape(*mesh), parsedMode, explain,
+                              machineModel ? &*machineModel : nullptr)
+                              .run()))
         return WalkResult::interrupt();
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
       signalPassFailure();
   }
-
 };
 } // namespace

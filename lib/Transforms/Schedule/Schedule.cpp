@@ -110,10 +110,10 @@ void emitBucket(ArrayRef<Operation *> members, int64_t groupSize) {
         cast<dist::AllReduceOp>(last).getKindAttr());
   int64_t offset = 0;
   for (auto [member, width] : llvm::zip(members, widths)) {
-    Value piece = nn::SliceOp::create(
-        builder, loc, combined->getResult(0),
-        builder.getDenseI64ArrayAttr({0, offset}),
-        builder.getDenseI64ArrayAttr({1, offset + width}));
+    Value piece =
+        nn::SliceOp::create(builder, loc, combined->getResult(0),
+                            builder.getDenseI64ArrayAttr({0, offset}),
+                            builder.getDenseI64ArrayAttr({1, offset + width}));
     offset += width;
     member->getResult(0).replaceAllUsesWith(nn::ReshapeOp::create(
         builder, loc, member->getResult(0).getType(), piece));

@@ -62,8 +62,8 @@ llvm::SetVector<Operation *> getForwardOps(func::FuncOp function) {
 }
 
 /// The first and last users of `uses` (all in one block).
-std::pair<Operation *, Operation *> getFirstAndLastUser(
-    ArrayRef<OpOperand *> uses) {
+std::pair<Operation *, Operation *>
+getFirstAndLastUser(ArrayRef<OpOperand *> uses) {
   Operation *first = uses.front()->getOwner(), *last = first;
   for (OpOperand *use : uses) {
     if (use->getOwner()->isBeforeInBlock(first))
@@ -189,9 +189,8 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       // than the group) keeps replicated state; DeepSpeed flattens and pads
       // instead.
       TensorSharding sharding = getArgSharding(function, param);
-      if (llvm::any_of(*axes, [&](StringAttr axis) {
-            return sharding.usesAxis(axis);
-          }))
+      if (llvm::any_of(
+              *axes, [&](StringAttr axis) { return sharding.usesAxis(axis); }))
         return update.emitError("ZeRO axes already split parameter #")
                << param.getArgNumber();
       ArrayRef<int64_t> shape =
@@ -256,8 +255,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
 
   /// reshard-after-forward for this mesh: true, false, or a group size
   /// that the trailing ZeRO axes make up.
-  FailureOr<Regather> getRegather(func::FuncOp function,
-                                  const MeshShape &mesh,
+  FailureOr<Regather> getRegather(func::FuncOp function, const MeshShape &mesh,
                                   const AxisList &axes) {
     if (reshardAfterForward == "true")
       return Regather{Regather::FromShard, {}};

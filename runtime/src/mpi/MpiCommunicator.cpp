@@ -92,8 +92,8 @@ public:
       return error;
     auto guard = progress.lock();
     progress.remove(this);
-    int status = MPI_Waitall(requests.size(), requests.data(),
-                             MPI_STATUSES_IGNORE);
+    int status =
+        MPI_Waitall(requests.size(), requests.data(), MPI_STATUSES_IGNORE);
     if (status != MPI_SUCCESS) {
       char message[MPI_MAX_ERROR_STRING];
       int length = 0;
@@ -283,7 +283,7 @@ Pending MpiCommunicator::startAllReduce(const Tensor &in, const Tensor &out,
   MPI_Datatype type = getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
     return makeFinishedCollective(std::string("all_reduce of ") +
-                                getDTypeName(in.dtype) + " is not supported");
+                                  getDTypeName(in.dtype) + " is not supported");
   MPI_Comm comm = getComm(axes);
   auto pending = post("MPI_Iallreduce", [&](MPI_Request *request) {
     return MPI_Iallreduce(in.data, out.data, in.getNumElements(), type,
@@ -324,7 +324,7 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
   MPI_Datatype type = half ? MPI_FLOAT : getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
     return makeFinishedCollective(std::string("reduce_scatter of ") +
-                                getDTypeName(in.dtype) + " is not supported");
+                                  getDTypeName(in.dtype) + " is not supported");
   int64_t count = getGroupSize(axes);
   MPI_Comm comm = getComm(axes);
   // Pieces along `dim`, packed one after another: MPI scatters contiguous
@@ -340,12 +340,11 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
     packedView.data = packed.data();
     OwnedTensor wideIn = widenToF32(packedView);
     OwnedTensor wideOut(DType::F32, out.shape);
-    auto pending =
-        post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
-          return MPI_Ireduce_scatter_block(
-              wideIn.view.data, wideOut.view.data, out.getNumElements(),
-              MPI_FLOAT, getOp(reduction), comm, request);
-        });
+    auto pending = post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
+      return MPI_Ireduce_scatter_block(wideIn.view.data, wideOut.view.data,
+                                       out.getNumElements(), MPI_FLOAT,
+                                       getOp(reduction), comm, request);
+    });
     pending->wide.push_back(std::move(wideIn));
     pending->wide.push_back(std::move(wideOut));
     pending->finish = [out, reduction, count, wide = &pending->wide] {
@@ -404,9 +403,10 @@ Pending MpiCommunicator::startBroadcast(const Tensor &in, const Tensor &out,
   });
 }
 
-Pending MpiCommunicator::startCollectivePermute(
-    const Tensor &in, const Tensor &out, const std::vector<int64_t> &pairs,
-    const Axes &axes) {
+Pending
+MpiCommunicator::startCollectivePermute(const Tensor &in, const Tensor &out,
+                                        const std::vector<int64_t> &pairs,
+                                        const Axes &axes) {
   MPI_Comm comm = getComm(axes);
   int64_t index = mesh.getGroup(rank, axes).index;
   std::memset(out.data, 0, out.getBytes());
@@ -425,8 +425,8 @@ Pending MpiCommunicator::startCollectivePermute(
       pending->requests.push_back(request);
     }
     if (target == index) {
-      MPI_Irecv(out.data, out.getBytes(), MPI_BYTE, static_cast<int>(source),
-                0, comm, &request);
+      MPI_Irecv(out.data, out.getBytes(), MPI_BYTE, static_cast<int>(source), 0,
+                comm, &request);
       pending->requests.push_back(request);
     }
   }

@@ -66,22 +66,22 @@ TEST(CostModelTest, TreeWinsSmallAllReducesOnManyDevices) {
   EXPECT_LT(tree, ring);
   MachineModel machine = makeSwitched();
   machine.levels = {{"ib", 64, 10e9, 1e-5}};
-  EXPECT_DOUBLE_EQ(getCollectiveSeconds(machine, CollectiveKind::AllReduce,
-                                        1e3, {64, 1}),
-                   tree);
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(machine, CollectiveKind::AllReduce, 1e3, {64, 1}),
+      tree);
 }
 
 TEST(CostModelTest, GroupsInsideANodeUseNvlinkAndAcrossUseInfiniband) {
   MachineModel machine = makeSwitched();
-  double nvlink = getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                       1e9, {8, 1});
-  EXPECT_DOUBLE_EQ(nvlink, getRingSeconds(CollectiveKind::AllGather, 8, 1e9,
-                                          100e9, 1e-6));
+  double nvlink =
+      getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e9, {8, 1});
+  EXPECT_DOUBLE_EQ(
+      nvlink, getRingSeconds(CollectiveKind::AllGather, 8, 1e9, 100e9, 1e-6));
   // One member per node (stride 8): all on InfiniBand.
-  double ib = getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e9,
-                                   {4, 8});
-  EXPECT_DOUBLE_EQ(ib, getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 10e9,
-                                      10e-6));
+  double ib =
+      getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e9, {4, 8});
+  EXPECT_DOUBLE_EQ(
+      ib, getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 10e9, 10e-6));
   EXPECT_GT(ib, nvlink);
 }
 
@@ -93,13 +93,13 @@ TEST(CostModelTest, AGroupAcrossNodesIsHierarchical) {
   double bytes = 1e9;
   double expected =
       getRingSeconds(CollectiveKind::ReduceScatter, 8, bytes, 100e9, 1e-6) +
-      std::min(getRingSeconds(CollectiveKind::AllReduce, 4, bytes / 8, 10e9,
-                              10e-6),
-               getTreeAllReduceSeconds(4, bytes / 8, 10e9, 10e-6)) +
+      std::min(
+          getRingSeconds(CollectiveKind::AllReduce, 4, bytes / 8, 10e9, 10e-6),
+          getTreeAllReduceSeconds(4, bytes / 8, 10e9, 10e-6)) +
       getRingSeconds(CollectiveKind::AllGather, 8, bytes, 100e9, 1e-6);
-  EXPECT_DOUBLE_EQ(getCollectiveSeconds(machine, CollectiveKind::AllReduce,
-                                        bytes, {32, 1}),
-                   expected);
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(machine, CollectiveKind::AllReduce, bytes, {32, 1}),
+      expected);
   // Cheaper than a flat ring over InfiniBand.
   EXPECT_LT(expected,
             getRingSeconds(CollectiveKind::AllReduce, 32, bytes, 10e9, 10e-6));
@@ -108,22 +108,22 @@ TEST(CostModelTest, AGroupAcrossNodesIsHierarchical) {
 TEST(CostModelTest, TorusRingsRunAlongItsDimensions) {
   MachineModel machine = makeTorus();
   // A group along the minor dimension: one bidirectional ring.
-  double oneDim = getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                       1e9, {4, 1});
-  EXPECT_DOUBLE_EQ(oneDim, getRingSeconds(CollectiveKind::AllGather, 4, 1e9,
-                                          100e9, 1e-6));
+  double oneDim =
+      getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e9, {4, 1});
+  EXPECT_DOUBLE_EQ(
+      oneDim, getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 100e9, 1e-6));
   // Two dimensions: a ring per dimension, the second on a quarter.
-  double twoDims = getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                        1e9, {16, 1});
+  double twoDims =
+      getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e9, {16, 1});
   EXPECT_DOUBLE_EQ(
       twoDims,
       getRingSeconds(CollectiveKind::AllGather, 4, 1e9, 100e9, 1e-6) +
           getRingSeconds(CollectiveKind::AllGather, 4, 0.25e9, 100e9, 1e-6));
   // Not a run of dimensions (stride 2): each step pays two hops.
-  double strided = getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                        1e3, {2, 2});
-  EXPECT_DOUBLE_EQ(strided, getRingSeconds(CollectiveKind::AllGather, 2, 1e3,
-                                           100e9, 2e-6));
+  double strided =
+      getCollectiveSeconds(machine, CollectiveKind::AllGather, 1e3, {2, 2});
+  EXPECT_DOUBLE_EQ(
+      strided, getRingSeconds(CollectiveKind::AllGather, 2, 1e3, 100e9, 2e-6));
 }
 
 TEST(CostModelTest, PipelineBubbles) {

@@ -27,8 +27,8 @@ TEST(MemoryPlanTest, OffsetsAreAligned) {
 TEST(MemoryPlanTest, FirstFitFillsAGapLeftByAFreedBuffer) {
   // A big buffer dies at step 1 between two long-lived ones; a later small
   // buffer reuses its place instead of growing the arena.
-  MemoryPlan plan = planMemory(
-      {{64, 0, 10}, {1024, 0, 1}, {64, 0, 10}, {512, 2, 3}});
+  MemoryPlan plan =
+      planMemory({{64, 0, 10}, {1024, 0, 1}, {64, 0, 10}, {512, 2, 3}});
   EXPECT_EQ(plan.offsetsBytes[3], plan.offsetsBytes[1]);
   EXPECT_EQ(plan.arenaBytes, 64 + 1024 + 64);
 }

@@ -19,10 +19,9 @@ protected:
     context.loadDialect<dist::DistDialect>();
     module = ModuleOp::create(builder.getUnknownLoc());
     builder.setInsertionPointToEnd(module->getBody());
-    auto meshOp = dist::MeshOp::create(
-        builder, builder.getUnknownLoc(), "mesh",
-        builder.getStrArrayAttr({"x", "y", "z"}),
-        builder.getDenseI64ArrayAttr({2, 4, 2}));
+    auto meshOp = dist::MeshOp::create(builder, builder.getUnknownLoc(), "mesh",
+                                       builder.getStrArrayAttr({"x", "y", "z"}),
+                                       builder.getDenseI64ArrayAttr({2, 4, 2}));
     mesh = MeshShape(meshOp);
   }
 
@@ -85,8 +84,7 @@ TEST_F(ShardingTest, DeviceGroupsStrideOverTheMoreMinorAxes) {
 }
 
 TEST_F(ShardingTest, NoStepsBetweenEqualShardings) {
-  EXPECT_EQ(plan(sharding({axes({"x"}), {}}), sharding({axes({"x"}), {}})),
-            "");
+  EXPECT_EQ(plan(sharding({axes({"x"}), {}}), sharding({axes({"x"}), {}})), "");
 }
 
 TEST_F(ShardingTest, PartialSumsBecomeAllReduce) {

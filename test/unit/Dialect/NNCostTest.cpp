@@ -25,9 +25,10 @@ protected:
   Value value(ArrayRef<int64_t> shape, Type element = nullptr) {
     auto type =
         RankedTensorType::get(shape, element ? element : builder.getF32Type());
-    Attribute zero = isa<FloatType>(type.getElementType())
-                         ? Attribute(builder.getFloatAttr(type.getElementType(), 0))
-                         : Attribute(builder.getIntegerAttr(type.getElementType(), 0));
+    Attribute zero =
+        isa<FloatType>(type.getElementType())
+            ? Attribute(builder.getFloatAttr(type.getElementType(), 0))
+            : Attribute(builder.getIntegerAttr(type.getElementType(), 0));
     return nn::ConstantOp::create(builder, loc,
                                   DenseElementsAttr::get(type, zero));
   }
@@ -87,8 +88,9 @@ TEST_F(NNCostTest, ReductionsCountEveryInputElement) {
 
 TEST_F(NNCostTest, OptimizerUpdatesScaleWithTheParameter) {
   Value p = value({16, 4});
-  auto sgd = nn::SgdOp::create(builder, loc, p, p, builder.getF32FloatAttr(0.1f),
-                               builder.getF32FloatAttr(0.0f));
+  auto sgd =
+      nn::SgdOp::create(builder, loc, p, p, builder.getF32FloatAttr(0.1f),
+                        builder.getF32FloatAttr(0.0f));
   EXPECT_EQ(sgd.getFlops(), 2 * 64);
   auto adamw = nn::AdamWOp::create(
       builder, loc, p, p, p, p, value({}, builder.getI64Type()),

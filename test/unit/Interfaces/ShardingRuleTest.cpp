@@ -22,9 +22,8 @@ protected:
   /// Builds the reshape rule from `in` to `out` and checks it verifies.
   ShardingRule reshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
     SmallVector<Type> operands{tensor(in)}, results{tensor(out)};
-    ShardingRule rule = ShardingRuleBuilder(operands, results)
-                            .addReshape(in, out)
-                            .build();
+    ShardingRule rule =
+        ShardingRuleBuilder(operands, results).addReshape(in, out).build();
     EXPECT_TRUE(succeeded(verify(rule, operands, results))) << rule.str();
     return rule;
   }
@@ -36,9 +35,8 @@ protected:
       lastError = diag.str();
       return success();
     });
-    return rule.verify(
-        [&] { return emitError(UnknownLoc::get(&context)); }, operands,
-        results);
+    return rule.verify([&] { return emitError(UnknownLoc::get(&context)); },
+                       operands, results);
   }
 
   MLIRContext context;
@@ -125,9 +123,8 @@ TEST_F(ShardingRuleTest, VerifyRejectsAFactorUsedByNoTensor) {
 
 TEST_F(ShardingRuleTest, VerifyRejectsAWrongTensorCount) {
   SmallVector<Type> operands{tensor({8})}, results{tensor({8})};
-  ShardingRule rule = ShardingRuleBuilder(operands, results)
-                          .addPointwise({8})
-                          .build();
+  ShardingRule rule =
+      ShardingRuleBuilder(operands, results).addPointwise({8}).build();
   SmallVector<Type> twoOperands{tensor({8}), tensor({8})};
   EXPECT_TRUE(failed(verify(rule, twoOperands, results)));
 }

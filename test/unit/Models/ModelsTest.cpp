@@ -15,7 +15,7 @@ namespace {
 
 TEST(ModelsTest, Gpt3ParameterCountMatchesThePaper) {
   GptConfig gpt3{/*layers=*/96, /*hidden=*/12288, /*heads=*/96,
-                 /*seq=*/2048, /*vocab=*/51200, /*batch=*/1};
+                 /*seq=*/2048,  /*vocab=*/51200,  /*batch=*/1};
   int64_t l = 96, h = 12288;
   int64_t blocksAndEmbeddings =
       12 * l * h * h + 13 * l * h + (51200 + 2048) * h;
@@ -26,9 +26,8 @@ TEST(ModelsTest, Gpt3ParameterCountMatchesThePaper) {
 
 TEST(ModelsTest, GeneratedGptHasTheClosedFormParameterCount) {
   MLIRContext context;
-  for (GptConfig config :
-       {GptConfig{}, GptConfig{3, 48, 6, 8, 100, 1, "bf16"},
-        GptConfig{1, 32, 1, 4, 7, 3, "f16"}}) {
+  for (GptConfig config : {GptConfig{}, GptConfig{3, 48, 6, 8, 100, 1, "bf16"},
+                           GptConfig{1, 32, 1, 4, 7, 3, "f16"}}) {
     ASSERT_FALSE(validate(config));
     OwningOpRef<ModuleOp> module = buildGpt(&context, config);
     ASSERT_TRUE(succeeded(verify(*module)));

@@ -100,7 +100,8 @@ TEST(PlannerTest, GPT3DoesNotFitWithoutSharding) {
 
 TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
   mlir::MLIRContext context;
-  GptConfig config{/*layers=*/3, /*hidden=*/48, /*heads=*/6, /*seq=*/8,
+  GptConfig config{/*layers=*/3,  /*hidden=*/48,
+                   /*heads=*/6,   /*seq=*/8,
                    /*vocab=*/100, /*batch=*/4};
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
   llvm::Expected<ModelShape> shape = getModelShape(*module);
@@ -117,7 +118,8 @@ TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
 
 TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
   mlir::MLIRContext context;
-  GptConfig config{/*layers=*/3, /*hidden=*/48, /*heads=*/6, /*seq=*/8,
+  GptConfig config{/*layers=*/3,  /*hidden=*/48,
+                   /*heads=*/6,   /*seq=*/8,
                    /*vocab=*/100, /*batch=*/4};
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
   auto uses = getPartitionedCollectives(*module, /*dp=*/2, /*tp=*/2);
@@ -153,7 +155,8 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
 
 TEST(PlannerTest, PartitionedCollectivesRejectAnIndivisibleModel) {
   mlir::MLIRContext context;
-  GptConfig config{/*layers=*/1, /*hidden=*/48, /*heads=*/6, /*seq=*/8,
+  GptConfig config{/*layers=*/1,  /*hidden=*/48,
+                   /*heads=*/6,   /*seq=*/8,
                    /*vocab=*/100, /*batch=*/4};
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
   auto uses = getPartitionedCollectives(*module, /*dp=*/3, /*tp=*/1);

@@ -1,8 +1,8 @@
 //===- PlanTest.cpp - Plan validation and mesh groups of the runtime ------===//
 
+#include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Executor.h"
-#include "tessera/runtime/Plan.h"
 
 #include <gtest/gtest.h>
 
@@ -83,14 +83,20 @@ TEST(PlanTest, RejectsAnotherFormatVersion) {
 
 TEST(PlanTest, RejectsABufferOutOfRange) {
   plan::Plan plan = makePlan();
-  plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(0, 7);
+  plan.mutable_programs(0)
+      ->mutable_instructions(0)
+      ->mutable_kernel()
+      ->set_inputs(0, 7);
   EXPECT_EQ(validatePlan(plan), "program 0: instruction 0 (nn.relu) reads "
                                 "names buffer 7, expected < 3");
 }
 
 TEST(PlanTest, RejectsAReadAfterFree) {
   plan::Plan plan = makePlan();
-  plan.mutable_programs(0)->mutable_instructions(1)->mutable_collective()->set_input(0);
+  plan.mutable_programs(0)
+      ->mutable_instructions(1)
+      ->mutable_collective()
+      ->set_input(0);
   EXPECT_EQ(validatePlan(plan),
             "program 0: instruction 1 reads buffer 0 after it is freed");
 }
@@ -105,7 +111,10 @@ TEST(PlanTest, RejectsCollectiveShapesThatDoNotFollowFromTheGroup) {
 
 TEST(PlanTest, RejectsAnUnknownMeshAxis) {
   plan::Plan plan = makePlan();
-  plan.mutable_programs(0)->mutable_instructions(1)->mutable_collective()->set_mesh_axes(0, "dp");
+  plan.mutable_programs(0)
+      ->mutable_instructions(1)
+      ->mutable_collective()
+      ->set_mesh_axes(0, "dp");
   EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: ALL_GATHER names "
                                 "unknown mesh axis \"dp\"");
 }
@@ -127,8 +136,7 @@ TEST(PlanTest, RejectsArgumentsWhoseGlobalShapeDoesNotFit) {
 TEST(PlanTest, RejectsRanksWithoutAProgram) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_ranks()->RemoveLast();
-  EXPECT_EQ(validatePlan(plan),
-            "the programs cover 1 ranks of a mesh of 2");
+  EXPECT_EQ(validatePlan(plan), "the programs cover 1 ranks of a mesh of 2");
 }
 
 /// makePlan with its all_gather started on stream 1 (event 0) and a wait

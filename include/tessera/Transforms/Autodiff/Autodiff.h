@@ -1,4 +1,5 @@
-//===- Autodiff.h - Reverse-mode differentiation of loss functions -*- C++ -*-===//
+//===- Autodiff.h - Reverse-mode differentiation of loss functions -*- C++
+//-*-===//
 
 #ifndef TESSERA_TRANSFORMS_AUTODIFF_AUTODIFF_H
 #define TESSERA_TRANSFORMS_AUTODIFF_AUTODIFF_H

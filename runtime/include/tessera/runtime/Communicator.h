@@ -1,4 +1,5 @@
-//===- Communicator.h - Collectives over mesh-axis groups --------*- C++ -*-===//
+//===- Communicator.h - Collectives over mesh-axis groups --------*- C++
+//-*-===//
 //
 // Backends (MPI on CPU, NCCL on GPU) implement this interface; the executor
 // calls it for every collective instruction. Every method works within the
@@ -105,8 +106,8 @@ public:
 
 /// Keeps this rank's piece `index` of `count` pieces of `in` along `dim` (a
 /// local all_slice; also how ranks take their piece of a global input).
-void slicePiece(const Tensor &in, const Tensor &out, int64_t dim,
-                int64_t index, int64_t count);
+void slicePiece(const Tensor &in, const Tensor &out, int64_t dim, int64_t index,
+                int64_t count);
 
 /// Writes `piece` as piece `index` of `count` along `dim` of `out`.
 void placePiece(const Tensor &piece, const Tensor &out, int64_t dim,

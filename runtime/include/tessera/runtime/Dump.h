@@ -1,4 +1,5 @@
-//===- Dump.h - A file of tensors (inputs, results) ---------------*- C++ -*-===//
+//===- Dump.h - A file of tensors (inputs, results) ---------------*- C++
+//-*-===//
 //
 // `tessera-run --inputs` reads global inputs in this format and
 // `--dump-outputs` writes global results in it; `tessera verify` compares

@@ -1,4 +1,5 @@
-//===- Executor.h - Runs one rank's program of a plan ------------*- C++ -*-===//
+//===- Executor.h - Runs one rank's program of a plan ------------*- C++
+//-*-===//
 
 #ifndef TESSERA_RUNTIME_EXECUTOR_H
 #define TESSERA_RUNTIME_EXECUTOR_H

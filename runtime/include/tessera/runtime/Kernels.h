@@ -1,4 +1,5 @@
-//===- Kernels.h - The CPU backend's kernels of the nn ops -------*- C++ -*-===//
+//===- Kernels.h - The CPU backend's kernels of the nn ops -------*- C++
+//-*-===//
 //
 // One entry point runs any nn op on local tensors; the executor calls it for
 // every kernel instruction of a plan. Attributes arrive as the plan exported

@@ -1,4 +1,5 @@
-//===- Mesh.h - Ranks, coordinates and groups of a device mesh ---*- C++ -*-===//
+//===- Mesh.h - Ranks, coordinates and groups of a device mesh ---*- C++
+//-*-===//
 
 #ifndef TESSERA_RUNTIME_MESH_H
 #define TESSERA_RUNTIME_MESH_H

@@ -1,4 +1,5 @@
-//===- Plan.h - Loading and validating plans ---------------------*- C++ -*-===//
+//===- Plan.h - Loading and validating plans ---------------------*- C++
+//-*-===//
 
 #ifndef TESSERA_RUNTIME_PLAN_H
 #define TESSERA_RUNTIME_PLAN_H
