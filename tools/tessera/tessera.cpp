@@ -600,6 +600,16 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program) {
       zeroStage, dataParallel);
 }
 
+static void printBreakdown(StringRef what,
+                           const plan::MemoryBreakdown &bytes) {
+  llvm::outs() << llvm::formatv(
+      "{0}: parameters {1}, gradients {2}, optimizer state {3}, activations "
+      "{4}, communication {5} bytes\n",
+      what, bytes.parameter_bytes(), bytes.gradient_bytes(),
+      bytes.optimizer_state_bytes(), bytes.activation_bytes(),
+      bytes.communication_bytes());
+}
+
 static int runCompile(MLIRContext &context) {
   if (int code = checkZero())
     return code;
@@ -660,13 +670,7 @@ static int runCompile(MLIRContext &context) {
         "buffers in an arena of {5} bytes per device\n",
         planOutput, program.ranks_size(), program.instructions_size(),
         collectives, program.buffers_size(), program.arena_bytes());
-    const plan::MemoryBreakdown &peak = program.peak_memory();
-    llvm::outs() << llvm::formatv(
-        "memory at the peak: parameters {0}, gradients {1}, optimizer state "
-        "{2}, activations {3}, communication {4} bytes\n",
-        peak.parameter_bytes(), peak.gradient_bytes(),
-        peak.optimizer_state_bytes(), peak.activation_bytes(),
-        peak.communication_bytes());
+    printBreakdown("memory at the peak", program.peak_memory());
     if (std::optional<ModelStateMemory> state =
             getPredictedModelState(plan, program))
       llvm::outs() << llvm::formatv(
@@ -674,13 +678,7 @@ static int runCompile(MLIRContext &context) {
           "gradients {2:f0}, optimizer state {3:f0} bytes\n",
           zeroStage.getValue(), state->parameterBytes, state->gradientBytes,
           state->optimizerStateBytes);
-    const plan::MemoryBreakdown &own = program.category_peaks();
-    llvm::outs() << llvm::formatv(
-        "memory, each at its own peak: parameters {0}, gradients {1}, "
-        "optimizer state {2}, activations {3}, communication {4} bytes\n",
-        own.parameter_bytes(), own.gradient_bytes(),
-        own.optimizer_state_bytes(), own.activation_bytes(),
-        own.communication_bytes());
+    printBreakdown("memory, each at its own peak", program.category_peaks());
   }
   return 0;
 }

@@ -30,7 +30,8 @@ public:
 
   /// One instruction's span, in microseconds since the executor was made:
   /// kernels and blocking collectives on stream 0 (compute), started
-  /// collectives on their stream from start to completion.
+  /// collectives on their stream from their start until their wait
+  /// returned (the progress thread may have finished them earlier).
   struct TraceEvent {
     std::string name;
     int64_t stream;
