@@ -135,6 +135,10 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
       localParams, {bytes.weight, bytes.gradient, bytes.optimizer}, choice.zero,
       choice.dp);
   estimate.paramBytes = state.parameterBytes;
+  // Kept until the backward, the forward's gathers hold every parameter of
+  // the device whole at the forward's end, next to the shards.
+  if (choice.zero >= 3 && !choice.reshardAfterForward)
+    estimate.paramBytes += localParams * bytes.weight;
   estimate.gradBytes = state.gradientBytes;
   estimate.optimizerBytes = state.optimizerStateBytes;
 
@@ -223,8 +227,10 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     double seconds =
         getCollectiveSeconds(machine, CollectiveKind::AllReduce, gradientBytes,
                              {choice.dp, choice.tp});
+    // ZeRO-3 gathers parameters for the forward (half an all-reduce's
+    // volume) and again for the backward unless it keeps the first.
     if (choice.zero >= 3)
-      seconds *= 1.5;
+      seconds *= choice.reshardAfterForward ? 1.5 : 1.0;
     estimate.dpCommSeconds = seconds;
   }
   // PP: activations forward and gradients backward at each stage boundary.
@@ -306,44 +312,50 @@ SearchResult tessera::searchPlans(const ModelShape &model,
         for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
           if (!pinned(pins.zero, zero))
             continue;
-          for (PipelineSchedule schedule :
-               {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
-                PipelineSchedule::Interleaved}) {
-            if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
+          for (bool reshard : {true, false}) {
+            if ((!reshard && zero < 3) ||
+                !pinned(pins.reshardAfterForward, reshard))
               continue;
-            // Interleaving needs two chunks per stage and m a multiple of p.
-            if (schedule == PipelineSchedule::Interleaved &&
-                (model.layers < 2 * pp || m % pp != 0))
-              continue;
-            if (!pinned(pins.schedule, schedule))
-              continue;
-            for (Recompute recompute :
-                 {Recompute::None, Recompute::Selective, Recompute::Full}) {
-              if (!pinned(pins.recompute, recompute))
+            for (PipelineSchedule schedule :
+                 {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
+                  PipelineSchedule::Interleaved}) {
+              if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
                 continue;
-              for (bool sp : {false, true}) {
-                if ((sp && tp == 1) || !pinned(pins.sequenceParallel, sp))
+              // Interleaving needs two chunks per stage and m a multiple of p.
+              if (schedule == PipelineSchedule::Interleaved &&
+                  (model.layers < 2 * pp || m % pp != 0))
+                continue;
+              if (!pinned(pins.schedule, schedule))
+                continue;
+              for (Recompute recompute :
+                   {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                if (!pinned(pins.recompute, recompute))
                   continue;
-                PlanChoice choice{dp,
-                                  tp,
-                                  pp,
-                                  m,
-                                  zero,
-                                  schedule,
-                                  schedule == PipelineSchedule::Interleaved
-                                      ? int64_t(2)
-                                      : int64_t(1),
-                                  recompute,
-                                  sp,
-                                  pins.precision};
-                PlanEstimate estimate =
-                    estimatePlan(model, machine, choice, imbalance, forward);
-                ++result.considered;
-                if (!estimate.fits) {
-                  ++result.overMemory;
-                  continue;
+                for (bool sp : {false, true}) {
+                  if ((sp && tp == 1) || !pinned(pins.sequenceParallel, sp))
+                    continue;
+                  PlanChoice choice{dp,
+                                    tp,
+                                    pp,
+                                    m,
+                                    zero,
+                                    reshard,
+                                    schedule,
+                                    schedule == PipelineSchedule::Interleaved
+                                        ? int64_t(2)
+                                        : int64_t(1),
+                                    recompute,
+                                    sp,
+                                    pins.precision};
+                  PlanEstimate estimate =
+                      estimatePlan(model, machine, choice, imbalance, forward);
+                  ++result.considered;
+                  if (!estimate.fits) {
+                    ++result.overMemory;
+                    continue;
+                  }
+                  result.plans.push_back(estimate);
                 }
-                result.plans.push_back(estimate);
               }
             }
           }

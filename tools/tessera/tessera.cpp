@@ -259,6 +259,11 @@ static cl::opt<int64_t>
                     cl::sub(planCmd));
 static cl::opt<int64_t> pinZero("zero", cl::desc("Pin the ZeRO stage (0-3)"),
                                 cl::sub(planCmd));
+static cl::opt<std::string> pinReshardAfterForward(
+    "reshard-after-forward",
+    cl::desc("Pin ZeRO-3's regather: true (gather again for the backward) "
+             "or false (keep the forward's gathers; shown as zero 3k)"),
+    cl::sub(planCmd));
 static cl::opt<std::string>
     pinSchedule("schedule",
                 cl::desc("Pin the schedule: gpipe, 1f1b or interleaved"),
@@ -515,6 +520,13 @@ static int launch(int64_t numRanks, ArrayRef<std::string> runArgs,
 /// parallelism without gradient accumulation; pipelines, ZeRO and sequence
 /// parallelism are issues #9 and #6) and annotates the model with the
 /// fastest.
+/// The ZeRO stage as the plan table shows it: "3k" keeps the forward's
+/// gathers (reshard-after-forward false).
+static std::string getZeroName(const PlanChoice &choice) {
+  return std::to_string(choice.zero) +
+         (choice.zero >= 3 && !choice.reshardAfterForward ? "k" : "");
+}
+
 static int applyAutoPlan(ModuleOp module) {
   if (autoMachine.empty() || autoDevices < 1)
     return reportError(
@@ -533,6 +545,9 @@ static int applyAutoPlan(ModuleOp module) {
   // unless --zero pins one.
   if (train != "adamw" || zeroStage.getNumOccurrences())
     pins.zero = train == "adamw" ? zeroStage.getValue() : 0;
+  if (reshardAfterForward.getNumOccurrences() &&
+      (reshardAfterForward == "true" || reshardAfterForward == "false"))
+    pins.reshardAfterForward = reshardAfterForward == "true";
   pins.sequenceParallel = false;
   pins.recompute = Recompute::None;
   SearchResult result =
@@ -551,11 +566,14 @@ static int applyAutoPlan(ModuleOp module) {
   const PlanEstimate &best = result.plans.front();
   annotateMegatron(module, best.choice.dp, best.choice.tp);
   zeroStage = best.choice.zero;
+  if (best.choice.zero >= 3 && !reshardAfterForward.getNumOccurrences())
+    reshardAfterForward = best.choice.reshardAfterForward ? "true" : "false";
   llvm::errs() << llvm::formatv(
       "auto: dp={0} tp={1} zero={2}: predicted step {3:e3} s, MFU {4:f1}% "
       "on {5} x {6} (of {7} plans)\n",
-      best.choice.dp, best.choice.tp, best.choice.zero, best.stepTimeSeconds,
-      100 * best.mfu, autoDevices.getValue(), machine->name, result.considered);
+      best.choice.dp, best.choice.tp, getZeroName(best.choice),
+      best.stepTimeSeconds, 100 * best.mfu, autoDevices.getValue(),
+      machine->name, result.considered);
   return 0;
 }
 
@@ -600,8 +618,7 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program) {
       zeroStage, dataParallel);
 }
 
-static void printBreakdown(StringRef what,
-                           const plan::MemoryBreakdown &bytes) {
+static void printBreakdown(StringRef what, const plan::MemoryBreakdown &bytes) {
   llvm::outs() << llvm::formatv(
       "{0}: parameters {1}, gradients {2}, optimizer state {3}, activations "
       "{4}, communication {5} bytes\n",
@@ -989,6 +1006,12 @@ static int runPlan(MLIRContext &context) {
     else
       return bad("schedule", pinSchedule, "gpipe, 1f1b or interleaved");
   }
+  if (pinReshardAfterForward.getNumOccurrences()) {
+    if (pinReshardAfterForward != "true" && pinReshardAfterForward != "false")
+      return bad("reshard-after-forward", pinReshardAfterForward,
+                 "true or false");
+    pins.reshardAfterForward = pinReshardAfterForward == "true";
+  }
   if (pinRecompute.getNumOccurrences()) {
     if (pinRecompute == "none")
       pins.recompute = Recompute::None;
@@ -1027,6 +1050,7 @@ static int runPlan(MLIRContext &context) {
           {"pp", c.pp},
           {"microbatches", c.microbatches},
           {"zero", c.zero},
+          {"reshard_after_forward", c.reshardAfterForward},
           {"schedule", getScheduleName(c.schedule)},
           {"virtual_stages", c.virtualStages},
           {"recompute", getRecomputeName(c.recompute)},
@@ -1077,7 +1101,7 @@ static int runPlan(MLIRContext &context) {
     llvm::outs() << llvm::formatv(
         "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10:f3} "
         "{10,5:f1}% {11,10:f1}\n",
-        rank + 1, c.dp, c.tp, c.pp, c.microbatches, c.zero,
+        rank + 1, c.dp, c.tp, c.pp, c.microbatches, getZeroName(c),
         getScheduleName(c.schedule), getRecomputeName(c.recompute),
         c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds, 100 * plan.mfu,
         plan.peakMemoryBytes / 1e9);

@@ -39,6 +39,9 @@ struct PlanChoice {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t microbatches = 1;
   int64_t zero = 0;
+  /// ZeRO-3: gather parameters again for the backward (true), or keep the
+  /// forward's gathers until the backward reads them (false).
+  bool reshardAfterForward = true;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   int64_t virtualStages = 1;
   Recompute recompute = Recompute::None;
@@ -92,6 +95,7 @@ estimatePlan(const ModelShape &model, const MachineModel &machine,
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {
   std::optional<int64_t> dp, tp, pp, microbatches, zero;
+  std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> sequenceParallel;

@@ -56,6 +56,24 @@ TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
   EXPECT_DOUBLE_EQ(state(3), 16.0 / 64);
 }
 
+TEST(PlannerTest, KeepingTheForwardsGathersTradesMemoryForTraffic) {
+  ModelShape model = gpt3();
+  PlanChoice choice;
+  choice.dp = 64;
+  choice.tp = 8;
+  choice.pp = 2;
+  choice.zero = 3;
+  PlanEstimate regather = estimatePlan(model, dgx(), choice);
+  choice.reshardAfterForward = false;
+  PlanEstimate keep = estimatePlan(model, dgx(), choice);
+  double local = model.parameters / 16.0;
+  // The shards plus every gathered parameter at the forward's end.
+  EXPECT_DOUBLE_EQ(keep.paramBytes / local, 2.0 / 64 + 2);
+  EXPECT_DOUBLE_EQ(regather.paramBytes / local, 2.0 / 64);
+  // One parameter gather a step instead of two: 2/3 of the traffic.
+  EXPECT_DOUBLE_EQ(keep.dpCommSeconds / regather.dpCommSeconds, 1.0 / 1.5);
+}
+
 TEST(PlannerTest, RecomputationCostsFlopsAndSavesActivations) {
   ModelShape model = gpt3();
   PlanChoice choice;
