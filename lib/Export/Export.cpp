@@ -87,10 +87,11 @@ static plan::DType getPlanDType(Type type) {
   return plan::DTYPE_UNSPECIFIED;
 }
 
-/// What the values of a program hold, where it is not an activation or a
-/// communication buffer: parameter and optimizer-state arguments, the
-/// results that update them, the gradients optimizer updates read, and
-/// through collectives and constraints the values these are copies of.
+/// What the values of a program hold, where it is not an activation:
+/// parameter and optimizer-state arguments, the results that update them,
+/// the gradients optimizer updates read, and through collectives and
+/// constraints the values these are copies of; the other collective
+/// results and their reshaped pieces are communication buffers.
 static DenseMap<Value, MemoryCategory>
 getMemoryCategories(func::FuncOp function) {
   DenseMap<Value, MemoryCategory> categories;
@@ -126,6 +127,18 @@ getMemoryCategories(func::FuncOp function) {
       mark(update.getGrad(), MemoryCategory::Gradient);
     else if (auto update = dyn_cast<nn::SgdOp>(op))
       mark(update.getGrad(), MemoryCategory::Gradient);
+  });
+  // Collective results are communication buffers, and so are their pieces
+  // laid out again (a bucket's members sliced and reshaped out of it).
+  function.walk([&](Operation *op) {
+    if (isa<dist::CollectiveOpInterface>(op)) {
+      categories.try_emplace(op->getResult(0), MemoryCategory::Communication);
+    } else if (isa<nn::ReshapeOp, nn::SliceOp, nn::TransposeOp>(op) &&
+               categories.lookup_or(op->getOperand(0),
+                                    MemoryCategory::Activation) ==
+                   MemoryCategory::Communication) {
+      categories.try_emplace(op->getResult(0), MemoryCategory::Communication);
+    }
   });
   return categories;
 }
@@ -433,10 +446,8 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
     int64_t bytes = getTensorBytes(RankedTensorType::get(
         SmallVector<int64_t>(buffer.shape().begin(), buffer.shape().end()),
         getElementTypeOrSelf(values[id].getType())));
-    MemoryCategory category = categories.lookup_or(
-        values[id], values[id].getDefiningOp<dist::CollectiveOpInterface>()
-                        ? MemoryCategory::Communication
-                        : MemoryCategory::Activation);
+    MemoryCategory category =
+        categories.lookup_or(values[id], MemoryCategory::Activation);
     lifetimes.push_back(
         {bytes, firstUse[id], isResult ? steps : last, category});
   }

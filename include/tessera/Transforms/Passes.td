@@ -241,6 +241,14 @@ def SchedulePass : Pass<"tessera-schedule", "mlir::ModuleOp"> {
     Runs on a partitioned program (after `--tessera-partition`), before
     `--tessera-export`.
 
+    0. Units (`gather-units`, on by default): runs of all_gathers of
+       parameters (arguments with `nn.param`, or their `nn.cast`) of one
+       unit over one group become one all_gather of their concatenation at
+       the run's first member, each parameter sliced back out and laid out
+       along its gather dim. A unit is the parameter name up to its first
+       numbered component ("blocks.3.attn.wq" is in "blocks.3"), else
+       without its last component: FSDP's wrapping of transformer blocks,
+       so ZeRO-3 gathers a block's parameters at once, once per pass.
     1. Bucketing (`bucket-bytes` > 0): all_reduces, and reduce_scatters
        along dim 0, smaller than `bucket-bytes` and alike (kind, reduction,
        mesh group, element type) are gathered in program order into buckets
@@ -260,9 +268,9 @@ def SchedulePass : Pass<"tessera-schedule", "mlir::ModuleOp"> {
        the results in flight would pass that many bytes. A collective with
        nothing to overlap stays blocking.
 
-    ZeRO-3's parameter all_gathers thus run during the previous layer's
-    compute (prefetch), and each gradient's reduce_scatter during the next
-    layer's backward.
+    ZeRO-3's parameter all_gathers thus run a unit at a time during the
+    previous unit's compute (prefetch), and each gradient's reduce_scatter
+    during the next layer's backward.
 
     Before (partitioned), with `prefetch=1`:
     ```mlir
@@ -279,6 +287,8 @@ def SchedulePass : Pass<"tessera-schedule", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"gatherUnits", "gather-units", "bool", /*default=*/"true",
+           "Gather each unit's parameters in one all_gather">,
     Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
            "Collectives in flight at once (0: all blocking)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",

@@ -123,6 +123,106 @@ void emitBucket(ArrayRef<Operation *> members, int64_t groupSize) {
 }
 
 //===----------------------------------------------------------------------===//
+// Parameter gathers by unit
+//===----------------------------------------------------------------------===//
+
+/// The `nn.param` name of the parameter `value` reads: the argument itself
+/// or its nn.cast (mixed precision); empty for anything else.
+StringRef getParamName(Value value) {
+  if (auto cast = value.getDefiningOp<nn::CastOp>())
+    value = cast.getInput();
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return {};
+  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto name = function ? function.getArgAttrOfType<StringAttr>(
+                             arg.getArgNumber(), nn::kParamAttrName)
+                       : StringAttr();
+  return name ? name.getValue() : StringRef();
+}
+
+/// The unit a parameter belongs to, as FSDP wraps a transformer: its name
+/// up to the first numbered component ("blocks.3.attn.wq" -> "blocks.3"),
+/// or without its last component ("ln_f.gamma" -> "ln_f", "wte" -> "wte").
+StringRef getUnit(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  size_t end = 0;
+  for (auto [index, part] : llvm::enumerate(parts)) {
+    end += part.size() + (index ? 1 : 0);
+    int64_t number;
+    if (!part.getAsInteger(10, number))
+      return name.take_front(end);
+  }
+  return parts.size() > 1 ? name.take_front(name.rfind('.')) : name;
+}
+
+/// `value` as `type` (same elements), reshaped only when the shapes differ.
+Value reshapeTo(OpBuilder &builder, Location loc, Value value,
+                RankedTensorType type) {
+  if (value.getType() == type)
+    return value;
+  return nn::ReshapeOp::create(builder, loc, type, value);
+}
+
+/// Replaces `members` (all_gathers of parameters over one group, in program
+/// order) by one all_gather of their concatenation at the first member:
+/// each input viewed as [1, n], the gathered [group, sum n] sliced per
+/// member and laid back out along its gather dim.
+void emitGatherBucket(ArrayRef<dist::AllGatherOp> members, int64_t group) {
+  dist::AllGatherOp first = members.front();
+  OpBuilder builder(first);
+  Location loc = first.getLoc();
+  Type element = first.getInput().getType().getElementType();
+  SmallVector<Value> views;
+  SmallVector<int64_t> widths;
+  for (dist::AllGatherOp member : members) {
+    int64_t width = member.getInput().getType().getNumElements();
+    widths.push_back(width);
+    views.push_back(nn::ReshapeOp::create(
+        builder, loc, RankedTensorType::get({1, width}, element),
+        member.getInput()));
+  }
+  Value packed = nn::ConcatOp::create(builder, loc, views, 1);
+  int64_t total = cast<RankedTensorType>(packed.getType()).getDimSize(1);
+  Value gathered = dist::AllGatherOp::create(
+      builder, loc, RankedTensorType::get({group, total}, element), packed,
+      first.getMeshAttr(), first.getMeshAxes(), builder.getI64IntegerAttr(0));
+  int64_t offset = 0;
+  for (auto [index, width] : llvm::enumerate(widths)) {
+    dist::AllGatherOp member = members[index];
+    Value piece = nn::SliceOp::create(
+        builder, loc, gathered, builder.getDenseI64ArrayAttr({0, offset}),
+        builder.getDenseI64ArrayAttr({group, offset + width}));
+    offset += width;
+    // [group, s0, ..., s(r-1)], then the group next to s(dim), merged.
+    ArrayRef<int64_t> shape = member.getInput().getType().getShape();
+    SmallVector<int64_t> split = {group};
+    llvm::append_range(split, shape);
+    piece =
+        reshapeTo(builder, loc, piece, RankedTensorType::get(split, element));
+    int64_t dim = member.getDim();
+    if (dim > 0) {
+      SmallVector<int64_t> permutation, moved;
+      for (int64_t d = 1; d <= dim; ++d)
+        permutation.push_back(d);
+      permutation.push_back(0);
+      for (int64_t d = dim + 1, e = shape.size(); d <= e; ++d)
+        permutation.push_back(d);
+      for (int64_t d : permutation)
+        moved.push_back(split[d]);
+      piece = nn::TransposeOp::create(
+          builder, loc, RankedTensorType::get(moved, element), piece,
+          builder.getDenseI64ArrayAttr(permutation));
+    }
+    member.getResult().replaceAllUsesWith(
+        reshapeTo(builder, loc, piece, member.getType()));
+  }
+  for (dist::AllGatherOp member : members)
+    member.erase();
+}
+
+//===----------------------------------------------------------------------===//
 // Overlap
 //===----------------------------------------------------------------------===//
 
@@ -160,6 +260,8 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
                            "(run --tessera-partition first)");
         return signalPassFailure();
       }
+      if (gatherUnits)
+        gatherByUnit(block);
       if (bucketBytes > 0)
         bucket(block);
       if (prefetch > 0)
@@ -172,6 +274,39 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
     auto mesh = SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(
         op, collective.getMeshAttr());
     return mesh ? collective.getGroupSize(mesh) : 1;
+  }
+
+  /// Runs of parameter all_gathers of one unit over one group (as ZeRO-3
+  /// reads its parameters; another unit's gather ends a run) become one
+  /// all_gather at the run's first member: the unit's parameters arrive
+  /// together, as FSDP gathers a wrapped module.
+  void gatherByUnit(Block &block) {
+    SmallVector<dist::AllGatherOp> run;
+    std::string runKey;
+    auto flush = [&]() {
+      if (run.size() > 1)
+        emitGatherBucket(run, getGroupSize(run.front()));
+      run.clear();
+    };
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      auto gather = dyn_cast<dist::AllGatherOp>(op);
+      StringRef name = gather ? getParamName(gather.getInput()) : StringRef();
+      if (name.empty())
+        continue;
+      std::string key;
+      llvm::raw_string_ostream os(key);
+      os << getUnit(name) << " " << gather.getMeshAttr() << " "
+         << gather.getMeshAxes() << " "
+         << gather.getInput().getType().getElementType();
+      // The bucket stands at its first member: every input must be there.
+      Operation *def = gather.getInput().getDefiningOp();
+      if (key != runKey ||
+          (def && !run.empty() && !def->isBeforeInBlock(run.front())))
+        flush();
+      runKey = key;
+      run.push_back(gather);
+    }
+    flush();
   }
 
   /// Gathers collectives smaller than bucket-bytes into one open bucket per
