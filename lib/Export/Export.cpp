@@ -61,6 +61,8 @@ private:
   /// Per buffer, its value and the instruction that defines it (-1: an
   /// argument) and the last that reads it.
   SmallVector<Value> values;
+  /// The buffer each view (an nn.reshape's result) shares bytes with.
+  DenseMap<int64_t, int64_t> viewOf;
   /// The event each collective started on a stream signals when done.
   DenseMap<Operation *, int64_t> startEvents;
   SmallVector<int64_t> firstUse, lastUse;
@@ -394,6 +396,18 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
       buffers[wait.getResult()] = *output;
       continue;
     }
+    if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
+      // A view of the operand's bytes: no copy, no instruction. The
+      // operand lives as long as the view is read (see below).
+      FailureOr<int64_t> input = getBuffer(reshape.getInput());
+      if (failed(input))
+        return reshape.emitError("cannot export: operand is not a buffer");
+      int64_t root = viewOf.lookup_or(*input, *input);
+      int64_t id = addBuffer(reshape.getResult());
+      program->mutable_buffers(id)->set_view_of(root);
+      viewOf[id] = root;
+      continue;
+    }
     if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
       // Only unpartitioned programs hold constraints: the value is its
       // operand.
@@ -437,15 +451,23 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
   int64_t steps = program->instructions_size();
   DenseMap<Value, MemoryCategory> categories = getMemoryCategories(function);
   SmallVector<BufferLifetime> lifetimes;
+  // A buffer lives as long as its views are read.
+  for (auto [view, root] : viewOf) {
+    lastUse[root] = std::max(lastUse[root], lastUse[view]);
+    firstUse[view] = firstUse[root];
+  }
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     int64_t last = lastUse[id];
     bool isResult = last == std::numeric_limits<int64_t>::max();
-    if (!isResult && last < steps)
+    bool isView = viewOf.contains(id);
+    if (!isResult && !isView && last < steps)
       program->mutable_instructions(last)->add_frees(id);
     const plan::Buffer &buffer = program->buffers(id);
-    int64_t bytes = getTensorBytes(RankedTensorType::get(
-        SmallVector<int64_t>(buffer.shape().begin(), buffer.shape().end()),
-        getElementTypeOrSelf(values[id].getType())));
+    int64_t bytes = isView ? 0
+                           : getTensorBytes(RankedTensorType::get(
+                                 SmallVector<int64_t>(buffer.shape().begin(),
+                                                      buffer.shape().end()),
+                                 getElementTypeOrSelf(values[id].getType())));
     MemoryCategory category =
         categories.lookup_or(values[id], MemoryCategory::Activation);
     lifetimes.push_back(
@@ -456,7 +478,7 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
   setBreakdown(memory.categoryPeaks, *program->mutable_category_peaks());
   for (int64_t id = 0; id < program->buffers_size(); ++id)
     program->mutable_buffers(id)->set_arena_offset_bytes(
-        memory.offsetsBytes[id]);
+        memory.offsetsBytes[viewOf.lookup_or(id, id)]);
   program->set_arena_bytes(memory.arenaBytes);
   return success();
 }

@@ -81,6 +81,10 @@ private:
   std::string checkCollective(const plan::Collective &collective) const;
   std::string checkMemoryPlan() const;
   const plan::Buffer &buffer(int64_t id) const { return program.buffers(id); }
+  /// The buffer whose bytes `id` names: itself, or what it is a view of.
+  int64_t getRoot(int64_t id) const {
+    return buffer(id).has_view_of() ? buffer(id).view_of() : id;
+  }
 
   const plan::Program &program;
   const Mesh &mesh;
@@ -217,6 +221,8 @@ std::string ProgramValidator::checkMemoryPlan() const {
   int64_t last = program.instructions_size();
   for (int64_t id = 0; id < program.buffers_size(); ++id) {
     const plan::Buffer &b = buffer(id);
+    if (b.has_view_of())
+      continue; // checked against its buffer in run()
     int64_t bytes = getNumElements({b.shape().begin(), b.shape().end()}) *
                     getDTypeBytes(getDType(b.dtype()));
     if (b.arena_offset_bytes() < 0 ||
@@ -272,6 +278,21 @@ std::string ProgramValidator::run() {
         return fail("buffer " + std::to_string(id) + " is too large");
       elements *= size;
     }
+    if (!b.has_view_of())
+      continue;
+    // A view: the same bytes as an earlier buffer that is not a view.
+    std::string view = "view buffer " + std::to_string(id);
+    int64_t of = b.view_of();
+    if (of < 0 || of >= id || buffer(of).has_view_of())
+      return fail(view + " is a view of " + std::to_string(of) +
+                  ", expected an earlier buffer that is not a view");
+    const plan::Buffer &root = buffer(of);
+    if (root.dtype() != b.dtype() ||
+        getNumElements({root.shape().begin(), root.shape().end()}) !=
+            elements ||
+        root.arena_offset_bytes() != b.arena_offset_bytes())
+      return fail(view + " differs from buffer " + std::to_string(of) +
+                  " in dtype, size or arena offset");
   }
   for (int64_t rank : program.ranks())
     if (rank < 0 || rank >= mesh.getNumDevices())
@@ -284,6 +305,8 @@ std::string ProgramValidator::run() {
         !error.empty())
       return fail(error);
     const plan::Buffer &b = buffer(argument.buffer());
+    if (b.has_view_of())
+      return fail(what + " is a view buffer");
     if (defined[argument.buffer()])
       return fail(what + " reuses buffer " + std::to_string(argument.buffer()));
     defined[argument.buffer()] = true;
@@ -349,14 +372,20 @@ std::string ProgramValidator::run() {
         return fail(at + " signals event " + std::to_string(event) +
                     " a second time");
     }
+    for (int64_t &id : reads) {
+      if (std::string error = checkBuffer(id, at + " reads"); !error.empty())
+        return fail(error);
+      id = getRoot(id);
+    }
+    for (int64_t id : writes)
+      if (checkBuffer(id, at + " writes").empty() && buffer(id).has_view_of())
+        return fail(at + " writes view buffer " + std::to_string(id));
     for (const auto &[event, io] : inFlight)
       for (int64_t id : reads)
         if (id == io.second)
           return fail(at + " reads buffer " + std::to_string(id) +
                       " before the wait for event " + std::to_string(event));
     for (int64_t id : reads) {
-      if (std::string error = checkBuffer(id, at + " reads"); !error.empty())
-        return fail(error);
       if (!defined[id])
         return fail(at + " reads buffer " + std::to_string(id) +
                     " before it is written");
@@ -378,6 +407,9 @@ std::string ProgramValidator::run() {
     for (int64_t id : instruction.frees()) {
       if (std::string error = checkBuffer(id, at + " frees"); !error.empty())
         return fail(error);
+      if (buffer(id).has_view_of())
+        return fail(at + " frees view buffer " + std::to_string(id) +
+                    " (its buffer is freed instead)");
       for (const auto &[event, io] : inFlight)
         if (id == io.first || id == io.second)
           return fail(at + " frees buffer " + std::to_string(id) +
@@ -397,7 +429,8 @@ std::string ProgramValidator::run() {
     if (std::string error = checkBuffer(result.buffer(), "a result");
         !error.empty())
       return fail(error);
-    if (!defined[result.buffer()] || freed[result.buffer()])
+    int64_t root = getRoot(result.buffer());
+    if (!defined[root] || freed[root])
       return fail("result buffer " + std::to_string(result.buffer()) +
                   " is not live at the end");
     if (result.has_updates_argument()) {

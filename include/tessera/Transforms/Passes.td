@@ -321,7 +321,10 @@ def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
     `runtime/proto/plan.proto` that `tessera-run` executes:
 
     - every SSA value becomes a numbered buffer with its local shape;
-    - every `nn` op becomes a kernel launch with its attributes, every `dist`
+    - `nn.reshape` becomes a view: a buffer of the new shape over its
+      operand's bytes (`view_of`), with no instruction and no copy; the
+      operand lives as long as its views are read;
+    - every other `nn` op becomes a kernel launch with its attributes, every `dist`
       collective a collective on its mesh-axis group;
     - each buffer is freed after its last use, and a static memory plan
       places all buffers in one arena per device; the plan reports its peak

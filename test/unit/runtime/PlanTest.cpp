@@ -206,6 +206,64 @@ TEST(PlanTest, RejectsAKernelOnTheCommunicationStream) {
             "a stream other than 0, and it signals one event");
 }
 
+/// makePlan with buffer 3, a [32] view of the relu's output that the
+/// gather reads.
+plan::Plan makeViewPlan() {
+  plan::Plan plan = makePlan();
+  plan::Program *program = plan.mutable_programs(0);
+  plan::Buffer *view = program->add_buffers();
+  view->set_id(3);
+  view->set_dtype(plan::F32);
+  view->add_shape(4);
+  view->add_shape(8);
+  view->set_arena_offset_bytes(program->buffers(1).arena_offset_bytes());
+  view->set_view_of(1);
+  program->mutable_instructions(1)->mutable_collective()->set_input(3);
+  return plan;
+}
+
+TEST(PlanTest, AViewReadsTheBytesOfItsBuffer) {
+  EXPECT_EQ(validatePlan(makeViewPlan()), "");
+}
+
+TEST(PlanTest, RejectsAViewOfAnotherSize) {
+  plan::Plan plan = makeViewPlan();
+  plan.mutable_programs(0)->mutable_buffers(3)->set_shape(1, 4);
+  EXPECT_EQ(validatePlan(plan), "program 0: view buffer 3 differs from "
+                                "buffer 1 in dtype, size or arena offset");
+}
+
+TEST(PlanTest, RejectsAViewOfALaterBuffer) {
+  plan::Plan plan = makeViewPlan();
+  plan.mutable_programs(0)->mutable_buffers(3)->set_view_of(3);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: view buffer 3 is a view of 3, expected an earlier "
+            "buffer that is not a view");
+}
+
+TEST(PlanTest, RejectsAReadOfAViewAfterItsBufferIsFreed) {
+  plan::Plan plan = makeViewPlan();
+  plan::Program *program = plan.mutable_programs(0);
+  program->mutable_instructions(0)->add_frees(1);
+  program->mutable_instructions(1)->clear_frees();
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 1 reads buffer 1 after it is freed");
+}
+
+TEST(PlanTest, RejectsWritingOrFreeingAView) {
+  plan::Plan plan = makeViewPlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->set_frees(0, 3);
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1 frees view buffer "
+                                "3 (its buffer is freed instead)");
+  plan = makeViewPlan();
+  plan.mutable_programs(0)
+      ->mutable_instructions(0)
+      ->mutable_kernel()
+      ->set_outputs(0, 3);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 0 (nn.relu) writes view buffer 3");
+}
+
 TEST(MeshTest, GroupsAreRowMajorOverTheListedAxes) {
   Mesh mesh({"dp", "tp"}, {2, 4});
   EXPECT_EQ(mesh.getCoordinates(6), (std::vector<int64_t>{1, 2}));
