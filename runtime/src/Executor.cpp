@@ -112,10 +112,9 @@ void Executor::record(TraceEvent event) {
     trace.push_back(std::move(event));
 }
 
-double Executor::getMicroseconds() const {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now() - epoch)
-      .count();
+double
+Executor::getMicroseconds(std::chrono::steady_clock::time_point when) const {
+  return std::chrono::duration<double, std::micro>(when - epoch).count();
 }
 
 std::string Executor::run(const std::vector<OwnedTensor> &arguments,
@@ -150,9 +149,12 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
                std::to_string(event) + " was never started";
       if (!(error = it->second.pending->wait()).empty())
         return "instruction " + std::to_string(index) + ": " + error;
-      // The collective ran on its stream from its start until now.
-      record({it->second.name, it->second.stream, it->second.start,
-              getMicroseconds()});
+      // The collective ran on its stream from its start until it was seen
+      // complete (by the communicator's progress thread), or until now.
+      double end = getMicroseconds();
+      if (auto done = it->second.pending->getCompletionTime())
+        end = std::min(end, getMicroseconds(*done));
+      record({it->second.name, it->second.stream, it->second.start, end});
       inFlight.erase(it);
     }
     if (!instruction.wait_events().empty())

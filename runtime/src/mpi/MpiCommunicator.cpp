@@ -86,6 +86,13 @@ public:
   std::function<void()> finish;
   std::string error;
   Progress &progress;
+  /// When the progress thread saw the requests complete (under its lock).
+  std::optional<std::chrono::steady_clock::time_point> completed;
+
+  std::optional<std::chrono::steady_clock::time_point>
+  getCompletionTime() const override {
+    return completed;
+  }
 
   std::string wait() override {
     if (!error.empty())
@@ -114,9 +121,13 @@ void Progress::loop() {
       continue;
     }
     for (MpiPending *pending : active) {
+      if (pending->completed)
+        continue;
       int done = 0;
       MPI_Testall(pending->requests.size(), pending->requests.data(), &done,
                   MPI_STATUSES_IGNORE);
+      if (done)
+        pending->completed = std::chrono::steady_clock::now();
     }
     // Let the executor's thread in between the tests.
     guard.unlock();

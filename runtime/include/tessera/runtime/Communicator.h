@@ -14,7 +14,9 @@
 #include "tessera/runtime/Mesh.h"
 #include "tessera/runtime/Tensor.h"
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,12 @@ public:
   virtual ~PendingCollective();
   /// Completes the collective; returns an error message, or "".
   virtual std::string wait() = 0;
+  /// After wait(): when the collective's transfers were seen complete, if
+  /// that was before wait() (a progress thread saw them); else nothing.
+  virtual std::optional<std::chrono::steady_clock::time_point>
+  getCompletionTime() const {
+    return std::nullopt;
+  }
 };
 using Pending = std::unique_ptr<PendingCollective>;
 

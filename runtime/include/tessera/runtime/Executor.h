@@ -30,8 +30,8 @@ public:
 
   /// One instruction's span, in microseconds since the executor was made:
   /// kernels and blocking collectives on stream 0 (compute), started
-  /// collectives on their stream from their start until their wait
-  /// returned (the progress thread may have finished them earlier).
+  /// collectives on their stream from their start until they were seen
+  /// complete (by the communicator's progress thread, else at their wait).
   struct TraceEvent {
     std::string name;
     int64_t stream;
@@ -48,7 +48,9 @@ public:
 private:
   Tensor getBuffer(int64_t id);
   Pending startCollective(const plan::Collective &collective);
-  double getMicroseconds() const;
+  /// `when` (by default now) in microseconds since the executor was made.
+  double getMicroseconds(std::chrono::steady_clock::time_point when =
+                             std::chrono::steady_clock::now()) const;
   void record(TraceEvent event);
 
   const plan::Program &program;
