@@ -106,6 +106,9 @@ struct Regather {
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   using ZeroPassBase::ZeroPassBase;
 
+  /// reshard-after-forward as a group size, when it is one.
+  int64_t regatherGroup = 0;
+
   void runOnOperation() override {
     if (stage == 0)
       return;
@@ -115,10 +118,9 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
           << " does not exist: --tessera-zero takes stage 0, 1, 2 or 3";
       return signalPassFailure();
     }
-    int64_t groupSize = 0;
     if (reshardAfterForward != "true" && reshardAfterForward != "false" &&
-        (StringRef(reshardAfterForward).getAsInteger(10, groupSize) ||
-         groupSize < 1)) {
+        (StringRef(reshardAfterForward).getAsInteger(10, regatherGroup) ||
+         regatherGroup < 1)) {
       emitError(getOperation().getLoc(), "reshard-after-forward=")
           << reshardAfterForward
           << " is not supported: it takes true (gather the parameter again "
@@ -261,7 +263,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       return Regather{Regather::FromShard, {}};
     if (reshardAfterForward == "false")
       return Regather{Regather::KeepForward, {}};
-    int64_t size = std::stoll(reshardAfterForward);
+    int64_t size = regatherGroup;
     if (size == 1)
       return Regather{Regather::KeepForward, {}};
     std::string sizes;
