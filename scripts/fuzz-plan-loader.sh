@@ -17,5 +17,8 @@ for example in mlp_megatron gpt_block; do
   build/bin/tessera compile "examples/$example.mlir" --mesh dp=2,tp=2 \
     -o "$out/corpus/$example.plan"
 done
+# A train step with views (reshapes), events and waits (the overlap schedule).
+build/bin/tessera compile examples/mlp_megatron.mlir --mesh dp=2,tp=2 \
+  --train adamw --zero 3 --overlap -o "$out/corpus/mlp_zero3_overlap.plan"
 "$out/plan-loader-fuzzer" "$out/corpus" -max_total_time="$seconds" \
   -max_len=65536 -print_final_stats=1
