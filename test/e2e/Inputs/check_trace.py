@@ -2,8 +2,8 @@
 
 Each must be valid JSON with complete ("X") events on the compute thread
 (tid 0) and, for a scheduled plan, on the communication thread (tid 1),
-and at least one collective on the communication thread must span a
-kernel on the compute thread: the overlap the schedule asks for.
+and at least one collective in flight on the communication thread must
+overlap a kernel on the compute thread in time: what the schedule asks for.
 """
 
 import json
@@ -22,11 +22,11 @@ def main():
             sys.exit(f"{path}: an event of another process")
         overlapped = [
             c for c in comm
-            if any(c["ts"] <= k["ts"] and k["ts"] + k["dur"] <= c["ts"] + c["dur"]
+            if any(k["ts"] < c["ts"] + c["dur"] and c["ts"] < k["ts"] + k["dur"]
                    and k["name"].startswith("nn.") for k in compute)
         ]
         print(f"rank {rank}: {len(compute)} compute events, {len(comm)} "
-              f"communication events, {len(overlapped)} spanning a kernel")
+              f"communication events, {len(overlapped)} overlapping a kernel")
         if not compute or not comm or not overlapped:
             print(f"FAIL: {path} shows no overlap")
             return 1
