@@ -961,6 +961,32 @@ static const char *getRecomputeName(Recompute recompute) {
   return "none";
 }
 
+/// Sets `to` from a string option given on the command line, one of
+/// `names`; reports the option, the names and the value otherwise.
+template <typename T>
+static bool pinChoice(const cl::opt<std::string> &option,
+                      std::initializer_list<std::pair<StringRef, T>> names,
+                      std::optional<T> &to) {
+  if (!option.getNumOccurrences())
+    return true;
+  std::string expected;
+  for (auto [index, choice] : llvm::enumerate(names)) {
+    if (option.getValue() == choice.first) {
+      to = choice.second;
+      return true;
+    }
+    expected += (index == 0                  ? ""
+                 : index + 1 == names.size() ? " or "
+                                             : ", ") +
+                choice.first.str();
+  }
+  reportError(
+      llvm::createStringError(("--" + option.ArgStr + " must be " + expected +
+                               ", got '" + option.getValue() + "'")
+                                  .str()));
+  return false;
+}
+
 static int runPlan(MLIRContext &context) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -991,50 +1017,29 @@ static int runPlan(MLIRContext &context) {
   pin(pinPp, pins.pp);
   pin(pinMicrobatches, pins.microbatches);
   pin(pinZero, pins.zero);
-  auto bad = [](StringRef option, StringRef value, StringRef expected) {
-    return reportError(llvm::createStringError(
-        ("--" + option + " must be " + expected + ", got '" + value + "'")
-            .str()));
-  };
-  if (pinSchedule.getNumOccurrences()) {
-    if (pinSchedule == "gpipe")
-      pins.schedule = PipelineSchedule::GPipe;
-    else if (pinSchedule == "1f1b")
-      pins.schedule = PipelineSchedule::OneFOneB;
-    else if (pinSchedule == "interleaved")
-      pins.schedule = PipelineSchedule::Interleaved;
-    else
-      return bad("schedule", pinSchedule, "gpipe, 1f1b or interleaved");
-  }
-  if (pinReshardAfterForward.getNumOccurrences()) {
-    if (pinReshardAfterForward != "true" && pinReshardAfterForward != "false")
-      return bad("reshard-after-forward", pinReshardAfterForward,
-                 "true or false");
-    pins.reshardAfterForward = pinReshardAfterForward == "true";
-  }
-  if (pinRecompute.getNumOccurrences()) {
-    if (pinRecompute == "none")
-      pins.recompute = Recompute::None;
-    else if (pinRecompute == "selective")
-      pins.recompute = Recompute::Selective;
-    else if (pinRecompute == "full")
-      pins.recompute = Recompute::Full;
-    else
-      return bad("recompute", pinRecompute, "none, selective or full");
-  }
-  if (pinSequenceParallel.getNumOccurrences()) {
-    if (pinSequenceParallel != "on" && pinSequenceParallel != "off")
-      return bad("sequence-parallel", pinSequenceParallel, "on or off");
-    pins.sequenceParallel = pinSequenceParallel == "on";
-  }
-  if (planPrecision == "mixed")
-    pins.precision = Precision::Mixed;
-  else if (planPrecision == "bf16")
-    pins.precision = Precision::BF16;
-  else if (planPrecision == "fp32")
-    pins.precision = Precision::FP32;
-  else
-    return bad("precision", planPrecision, "mixed, bf16 or fp32");
+  std::optional<Precision> precision;
+  if (!pinChoice(pinSchedule,
+                 {{"gpipe", PipelineSchedule::GPipe},
+                  {"1f1b", PipelineSchedule::OneFOneB},
+                  {"interleaved", PipelineSchedule::Interleaved}},
+                 pins.schedule) ||
+      !pinChoice(pinReshardAfterForward, {{"true", true}, {"false", false}},
+                 pins.reshardAfterForward) ||
+      !pinChoice(pinRecompute,
+                 {{"none", Recompute::None},
+                  {"selective", Recompute::Selective},
+                  {"full", Recompute::Full}},
+                 pins.recompute) ||
+      !pinChoice(pinSequenceParallel, {{"on", true}, {"off", false}},
+                 pins.sequenceParallel) ||
+      !pinChoice(planPrecision,
+                 {{"mixed", Precision::Mixed},
+                  {"bf16", Precision::BF16},
+                  {"fp32", Precision::FP32}},
+                 precision))
+    return 1;
+  if (precision)
+    pins.precision = *precision;
 
   SearchResult result =
       searchPlans(*shape, *machine, planDevices, pins, *model);
