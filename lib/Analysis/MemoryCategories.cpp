@@ -1,0 +1,60 @@
+//===- MemoryCategories.cpp - What a program's values hold ----------------===//
+
+#include "tessera/Analysis/MemoryCategories.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/NN/IR/NNOps.h"
+
+using namespace mlir;
+using namespace tessera;
+
+DenseMap<Value, MemoryCategory>
+tessera::getMemoryCategories(func::FuncOp function) {
+  DenseMap<Value, MemoryCategory> categories;
+  auto mark = [&](Value value, MemoryCategory category) {
+    while (categories.try_emplace(value, category).second) {
+      Operation *op = value.getDefiningOp();
+      if (!isa_and_nonnull<dist::CollectiveOpInterface,
+                           dist::ShardingConstraintOp>(op))
+        return;
+      value = op->getOperand(0);
+    }
+  };
+  for (BlockArgument arg : function.getArguments()) {
+    if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName)) {
+      mark(arg, MemoryCategory::Parameter);
+      // A mixed-precision model reads its master weights through casts.
+      for (Operation *user : arg.getUsers())
+        if (isa<nn::CastOp>(user))
+          mark(user->getResult(0), MemoryCategory::Parameter);
+    } else if (function.getArgAttr(arg.getArgNumber(), nn::kStateAttrName)) {
+      mark(arg, MemoryCategory::OptimizerState);
+    }
+  }
+  Operation *terminator = function.getBody().front().getTerminator();
+  for (OpOperand &result : terminator->getOpOperands())
+    if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+            result.getOperandNumber(), nn::kUpdatesAttrName))
+      if (auto it = categories.find(function.getArgument(updates.getInt()));
+          it != categories.end())
+        mark(result.get(), it->second);
+  function.walk([&](Operation *op) {
+    if (auto update = dyn_cast<nn::AdamWOp>(op))
+      mark(update.getGrad(), MemoryCategory::Gradient);
+    else if (auto update = dyn_cast<nn::SgdOp>(op))
+      mark(update.getGrad(), MemoryCategory::Gradient);
+  });
+  // Collective results are communication buffers, and so are their pieces
+  // laid out again (a bucket's members sliced and reshaped out of it).
+  function.walk([&](Operation *op) {
+    if (isa<dist::CollectiveOpInterface>(op)) {
+      categories.try_emplace(op->getResult(0), MemoryCategory::Communication);
+    } else if (isa<nn::ReshapeOp, nn::SliceOp, nn::TransposeOp>(op) &&
+               categories.lookup_or(op->getOperand(0),
+                                    MemoryCategory::Activation) ==
+                   MemoryCategory::Communication) {
+      categories.try_emplace(op->getResult(0), MemoryCategory::Communication);
+    }
+  });
+  return categories;
+}
