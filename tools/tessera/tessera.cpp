@@ -188,6 +188,11 @@ static cl::opt<int64_t> bucketBytes(
     cl::desc("With --overlap: bucket reductions smaller than this many "
              "bytes (0: none)"),
     cl::init(0), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<bool> gatherUnits(
+    "gather-units",
+    cl::desc("With --overlap: gather each unit's parameters (a transformer "
+             "block's) in one all_gather"),
+    cl::init(true), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t> prefetchMemoryLimit(
     "memory-limit",
     cl::desc("With --overlap: bytes of collective results in flight that "
@@ -470,6 +475,7 @@ static std::optional<SchedulePassOptions> getSchedule() {
   options.prefetch = prefetch;
   options.bucketBytes = bucketBytes;
   options.memoryLimit = prefetchMemoryLimit;
+  options.gatherUnits = gatherUnits;
   return options;
 }
 
