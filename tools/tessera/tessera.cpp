@@ -943,36 +943,31 @@ static int runGradcheck(MLIRContext &context) {
   return pass ? 0 : 1;
 }
 
-static const char *getScheduleName(PipelineSchedule schedule) {
-  switch (schedule) {
-  case PipelineSchedule::GPipe:
-    return "gpipe";
-  case PipelineSchedule::OneFOneB:
-    return "1f1b";
-  case PipelineSchedule::Interleaved:
-    return "interleaved";
-  }
-  return "1f1b";
-}
+/// The names of the planner's choices, as the CLI reads and prints them.
+template <typename T> using NamedChoice = std::pair<StringRef, T>;
+static const NamedChoice<PipelineSchedule> kScheduleNames[] = {
+    {"gpipe", PipelineSchedule::GPipe},
+    {"1f1b", PipelineSchedule::OneFOneB},
+    {"interleaved", PipelineSchedule::Interleaved}};
+static const NamedChoice<Recompute> kRecomputeNames[] = {
+    {"none", Recompute::None},
+    {"selective", Recompute::Selective},
+    {"full", Recompute::Full}};
 
-static const char *getRecomputeName(Recompute recompute) {
-  switch (recompute) {
-  case Recompute::None:
-    return "none";
-  case Recompute::Selective:
-    return "selective";
-  case Recompute::Full:
-    return "full";
-  }
-  return "none";
+/// The name of `value` in `names`.
+template <typename T>
+static StringRef getChoiceName(ArrayRef<NamedChoice<T>> names, T value) {
+  for (const auto &[name, choice] : names)
+    if (choice == value)
+      return name;
+  llvm_unreachable("a choice without a name");
 }
 
 /// Sets `to` from a string option given on the command line, one of
 /// `names`; reports the option, the names and the value otherwise.
 template <typename T>
 static bool pinChoice(const cl::opt<std::string> &option,
-                      std::initializer_list<std::pair<StringRef, T>> names,
-                      std::optional<T> &to) {
+                      ArrayRef<NamedChoice<T>> names, std::optional<T> &to) {
   if (!option.getNumOccurrences())
     return true;
   std::string expected;
@@ -1024,25 +1019,19 @@ static int runPlan(MLIRContext &context) {
   pin(pinMicrobatches, pins.microbatches);
   pin(pinZero, pins.zero);
   std::optional<Precision> precision;
-  if (!pinChoice(pinSchedule,
-                 {{"gpipe", PipelineSchedule::GPipe},
-                  {"1f1b", PipelineSchedule::OneFOneB},
-                  {"interleaved", PipelineSchedule::Interleaved}},
-                 pins.schedule) ||
-      !pinChoice(pinReshardAfterForward, {{"true", true}, {"false", false}},
-                 pins.reshardAfterForward) ||
-      !pinChoice(pinRecompute,
-                 {{"none", Recompute::None},
-                  {"selective", Recompute::Selective},
-                  {"full", Recompute::Full}},
-                 pins.recompute) ||
-      !pinChoice(pinSequenceParallel, {{"on", true}, {"off", false}},
-                 pins.sequenceParallel) ||
-      !pinChoice(planPrecision,
-                 {{"mixed", Precision::Mixed},
-                  {"bf16", Precision::BF16},
-                  {"fp32", Precision::FP32}},
-                 precision))
+  if (!pinChoice<PipelineSchedule>(pinSchedule, kScheduleNames,
+                                   pins.schedule) ||
+      !pinChoice<bool>(pinReshardAfterForward,
+                       {{"true", true}, {"false", false}},
+                       pins.reshardAfterForward) ||
+      !pinChoice<Recompute>(pinRecompute, kRecomputeNames, pins.recompute) ||
+      !pinChoice<bool>(pinSequenceParallel, {{"on", true}, {"off", false}},
+                       pins.sequenceParallel) ||
+      !pinChoice<Precision>(planPrecision,
+                            {{"mixed", Precision::Mixed},
+                             {"bf16", Precision::BF16},
+                             {"fp32", Precision::FP32}},
+                            precision))
     return 1;
   if (precision)
     pins.precision = *precision;
@@ -1062,9 +1051,10 @@ static int runPlan(MLIRContext &context) {
           {"microbatches", c.microbatches},
           {"zero", c.zero},
           {"reshard_after_forward", c.reshardAfterForward},
-          {"schedule", getScheduleName(c.schedule)},
+          {"schedule",
+           getChoiceName<PipelineSchedule>(kScheduleNames, c.schedule)},
           {"virtual_stages", c.virtualStages},
-          {"recompute", getRecomputeName(c.recompute)},
+          {"recompute", getChoiceName<Recompute>(kRecomputeNames, c.recompute)},
           {"sequence_parallel", c.sequenceParallel},
           {"step_time_s", plan.stepTimeSeconds},
           {"peak_memory_bytes", plan.peakMemoryBytes},
@@ -1113,7 +1103,8 @@ static int runPlan(MLIRContext &context) {
         "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10:f3} "
         "{10,5:f1}% {11,10:f1}\n",
         rank + 1, c.dp, c.tp, c.pp, c.microbatches, getZeroName(c),
-        getScheduleName(c.schedule), getRecomputeName(c.recompute),
+        getChoiceName<PipelineSchedule>(kScheduleNames, c.schedule),
+        getChoiceName<Recompute>(kRecomputeNames, c.recompute),
         c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds, 100 * plan.mfu,
         plan.peakMemoryBytes / 1e9);
   }
