@@ -1,8 +1,9 @@
 //===- Export.cpp - Plan export (--tessera-export) ------------------------===//
 //
-// Writes the one function of a module as the versioned protobuf plan that
-// the runtime executes: buffers, kernels, collectives, frees, arguments,
-// results and a static memory plan. See Passes.td.
+// Writes the function of a module (or its pipeline stages' functions, one
+// program each) as the versioned protobuf plan that the runtime executes:
+// buffers, kernels, collectives, transfers, frees, arguments, results and a
+// static memory plan. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "tessera/Analysis/MemoryCategories.h"
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Analysis/Sharding.h"
+#include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "plan.pb.h"
 
@@ -37,23 +39,25 @@ using namespace tessera;
 
 namespace {
 
-/// Builds the plan of one function.
+/// Builds the program of one function.
 class PlanBuilder {
 public:
   PlanBuilder(func::FuncOp function, dist::MeshOp mesh)
       : function(function), mesh(mesh) {}
 
-  LogicalResult build(plan::Plan &result);
+  /// Fills `program`, which `ranks` run.
+  LogicalResult build(plan::Program &program, ArrayRef<int64_t> ranks);
 
 private:
   FailureOr<int64_t> getBuffer(Value value);
   int64_t addBuffer(Value value);
   LogicalResult addKernel(Operation *op, plan::Instruction &instruction);
   LogicalResult addCollective(Operation *op, plan::Instruction &instruction);
+  LogicalResult addTransfer(Operation *op, plan::Instruction &instruction);
   void setSharding(Attribute attr, RankedTensorType local,
                    google::protobuf::RepeatedField<int64_t> *globalShape,
                    google::protobuf::RepeatedPtrField<plan::DimAxes> *dims);
-  int64_t getIndexBound(BlockArgument arg);
+  int64_t getIndexBound(Value value);
 
   func::FuncOp function;
   dist::MeshOp mesh;
@@ -228,6 +232,30 @@ LogicalResult PlanBuilder::addCollective(Operation *op,
   return success();
 }
 
+LogicalResult PlanBuilder::addTransfer(Operation *op,
+                                       plan::Instruction &instruction) {
+  plan::SendRecv *transfer = instruction.mutable_send_recv();
+  if (auto send = dyn_cast<dist::SendOp>(op)) {
+    FailureOr<int64_t> input = getBuffer(send.getInput());
+    if (failed(input))
+      return op->emitError("cannot export: operand is not a tensor buffer");
+    transfer->set_is_send(true);
+    transfer->set_buffer(*input);
+    transfer->set_mesh_axis(send.getMeshAxis().str());
+    transfer->set_peer(send.getPeer());
+    transfer->set_tag(send.getTag());
+    // The result is the operand in flight: the same bytes.
+    buffers[send.getResult()] = *input;
+    return success();
+  }
+  auto recv = cast<dist::RecvOp>(op);
+  transfer->set_buffer(addBuffer(recv.getResult()));
+  transfer->set_mesh_axis(recv.getMeshAxis().str());
+  transfer->set_peer(recv.getPeer());
+  transfer->set_tag(recv.getTag());
+  return success();
+}
+
 /// Fills the global shape and per-dim axes of an argument or result from its
 /// `dist.sharding` (none: replicated).
 void PlanBuilder::setSharding(
@@ -248,35 +276,32 @@ void PlanBuilder::setSharding(
   }
 }
 
-/// The values an integer data argument may take: the vocab of the embedding
-/// table it indexes or of the logits it labels (0: unbounded).
-int64_t PlanBuilder::getIndexBound(BlockArgument arg) {
-  for (OpOperand &use : arg.getUses()) {
+/// The values an integer data argument (or a slice of it) may take: the
+/// vocab of the embedding table it indexes or of the logits it labels (0:
+/// unbounded).
+int64_t PlanBuilder::getIndexBound(Value value) {
+  for (OpOperand &use : value.getUses()) {
     if (auto lookup = dyn_cast<nn::EmbeddingOp>(use.getOwner());
         lookup && use.getOperandNumber() == 1)
       return lookup.getTable().getType().getDimSize(0);
     if (auto loss = dyn_cast<nn::CrossEntropyOp>(use.getOwner());
         loss && use.getOperandNumber() == 1)
       return loss.getLogits().getType().getShape().back();
+    // A pipeline stage reads each microbatch's slice of its data.
+    if (auto slice = dyn_cast<nn::SliceOp>(use.getOwner()))
+      if (int64_t bound = getIndexBound(slice.getResult()))
+        return bound;
   }
   return 0;
 }
 
-LogicalResult PlanBuilder::build(plan::Plan &result) {
-  result.set_format_version(plan::PLAN_FORMAT_VERSION);
-  int64_t devices = 1;
-  if (mesh) {
-    for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
-      plan::Mesh::Axis *axis = result.mutable_mesh()->add_axes();
-      axis->set_name(cast<StringAttr>(name).str());
-      axis->set_size(size);
-      devices *= size;
-    }
-  }
-  program = result.add_programs();
-  for (int64_t rank = 0; rank < devices; ++rank)
+LogicalResult PlanBuilder::build(plan::Program &result,
+                                ArrayRef<int64_t> ranks) {
+  program = &result;
+  for (int64_t rank : ranks)
     program->add_ranks(rank);
   StringRef attrName = dist::DistDialect::kShardingAttrName;
+  StringRef sourceName = dist::DistDialect::kSourceIndexAttrName;
 
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -303,6 +328,9 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName), type,
                 argument->mutable_global_shape(), argument->mutable_dim_axes());
+    if (auto source = function.getArgAttrOfType<IntegerAttr>(
+            arg.getArgNumber(), sourceName))
+      argument->set_source_index(source.getInt());
   }
 
   for (Operation &op : function.getBody().front()) {
@@ -320,6 +348,9 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
                     cast<RankedTensorType>(operand.getType()),
                     planResult->mutable_global_shape(),
                     planResult->mutable_dim_axes());
+        if (auto source =
+                function.getResultAttrOfType<IntegerAttr>(index, sourceName))
+          planResult->set_source_index(source.getInt());
         // Results stay live to the end.
         lastUse[*id] = std::numeric_limits<int64_t>::max();
       }
@@ -334,7 +365,7 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
       if (event == startEvents.end() || failed(output) ||
           failed(getBuffer(start->getOperand(0))))
         return wait.emitError("cannot export: not the wait of a started "
-                              "collective");
+                              "collective or send");
       plan::Instruction instruction;
       instruction.add_wait_events(event->second);
       *program->add_instructions() = std::move(instruction);
@@ -362,12 +393,26 @@ LogicalResult PlanBuilder::build(plan::Plan &result) {
       buffers[constraint.getResult()] = *id;
       continue;
     }
+    if (isa<dist::SendOp, dist::RecvOp>(op)) {
+      plan::Instruction instruction;
+      if (failed(addTransfer(&op, instruction)))
+        return failure();
+      if (auto stream = op.getAttrOfType<IntegerAttr>(
+              dist::DistDialect::kStreamAttrName)) {
+        int64_t event = startEvents.size();
+        startEvents[&op] = event;
+        instruction.set_stream(stream.getInt());
+        instruction.add_signal_events(event);
+      }
+      *program->add_instructions() = std::move(instruction);
+      continue;
+    }
     bool isKernel = op.getDialect() && isa<nn::NNDialect>(op.getDialect());
     bool isCollective = isa<dist::CollectiveOpInterface>(op);
     if (!isKernel && !isCollective)
       return op.emitError("cannot export '")
-             << op.getName() << "': plans run only nn ops and dist "
-             << "collectives";
+             << op.getName() << "': plans run only nn ops, dist collectives "
+             << "and transfers";
     if (!llvm::all_of(op.getResultTypes(), llvm::IsaPred<RankedTensorType>))
       return op.emitError("cannot export an op with non-tensor results");
     plan::Instruction instruction;
@@ -438,20 +483,83 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
     for (auto function : module.getOps<func::FuncOp>())
       if (!function.isExternal())
         functions.push_back(function);
-    if (functions.size() != 1) {
-      module.emitError("expects one function to export, got ")
-          << functions.size();
+    StringRef rankName = dist::DistDialect::kPipelineRankAttrName;
+    if (functions.empty() ||
+        (functions.size() > 1 &&
+         !llvm::all_of(functions, [&](func::FuncOp function) {
+           return function->hasAttr(rankName);
+         }))) {
+      module.emitError("expects one function to export, or one per pipeline "
+                       "rank ('")
+          << rankName << "'), got " << functions.size() << " functions";
       return signalPassFailure();
     }
-    func::FuncOp function = functions.front();
-    FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
-    if (failed(mesh))
-      return signalPassFailure();
+    auto rankOf = [&](func::FuncOp function) -> int64_t {
+      auto rank = function->getAttrOfType<IntegerAttr>(rankName);
+      return rank ? rank.getInt() : 0;
+    };
+    llvm::stable_sort(functions, [&](func::FuncOp a, func::FuncOp b) {
+      return rankOf(a) < rankOf(b);
+    });
+    dist::MeshOp mesh;
+    for (func::FuncOp function : functions) {
+      FailureOr<dist::MeshOp> found = getFunctionMesh(function);
+      if (failed(found))
+        return signalPassFailure();
+      if (*found && mesh && *found != mesh) {
+        function.emitError("the pipeline stages name different meshes");
+        return signalPassFailure();
+      }
+      if (*found)
+        mesh = *found;
+    }
 
     plan::Plan plan;
-    plan.set_source_model(function.getSymName().str());
-    if (failed(PlanBuilder(function, *mesh).build(plan)))
-      return signalPassFailure();
+    plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+    StringRef source = functions.front().getSymName();
+    if (functions.size() > 1)
+      source.consume_back("_stage0");
+    plan.set_source_model(source.str());
+    SmallVector<int64_t> sizes;
+    if (mesh) {
+      for (auto [name, size] :
+           llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+        plan::Mesh::Axis *axis = plan.mutable_mesh()->add_axes();
+        axis->set_name(cast<StringAttr>(name).str());
+        axis->set_size(size);
+        sizes.push_back(size);
+      }
+    }
+    // Each program runs on all ranks, or on those at its coordinate of the
+    // pipeline axis.
+    std::optional<int64_t> pipelineAxis =
+        mesh ? mesh.getAxisIndex(kPipelineAxis) : std::nullopt;
+    int64_t stages = pipelineAxis ? sizes[*pipelineAxis] : 1;
+    int64_t stride = 1;
+    for (int64_t axis = sizes.size() - 1; pipelineAxis && axis > *pipelineAxis;
+         --axis)
+      stride *= sizes[axis];
+    int64_t devices = 1;
+    for (int64_t size : sizes)
+      devices *= size;
+    for (auto [index, function] : llvm::enumerate(functions)) {
+      bool pipelined = functions.size() > 1;
+      if (pipelined && (rankOf(function) != static_cast<int64_t>(index) ||
+                        stages != static_cast<int64_t>(functions.size()))) {
+        function.emitError("cannot export: expects one function per "
+                           "coordinate of the mesh axis \"")
+            << kPipelineAxis << "\", got " << functions.size()
+            << " for a size of " << stages;
+        return signalPassFailure();
+      }
+      SmallVector<int64_t> ranks;
+      for (int64_t rank = 0; rank < devices; ++rank)
+        if (!pipelined || rank / stride % stages == static_cast<int64_t>(index))
+          ranks.push_back(rank);
+      if (failed(PlanBuilder(function, mesh).build(*plan.add_programs(),
+                                                   ranks)))
+        return signalPassFailure();
+    }
 
     std::string bytes;
     bool written =

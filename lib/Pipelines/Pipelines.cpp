@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "tessera/Transforms/Passes.h"
+#include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -56,21 +57,58 @@ LogicalResult tessera::applyMeshSpec(ModuleOp module, StringRef spec,
   return success();
 }
 
+LogicalResult tessera::addPipelineAxis(ModuleOp module, int64_t stages) {
+  auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
+  if (meshes.size() > 1)
+    return module.emitError("pipelining needs one dist.mesh, found ")
+           << meshes.size();
+  // A model without a mesh may not have loaded the dialect yet.
+  module.getContext()->loadDialect<dist::DistDialect>();
+  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+  if (meshes.empty()) {
+    dist::MeshOp::create(builder, module.getLoc(), "mesh",
+                         builder.getStrArrayAttr({kPipelineAxis}),
+                         builder.getDenseI64ArrayAttr({stages}));
+    return success();
+  }
+  dist::MeshOp mesh = meshes.front();
+  SmallVector<Attribute> names(mesh.getAxisNames().getValue());
+  SmallVector<int64_t> shape(mesh.getShape());
+  if (std::optional<int64_t> index = mesh.getAxisIndex(kPipelineAxis)) {
+    shape[*index] = stages;
+  } else {
+    names.insert(names.begin(), builder.getStringAttr(kPipelineAxis));
+    shape.insert(shape.begin(), stages);
+  }
+  mesh.setAxisNamesAttr(builder.getArrayAttr(names));
+  mesh.setShape(shape);
+  return success();
+}
+
 void tessera::buildShardingPipeline(
     OpPassManager &pm, StringRef machine,
-    const std::optional<SchedulePassOptions> &schedule) {
+    const std::optional<SchedulePassOptions> &schedule,
+    const std::optional<PipelinePassOptions> &pipeline) {
+  if (pipeline && pipeline->microbatches > 1) {
+    MicrobatchPassOptions microbatch;
+    microbatch.microbatches = pipeline->microbatches;
+    pm.addPass(createMicrobatchPass(microbatch));
+  }
   PropagatePassOptions options;
   options.machine = machine.str();
   pm.addPass(createPropagatePass(options));
   pm.addPass(createPartitionPass());
+  if (pipeline)
+    pm.addPass(createPipelinePass(*pipeline));
   if (schedule)
     pm.addPass(createSchedulePass(*schedule));
 }
 
 void tessera::buildCompilePipeline(
     OpPassManager &pm, StringRef output, bool text, StringRef machine,
-    const std::optional<SchedulePassOptions> &schedule) {
-  buildShardingPipeline(pm, machine, schedule);
+    const std::optional<SchedulePassOptions> &schedule,
+    const std::optional<PipelinePassOptions> &pipeline) {
+  buildShardingPipeline(pm, machine, schedule, pipeline);
   ExportPassOptions options;
   options.output = output.str();
   options.text = text;

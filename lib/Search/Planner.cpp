@@ -10,7 +10,7 @@
 
 #include "tessera/Search/Planner.h"
 
-#include "tessera/Search/StageCuts.h"
+#include "tessera/Analysis/StageCuts.h"
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"

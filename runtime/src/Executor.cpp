@@ -159,6 +159,29 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
     }
     if (!instruction.wait_events().empty())
       record({"wait", 0, start, getMicroseconds()});
+    if (instruction.has_send_recv()) {
+      const plan::SendRecv &transfer = instruction.send_recv();
+      Tensor buffer = getBuffer(transfer.buffer());
+      std::vector<int64_t> peer = mesh.getCoordinates(communicator.getRank());
+      peer[mesh.getAxisIndex(transfer.mesh_axis())] = transfer.peer();
+      int64_t peerRank = mesh.getRank(peer);
+      Pending pending =
+          transfer.is_send()
+              ? communicator.startSend(buffer, peerRank, transfer.tag())
+              : communicator.startRecv(buffer, peerRank, transfer.tag());
+      std::string name = std::string(transfer.is_send() ? "send" : "recv") +
+                         " tag " + std::to_string(transfer.tag());
+      if (instruction.stream() != 0) {
+        inFlight[instruction.signal_events(0)] = {std::move(pending), start,
+                                                  name, instruction.stream()};
+        continue;
+      }
+      if (!(error = pending->wait()).empty())
+        return "instruction " + std::to_string(index) + " (" + name +
+               "): " + error;
+      record({name, 0, start, getMicroseconds()});
+      continue;
+    }
     if (instruction.has_collective() && instruction.stream() != 0) {
       const plan::Collective &collective = instruction.collective();
       inFlight[instruction.signal_events(0)] = {

@@ -30,6 +30,13 @@ std::vector<int64_t> Mesh::getCoordinates(int64_t rank) const {
   return coordinates;
 }
 
+int64_t Mesh::getRank(const std::vector<int64_t> &coordinates) const {
+  int64_t rank = 0;
+  for (size_t axis = 0; axis < sizes.size(); ++axis)
+    rank = rank * sizes[axis] + coordinates[axis];
+  return rank;
+}
+
 Group Mesh::getGroup(int64_t rank, const std::vector<std::string> &axes) const {
   std::vector<int64_t> coordinates = getCoordinates(rank);
   std::vector<bool> inGroup(sizes.size(), false);

@@ -79,6 +79,7 @@ public:
 private:
   std::string checkBuffer(int64_t id, const std::string &what) const;
   std::string checkCollective(const plan::Collective &collective) const;
+  std::string checkTransfer(const plan::SendRecv &transfer) const;
   std::string checkMemoryPlan() const;
   const plan::Buffer &buffer(int64_t id) const { return program.buffers(id); }
   /// The buffer whose bytes `id` names: itself, or what it is a view of.
@@ -349,8 +350,11 @@ std::string ProgramValidator::run() {
       if (std::string error = checkCollective(collective); !error.empty())
         return fail(at + ": " + error);
     } else if (instruction.has_send_recv()) {
-      return fail(at + ": send/recv needs pipeline stages, which this runtime "
-                       "does not run yet");
+      const plan::SendRecv &transfer = instruction.send_recv();
+      if (std::string error = checkTransfer(transfer); !error.empty())
+        return fail(at + ": " + error);
+      (transfer.is_send() ? reads : writes) = {transfer.buffer()};
+      at += transfer.is_send() ? " (send)" : " (recv)";
     } else if (instruction.wait_events().empty()) {
       return fail(at + " is empty");
     }
@@ -363,10 +367,13 @@ std::string ProgramValidator::run() {
       inFlight.erase(it);
     }
     if (instruction.stream() != 0 || !instruction.signal_events().empty()) {
-      if (!instruction.has_collective() || instruction.stream() < 1 ||
+      bool startable =
+          instruction.has_collective() ||
+          (instruction.has_send_recv() && instruction.send_recv().is_send());
+      if (!startable || instruction.stream() < 1 ||
           instruction.signal_events_size() != 1)
-        return fail(at + ": only a collective may run on a stream other "
-                         "than 0, and it signals one event");
+        return fail(at + ": only a collective or a send may run on a stream "
+                         "other than 0, and it signals one event");
       int64_t event = instruction.signal_events(0);
       if (!usedEvents.insert(event).second)
         return fail(at + " signals event " + std::to_string(event) +
@@ -403,7 +410,9 @@ std::string ProgramValidator::run() {
       definedAt[id] = index;
     }
     if (instruction.stream() != 0)
-      inFlight[instruction.signal_events(0)] = {reads.front(), writes.front()};
+      inFlight[instruction.signal_events(0)] = {
+          reads.empty() ? -1 : reads.front(),
+          writes.empty() ? -1 : writes.front()};
     for (int64_t id : instruction.frees()) {
       if (std::string error = checkBuffer(id, at + " frees"); !error.empty())
         return fail(error);
@@ -458,6 +467,80 @@ std::string ProgramValidator::run() {
   return "";
 }
 
+std::string
+ProgramValidator::checkTransfer(const plan::SendRecv &transfer) const {
+  std::string what = transfer.is_send() ? "send" : "recv";
+  int64_t axis = mesh.getAxisIndex(transfer.mesh_axis());
+  if (axis < 0)
+    return what + " names unknown mesh axis \"" + transfer.mesh_axis() + "\"";
+  int64_t size = mesh.getAxisSizes()[axis];
+  if (transfer.peer() < 0 || transfer.peer() >= size)
+    return what + " peer " + std::to_string(transfer.peer()) +
+           " is not a coordinate of axis \"" + transfer.mesh_axis() +
+           "\" (size " + std::to_string(size) + ")";
+  if (transfer.tag() < 0 || transfer.tag() > 32767)
+    return what + " tag " + std::to_string(transfer.tag()) +
+           " is outside [0, 32767]";
+  for (int64_t rank : program.ranks())
+    if (rank >= 0 && rank < mesh.getNumDevices() &&
+        mesh.getCoordinates(rank)[axis] == transfer.peer())
+      return what + " on rank " + std::to_string(rank) + " names itself";
+  return "";
+}
+
+/// Checks that every send of every rank has the matching receive (same
+/// tag, dtype and shape) on its peer and the other way round, so that no
+/// run waits forever for a transfer that never comes.
+static std::string checkTransfersMatch(const plan::Plan &plan,
+                                       const Mesh &mesh) {
+  // Per rank: its program; per program: (send?, axis, peer, tag) -> buffer.
+  std::vector<int> programOf(mesh.getNumDevices(), -1);
+  for (int index = 0; index < plan.programs_size(); ++index)
+    for (int64_t rank : plan.programs(index).ranks())
+      programOf[rank] = index;
+  using Key = std::tuple<bool, std::string, int64_t, int64_t>;
+  std::vector<std::map<Key, const plan::Buffer *>> transfers(
+      plan.programs_size());
+  for (int index = 0; index < plan.programs_size(); ++index) {
+    const plan::Program &program = plan.programs(index);
+    for (const plan::Instruction &instruction : program.instructions()) {
+      if (!instruction.has_send_recv())
+        continue;
+      const plan::SendRecv &t = instruction.send_recv();
+      Key key{t.is_send(), t.mesh_axis(), t.peer(), t.tag()};
+      if (!transfers[index].emplace(key, &program.buffers(t.buffer())).second)
+        return "program " + std::to_string(index) + " has two " +
+               (t.is_send() ? "sends" : "receives") + " with tag " +
+               std::to_string(t.tag()) + " to peer " + std::to_string(t.peer());
+    }
+  }
+  for (int64_t rank = 0; rank < mesh.getNumDevices(); ++rank) {
+    std::vector<int64_t> coordinates = mesh.getCoordinates(rank);
+    for (const auto &[key, buffer] : transfers[programOf[rank]]) {
+      const auto &[isSend, axisName, peer, tag] = key;
+      int64_t axis = mesh.getAxisIndex(axisName);
+      std::vector<int64_t> peerCoordinates = coordinates;
+      peerCoordinates[axis] = peer;
+      int64_t peerRank = mesh.getRank(peerCoordinates);
+      const auto &theirs = transfers[programOf[peerRank]];
+      auto match = theirs.find(Key{!isSend, axisName, coordinates[axis], tag});
+      std::string what = std::string(isSend ? "send" : "receive") +
+                         " with tag " + std::to_string(tag) + " from rank " +
+                         std::to_string(rank) + " to rank " +
+                         std::to_string(peerRank);
+      if (match == theirs.end())
+        return "the " + what + " has no matching " +
+               (isSend ? "receive" : "send");
+      if (match->second->dtype() != buffer->dtype() ||
+          !std::equal(buffer->shape().begin(), buffer->shape().end(),
+                      match->second->shape().begin(),
+                      match->second->shape().end()))
+        return "the " + what + " and its match differ in dtype or shape";
+    }
+  }
+  return "";
+}
+
 std::string runtime::validatePlan(const plan::Plan &plan) {
   if (plan.format_version() != plan::PLAN_FORMAT_VERSION)
     return "format version " + std::to_string(plan.format_version()) +
@@ -491,5 +574,5 @@ std::string runtime::validatePlan(const plan::Plan &plan) {
   if (static_cast<int64_t>(ranks.size()) != mesh.getNumDevices())
     return "the programs cover " + std::to_string(ranks.size()) +
            " ranks of a mesh of " + std::to_string(mesh.getNumDevices());
-  return "";
+  return checkTransfersMatch(plan, mesh);
 }

@@ -14,8 +14,11 @@
 //
 // Every rank loads and validates the plan, builds the same global inputs
 // (seeded, or read from --inputs), keeps its piece, runs its program and
-// sends its results to rank 0, which assembles and prints them. A failure on
-// any rank is reported with the rank and ends the whole job.
+// sends its results to rank 0, which assembles and prints them. With
+// pipeline stages (one program per stage) every input and result is known
+// by its index in the unpipelined step, so a run feeds and reports them as
+// that step would. A failure on any rank is reported with the rank and ends
+// the whole job.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +34,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 using namespace tessera;
@@ -228,6 +233,19 @@ std::string loadCheckpoint(const std::string &dir, const plan::Program &program,
   return "";
 }
 
+/// The loss: the first scalar float result that updates no argument; -1
+/// when there is none.
+int getLossResult(const plan::Program &program) {
+  for (int i = 0; i < program.results_size(); ++i) {
+    const plan::Result &result = program.results(i);
+    plan::DType dtype = program.buffers(result.buffer()).dtype();
+    if (!result.has_updates_argument() && result.global_shape_size() == 0 &&
+        (dtype == plan::F32 || dtype == plan::BF16 || dtype == plan::F16))
+      return i;
+  }
+  return -1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -266,27 +284,57 @@ int main(int argc, char **argv) {
   const plan::Program *program = getProgramOfRank(plan, rank);
   if (!program)
     return fail("the plan has no program for this rank");
+  // The groups of every program's collectives, set up by all ranks at once.
+  std::set<Axes> groups;
+  for (const plan::Program &each : plan.programs())
+    for (const plan::Instruction &instruction : each.instructions())
+      if (instruction.has_collective())
+        groups.insert({instruction.collective().mesh_axes().begin(),
+                       instruction.collective().mesh_axes().end()});
+  if (!(error = communicator->prepareGroups({groups.begin(), groups.end()}))
+           .empty())
+    return fail(error);
 
-  std::vector<OwnedTensor> globals;
+  // Arguments by their index in the step (pipeline stages read a part).
+  auto getSourceIndex = [&](int i) -> int64_t {
+    const plan::Argument &argument = program->arguments(i);
+    return argument.has_source_index() ? argument.source_index() : i;
+  };
+  bool pipelined = plan.programs_size() > 1;
+  if (pipelined && !options.dumpInputs.empty())
+    return fail("--dump-inputs needs a plan of one program (this one has a "
+                "program per pipeline stage)");
+  std::vector<OwnedTensor> read, globals;
   if (!options.inputs.empty()) {
-    if (!(error = readTensors(options.inputs, globals)).empty())
+    if (!(error = readTensors(options.inputs, read)).empty())
       return fail(error);
-    if (static_cast<int>(globals.size()) != program->arguments_size())
+    int64_t needed = 0;
+    for (int i = 0; i < program->arguments_size(); ++i)
+      needed = std::max(needed, getSourceIndex(i) + 1);
+    bool fits = pipelined ? static_cast<int64_t>(read.size()) >= needed
+                          : static_cast<int>(read.size()) ==
+                                program->arguments_size();
+    if (!fits)
       return fail("'" + options.inputs + "' holds " +
-                  std::to_string(globals.size()) + " tensors, the plan takes " +
-                  std::to_string(program->arguments_size()) + " arguments");
+                  std::to_string(read.size()) + " tensors, the plan takes " +
+                  std::to_string(pipelined ? needed
+                                           : program->arguments_size()) +
+                  " arguments");
   }
   std::vector<OwnedTensor> locals;
   for (int i = 0; i < program->arguments_size(); ++i) {
     const plan::Argument &argument = program->arguments(i);
+    int64_t source = getSourceIndex(i);
     if (options.inputs.empty()) {
-      globals.push_back(makeGlobalInput(argument, options.seed, i));
+      globals.push_back(makeGlobalInput(argument, options.seed, source));
     } else {
+      globals.push_back(std::move(read[source]));
       const Tensor &given = globals[i].view;
       std::vector<int64_t> want(argument.global_shape().begin(),
                                 argument.global_shape().end());
       if (given.dtype != getDType(argument.dtype()) || given.shape != want)
-        return fail("input #" + std::to_string(i) + " of '" + options.inputs +
+        return fail("input #" + std::to_string(source) + " of '" +
+                    options.inputs +
                     "' does not match argument '" + argument.name() + "'");
     }
     locals.push_back(
@@ -300,15 +348,7 @@ int main(int argc, char **argv) {
   Executor executor(*program, mesh, *communicator);
   executor.setTracing(!options.traceDir.empty());
   std::vector<OwnedTensor> results;
-  // The loss: the first scalar f32 result that updates no argument.
-  int lossResult = -1;
-  for (int i = 0; i < program->results_size() && lossResult < 0; ++i)
-    if (!program->results(i).has_updates_argument() &&
-        program->results(i).global_shape_size() == 0 &&
-        (program->buffers(program->results(i).buffer()).dtype() == plan::F32 ||
-         program->buffers(program->results(i).buffer()).dtype() == plan::BF16 ||
-         program->buffers(program->results(i).buffer()).dtype() == plan::F16))
-      lossResult = i;
+  int lossResult = getLossResult(*program);
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
@@ -338,13 +378,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < program->results_size(); ++i)
       if (program->results(i).has_updates_argument())
         std::swap(locals[program->results(i).updates_argument()], results[i]);
-    if (lossResult >= 0) {
-      double loss = getScalar(results[lossResult].view);
-      losses.push_back(loss);
-      if (rank == 0 && options.steps > 1)
-        std::printf("step %lld: loss = %.7g\n", static_cast<long long>(step),
-                    loss);
-    }
+    if (lossResult >= 0)
+      losses.push_back(getScalar(results[lossResult].view));
   }
   // The results that were swapped into the arguments.
   for (int i = 0; i < program->results_size() && !stepSeconds.empty(); ++i)
@@ -374,7 +409,44 @@ int main(int argc, char **argv) {
                                  firstStep + options.steps))
              .empty())
       return fail(error);
-  if (rank == 0 && !options.dumpLosses.empty()) {
+  // Rank 0 learns every rank's losses and result pieces: the loss is on the
+  // last pipeline stage, and each result on the ranks of its program.
+  std::vector<uint8_t> mine(losses.size() * sizeof(double));
+  std::memcpy(mine.data(), losses.data(), mine.size());
+  for (const OwnedTensor &result : results) {
+    const auto *bytes = static_cast<const uint8_t *>(result.view.data);
+    mine.insert(mine.end(), bytes, bytes + result.view.getBytes());
+  }
+  std::vector<std::vector<uint8_t>> everyone;
+  if (!(error = communicator->gatherToRoot(mine, everyone)).empty())
+    return fail(error);
+  if (rank != 0) {
+    communicator.reset();
+    MPI_Finalize();
+    return 0;
+  }
+  // Each rank's bytes: its losses (if its program has a loss), then its
+  // results in program order.
+  int64_t numRanks = communicator->getNumRanks();
+  std::vector<const plan::Program *> programs;
+  std::vector<size_t> resultsAt;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    programs.push_back(getProgramOfRank(plan, r));
+    resultsAt.push_back(getLossResult(*programs.back()) >= 0
+                            ? stepSeconds.size() * sizeof(double)
+                            : 0);
+  }
+  losses.clear();
+  for (int64_t r = 0; r < numRanks && losses.empty(); ++r)
+    if (resultsAt[r] > 0) {
+      losses.resize(resultsAt[r] / sizeof(double));
+      std::memcpy(losses.data(), everyone[r].data(), resultsAt[r]);
+    }
+  if (options.steps > 1)
+    for (size_t i = 0; i < losses.size(); ++i)
+      std::printf("step %lld: loss = %.7g\n",
+                  static_cast<long long>(firstStep + 1 + i), losses[i]);
+  if (!options.dumpLosses.empty()) {
     std::FILE *file = std::fopen(options.dumpLosses.c_str(), "w");
     if (!file)
       return fail("cannot write '" + options.dumpLosses + "'");
@@ -383,29 +455,43 @@ int main(int argc, char **argv) {
     std::fclose(file);
   }
 
-  // Rank 0 assembles each global result from every rank's piece.
+  // Each global result, by its index in the step, from the ranks of the
+  // first program that returns it.
+  std::map<int64_t, std::pair<int, int>> sources; // index -> program, result
+  for (int p = 0; p < plan.programs_size(); ++p)
+    for (int i = 0; i < plan.programs(p).results_size(); ++i) {
+      const plan::Result &result = plan.programs(p).results(i);
+      sources.try_emplace(
+          result.has_source_index() ? result.source_index() : i, p, i);
+    }
   std::vector<OwnedTensor> globalResults;
-  for (int i = 0; i < program->results_size(); ++i) {
-    const plan::Result &result = program->results(i);
-    std::vector<uint8_t> pieces;
-    if (!(error = communicator->gatherToRoot(results[i].view, pieces)).empty())
-      return fail(error);
-    if (rank != 0)
-      continue;
-    OwnedTensor global(results[i].view.dtype, {result.global_shape().begin(),
-                                               result.global_shape().end()});
-    Tensor piece = results[i].view;
-    for (int64_t r = 0; r < communicator->getNumRanks(); ++r) {
-      piece.data = pieces.data() + r * piece.getBytes();
+  for (const auto &[index, source] : sources) {
+    const plan::Program &owner = plan.programs(source.first);
+    const plan::Result &result = owner.results(source.second);
+    const plan::Buffer &buffer = owner.buffers(result.buffer());
+    OwnedTensor global(getDType(buffer.dtype()),
+                       {result.global_shape().begin(),
+                        result.global_shape().end()});
+    Tensor piece{global.view.dtype,
+                 {buffer.shape().begin(), buffer.shape().end()},
+                 nullptr};
+    for (int64_t r : owner.ranks()) {
+      size_t offset = resultsAt[r];
+      for (int i = 0; i < source.second; ++i) {
+        const plan::Buffer &before = owner.buffers(owner.results(i).buffer());
+        offset += getNumElements({before.shape().begin(), before.shape().end()}) *
+                  getDTypeBytes(getDType(before.dtype()));
+      }
+      piece.data = everyone[r].data() + offset;
       placeLocalPiece(piece, global.view, getDimAxes(result), mesh, r);
     }
     // A train step's new parameters and state are many and large: print
     // only what updates nothing (the loss).
     if (!result.has_updates_argument())
-      printResult(i, global.view);
+      printResult(index, global.view);
     globalResults.push_back(std::move(global));
   }
-  if (rank == 0 && !options.dumpOutputs.empty())
+  if (!options.dumpOutputs.empty())
     if (!(error = writeTensors(options.dumpOutputs, globalResults)).empty())
       return fail(error);
   communicator.reset();

@@ -110,6 +110,21 @@ static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
 static cl::opt<std::string>
     meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
              cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t> pipelineStages(
+    "pp", cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
+    cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t>
+    microbatches("microbatches",
+                 cl::desc("Microbatches per step (gradient accumulation)"),
+                 cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string> pipelineSchedule(
+    "schedule", cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved"),
+    cl::init("1f1b"), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t>
+    virtualStages("virtual",
+                  cl::desc("Stages per pipeline rank (--schedule "
+                           "interleaved)"),
+                  cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<std::string> planOutput("o", cl::desc("Output plan file"),
                                        cl::value_desc("file"), cl::Required,
                                        cl::sub(compileCmd));
@@ -479,12 +494,44 @@ static std::optional<SchedulePassOptions> getSchedule() {
   return options;
 }
 
-/// --zero shards optimizer state: it needs AdamW's.
+/// --tessera-pipeline's options, when --pp or --microbatches ask for it.
+static std::optional<PipelinePassOptions> getPipeline() {
+  if (pipelineStages == 1 && microbatches == 1)
+    return std::nullopt;
+  PipelinePassOptions options;
+  options.stages = pipelineStages;
+  options.microbatches = microbatches;
+  options.schedule = pipelineSchedule;
+  options.virtualStages = virtualStages;
+  return options;
+}
+
+/// --zero shards optimizer state: it needs AdamW's. Pipelines and
+/// microbatches do not combine with ZeRO yet.
 static int checkZero() {
   if (zeroStage != 0 && train != "adamw")
     return reportError(llvm::createStringError(
         "--zero needs --train adamw (the optimizer state it shards)"));
+  if (zeroStage != 0 && getPipeline())
+    return reportError(llvm::createStringError(
+        "--zero with --pp or --microbatches is not supported yet"));
+  if (getPipeline() && train.empty())
+    return reportError(llvm::createStringError(
+        "--pp and --microbatches pipeline a train step: give --train"));
   return 0;
+}
+
+/// Applies --mesh, with the pipeline axis "pp" added for --pp.
+static LogicalResult applyMesh(ModuleOp module, std::string &error) {
+  if (pipelineStages > 1 && failed(addPipelineAxis(module, pipelineStages)))
+    return failure();
+  if (meshSpec.empty())
+    return success();
+  std::string spec = meshSpec;
+  if (pipelineStages > 1 && !StringRef(spec).starts_with("pp=") &&
+      !StringRef(spec).contains(",pp="))
+    spec += ",pp=" + std::to_string(pipelineStages);
+  return applyMeshSpec(module, spec, error);
 }
 
 static std::string mainExecutable;
@@ -644,8 +691,8 @@ static int runCompile(MLIRContext &context) {
   std::string error;
   if (autoPlan && applyAutoPlan(*module) != 0)
     return 1;
-  if (!meshSpec.empty() && failed(applyMeshSpec(*module, meshSpec, error)))
-    return reportError(llvm::createStringError(error));
+  if (failed(applyMesh(*module, error)))
+    return error.empty() ? 1 : reportError(llvm::createStringError(error));
   if (emit == Emit::NN) {
     std::unique_ptr<llvm::ToolOutputFile> file =
         openOutputFile(planOutput, &error);
@@ -659,7 +706,8 @@ static int runCompile(MLIRContext &context) {
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           addTrainStep(pm);
           addZero(pm);
-          buildShardingPipeline(pm, autoMachine, getSchedule());
+          buildShardingPipeline(pm, autoMachine, getSchedule(),
+                                getPipeline());
         })))
       return 1;
     std::unique_ptr<llvm::ToolOutputFile> file =
@@ -674,7 +722,7 @@ static int runCompile(MLIRContext &context) {
         addTrainStep(pm);
         addZero(pm);
         buildCompilePipeline(pm, planOutput, planText, autoMachine,
-                             getSchedule());
+                             getSchedule(), getPipeline());
       })))
     return 1;
   if (planText || planOutput == "-")
@@ -744,8 +792,8 @@ static int runVerify(MLIRContext &context) {
   if (!model)
     return 1;
   std::string error;
-  if (!meshSpec.empty() && failed(applyMeshSpec(*model, meshSpec, error)))
-    return reportError(llvm::createStringError(error));
+  if (failed(applyMesh(*model, error)))
+    return error.empty() ? 1 : reportError(llvm::createStringError(error));
   int64_t numRanks = 1;
   for (auto mesh : model->getOps<dist::MeshOp>())
     numRanks = mesh.getNumDevices();
@@ -766,7 +814,8 @@ static int runVerify(MLIRContext &context) {
                            addZero(pm);
                            buildCompilePipeline(pm, path("sharded.plan"),
                                                 /*text=*/false,
-                                                /*machine=*/{}, getSchedule());
+                                                /*machine=*/{}, getSchedule(),
+                                                getPipeline());
                          })) ||
       failed(runPipeline(*single, [&](OpPassManager &pm) {
         addTrainStep(pm);

@@ -41,6 +41,18 @@ def Dist_Dialect : Dialect {
     /// On a collective: it is started on this stream (1 and up; 0 is the
     /// compute stream) and completes at the `dist.wait` of its result.
     static constexpr ::llvm::StringLiteral kStreamAttrName = "dist.stream";
+    /// On an op of a model: the pipeline stage it starts (a cut point); the
+    /// ops after it belong to that stage until the next annotated op.
+    static constexpr ::llvm::StringLiteral kStageAttrName = "dist.stage";
+    /// On a function: it is the program of the devices at this coordinate of
+    /// the pipeline axis (`--tessera-pipeline` makes one per coordinate).
+    static constexpr ::llvm::StringLiteral kPipelineRankAttrName =
+        "dist.pipeline_rank";
+    /// On an argument or result of a pipeline stage's function: its index in
+    /// the function the stages were cut from, so that a run feeds and reads
+    /// every stage consistently with the unpipelined program.
+    static constexpr ::llvm::StringLiteral kSourceIndexAttrName =
+        "dist.source_index";
 
   private:
     void registerAttributes();

@@ -22,6 +22,15 @@ void DistDialect::initialize() {
 static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
                                             StringRef what, unsigned index,
                                             Type type) {
+  if (attr.getName() == DistDialect::kSourceIndexAttrName) {
+    auto source = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!source || source.getInt() < 0)
+      return op->emitError("expects '")
+             << DistDialect::kSourceIndexAttrName << "' of " << what << " #"
+             << index << " to be an index of 0 or more, got "
+             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != DistDialect::kShardingAttrName)
     return op->emitError("unknown dist attribute '")
            << attr.getName().getValue() << "' on " << what << " #" << index;
@@ -67,9 +76,9 @@ static LogicalResult verifyStream(Operation *op, Attribute value) {
            << "' to be a stream number of 1 or more (0 is the compute "
               "stream), got "
            << value;
-  if (!isa<CollectiveOpInterface>(op))
+  if (!isa<CollectiveOpInterface, SendOp>(op))
     return op->emitError("'") << DistDialect::kStreamAttrName
-                              << "' is only allowed on collectives";
+                              << "' is only allowed on collectives and sends";
   Value result = op->getResult(0);
   if (!result.hasOneUse() || !isa<WaitOp>(*result.getUsers().begin()))
     return op->emitError("a collective started on a stream must have one "
@@ -77,10 +86,28 @@ static LogicalResult verifyStream(Operation *op, Attribute value) {
   return success();
 }
 
+/// A pipeline stage or pipeline rank: an integer of 0 or more.
+static LogicalResult verifyStageIndex(Operation *op, NamedAttribute attr) {
+  auto index = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!index || index.getInt() < 0)
+    return op->emitError("expects '")
+           << attr.getName().getValue() << "' to be an integer of 0 or more, "
+           << "got " << attr.getValue();
+  return success();
+}
+
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   if (attr.getName() == kStreamAttrName)
     return verifyStream(op, attr.getValue());
+  if (attr.getName() == kStageAttrName)
+    return verifyStageIndex(op, attr);
+  if (attr.getName() == kPipelineRankAttrName) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError("'")
+             << kPipelineRankAttrName << "' is only allowed on functions";
+    return verifyStageIndex(op, attr);
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitError("unknown dist attribute '")
            << attr.getName().getValue() << "'";

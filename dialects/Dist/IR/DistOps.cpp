@@ -357,8 +357,42 @@ LogicalResult BroadcastOp::verifyGroupShapes(int64_t groupSize) {
 LogicalResult WaitOp::verify() {
   Operation *start = getInput().getDefiningOp();
   if (!start || !start->hasAttr(DistDialect::kStreamAttrName))
-    return emitOpError("expects the result of a collective started on a "
-                       "stream ('")
+    return emitOpError("expects the result of a collective or send started "
+                       "on a stream ('")
            << DistDialect::kStreamAttrName << "')";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+/// Checks that `axis` is an axis of the mesh and `peer` a coordinate on it.
+static LogicalResult verifyPeer(Operation *op, FlatSymbolRefAttr meshName,
+                                StringRef axis, int64_t peer, int64_t tag,
+                                SymbolTableCollection &symbolTable) {
+  auto mesh = symbolTable.lookupNearestSymbolFrom<MeshOp>(op, meshName);
+  if (!mesh)
+    return op->emitOpError("names unknown mesh ") << meshName;
+  std::optional<int64_t> size = mesh.getAxisSize(axis);
+  if (!size)
+    return op->emitOpError("mesh @")
+           << mesh.getSymName() << " has no axis \"" << axis << "\"";
+  if (peer < 0 || peer >= *size)
+    return op->emitOpError("peer ")
+           << peer << " is not a coordinate of axis \"" << axis << "\" (size "
+           << *size << ")";
+  if (tag < 0)
+    return op->emitOpError("expects a tag of 0 or more, got ") << tag;
+  return success();
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyPeer(*this, getMeshAttr(), getMeshAxis(), getPeer(), getTag(),
+                    symbolTable);
+}
+
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyPeer(*this, getMeshAttr(), getMeshAxis(), getPeer(), getTag(),
+                    symbolTable);
 }

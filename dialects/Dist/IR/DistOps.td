@@ -267,4 +267,55 @@ def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast",
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Point to point (pipeline stages)
+//===----------------------------------------------------------------------===//
+
+def Dist_SendOp : Dist_Op<"send",
+    [SameOperandsAndResultType, InferTypeOpInterface,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "sends a tensor to the device at another coordinate of an axis";
+  let description = [{
+    Sends the operand to the device whose mesh coordinates equal this
+    device's except along `mesh_axis`, where it is `peer`; the matching
+    `dist.recv` there names this device's coordinate and the same `tag`.
+    The result is the operand, in flight: with `dist.stream` the send starts
+    here and completes at the `dist.wait` of its result (the operand stays
+    unchanged until then); without, it completes where it stands.
+
+    ```mlir
+    %s = dist.send %x on @mesh "pp" to 1 tag 4 {dist.stream = 1 : i64}
+        : tensor<4x16x64xf32>
+    ...
+    %done = dist.wait %s : tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$mesh_axis, I64Attr:$peer, I64Attr:$tag);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $mesh_axis `to` $peer `tag` $tag attr-dict `:` type($result)
+  }];
+}
+
+def Dist_RecvOp : Dist_Op<"recv", [
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "receives a tensor from the device at another coordinate of an axis";
+  let description = [{
+    The counterpart of `dist.send`: receives the tensor that the device at
+    coordinate `peer` of `mesh_axis` (all other coordinates equal) sends
+    with the same `tag`.
+
+    ```mlir
+    %x = dist.recv on @mesh "pp" from 0 tag 4 : tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$mesh_axis,
+                       I64Attr:$peer, I64Attr:$tag);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    `on` $mesh $mesh_axis `from` $peer `tag` $tag attr-dict `:` type($result)
+  }];
+}
+
 #endif // TESSERA_DIST_OPS

@@ -312,6 +312,104 @@ def StripShardingPass : Pass<"tessera-strip-sharding", "mlir::ModuleOp"> {
   }];
 }
 
+def MicrobatchPass : Pass<"tessera-microbatch", "mlir::ModuleOp"> {
+  let summary = "Splits the batch into microbatches: a time axis \"mb\" of the mesh";
+  let description = [{
+    Runs before `--tessera-propagate` when a step is to be pipelined or to
+    accumulate gradients. Adds the axis "mb" of size `microbatches` to the
+    mesh as its most minor axis (making a mesh `@mesh ["mb"=M]` if there is
+    none) and splits dim 0 (the batch) of every data argument (neither
+    `nn.param` nor `nn.state`) over it, after the axes already there.
+
+    Microbatching is then sharding in time, as GSPMD would see it:
+    propagation and partition give every value its one-microbatch local
+    shape, and every value that combines microbatches (a parameter's
+    gradient, the mean loss) becomes an all_reduce over "mb".
+    `--tessera-pipeline` turns that axis into a loop over microbatches and
+    those all_reduces into accumulation; until then the program is the
+    ordinary SPMD program of a mesh with M times the devices.
+
+    ```mlir
+    // tessera-opt --tessera-microbatch=microbatches=4
+    dist.mesh @mesh ["dp"=2, "mb"=4]
+    func.func @step(%tokens: tensor<32x16xi32>
+        {dist.sharding = #dist.sharding<@mesh, [{"dp", "mb"}, {} ]>}, ...)
+    ```
+
+    Fails when the mesh has an axis "mb" already or a batch does not divide
+    by its axes times `microbatches`.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches per step">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
+def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
+  let summary = "Cuts a partitioned step into pipeline stages with a microbatch schedule";
+  let description = [{
+    Runs on a partitioned program (after `--tessera-microbatch`,
+    `--tessera-propagate` and `--tessera-partition`) whose mesh has the axis
+    "pp" of size `stages` (or none when `stages` is 1) and the axis "mb" of
+    size `microbatches` (or none when it is 1). It replaces the function by
+    one function per coordinate of "pp" (`dist.pipeline_rank`), each the
+    program of its stage, and removes the axis "mb".
+
+    1. Classes. Ops that depend on no data argument are *pre* ops (weight
+       casts, constants): each stage that needs one computes it once.
+       Optimizer updates and all that follows an all_reduce over "mb" are
+       *post* ops: they run once, after the microbatches. The rest, the
+       *body*, runs once per microbatch: *forward* ops (those the loss
+       depends on) and *backward* ops.
+    2. Cuts. `stages × virtual` stages are cut from the forward ops in
+       program order. Where ops carry `dist.stage = k`, stage k starts at the
+       first of them (the annotations must not decrease); otherwise the cuts
+       are chosen among the places where one forward value crosses (the
+       boundaries between layers) by dynamic programming that balances the
+       stages' FLOPs. A backward op runs in the stage that reads its forward
+       operands (the latest stage reading them); one that reads none, in the
+       earliest stage of its operands. Stage k runs on pipeline rank
+       k mod `stages`.
+    3. Transfers. A body value that another stage reads is sent there
+       (`dist.send` on the communication stream, tag per value and
+       microbatch) and received (`dist.recv`) at the start of the reader's
+       unit. Each send completes at a `dist.wait` placed where the receive is
+       known to have been posted (found by simulating the schedule), or at
+       the end.
+    4. Schedule. Each rank runs units F(k, m) (the forward of stage k on
+       microbatch m) and B(k, m) in the order of `schedule`:
+       `gpipe` runs all forwards, then all backwards; `1f1b` runs
+       `stages - rank - 1` forwards of warm-up, then one forward and one
+       backward in turn, then the remaining backwards; `interleaved` is
+       Megatron-LM's interleaved 1F1B over `virtual` stages per rank
+       (microbatches a multiple of `stages`).
+    5. Accumulation. Each all_reduce over "mb" becomes the sum of its
+       operand over microbatches, made as each microbatch's value appears
+       (divided by `microbatches` for avg), followed by the all_reduce over
+       its remaining axes. Post ops run on every rank that holds the
+       parameter they update (a parameter tied across stages, such as GPT's
+       embedding, is updated identically on each), receiving the
+       accumulated values they read from other ranks.
+
+    Data arguments become one local batch of all microbatches (microbatch m
+    is rows [m·b, (m+1)·b) of it); each stage's arguments and results keep
+    their index in the cut function in `dist.source_index`.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1",
+           "Pipeline ranks (the size of mesh axis \"pp\")">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches per step (the size of mesh axis \"mb\")">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b or interleaved">,
+    Option<"virtualStages", "virtual", "int64_t", /*default=*/"1",
+           "Stages per rank (interleaved)">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect",
+                           "::tessera::nn::NNDialect"];
+}
+
 def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
   let summary = "Writes a partitioned program as an executable plan";
   let description = [{

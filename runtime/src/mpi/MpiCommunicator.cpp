@@ -162,8 +162,15 @@ public:
   Pending startCollectivePermute(const Tensor &in, const Tensor &out,
                                  const std::vector<int64_t> &pairs,
                                  const Axes &axes) override;
-  std::string gatherToRoot(const Tensor &in,
-                           std::vector<uint8_t> &out) override;
+  std::string prepareGroups(const std::vector<Axes> &groups) override {
+    for (const Axes &axes : groups)
+      getComm(axes);
+    return "";
+  }
+  Pending startSend(const Tensor &in, int64_t peer, int64_t tag) override;
+  Pending startRecv(const Tensor &out, int64_t peer, int64_t tag) override;
+  std::string gatherToRoot(const std::vector<uint8_t> &in,
+                           std::vector<std::vector<uint8_t>> &out) override;
 
 private:
   MPI_Comm getComm(const Axes &axes);
@@ -445,15 +452,51 @@ MpiCommunicator::startCollectivePermute(const Tensor &in, const Tensor &out,
   return pending;
 }
 
-std::string MpiCommunicator::gatherToRoot(const Tensor &in,
-                                          std::vector<uint8_t> &out) {
+Pending MpiCommunicator::startSend(const Tensor &in, int64_t peer,
+                                   int64_t tag) {
+  return post("MPI_Isend", [&](MPI_Request *request) {
+    return MPI_Isend(in.data, in.getBytes(), MPI_BYTE, static_cast<int>(peer),
+                     static_cast<int>(tag), MPI_COMM_WORLD, request);
+  });
+}
+
+Pending MpiCommunicator::startRecv(const Tensor &out, int64_t peer,
+                                   int64_t tag) {
+  return post("MPI_Irecv", [&](MPI_Request *request) {
+    return MPI_Irecv(out.data, out.getBytes(), MPI_BYTE,
+                     static_cast<int>(peer), static_cast<int>(tag),
+                     MPI_COMM_WORLD, request);
+  });
+}
+
+std::string
+MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
+                              std::vector<std::vector<uint8_t>> &out) {
   auto guard = progress.lock();
-  if (rank == 0)
-    out.resize(in.getBytes() * size);
-  int status = MPI_Gather(in.data, in.getBytes(), MPI_BYTE,
-                          rank == 0 ? out.data() : nullptr, in.getBytes(),
-                          MPI_BYTE, 0, MPI_COMM_WORLD);
-  return status == MPI_SUCCESS ? "" : mpiError(status, "MPI_Gather");
+  int bytes = static_cast<int>(in.size());
+  std::vector<int> counts(rank == 0 ? size : 0), offsets;
+  int status = MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0,
+                          MPI_COMM_WORLD);
+  if (status != MPI_SUCCESS)
+    return mpiError(status, "MPI_Gather");
+  std::vector<uint8_t> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int count : counts) {
+      offsets.push_back(total);
+      total += count;
+    }
+    all.resize(total);
+  }
+  status = MPI_Gatherv(in.data(), bytes, MPI_BYTE, all.data(), counts.data(),
+                       offsets.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (status != MPI_SUCCESS)
+    return mpiError(status, "MPI_Gatherv");
+  out.clear();
+  for (size_t r = 0; r < counts.size(); ++r)
+    out.emplace_back(all.begin() + offsets[r],
+                     all.begin() + offsets[r] + counts[r]);
+  return "";
 }
 
 std::unique_ptr<Communicator>

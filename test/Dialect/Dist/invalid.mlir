@@ -368,18 +368,18 @@ func.func @op_sharding_element(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // Tests that unknown dist attributes on ops are rejected.
 func.func @op_unknown_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{unknown dist attribute 'dist.stage'}}
-  %r = nn.relu %x {dist.stage = 1} : tensor<8xf32>
+  // expected-error @+1 {{unknown dist attribute 'dist.phase'}}
+  %r = nn.relu %x {dist.phase = 1} : tensor<8xf32>
   return %r : tensor<8xf32>
 }
 
 // -----
 
-// Tests that dist.wait completes only a collective started on a stream.
+// Tests that dist.wait completes only a collective or send started on a stream.
 dist.mesh @mesh ["dp"=4]
 func.func @wait_of_blocking(%w: tensor<2x8xf32>) -> tensor<8x8xf32> {
   %g = dist.all_gather %w on @mesh ["dp"] dim = 0 : tensor<2x8xf32> -> tensor<8x8xf32>
-  // expected-error @+1 {{'dist.wait' op expects the result of a collective started on a stream ('dist.stream')}}
+  // expected-error @+1 {{'dist.wait' op expects the result of a collective or send started on a stream ('dist.stream')}}
   %full = dist.wait %g : tensor<8x8xf32>
   return %full : tensor<8x8xf32>
 }
@@ -410,7 +410,69 @@ func.func @stream_zero(%w: tensor<2x8xf32>) -> tensor<8x8xf32> {
 // -----
 
 func.func @stream_on_kernel(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'dist.stream' is only allowed on collectives}}
+  // expected-error @+1 {{'dist.stream' is only allowed on collectives and sends}}
   %r = nn.relu %x {dist.stream = 1 : i64} : tensor<8xf32>
   return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a transfer names an axis of its mesh, a coordinate on it and a
+// tag of 0 or more.
+dist.mesh @mesh ["pp"=2]
+func.func @transfer_axis(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.send' op mesh @mesh has no axis "stage"}}
+  %s = dist.send %x on @mesh "stage" to 1 tag 0 : tensor<8xf32>
+  return %s : tensor<8xf32>
+}
+
+// -----
+
+dist.mesh @mesh ["pp"=2]
+func.func @transfer_peer() -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.recv' op peer 2 is not a coordinate of axis "pp" (size 2)}}
+  %r = dist.recv on @mesh "pp" from 2 tag 0 : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+dist.mesh @mesh ["pp"=2]
+func.func @transfer_tag() -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.recv' op expects a tag of 0 or more, got -1}}
+  %r = dist.recv on @mesh "pp" from 1 tag -1 : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+func.func @transfer_mesh() -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.recv' op names unknown mesh @nowhere}}
+  %r = dist.recv on @nowhere "pp" from 1 tag 0 : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests the stage attributes: stages and pipeline ranks are 0 or more, a
+// pipeline rank belongs to a function and a source index to an argument.
+func.func @negative_stage(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expects 'dist.stage' to be an integer of 0 or more, got -1 : i64}}
+  %y = nn.relu %x {dist.stage = -1 : i64} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @rank_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.pipeline_rank' is only allowed on functions}}
+  %y = nn.relu %x {dist.pipeline_rank = 0 : i64} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{expects 'dist.source_index' of argument #0 to be an index of 0 or more, got "a"}}
+func.func @source_index(%x: tensor<8xf32> {dist.source_index = "a"}) -> tensor<8xf32> {
+  return %x : tensor<8xf32>
 }

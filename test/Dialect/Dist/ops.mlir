@@ -108,3 +108,25 @@ func.func @started(%w: tensor<2x8xf32>, %x: tensor<4xf32>) -> tensor<8x8xf32> {
   %full = dist.wait %g : tensor<8x8xf32>
   return %full : tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that pipeline transfers and stage attributes round-trip: a started
+// send with its wait, a receive, a stage annotation and a stage function.
+dist.mesh @mesh ["pp"=2, "dp"=2]
+// CHECK-LABEL: func.func @stage(
+// CHECK-SAME: dist.source_index = 3 : i64
+// CHECK-SAME: attributes {dist.pipeline_rank = 0 : i64}
+// CHECK: %[[S:.+]] = dist.send %{{.+}} on @mesh "pp" to 1 tag 7 {dist.stream = 1 : i64} : tensor<4x8xf32>
+// CHECK: %[[R:.+]] = dist.recv on @mesh "pp" from 1 tag 8 : tensor<4x8xf32>
+// CHECK: nn.relu %[[R]] {dist.stage = 1 : i64}
+// CHECK: dist.wait %[[S]] : tensor<4x8xf32>
+func.func @stage(%x: tensor<4x8xf32> {dist.source_index = 3 : i64})
+    -> (tensor<4x8xf32> {dist.source_index = 0 : i64})
+    attributes {dist.pipeline_rank = 0 : i64} {
+  %s = dist.send %x on @mesh "pp" to 1 tag 7 {dist.stream = 1 : i64} : tensor<4x8xf32>
+  %r = dist.recv on @mesh "pp" from 1 tag 8 : tensor<4x8xf32>
+  %y = nn.relu %r {dist.stage = 1 : i64} : tensor<4x8xf32>
+  %done = dist.wait %s : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

@@ -202,8 +202,8 @@ TEST(PlanTest, RejectsAKernelOnTheCommunicationStream) {
   plan::Plan plan = makeAsyncPlan();
   plan.mutable_programs(0)->mutable_instructions(0)->set_stream(1);
   EXPECT_EQ(validatePlan(plan),
-            "program 0: instruction 0 (nn.relu): only a collective may run on "
-            "a stream other than 0, and it signals one event");
+            "program 0: instruction 0 (nn.relu): only a collective or a send may "
+            "run on a stream other than 0, and it signals one event");
 }
 
 /// makePlan with buffer 3, a [32] view of the relu's output that the

@@ -106,10 +106,25 @@ public:
     return startCollectivePermute(in, out, pairs, axes)->wait();
   }
 
-  /// Gathers equally shaped pieces of every rank of the world to rank 0, in
-  /// rank order (`out` is only written on rank 0).
-  virtual std::string gatherToRoot(const Tensor &in,
-                                   std::vector<uint8_t> &out) = 0;
+  /// Collective over all ranks: sets up the groups of these axes lists
+  /// that later collectives run in. Where ranks run different programs
+  /// (pipeline stages), a group set up at its first use would wait for
+  /// ranks that are busy elsewhere; every rank calls this with the same
+  /// list first.
+  virtual std::string prepareGroups(const std::vector<Axes> &groups) {
+    return "";
+  }
+
+  /// Point to point (pipeline stages): `in` goes to world rank `peer`,
+  /// which receives it into `out` by a startRecv from this rank with the
+  /// same `tag`. Both stay in use until wait() returns.
+  virtual Pending startSend(const Tensor &in, int64_t peer, int64_t tag) = 0;
+  virtual Pending startRecv(const Tensor &out, int64_t peer, int64_t tag) = 0;
+
+  /// Gathers every rank's bytes (any number, per rank) to rank 0, in rank
+  /// order (`out` is only written on rank 0).
+  virtual std::string gatherToRoot(const std::vector<uint8_t> &in,
+                                   std::vector<std::vector<uint8_t>> &out) = 0;
 };
 
 /// Keeps this rank's piece `index` of `count` pieces of `in` along `dim` (a

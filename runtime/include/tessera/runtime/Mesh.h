@@ -33,6 +33,8 @@ public:
   int64_t getAxisIndex(const std::string &axis) const;
   /// The rank's coordinate along each axis.
   std::vector<int64_t> getCoordinates(int64_t rank) const;
+  /// The rank at `coordinates` (one per axis); its inverse.
+  int64_t getRank(const std::vector<int64_t> &coordinates) const;
   /// The group of `rank` over `axes` (which must be mesh axes).
   Group getGroup(int64_t rank, const std::vector<std::string> &axes) const;
 

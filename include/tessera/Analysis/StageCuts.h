@@ -1,8 +1,7 @@
-//===- StageCuts.h - Balanced pipeline stage cuts ----------------*- C++
-//-*-===//
+//===- StageCuts.h - Balanced pipeline stage cuts ---------------*- C++ -*-===//
 
-#ifndef TESSERA_SEARCH_STAGECUTS_H
-#define TESSERA_SEARCH_STAGECUTS_H
+#ifndef TESSERA_ANALYSIS_STAGECUTS_H
+#define TESSERA_ANALYSIS_STAGECUTS_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -27,4 +26,4 @@ StageCuts balanceStages(llvm::ArrayRef<double> costs, int64_t stages);
 
 } // namespace tessera
 
-#endif // TESSERA_SEARCH_STAGECUTS_H
+#endif // TESSERA_ANALYSIS_STAGECUTS_H

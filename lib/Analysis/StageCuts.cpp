@@ -1,6 +1,6 @@
 //===- StageCuts.cpp - Balanced pipeline stage cuts -----------------------===//
 
-#include "tessera/Search/StageCuts.h"
+#include "tessera/Analysis/StageCuts.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,6 @@
 //===- StageCutsTest.cpp - balanced pipeline stage cuts -------------------===//
 
-#include "tessera/Search/StageCuts.h"
+#include "tessera/Analysis/StageCuts.h"
 
 #include <gtest/gtest.h>
 

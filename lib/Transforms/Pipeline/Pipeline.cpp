@@ -1,0 +1,985 @@
+//===- Pipeline.cpp - Pipeline stages and schedules (--tessera-pipeline) --===//
+//
+// Cuts a partitioned, microbatched step into one program per pipeline rank:
+// classes (pre, body, post), stage cuts, transfers, the microbatch schedule
+// and gradient accumulation. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Transforms/Passes.h"
+#include "tessera/Transforms/Pipeline/Pipeline.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/Sharding.h"
+#include "tessera/Analysis/StageCuts.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <set>
+
+namespace tessera {
+#define GEN_PASS_DEF_PIPELINEPASS
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+#define DEBUG_TYPE "tessera-pipeline"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+enum class Schedule { GPipe, OneFOneB, Interleaved };
+
+struct PipelineSpec {
+  int64_t ranks, microbatches, virtualStages;
+  Schedule schedule;
+  int64_t getNumStages() const { return ranks * virtualStages; }
+};
+
+/// One unit of a rank's schedule: the forward or backward ops of a stage on
+/// one microbatch.
+struct Unit {
+  bool forward;
+  int64_t stage, microbatch;
+};
+
+/// The units of `rank` in the order `spec.schedule` runs them.
+SmallVector<Unit> getSchedule(const PipelineSpec &spec, int64_t rank,
+                              bool hasBackward) {
+  int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
+  SmallVector<Unit> units;
+  if (spec.schedule == Schedule::Interleaved) {
+    // Megatron-LM's interleaved 1F1B: unit k of the forwards runs chunk
+    // (k / p) mod v on microbatch (k / (p v)) p + k mod p; the backwards
+    // walk the chunks in reverse.
+    int64_t total = m * v;
+    auto microbatch = [&](int64_t k) { return k / (p * v) * p + k % p; };
+    auto forward = [&](int64_t k) {
+      return Unit{true, (k / p) % v * p + rank, microbatch(k)};
+    };
+    auto backward = [&](int64_t k) {
+      return Unit{false, (v - 1 - (k / p) % v) * p + rank, microbatch(k)};
+    };
+    int64_t warmup =
+        hasBackward ? std::min((p - rank - 1) * 2 + (v - 1) * p, total) : total;
+    for (int64_t k = 0; k < warmup; ++k)
+      units.push_back(forward(k));
+    for (int64_t k = 0; k < total - warmup; ++k) {
+      units.push_back(forward(warmup + k));
+      units.push_back(backward(k));
+    }
+    if (hasBackward)
+      for (int64_t k = total - warmup; k < total; ++k)
+        units.push_back(backward(k));
+    return units;
+  }
+  int64_t warmup = spec.schedule == Schedule::GPipe || !hasBackward
+                       ? m
+                       : std::min(p - rank - 1, m);
+  for (int64_t k = 0; k < warmup; ++k)
+    units.push_back({true, rank, k});
+  for (int64_t k = 0; k < m - warmup; ++k) {
+    units.push_back({true, rank, warmup + k});
+    units.push_back({false, rank, k});
+  }
+  if (hasBackward)
+    for (int64_t k = m - warmup; k < m; ++k)
+      units.push_back({false, rank, k});
+  return units;
+}
+
+enum class OpClass { Pre, Body, Post };
+
+/// A tensor that one rank sends to another: a body value on a microbatch,
+/// or (microbatch -1) a value accumulated over all of them.
+struct Message {
+  Value value;
+  int64_t microbatch;
+  int64_t from, to, tag;
+};
+
+/// One step of a rank's program, as the schedule simulation sees it.
+struct Event {
+  enum Kind { Recv, Compute, Send } kind;
+  int64_t message = -1; // Recv, Send
+  int64_t unit = -1;    // Compute: the unit; -1 for the post ops
+};
+
+class Pipeliner {
+public:
+  Pipeliner(func::FuncOp function, dist::MeshOp mesh, PipelineSpec spec)
+      : function(function), mesh(mesh), spec(spec) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult classify();
+  void findForward();
+  LogicalResult cutStages();
+  LogicalResult assignBackward();
+  void assignRanks();
+  LogicalResult planMessages();
+  LogicalResult simulate();
+  FailureOr<func::FuncOp> emit(int64_t rank);
+
+  bool isData(Value value) const {
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && dataArgs.contains(arg.getArgNumber());
+  }
+  bool isBody(Value value) const {
+    Operation *op = value.getDefiningOp();
+    return op && classes.lookup(op) == OpClass::Body;
+  }
+  int64_t getRank(int64_t stage) const { return stage % spec.ranks; }
+  /// The ranks an op runs on.
+  const std::set<int64_t> &getRanks(Operation *op) { return ranksOf[op]; }
+  /// Whether `op` is an all_reduce over the microbatch axis.
+  static bool isMicrobatchReduction(Operation *op);
+  /// The sharding `attr` without the microbatch axis.
+  Attribute dropMicrobatchAxis(Attribute attr) const;
+
+  func::FuncOp function;
+  dist::MeshOp mesh;
+  PipelineSpec spec;
+  Block *body = nullptr;
+  llvm::DenseSet<unsigned> dataArgs;
+  DenseMap<Operation *, OpClass> classes;
+  /// Body ops in program order, and the forward ones among them.
+  SmallVector<Operation *> bodyOps;
+  llvm::SetVector<Operation *> forwardOps;
+  DenseMap<Operation *, int64_t> stageOf;
+  DenseMap<Operation *, std::set<int64_t>> ranksOf;
+  /// Body values read by post ops or returned: summed over microbatches on
+  /// the rank that makes them.
+  llvm::SetVector<Value> accumulated;
+  SmallVector<Message> messages;
+  /// Per rank, the schedule's units and the events that run them.
+  SmallVector<SmallVector<Unit>> units;
+  SmallVector<SmallVector<Event>> events;
+  /// Receives of (value, microbatch) on a rank: the message index.
+  DenseMap<std::tuple<Value, int64_t, int64_t>, int64_t> receives;
+  /// Per message, the event of its sender after which its send is waited
+  /// (-1: at the end of the program).
+  SmallVector<int64_t> waitAfter;
+};
+
+} // namespace
+
+bool Pipeliner::isMicrobatchReduction(Operation *op) {
+  auto reduce = dyn_cast<dist::AllReduceOp>(op);
+  return reduce && llvm::any_of(reduce.getMeshAxes(), [](Attribute axis) {
+           return cast<StringAttr>(axis).getValue() == kMicrobatchAxis;
+         });
+}
+
+Attribute Pipeliner::dropMicrobatchAxis(Attribute attr) const {
+  auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr);
+  if (!sharding)
+    return attr;
+  MLIRContext *context = sharding.getContext();
+  SmallVector<dist::DimShardingAttr> dims;
+  for (dist::DimShardingAttr dim : sharding.getDims()) {
+    SmallVector<StringAttr> axes;
+    for (StringAttr axis : dim.getAxes())
+      if (axis.getValue() != kMicrobatchAxis)
+        axes.push_back(axis);
+    dims.push_back(dist::DimShardingAttr::get(context, axes, dim.getIsOpen(),
+                                              dim.getPriority()));
+  }
+  return dist::ShardingAttr::get(context, sharding.getMesh(), dims,
+                                 sharding.getReplicatedAxes(),
+                                 sharding.getUnreducedAxes());
+}
+
+LogicalResult Pipeliner::classify() {
+  body = &function.getBody().front();
+  for (BlockArgument arg : function.getArguments())
+    if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) &&
+        !function.getArgAttr(arg.getArgNumber(), nn::kStateAttrName))
+      dataArgs.insert(arg.getArgNumber());
+  bool several = spec.microbatches > 1;
+  for (Operation &op : body->without_terminator()) {
+    if (op.hasAttr(dist::DistDialect::kStreamAttrName) ||
+        isa<dist::WaitOp, dist::SendOp, dist::RecvOp>(op))
+      return op.emitError("cannot pipeline a program that is already "
+                          "scheduled: run --tessera-pipeline before "
+                          "--tessera-schedule");
+    auto classOf = [&](Value value) -> std::optional<OpClass> {
+      if (isData(value))
+        return OpClass::Body;
+      Operation *def = value.getDefiningOp();
+      if (!def)
+        return std::nullopt;
+      return classes.lookup(def);
+    };
+    bool readsPost = false, readsBody = false;
+    for (Value operand : op.getOperands()) {
+      std::optional<OpClass> kind = classOf(operand);
+      readsPost |= kind == OpClass::Post;
+      readsBody |= kind == OpClass::Body;
+    }
+    bool post = readsPost || isMicrobatchReduction(&op) ||
+                isa<nn::AdamWOp, nn::SgdOp>(op);
+    classes[&op] = post        ? OpClass::Post
+                   : readsBody ? OpClass::Body
+                               : OpClass::Pre;
+    if (post) {
+      for (Value operand : op.getOperands()) {
+        if (classOf(operand) != OpClass::Body)
+          continue;
+        if (several && !isMicrobatchReduction(&op))
+          return op.emitError("cannot split into microbatches: '")
+                 << op.getName()
+                 << "' reads a per-microbatch value that is not reduced over "
+                    "microbatches (an all_reduce over \""
+                 << kMicrobatchAxis << "\")";
+        if (isData(operand))
+          return op.emitError("cannot pipeline: an optimizer update reads a "
+                              "data argument");
+        accumulated.insert(operand);
+      }
+      continue;
+    }
+    if (!readsBody)
+      continue;
+    bodyOps.push_back(&op);
+    if (auto collective = dyn_cast<dist::CollectiveOpInterface>(op))
+      for (Attribute axis : collective.getMeshAxes())
+        if (cast<StringAttr>(axis).getValue() == kMicrobatchAxis)
+          return op.emitError("cannot split into microbatches: this "
+                              "collective needs values of other microbatches "
+                              "(an op reads the whole batch)");
+  }
+  auto returnOp = cast<func::ReturnOp>(body->getTerminator());
+  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
+    if (isData(operand))
+      return returnOp.emitError("cannot pipeline: result #")
+             << index << " is a data argument";
+    if (!isBody(operand))
+      continue;
+    if (several)
+      return returnOp.emitError("cannot split into microbatches: result #")
+             << index << " is a per-microbatch value (reduce it, e.g. to a "
+             << "mean, or return it from an unpipelined program)";
+    accumulated.insert(operand);
+  }
+  return success();
+}
+
+void Pipeliner::findForward() {
+  // The loss: the first scalar float result that updates no argument. The
+  // forward ops are the body ops it depends on; with no loss, all are.
+  auto returnOp = cast<func::ReturnOp>(body->getTerminator());
+  Value loss;
+  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    if (!loss && type && type.getRank() == 0 &&
+        isa<FloatType>(type.getElementType()) &&
+        !function.getResultAttr(index, nn::kUpdatesAttrName))
+      loss = operand;
+  }
+  bool hasUpdates = llvm::any_of(body->without_terminator(), [](Operation &op) {
+    return isa<nn::AdamWOp, nn::SgdOp>(op);
+  });
+  if (!loss || !hasUpdates) {
+    forwardOps.insert(bodyOps.begin(), bodyOps.end());
+    return;
+  }
+  SmallVector<Value> worklist = {loss};
+  llvm::DenseSet<Operation *> seen;
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || classes.lookup(def) == OpClass::Pre || !seen.insert(def).second)
+      continue;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  for (Operation *op : bodyOps)
+    if (seen.contains(op))
+      forwardOps.insert(op);
+}
+
+LogicalResult Pipeliner::cutStages() {
+  int64_t stages = spec.getNumStages();
+  ArrayRef<Operation *> forward = forwardOps.getArrayRef();
+  int64_t n = forward.size();
+  if (n < stages)
+    return function.emitError("cannot cut ")
+           << n << " forward ops into " << stages << " pipeline stages";
+
+  // Annotated cuts: stage k starts at the first op with dist.stage = k.
+  StringRef stageAttr = dist::DistDialect::kStageAttrName;
+  if (llvm::any_of(forward, [&](Operation *op) {
+        return op->hasAttr(stageAttr);
+      })) {
+    int64_t current = 0;
+    for (Operation *op : forward) {
+      if (auto mark = op->getAttrOfType<IntegerAttr>(stageAttr)) {
+        if (mark.getInt() < current || mark.getInt() >= stages)
+          return op->emitError("pipeline stage ")
+                 << mark.getInt() << " does not follow stage " << current
+                 << " of " << stages
+                 << " (stage annotations must increase in program order)";
+        current = mark.getInt();
+      }
+      stageOf[op] = current;
+    }
+    if (current != stages - 1)
+      return function.emitError("the dist.stage annotations cut ")
+             << current + 1 << " stages, but the pipeline has " << stages;
+    return success();
+  }
+
+  // Cut points: before op i when at most one forward value made before i
+  // is read at i or after (a boundary between layers).
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(forward))
+    position[op] = i;
+  SmallVector<int64_t> crossing(n + 1, 0);
+  for (auto [i, op] : llvm::enumerate(forward)) {
+    for (Value result : op->getResults()) {
+      int64_t last = i;
+      for (Operation *user : result.getUsers())
+        if (auto it = position.find(user); it != position.end())
+          last = std::max(last, it->second);
+      // Live across the cuts i+1 .. last.
+      crossing[i + 1] += 1;
+      crossing[last + 1] -= 1;
+    }
+  }
+  SmallVector<int64_t> starts = {0};
+  for (int64_t i = 1, live = crossing[0]; i < n; ++i) {
+    live += crossing[i];
+    if (live <= 1)
+      starts.push_back(i);
+  }
+  if (static_cast<int64_t>(starts.size()) < stages)
+    return function.emitError("the forward pass has ")
+           << starts.size()
+           << " places where one value crosses (layer boundaries) to cut "
+           << "between, too few for " << stages
+           << " pipeline stages; mark the cuts with dist.stage";
+  SmallVector<double> costs;
+  for (auto [k, start] : llvm::enumerate(starts)) {
+    int64_t end = k + 1 < starts.size() ? starts[k + 1] : n;
+    double cost = 0;
+    for (int64_t i = start; i < end; ++i) {
+      cost += 1; // every op costs a launch
+      if (auto costOp = dyn_cast<CostOpInterface>(forward[i]))
+        cost += costOp.getFlops();
+    }
+    costs.push_back(cost);
+  }
+  StageCuts cuts = balanceStages(costs, stages);
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    int64_t begin = starts[cuts.starts[stage]];
+    int64_t end =
+        stage + 1 < stages ? starts[cuts.starts[stage + 1]] : forward.size();
+    for (int64_t i = begin; i < end; ++i)
+      stageOf[forward[i]] = stage;
+  }
+  return success();
+}
+
+LogicalResult Pipeliner::assignBackward() {
+  // The latest stage whose forward ops read a forward value (a layer's
+  // input belongs to the layer, not to the one that made it).
+  auto getReaderStage = [&](Value value) {
+    int64_t stage = stageOf.lookup(value.getDefiningOp());
+    for (Operation *user : value.getUsers())
+      if (forwardOps.contains(user))
+        stage = std::max(stage, stageOf.lookup(user));
+    return stage;
+  };
+  SmallVector<Operation *> unplaced;
+  for (Operation *op : bodyOps) {
+    if (forwardOps.contains(op))
+      continue;
+    std::optional<int64_t> fromForward, fromBackward;
+    for (Value operand : op->getOperands()) {
+      if (!isBody(operand))
+        continue;
+      Operation *def = operand.getDefiningOp();
+      if (forwardOps.contains(def)) {
+        int64_t stage = getReaderStage(operand);
+        fromForward = fromForward ? std::max(*fromForward, stage) : stage;
+      } else if (auto it = stageOf.find(def); it != stageOf.end()) {
+        fromBackward =
+            fromBackward ? std::min(*fromBackward, it->second) : it->second;
+      }
+    }
+    if (fromForward || fromBackward)
+      stageOf[op] = fromForward ? *fromForward : *fromBackward;
+    else
+      unplaced.push_back(op);
+  }
+  // Ops that read only data, pre values and such ops run where they are
+  // read.
+  for (Operation *op : llvm::reverse(unplaced)) {
+    int64_t stage = spec.getNumStages() - 1;
+    for (Operation *user : op->getUsers())
+      if (auto it = stageOf.find(user); it != stageOf.end())
+        stage = std::min(stage, it->second);
+    stageOf[op] = stage;
+  }
+
+  // Forward values flow to later stages, gradients to earlier ones.
+  for (Operation *op : bodyOps) {
+    bool forward = forwardOps.contains(op);
+    for (Value operand : op->getOperands()) {
+      if (!isBody(operand) || isData(operand))
+        continue;
+      Operation *def = operand.getDefiningOp();
+      int64_t from = stageOf.lookup(def), to = stageOf.lookup(op);
+      bool defForward = forwardOps.contains(def);
+      if ((forward && from > to) || (!forward && !defForward && from < to))
+        return op->emitError("cannot pipeline: this op of stage ")
+               << to << " reads a value of stage " << from
+               << ", against the direction of the "
+               << (forward ? "forward" : "backward") << " pass";
+    }
+  }
+  return success();
+}
+
+void Pipeliner::assignRanks() {
+  for (Operation *op : bodyOps)
+    ranksOf[op] = {getRank(stageOf.lookup(op))};
+  auto returnOp = cast<func::ReturnOp>(body->getTerminator());
+  // The ranks whose body or pre ops read an argument; pre ops first get the
+  // ranks of their body and pre readers.
+  auto addUsers = [&](Operation *op, bool withPost) {
+    std::set<int64_t> &ranks = ranksOf[op];
+    for (Operation *user : op->getUsers())
+      if (withPost || classes.lookup(user) != OpClass::Post)
+        ranks.insert(ranksOf[user].begin(), ranksOf[user].end());
+  };
+  SmallVector<Operation *> ops;
+  for (Operation &op : body->without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops))
+    if (classes.lookup(op) == OpClass::Pre)
+      addUsers(op, /*withPost=*/false);
+  SmallVector<std::set<int64_t>> argRanks(function.getNumArguments());
+  for (BlockArgument arg : function.getArguments())
+    for (Operation *user : arg.getUsers())
+      if (classes.lookup(user) != OpClass::Post)
+        argRanks[arg.getArgNumber()].insert(ranksOf[user].begin(),
+                                            ranksOf[user].end());
+  // A post op runs where its results are read: on the ranks that hold the
+  // argument a result updates, and where its post readers run.
+  for (Operation *op : llvm::reverse(ops)) {
+    if (classes.lookup(op) != OpClass::Post)
+      continue;
+    std::set<int64_t> &ranks = ranksOf[op];
+    for (OpOperand &use : op->getUses()) {
+      if (use.getOwner() != returnOp) {
+        ranks.insert(ranksOf[use.getOwner()].begin(),
+                     ranksOf[use.getOwner()].end());
+      } else if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+                     use.getOperandNumber(), nn::kUpdatesAttrName)) {
+        const std::set<int64_t> &holders = argRanks[updates.getInt()];
+        ranks.insert(holders.begin(), holders.end());
+      }
+    }
+  }
+  // What is still nowhere (the loss) runs where its inputs are made.
+  for (Operation *op : ops) {
+    if (classes.lookup(op) != OpClass::Post || !ranksOf[op].empty())
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && classes.lookup(def) != OpClass::Pre)
+        ranksOf[op].insert(ranksOf[def].begin(), ranksOf[def].end());
+    if (ranksOf[op].empty())
+      ranksOf[op].insert(0);
+  }
+  // Pre ops that post ops read run on those ranks too.
+  for (Operation *op : llvm::reverse(ops))
+    if (classes.lookup(op) == OpClass::Pre)
+      addUsers(op, /*withPost=*/true);
+}
+
+LogicalResult Pipeliner::planMessages() {
+  bool hasBackward = forwardOps.size() < bodyOps.size();
+  for (int64_t rank = 0; rank < spec.ranks; ++rank)
+    units.push_back(getSchedule(spec, rank, hasBackward));
+  // Where each rank runs each (forward, stage, microbatch).
+  DenseMap<std::tuple<int64_t, int64_t, int64_t>, int64_t> unitIndex;
+  for (auto &rankUnits : units)
+    for (auto [index, unit] : llvm::enumerate(rankUnits))
+      unitIndex[{unit.forward, unit.stage, unit.microbatch}] = index;
+
+  // Per rank and unit, the messages it receives first and sends last.
+  SmallVector<DenseMap<int64_t, SmallVector<int64_t>>> recvs(spec.ranks),
+      sends(spec.ranks);
+  int64_t tag = 0;
+  for (Operation *op : bodyOps) {
+    int64_t stage = stageOf.lookup(op);
+    int64_t from = getRank(stage);
+    bool forward = forwardOps.contains(op);
+    for (Value result : op->getResults()) {
+      // The first unit of each other rank that reads the value.
+      std::map<int64_t, std::pair<bool, int64_t>> readers;
+      for (Operation *user : result.getUsers()) {
+        auto it = stageOf.find(user);
+        if (it == stageOf.end() || getRank(it->second) == from)
+          continue;
+        bool userForward = forwardOps.contains(user);
+        int64_t to = getRank(it->second);
+        auto [entry, inserted] =
+            readers.try_emplace(to, userForward, it->second);
+        auto position = [&](std::pair<bool, int64_t> reader) {
+          return unitIndex.lookup({reader.first, reader.second, 0});
+        };
+        if (!inserted && position({userForward, it->second}) <
+                             position(entry->second))
+          entry->second = {userForward, it->second};
+      }
+      for (auto [to, reader] : readers) {
+        for (int64_t m = 0; m < spec.microbatches; ++m) {
+          int64_t index = messages.size();
+          messages.push_back({result, m, from, to, tag++});
+          sends[from][unitIndex.lookup({forward, stage, m})].push_back(index);
+          recvs[to][unitIndex.lookup({reader.first, reader.second, m})]
+              .push_back(index);
+          receives[{result, m, to}] = index;
+        }
+      }
+    }
+  }
+  // After the microbatches: accumulated values that post ops read on other
+  // ranks.
+  SmallVector<SmallVector<int64_t>> postSends(spec.ranks),
+      postRecvs(spec.ranks);
+  for (Value value : accumulated) {
+    int64_t from = getRank(stageOf.lookup(value.getDefiningOp()));
+    std::set<int64_t> readers;
+    for (Operation *user : value.getUsers())
+      if (classes.lookup(user) == OpClass::Post)
+        readers.insert(ranksOf[user].begin(), ranksOf[user].end());
+    for (int64_t to : readers) {
+      if (to == from)
+        continue;
+      int64_t index = messages.size();
+      messages.push_back({value, -1, from, to, tag++});
+      postSends[from].push_back(index);
+      postRecvs[to].push_back(index);
+      receives[{value, -1, to}] = index;
+    }
+  }
+  // MPI guarantees tags up to 32767.
+  if (tag > 32767)
+    return function.emitError("the pipeline needs ")
+           << tag << " distinct transfers, more than the 32768 tags MPI "
+           << "guarantees";
+
+  events.resize(spec.ranks);
+  for (int64_t rank = 0; rank < spec.ranks; ++rank) {
+    for (int64_t unit = 0; unit < static_cast<int64_t>(units[rank].size());
+         ++unit) {
+      for (int64_t message : recvs[rank].lookup(unit))
+        events[rank].push_back({Event::Recv, message, -1});
+      events[rank].push_back({Event::Compute, -1, unit});
+      for (int64_t message : sends[rank].lookup(unit))
+        events[rank].push_back({Event::Send, message, -1});
+    }
+    for (int64_t message : postSends[rank])
+      events[rank].push_back({Event::Send, message, -1});
+    for (int64_t message : postRecvs[rank])
+      events[rank].push_back({Event::Recv, message, -1});
+    events[rank].push_back({Event::Compute, -1, -1});
+  }
+  return success();
+}
+
+LogicalResult Pipeliner::simulate() {
+  // Runs the ranks' events with blocking receives and sends that never
+  // block, tracking vector clocks: a rank knows another reached event e once
+  // it receives a message sent after e. A send is waited for at the first
+  // event after which its sender knows the receive was posted.
+  int64_t p = spec.ranks;
+  SmallVector<int64_t> next(p, 0);
+  SmallVector<SmallVector<int64_t>> clock(p, SmallVector<int64_t>(p, -1));
+  // Per rank and event, the clock after it.
+  SmallVector<SmallVector<SmallVector<int64_t>>> clocks(p);
+  DenseMap<int64_t, SmallVector<int64_t>> sentClock;
+  SmallVector<int64_t> recvEvent(messages.size(), -1);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t rank = 0; rank < p; ++rank) {
+      while (next[rank] < static_cast<int64_t>(events[rank].size())) {
+        const Event &event = events[rank][next[rank]];
+        if (event.kind == Event::Recv && !sentClock.count(event.message))
+          break;
+        clock[rank][rank] = next[rank];
+        if (event.kind == Event::Send)
+          sentClock[event.message] = clock[rank];
+        if (event.kind == Event::Recv) {
+          recvEvent[event.message] = next[rank];
+          for (int64_t other = 0; other < p; ++other)
+            clock[rank][other] = std::max(
+                clock[rank][other], sentClock[event.message][other]);
+          clock[rank][rank] = next[rank];
+        }
+        clocks[rank].push_back(clock[rank]);
+        ++next[rank];
+        progress = true;
+      }
+    }
+  }
+  for (int64_t rank = 0; rank < p; ++rank)
+    if (next[rank] < static_cast<int64_t>(events[rank].size()))
+      return function.emitError("the pipeline schedule deadlocks at pipeline "
+                                "rank ")
+             << rank << " (a receive whose send never comes)";
+  waitAfter.assign(messages.size(), -1);
+  for (int64_t rank = 0; rank < p; ++rank) {
+    for (auto [index, event] : llvm::enumerate(events[rank])) {
+      if (event.kind != Event::Send)
+        continue;
+      const Message &message = messages[event.message];
+      for (int64_t after = index + 1;
+           after < static_cast<int64_t>(events[rank].size()); ++after) {
+        if (clocks[rank][after][message.to] >= recvEvent[event.message]) {
+          waitAfter[event.message] = after;
+          break;
+        }
+      }
+    }
+  }
+  return success();
+}
+
+FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
+  MLIRContext *context = function.getContext();
+  OpBuilder builder(function);
+  Location loc = function.getLoc();
+  StringRef shardingName = dist::DistDialect::kShardingAttrName;
+  auto meshName = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  StringAttr axisName = builder.getStringAttr(kPipelineAxis);
+  int64_t m = spec.microbatches;
+  auto getAttrs = [](DictionaryAttr dict) {
+    return dict ? dict.getValue() : ArrayRef<NamedAttribute>();
+  };
+
+  // The arguments this rank reads, in their order.
+  llvm::SetVector<unsigned> used;
+  for (Operation &op : body->without_terminator()) {
+    if (!getRanks(&op).count(rank))
+      continue;
+    for (Value operand : op.getOperands())
+      if (auto arg = dyn_cast<BlockArgument>(operand))
+        used.insert(arg.getArgNumber());
+  }
+  auto returnOp = cast<func::ReturnOp>(body->getTerminator());
+  // Results: the updates of arguments this rank holds, and what this rank
+  // makes (the loss on the last stage's rank).
+  SmallVector<unsigned> results;
+  for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
+    if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+            index, nn::kUpdatesAttrName)) {
+      Operation *def = operand.getDefiningOp();
+      if (def && getRanks(def).count(rank)) {
+        used.insert(updates.getInt());
+        results.push_back(index);
+      }
+      continue;
+    }
+    Operation *def = operand.getDefiningOp();
+    int64_t maker = def ? *getRanks(def).begin() : 0;
+    if (maker == rank)
+      results.push_back(index);
+  }
+  SmallVector<unsigned> args(used.begin(), used.end());
+  llvm::sort(args);
+
+  auto stage = func::FuncOp::create(
+      builder, loc,
+      (function.getSymName() + "_stage" + Twine(rank)).str(),
+      builder.getFunctionType({}, {}));
+  stage->setAttr(dist::DistDialect::kPipelineRankAttrName,
+                 builder.getI64IntegerAttr(rank));
+  Block *block = stage.addEntryBlock();
+  builder.setInsertionPointToStart(block);
+  IRMapping shared;
+  DenseMap<unsigned, unsigned> argIndex;
+  for (unsigned index : args) {
+    BlockArgument arg = function.getArgument(index);
+    Type type = arg.getType();
+    if (dataArgs.contains(index)) {
+      auto tensor = cast<RankedTensorType>(type);
+      if (tensor.getRank() > 0) {
+        SmallVector<int64_t> shape(tensor.getShape());
+        shape[0] *= m;
+        type = tensor.clone(shape);
+      }
+    }
+    argIndex[index] = block->getNumArguments();
+    shared.map(arg, block->addArgument(type, arg.getLoc()));
+  }
+
+  // Pre ops once.
+  for (Operation &op : body->without_terminator())
+    if (classes.lookup(&op) == OpClass::Pre && getRanks(&op).count(rank))
+      builder.clone(op, shared);
+
+  // The units, each microbatch with its own values.
+  SmallVector<IRMapping> perMicrobatch(m);
+  DenseMap<Value, Value> sums;
+  SmallVector<Value> inFlight(messages.size());
+  auto getMicrobatchValue = [&](Value value, int64_t k) -> Value {
+    if (Value mapped = perMicrobatch[k].lookupOrNull(value))
+      return mapped;
+    if (isData(value)) {
+      Value whole = shared.lookup(value);
+      auto type = cast<RankedTensorType>(value.getType());
+      SmallVector<int64_t> start(type.getRank(), 0);
+      SmallVector<int64_t> limit(type.getShape());
+      start[0] = k * type.getDimSize(0);
+      limit[0] = (k + 1) * type.getDimSize(0);
+      Value slice = nn::SliceOp::create(builder, value.getLoc(), whole,
+                                        builder.getDenseI64ArrayAttr(start),
+                                        builder.getDenseI64ArrayAttr(limit));
+      perMicrobatch[k].map(value, slice);
+      return slice;
+    }
+    return shared.lookupOrNull(value);
+  };
+  auto runUnit = [&](const Unit &unit) -> LogicalResult {
+    for (Operation *op : bodyOps) {
+      if (stageOf.lookup(op) != unit.stage ||
+          forwardOps.contains(op) != unit.forward)
+        continue;
+      IRMapping &mapping = perMicrobatch[unit.microbatch];
+      for (Value operand : op->getOperands()) {
+        Value value = getMicrobatchValue(operand, unit.microbatch);
+        if (!value)
+          return op->emitError("internal error: pipeline rank ")
+                 << rank << " has no value for an operand on microbatch "
+                 << unit.microbatch;
+        mapping.map(operand, value);
+      }
+      Operation *clone = builder.clone(*op, mapping);
+      clone->removeAttr(dist::DistDialect::kStageAttrName);
+      for (auto [result, value] :
+           llvm::zip(op->getResults(), clone->getResults())) {
+        if (!accumulated.contains(result))
+          continue;
+        Value &sum = sums[result];
+        sum = sum ? Value(nn::AddOp::create(builder, op->getLoc(), sum, value))
+                  : Value(value);
+      }
+    }
+    return success();
+  };
+  auto waitFor = [&](int64_t event) {
+    for (auto [index, message] : llvm::enumerate(messages))
+      if (message.from == rank && waitAfter[index] == event)
+        dist::WaitOp::create(builder, loc, inFlight[index]);
+  };
+  for (auto [index, event] : llvm::enumerate(events[rank])) {
+    if (event.kind == Event::Recv) {
+      const Message &message = messages[event.message];
+      Value received = dist::RecvOp::create(
+          builder, loc, message.value.getType(), meshName, axisName,
+          builder.getI64IntegerAttr(message.from),
+          builder.getI64IntegerAttr(message.tag));
+      if (message.microbatch >= 0)
+        perMicrobatch[message.microbatch].map(message.value, received);
+      else
+        sums[message.value] = received;
+    } else if (event.kind == Event::Send) {
+      const Message &message = messages[event.message];
+      Value value = message.microbatch >= 0
+                        ? perMicrobatch[message.microbatch].lookup(
+                              message.value)
+                        : sums.lookup(message.value);
+      auto send = dist::SendOp::create(
+          builder, loc, value, meshName, axisName,
+          builder.getI64IntegerAttr(message.to),
+          builder.getI64IntegerAttr(message.tag));
+      send->setAttr(dist::DistDialect::kStreamAttrName,
+                    builder.getI64IntegerAttr(1));
+      inFlight[event.message] = send;
+    } else if (event.unit >= 0) {
+      if (failed(runUnit(units[rank][event.unit])))
+        return failure();
+    } else {
+      // The post ops, once, on the sums.
+      for (Value value : accumulated)
+        if (Value sum = sums.lookup(value))
+          shared.map(value, sum);
+      for (Operation &op : body->without_terminator()) {
+        if (classes.lookup(&op) != OpClass::Post || !getRanks(&op).count(rank))
+          continue;
+        if (!isMicrobatchReduction(&op)) {
+          builder.clone(op, shared);
+          continue;
+        }
+        auto reduce = cast<dist::AllReduceOp>(op);
+        Value value = shared.lookup(reduce.getInput());
+        if (reduce.getKind() == dist::ReductionKind::avg && m > 1) {
+          auto type = cast<RankedTensorType>(value.getType());
+          auto scale = nn::ConstantOp::create(
+              builder, op.getLoc(),
+              DenseElementsAttr::get(
+                  type, builder.getFloatAttr(type.getElementType(),
+                                             1.0 / static_cast<double>(m))));
+          value = nn::MulOp::create(builder, op.getLoc(), value, scale);
+        }
+        SmallVector<Attribute> axes;
+        for (Attribute axis : reduce.getMeshAxes())
+          if (cast<StringAttr>(axis).getValue() != kMicrobatchAxis)
+            axes.push_back(axis);
+        if (!axes.empty())
+          value = dist::AllReduceOp::create(builder, op.getLoc(), value,
+                                            reduce.getMeshAttr(),
+                                            builder.getArrayAttr(axes),
+                                            reduce.getKindAttr());
+        shared.map(reduce.getResult(), value);
+      }
+    }
+    waitFor(index);
+  }
+  waitFor(-1);
+
+  SmallVector<Value> returned;
+  for (unsigned index : results)
+    returned.push_back(shared.lookup(returnOp.getOperand(index)));
+  func::ReturnOp::create(builder, returnOp.getLoc(), returned);
+  stage.setType(builder.getFunctionType(block->getArgumentTypes(),
+                                        TypeRange(ValueRange(returned))));
+
+  for (auto [local, index] : llvm::enumerate(args)) {
+    SmallVector<NamedAttribute> attrs;
+    for (NamedAttribute attr : getAttrs(function.getArgAttrDict(index)))
+      attrs.push_back(attr.getName() == shardingName
+                          ? NamedAttribute(attr.getName(),
+                                           dropMicrobatchAxis(attr.getValue()))
+                          : attr);
+    attrs.emplace_back(
+        StringAttr::get(context, dist::DistDialect::kSourceIndexAttrName),
+        builder.getI64IntegerAttr(index));
+    stage.setArgAttrs(local, DictionaryAttr::get(context, attrs));
+  }
+  for (auto [local, index] : llvm::enumerate(results)) {
+    SmallVector<NamedAttribute> attrs;
+    for (NamedAttribute attr : getAttrs(function.getResultAttrDict(index))) {
+      if (attr.getName() == shardingName)
+        attrs.emplace_back(attr.getName(), dropMicrobatchAxis(attr.getValue()));
+      else if (attr.getName() == nn::kUpdatesAttrName)
+        attrs.emplace_back(attr.getName(),
+                           builder.getI64IntegerAttr(argIndex.lookup(
+                               cast<IntegerAttr>(attr.getValue()).getInt())));
+      else
+        attrs.push_back(attr);
+    }
+    attrs.emplace_back(
+        StringAttr::get(context, dist::DistDialect::kSourceIndexAttrName),
+        builder.getI64IntegerAttr(index));
+    stage.setResultAttrs(local, DictionaryAttr::get(context, attrs));
+  }
+  return stage;
+}
+
+LogicalResult Pipeliner::run() {
+  if (failed(classify()))
+    return failure();
+  findForward();
+  if (failed(cutStages()) || failed(assignBackward()))
+    return failure();
+  assignRanks();
+  if (failed(planMessages()) || failed(simulate()))
+    return failure();
+  for (int64_t rank = 0; rank < spec.ranks; ++rank)
+    if (failed(emit(rank)))
+      return failure();
+  function.erase();
+  return success();
+}
+
+namespace {
+
+struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
+  using PipelinePassBase::PipelinePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    PipelineSpec spec{stages, microbatches, virtualStages, Schedule::OneFOneB};
+    if (schedule == "gpipe")
+      spec.schedule = Schedule::GPipe;
+    else if (schedule == "interleaved")
+      spec.schedule = Schedule::Interleaved;
+    else if (schedule != "1f1b") {
+      module.emitError("unknown pipeline schedule '")
+          << schedule << "', expected gpipe, 1f1b or interleaved";
+      return signalPassFailure();
+    }
+    if (stages < 1 || microbatches < 1 || virtualStages < 1) {
+      module.emitError("expects stages, microbatches and virtual of 1 or "
+                       "more");
+      return signalPassFailure();
+    }
+    if (virtualStages > 1 && spec.schedule != Schedule::Interleaved) {
+      module.emitError("virtual stages need the interleaved schedule");
+      return signalPassFailure();
+    }
+    if (spec.schedule == Schedule::Interleaved && microbatches % stages != 0) {
+      module.emitError("the interleaved schedule needs microbatches (")
+          << spec.microbatches << ") to be a multiple of stages ("
+          << spec.ranks << ")";
+      return signalPassFailure();
+    }
+
+    SmallVector<func::FuncOp> functions;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(function);
+    if (functions.size() != 1) {
+      module.emitError("expects one function to pipeline, got ")
+          << functions.size();
+      return signalPassFailure();
+    }
+    func::FuncOp function = functions.front();
+    auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
+    if (meshes.size() != 1) {
+      module.emitError("pipelining needs one dist.mesh, found ")
+          << meshes.size();
+      return signalPassFailure();
+    }
+    dist::MeshOp mesh = meshes.front();
+    auto checkAxis = [&](StringRef axis, int64_t size, StringRef what) {
+      std::optional<int64_t> actual = mesh.getAxisSize(axis);
+      if (actual.value_or(1) == size)
+        return true;
+      mesh.emitError("the mesh axis \"")
+          << axis << "\" has size " << actual.value_or(1) << ", but " << what
+          << " = " << size;
+      return false;
+    };
+    if (!checkAxis(kPipelineAxis, stages, "stages") ||
+        !checkAxis(kMicrobatchAxis, microbatches, "microbatches"))
+      return signalPassFailure();
+
+    if (failed(Pipeliner(function, mesh, spec).run()))
+      return signalPassFailure();
+
+    // The microbatch axis is time now, not devices.
+    if (std::optional<int64_t> index = mesh.getAxisIndex(kMicrobatchAxis)) {
+      SmallVector<Attribute> names(mesh.getAxisNames().getValue());
+      SmallVector<int64_t> shape(mesh.getShape());
+      names.erase(names.begin() + *index);
+      shape.erase(shape.begin() + *index);
+      mesh.setAxisNamesAttr(ArrayAttr::get(&getContext(), names));
+      mesh.setShape(shape);
+    }
+  }
+};
+
+} // namespace
