@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -149,7 +150,8 @@ LogicalResult PlanBuilder::addKernel(Operation *op,
     kernel->add_inputs(*id);
   }
   for (NamedAttribute attr : op->getAttrs()) {
-    if (attr.getName() == dist::DistDialect::kShardingAttrName)
+    if (attr.getName() == dist::DistDialect::kShardingAttrName ||
+        attr.getName() == dist::DistDialect::kUnitAttrName)
       continue;
     plan::AttrValue value;
     Attribute a = attr.getValue();
@@ -333,7 +335,20 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       argument->set_source_index(source.getInt());
   }
 
+  std::string unit;
   for (Operation &op : function.getBody().front()) {
+    // A pipeline unit starts at the first instruction made from its first
+    // op on (views and constraints make none).
+    if (auto name =
+            op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName))
+      unit = name.str();
+    int64_t before = program->instructions_size();
+    auto labelNewInstruction = llvm::make_scope_exit([&] {
+      if (!unit.empty() && program->instructions_size() > before) {
+        program->mutable_instructions(before)->set_unit(unit);
+        unit.clear();
+      }
+    });
     if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
         FailureOr<int64_t> id = getBuffer(operand);

@@ -138,10 +138,22 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
     int64_t stream;
   };
   std::map<int64_t, InFlight> inFlight;
+  // The pipeline unit running, and since when.
+  std::string unit;
+  double unitStart = 0;
+  auto endUnit = [&](double end) {
+    if (!unit.empty())
+      record({unit, kUnitTrack, unitStart, end});
+  };
   for (int index = 0; index < program.instructions_size(); ++index) {
     const plan::Instruction &instruction = program.instructions(index);
     std::string error;
     double start = getMicroseconds();
+    if (!instruction.unit().empty()) {
+      endUnit(start);
+      unit = instruction.unit();
+      unitStart = start;
+    }
     for (int64_t event : instruction.wait_events()) {
       auto it = inFlight.find(event);
       if (it == inFlight.end())
@@ -212,6 +224,7 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
     if (!error.empty())
       return "instruction " + std::to_string(index) + ": " + error;
   }
+  endUnit(getMicroseconds());
   if (!inFlight.empty())
     return "event " + std::to_string(inFlight.begin()->first) +
            " is never waited for";
@@ -365,10 +378,13 @@ void Executor::writeTrace(std::ostream &os, int64_t rank) const {
   os << "{\"traceEvents\": [\n";
   os << "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
      << ", \"args\": {\"name\": \"rank " << rank << "\"}},\n";
-  for (int64_t stream : {0, 1})
+  for (int64_t stream : {kUnitTrack, int64_t(0), int64_t(1)})
     os << "  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
        << ", \"tid\": " << stream << ", \"args\": {\"name\": \""
-       << (stream == 0 ? "compute" : "communication") << "\"}},\n";
+       << (stream == kUnitTrack ? "pipeline units"
+           : stream == 0        ? "compute"
+                                : "communication")
+       << "\"}},\n";
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent &event = trace[i];
     os << "  {\"name\": \"" << event.name

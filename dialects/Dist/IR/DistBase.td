@@ -53,6 +53,10 @@ def Dist_Dialect : Dialect {
     /// every stage consistently with the unpipelined program.
     static constexpr ::llvm::StringLiteral kSourceIndexAttrName =
         "dist.source_index";
+    /// On the first op of a unit of a pipeline schedule: its name, e.g.
+    /// "F1.3" (the forward of stage 1 on microbatch 3), "B1.3" or "update";
+    /// the ops after it belong to it until the next one. Traces show units.
+    static constexpr ::llvm::StringLiteral kUnitAttrName = "dist.unit";
 
   private:
     void registerAttributes();

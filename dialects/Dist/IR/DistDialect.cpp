@@ -102,6 +102,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return verifyStream(op, attr.getValue());
   if (attr.getName() == kStageAttrName)
     return verifyStageIndex(op, attr);
+  if (attr.getName() == kUnitAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError("expects '")
+             << kUnitAttrName << "' to be a string, got " << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kPipelineRankAttrName) {
     if (!isa<FunctionOpInterface>(op))
       return op->emitError("'")

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <set>
@@ -108,7 +109,8 @@ struct Message {
 struct Event {
   enum Kind { Recv, Compute, Send } kind;
   int64_t message = -1; // Recv, Send
-  int64_t unit = -1;    // Compute: the unit; -1 for the post ops
+  /// The unit it belongs to; -1 for the post ops and their transfers.
+  int64_t unit = -1;
 };
 
 class Pipeliner {
@@ -584,10 +586,10 @@ LogicalResult Pipeliner::planMessages() {
     for (int64_t unit = 0; unit < static_cast<int64_t>(units[rank].size());
          ++unit) {
       for (int64_t message : recvs[rank].lookup(unit))
-        events[rank].push_back({Event::Recv, message, -1});
+        events[rank].push_back({Event::Recv, message, unit});
       events[rank].push_back({Event::Compute, -1, unit});
       for (int64_t message : sends[rank].lookup(unit))
-        events[rank].push_back({Event::Send, message, -1});
+        events[rank].push_back({Event::Send, message, unit});
     }
     for (int64_t message : postSends[rank])
       events[rank].push_back({Event::Send, message, -1});
@@ -778,12 +780,33 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     }
     return success();
   };
+  // Each unit's first op names it (dist.unit), for traces.
+  auto getUnitName = [&](int64_t index) -> std::string {
+    if (index < 0)
+      return "update";
+    const Unit &unit = units[rank][index];
+    return (Twine(unit.forward ? "F" : "B") + Twine(unit.stage) + "." +
+            Twine(unit.microbatch))
+        .str();
+  };
+  int64_t currentUnit = -2;
   auto waitFor = [&](int64_t event) {
     for (auto [index, message] : llvm::enumerate(messages))
       if (message.from == rank && waitAfter[index] == event)
         dist::WaitOp::create(builder, loc, inFlight[index]);
   };
   for (auto [index, event] : llvm::enumerate(events[rank])) {
+    Operation *last = block->empty() ? nullptr : &block->back();
+    auto nameUnit = llvm::make_scope_exit([&, unit = event.unit] {
+      Operation *first = last            ? last->getNextNode()
+                         : block->empty() ? nullptr
+                                          : &block->front();
+      if (unit == currentUnit || !first)
+        return;
+      first->setAttr(dist::DistDialect::kUnitAttrName,
+                     builder.getStringAttr(getUnitName(unit)));
+      currentUnit = unit;
+    });
     if (event.kind == Event::Recv) {
       const Message &message = messages[event.message];
       Value received = dist::RecvOp::create(

@@ -31,7 +31,9 @@ public:
   /// One instruction's span, in microseconds since the executor was made:
   /// kernels and blocking collectives on stream 0 (compute), started
   /// collectives on their stream from their start until they were seen
-  /// complete (by the communicator's progress thread, else at their wait).
+  /// complete (by the communicator's progress thread, else at their wait);
+  /// and each pipeline unit's span ("F1.3") on the track kUnitTrack.
+  static constexpr int64_t kUnitTrack = -1;
   struct TraceEvent {
     std::string name;
     int64_t stream;
