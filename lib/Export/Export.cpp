@@ -298,7 +298,7 @@ int64_t PlanBuilder::getIndexBound(Value value) {
 }
 
 LogicalResult PlanBuilder::build(plan::Program &result,
-                                ArrayRef<int64_t> ranks) {
+                                 ArrayRef<int64_t> ranks) {
   program = &result;
   for (int64_t rank : ranks)
     program->add_ranks(rank);
@@ -330,8 +330,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName), type,
                 argument->mutable_global_shape(), argument->mutable_dim_axes());
-    if (auto source = function.getArgAttrOfType<IntegerAttr>(
-            arg.getArgNumber(), sourceName))
+    if (auto source = function.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                             sourceName))
       argument->set_source_index(source.getInt());
   }
 
@@ -343,7 +343,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
             op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName))
       unit = name.str();
     int64_t before = program->instructions_size();
-    auto labelNewInstruction = llvm::make_scope_exit([&] {
+    llvm::scope_exit labelNewInstruction([&] {
       if (!unit.empty() && program->instructions_size() > before) {
         program->mutable_instructions(before)->set_unit(unit);
         unit.clear();
@@ -571,8 +571,8 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
       for (int64_t rank = 0; rank < devices; ++rank)
         if (!pipelined || rank / stride % stages == static_cast<int64_t>(index))
           ranks.push_back(rank);
-      if (failed(PlanBuilder(function, mesh).build(*plan.add_programs(),
-                                                   ranks)))
+      if (failed(
+              PlanBuilder(function, mesh).build(*plan.add_programs(), ranks)))
         return signalPassFailure();
     }
 

@@ -311,15 +311,15 @@ int main(int argc, char **argv) {
     int64_t needed = 0;
     for (int i = 0; i < program->arguments_size(); ++i)
       needed = std::max(needed, getSourceIndex(i) + 1);
-    bool fits = pipelined ? static_cast<int64_t>(read.size()) >= needed
-                          : static_cast<int>(read.size()) ==
-                                program->arguments_size();
+    bool fits =
+        pipelined ? static_cast<int64_t>(read.size()) >= needed
+                  : static_cast<int>(read.size()) == program->arguments_size();
     if (!fits)
-      return fail("'" + options.inputs + "' holds " +
-                  std::to_string(read.size()) + " tensors, the plan takes " +
-                  std::to_string(pipelined ? needed
-                                           : program->arguments_size()) +
-                  " arguments");
+      return fail(
+          "'" + options.inputs + "' holds " + std::to_string(read.size()) +
+          " tensors, the plan takes " +
+          std::to_string(pipelined ? needed : program->arguments_size()) +
+          " arguments");
   }
   std::vector<OwnedTensor> locals;
   for (int i = 0; i < program->arguments_size(); ++i) {
@@ -334,8 +334,8 @@ int main(int argc, char **argv) {
                                 argument.global_shape().end());
       if (given.dtype != getDType(argument.dtype()) || given.shape != want)
         return fail("input #" + std::to_string(source) + " of '" +
-                    options.inputs +
-                    "' does not match argument '" + argument.name() + "'");
+                    options.inputs + "' does not match argument '" +
+                    argument.name() + "'");
     }
     locals.push_back(
         takeLocalPiece(globals[i].view, getDimAxes(argument), mesh, rank));
@@ -461,17 +461,16 @@ int main(int argc, char **argv) {
   for (int p = 0; p < plan.programs_size(); ++p)
     for (int i = 0; i < plan.programs(p).results_size(); ++i) {
       const plan::Result &result = plan.programs(p).results(i);
-      sources.try_emplace(
-          result.has_source_index() ? result.source_index() : i, p, i);
+      sources.try_emplace(result.has_source_index() ? result.source_index() : i,
+                          p, i);
     }
   std::vector<OwnedTensor> globalResults;
   for (const auto &[index, source] : sources) {
     const plan::Program &owner = plan.programs(source.first);
     const plan::Result &result = owner.results(source.second);
     const plan::Buffer &buffer = owner.buffers(result.buffer());
-    OwnedTensor global(getDType(buffer.dtype()),
-                       {result.global_shape().begin(),
-                        result.global_shape().end()});
+    OwnedTensor global(getDType(buffer.dtype()), {result.global_shape().begin(),
+                                                  result.global_shape().end()});
     Tensor piece{global.view.dtype,
                  {buffer.shape().begin(), buffer.shape().end()},
                  nullptr};
@@ -479,8 +478,9 @@ int main(int argc, char **argv) {
       size_t offset = resultsAt[r];
       for (int i = 0; i < source.second; ++i) {
         const plan::Buffer &before = owner.buffers(owner.results(i).buffer());
-        offset += getNumElements({before.shape().begin(), before.shape().end()}) *
-                  getDTypeBytes(getDType(before.dtype()));
+        offset +=
+            getNumElements({before.shape().begin(), before.shape().end()}) *
+            getDTypeBytes(getDType(before.dtype()));
       }
       piece.data = everyone[r].data() + offset;
       placeLocalPiece(piece, global.view, getDimAxes(result), mesh, r);

@@ -110,16 +110,18 @@ static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
 static cl::opt<std::string>
     meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
              cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::opt<int64_t> pipelineStages(
-    "pp", cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
-    cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<int64_t>
+    pipelineStages("pp",
+                   cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
+                   cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t>
     microbatches("microbatches",
                  cl::desc("Microbatches per step (gradient accumulation)"),
                  cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::opt<std::string> pipelineSchedule(
-    "schedule", cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved"),
-    cl::init("1f1b"), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string>
+    pipelineSchedule("schedule",
+                     cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved"),
+                     cl::init("1f1b"), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t>
     virtualStages("virtual",
                   cl::desc("Stages per pipeline rank (--schedule "
@@ -706,8 +708,7 @@ static int runCompile(MLIRContext &context) {
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           addTrainStep(pm);
           addZero(pm);
-          buildShardingPipeline(pm, autoMachine, getSchedule(),
-                                getPipeline());
+          buildShardingPipeline(pm, autoMachine, getSchedule(), getPipeline());
         })))
       return 1;
     std::unique_ptr<llvm::ToolOutputFile> file =

@@ -379,9 +379,8 @@ static LogicalResult verifyPeer(Operation *op, FlatSymbolRefAttr meshName,
     return op->emitOpError("mesh @")
            << mesh.getSymName() << " has no axis \"" << axis << "\"";
   if (peer < 0 || peer >= *size)
-    return op->emitOpError("peer ")
-           << peer << " is not a coordinate of axis \"" << axis << "\" (size "
-           << *size << ")";
+    return op->emitOpError("peer ") << peer << " is not a coordinate of axis \""
+                                    << axis << "\" (size " << *size << ")";
   if (tag < 0)
     return op->emitOpError("expects a tag of 0 or more, got ") << tag;
   return success();

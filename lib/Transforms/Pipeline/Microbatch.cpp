@@ -43,8 +43,8 @@ LogicalResult splitBatches(func::FuncOp function, dist::MeshOp mesh,
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!isDataArgument(function, index) || !type || type.getRank() == 0)
       continue;
-    auto sharding = function.getArgAttrOfType<dist::ShardingAttr>(index,
-                                                                  attrName);
+    auto sharding =
+        function.getArgAttrOfType<dist::ShardingAttr>(index, attrName);
     SmallVector<dist::DimShardingAttr> dims;
     if (sharding) {
       llvm::append_range(dims, sharding.getDims());

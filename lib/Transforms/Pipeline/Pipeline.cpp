@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessera/Transforms/Passes.h"
 #include "tessera/Transforms/Pipeline/Pipeline.h"
+#include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
@@ -164,8 +164,6 @@ private:
   /// Per rank, the schedule's units and the events that run them.
   SmallVector<SmallVector<Unit>> units;
   SmallVector<SmallVector<Event>> events;
-  /// Receives of (value, microbatch) on a rank: the message index.
-  DenseMap<std::tuple<Value, int64_t, int64_t>, int64_t> receives;
   /// Per message, the event of its sender after which its send is waited
   /// (-1: at the end of the program).
   SmallVector<int64_t> waitAfter;
@@ -205,7 +203,7 @@ LogicalResult Pipeliner::classify() {
     if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) &&
         !function.getArgAttr(arg.getArgNumber(), nn::kStateAttrName))
       dataArgs.insert(arg.getArgNumber());
-  bool several = spec.microbatches > 1;
+  bool microbatched = spec.microbatches > 1;
   for (Operation &op : body->without_terminator()) {
     if (op.hasAttr(dist::DistDialect::kStreamAttrName) ||
         isa<dist::WaitOp, dist::SendOp, dist::RecvOp>(op))
@@ -235,7 +233,7 @@ LogicalResult Pipeliner::classify() {
       for (Value operand : op.getOperands()) {
         if (classOf(operand) != OpClass::Body)
           continue;
-        if (several && !isMicrobatchReduction(&op))
+        if (microbatched && !isMicrobatchReduction(&op))
           return op.emitError("cannot split into microbatches: '")
                  << op.getName()
                  << "' reads a per-microbatch value that is not reduced over "
@@ -265,7 +263,7 @@ LogicalResult Pipeliner::classify() {
              << index << " is a data argument";
     if (!isBody(operand))
       continue;
-    if (several)
+    if (microbatched)
       return returnOp.emitError("cannot split into microbatches: result #")
              << index << " is a per-microbatch value (reduce it, e.g. to a "
              << "mean, or return it from an unpipelined program)";
@@ -316,9 +314,8 @@ LogicalResult Pipeliner::cutStages() {
 
   // Annotated cuts: stage k starts at the first op with dist.stage = k.
   StringRef stageAttr = dist::DistDialect::kStageAttrName;
-  if (llvm::any_of(forward, [&](Operation *op) {
-        return op->hasAttr(stageAttr);
-      })) {
+  if (llvm::any_of(forward,
+                   [&](Operation *op) { return op->hasAttr(stageAttr); })) {
     int64_t current = 0;
     for (Operation *op : forward) {
       if (auto mark = op->getAttrOfType<IntegerAttr>(stageAttr)) {
@@ -539,8 +536,8 @@ LogicalResult Pipeliner::planMessages() {
         auto position = [&](std::pair<bool, int64_t> reader) {
           return unitIndex.lookup({reader.first, reader.second, 0});
         };
-        if (!inserted && position({userForward, it->second}) <
-                             position(entry->second))
+        if (!inserted &&
+            position({userForward, it->second}) < position(entry->second))
           entry->second = {userForward, it->second};
       }
       for (auto [to, reader] : readers) {
@@ -550,7 +547,6 @@ LogicalResult Pipeliner::planMessages() {
           sends[from][unitIndex.lookup({forward, stage, m})].push_back(index);
           recvs[to][unitIndex.lookup({reader.first, reader.second, m})]
               .push_back(index);
-          receives[{result, m, to}] = index;
         }
       }
     }
@@ -572,7 +568,6 @@ LogicalResult Pipeliner::planMessages() {
       messages.push_back({value, -1, from, to, tag++});
       postSends[from].push_back(index);
       postRecvs[to].push_back(index);
-      receives[{value, -1, to}] = index;
     }
   }
   // MPI guarantees tags up to 32767.
@@ -625,8 +620,8 @@ LogicalResult Pipeliner::simulate() {
         if (event.kind == Event::Recv) {
           recvEvent[event.message] = next[rank];
           for (int64_t other = 0; other < p; ++other)
-            clock[rank][other] = std::max(
-                clock[rank][other], sentClock[event.message][other]);
+            clock[rank][other] =
+                std::max(clock[rank][other], sentClock[event.message][other]);
           clock[rank][rank] = next[rank];
         }
         clocks[rank].push_back(clock[rank]);
@@ -702,8 +697,7 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   llvm::sort(args);
 
   auto stage = func::FuncOp::create(
-      builder, loc,
-      (function.getSymName() + "_stage" + Twine(rank)).str(),
+      builder, loc, (function.getSymName() + "_stage" + Twine(rank)).str(),
       builder.getFunctionType({}, {}));
   stage->setAttr(dist::DistDialect::kPipelineRankAttrName,
                  builder.getI64IntegerAttr(rank));
@@ -797,8 +791,8 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   };
   for (auto [index, event] : llvm::enumerate(events[rank])) {
     Operation *last = block->empty() ? nullptr : &block->back();
-    auto nameUnit = llvm::make_scope_exit([&, unit = event.unit] {
-      Operation *first = last            ? last->getNextNode()
+    llvm::scope_exit nameUnit([&, unit = event.unit] {
+      Operation *first = last             ? last->getNextNode()
                          : block->empty() ? nullptr
                                           : &block->front();
       if (unit == currentUnit || !first)
@@ -819,14 +813,13 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
         sums[message.value] = received;
     } else if (event.kind == Event::Send) {
       const Message &message = messages[event.message];
-      Value value = message.microbatch >= 0
-                        ? perMicrobatch[message.microbatch].lookup(
-                              message.value)
-                        : sums.lookup(message.value);
-      auto send = dist::SendOp::create(
-          builder, loc, value, meshName, axisName,
-          builder.getI64IntegerAttr(message.to),
-          builder.getI64IntegerAttr(message.tag));
+      Value value =
+          message.microbatch >= 0
+              ? perMicrobatch[message.microbatch].lookup(message.value)
+              : sums.lookup(message.value);
+      auto send = dist::SendOp::create(builder, loc, value, meshName, axisName,
+                                       builder.getI64IntegerAttr(message.to),
+                                       builder.getI64IntegerAttr(message.tag));
       send->setAttr(dist::DistDialect::kStreamAttrName,
                     builder.getI64IntegerAttr(1));
       inFlight[event.message] = send;
@@ -861,10 +854,9 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
           if (cast<StringAttr>(axis).getValue() != kMicrobatchAxis)
             axes.push_back(axis);
         if (!axes.empty())
-          value = dist::AllReduceOp::create(builder, op.getLoc(), value,
-                                            reduce.getMeshAttr(),
-                                            builder.getArrayAttr(axes),
-                                            reduce.getKindAttr());
+          value = dist::AllReduceOp::create(
+              builder, op.getLoc(), value, reduce.getMeshAttr(),
+              builder.getArrayAttr(axes), reduce.getKindAttr());
         shared.map(reduce.getResult(), value);
       }
     }
@@ -955,8 +947,8 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
     }
     if (spec.schedule == Schedule::Interleaved && microbatches % stages != 0) {
       module.emitError("the interleaved schedule needs microbatches (")
-          << spec.microbatches << ") to be a multiple of stages ("
-          << spec.ranks << ")";
+          << spec.microbatches << ") to be a multiple of stages (" << spec.ranks
+          << ")";
       return signalPassFailure();
     }
 

@@ -463,9 +463,8 @@ Pending MpiCommunicator::startSend(const Tensor &in, int64_t peer,
 Pending MpiCommunicator::startRecv(const Tensor &out, int64_t peer,
                                    int64_t tag) {
   return post("MPI_Irecv", [&](MPI_Request *request) {
-    return MPI_Irecv(out.data, out.getBytes(), MPI_BYTE,
-                     static_cast<int>(peer), static_cast<int>(tag),
-                     MPI_COMM_WORLD, request);
+    return MPI_Irecv(out.data, out.getBytes(), MPI_BYTE, static_cast<int>(peer),
+                     static_cast<int>(tag), MPI_COMM_WORLD, request);
   });
 }
 

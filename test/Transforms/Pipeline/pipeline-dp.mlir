@@ -10,7 +10,7 @@
 // CHECK: nn.slice %arg0 start = [0, 0] limit = [2, 4]
 // CHECK: nn.slice %arg0 start = [2, 0] limit = [4, 4]
 // CHECK: %[[SUM:.+]] = nn.add %{{.+}}, %{{.+}} : tensor<4x4xf32>
-// CHECK: %[[REDUCED:.+]] = dist.all_reduce %[[SUM]] on @mesh ["dp"] sum : tensor<4x4xf32>
+// CHECK: %[[REDUCED:.+]] = dist.all_reduce %[[SUM]] on @mesh ["dp"] sum {dist.unit = "update"} : tensor<4x4xf32>
 // CHECK: nn.transpose %[[REDUCED]]
 // CHECK-NOT: "mb"
 // CHECK-LABEL: func.func @mlp_stage1

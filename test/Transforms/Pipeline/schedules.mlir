@@ -11,12 +11,13 @@
 // first gradient arrives (rank 1 has received them all by then).
 // GPIPE-LABEL: func.func @mlp_stage0
 // GPIPE-SAME: dist.pipeline_rank = 0
-// GPIPE: nn.slice %arg0 start = [0, 0] limit = [2, 4]
+// Each unit's first op names it, and microbatch m reads rows 2m, 2m + 1.
+// GPIPE: nn.slice %arg0 start = [0, 0] limit = [2, 4] {dist.unit = "F0.0"}
 // GPIPE: %[[S0:.+]] = dist.send %{{.+}} on @mesh "pp" to 1 tag 0 {dist.stream = 1 : i64} : tensor<2x4xf32>
 // GPIPE: dist.send {{.*}} tag 1
 // GPIPE: dist.send {{.*}} tag 2
 // GPIPE: dist.send {{.*}} tag 3
-// GPIPE: dist.recv on @mesh "pp" from 1 tag 4 : tensor<2x4xf32>
+// GPIPE: dist.recv on @mesh "pp" from 1 tag 4 {dist.unit = "B0.0"} : tensor<2x4xf32>
 // GPIPE-NEXT: dist.wait %[[S0]]
 // GPIPE: dist.recv {{.*}} tag 5
 // GPIPE: dist.recv {{.*}} tag 6
@@ -35,7 +36,7 @@
 // GPIPE: dist.send {{.*}} tag 6
 // GPIPE: dist.send {{.*}} tag 7
 // The loss is the mean of the microbatches' means, on the last stage.
-// GPIPE: %[[QUARTER:.+]] = nn.constant dense<2.500000e-01> : tensor<f32>
+// GPIPE: %[[QUARTER:.+]] = nn.constant {dist.unit = "update"} dense<2.500000e-01> : tensor<f32>
 // GPIPE: %[[LOSS:.+]] = nn.mul %{{.+}}, %[[QUARTER]] : tensor<f32>
 // GPIPE: return {{.*}}%[[LOSS]] : {{.*}}tensor<f32>
 

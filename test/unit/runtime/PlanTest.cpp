@@ -201,9 +201,10 @@ TEST(PlanTest, RejectsAWaitForAnEventNothingSignals) {
 TEST(PlanTest, RejectsAKernelOnTheCommunicationStream) {
   plan::Plan plan = makeAsyncPlan();
   plan.mutable_programs(0)->mutable_instructions(0)->set_stream(1);
-  EXPECT_EQ(validatePlan(plan),
-            "program 0: instruction 0 (nn.relu): only a collective or a send may "
-            "run on a stream other than 0, and it signals one event");
+  EXPECT_EQ(
+      validatePlan(plan),
+      "program 0: instruction 0 (nn.relu): only a collective or a send may "
+      "run on a stream other than 0, and it signals one event");
 }
 
 /// makePlan with buffer 3, a [32] view of the relu's output that the
@@ -295,3 +296,141 @@ TEST(MeshTest, LocalPiecesRoundTrip) {
 }
 
 } // namespace
+
+namespace {
+
+/// A valid two-stage plan on a ["pp"=2] mesh: rank 0's program relus x
+/// [4, 8] and sends it (started on stream 1, waited for), rank 1's receives
+/// it and returns it.
+plan::Plan makePipelinePlan() {
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("pp");
+  axis->set_size(2);
+  auto addBuffer = [](plan::Program *program, int64_t offset) {
+    plan::Buffer *buffer = program->add_buffers();
+    buffer->set_id(program->buffers_size() - 1);
+    buffer->set_dtype(plan::F32);
+    buffer->add_shape(4);
+    buffer->add_shape(8);
+    buffer->set_arena_offset_bytes(offset);
+  };
+  auto addTransfer = [](plan::Program *program, bool isSend, int64_t buffer,
+                        int64_t peer) {
+    plan::Instruction *instruction = program->add_instructions();
+    plan::SendRecv *transfer = instruction->mutable_send_recv();
+    transfer->set_is_send(isSend);
+    transfer->set_buffer(buffer);
+    transfer->set_mesh_axis("pp");
+    transfer->set_peer(peer);
+    transfer->set_tag(3);
+    return instruction;
+  };
+
+  plan::Program *first = plan.add_programs();
+  first->add_ranks(0);
+  addBuffer(first, 0);
+  addBuffer(first, 128);
+  first->set_arena_bytes(256);
+  plan::Argument *argument = first->add_arguments();
+  argument->set_name("arg0");
+  argument->set_buffer(0);
+  argument->set_dtype(plan::F32);
+  argument->add_global_shape(4);
+  argument->add_global_shape(8);
+  argument->add_dim_axes();
+  argument->add_dim_axes();
+  plan::Instruction *relu = first->add_instructions();
+  relu->mutable_kernel()->set_op("nn.relu");
+  relu->mutable_kernel()->add_inputs(0);
+  relu->mutable_kernel()->add_outputs(1);
+  relu->add_frees(0);
+  plan::Instruction *send = addTransfer(first, true, 1, 1);
+  send->set_stream(1);
+  send->add_signal_events(0);
+  plan::Instruction *wait = first->add_instructions();
+  wait->add_wait_events(0);
+  wait->add_frees(1);
+
+  plan::Program *second = plan.add_programs();
+  second->add_ranks(1);
+  addBuffer(second, 0);
+  second->set_arena_bytes(128);
+  addTransfer(second, false, 0, 0);
+  plan::Result *result = second->add_results();
+  result->set_buffer(0);
+  result->add_global_shape(4);
+  result->add_global_shape(8);
+  result->add_dim_axes();
+  result->add_dim_axes();
+  return plan;
+}
+
+} // namespace
+
+TEST(PlanTest, APipelinePlanValidates) {
+  EXPECT_EQ(validatePlan(makePipelinePlan()), "");
+}
+
+TEST(PlanTest, RejectsASendWithoutItsReceive) {
+  plan::Plan plan = makePipelinePlan();
+  plan.mutable_programs(1)
+      ->mutable_instructions(0)
+      ->mutable_send_recv()
+      ->set_tag(4);
+  EXPECT_EQ(validatePlan(plan), "the send with tag 3 from rank 0 to rank 1 "
+                                "has no matching receive");
+}
+
+TEST(PlanTest, RejectsATransferOfAnotherShape) {
+  plan::Plan plan = makePipelinePlan();
+  plan.mutable_programs(1)->mutable_buffers(0)->set_shape(1, 4);
+  plan.mutable_programs(1)->mutable_results(0)->set_global_shape(1, 4);
+  EXPECT_EQ(validatePlan(plan), "the send with tag 3 from rank 0 to rank 1 "
+                                "and its match differ in dtype or shape");
+}
+
+TEST(PlanTest, RejectsATransferToAnUnknownAxisOrItself) {
+  plan::Plan plan = makePipelinePlan();
+  plan.mutable_programs(0)
+      ->mutable_instructions(1)
+      ->mutable_send_recv()
+      ->set_mesh_axis("stage");
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: send names "
+                                "unknown mesh axis \"stage\"");
+  plan = makePipelinePlan();
+  plan.mutable_programs(0)
+      ->mutable_instructions(1)
+      ->mutable_send_recv()
+      ->set_peer(0);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 1: send on rank 0 names itself");
+  plan = makePipelinePlan();
+  plan.mutable_programs(0)
+      ->mutable_instructions(1)
+      ->mutable_send_recv()
+      ->set_peer(2);
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: send peer 2 is "
+                                "not a coordinate of axis \"pp\" (size 2)");
+}
+
+TEST(PlanTest, RejectsAReceiveOnTheCommunicationStream) {
+  plan::Plan plan = makePipelinePlan();
+  plan::Instruction *recv = plan.mutable_programs(1)->mutable_instructions(0);
+  recv->set_stream(1);
+  recv->add_signal_events(0);
+  EXPECT_EQ(validatePlan(plan),
+            "program 1: instruction 0 (recv): only a collective or a send may "
+            "run on a stream other than 0, and it signals one event");
+}
+
+TEST(PlanTest, RejectsFreeingABufferWhileItIsSent) {
+  plan::Plan plan = makePipelinePlan();
+  plan::Program *first = plan.mutable_programs(0);
+  first->mutable_instructions(2)->clear_frees();
+  first->mutable_instructions(1)->add_frees(1);
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 1 (send) frees buffer 1 while the "
+            "collective of event 0 uses it");
+}

@@ -1,4 +1,5 @@
-//===- Pipeline.h - Names shared by the pipeline passes ----------*- C++ -*-===//
+//===- Pipeline.h - Names shared by the pipeline passes ----------*- C++
+//-*-===//
 
 #ifndef TESSERA_TRANSFORMS_PIPELINE_PIPELINE_H
 #define TESSERA_TRANSFORMS_PIPELINE_PIPELINE_H
