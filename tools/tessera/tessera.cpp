@@ -575,6 +575,26 @@ static int launch(int64_t numRanks, ArrayRef<std::string> runArgs,
 /// parallelism without gradient accumulation; pipelines, ZeRO and sequence
 /// parallelism are issues #9 and #6) and annotates the model with the
 /// fastest.
+/// The names of the planner's choices, as the CLI reads and prints them.
+template <typename T> using NamedChoice = std::pair<StringRef, T>;
+static const NamedChoice<PipelineSchedule> kScheduleNames[] = {
+    {"gpipe", PipelineSchedule::GPipe},
+    {"1f1b", PipelineSchedule::OneFOneB},
+    {"interleaved", PipelineSchedule::Interleaved}};
+static const NamedChoice<Recompute> kRecomputeNames[] = {
+    {"none", Recompute::None},
+    {"selective", Recompute::Selective},
+    {"full", Recompute::Full}};
+
+/// The name of `value` in `names`.
+template <typename T>
+static StringRef getChoiceName(ArrayRef<NamedChoice<T>> names, T value) {
+  for (const auto &[name, choice] : names)
+    if (choice == value)
+      return name;
+  llvm_unreachable("a choice without a name");
+}
+
 /// The ZeRO stage as the plan table shows it: "3k" keeps the forward's
 /// gathers (reshard-after-forward false).
 static std::string getZeroName(const PlanChoice &choice) {
@@ -594,8 +614,11 @@ static int applyAutoPlan(ModuleOp module) {
   if (!machine)
     return reportError(machine.takeError());
   SearchPins pins;
-  pins.pp = 1;
-  pins.microbatches = 1;
+  // Pipelines pipeline a train step; inference runs on a DP x TP mesh.
+  if (train.empty()) {
+    pins.pp = 1;
+    pins.microbatches = 1;
+  }
   // ZeRO shards AdamW's state: the search picks a stage for an AdamW step
   // unless --zero pins one.
   if (train != "adamw" || zeroStage.getNumOccurrences())
@@ -607,27 +630,50 @@ static int applyAutoPlan(ModuleOp module) {
   pins.recompute = Recompute::None;
   SearchResult result =
       searchPlans(*shape, *machine, autoDevices, pins, module);
-  if (result.plans.empty())
+  // The fastest plan this compiler builds: ZeRO does not combine with
+  // pipelines or microbatches yet, and the interleaved schedule needs the
+  // microbatches to be a multiple of the stages.
+  auto buildable = [](const PlanEstimate &plan) {
+    const PlanChoice &c = plan.choice;
+    bool pipelined = c.pp > 1 || c.microbatches > 1;
+    return (!pipelined || c.zero == 0) &&
+           (c.schedule != PipelineSchedule::Interleaved ||
+            c.microbatches % c.pp == 0);
+  };
+  const PlanEstimate *best = llvm::find_if(result.plans, buildable);
+  if (best == result.plans.end())
     return reportError(llvm::createStringError(
-        llvm::formatv("no data x tensor parallel plan of {0} devices fits "
-                      "in device memory{1} (pipelines are not built yet: "
-                      "issue #9)",
+        llvm::formatv("no plan of {0} devices that this compiler builds fits "
+                      "in device memory{1}",
                       autoDevices.getValue(),
                       train != "adamw" ? std::string()
                       : pins.zero
                           ? llvm::formatv(" with ZeRO-{0}", *pins.zero).str()
                           : std::string(" with any ZeRO stage"))
             .str()));
-  const PlanEstimate &best = result.plans.front();
-  annotateMegatron(module, best.choice.dp, best.choice.tp);
-  zeroStage = best.choice.zero;
-  if (best.choice.zero >= 3 && !reshardAfterForward.getNumOccurrences())
-    reshardAfterForward = best.choice.reshardAfterForward ? "true" : "false";
+  const PlanChoice &choice = best->choice;
+  annotateMegatron(module, choice.dp, choice.tp);
+  zeroStage = choice.zero;
+  if (choice.zero >= 3 && !reshardAfterForward.getNumOccurrences())
+    reshardAfterForward = choice.reshardAfterForward ? "true" : "false";
+  pipelineStages = choice.pp;
+  microbatches = choice.microbatches;
+  pipelineSchedule =
+      getChoiceName(ArrayRef(kScheduleNames), choice.schedule).str();
+  virtualStages = choice.virtualStages;
+  std::string pipeline;
+  if (choice.pp > 1)
+    pipeline = llvm::formatv(" pp={0} schedule={1}", choice.pp,
+                             pipelineSchedule.getValue());
+  if (choice.virtualStages > 1)
+    pipeline += " virtual=" + std::to_string(choice.virtualStages);
+  if (choice.microbatches > 1)
+    pipeline += " microbatches=" + std::to_string(choice.microbatches);
   llvm::errs() << llvm::formatv(
-      "auto: dp={0} tp={1} zero={2}: predicted step {3:e3} s, MFU {4:f1}% "
-      "on {5} x {6} (of {7} plans)\n",
-      best.choice.dp, best.choice.tp, getZeroName(best.choice),
-      best.stepTimeSeconds, 100 * best.mfu, autoDevices.getValue(),
+      "auto: dp={0} tp={1}{2} zero={3}: predicted step {4:e3} s, MFU {5:f1}% "
+      "on {6} x {7} (of {8} plans)\n",
+      choice.dp, choice.tp, pipeline, getZeroName(choice),
+      best->stepTimeSeconds, 100 * best->mfu, autoDevices.getValue(),
       machine->name, result.considered);
   return 0;
 }
@@ -991,26 +1037,6 @@ static int runGradcheck(MLIRContext &context) {
                                 pass ? "PASS" : "FAIL",
                                 gradTolerance.getValue());
   return pass ? 0 : 1;
-}
-
-/// The names of the planner's choices, as the CLI reads and prints them.
-template <typename T> using NamedChoice = std::pair<StringRef, T>;
-static const NamedChoice<PipelineSchedule> kScheduleNames[] = {
-    {"gpipe", PipelineSchedule::GPipe},
-    {"1f1b", PipelineSchedule::OneFOneB},
-    {"interleaved", PipelineSchedule::Interleaved}};
-static const NamedChoice<Recompute> kRecomputeNames[] = {
-    {"none", Recompute::None},
-    {"selective", Recompute::Selective},
-    {"full", Recompute::Full}};
-
-/// The name of `value` in `names`.
-template <typename T>
-static StringRef getChoiceName(ArrayRef<NamedChoice<T>> names, T value) {
-  for (const auto &[name, choice] : names)
-    if (choice == value)
-      return name;
-  llvm_unreachable("a choice without a name");
 }
 
 /// Sets `to` from a string option given on the command line, one of
