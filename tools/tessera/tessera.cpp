@@ -508,15 +508,11 @@ static std::optional<PipelinePassOptions> getPipeline() {
   return options;
 }
 
-/// --zero shards optimizer state: it needs AdamW's. Pipelines and
-/// microbatches do not combine with ZeRO yet.
+/// --zero shards optimizer state: it needs AdamW's.
 static int checkZero() {
   if (zeroStage != 0 && train != "adamw")
     return reportError(llvm::createStringError(
         "--zero needs --train adamw (the optimizer state it shards)"));
-  if (zeroStage != 0 && getPipeline())
-    return reportError(llvm::createStringError(
-        "--zero with --pp or --microbatches is not supported yet"));
   if (getPipeline() && train.empty())
     return reportError(llvm::createStringError(
         "--pp and --microbatches pipeline a train step: give --train"));
@@ -571,10 +567,6 @@ static int launch(int64_t numRanks, ArrayRef<std::string> runArgs,
   return code;
 }
 
-/// --auto: searches the plans this compiler builds today (data and tensor
-/// parallelism without gradient accumulation; pipelines, ZeRO and sequence
-/// parallelism are issues #9 and #6) and annotates the model with the
-/// fastest.
 /// The names of the planner's choices, as the CLI reads and prints them.
 template <typename T> using NamedChoice = std::pair<StringRef, T>;
 static const NamedChoice<PipelineSchedule> kScheduleNames[] = {
@@ -602,6 +594,10 @@ static std::string getZeroName(const PlanChoice &choice) {
          (choice.zero >= 3 && !choice.reshardAfterForward ? "k" : "");
 }
 
+/// --auto: searches the plans this compiler builds (data, tensor and, for a
+/// train step, pipeline parallelism with microbatches and ZeRO; no
+/// recomputation or sequence parallelism), annotates the model with the
+/// fastest and sets the options that build it.
 static int applyAutoPlan(ModuleOp module) {
   if (autoMachine.empty() || autoDevices < 1)
     return reportError(
@@ -630,15 +626,12 @@ static int applyAutoPlan(ModuleOp module) {
   pins.recompute = Recompute::None;
   SearchResult result =
       searchPlans(*shape, *machine, autoDevices, pins, module);
-  // The fastest plan this compiler builds: ZeRO does not combine with
-  // pipelines or microbatches yet, and the interleaved schedule needs the
-  // microbatches to be a multiple of the stages.
+  // The fastest plan this compiler builds: the interleaved schedule needs
+  // the microbatches to be a multiple of the stages.
   auto buildable = [](const PlanEstimate &plan) {
     const PlanChoice &c = plan.choice;
-    bool pipelined = c.pp > 1 || c.microbatches > 1;
-    return (!pipelined || c.zero == 0) &&
-           (c.schedule != PipelineSchedule::Interleaved ||
-            c.microbatches % c.pp == 0);
+    return c.schedule != PipelineSchedule::Interleaved ||
+           c.microbatches % c.pp == 0;
   };
   const PlanEstimate *best = llvm::find_if(result.plans, buildable);
   if (best == result.plans.end())
