@@ -279,8 +279,8 @@ void PlanBuilder::setSharding(
 }
 
 /// The values an integer data argument (or a slice of it) may take: the
-/// vocab of the embedding table it indexes or of the logits it labels (0:
-/// unbounded).
+/// vocab of the embedding table it indexes (or scatters gradients into) or
+/// of the logits it labels (0: unbounded).
 int64_t PlanBuilder::getIndexBound(Value value) {
   for (OpOperand &use : value.getUses()) {
     if (auto lookup = dyn_cast<nn::EmbeddingOp>(use.getOwner());
@@ -289,6 +289,10 @@ int64_t PlanBuilder::getIndexBound(Value value) {
     if (auto loss = dyn_cast<nn::CrossEntropyOp>(use.getOwner());
         loss && use.getOperandNumber() == 1)
       return loss.getLogits().getType().getShape().back();
+    // A pipeline stage may read token ids only in the backward.
+    if (auto scatter = dyn_cast<nn::EmbeddingGradOp>(use.getOwner());
+        scatter && use.getOperandNumber() == 1)
+      return scatter.getVocab();
     // A pipeline stage reads each microbatch's slice of its data.
     if (auto slice = dyn_cast<nn::SliceOp>(use.getOwner()))
       if (int64_t bound = getIndexBound(slice.getResult()))

@@ -488,6 +488,37 @@ ProgramValidator::checkTransfer(const plan::SendRecv &transfer) const {
   return "";
 }
 
+/// Checks that the programs' arguments that stand for one argument of the
+/// unpipelined step (one source index) agree on what it is, so that every
+/// stage builds the same global input.
+static std::string checkSourcesAgree(const plan::Plan &plan) {
+  std::map<int64_t, const plan::Argument *> sources;
+  for (int index = 0; index < plan.programs_size(); ++index) {
+    for (const plan::Argument &argument : plan.programs(index).arguments()) {
+      if (!argument.has_source_index())
+        continue;
+      auto [it, inserted] =
+          sources.emplace(argument.source_index(), &argument);
+      const plan::Argument &first = *it->second;
+      if (!inserted &&
+          (first.name() != argument.name() ||
+           first.role() != argument.role() ||
+           first.dtype() != argument.dtype() ||
+           first.index_bound() != argument.index_bound() ||
+           !std::equal(first.global_shape().begin(),
+                       first.global_shape().end(),
+                       argument.global_shape().begin(),
+                       argument.global_shape().end())))
+        return "program " + std::to_string(index) + ": argument '" +
+               argument.name() + "' (source index " +
+               std::to_string(argument.source_index()) +
+               ") differs from another program's in name, role, dtype, "
+               "global shape or index bound";
+    }
+  }
+  return "";
+}
+
 /// Checks that every send of every rank has the matching receive (same
 /// tag, dtype and shape) on its peer and the other way round, so that no
 /// run waits forever for a transfer that never comes.
@@ -574,5 +605,7 @@ std::string runtime::validatePlan(const plan::Plan &plan) {
   if (static_cast<int64_t>(ranks.size()) != mesh.getNumDevices())
     return "the programs cover " + std::to_string(ranks.size()) +
            " ranks of a mesh of " + std::to_string(mesh.getNumDevices());
+  if (std::string error = checkSourcesAgree(plan); !error.empty())
+    return error;
   return checkTransfersMatch(plan, mesh);
 }

@@ -427,6 +427,27 @@ LogicalResult Pipeliner::assignBackward() {
     stageOf[op] = stage;
   }
 
+  // A backward op that only reshapes one gradient (a transpose, a reshape)
+  // for ops of one earlier stage runs there: the gradient crosses once, not
+  // each of its views.
+  for (Operation *op : llvm::reverse(bodyOps)) {
+    if (forwardOps.contains(op) || op->getNumResults() != 1 ||
+        op->getNumOperands() != 1 || !isBody(op->getOperand(0)))
+      continue;
+    std::optional<int64_t> readers;
+    bool movable = true;
+    for (Operation *user : op->getUsers()) {
+      auto it = stageOf.find(user);
+      if (it == stageOf.end() || (readers && *readers != it->second)) {
+        movable = false;
+        break;
+      }
+      readers = it->second;
+    }
+    if (movable && readers && *readers < stageOf.lookup(op))
+      stageOf[op] = *readers;
+  }
+
   // Forward values flow to later stages, gradients to earlier ones.
   for (Operation *op : bodyOps) {
     bool forward = forwardOps.contains(op);

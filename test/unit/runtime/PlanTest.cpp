@@ -434,3 +434,26 @@ TEST(PlanTest, RejectsFreeingABufferWhileItIsSent) {
             "program 0: instruction 1 (send) frees buffer 1 while the "
             "collective of event 0 uses it");
 }
+
+TEST(PlanTest, RejectsStagesThatDisagreeOnAnArgument) {
+  plan::Plan plan = makePipelinePlan();
+  plan.mutable_programs(0)->mutable_arguments(0)->set_source_index(0);
+  // Rank 1's program also reads argument 0 of the step, as token ids.
+  plan::Program *second = plan.mutable_programs(1);
+  plan::Buffer *buffer = second->add_buffers();
+  buffer->set_id(1);
+  buffer->set_dtype(plan::F32);
+  buffer->add_shape(4);
+  buffer->add_shape(8);
+  buffer->set_arena_offset_bytes(128);
+  second->set_arena_bytes(256);
+  plan::Argument *argument = second->add_arguments();
+  *argument = plan.programs(0).arguments(0);
+  argument->set_buffer(1);
+  EXPECT_EQ(validatePlan(plan), "");
+  argument->set_index_bound(256);
+  EXPECT_EQ(validatePlan(plan),
+            "program 1: argument 'arg0' (source index 0) differs from "
+            "another program's in name, role, dtype, global shape or index "
+            "bound");
+}
