@@ -20,5 +20,8 @@ done
 # A train step with views (reshapes), events and waits (the overlap schedule).
 build/bin/tessera compile examples/mlp_megatron.mlir --mesh dp=2,tp=2 \
   --train adamw --zero 3 --overlap -o "$out/corpus/mlp_zero3_overlap.plan"
+# Pipeline stages: one program per stage, sends, receives, source indices.
+build/bin/tessera compile examples/mlp_megatron.mlir --mesh pp=2,dp=2,tp=1 \
+  --pp 2 --microbatches 2 --train adamw -o "$out/corpus/mlp_pipeline.plan"
 "$out/plan-loader-fuzzer" "$out/corpus" -max_total_time="$seconds" \
   -max_len=65536 -print_final_stats=1
