@@ -11,6 +11,17 @@ using namespace tessera::runtime;
 
 namespace {
 
+/// Adds an f32 buffer of `shape` at `offset` in the arena.
+void addBuffer(plan::Program *program, std::vector<int64_t> shape,
+               int64_t offset) {
+  plan::Buffer *buffer = program->add_buffers();
+  buffer->set_id(program->buffers_size() - 1);
+  buffer->set_dtype(plan::F32);
+  for (int64_t size : shape)
+    buffer->add_shape(size);
+  buffer->set_arena_offset_bytes(offset);
+}
+
 /// A valid plan on a ["tp"=2] mesh: x [4, 8] split by columns, one relu, an
 /// all_gather back to [4, 16].
 plan::Plan makePlan() {
@@ -22,17 +33,9 @@ plan::Plan makePlan() {
   plan::Program *program = plan.add_programs();
   program->add_ranks(0);
   program->add_ranks(1);
-  auto addBuffer = [&](std::vector<int64_t> shape, int64_t offset) {
-    plan::Buffer *buffer = program->add_buffers();
-    buffer->set_id(program->buffers_size() - 1);
-    buffer->set_dtype(plan::F32);
-    for (int64_t size : shape)
-      buffer->add_shape(size);
-    buffer->set_arena_offset_bytes(offset);
-  };
-  addBuffer({4, 8}, 0);
-  addBuffer({4, 8}, 128);
-  addBuffer({4, 16}, 256);
+  addBuffer(program, {4, 8}, 0);
+  addBuffer(program, {4, 8}, 128);
+  addBuffer(program, {4, 16}, 256);
   program->set_arena_bytes(512);
   plan::Argument *argument = program->add_arguments();
   argument->set_name("arg0");
@@ -308,14 +311,6 @@ plan::Plan makePipelinePlan() {
   auto *axis = plan.mutable_mesh()->add_axes();
   axis->set_name("pp");
   axis->set_size(2);
-  auto addBuffer = [](plan::Program *program, int64_t offset) {
-    plan::Buffer *buffer = program->add_buffers();
-    buffer->set_id(program->buffers_size() - 1);
-    buffer->set_dtype(plan::F32);
-    buffer->add_shape(4);
-    buffer->add_shape(8);
-    buffer->set_arena_offset_bytes(offset);
-  };
   auto addTransfer = [](plan::Program *program, bool isSend, int64_t buffer,
                         int64_t peer) {
     plan::Instruction *instruction = program->add_instructions();
@@ -330,8 +325,8 @@ plan::Plan makePipelinePlan() {
 
   plan::Program *first = plan.add_programs();
   first->add_ranks(0);
-  addBuffer(first, 0);
-  addBuffer(first, 128);
+  addBuffer(first, {4, 8}, 0);
+  addBuffer(first, {4, 8}, 128);
   first->set_arena_bytes(256);
   plan::Argument *argument = first->add_arguments();
   argument->set_name("arg0");
@@ -355,7 +350,7 @@ plan::Plan makePipelinePlan() {
 
   plan::Program *second = plan.add_programs();
   second->add_ranks(1);
-  addBuffer(second, 0);
+  addBuffer(second, {4, 8}, 0);
   second->set_arena_bytes(128);
   addTransfer(second, false, 0, 0);
   plan::Result *result = second->add_results();
@@ -440,12 +435,7 @@ TEST(PlanTest, RejectsStagesThatDisagreeOnAnArgument) {
   plan.mutable_programs(0)->mutable_arguments(0)->set_source_index(0);
   // Rank 1's program also reads argument 0 of the step, as token ids.
   plan::Program *second = plan.mutable_programs(1);
-  plan::Buffer *buffer = second->add_buffers();
-  buffer->set_id(1);
-  buffer->set_dtype(plan::F32);
-  buffer->add_shape(4);
-  buffer->add_shape(8);
-  buffer->set_arena_offset_bytes(128);
+  addBuffer(second, {4, 8}, 128);
   second->set_arena_bytes(256);
   plan::Argument *argument = second->add_arguments();
   *argument = plan.programs(0).arguments(0);
