@@ -8,7 +8,9 @@ units (the "pipeline units" track of the trace: F<stage>.<microbatch>,
 B<stage>.<microbatch>, update): the time a rank spends between units
 waiting for its neighbours, relative to the time it computes in units,
 which theory puts at (P-1)/M for GPipe and 1F1B and (P-1)/(v*M) for the
-interleaved schedule with v stages per rank. It also reads each plan's
+interleaved schedule with v stages per rank, and (P-1)/(3M) for ZB-H1
+when forward, input-gradient and weight-gradient units take equal time
+(the zero-bubble paper's estimate). It also reads each plan's
 activation peak per stage from `tessera compile`: 1F1B holds at most P
 microbatches' activations on the first stage, GPipe all M.
 
@@ -33,6 +35,8 @@ CONFIGS = [
     ("1f1b m=2", 2, ["--microbatches", "2", "--schedule", "1f1b"]),
     ("1f1b m=4", 2, ["--microbatches", "4", "--schedule", "1f1b"]),
     ("1f1b m=8", 2, ["--microbatches", "8", "--schedule", "1f1b"]),
+    ("zb-h1 m=4", 2, ["--microbatches", "4", "--schedule", "zb-h1"]),
+    ("zb-h1 m=8", 2, ["--microbatches", "8", "--schedule", "zb-h1"]),
     ("interleaved v=2 m=4", 2, ["--microbatches", "4", "--schedule",
                                 "interleaved", "--virtual", "2"]),
     ("interleaved v=2 m=8", 2, ["--microbatches", "8", "--schedule",
@@ -111,6 +115,8 @@ def main():
             v = (int(flags[flags.index("--virtual") + 1])
                  if "--virtual" in flags else 1)
             theory = (ranks - 1) / (v * m)
+            if "zb-h1" in flags:
+                theory /= 3
             print(f"{name:22} {ranks:>2} {statistics.median(ratios):8.3f} "
                   f"{theory:8.3f} {int(peaks[0]) / 1024:17.0f} KiB")
 

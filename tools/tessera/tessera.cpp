@@ -118,10 +118,10 @@ static cl::opt<int64_t>
     microbatches("microbatches",
                  cl::desc("Microbatches per step (gradient accumulation)"),
                  cl::init(1), cl::sub(compileCmd), cl::sub(verifyCmd));
-static cl::opt<std::string>
-    pipelineSchedule("schedule",
-                     cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved"),
-                     cl::init("1f1b"), cl::sub(compileCmd), cl::sub(verifyCmd));
+static cl::opt<std::string> pipelineSchedule(
+    "schedule",
+    cl::desc("Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1"),
+    cl::init("1f1b"), cl::sub(compileCmd), cl::sub(verifyCmd));
 static cl::opt<int64_t>
     virtualStages("virtual",
                   cl::desc("Stages per pipeline rank (--schedule "

@@ -383,7 +383,11 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        `stages - rank - 1` forwards of warm-up, then one forward and one
        backward in turn, then the remaining backwards; `interleaved` is
        Megatron-LM's interleaved 1F1B over `virtual` stages per rank
-       (microbatches a multiple of `stages`).
+       (microbatches a multiple of `stages`); `zb-h1` (zero bubble, Qi et
+       al. 2023) is 1F1B with each backward split into B(k, m), the ops
+       that make the gradients another stage reads, and W(k, m), the rest
+       (weight gradients), run `stages - rank - 1` backwards later and, in
+       the cool-down, one after each B, filling the waits.
     5. Accumulation. Each all_reduce over "mb" becomes the sum of its
        operand over microbatches, made as each microbatch's value appears
        (divided by `microbatches` for avg), followed by the all_reduce over
@@ -402,7 +406,7 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Microbatches per step (the size of mesh axis \"mb\")">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b or interleaved">,
+           "gpipe, 1f1b, interleaved or zb-h1">,
     Option<"virtualStages", "virtual", "int64_t", /*default=*/"1",
            "Stages per rank (interleaved)">,
   ];

@@ -35,7 +35,7 @@ using namespace tessera;
 
 namespace {
 
-enum class Schedule { GPipe, OneFOneB, Interleaved };
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
 struct PipelineSpec {
   int64_t ranks, microbatches, virtualStages;
@@ -43,10 +43,15 @@ struct PipelineSpec {
   int64_t getNumStages() const { return ranks * virtualStages; }
 };
 
-/// One unit of a rank's schedule: the forward or backward ops of a stage on
-/// one microbatch.
+/// What a unit of a schedule runs: the forward ops of a stage, its backward
+/// ops (with ZB-H1 only those that make the gradients other stages need),
+/// or (ZB-H1) the rest of its backward ops: the weight gradients.
+enum class UnitKind { Forward, Backward, Weight };
+
+/// One unit of a rank's schedule: the ops of one kind of a stage on one
+/// microbatch.
 struct Unit {
-  bool forward;
+  UnitKind kind;
   int64_t stage, microbatch;
 };
 
@@ -62,10 +67,11 @@ SmallVector<Unit> getSchedule(const PipelineSpec &spec, int64_t rank,
     int64_t total = m * v;
     auto microbatch = [&](int64_t k) { return k / (p * v) * p + k % p; };
     auto forward = [&](int64_t k) {
-      return Unit{true, (k / p) % v * p + rank, microbatch(k)};
+      return Unit{UnitKind::Forward, (k / p) % v * p + rank, microbatch(k)};
     };
     auto backward = [&](int64_t k) {
-      return Unit{false, (v - 1 - (k / p) % v) * p + rank, microbatch(k)};
+      return Unit{UnitKind::Backward, (v - 1 - (k / p) % v) * p + rank,
+                  microbatch(k)};
     };
     int64_t warmup =
         hasBackward ? std::min((p - rank - 1) * 2 + (v - 1) * p, total) : total;
@@ -83,15 +89,32 @@ SmallVector<Unit> getSchedule(const PipelineSpec &spec, int64_t rank,
   int64_t warmup = spec.schedule == Schedule::GPipe || !hasBackward
                        ? m
                        : std::min(p - rank - 1, m);
+  // ZB-H1 runs a microbatch's weight gradients p - rank - 1 backwards after
+  // its input gradients (at once on the last rank), so that in the
+  // cool-down each fills the wait for the next rank's gradient.
+  bool zeroBubble = spec.schedule == Schedule::ZeroBubbleH1;
+  int64_t lag = p - rank - 1, weights = 0;
+  auto backward = [&](int64_t k) {
+    units.push_back({UnitKind::Backward, rank, k});
+    if (zeroBubble && k - weights >= lag)
+      units.push_back({UnitKind::Weight, rank, weights++});
+  };
   for (int64_t k = 0; k < warmup; ++k)
-    units.push_back({true, rank, k});
+    units.push_back({UnitKind::Forward, rank, k});
   for (int64_t k = 0; k < m - warmup; ++k) {
-    units.push_back({true, rank, warmup + k});
-    units.push_back({false, rank, k});
+    units.push_back({UnitKind::Forward, rank, warmup + k});
+    backward(k);
   }
-  if (hasBackward)
-    for (int64_t k = m - warmup; k < m; ++k)
-      units.push_back({false, rank, k});
+  if (hasBackward) {
+    for (int64_t k = m - warmup; k < m; ++k) {
+      backward(k);
+      // In the cool-down, one weight unit after each backward.
+      if (zeroBubble && weights <= k && units.back().kind != UnitKind::Weight)
+        units.push_back({UnitKind::Weight, rank, weights++});
+    }
+    while (zeroBubble && weights < m)
+      units.push_back({UnitKind::Weight, rank, weights++});
+  }
   return units;
 }
 
@@ -125,6 +148,7 @@ private:
   void findForward();
   LogicalResult cutStages();
   LogicalResult assignBackward();
+  void splitWeightGradients();
   void assignRanks();
   LogicalResult planMessages();
   LogicalResult simulate();
@@ -139,6 +163,12 @@ private:
     return op && classes.lookup(op) == OpClass::Body;
   }
   int64_t getRank(int64_t stage) const { return stage % spec.ranks; }
+  /// The kind of unit a body op runs in.
+  UnitKind getKind(Operation *op) const {
+    return forwardOps.contains(op)  ? UnitKind::Forward
+           : weightOps.contains(op) ? UnitKind::Weight
+                                    : UnitKind::Backward;
+  }
   /// The ranks an op runs on.
   const std::set<int64_t> &getRanks(Operation *op) { return ranksOf[op]; }
   /// Whether `op` is an all_reduce over the microbatch axis.
@@ -155,6 +185,9 @@ private:
   /// Body ops in program order, and the forward ones among them.
   SmallVector<Operation *> bodyOps;
   llvm::SetVector<Operation *> forwardOps;
+  /// With ZB-H1: the backward ops that make no gradient another stage reads
+  /// (weight gradients), which run in their own units.
+  llvm::DenseSet<Operation *> weightOps;
   DenseMap<Operation *, int64_t> stageOf;
   DenseMap<Operation *, std::set<int64_t>> ranksOf;
   /// Body values read by post ops or returned: summed over microbatches on
@@ -525,15 +558,39 @@ void Pipeliner::assignRanks() {
       addUsers(op, /*withPost=*/true);
 }
 
+void Pipeliner::splitWeightGradients() {
+  // A backward op is an input-gradient op when a body op of another stage
+  // reads its results, or an input-gradient op of its own stage does.
+  llvm::DenseSet<Operation *> inputGradient;
+  for (Operation *op : llvm::reverse(bodyOps)) {
+    if (forwardOps.contains(op))
+      continue;
+    int64_t stage = stageOf.lookup(op);
+    bool needed = llvm::any_of(op->getUsers(), [&](Operation *user) {
+      auto it = stageOf.find(user);
+      return it != stageOf.end() &&
+             (it->second != stage || inputGradient.contains(user));
+    });
+    if (needed)
+      inputGradient.insert(op);
+    else
+      weightOps.insert(op);
+  }
+}
+
 LogicalResult Pipeliner::planMessages() {
   bool hasBackward = forwardOps.size() < bodyOps.size();
   for (int64_t rank = 0; rank < spec.ranks; ++rank)
     units.push_back(getSchedule(spec, rank, hasBackward));
-  // Where each rank runs each (forward, stage, microbatch).
+  // Where each rank runs each (kind, stage, microbatch).
   DenseMap<std::tuple<int64_t, int64_t, int64_t>, int64_t> unitIndex;
+  auto getUnit = [&](UnitKind kind, int64_t stage, int64_t microbatch) {
+    return unitIndex.lookup({static_cast<int64_t>(kind), stage, microbatch});
+  };
   for (auto &rankUnits : units)
     for (auto [index, unit] : llvm::enumerate(rankUnits))
-      unitIndex[{unit.forward, unit.stage, unit.microbatch}] = index;
+      unitIndex[{static_cast<int64_t>(unit.kind), unit.stage,
+                 unit.microbatch}] = index;
 
   // Per rank and unit, the messages it receives first and sends last.
   SmallVector<DenseMap<int64_t, SmallVector<int64_t>>> recvs(spec.ranks),
@@ -542,32 +599,29 @@ LogicalResult Pipeliner::planMessages() {
   for (Operation *op : bodyOps) {
     int64_t stage = stageOf.lookup(op);
     int64_t from = getRank(stage);
-    bool forward = forwardOps.contains(op);
+    UnitKind kind = getKind(op);
     for (Value result : op->getResults()) {
       // The first unit of each other rank that reads the value.
-      std::map<int64_t, std::pair<bool, int64_t>> readers;
+      std::map<int64_t, std::pair<UnitKind, int64_t>> readers;
       for (Operation *user : result.getUsers()) {
         auto it = stageOf.find(user);
         if (it == stageOf.end() || getRank(it->second) == from)
           continue;
-        bool userForward = forwardOps.contains(user);
-        int64_t to = getRank(it->second);
+        std::pair<UnitKind, int64_t> reader = {getKind(user), it->second};
         auto [entry, inserted] =
-            readers.try_emplace(to, userForward, it->second);
-        auto position = [&](std::pair<bool, int64_t> reader) {
-          return unitIndex.lookup({reader.first, reader.second, 0});
+            readers.try_emplace(getRank(it->second), reader);
+        auto position = [&](std::pair<UnitKind, int64_t> unit) {
+          return getUnit(unit.first, unit.second, 0);
         };
-        if (!inserted &&
-            position({userForward, it->second}) < position(entry->second))
-          entry->second = {userForward, it->second};
+        if (!inserted && position(reader) < position(entry->second))
+          entry->second = reader;
       }
       for (auto [to, reader] : readers) {
         for (int64_t m = 0; m < spec.microbatches; ++m) {
           int64_t index = messages.size();
           messages.push_back({result, m, from, to, tag++});
-          sends[from][unitIndex.lookup({forward, stage, m})].push_back(index);
-          recvs[to][unitIndex.lookup({reader.first, reader.second, m})]
-              .push_back(index);
+          sends[from][getUnit(kind, stage, m)].push_back(index);
+          recvs[to][getUnit(reader.first, reader.second, m)].push_back(index);
         }
       }
     }
@@ -770,8 +824,7 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   };
   auto runUnit = [&](const Unit &unit) -> LogicalResult {
     for (Operation *op : bodyOps) {
-      if (stageOf.lookup(op) != unit.stage ||
-          forwardOps.contains(op) != unit.forward)
+      if (stageOf.lookup(op) != unit.stage || getKind(op) != unit.kind)
         continue;
       IRMapping &mapping = perMicrobatch[unit.microbatch];
       for (Value operand : op->getOperands()) {
@@ -800,9 +853,10 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     if (index < 0)
       return "update";
     const Unit &unit = units[rank][index];
-    return (Twine(unit.forward ? "F" : "B") + Twine(unit.stage) + "." +
-            Twine(unit.microbatch))
-        .str();
+    StringRef kind = unit.kind == UnitKind::Forward    ? "F"
+                     : unit.kind == UnitKind::Backward ? "B"
+                                                       : "W";
+    return (kind + Twine(unit.stage) + "." + Twine(unit.microbatch)).str();
   };
   int64_t currentUnit = -2;
   auto waitFor = [&](int64_t event) {
@@ -930,6 +984,8 @@ LogicalResult Pipeliner::run() {
   findForward();
   if (failed(cutStages()) || failed(assignBackward()))
     return failure();
+  if (spec.schedule == Schedule::ZeroBubbleH1)
+    splitWeightGradients();
   assignRanks();
   if (failed(planMessages()) || failed(simulate()))
     return failure();
@@ -952,9 +1008,11 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
       spec.schedule = Schedule::GPipe;
     else if (schedule == "interleaved")
       spec.schedule = Schedule::Interleaved;
+    else if (schedule == "zb-h1")
+      spec.schedule = Schedule::ZeroBubbleH1;
     else if (schedule != "1f1b") {
       module.emitError("unknown pipeline schedule '")
-          << schedule << "', expected gpipe, 1f1b or interleaved";
+          << schedule << "', expected gpipe, 1f1b, interleaved or zb-h1";
       return signalPassFailure();
     }
     if (stages < 1 || microbatches < 1 || virtualStages < 1) {

@@ -7,7 +7,7 @@
 
 // Tests that --tessera-pipeline rejects options it cannot build, a mesh that
 // does not match them, and programs it cannot cut or split.
-// SCHEDULE: error: unknown pipeline schedule 'zigzag', expected gpipe, 1f1b or interleaved
+// SCHEDULE: error: unknown pipeline schedule 'zigzag', expected gpipe, 1f1b, interleaved or zb-h1
 // VIRTUAL: error: virtual stages need the interleaved schedule
 // INTERLEAVED: error: the interleaved schedule needs microbatches (3) to be a multiple of stages (2)
 // AXIS: error: the mesh axis "pp" has size 2, but stages = 4

@@ -1,6 +1,7 @@
 // RUN: tessera-opt %S/Inputs/mlp4.mlir --tessera-train-step=optimizer=sgd --tessera-microbatch=microbatches=4 --tessera-propagate --tessera-partition --tessera-pipeline="stages=2 microbatches=4 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: tessera-opt %S/Inputs/mlp4.mlir --tessera-train-step=optimizer=sgd --tessera-microbatch=microbatches=4 --tessera-propagate --tessera-partition --tessera-pipeline="stages=2 microbatches=4 schedule=1f1b" | FileCheck %s --check-prefix=ONEFONEB
 // RUN: tessera-opt %S/Inputs/mlp4.mlir --tessera-train-step=optimizer=sgd --tessera-microbatch=microbatches=4 --tessera-propagate --tessera-partition --tessera-pipeline="stages=2 microbatches=4 schedule=interleaved virtual=2" | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: tessera-opt %S/Inputs/mlp4.mlir --tessera-train-step=optimizer=sgd --tessera-microbatch=microbatches=4 --tessera-propagate --tessera-partition --tessera-pipeline="stages=2 microbatches=4 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
 
 // Tests the order in which each pipeline rank runs its units, read off its
 // transfers, on a four-layer MLP in four microbatches over two ranks. The
@@ -94,3 +95,26 @@
 // INTERLEAVED: dist.recv {{.*}} tag 23
 // INTERLEAVED: nn.sgd
 // INTERLEAVED-LABEL: func.func @mlp_stage1
+
+// ZB-H1: the backward splits into B, the ops that make the gradient the
+// previous stage needs, and W, the weight gradients, which rank 0 runs one
+// backward late (rank 1 at once) so that they fill the cool-down. Rank 0
+// sends no gradient, so all its backward ops are W: F0 F1 F2 W0 F3 W1 W2 W3.
+// ZB-LABEL: func.func @mlp_stage0
+// ZB: dist.send {{.*}} tag 0
+// ZB: dist.send {{.*}} tag 1
+// ZB: dist.send {{.*}} tag 2
+// ZB: dist.recv {{.*}} tag 4 {dist.unit = "W0.0"}
+// ZB: dist.send {{.*}} tag 3
+// ZB: dist.recv {{.*}} tag 5 {dist.unit = "W0.1"}
+// ZB: dist.recv {{.*}} tag 6 {dist.unit = "W0.2"}
+// ZB: dist.recv {{.*}} tag 7 {dist.unit = "W0.3"}
+// Rank 1 sends each gradient before it computes the weight gradients.
+// ZB-LABEL: func.func @mlp_stage1
+// ZB: dist.recv {{.*}} tag 0
+// ZB: {dist.unit = "B1.0"}
+// ZB: dist.send {{.*}} tag 4
+// ZB-NEXT: {dist.unit = "W1.0"}
+// ZB: dist.recv {{.*}} tag 1
+// ZB: dist.send {{.*}} tag 5
+// ZB-NEXT: {dist.unit = "W1.1"}

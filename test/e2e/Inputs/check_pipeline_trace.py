@@ -8,7 +8,10 @@ then update) with the order the schedule prescribes, worked out here from
 its definition: GPipe runs all forwards then all backwards; 1F1B runs
 P - rank - 1 forwards, then one forward and one backward in turn, then
 the remaining backwards; interleaved is Megatron-LM's schedule over V
-stages per rank.
+stages per rank; ZB-H1 is 1F1B with each backward split into B (input
+gradients) and W (weight gradients), a microbatch's W run P - rank - 1
+backwards after its B and, in the cool-down, one after each B. A unit
+without ops leaves no trace: the first stage's B (it sends no gradient).
 """
 
 import json
@@ -39,7 +42,30 @@ def expected(rank, p, m, schedule, v):
     for k in range(m - warmup):
         order += [f"F{rank}.{warmup + k}", f"B{rank}.{k}"]
     order += [f"B{rank}.{k}" for k in range(m - warmup, m)]
+    if schedule == "zb-h1":
+        order = with_weights(order, rank, p, m)
     return order + ["update"]
+
+
+def with_weights(order, rank, p, m):
+    """Inserts W<rank>.k into a 1F1B order: W(k) once B(k + lag) ran,
+    lag = p - rank - 1; in the cool-down (no forward left) at most one W
+    after each B; the rest at the end."""
+    lag, done, weights, result = p - rank - 1, 0, 0, []
+    forwards_left = sum(1 for unit in order if unit.startswith("F"))
+    for unit in order:
+        result.append(unit)
+        if unit.startswith("F"):
+            forwards_left -= 1
+            continue
+        done += 1
+        if weights < done - lag or (forwards_left == 0 and weights < done):
+            result.append(f"W{rank}.{weights}")
+            weights += 1
+    result += [f"W{rank}.{k}" for k in range(weights, m)]
+    if rank == 0:
+        result = [unit for unit in result if not unit.startswith("B")]
+    return result
 
 
 def main():
