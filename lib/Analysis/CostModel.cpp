@@ -163,6 +163,8 @@ double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
   double idle = static_cast<double>(stages - 1) / microbatches;
   if (schedule == PipelineSchedule::Interleaved)
     idle /= std::max<int64_t>(virtualStages, 1);
+  if (schedule == PipelineSchedule::ZeroBubbleH1)
+    idle /= 3;
   return idle;
 }
 

@@ -164,6 +164,11 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                         : std::min<double>(choice.pp, choice.microbatches);
   if (choice.schedule == PipelineSchedule::Interleaved && choice.pp > 1)
     inFlight *= 1 + (choice.pp - 1.0) / (choice.pp * choice.virtualStages);
+  // ZB-H1 defers the first stage's weight gradients by p - 1 backwards,
+  // holding their inputs (about half a layer's activations) that much
+  // longer (bench/pipeline/bubble.py measures +22% at p = 2).
+  if (choice.schedule == PipelineSchedule::ZeroBubbleH1 && choice.pp > 1)
+    inFlight += 0.5 * std::min<double>(choice.pp - 1, choice.microbatches);
   estimate.activationBytes =
       perLayer * sbh * (bytes.activation / 2) * layersPerStage * inFlight;
   // The logits of the last stage, split over TP: f32 for the loss.
@@ -318,7 +323,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
               continue;
             for (PipelineSchedule schedule :
                  {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
-                  PipelineSchedule::Interleaved}) {
+                  PipelineSchedule::Interleaved,
+                  PipelineSchedule::ZeroBubbleH1}) {
               if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
                 continue;
               // Interleaving needs two chunks per stage and m a multiple of p.

@@ -572,7 +572,8 @@ template <typename T> using NamedChoice = std::pair<StringRef, T>;
 static const NamedChoice<PipelineSchedule> kScheduleNames[] = {
     {"gpipe", PipelineSchedule::GPipe},
     {"1f1b", PipelineSchedule::OneFOneB},
-    {"interleaved", PipelineSchedule::Interleaved}};
+    {"interleaved", PipelineSchedule::Interleaved},
+    {"zb-h1", PipelineSchedule::ZeroBubbleH1}};
 static const NamedChoice<Recompute> kRecomputeNames[] = {
     {"none", Recompute::None},
     {"selective", Recompute::Selective},

@@ -55,10 +55,13 @@ double getTreeAllReduceSeconds(int64_t devices, double bytes,
 double getCollectiveSeconds(const MachineModel &machine, CollectiveKind kind,
                             double bytes, DeviceGroup group);
 
-enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
 /// The idle fraction of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m)
-/// interleaved with v chunks per device.
+/// interleaved with v chunks per device, (p-1)/(3m) for ZB-H1: the zero
+/// bubble paper's (p-1)(T_F + T_B - T_W) against 1F1B's
+/// (p-1)(T_F + T_B + T_W), with the backward's input- and weight-gradient
+/// halves each as long as the forward.
 double getBubbleFraction(PipelineSchedule schedule, int64_t stages,
                          int64_t microbatches, int64_t virtualStages = 1);
 

@@ -111,7 +111,7 @@ struct SearchResult {
 
 /// Searches every plan for `devices` devices: DP x TP x PP factorizations
 /// (TP dividing the heads, PP at most the layers), ZeRO 0-3, microbatch
-/// counts dividing the per-replica batch, GPipe / 1F1B / interleaved (2
+/// counts dividing the per-replica batch, GPipe / 1F1B / ZB-H1 / interleaved (2
 /// chunks), no / selective / full recomputation, and sequence parallelism
 /// with TP. Plans over device memory are dropped.
 ///

@@ -12,6 +12,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/Sharding.h"
 #include "tessera/Analysis/StageCuts.h"
 
@@ -35,11 +36,9 @@ using namespace tessera;
 
 namespace {
 
-enum class Schedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
-
 struct PipelineSpec {
   int64_t ranks, microbatches, virtualStages;
-  Schedule schedule;
+  PipelineSchedule schedule;
   int64_t getNumStages() const { return ranks * virtualStages; }
 };
 
@@ -60,7 +59,7 @@ SmallVector<Unit> getSchedule(const PipelineSpec &spec, int64_t rank,
                               bool hasBackward) {
   int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
   SmallVector<Unit> units;
-  if (spec.schedule == Schedule::Interleaved) {
+  if (spec.schedule == PipelineSchedule::Interleaved) {
     // Megatron-LM's interleaved 1F1B: unit k of the forwards runs chunk
     // (k / p) mod v on microbatch (k / (p v)) p + k mod p; the backwards
     // walk the chunks in reverse.
@@ -86,13 +85,13 @@ SmallVector<Unit> getSchedule(const PipelineSpec &spec, int64_t rank,
         units.push_back(backward(k));
     return units;
   }
-  int64_t warmup = spec.schedule == Schedule::GPipe || !hasBackward
+  int64_t warmup = spec.schedule == PipelineSchedule::GPipe || !hasBackward
                        ? m
                        : std::min(p - rank - 1, m);
   // ZB-H1 runs a microbatch's weight gradients p - rank - 1 backwards after
   // its input gradients (at once on the last rank), so that in the
   // cool-down each fills the wait for the next rank's gradient.
-  bool zeroBubble = spec.schedule == Schedule::ZeroBubbleH1;
+  bool zeroBubble = spec.schedule == PipelineSchedule::ZeroBubbleH1;
   int64_t lag = p - rank - 1, weights = 0;
   auto backward = [&](int64_t k) {
     units.push_back({UnitKind::Backward, rank, k});
@@ -984,7 +983,7 @@ LogicalResult Pipeliner::run() {
   findForward();
   if (failed(cutStages()) || failed(assignBackward()))
     return failure();
-  if (spec.schedule == Schedule::ZeroBubbleH1)
+  if (spec.schedule == PipelineSchedule::ZeroBubbleH1)
     splitWeightGradients();
   assignRanks();
   if (failed(planMessages()) || failed(simulate()))
@@ -1003,13 +1002,14 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    PipelineSpec spec{stages, microbatches, virtualStages, Schedule::OneFOneB};
+    PipelineSpec spec{stages, microbatches, virtualStages,
+                      PipelineSchedule::OneFOneB};
     if (schedule == "gpipe")
-      spec.schedule = Schedule::GPipe;
+      spec.schedule = PipelineSchedule::GPipe;
     else if (schedule == "interleaved")
-      spec.schedule = Schedule::Interleaved;
+      spec.schedule = PipelineSchedule::Interleaved;
     else if (schedule == "zb-h1")
-      spec.schedule = Schedule::ZeroBubbleH1;
+      spec.schedule = PipelineSchedule::ZeroBubbleH1;
     else if (schedule != "1f1b") {
       module.emitError("unknown pipeline schedule '")
           << schedule << "', expected gpipe, 1f1b, interleaved or zb-h1";
@@ -1020,11 +1020,12 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
                        "more");
       return signalPassFailure();
     }
-    if (virtualStages > 1 && spec.schedule != Schedule::Interleaved) {
+    if (virtualStages > 1 && spec.schedule != PipelineSchedule::Interleaved) {
       module.emitError("virtual stages need the interleaved schedule");
       return signalPassFailure();
     }
-    if (spec.schedule == Schedule::Interleaved && microbatches % stages != 0) {
+    if (spec.schedule == PipelineSchedule::Interleaved &&
+        microbatches % stages != 0) {
       module.emitError("the interleaved schedule needs microbatches (")
           << spec.microbatches << ") to be a multiple of stages (" << spec.ranks
           << ")";

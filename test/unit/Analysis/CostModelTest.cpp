@@ -128,6 +128,8 @@ TEST(CostModelTest, TorusRingsRunAlongItsDimensions) {
 
 TEST(CostModelTest, PipelineBubbles) {
   EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::GPipe, 4, 8), 3.0 / 8);
+  EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::ZeroBubbleH1, 4, 8),
+                   1.0 / 8);
   EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::OneFOneB, 4, 8),
                    3.0 / 8);
   EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::Interleaved, 4, 8, 2),
