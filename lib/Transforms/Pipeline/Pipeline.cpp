@@ -22,6 +22,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <functional>
 #include <set>
 
 namespace tessera {
@@ -256,7 +257,17 @@ LogicalResult Pipeliner::classify() {
       readsPost |= kind == OpClass::Post;
       readsBody |= kind == OpClass::Body;
     }
-    bool post = readsPost || isMicrobatchReduction(&op) ||
+    // A sum that is only summed over microbatches is a sum of sums: its
+    // terms accumulate where they are made and meet once per step (a tied
+    // embedding's gradient from the first and the last stage).
+    bool sumOfSums = isa<nn::AddOp>(op) && readsBody && !readsPost &&
+                     llvm::all_of(op.getUsers(), [](Operation *user) {
+                       auto reduce = dyn_cast<dist::AllReduceOp>(user);
+                       return reduce && isMicrobatchReduction(user) &&
+                              (reduce.getKind() == dist::ReductionKind::sum ||
+                               reduce.getKind() == dist::ReductionKind::avg);
+                     });
+    bool post = readsPost || sumOfSums || isMicrobatchReduction(&op) ||
                 isa<nn::AdamWOp, nn::SgdOp>(op);
     classes[&op] = post        ? OpClass::Post
                    : readsBody ? OpClass::Body
@@ -265,7 +276,7 @@ LogicalResult Pipeliner::classify() {
       for (Value operand : op.getOperands()) {
         if (classOf(operand) != OpClass::Body)
           continue;
-        if (microbatched && !isMicrobatchReduction(&op))
+        if (microbatched && !isMicrobatchReduction(&op) && !sumOfSums)
           return op.emitError("cannot split into microbatches: '")
                  << op.getName()
                  << "' reads a per-microbatch value that is not reduced over "
@@ -427,14 +438,52 @@ LogicalResult Pipeliner::assignBackward() {
         stage = std::max(stage, stageOf.lookup(user));
     return stage;
   };
+  // Likewise for a weight (a parameter, or a pre op's result made from one,
+  // like its transpose): the latest stage whose forward ops read it.
+  DenseMap<Value, std::optional<int64_t>> weightStages;
+  std::function<std::optional<int64_t>(Value)> getWeightStage =
+      [&](Value value) -> std::optional<int64_t> {
+    if (auto it = weightStages.find(value); it != weightStages.end())
+      return it->second;
+    std::optional<int64_t> stage;
+    for (Operation *user : value.getUsers()) {
+      std::optional<int64_t> through;
+      if (forwardOps.contains(user))
+        through = stageOf.lookup(user);
+      else if (classes.lookup(user) == OpClass::Pre)
+        for (Value result : user->getResults())
+          if (std::optional<int64_t> next = getWeightStage(result))
+            through = through ? std::max(*through, *next) : *next;
+      if (through)
+        stage = stage ? std::max(*stage, *through) : *through;
+    }
+    return weightStages[value] = stage;
+  };
+  auto isWeight = [&](Value value) {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return static_cast<bool>(
+          function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName));
+    Operation *def = value.getDefiningOp();
+    return def && classes.lookup(def) == OpClass::Pre &&
+           llvm::any_of(def->getOperands(), [&](Value operand) {
+             auto arg = dyn_cast<BlockArgument>(operand);
+             return arg &&
+                    function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
+           });
+  };
   SmallVector<Operation *> unplaced;
   for (Operation *op : bodyOps) {
     if (forwardOps.contains(op))
       continue;
-    std::optional<int64_t> fromForward, fromBackward;
+    std::optional<int64_t> fromForward, fromWeights, fromBackward;
     for (Value operand : op->getOperands()) {
-      if (!isBody(operand))
+      if (!isBody(operand)) {
+        if (!isWeight(operand))
+          continue;
+        if (std::optional<int64_t> stage = getWeightStage(operand))
+          fromWeights = fromWeights ? std::max(*fromWeights, *stage) : *stage;
         continue;
+      }
       Operation *def = operand.getDefiningOp();
       if (forwardOps.contains(def)) {
         int64_t stage = getReaderStage(operand);
@@ -444,6 +493,12 @@ LogicalResult Pipeliner::assignBackward() {
             fromBackward ? std::min(*fromBackward, it->second) : it->second;
       }
     }
+    // Gradients flow to earlier stages: a backward op that reads weights
+    // (dX = dY W^T) runs with them, unless its gradient operands come
+    // from an earlier stage still.
+    if (fromWeights && !fromForward)
+      fromBackward =
+          fromBackward ? std::min(*fromBackward, *fromWeights) : *fromWeights;
     if (fromForward || fromBackward)
       stageOf[op] = fromForward ? *fromForward : *fromBackward;
     else
