@@ -367,10 +367,11 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        first of them (the annotations must not decrease); otherwise the cuts
        are chosen among the places where one forward value crosses (the
        boundaries between layers) by dynamic programming that balances the
-       stages' FLOPs. A backward op runs in the stage that reads its forward
-       operands (the latest stage reading them); one that reads none, in the
-       earliest stage of its operands. Stage k runs on pipeline rank
-       k mod `stages`.
+       stages' FLOPs. A backward op runs in the latest stage reading its
+       forward operands; one that reads none, in the earliest of its
+       gradient operands' stages and the stage reading the weights it reads
+       (dX = dY W^T runs with W); a view of a gradient runs where it is
+       read. Stage k runs on pipeline rank k mod `stages`.
     3. Transfers. A body value that another stage reads is sent there
        (`dist.send` on the communication stream, tag per value and
        microbatch) and received (`dist.recv`) at the start of the reader's
@@ -391,8 +392,9 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
     5. Accumulation. Each all_reduce over "mb" becomes the sum of its
        operand over microbatches, made as each microbatch's value appears
        (divided by `microbatches` for avg), followed by the all_reduce over
-       its remaining axes. Post ops run on every rank that holds the
-       parameter they update (a parameter tied across stages, such as GPT's
+       its remaining axes; a sum only so reduced is summed after (its terms
+       accumulate where they are made). Post ops run on every rank that
+       holds the parameter they update (a parameter tied across stages, such as GPT's
        embedding, is updated identically on each), receiving the
        accumulated values they read from other ranks.
 

@@ -13,16 +13,15 @@
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/CostModel.h"
-#include "tessera/Analysis/Sharding.h"
 #include "tessera/Analysis/StageCuts.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <functional>
+#include <map>
 #include <set>
 
 namespace tessera {

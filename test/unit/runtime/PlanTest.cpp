@@ -215,13 +215,8 @@ TEST(PlanTest, RejectsAKernelOnTheCommunicationStream) {
 plan::Plan makeViewPlan() {
   plan::Plan plan = makePlan();
   plan::Program *program = plan.mutable_programs(0);
-  plan::Buffer *view = program->add_buffers();
-  view->set_id(3);
-  view->set_dtype(plan::F32);
-  view->add_shape(4);
-  view->add_shape(8);
-  view->set_arena_offset_bytes(program->buffers(1).arena_offset_bytes());
-  view->set_view_of(1);
+  addBuffer(program, {4, 8}, program->buffers(1).arena_offset_bytes());
+  program->mutable_buffers(3)->set_view_of(1);
   program->mutable_instructions(1)->mutable_collective()->set_input(3);
   return plan;
 }
