@@ -32,3 +32,22 @@ config.environment["OPENBLAS_NUM_THREADS"] = "1"
 config.substitutions.append(("%mpirun", "mpirun --oversubscribe"))
 tools.append("tessera-run")
 llvm_config.add_tool_substitutions(["tessera-run"], tool_dirs)
+
+# GPU tests: `REQUIRES: cuda-gpu` runs where the build has the CUDA backend
+# and the machine a GPU; `cuda-multi-gpu` needs two (NCCL refuses two ranks
+# on one GPU). Elsewhere they are reported unsupported.
+import shutil
+import subprocess
+
+gpus = 0
+if config.tessera_enable_cuda and shutil.which("nvidia-smi"):
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                 text=True, timeout=30)
+        gpus = listing.stdout.count("GPU ")
+    except (OSError, subprocess.SubprocessError):
+        gpus = 0
+if gpus >= 1:
+    config.available_features.add("cuda-gpu")
+if gpus >= 2:
+    config.available_features.add("cuda-multi-gpu")

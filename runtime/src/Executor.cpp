@@ -2,8 +2,6 @@
 
 #include "tessera/runtime/Executor.h"
 
-#include "tessera/runtime/Kernels.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -13,18 +11,17 @@ using namespace tessera;
 using namespace tessera::runtime;
 
 Executor::Executor(const plan::Program &program, const Mesh &mesh,
-                   Communicator &communicator)
+                   Communicator &communicator, Device *device)
     : program(program), mesh(mesh), communicator(communicator),
-      // 64 bytes of slack keep every view inside the arena when the memory
-      // plan packs buffers to the last byte.
-      arena(program.arena_bytes() + 64) {}
+      ownDevice(device ? nullptr : createCpuDevice()),
+      device(device ? *device : *ownDevice) {}
 
 Tensor Executor::getBuffer(int64_t id) {
   const plan::Buffer &buffer = program.buffers(id);
   Tensor tensor;
   tensor.dtype = getDType(buffer.dtype());
   tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
-  tensor.data = arena.data() + buffer.arena_offset_bytes();
+  tensor.data = static_cast<uint8_t *>(arena) + buffer.arena_offset_bytes();
   return tensor;
 }
 
@@ -90,10 +87,19 @@ Pending Executor::startCollective(const plan::Collective &collective) {
          collective.source_target_pairs().end()},
         axes);
   case plan::ALL_SLICE: {
-    // Local: this rank's index in the group picks its piece.
+    // Local: this rank's index in the group picks its piece, which the
+    // device slices out.
     Group group = mesh.getGroup(communicator.getRank(), axes);
-    slicePiece(in, out, collective.dim(), group.index, group.size);
-    return makeFinishedCollective("");
+    KernelAttrs attrs;
+    std::vector<int64_t> &start = attrs.lists["start"];
+    start.assign(in.getRank(), 0);
+    start[collective.dim()] = group.index * out.shape[collective.dim()];
+    std::vector<int64_t> &limit = attrs.lists["limit"];
+    limit = in.shape;
+    limit[collective.dim()] =
+        start[collective.dim()] + out.shape[collective.dim()];
+    return makeFinishedCollective(
+        device.runKernel("nn.slice", attrs, {&in}, {&out}));
   }
   default:
     return makeFinishedCollective("unknown collective");
@@ -122,13 +128,23 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
   if (static_cast<int>(arguments.size()) != program.arguments_size())
     return "the program takes " + std::to_string(program.arguments_size()) +
            " arguments, got " + std::to_string(arguments.size());
+  std::string error;
+  // 64 bytes of slack keep every view inside the arena when the memory plan
+  // packs buffers to the last byte.
+  if (!arena &&
+      !(error = device.allocateArena(program.arena_bytes() + 64, arena))
+           .empty())
+    return "cannot allocate the arena on " + device.getName() + ": " + error;
   for (int i = 0; i < program.arguments_size(); ++i) {
     Tensor buffer = getBuffer(program.arguments(i).buffer());
     if (arguments[i].view.getBytes() != buffer.getBytes())
       return "argument '" + program.arguments(i).name() + "' has " +
              std::to_string(arguments[i].view.getBytes()) +
              " bytes, expected " + std::to_string(buffer.getBytes());
-    std::memcpy(buffer.data, arguments[i].view.data, buffer.getBytes());
+    if (!(error = device.copyToDevice(buffer.data, arguments[i].view.data,
+                                      buffer.getBytes()))
+             .empty())
+      return "argument '" + program.arguments(i).name() + "': " + error;
   }
   // Collectives in flight by event, with when and where they started.
   struct InFlight {
@@ -147,7 +163,6 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
   };
   for (int index = 0; index < program.instructions_size(); ++index) {
     const plan::Instruction &instruction = program.instructions(index);
-    std::string error;
     double start = getMicroseconds();
     if (!instruction.unit().empty()) {
       endUnit(start);
@@ -214,7 +229,7 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
         inPtrs.push_back(&t);
       for (Tensor &t : outs)
         outPtrs.push_back(&t);
-      error = runCpuKernel(kernel.op(), getAttrs(kernel), inPtrs, outPtrs);
+      error = device.runKernel(kernel.op(), getAttrs(kernel), inPtrs, outPtrs);
       record({kernel.op(), 0, start, getMicroseconds()});
     } else if (instruction.has_collective()) {
       error = startCollective(instruction.collective())->wait();
@@ -238,9 +253,12 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
     if (!result.view.data || result.view.dtype != buffer.dtype ||
         result.view.shape != buffer.shape)
       result = OwnedTensor(buffer.dtype, buffer.shape);
-    std::memcpy(result.view.data, buffer.data, buffer.getBytes());
+    if (!(error = device.copyToHost(result.view.data, buffer.data,
+                                    buffer.getBytes()))
+             .empty())
+      return "result #" + std::to_string(i) + ": " + error;
   }
-  return "";
+  return device.synchronize();
 }
 
 //===----------------------------------------------------------------------===//

@@ -497,16 +497,13 @@ static std::string checkSourcesAgree(const plan::Plan &plan) {
     for (const plan::Argument &argument : plan.programs(index).arguments()) {
       if (!argument.has_source_index())
         continue;
-      auto [it, inserted] =
-          sources.emplace(argument.source_index(), &argument);
+      auto [it, inserted] = sources.emplace(argument.source_index(), &argument);
       const plan::Argument &first = *it->second;
       if (!inserted &&
-          (first.name() != argument.name() ||
-           first.role() != argument.role() ||
+          (first.name() != argument.name() || first.role() != argument.role() ||
            first.dtype() != argument.dtype() ||
            first.index_bound() != argument.index_bound() ||
-           !std::equal(first.global_shape().begin(),
-                       first.global_shape().end(),
+           !std::equal(first.global_shape().begin(), first.global_shape().end(),
                        argument.global_shape().begin(),
                        argument.global_shape().end())))
         return "program " + std::to_string(index) + ": argument '" +
@@ -515,6 +512,65 @@ static std::string checkSourcesAgree(const plan::Plan &plan) {
                ") differs from another program's in name, role, dtype, "
                "global shape or index bound";
     }
+  }
+  return "";
+}
+
+/// The world rank at the other end of `transfer` on `rank`.
+static int64_t getPeerRank(const plan::SendRecv &transfer, const Mesh &mesh,
+                           int64_t rank) {
+  std::vector<int64_t> coordinates = mesh.getCoordinates(rank);
+  coordinates[mesh.getAxisIndex(transfer.mesh_axis())] = transfer.peer();
+  return mesh.getRank(coordinates);
+}
+
+std::vector<std::pair<int64_t, int64_t>>
+runtime::getTransferChannels(const plan::Plan &plan) {
+  Mesh mesh = getMesh(plan);
+  std::set<std::pair<int64_t, int64_t>> channels;
+  for (const plan::Program &program : plan.programs())
+    for (int64_t rank : program.ranks())
+      for (const plan::Instruction &instruction : program.instructions())
+        if (instruction.has_send_recv() && instruction.send_recv().is_send())
+          channels.insert(
+              {rank, getPeerRank(instruction.send_recv(), mesh, rank)});
+  return {channels.begin(), channels.end()};
+}
+
+/// Checks that the receives on each channel come in the order of its sends
+/// (tags in the same order): NCCL matches a receive to the oldest send of
+/// its channel, not by tag.
+static std::string checkTransferOrder(const plan::Plan &plan,
+                                      const Mesh &mesh) {
+  // Per (sender, receiver): the tags sent, and the tags received, in order.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sent, received;
+  for (const plan::Program &program : plan.programs()) {
+    for (int64_t rank : program.ranks()) {
+      for (const plan::Instruction &instruction : program.instructions()) {
+        if (!instruction.has_send_recv())
+          continue;
+        const plan::SendRecv &t = instruction.send_recv();
+        int64_t peer = getPeerRank(t, mesh, rank);
+        if (t.is_send())
+          sent[{rank, peer}].push_back(t.tag());
+        else
+          received[{peer, rank}].push_back(t.tag());
+      }
+    }
+  }
+  for (const auto &[channel, tags] : sent) {
+    if (received[channel] == tags)
+      continue;
+    auto text = [](const std::vector<int64_t> &list) {
+      std::string joined;
+      for (int64_t tag : list)
+        joined += (joined.empty() ? "" : ", ") + std::to_string(tag);
+      return "[" + joined + "]";
+    };
+    return "rank " + std::to_string(channel.second) + " receives tags " +
+           text(received[channel]) + " from rank " +
+           std::to_string(channel.first) + ", which sends " + text(tags) +
+           ": receives must come in the order of the sends";
   }
   return "";
 }
@@ -607,5 +663,7 @@ std::string runtime::validatePlan(const plan::Plan &plan) {
            " ranks of a mesh of " + std::to_string(mesh.getNumDevices());
   if (std::string error = checkSourcesAgree(plan); !error.empty())
     return error;
-  return checkTransfersMatch(plan, mesh);
+  if (std::string error = checkTransfersMatch(plan, mesh); !error.empty())
+    return error;
+  return checkTransferOrder(plan, mesh);
 }

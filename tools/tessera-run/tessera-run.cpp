@@ -4,6 +4,12 @@
 //                            [--inputs FILE] [--dump-inputs FILE]
 //                            [--dump-outputs FILE] [--dump-losses FILE]
 //                            [--save-checkpoint DIR] [--load-checkpoint DIR]
+//                            [--device cpu|cuda] [--comm-timeout SECONDS]
+//
+// On `--device cuda` each rank runs on a GPU of its node (its rank among
+// the node's ranks, modulo the node's GPUs) with NCCL collectives; a
+// collective that does not finish within --comm-timeout (default 600 s)
+// ends the job with an error.
 //
 // A train step (results that update arguments) trains: after each step its
 // new parameters and optimizer state replace the old, the step counter
@@ -55,13 +61,29 @@ struct Options {
   std::string loadCheckpoint;
   std::string traceDir;
   bool time = false;
+  std::string device = "cpu";
+  double commTimeout = 600;
 };
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
     "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
-    "[--time]\n";
+    "[--time]\n"
+    "       [--device cpu|cuda] [--comm-timeout SECONDS]\n";
+
+/// This rank's GPU: its index among the ranks of its node, modulo the
+/// node's GPUs.
+int getLocalGpu() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  int count = getCudaDeviceCount();
+  return count > 0 ? local % count : 0;
+}
 
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
@@ -104,6 +126,19 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         return "--trace needs a directory";
     } else if (arg == "--time") {
       options.time = true;
+    } else if (arg == "--device") {
+      if (!value(options.device))
+        return "--device needs cpu or cuda";
+      if (options.device != "cpu" && options.device != "cuda")
+        return "--device expects cpu or cuda, got '" + options.device + "'";
+    } else if (arg == "--comm-timeout") {
+      if (!value(text))
+        return "--comm-timeout needs a number of seconds";
+      char *end = nullptr;
+      options.commTimeout = std::strtod(text.c_str(), &end);
+      if (*end != '\0' || !(options.commTimeout > 0))
+        return "--comm-timeout expects a positive number of seconds, got '" +
+               text + "'";
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
         return "--dump-losses needs a file";
@@ -277,8 +312,17 @@ int main(int argc, char **argv) {
     return fail(error);
   Mesh mesh = getMesh(plan);
   std::string error;
-  std::unique_ptr<Communicator> communicator =
-      createMpiCommunicator(mesh, error);
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Communicator> communicator;
+  if (options.device == "cuda") {
+    if (!(device = createCudaDevice(getLocalGpu(), error)))
+      return fail(error);
+    communicator =
+        createNcclCommunicator(mesh, *device, options.commTimeout, error);
+  } else {
+    device = createCpuDevice();
+    communicator = createMpiCommunicator(mesh, error);
+  }
   if (!communicator)
     return fail(error);
   const plan::Program *program = getProgramOfRank(plan, rank);
@@ -292,6 +336,8 @@ int main(int argc, char **argv) {
         groups.insert({instruction.collective().mesh_axes().begin(),
                        instruction.collective().mesh_axes().end()});
   if (!(error = communicator->prepareGroups({groups.begin(), groups.end()}))
+           .empty() ||
+      !(error = communicator->prepareTransfers(getTransferChannels(plan)))
            .empty())
     return fail(error);
 
@@ -345,7 +391,7 @@ int main(int argc, char **argv) {
     if (!(error = writeTensors(options.dumpInputs, globals)).empty())
       return fail(error);
 
-  Executor executor(*program, mesh, *communicator);
+  Executor executor(*program, mesh, *communicator, device.get());
   executor.setTracing(!options.traceDir.empty());
   std::vector<OwnedTensor> results;
   int lossResult = getLossResult(*program);

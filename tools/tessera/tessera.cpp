@@ -220,6 +220,13 @@ static cl::opt<double> weightDecay("weight-decay",
                                    cl::init(0.0), cl::sub(compileCmd),
                                    cl::sub(verifyCmd));
 
+static cl::opt<std::string> device(
+    "device",
+    cl::desc("Where the run (with verify: the sharded run; the reference "
+             "stays on the CPU) runs: cpu, or cuda (a GPU per rank, NCCL "
+             "collectives)"),
+    cl::init("cpu"), cl::sub(runCmd), cl::sub(verifyCmd));
+
 static cl::opt<std::string> planInput(cl::Positional, cl::Required,
                                       cl::desc("<model.plan>"),
                                       cl::sub(runCmd));
@@ -868,9 +875,10 @@ static int runVerify(MLIRContext &context) {
   if (launch(1, {path("single.plan"), "--seed", seedText, "--steps", stepsText,
                  "--dump-outputs", path("single.out"), "--dump-losses",
                  path("single.losses")}) != 0 ||
-      launch(numRanks, {path("sharded.plan"), "--seed", seedText, "--steps",
-                        stepsText, "--dump-outputs", path("sharded.out"),
-                        "--dump-losses", path("sharded.losses")}) != 0)
+      launch(numRanks,
+             {path("sharded.plan"), "--seed", seedText, "--steps", stepsText,
+              "--dump-outputs", path("sharded.out"), "--dump-losses",
+              path("sharded.losses"), "--device", device}) != 0)
     return reportError(llvm::createStringError("a run failed"));
 
   std::vector<runtime::OwnedTensor> want, got;
@@ -1228,8 +1236,13 @@ static int runCalibrate() {
 }
 
 static int runRun() {
-  std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
-                                   "--seed", std::to_string(seed)};
+  std::vector<std::string> args = {planInput,
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--seed",
+                                   std::to_string(seed),
+                                   "--device",
+                                   device};
   if (!inputsFile.empty()) {
     args.push_back("--inputs");
     args.push_back(inputsFile);

@@ -104,8 +104,13 @@ class KernelCall {
 public:
   KernelCall(const std::string &op, const KernelAttrs &attrs,
              const std::vector<const Tensor *> &inputs,
-             const std::vector<Tensor *> &outputs)
-      : op(op), attrs(attrs), inputs(inputs), outputs(outputs) {}
+             const std::vector<Tensor *> &outputs, bool checkOnly = false)
+      : op(op), attrs(attrs), inputs(inputs), outputs(outputs),
+        checkOnly(checkOnly) {}
+
+  /// A call that only checks (checkKernel): each kernel returns after its
+  /// checks, before it reads or writes any element.
+  bool isCheckOnly() const { return checkOnly; }
 
   const Tensor &in(size_t index) const { return *inputs[index]; }
   Tensor &out(size_t index) const { return *outputs[index]; }
@@ -143,7 +148,7 @@ public:
     if (tensor.dtype == DType::F32)
       return true;
     if (isFloat(tensor.dtype))
-      return fail("the CPU backend computes f32, got ",
+      return fail("the kernels compute f32 (bf16 and f16 widened), got ",
                   getDTypeName(tensor.dtype));
     return fail("expects a float ", role, ", got ", getDTypeName(tensor.dtype));
   }
@@ -244,6 +249,7 @@ private:
   const KernelAttrs &attrs;
   const std::vector<const Tensor *> &inputs;
   const std::vector<Tensor *> &outputs;
+  bool checkOnly;
   std::string message;
 };
 } // namespace
@@ -504,6 +510,8 @@ static void runDot(KernelCall &c) {
   if (!c.expectShape(c.out(0), resultShape, "result"))
     return;
 
+  if (c.isCheckOnly())
+    return;
   int64_t batch = getSizeOf(lhs, *lhsBatch), m = getSizeOf(lhs, lhsFree),
           n = getSizeOf(rhs, rhsFree), k = getSizeOf(lhs, *lhsContract);
   float *result = c.out(0).as<float>();
@@ -540,6 +548,8 @@ template <typename Fn> static void runUnary(KernelCall &c, Fn fn) {
       !c.expectF32(c.out(0), "result") ||
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
     return;
+  if (c.isCheckOnly())
+    return;
   const float *x = c.in(0).as<float>();
   float *y = c.out(0).as<float>();
   for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
@@ -551,6 +561,8 @@ template <typename Fn> static void runBinary(KernelCall &c, Fn fn) {
       !c.expectF32(c.in(1), "rhs") || !c.expectF32(c.out(0), "result") ||
       !c.expectShape(c.in(1), c.in(0).shape, "rhs") ||
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  if (c.isCheckOnly())
     return;
   const float *lhs = c.in(0).as<float>(), *rhs = c.in(1).as<float>();
   float *result = c.out(0).as<float>();
@@ -585,6 +597,8 @@ static void runSelect(KernelCall &c) {
         !c.expectShape(*tensor, onTrue.shape, role))
       return;
   if (!c.expectShape(c.in(0), onTrue.shape, "condition"))
+    return;
+  if (c.isCheckOnly())
     return;
   auto *condition = c.in(0).as<const uint8_t>();
   auto *t = onTrue.as<const uint8_t>(), *f = c.in(2).as<const uint8_t>();
@@ -650,6 +664,8 @@ static void runCompare(KernelCall &c) {
       !c.expectShape(rhs, lhs.shape, "rhs") ||
       !c.expectDType(c.out(0), DType::I1, "result") ||
       !c.expectShape(c.out(0), lhs.shape, "result"))
+    return;
+  if (c.isCheckOnly())
     return;
   switch (lhs.dtype) {
   case DType::F32:
@@ -729,10 +745,12 @@ static void runCast(KernelCall &c) {
     return withCastType(dtype, [](auto) {});
   };
   if (!isCastable(input.dtype) || !isCastable(result.dtype)) {
-    c.fail("the CPU backend casts between f32, i32, i64 and i1, got ",
+    c.fail("the kernels cast between f32, bf16, f16, i32, i64 and i1, got ",
            getDTypeName(input.dtype), " to ", getDTypeName(result.dtype));
     return;
   }
+  if (c.isCheckOnly())
+    return;
   withCastType(input.dtype, [&](auto from) {
     withCastType(result.dtype, [&](auto to) {
       using From = decltype(from);
@@ -759,6 +777,8 @@ static void runConstant(KernelCall &c) {
   if (!value)
     return;
   Tensor &result = c.out(0);
+  if (c.isCheckOnly())
+    return;
   size_t elementBytes = getDTypeBytes(result.dtype);
   if (value->size() == elementBytes) {
     auto *dst = result.as<uint8_t>();
@@ -815,6 +835,8 @@ static void runBroadcast(KernelCall &c) {
     if (inSize != 1)
       strides[dim] = inputStrides[index];
   }
+  if (c.isCheckOnly())
+    return;
   gatherElements(input.data, getDTypeBytes(input.dtype), result.shape, strides,
                  0, result.data);
 }
@@ -845,6 +867,8 @@ static void runReduce(KernelCall &c, ReduceKind kind) {
   if (!c.expectShape(c.out(0), resultShape, "result"))
     return;
 
+  if (c.isCheckOnly())
+    return;
   // Walk the input in order while tracking where each element lands: the
   // result's strides on kept dims, 0 on reduced ones.
   std::vector<int64_t> resultStrides = getStrides(resultShape);
@@ -883,6 +907,8 @@ static void runReshape(KernelCall &c) {
            c.out(0).getNumElements());
     return;
   }
+  if (c.isCheckOnly())
+    return;
   copyBytes(c.out(0).data, c.in(0).data, c.in(0).getBytes());
 }
 
@@ -904,6 +930,8 @@ static void runTranspose(KernelCall &c) {
   for (int64_t dim : *perm)
     resultShape.push_back(input.shape[dim]);
   if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+  if (c.isCheckOnly())
     return;
   permuteElements(input, *perm, c.out(0).data);
 }
@@ -937,6 +965,8 @@ static void runSlice(KernelCall &c) {
     base += from * strides[dim];
   }
   if (!c.expectShape(c.out(0), resultShape, "result"))
+    return;
+  if (c.isCheckOnly())
     return;
   gatherElements(input.data, getDTypeBytes(input.dtype), resultShape, strides,
                  base, c.out(0).data);
@@ -975,6 +1005,8 @@ static void runConcat(KernelCall &c) {
       !c.expectShape(c.out(0), resultShape, "result"))
     return;
 
+  if (c.isCheckOnly())
+    return;
   // Each input contributes one contiguous run per index of the dims before
   // `dim`; the runs interleave in the result.
   int64_t outer = splitAround(first.shape, *dim).outer;
@@ -1006,6 +1038,8 @@ static void runSoftmax(KernelCall &c, bool log) {
     c.fail("dim ", *dim, " is out of range for rank ", input.getRank());
     return;
   }
+  if (c.isCheckOnly())
+    return;
   auto [outer, size, inner] = splitAround(input.shape, *dim);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
@@ -1052,6 +1086,8 @@ static void runLayerNorm(KernelCall &c) {
   int64_t features = input.shape.back();
   if (features == 0)
     return;
+  if (c.isCheckOnly())
+    return;
   const float *gamma = c.in(1).as<float>(), *beta = c.in(2).as<float>();
   for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
     const float *x = input.as<float>() + row * features;
@@ -1077,6 +1113,8 @@ static void runRmsNorm(KernelCall &c) {
   const Tensor &input = c.in(0);
   int64_t features = input.shape.back();
   if (features == 0)
+    return;
+  if (c.isCheckOnly())
     return;
   const float *gamma = c.in(1).as<float>();
   for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
@@ -1115,6 +1153,8 @@ static void runEmbedding(KernelCall &c) {
   resultShape.push_back(hidden);
   if (!c.expectShape(c.out(0), resultShape, "result"))
     return;
+  if (c.isCheckOnly())
+    return;
   float *result = c.out(0).as<float>();
   for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
     int64_t index = readIndex(indices, i);
@@ -1142,6 +1182,8 @@ static void runEmbeddingGrad(KernelCall &c) {
   }
   rowShape.push_back(table.shape[1]);
   if (!c.expectShape(grad, rowShape, "gradient"))
+    return;
+  if (c.isCheckOnly())
     return;
   int64_t vocab = table.shape[0], hidden = table.shape[1];
   float *rows = table.as<float>();
@@ -1174,6 +1216,8 @@ static void runOneHot(KernelCall &c) {
   shape.push_back(depth);
   if (!c.expectShape(result, shape, "result"))
     return;
+  if (c.isCheckOnly())
+    return;
   float *out = result.as<float>();
   std::fill(out, out + result.getNumElements(), 0.0f);
   for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
@@ -1195,6 +1239,8 @@ static void runCrossEntropy(KernelCall &c) {
   std::vector<int64_t> positions(logits.shape.begin(), logits.shape.end() - 1);
   if (!c.expectShape(labels, positions, "labels") ||
       !c.expectShape(c.out(0), positions, "result"))
+    return;
+  if (c.isCheckOnly())
     return;
   int64_t vocab = logits.shape.back();
   float *result = c.out(0).as<float>();
@@ -1225,6 +1271,8 @@ static void runCausalMask(KernelCall &c) {
            input.getRank());
     return;
   }
+  if (c.isCheckOnly())
+    return;
   int64_t queries = input.shape[input.getRank() - 2];
   int64_t keys = input.shape.back();
   const float *x = input.as<float>();
@@ -1249,6 +1297,8 @@ static void runSgd(KernelCall &c) {
   std::optional<double> lr = c.getFloat("lr");
   std::optional<double> weightDecay = c.getFloat("weight_decay", 0.0);
   if (!lr)
+    return;
+  if (c.isCheckOnly())
     return;
   const float *param = c.in(0).as<float>(), *grad = c.in(1).as<float>();
   float *result = c.out(0).as<float>();
@@ -1278,6 +1328,8 @@ static void runAdamW(KernelCall &c) {
   std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-8);
   std::optional<double> weightDecay = c.getFloat("weight_decay", 0.01);
   if (!lr)
+    return;
+  if (c.isCheckOnly())
     return;
   int64_t step = readIndex(c.in(4), 0);
   if (step < 1) {
@@ -1388,6 +1440,31 @@ static const std::unordered_map<std::string, KernelFn> &getKernels() {
   return kernels;
 }
 
+/// A constant's elements are stored in its own dtype: a 16-bit float
+/// constant computed in f32 has them widened too, in `wideAttrs`. Returns
+/// the attributes to compute with.
+static const KernelAttrs &
+widenConstantValue(const std::string &op, const KernelAttrs &attrs,
+                   const std::vector<Tensor *> &outputs,
+                   KernelAttrs &wideAttrs) {
+  if (op == "nn.constant" && !outputs.empty() && outputs[0] &&
+      isHalf(outputs[0]->dtype)) {
+    wideAttrs = attrs;
+    if (const std::string *raw = attrs.getBytes("value")) {
+      std::string wide(raw->size() / 2 * 4, '\0');
+      for (size_t i = 0; i < raw->size() / 2; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, raw->data() + 2 * i, 2);
+        float value = halfToFloat(outputs[0]->dtype, bits);
+        std::memcpy(&wide[4 * i], &value, 4);
+      }
+      wideAttrs.bytes["value"] = wide;
+    }
+    return wideAttrs;
+  }
+  return attrs;
+}
+
 /// Runs a kernel whose 16-bit float tensors have been widened to f32:
 /// bf16 and f16 are storage formats here, and the math is f32 (as tensor
 /// cores accumulate), rounded to nearest even when the results are narrowed.
@@ -1416,22 +1493,9 @@ static std::string runWidened(const KernelFn &kernel, const std::string &op,
       outs.push_back(output);
     }
   }
-  // A constant's elements are stored in its own dtype: widen them too.
-  KernelAttrs wideAttrs = attrs;
-  if (op == "nn.constant" && !outputs.empty() && outputs[0] &&
-      isHalf(outputs[0]->dtype)) {
-    if (const std::string *raw = attrs.getBytes("value")) {
-      std::string wide(raw->size() / 2 * 4, '\0');
-      for (size_t i = 0; i < raw->size() / 2; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, raw->data() + 2 * i, 2);
-        float value = halfToFloat(outputs[0]->dtype, bits);
-        std::memcpy(&wide[4 * i], &value, 4);
-      }
-      wideAttrs.bytes["value"] = wide;
-    }
-  }
-  KernelCall call(op, wideAttrs, ins, outs);
+  KernelAttrs wideAttrs;
+  KernelCall call(op, widenConstantValue(op, attrs, outputs, wideAttrs), ins,
+                  outs);
   kernel(call);
   if (!call.getMessage().empty())
     return call.getMessage();
@@ -1455,6 +1519,39 @@ std::string runtime::runCpuKernel(const std::string &op,
       std::any_of(outputs.begin(), outputs.end(), isHalfTensor))
     return runWidened(it->second, op, attrs, inputs, outputs);
   KernelCall call(op, attrs, inputs, outputs);
+  it->second(call);
+  return call.getMessage();
+}
+
+std::string runtime::checkKernel(const std::string &op,
+                                 const KernelAttrs &attrs,
+                                 const std::vector<const Tensor *> &inputs,
+                                 const std::vector<Tensor *> &outputs) {
+  const auto &kernels = getKernels();
+  auto it = kernels.find(op);
+  if (it == kernels.end())
+    return concat("unknown kernel '", op, "'");
+  // 16-bit floats are computed in f32: check views of them as f32 (the
+  // element count is what matters; no element is read).
+  std::vector<Tensor> views;
+  views.reserve(inputs.size() + outputs.size());
+  auto widen = [&](const Tensor *tensor) -> Tensor * {
+    if (!tensor)
+      return nullptr;
+    views.push_back(*tensor);
+    if (isHalf(tensor->dtype))
+      views.back().dtype = DType::F32;
+    return &views.back();
+  };
+  std::vector<const Tensor *> ins;
+  std::vector<Tensor *> outs;
+  for (const Tensor *input : inputs)
+    ins.push_back(widen(input));
+  for (Tensor *output : outputs)
+    outs.push_back(widen(output));
+  KernelAttrs wideAttrs;
+  KernelCall call(op, widenConstantValue(op, attrs, outputs, wideAttrs), ins,
+                  outs, /*checkOnly=*/true);
   it->second(call);
   return call.getMessage();
 }

@@ -373,6 +373,33 @@ TEST(PlanTest, RejectsASendWithoutItsReceive) {
                                 "has no matching receive");
 }
 
+TEST(PlanTest, RejectsReceivesOutOfTheOrderOfTheSends) {
+  // Rank 0 sends tag 5, then tag 3; rank 1 receives tag 3, then tag 5.
+  // MPI would match them by tag; NCCL matches by order.
+  plan::Plan plan = makePipelinePlan();
+  plan::Program *first = plan.mutable_programs(0);
+  plan::Instruction *early = first->mutable_instructions()->Add();
+  *early = first->instructions(1);
+  early->set_stream(0);
+  early->clear_signal_events();
+  early->mutable_send_recv()->set_tag(5);
+  // Move it before the started send (index 1).
+  for (int i = first->instructions_size() - 1; i > 1; --i)
+    first->mutable_instructions()->SwapElements(i, i - 1);
+  plan::Program *second = plan.mutable_programs(1);
+  addBuffer(second, {4, 8}, 128);
+  second->set_arena_bytes(256);
+  plan::Instruction *late = second->add_instructions();
+  *late = second->instructions(0);
+  late->mutable_send_recv()->set_buffer(1);
+  late->mutable_send_recv()->set_tag(5);
+  EXPECT_EQ(validatePlan(plan),
+            "rank 1 receives tags [3, 5] from rank 0, which sends [5, 3]: "
+            "receives must come in the order of the sends");
+  EXPECT_EQ(getTransferChannels(plan),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}}));
+}
+
 TEST(PlanTest, RejectsATransferOfAnotherShape) {
   plan::Plan plan = makePipelinePlan();
   plan.mutable_programs(1)->mutable_buffers(0)->set_shape(1, 4);

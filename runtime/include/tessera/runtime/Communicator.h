@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::runtime {
@@ -112,6 +113,14 @@ public:
   /// ranks that are busy elsewhere; every rank calls this with the same
   /// list first.
   virtual std::string prepareGroups(const std::vector<Axes> &groups) {
+    return "";
+  }
+
+  /// Collective over all ranks, like prepareGroups: sets up the channels
+  /// of these (sender, receiver) world-rank pairs that later sends and
+  /// receives use (NCCL needs a communicator per channel; MPI needs none).
+  virtual std::string
+  prepareTransfers(const std::vector<std::pair<int64_t, int64_t>> &channels) {
     return "";
   }
 

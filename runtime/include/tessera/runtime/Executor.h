@@ -5,6 +5,7 @@
 #define TESSERA_RUNTIME_EXECUTOR_H
 
 #include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/Device.h"
 #include "tessera/runtime/Plan.h"
 
 #include <chrono>
@@ -14,13 +15,15 @@
 
 namespace tessera::runtime {
 
-/// Runs a validated program on this rank: all buffers live in one arena laid
-/// out by the plan's memory plan; kernels run on the CPU backend and
-/// collectives through the communicator.
+/// Runs a validated program on this rank: all buffers live in one arena on
+/// the device, laid out by the plan's memory plan; kernels run on the device
+/// and collectives through the communicator (which must work on the same
+/// device's memory).
 class Executor {
 public:
+  /// Without a device, the program runs on the CPU.
   Executor(const plan::Program &program, const Mesh &mesh,
-           Communicator &communicator);
+           Communicator &communicator, Device *device = nullptr);
 
   /// Runs the program once on local `arguments` (in the program's argument
   /// order) and returns its local results. Returns an error message naming
@@ -28,8 +31,9 @@ public:
   std::string run(const std::vector<OwnedTensor> &arguments,
                   std::vector<OwnedTensor> &results);
 
-  /// One instruction's span, in microseconds since the executor was made:
-  /// kernels and blocking collectives on stream 0 (compute), started
+  /// One instruction's span, in microseconds since the executor was made
+  /// (on a GPU, a kernel's span is the time to queue it): kernels and
+  /// blocking collectives on stream 0 (compute), started
   /// collectives on their stream from their start until they were seen
   /// complete (by the communicator's progress thread, else at their wait);
   /// and each pipeline unit's span ("F1.3") on the track kUnitTrack.
@@ -58,7 +62,10 @@ private:
   const plan::Program &program;
   const Mesh &mesh;
   Communicator &communicator;
-  std::vector<uint8_t> arena;
+  std::unique_ptr<Device> ownDevice;
+  Device &device;
+  /// Device memory of the arena, allocated by the first run.
+  void *arena = nullptr;
   std::chrono::steady_clock::time_point epoch =
       std::chrono::steady_clock::now();
   bool tracing = false;

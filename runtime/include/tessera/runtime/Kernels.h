@@ -44,6 +44,14 @@ std::string runCpuKernel(const std::string &op, const KernelAttrs &attrs,
                          const std::vector<const Tensor *> &inputs,
                          const std::vector<Tensor *> &outputs);
 
+/// Checks what runCpuKernel checks before it computes (the arity, element
+/// types, shapes and attributes) without reading or writing any element, so
+/// the tensors may live on a GPU. Data-dependent errors (a label outside the
+/// vocabulary) are the running kernel's to report.
+std::string checkKernel(const std::string &op, const KernelAttrs &attrs,
+                        const std::vector<const Tensor *> &inputs,
+                        const std::vector<Tensor *> &outputs);
+
 } // namespace tessera::runtime
 
 #endif // TESSERA_RUNTIME_KERNELS_H

@@ -9,6 +9,8 @@
 #include "tessera/runtime/Tensor.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera::runtime {
 
@@ -18,7 +20,8 @@ std::string loadPlan(const std::string &path, plan::Plan &plan);
 /// Checks every field a runtime relies on: the format version, the mesh,
 /// buffer ids, dtypes and shapes, the operands of every instruction, the
 /// group of every collective and the shapes it implies, frees, arguments,
-/// results and the memory plan. Returns an error message naming the program,
+/// results, the memory plan, and that transfers match and arrive in the
+/// order they are sent. Returns an error message naming the program,
 /// instruction or buffer at fault, or "" for a valid plan.
 std::string validatePlan(const plan::Plan &plan);
 
@@ -31,6 +34,11 @@ DType getDType(plan::DType dtype);
 
 /// The program that `rank` runs, or null.
 const plan::Program *getProgramOfRank(const plan::Plan &plan, int64_t rank);
+
+/// The (sender, receiver) world-rank pairs of a plan's point-to-point
+/// transfers, sorted (Communicator::prepareTransfers sets them up).
+std::vector<std::pair<int64_t, int64_t>>
+getTransferChannels(const plan::Plan &plan);
 
 } // namespace tessera::runtime
 

@@ -1,0 +1,76 @@
+//===- Device.h - Where a program's buffers live and kernels run -*- C++
+//-*-===//
+//
+// The executor keeps a program's arena on a device and runs its kernels
+// there: the CPU (host memory, the CPU kernels) or a CUDA GPU (device
+// memory, the CUDA kernels and cuBLASLt on a compute stream). Collectives go
+// through a Communicator that works on the same device's memory (MPI for the
+// CPU, NCCL for a GPU).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_DEVICE_H
+#define TESSERA_RUNTIME_DEVICE_H
+
+#include "tessera/runtime/Kernels.h"
+#include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Tensor.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+class Communicator;
+
+/// Every method returns an error message, or "" on success. Work may run
+/// asynchronously (on a stream, in order); copyToHost and synchronize wait
+/// for it.
+class Device {
+public:
+  virtual ~Device();
+
+  /// "cpu" or "cuda:<ordinal>".
+  virtual std::string getName() const = 0;
+  /// Memory for the arena of `bytes`, owned by the device until it is
+  /// destroyed or the next allocateArena.
+  virtual std::string allocateArena(size_t bytes, void *&data) = 0;
+  virtual std::string copyToDevice(void *dst, const void *src,
+                                   size_t bytes) = 0;
+  virtual std::string copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  /// Runs the nn op `op` on device tensors (see runCpuKernel).
+  virtual std::string runKernel(const std::string &op, const KernelAttrs &attrs,
+                                const std::vector<const Tensor *> &inputs,
+                                const std::vector<Tensor *> &outputs) = 0;
+  /// Waits for all work queued so far.
+  virtual std::string synchronize() = 0;
+};
+
+/// The CPU: host memory and runCpuKernel.
+std::unique_ptr<Device> createCpuDevice();
+
+/// Whether this build has the CUDA backend, and how many GPUs this process
+/// sees (0 without the backend or without a GPU).
+bool hasCudaBackend();
+int getCudaDeviceCount();
+
+/// The GPU `ordinal` with its compute stream and cuBLASLt handle; null with
+/// `error` set when the build has no CUDA backend or the GPU is unusable.
+std::unique_ptr<Device> createCudaDevice(int ordinal, std::string &error);
+
+/// The NCCL communicator of a mesh on `device` (a CUDA device of this
+/// process): MPI must be initialized (the unique id travels over it, and
+/// gatherToRoot uses it); collectives run on their own stream, ordered
+/// after the device's compute stream with events. A collective that does not
+/// finish within `timeoutSeconds` aborts the communicator with an error.
+/// Null with `error` set without the CUDA backend.
+std::unique_ptr<Communicator> createNcclCommunicator(const Mesh &mesh,
+                                                     Device &device,
+                                                     double timeoutSeconds,
+                                                     std::string &error);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_DEVICE_H

@@ -1,0 +1,42 @@
+//===- CpuDevice.cpp - The CPU as a device: host memory, CPU kernels ------===//
+
+#include "tessera/runtime/Device.h"
+
+#include <cstring>
+
+using namespace tessera::runtime;
+
+Device::~Device() = default;
+
+namespace {
+class CpuDevice final : public Device {
+public:
+  std::string getName() const override { return "cpu"; }
+  std::string allocateArena(size_t bytes, void *&data) override {
+    arena.assign(bytes, 0);
+    data = arena.data();
+    return "";
+  }
+  std::string copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (bytes)
+      std::memcpy(dst, src, bytes);
+    return "";
+  }
+  std::string copyToHost(void *dst, const void *src, size_t bytes) override {
+    return copyToDevice(dst, src, bytes);
+  }
+  std::string runKernel(const std::string &op, const KernelAttrs &attrs,
+                        const std::vector<const Tensor *> &inputs,
+                        const std::vector<Tensor *> &outputs) override {
+    return runCpuKernel(op, attrs, inputs, outputs);
+  }
+  std::string synchronize() override { return ""; }
+
+private:
+  std::vector<uint8_t> arena;
+};
+} // namespace
+
+std::unique_ptr<Device> tessera::runtime::createCpuDevice() {
+  return std::make_unique<CpuDevice>();
+}

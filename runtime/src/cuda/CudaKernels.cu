@@ -1,0 +1,594 @@
+//===- CudaKernels.cu - The CUDA backend's own kernels --------------------===//
+//
+// Elementwise kernels use grid-stride loops; row kernels (reductions,
+// softmax, norms, cross-entropy) give each row a block of kThreads threads
+// and reduce through warp shuffles and shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+using namespace tessera::runtime;
+using namespace tessera::runtime::cuda;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over `count` elements.
+unsigned getBlocks(int64_t count) {
+  int64_t blocks = (count + kThreads - 1) / kThreads;
+  if (blocks < 1)
+    blocks = 1;
+  return static_cast<unsigned>(blocks > 8192 ? 8192 : blocks);
+}
+
+#define GRID_STRIDE(i, count)                                                  \
+  for (int64_t i =                                                             \
+           blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;        \
+       i < (count); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+//===----------------------------------------------------------------------===//
+// Copies
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void copyStridedKernel(const T *src, T *dst, StridedCopy copy,
+                                  int64_t count) {
+  GRID_STRIDE(i, count) {
+    int64_t rest = i, from = copy.srcBase, to = copy.dstBase;
+    for (int d = copy.rank - 1; d >= 0; --d) {
+      int64_t index = rest % copy.shape[d];
+      rest /= copy.shape[d];
+      from += index * copy.srcStrides[d];
+      to += index * copy.dstStrides[d];
+    }
+    dst[to] = src[from];
+  }
+}
+
+template <typename T> __global__ void fillKernel(T *y, T value, int64_t count) {
+  GRID_STRIDE(i, count) { y[i] = value; }
+}
+
+template <typename T>
+__global__ void selectKernel(const uint8_t *condition, const T *onTrue,
+                             const T *onFalse, T *y, int64_t count) {
+  GRID_STRIDE(i, count) { y[i] = condition[i] ? onTrue[i] : onFalse[i]; }
+}
+
+/// Calls `launch(T())` with the unsigned type of `elementBytes`.
+template <typename Fn> void withElementType(int elementBytes, Fn launch) {
+  switch (elementBytes) {
+  case 1:
+    return launch(uint8_t());
+  case 2:
+    return launch(uint16_t());
+  case 4:
+    return launch(uint32_t());
+  case 8:
+    return launch(uint64_t());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise math
+//===----------------------------------------------------------------------===//
+
+__device__ float applyMap(MapOp op, float a, float b) {
+  switch (op) {
+  case MapOp::Add:
+    return a + b;
+  case MapOp::Sub:
+    return a - b;
+  case MapOp::Mul:
+    return a * b;
+  case MapOp::Div:
+    return a / b;
+  case MapOp::Neg:
+    return -a;
+  case MapOp::Exp:
+    return expf(a);
+  case MapOp::Log:
+    return logf(a);
+  case MapOp::Sqrt:
+    return sqrtf(a);
+  case MapOp::Rsqrt:
+    return 1.0f / sqrtf(a);
+  case MapOp::Tanh:
+    return tanhf(a);
+  case MapOp::Relu:
+    return a < 0.0f ? 0.0f : a; // NaN stays NaN, as on the CPU.
+  case MapOp::Gelu:
+    return 0.5f * a *
+           (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
+  case MapOp::Silu:
+    return a / (1.0f + expf(-a));
+  }
+  return 0.0f;
+}
+
+__global__ void mapKernel(MapOp op, const float *a, const float *b, float *y,
+                          int64_t count) {
+  GRID_STRIDE(i, count) { y[i] = applyMap(op, a[i], b ? b[i] : 0.0f); }
+}
+
+template <typename T>
+__global__ void compareKernel(int predicate, const T *a, const T *b, uint8_t *y,
+                              int64_t count) {
+  GRID_STRIDE(i, count) {
+    T x = a[i], z = b[i];
+    bool r = false;
+    switch (predicate) {
+    case 0:
+      r = x == z;
+      break;
+    case 1:
+      r = x != z;
+      break;
+    case 2:
+      r = x < z;
+      break;
+    case 3:
+      r = x <= z;
+      break;
+    case 4:
+      r = x > z;
+      break;
+    case 5:
+      r = x >= z;
+      break;
+    }
+    y[i] = r ? 1 : 0;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Casts
+//===----------------------------------------------------------------------===//
+
+/// One element as read for a cast: floats widened to f32, integers to i64.
+struct Scalar {
+  bool isFloat;
+  float f;
+  long long i;
+};
+
+__device__ Scalar load(DType dtype, const void *x, int64_t index) {
+  switch (dtype) {
+  case DType::F32:
+    return {true, static_cast<const float *>(x)[index], 0};
+  case DType::BF16:
+    return {true,
+            __bfloat162float(static_cast<const __nv_bfloat16 *>(x)[index]), 0};
+  case DType::F16:
+    return {true, __half2float(static_cast<const __half *>(x)[index]), 0};
+  case DType::I32:
+    return {false, 0.0f, static_cast<const int32_t *>(x)[index]};
+  case DType::I64:
+    return {false, 0.0f, static_cast<const long long *>(x)[index]};
+  case DType::I1:
+    return {false, 0.0f, static_cast<const uint8_t *>(x)[index] != 0 ? 1 : 0};
+  default:
+    return {false, 0.0f, 0};
+  }
+}
+
+/// Float to integer: truncation toward zero, saturating, NaN to 0.
+template <typename To> __device__ To truncateToInt(float x, To lo, To hi) {
+  if (isnan(x))
+    return 0;
+  double value = x;
+  if (value >= static_cast<double>(hi))
+    return hi;
+  if (value <= static_cast<double>(lo))
+    return lo;
+  return static_cast<To>(value);
+}
+
+__device__ void store(DType dtype, void *y, int64_t index, Scalar s) {
+  switch (dtype) {
+  case DType::F32:
+    static_cast<float *>(y)[index] = s.isFloat ? s.f : static_cast<float>(s.i);
+    return;
+  case DType::BF16:
+    static_cast<__nv_bfloat16 *>(y)[index] =
+        __float2bfloat16_rn(s.isFloat ? s.f : static_cast<float>(s.i));
+    return;
+  case DType::F16:
+    static_cast<__half *>(y)[index] =
+        __float2half_rn(s.isFloat ? s.f : static_cast<float>(s.i));
+    return;
+  case DType::I32:
+    static_cast<int32_t *>(y)[index] =
+        s.isFloat ? truncateToInt<int32_t>(s.f, INT32_MIN, INT32_MAX)
+                  : static_cast<int32_t>(s.i); // Narrowing wraps.
+    return;
+  case DType::I64:
+    static_cast<long long *>(y)[index] =
+        s.isFloat ? truncateToInt<long long>(s.f, LLONG_MIN, LLONG_MAX) : s.i;
+    return;
+  case DType::I1:
+    static_cast<uint8_t *>(y)[index] =
+        (s.isFloat ? s.f != 0.0f : s.i != 0) ? 1 : 0;
+    return;
+  default:
+    return;
+  }
+}
+
+__global__ void castKernel(DType from, const void *x, DType to, void *y,
+                           int64_t count) {
+  GRID_STRIDE(i, count) { store(to, y, i, load(from, x, i)); }
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels
+//===----------------------------------------------------------------------===//
+
+enum class Combine { Sum, Max };
+
+__device__ float combine(Combine how, float a, float b) {
+  if (how == Combine::Sum)
+    return a + b;
+  return (b > a || isnan(b)) ? b : a;
+}
+
+/// Combines one value per thread of the block; every thread gets the result.
+__device__ float blockReduce(Combine how, float value) {
+  __shared__ float partial[kThreads / 32];
+  __shared__ float result;
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = combine(how, value, __shfl_down_sync(0xffffffffu, value, offset));
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    partial[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < blockDim.x / 32 ? partial[lane]
+                                   : (how == Combine::Sum ? 0.0f : -INFINITY);
+    for (int offset = 16; offset > 0; offset /= 2)
+      value = combine(how, value, __shfl_down_sync(0xffffffffu, value, offset));
+    if (lane == 0)
+      result = value;
+  }
+  __syncthreads();
+  float total = result;
+  __syncthreads(); // `partial` and `result` are reused by the next call.
+  return total;
+}
+
+__global__ void reduceRowsKernel(RowReduce kind, const float *x, float *y,
+                                 int64_t cols) {
+  const float *row = x + blockIdx.x * cols;
+  Combine how = kind == RowReduce::Max ? Combine::Max : Combine::Sum;
+  float acc = how == Combine::Sum ? 0.0f : -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    acc = combine(how, acc, row[j]);
+  acc = blockReduce(how, acc);
+  if (threadIdx.x == 0)
+    y[blockIdx.x] = kind == RowReduce::Mean ? acc / cols : acc;
+}
+
+/// Rows [outer, size, inner] along size: block b is (b / inner, b % inner).
+__global__ void softmaxKernel(bool log, const float *x, float *y, int64_t size,
+                              int64_t inner) {
+  int64_t o = blockIdx.x / inner, i = blockIdx.x % inner;
+  const float *in = x + o * size * inner + i;
+  float *out = y + o * size * inner + i;
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+    max = fmaxf(max, in[j * inner]);
+  max = blockReduce(Combine::Max, max);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
+    sum += expf(in[j * inner] - max);
+  float logSum = logf(blockReduce(Combine::Sum, sum));
+  for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
+    float shifted = in[j * inner] - max;
+    out[j * inner] = log ? shifted - logSum : expf(shifted - logSum);
+  }
+}
+
+__global__ void normKernel(bool rms, const float *x, const float *gamma,
+                           const float *beta, float *y, int64_t cols,
+                           float epsilon) {
+  const float *in = x + blockIdx.x * cols;
+  float *out = y + blockIdx.x * cols;
+  float mean = 0.0f;
+  if (!rms) {
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      sum += in[j];
+    mean = blockReduce(Combine::Sum, sum) / cols;
+  }
+  // Two passes (the variance around the mean), as on the CPU.
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    squares += (in[j] - mean) * (in[j] - mean);
+  float scale = rsqrtf(blockReduce(Combine::Sum, squares) / cols + epsilon);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    out[j] = (in[j] - mean) * scale * gamma[j] + (beta ? beta[j] : 0.0f);
+}
+
+__device__ long long readIndex(const void *indices, bool indices64, int64_t i) {
+  return indices64 ? static_cast<const long long *>(indices)[i]
+                   : static_cast<const int32_t *>(indices)[i];
+}
+
+/// Records the first data-dependent error (later ones are dropped).
+__device__ void recordError(KernelError *error, int32_t code, long long a,
+                            long long b, long long c) {
+  if (atomicCAS(reinterpret_cast<int *>(&error->code), 0, code) != 0)
+    return;
+  error->values[0] = a;
+  error->values[1] = b;
+  error->values[2] = c;
+  __threadfence_system();
+}
+
+__global__ void crossEntropyKernel(const float *logits, const void *labels,
+                                   bool labels64, float *y, int64_t vocab,
+                                   KernelError *error) {
+  const float *in = logits + blockIdx.x * vocab;
+  long long label = readIndex(labels, labels64, blockIdx.x);
+  if (label < 0 || label >= vocab) {
+    if (threadIdx.x == 0)
+      recordError(error, KernelError::LabelOutOfRange, label, blockIdx.x,
+                  vocab);
+    return; // The whole block returns: no barrier is left waiting.
+  }
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    max = fmaxf(max, in[j]);
+  max = blockReduce(Combine::Max, max);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+    sum += expf(in[j] - max);
+  sum = blockReduce(Combine::Sum, sum);
+  if (threadIdx.x == 0)
+    y[blockIdx.x] = max + logf(sum) - in[label];
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and masks
+//===----------------------------------------------------------------------===//
+
+__global__ void embeddingKernel(const float *table, const void *indices,
+                                bool indices64, float *y, int64_t count,
+                                int64_t vocab, int64_t hidden) {
+  GRID_STRIDE(i, count * hidden) {
+    long long index = readIndex(indices, indices64, i / hidden);
+    y[i] =
+        index < 0 || index >= vocab ? 0.0f : table[index * hidden + i % hidden];
+  }
+}
+
+__global__ void embeddingGradKernel(const float *grad, const void *indices,
+                                    bool indices64, float *table, int64_t count,
+                                    int64_t vocab, int64_t hidden) {
+  GRID_STRIDE(i, count * hidden) {
+    long long index = readIndex(indices, indices64, i / hidden);
+    if (index >= 0 && index < vocab)
+      atomicAdd(table + index * hidden + i % hidden, grad[i]);
+  }
+}
+
+__global__ void oneHotKernel(const void *labels, bool labels64, float *y,
+                             int64_t count, int64_t depth) {
+  GRID_STRIDE(i, count * depth) {
+    y[i] = readIndex(labels, labels64, i / depth) == i % depth ? 1.0f : 0.0f;
+  }
+}
+
+__global__ void causalMaskKernel(const float *x, float *y, int64_t count,
+                                 int64_t queries, int64_t keys) {
+  GRID_STRIDE(i, count) {
+    int64_t key = i % keys, query = (i / keys) % queries;
+    y[i] = key > query ? -INFINITY : x[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+__global__ void sgdKernel(const float *param, const float *grad, float *y,
+                          int64_t count, float lr, float weightDecay) {
+  GRID_STRIDE(i, count) {
+    y[i] = param[i] - lr * (grad[i] + weightDecay * param[i]);
+  }
+}
+
+__global__ void adamwKernel(const float *param, const float *grad,
+                            const float *m, const float *v, const void *step,
+                            bool step64, float *newParam, float *newM,
+                            float *newV, int64_t count, double lr, double beta1,
+                            double beta2, double epsilon, double weightDecay,
+                            KernelError *error) {
+  long long t = readIndex(step, step64, 0);
+  if (t < 1) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      recordError(error, KernelError::StepBelowOne, t, 0, 0);
+    return;
+  }
+  double correction1 = 1.0 - pow(beta1, static_cast<double>(t));
+  double correction2 = 1.0 - pow(beta2, static_cast<double>(t));
+  GRID_STRIDE(i, count) {
+    double p = param[i], g = grad[i];
+    double mi = beta1 * m[i] + (1.0 - beta1) * g;
+    double vi = beta2 * v[i] + (1.0 - beta2) * g * g;
+    double update = mi / correction1 / (sqrt(vi / correction2) + epsilon);
+    newM[i] = mi;
+    newV[i] = vi;
+    newParam[i] = p - lr * (update + weightDecay * p);
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Launchers
+//===----------------------------------------------------------------------===//
+
+namespace tessera::runtime::cuda {
+
+void copyStrided(const void *src, void *dst, int elementBytes,
+                 const StridedCopy &copy, cudaStream_t stream) {
+  int64_t count = 1;
+  for (int d = 0; d < copy.rank; ++d)
+    count *= copy.shape[d];
+  if (count == 0)
+    return;
+  withElementType(elementBytes, [&](auto type) {
+    using T = decltype(type);
+    copyStridedKernel<T><<<getBlocks(count), kThreads, 0, stream>>>(
+        static_cast<const T *>(src), static_cast<T *>(dst), copy, count);
+  });
+}
+
+void map(MapOp op, const float *a, const float *b, float *y, int64_t count,
+         cudaStream_t stream) {
+  if (count > 0)
+    mapKernel<<<getBlocks(count), kThreads, 0, stream>>>(op, a, b, y, count);
+}
+
+void compare(int predicate, DType dtype, const void *a, const void *b,
+             uint8_t *y, int64_t count, cudaStream_t stream) {
+  if (count == 0)
+    return;
+  auto launch = [&](auto type) {
+    using T = decltype(type);
+    compareKernel<T><<<getBlocks(count), kThreads, 0, stream>>>(
+        predicate, static_cast<const T *>(a), static_cast<const T *>(b), y,
+        count);
+  };
+  switch (dtype) {
+  case DType::F32:
+    return launch(float());
+  case DType::I32:
+    return launch(int32_t());
+  case DType::I64:
+    return launch(static_cast<long long>(0));
+  case DType::I1:
+    return launch(uint8_t());
+  default:
+    return;
+  }
+}
+
+void select(const uint8_t *condition, const void *onTrue, const void *onFalse,
+            void *y, int elementBytes, int64_t count, cudaStream_t stream) {
+  if (count == 0)
+    return;
+  withElementType(elementBytes, [&](auto type) {
+    using T = decltype(type);
+    selectKernel<T><<<getBlocks(count), kThreads, 0, stream>>>(
+        condition, static_cast<const T *>(onTrue),
+        static_cast<const T *>(onFalse), static_cast<T *>(y), count);
+  });
+}
+
+void cast(DType from, const void *x, DType to, void *y, int64_t count,
+          cudaStream_t stream) {
+  if (count > 0)
+    castKernel<<<getBlocks(count), kThreads, 0, stream>>>(from, x, to, y,
+                                                          count);
+}
+
+void fill(void *y, int elementBytes, uint64_t pattern, int64_t count,
+          cudaStream_t stream) {
+  if (count == 0)
+    return;
+  withElementType(elementBytes, [&](auto type) {
+    using T = decltype(type);
+    fillKernel<T><<<getBlocks(count), kThreads, 0, stream>>>(
+        static_cast<T *>(y), static_cast<T>(pattern), count);
+  });
+}
+
+void reduceRows(RowReduce kind, const float *x, float *y, int64_t rows,
+                int64_t cols, cudaStream_t stream) {
+  if (rows > 0)
+    reduceRowsKernel<<<rows, kThreads, 0, stream>>>(kind, x, y, cols);
+}
+
+void softmax(bool log, const float *x, float *y, int64_t outer, int64_t size,
+             int64_t inner, cudaStream_t stream) {
+  if (outer * inner > 0 && size > 0)
+    softmaxKernel<<<outer * inner, kThreads, 0, stream>>>(log, x, y, size,
+                                                          inner);
+}
+
+void norm(bool rms, const float *x, const float *gamma, const float *beta,
+          float *y, int64_t rows, int64_t cols, float epsilon,
+          cudaStream_t stream) {
+  if (rows > 0 && cols > 0)
+    normKernel<<<rows, kThreads, 0, stream>>>(rms, x, gamma, beta, y, cols,
+                                              epsilon);
+}
+
+void crossEntropy(const float *logits, const void *labels, bool labels64,
+                  float *y, int64_t rows, int64_t vocab, KernelError *error,
+                  cudaStream_t stream) {
+  if (rows > 0)
+    crossEntropyKernel<<<rows, kThreads, 0, stream>>>(logits, labels, labels64,
+                                                      y, vocab, error);
+}
+
+void embedding(const float *table, const void *indices, bool indices64,
+               float *y, int64_t count, int64_t vocab, int64_t hidden,
+               cudaStream_t stream) {
+  if (count * hidden > 0)
+    embeddingKernel<<<getBlocks(count * hidden), kThreads, 0, stream>>>(
+        table, indices, indices64, y, count, vocab, hidden);
+}
+
+void embeddingGrad(const float *grad, const void *indices, bool indices64,
+                   float *table, int64_t count, int64_t vocab, int64_t hidden,
+                   cudaStream_t stream) {
+  cudaMemsetAsync(table, 0, vocab * hidden * sizeof(float), stream);
+  if (count * hidden > 0)
+    embeddingGradKernel<<<getBlocks(count * hidden), kThreads, 0, stream>>>(
+        grad, indices, indices64, table, count, vocab, hidden);
+}
+
+void oneHot(const void *labels, bool labels64, float *y, int64_t count,
+            int64_t depth, cudaStream_t stream) {
+  if (count * depth > 0)
+    oneHotKernel<<<getBlocks(count * depth), kThreads, 0, stream>>>(
+        labels, labels64, y, count, depth);
+}
+
+void causalMask(const float *x, float *y, int64_t count, int64_t queries,
+                int64_t keys, cudaStream_t stream) {
+  if (count > 0)
+    causalMaskKernel<<<getBlocks(count), kThreads, 0, stream>>>(x, y, count,
+                                                                queries, keys);
+}
+
+void sgd(const float *param, const float *grad, float *y, int64_t count,
+         float lr, float weightDecay, cudaStream_t stream) {
+  if (count > 0)
+    sgdKernel<<<getBlocks(count), kThreads, 0, stream>>>(param, grad, y, count,
+                                                         lr, weightDecay);
+}
+
+void adamw(const float *param, const float *grad, const float *m,
+           const float *v, const void *step, bool step64, float *newParam,
+           float *newM, float *newV, int64_t count, double lr, double beta1,
+           double beta2, double epsilon, double weightDecay, KernelError *error,
+           cudaStream_t stream) {
+  adamwKernel<<<getBlocks(count), kThreads, 0, stream>>>(
+      param, grad, m, v, step, step64, newParam, newM, newV, count, lr, beta1,
+      beta2, epsilon, weightDecay, error);
+}
+
+} // namespace tessera::runtime::cuda

@@ -1,0 +1,121 @@
+//===- CudaKernels.h - Launchers of the CUDA backend's kernels --*- C++ -*-===//
+//
+// Host functions that queue one CUDA kernel each on a stream. They take
+// device pointers and sizes that CudaDevice has already checked (through
+// checkKernel), compute in f32 (16-bit floats are widened by `cast` around
+// them, except in GEMMs) and report launch failures through
+// cudaGetLastError. Data-dependent errors (a label outside the vocabulary, a
+// step below 1) are written to a KernelError in host-mapped memory, which
+// the device reads when it synchronizes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
+#define TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "tessera/runtime/Tensor.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tessera::runtime::cuda {
+
+/// The first data-dependent error of the kernels since it was cleared.
+struct KernelError {
+  enum Code : int32_t { None = 0, LabelOutOfRange = 1, StepBelowOne = 2 };
+  int32_t code;
+  /// LabelOutOfRange: label, position, vocabulary; StepBelowOne: step.
+  int64_t values[3];
+};
+
+/// The elements of `shape` in row-major order, read from `src` at
+/// `srcBase + sum(index[d] * srcStrides[d])` and written to `dst` likewise
+/// (strides and bases in elements): one kernel serves broadcast, transpose,
+/// slice, concat and the collectives' packing.
+constexpr int kMaxRank = 8;
+struct StridedCopy {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t srcStrides[kMaxRank] = {};
+  int64_t dstStrides[kMaxRank] = {};
+  int64_t srcBase = 0, dstBase = 0;
+};
+void copyStrided(const void *src, void *dst, int elementBytes,
+                 const StridedCopy &copy, cudaStream_t stream);
+
+enum class MapOp : int32_t {
+  Add,
+  Sub,
+  Mul,
+  Div, // binary
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Relu,
+  Gelu,
+  Silu
+};
+/// y[i] = op(a[i]) or op(a[i], b[i]); y may alias a or b.
+void map(MapOp op, const float *a, const float *b, float *y, int64_t count,
+         cudaStream_t stream);
+
+/// nn.compare's predicates 0..5 (eq, ne, lt, le, gt, ge) on f32, i32, i64 or
+/// i1 elements.
+void compare(int predicate, DType dtype, const void *a, const void *b,
+             uint8_t *y, int64_t count, cudaStream_t stream);
+/// y[i] = condition[i] ? onTrue[i] : onFalse[i], elements of any size.
+void select(const uint8_t *condition, const void *onTrue, const void *onFalse,
+            void *y, int elementBytes, int64_t count, cudaStream_t stream);
+/// nn.cast between f32, bf16, f16, i32, i64 and i1 (as the CPU kernel:
+/// float to integer truncates and saturates, NaN gives 0; to i1 tests
+/// `!= 0`).
+void cast(DType from, const void *x, DType to, void *y, int64_t count,
+          cudaStream_t stream);
+/// Every element of y is the `elementBytes` low bytes of `pattern`.
+void fill(void *y, int elementBytes, uint64_t pattern, int64_t count,
+          cudaStream_t stream);
+
+enum class RowReduce : int32_t { Sum, Max, Mean };
+/// y[r] = reduce(x[r, 0..cols)); a NaN in a max sticks.
+void reduceRows(RowReduce kind, const float *x, float *y, int64_t rows,
+                int64_t cols, cudaStream_t stream);
+/// Softmax (or log-softmax) of x viewed as [outer, size, inner] along size.
+void softmax(bool log, const float *x, float *y, int64_t outer, int64_t size,
+             int64_t inner, cudaStream_t stream);
+/// Layer norm (with beta) or RMS norm (beta null, `rms`) over each row.
+void norm(bool rms, const float *x, const float *gamma, const float *beta,
+          float *y, int64_t rows, int64_t cols, float epsilon,
+          cudaStream_t stream);
+/// y[r] = logsumexp(logits[r]) - logits[r, label[r]].
+void crossEntropy(const float *logits, const void *labels, bool labels64,
+                  float *y, int64_t rows, int64_t vocab, KernelError *error,
+                  cudaStream_t stream);
+/// Rows of `table` at `indices` (zero rows outside [0, vocab)).
+void embedding(const float *table, const void *indices, bool indices64,
+               float *y, int64_t count, int64_t vocab, int64_t hidden,
+               cudaStream_t stream);
+/// `table` = the rows of `grad` summed at `indices` (outside: dropped).
+void embeddingGrad(const float *grad, const void *indices, bool indices64,
+                   float *table, int64_t count, int64_t vocab, int64_t hidden,
+                   cudaStream_t stream);
+void oneHot(const void *labels, bool labels64, float *y, int64_t count,
+            int64_t depth, cudaStream_t stream);
+/// x with key > query set to -inf, over [..., queries, keys].
+void causalMask(const float *x, float *y, int64_t count, int64_t queries,
+                int64_t keys, cudaStream_t stream);
+void sgd(const float *param, const float *grad, float *y, int64_t count,
+         float lr, float weightDecay, cudaStream_t stream);
+/// AdamW with the step read from device memory (bias corrections per step).
+void adamw(const float *param, const float *grad, const float *m,
+           const float *v, const void *step, bool step64, float *newParam,
+           float *newM, float *newV, int64_t count, double lr, double beta1,
+           double beta2, double epsilon, double weightDecay, KernelError *error,
+           cudaStream_t stream);
+
+} // namespace tessera::runtime::cuda
+
+#endif // TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
