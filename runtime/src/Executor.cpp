@@ -16,6 +16,14 @@ Executor::Executor(const plan::Program &program, const Mesh &mesh,
       ownDevice(device ? nullptr : createCpuDevice()),
       device(device ? *device : *ownDevice) {}
 
+Executor::~Executor() {
+  for (void *memory : carried)
+    if (memory)
+      this->device.deallocate(memory);
+  if (arena)
+    this->device.deallocate(arena);
+}
+
 Tensor Executor::getBuffer(int64_t id) {
   const plan::Buffer &buffer = program.buffers(id);
   Tensor tensor;
@@ -124,7 +132,8 @@ Executor::getMicroseconds(std::chrono::steady_clock::time_point when) const {
 }
 
 std::string Executor::run(const std::vector<OwnedTensor> &arguments,
-                          std::vector<OwnedTensor> &results) {
+                          std::vector<OwnedTensor> &results,
+                          const std::vector<bool> &wanted) {
   if (static_cast<int>(arguments.size()) != program.arguments_size())
     return "the program takes " + std::to_string(program.arguments_size()) +
            " arguments, got " + std::to_string(arguments.size());
@@ -132,18 +141,20 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
   // 64 bytes of slack keep every view inside the arena when the memory plan
   // packs buffers to the last byte.
   if (!arena &&
-      !(error = device.allocateArena(program.arena_bytes() + 64, arena))
-           .empty())
+      !(error = device.allocate(program.arena_bytes() + 64, arena)).empty())
     return "cannot allocate the arena on " + device.getName() + ": " + error;
+  carried.resize(program.arguments_size(), nullptr);
   for (int i = 0; i < program.arguments_size(); ++i) {
     Tensor buffer = getBuffer(program.arguments(i).buffer());
     if (arguments[i].view.getBytes() != buffer.getBytes())
       return "argument '" + program.arguments(i).name() + "' has " +
              std::to_string(arguments[i].view.getBytes()) +
              " bytes, expected " + std::to_string(buffer.getBytes());
-    if (!(error = device.copyToDevice(buffer.data, arguments[i].view.data,
-                                      buffer.getBytes()))
-             .empty())
+    error = carried[i]
+                ? device.copyWithin(buffer.data, carried[i], buffer.getBytes())
+                : device.copyToDevice(buffer.data, arguments[i].view.data,
+                                      buffer.getBytes());
+    if (!error.empty())
       return "argument '" + program.arguments(i).name() + "': " + error;
   }
   // Collectives in flight by event, with when and where they started.
@@ -243,11 +254,28 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
   if (!inFlight.empty())
     return "event " + std::to_string(inFlight.begin()->first) +
            " is never waited for";
+  // The updates stay on the device for the next run.
+  for (int i = 0; i < program.results_size() && carryUpdates; ++i) {
+    const plan::Result &result = program.results(i);
+    if (!result.has_updates_argument())
+      continue;
+    Tensor buffer = getBuffer(result.buffer());
+    void *&memory = carried[result.updates_argument()];
+    if (!memory &&
+        !(error = device.allocate(buffer.getBytes(), memory)).empty())
+      return "cannot keep result #" + std::to_string(i) + " on " +
+             device.getName() + ": " + error;
+    if (!(error = device.copyWithin(memory, buffer.data, buffer.getBytes()))
+             .empty())
+      return "result #" + std::to_string(i) + ": " + error;
+  }
   // Results of the caller's previous run keep their storage: a train step
   // returns every parameter and moment, and fresh zeroed allocations of
   // them cost as much as a step's kernels.
   results.resize(program.results_size());
   for (int i = 0; i < program.results_size(); ++i) {
+    if (!wanted.empty() && (i >= static_cast<int>(wanted.size()) || !wanted[i]))
+      continue;
     Tensor buffer = getBuffer(program.results(i).buffer());
     OwnedTensor &result = results[i];
     if (!result.view.data || result.view.dtype != buffer.dtype ||

@@ -395,6 +395,12 @@ int main(int argc, char **argv) {
   executor.setTracing(!options.traceDir.empty());
   std::vector<OwnedTensor> results;
   int lossResult = getLossResult(*program);
+  // The new parameters and optimizer state of each step stay on the device
+  // as the next step's arguments.
+  executor.setCarryUpdates(true);
+  std::vector<bool> lossOnly(program->results_size(), false);
+  if (lossResult >= 0)
+    lossOnly[lossResult] = true;
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
@@ -413,24 +419,23 @@ int main(int argc, char **argv) {
       else if (counter.dtype == DType::I32)
         counter.as<int32_t>()[0] = static_cast<int32_t>(step);
     }
+    // Steps before the last fetch only the loss.
+    bool last = step == firstStep + options.steps;
     auto begin = std::chrono::steady_clock::now();
-    if (!(error = executor.run(locals, results)).empty())
+    if (!(error = executor.run(locals, results,
+                               last ? std::vector<bool>() : lossOnly))
+             .empty())
       return fail("step " + std::to_string(step) + ": " + error);
     stepSeconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
             .count());
-    // The new values become the next step's arguments; the old ones' storage
-    // takes the next step's results.
-    for (int i = 0; i < program->results_size(); ++i)
-      if (program->results(i).has_updates_argument())
-        std::swap(locals[program->results(i).updates_argument()], results[i]);
     if (lossResult >= 0)
       losses.push_back(getScalar(results[lossResult].view));
   }
-  // The results that were swapped into the arguments.
-  for (int i = 0; i < program->results_size() && !stepSeconds.empty(); ++i)
+  // The last step's updates are the new arguments (a checkpoint saves them).
+  for (int i = 0; i < program->results_size(); ++i)
     if (program->results(i).has_updates_argument())
-      results[i] = locals[program->results(i).updates_argument()];
+      locals[program->results(i).updates_argument()] = results[i];
   if (options.time && rank == 0) {
     // The first step warms caches and MPI connections: report the rest.
     size_t skip = stepSeconds.size() > 1 ? 1 : 0;

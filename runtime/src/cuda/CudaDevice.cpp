@@ -118,7 +118,6 @@ CudaDevice::~CudaDevice() {
   if (lt)
     api->cublasLtDestroy(lt);
   cudaFree(workspace);
-  cudaFree(arena);
   if (kernelError)
     cudaFreeHost(kernelError);
   if (compute)
@@ -161,16 +160,23 @@ std::string CudaDevice::getName() const {
   return "cuda:" + std::to_string(ordinal);
 }
 
-std::string CudaDevice::allocateArena(size_t bytes, void *&data) {
-  cudaFree(arena);
-  arena = nullptr;
-  if (std::string error = getCudaError(cudaMalloc(&arena, bytes),
-                                       "allocating an arena of " +
-                                           std::to_string(bytes) + " bytes");
-      !error.empty())
-    return error;
-  data = arena;
-  return "";
+std::string CudaDevice::allocate(size_t bytes, void *&data) {
+  return getCudaError(cudaMalloc(&data, std::max<size_t>(bytes, 1)),
+                      "allocating " + std::to_string(bytes) + " bytes");
+}
+
+void CudaDevice::deallocate(void *data) {
+  // Work queued on the memory finishes first.
+  cudaStreamSynchronize(compute);
+  cudaFree(data);
+}
+
+std::string CudaDevice::copyWithin(void *dst, const void *src, size_t bytes) {
+  if (dst == src || bytes == 0)
+    return "";
+  return getCudaError(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute),
+      "copying on the GPU");
 }
 
 std::string CudaDevice::copyToDevice(void *dst, const void *src, size_t bytes) {

@@ -77,9 +77,11 @@ public:
   std::string init(int ordinal);
 
   std::string getName() const override;
-  std::string allocateArena(size_t bytes, void *&data) override;
+  std::string allocate(size_t bytes, void *&data) override;
+  void deallocate(void *data) override;
   std::string copyToDevice(void *dst, const void *src, size_t bytes) override;
   std::string copyToHost(void *dst, const void *src, size_t bytes) override;
+  std::string copyWithin(void *dst, const void *src, size_t bytes) override;
   std::string runKernel(const std::string &op, const KernelAttrs &attrs,
                         const std::vector<const Tensor *> &inputs,
                         const std::vector<Tensor *> &outputs) override;
@@ -106,7 +108,6 @@ private:
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
-  void *arena = nullptr;
   Scratch scratch;
   /// Host-mapped, so the host reads it after a synchronize.
   KernelError *kernelError = nullptr;

@@ -94,7 +94,7 @@ TEST(CpuDeviceTest, RunsKernelsOnHostMemory) {
   std::unique_ptr<Device> device = createCpuDevice();
   EXPECT_EQ(device->getName(), "cpu");
   void *arena = nullptr;
-  ASSERT_EQ(device->allocateArena(64, arena), "");
+  ASSERT_EQ(device->allocate(64, arena), "");
   Tensor x{DType::F32, {4}, arena};
   Tensor y{DType::F32, {4}, static_cast<uint8_t *>(arena) + 16};
   float values[4] = {-1, 0, 2, -3}, out[4];
@@ -102,6 +102,11 @@ TEST(CpuDeviceTest, RunsKernelsOnHostMemory) {
   ASSERT_EQ(device->runKernel("nn.relu", {}, {&x}, {&y}), "");
   ASSERT_EQ(device->copyToHost(out, y.data, sizeof(out)), "");
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{0, 0, 2, 0}));
+  ASSERT_EQ(device->copyWithin(y.data, x.data, sizeof(values)), "");
+  ASSERT_EQ(device->copyToHost(out, y.data, sizeof(out)), "");
+  EXPECT_EQ(std::vector<float>(out, out + 4),
+            (std::vector<float>{-1, 0, 2, -3}));
+  device->deallocate(arena);
 }
 
 TEST(CudaDeviceTest, NamesWhyThereIsNoGpu) {
@@ -183,8 +188,9 @@ protected:
       offsets.push_back(place(tensor.view));
     for (const OwnedTensor &tensor : outputs)
       offsets.push_back(place(tensor.view));
-    void *arena = nullptr;
-    if (std::string error = device->allocateArena(bytes + 256, arena);
+    if (arena)
+      device->deallocate(arena);
+    if (std::string error = device->allocate(bytes + 256, arena);
         !error.empty())
       return error;
     std::vector<Tensor> views;
@@ -274,8 +280,15 @@ protected:
     }
   }
 
+  void TearDown() override {
+    if (arena)
+      device->deallocate(arena);
+  }
+
   std::mt19937_64 rng{7};
   std::unique_ptr<Device> device;
+  /// Device memory of the last runOnGpu.
+  void *arena = nullptr;
 };
 
 KernelAttrs makeDot(std::vector<int64_t> lhsContract,

@@ -34,12 +34,15 @@ public:
 
   /// "cpu" or "cuda:<ordinal>".
   virtual std::string getName() const = 0;
-  /// Memory for the arena of `bytes`, owned by the device until it is
-  /// destroyed or the next allocateArena.
-  virtual std::string allocateArena(size_t bytes, void *&data) = 0;
+  /// `bytes` of device memory (zeroed on the CPU, undefined on a GPU),
+  /// given back by deallocate (before the device is destroyed).
+  virtual std::string allocate(size_t bytes, void *&data) = 0;
+  virtual void deallocate(void *data) = 0;
   virtual std::string copyToDevice(void *dst, const void *src,
                                    size_t bytes) = 0;
   virtual std::string copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  /// A copy between two places of device memory.
+  virtual std::string copyWithin(void *dst, const void *src, size_t bytes) = 0;
   /// Runs the nn op `op` on device tensors (see runCpuKernel).
   virtual std::string runKernel(const std::string &op, const KernelAttrs &attrs,
                                 const std::vector<const Tensor *> &inputs,

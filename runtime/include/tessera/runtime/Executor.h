@@ -24,12 +24,24 @@ public:
   /// Without a device, the program runs on the CPU.
   Executor(const plan::Program &program, const Mesh &mesh,
            Communicator &communicator, Device *device = nullptr);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Train loops: with this on, the results that update arguments stay on
+  /// the device after each run and are the next run's values of those
+  /// arguments, so that parameters and optimizer state never travel to the
+  /// host and back between steps; the caller's values of them are read by
+  /// the first run only.
+  void setCarryUpdates(bool on) { carryUpdates = on; }
 
   /// Runs the program once on local `arguments` (in the program's argument
-  /// order) and returns its local results. Returns an error message naming
-  /// the failing instruction, or "".
+  /// order) and returns its local results: all, or where `wanted` (one flag
+  /// per result) is given, those it marks (the others keep what they held).
+  /// Returns an error message naming the failing instruction, or "".
   std::string run(const std::vector<OwnedTensor> &arguments,
-                  std::vector<OwnedTensor> &results);
+                  std::vector<OwnedTensor> &results,
+                  const std::vector<bool> &wanted = {});
 
   /// One instruction's span, in microseconds since the executor was made
   /// (on a GPU, a kernel's span is the time to queue it): kernels and
@@ -66,6 +78,12 @@ private:
   Device &device;
   /// Device memory of the arena, allocated by the first run.
   void *arena = nullptr;
+  bool carryUpdates = false;
+  /// With carryUpdates, per argument: device memory holding the result that
+  /// updates it, as the last run left it (null for the others, and before
+  /// the first run). The arena cannot hold them: its memory plan reuses an
+  /// argument's memory after the argument's last use.
+  std::vector<void *> carried;
   std::chrono::steady_clock::time_point epoch =
       std::chrono::steady_clock::now();
   bool tracing = false;

@@ -35,7 +35,7 @@ DType getDType(plan::DType dtype);
 /// The program that `rank` runs, or null.
 const plan::Program *getProgramOfRank(const plan::Plan &plan, int64_t rank);
 
-/// The (sender, receiver) world-rank pairs of a plan's point-to-point
+/// The (sender, receiver) world-rank pairs of a validated plan's point-to-point
 /// transfers, sorted (Communicator::prepareTransfers sets them up).
 std::vector<std::pair<int64_t, int64_t>>
 getTransferChannels(const plan::Plan &plan);
