@@ -307,7 +307,7 @@ static std::string makeCopy(const std::vector<int64_t> &shape,
 
 std::string CudaDevice::permute(const Tensor &tensor,
                                 const std::vector<int64_t> &perm,
-                                Tensor &copy) {
+                                Tensor &copy, void *into) {
   std::vector<int64_t> strides = getStrides(tensor.shape), srcStrides;
   copy = tensor;
   copy.shape.clear();
@@ -318,7 +318,8 @@ std::string CudaDevice::permute(const Tensor &tensor,
   StridedCopy plan;
   std::string error =
       makeCopy(copy.shape, srcStrides, getStrides(copy.shape), plan);
-  if (error.empty())
+  copy.data = into;
+  if (error.empty() && !into)
     error = scratch.take(copy.getBytes(), copy.data);
   if (error.empty())
     copyStrided(tensor.data, copy.data, getDTypeBytes(tensor.dtype), plan,
@@ -406,12 +407,7 @@ std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
   }
   if (op == "nn.transpose") {
     Tensor copy;
-    std::string error = permute(in(0), *attrs.getList("permutation"), copy);
-    if (error.empty() && out.getBytes())
-      error = getCudaError(cudaMemcpyAsync(out.data, copy.data, out.getBytes(),
-                                           cudaMemcpyDeviceToDevice, compute),
-                           op);
-    return error;
+    return permute(in(0), *attrs.getList("permutation"), copy, out.data);
   }
   if (op == "nn.slice" || op == "nn.broadcast") {
     std::vector<int64_t> inStrides = getStrides(in(0).shape);
@@ -711,7 +707,21 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
   if (!(error = getLtError(status, "describing the matmul")).empty())
     return error;
 
-  GemmKey key{abType, dType, 0, aTransposed, bTransposed, batch, m, n, k};
+  // The algorithms cuBLASLt offers by default assume 256-byte aligned
+  // matrices; the arena aligns buffers to 64 bytes.
+  auto getAlignment = [&](const Tensor &matrix, int64_t elements) {
+    uint32_t alignment = 256;
+    uintptr_t address = reinterpret_cast<uintptr_t>(matrix.data);
+    size_t stride = batch > 1 ? elements * getDTypeBytes(matrix.dtype) : 0;
+    while (alignment > 1 &&
+           (address % alignment != 0 || stride % alignment != 0))
+      alignment /= 2;
+    return alignment;
+  };
+  uint32_t alignA = getAlignment(b, n * k), alignB = getAlignment(a, m * k),
+           alignD = getAlignment(d, m * n);
+  GemmKey key{abType, dType, aTransposed, bTransposed, batch, m,
+              n,      k,     alignA,      alignB,      alignD};
   auto found = algorithms.find(key);
   if (found == algorithms.end()) {
     status = api->cublasLtMatmulPreferenceCreate(&desc.preference);
@@ -719,6 +729,15 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
       status = api->cublasLtMatmulPreferenceSetAttribute(
           desc.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
           &workspaceBytes, sizeof(workspaceBytes));
+    std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignD},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignD}};
+    for (auto &[attribute, alignment] : alignments)
+      if (status == CUBLAS_STATUS_SUCCESS)
+        status = api->cublasLtMatmulPreferenceSetAttribute(
+            desc.preference, attribute, &alignment, sizeof(alignment));
     cublasLtMatmulHeuristicResult_t heuristic = {};
     int returned = 0;
     if (status == CUBLAS_STATUS_SUCCESS)

@@ -97,9 +97,10 @@ private:
                      const std::vector<Tensor *> &outputs);
   std::string runDot(const KernelAttrs &attrs, const Tensor &lhs,
                      const Tensor &rhs, const Tensor &result);
-  /// `tensor` with its dims permuted into a scratch copy.
+  /// `tensor` with its dims permuted into `copy`, in memory at `into` or
+  /// else in scratch.
   std::string permute(const Tensor &tensor, const std::vector<int64_t> &perm,
-                      Tensor &copy);
+                      Tensor &copy, void *into = nullptr);
   /// Reports and clears the kernels' data-dependent error.
   std::string takeKernelError();
 
@@ -111,9 +112,10 @@ private:
   Scratch scratch;
   /// Host-mapped, so the host reads it after a synchronize.
   KernelError *kernelError = nullptr;
-  /// The cuBLASLt algorithm of each GEMM shape seen.
-  using GemmKey =
-      std::tuple<int, int, int, bool, bool, int64_t, int64_t, int64_t, int64_t>;
+  /// The cuBLASLt algorithm of each GEMM seen: element types, transposes,
+  /// batch, m, n, k and the alignments of the lhs, rhs and result.
+  using GemmKey = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t,
+                             int64_t, uint32_t, uint32_t, uint32_t>;
   std::map<GemmKey, cublasLtMatmulAlgo_t> algorithms;
 };
 

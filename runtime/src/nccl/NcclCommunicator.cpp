@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 using namespace tessera::runtime;
@@ -197,6 +198,8 @@ private:
   cudaStream_t stream = nullptr;
   std::map<Axes, ncclComm_t> groups;
   std::map<std::pair<int64_t, int64_t>, Channel> channels;
+  /// Every channel set up so far, this rank's or not.
+  std::set<std::pair<int64_t, int64_t>> prepared;
   Scratch scratch;
   /// Set once the communicators were aborted: every later call fails.
   std::string broken;
@@ -266,9 +269,10 @@ std::string NcclCommunicator::prepareGroups(const std::vector<Axes> &list) {
 std::string NcclCommunicator::prepareTransfers(
     const std::vector<std::pair<int64_t, int64_t>> &list) {
   for (const auto &[sender, receiver] : list) {
-    bool mine = rank == sender || rank == receiver;
-    if (sender == receiver || (mine && channels.count({sender, receiver})))
+    // Every rank skips the same pairs, so that the splits below match.
+    if (sender == receiver || !prepared.insert({sender, receiver}).second)
       continue;
+    bool mine = rank == sender || rank == receiver;
     // Every rank takes part in the split; the two ends get ranks 0
     // (sender) and 1 (receiver) of the new communicator.
     ncclComm_t comm = nullptr;
