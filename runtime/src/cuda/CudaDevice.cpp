@@ -279,67 +279,22 @@ std::string CudaDevice::runKernel(const std::string &op,
   return error;
 }
 
-/// Row-major strides, in elements.
-static std::vector<int64_t> getStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t dim = static_cast<int64_t>(shape.size()) - 2; dim >= 0; --dim)
-    strides[dim] = strides[dim + 1] * shape[dim + 1];
-  return strides;
-}
-
-/// A strided copy of `shape` (rank at most kMaxRank).
-static std::string makeCopy(const std::vector<int64_t> &shape,
-                            const std::vector<int64_t> &srcStrides,
-                            const std::vector<int64_t> &dstStrides,
-                            StridedCopy &copy) {
-  if (shape.size() > static_cast<size_t>(kMaxRank))
-    return "the CUDA backend moves elements of tensors up to rank " +
-           std::to_string(kMaxRank) + ", got rank " +
-           std::to_string(shape.size());
-  copy.rank = shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    copy.shape[d] = shape[d];
-    copy.srcStrides[d] = srcStrides[d];
-    copy.dstStrides[d] = dstStrides[d];
-  }
-  return "";
-}
-
 std::string CudaDevice::permute(const Tensor &tensor,
-                                const std::vector<int64_t> &perm,
-                                Tensor &copy, void *into) {
-  std::vector<int64_t> strides = getStrides(tensor.shape), srcStrides;
+                                const std::vector<int64_t> &perm, Tensor &copy,
+                                void *into) {
   copy = tensor;
   copy.shape.clear();
-  for (int64_t dim : perm) {
+  for (int64_t dim : perm)
     copy.shape.push_back(tensor.shape[dim]);
-    srcStrides.push_back(strides[dim]);
-  }
-  StridedCopy plan;
-  std::string error =
-      makeCopy(copy.shape, srcStrides, getStrides(copy.shape), plan);
   copy.data = into;
+  StridedCopy plan;
+  std::string error = planPermute(tensor.shape, perm, plan);
   if (error.empty() && !into)
     error = scratch.take(copy.getBytes(), copy.data);
   if (error.empty())
     copyStrided(tensor.data, copy.data, getDTypeBytes(tensor.dtype), plan,
                 compute);
   return error;
-}
-
-static int64_t getProduct(const std::vector<int64_t> &shape,
-                          const std::vector<int64_t> &dims) {
-  int64_t size = 1;
-  for (int64_t dim : dims)
-    size *= shape[dim];
-  return size;
-}
-
-static bool isIota(const std::vector<int64_t> &dims) {
-  for (size_t i = 0; i < dims.size(); ++i)
-    if (dims[i] != static_cast<int64_t>(i))
-      return false;
-  return true;
 }
 
 static bool is64(const Tensor &indices) { return indices.dtype == DType::I64; }
@@ -410,25 +365,12 @@ std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
     return permute(in(0), *attrs.getList("permutation"), copy, out.data);
   }
   if (op == "nn.slice" || op == "nn.broadcast") {
-    std::vector<int64_t> inStrides = getStrides(in(0).shape);
-    std::vector<int64_t> srcStrides(out.getRank(), 0);
-    int64_t base = 0;
-    if (op == "nn.slice") {
-      srcStrides = inStrides;
-      const std::vector<int64_t> &start = *attrs.getList("start");
-      for (size_t d = 0; d < start.size(); ++d)
-        base += start[d] * inStrides[d];
-    } else {
-      // Operand dim i is result dim dims[i]; size-1 and new dims repeat.
-      const std::vector<int64_t> &dims = *attrs.getList("dims");
-      for (size_t i = 0; i < dims.size(); ++i)
-        if (in(0).shape[i] != 1)
-          srcStrides[dims[i]] = inStrides[i];
-    }
     StridedCopy copy;
     std::string error =
-        makeCopy(out.shape, srcStrides, getStrides(out.shape), copy);
-    copy.srcBase = base;
+        op == "nn.slice"
+            ? planSlice(in(0).shape, *attrs.getList("start"), out.shape, copy)
+            : planBroadcast(in(0).shape, *attrs.getList("dims"), out.shape,
+                            copy);
     if (error.empty())
       copyStrided(in(0).data, out.data, elementBytes, copy, compute);
     return error;
@@ -436,15 +378,13 @@ std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
   if (op == "nn.concat") {
     // Input k lands at offset (sum of the earlier inputs' sizes) along dim.
     int64_t dim = *attrs.getInt("dim");
-    std::vector<int64_t> outStrides = getStrides(out.shape);
     int64_t offset = 0;
     for (const Tensor *input : inputs) {
       StridedCopy copy;
-      if (std::string error = makeCopy(input->shape, getStrides(input->shape),
-                                       outStrides, copy);
+      if (std::string error =
+              planConcatInput(input->shape, out.shape, dim, offset, copy);
           !error.empty())
         return error;
-      copy.dstBase = offset * outStrides[dim];
       copyStrided(input->data, out.data, elementBytes, copy, compute);
       offset += input->shape[dim];
     }
@@ -452,24 +392,15 @@ std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
   }
   if (op == "nn.reduce_sum" || op == "nn.reduce_max" ||
       op == "nn.reduce_mean") {
-    // Kept dims first, reduced dims last: a [rows, cols] reduction.
-    const std::vector<int64_t> &dims = *attrs.getList("dims");
-    std::vector<int64_t> kept, reduced(dims.begin(), dims.end()), perm;
-    std::sort(reduced.begin(), reduced.end());
-    for (int64_t d = 0; d < in(0).getRank(); ++d)
-      if (!std::binary_search(reduced.begin(), reduced.end(), d))
-        kept.push_back(d);
-    perm = kept;
-    perm.insert(perm.end(), reduced.begin(), reduced.end());
+    RowReduction plan = planRowReduction(in(0).shape, *attrs.getList("dims"));
     Tensor rows = in(0);
-    if (!isIota(perm))
-      if (std::string error = permute(in(0), perm, rows); !error.empty())
+    if (!plan.perm.empty())
+      if (std::string error = permute(in(0), plan.perm, rows); !error.empty())
         return error;
     RowReduce kind = op == "nn.reduce_sum"   ? RowReduce::Sum
                      : op == "nn.reduce_max" ? RowReduce::Max
                                              : RowReduce::Mean;
-    reduceRows(kind, f(rows), f(out), getProduct(in(0).shape, kept),
-               getProduct(in(0).shape, reduced), compute);
+    reduceRows(kind, f(rows), f(out), plan.rows, plan.cols, compute);
     return "";
   }
   if (op == "nn.softmax" || op == "nn.log_softmax") {
@@ -590,46 +521,27 @@ static cublasStatus_t makeLayout(cublasLtMatrixLayout_t &layout,
   return status;
 }
 
-/// nn.dot as one strided-batched cuBLASLt matmul over [batch, M, K] x
-/// [batch, K, N]. cuBLASLt is column-major: the row-major result C = A·B is
-/// the column-major Cᵀ = Bᵀ·Aᵀ, and a row-major stored operand is its own
-/// transpose in column-major, so B goes first and neither is copied when its
-/// dims come as (batch, rows, cols) or (batch, cols, rows); any other order
-/// is permuted into scratch.
+/// nn.dot as one strided-batched cuBLASLt matmul laid out by planGemm.
 std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
                                const Tensor &rhs, const Tensor &result) {
   static const std::vector<int64_t> none;
-  auto list = [&](const char *name) {
+  auto list = [&](const char *name) -> const std::vector<int64_t> & {
     const std::vector<int64_t> *value = attrs.getList(name);
     return value ? *value : none;
   };
-  std::vector<int64_t> lhsBatch = list("lhs_batching_dims"),
-                       rhsBatch = list("rhs_batching_dims"),
-                       lhsContract = list("lhs_contracting_dims"),
-                       rhsContract = list("rhs_contracting_dims");
-  auto getFree = [](int64_t rank, const std::vector<int64_t> &batch,
-                    const std::vector<int64_t> &contract) {
-    std::vector<int64_t> free;
-    for (int64_t d = 0; d < rank; ++d)
-      if (std::count(batch.begin(), batch.end(), d) +
-              std::count(contract.begin(), contract.end(), d) ==
-          0)
-        free.push_back(d);
-    return free;
-  };
-  std::vector<int64_t> lhsFree = getFree(lhs.getRank(), lhsBatch, lhsContract);
-  std::vector<int64_t> rhsFree = getFree(rhs.getRank(), rhsBatch, rhsContract);
-  int64_t batch = getProduct(lhs.shape, lhsBatch),
-          m = getProduct(lhs.shape, lhsFree),
-          n = getProduct(rhs.shape, rhsFree),
-          k = getProduct(lhs.shape, lhsContract);
+  GemmPlan plan =
+      planGemm(lhs.shape, rhs.shape, list("lhs_batching_dims"),
+               list("rhs_batching_dims"), list("lhs_contracting_dims"),
+               list("rhs_contracting_dims"));
+  int64_t batch = plan.batch, m = plan.m, n = plan.n, k = plan.k;
   if (batch * m * n == 0)
     return "";
   if (k == 0)
     return getCudaError(
         cudaMemsetAsync(result.data, 0, result.getBytes(), compute), "nn.dot");
 
-  // Operands of one element type (else both in f32).
+  // Operands of one element type (else both in f32), each as stored,
+  // transposed or permuted into scratch.
   std::string error;
   Tensor a = lhs, b = rhs;
   if (lhs.dtype != rhs.dtype) {
@@ -645,34 +557,15 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
       *operand = wide;
     }
   }
-  // Each operand as stored [batch, rows, cols], or transposed.
-  auto arrange = [&](Tensor &operand, const std::vector<int64_t> &batchDims,
-                     const std::vector<int64_t> &rowDims,
-                     const std::vector<int64_t> &colDims,
-                     bool &transposed) -> std::string {
-    std::vector<int64_t> straight = batchDims, swapped = batchDims;
-    straight.insert(straight.end(), rowDims.begin(), rowDims.end());
-    straight.insert(straight.end(), colDims.begin(), colDims.end());
-    swapped.insert(swapped.end(), colDims.begin(), colDims.end());
-    swapped.insert(swapped.end(), rowDims.begin(), rowDims.end());
-    transposed = false;
-    if (isIota(straight))
-      return "";
-    if (isIota(swapped)) {
-      transposed = true;
-      return "";
-    }
+  for (auto [operand, perm] :
+       {std::pair(&a, &plan.lhsPerm), std::pair(&b, &plan.rhsPerm)}) {
+    if (perm->empty())
+      continue;
     Tensor copy;
-    std::string error = permute(operand, straight, copy);
-    operand = copy;
-    return error;
-  };
-  bool aTransposed, bTransposed;
-  if (!(error = arrange(a, lhsBatch, lhsFree, lhsContract, aTransposed))
-           .empty() ||
-      !(error = arrange(b, rhsBatch, rhsContract, rhsFree, bTransposed))
-           .empty())
-    return error;
+    if (!(error = permute(*operand, *perm, copy)).empty())
+      return error;
+    *operand = copy;
+  }
   // The result in its own type when cuBLASLt writes it (the operands' type
   // or f32), else in f32 scratch and narrowed.
   Tensor d = result;
@@ -686,10 +579,9 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
   LtDescriptors desc;
   cublasStatus_t status =
       api->cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  // Lt's A is the rhs, stored column-major as [n, k] (or [k, n] transposed);
-  // Lt's B the lhs, as [k, m] (or [m, k]); D is [n, m].
-  cublasOperation_t opA = bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = aTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // Lt's A is the rhs and its B the lhs (see GemmPlan).
+  cublasOperation_t opA = plan.rhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = plan.lhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (status == CUBLAS_STATUS_SUCCESS)
     status = api->cublasLtMatmulDescSetAttribute(
         desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA));
@@ -697,13 +589,11 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
     status = api->cublasLtMatmulDescSetAttribute(
         desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = bTransposed ? makeLayout(desc.a, abType, k, n, batch)
-                         : makeLayout(desc.a, abType, n, k, batch);
+    status = makeLayout(desc.a, abType, plan.aRows, plan.aCols, batch);
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = aTransposed ? makeLayout(desc.b, abType, m, k, batch)
-                         : makeLayout(desc.b, abType, k, m, batch);
+    status = makeLayout(desc.b, abType, plan.bRows, plan.bCols, batch);
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = makeLayout(desc.d, dType, n, m, batch);
+    status = makeLayout(desc.d, dType, plan.dRows, plan.dCols, batch);
   if (!(error = getLtError(status, "describing the matmul")).empty())
     return error;
 
@@ -720,8 +610,17 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
   };
   uint32_t alignA = getAlignment(b, n * k), alignB = getAlignment(a, m * k),
            alignD = getAlignment(d, m * n);
-  GemmKey key{abType, dType, aTransposed, bTransposed, batch, m,
-              n,      k,     alignA,      alignB,      alignD};
+  GemmKey key{abType,
+              dType,
+              plan.lhsTransposed,
+              plan.rhsTransposed,
+              batch,
+              m,
+              n,
+              k,
+              alignA,
+              alignB,
+              alignD};
   auto found = algorithms.find(key);
   if (found == algorithms.end()) {
     status = api->cublasLtMatmulPreferenceCreate(&desc.preference);

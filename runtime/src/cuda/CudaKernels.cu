@@ -442,9 +442,7 @@ namespace tessera::runtime::cuda {
 
 void copyStrided(const void *src, void *dst, int elementBytes,
                  const StridedCopy &copy, cudaStream_t stream) {
-  int64_t count = 1;
-  for (int d = 0; d < copy.rank; ++d)
-    count *= copy.shape[d];
+  int64_t count = copy.getNumElements();
   if (count == 0)
     return;
   withElementType(elementBytes, [&](auto type) {

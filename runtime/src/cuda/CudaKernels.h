@@ -13,6 +13,7 @@
 #ifndef TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
 #define TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
 
+#include "Layouts.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <cuda_runtime.h>
@@ -29,18 +30,8 @@ struct KernelError {
   int64_t values[3];
 };
 
-/// The elements of `shape` in row-major order, read from `src` at
-/// `srcBase + sum(index[d] * srcStrides[d])` and written to `dst` likewise
-/// (strides and bases in elements): one kernel serves broadcast, transpose,
-/// slice, concat and the collectives' packing.
-constexpr int kMaxRank = 8;
-struct StridedCopy {
-  int rank = 0;
-  int64_t shape[kMaxRank] = {};
-  int64_t srcStrides[kMaxRank] = {};
-  int64_t dstStrides[kMaxRank] = {};
-  int64_t srcBase = 0, dstBase = 0;
-};
+/// Runs a planned strided copy (Layouts.h): one kernel serves broadcast,
+/// transpose, slice, concat and the collectives' packing.
 void copyStrided(const void *src, void *dst, int elementBytes,
                  const StridedCopy &copy, cudaStream_t stream);
 

@@ -73,37 +73,22 @@ ncclRedOp_t getNcclOp(Reduction reduction) {
   }
 }
 
-/// A tensor seen around `dim`: [outer, size, inner].
-struct Around {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-Around splitAround(const std::vector<int64_t> &shape, int64_t dim) {
-  Around around;
-  for (int64_t d = 0; d < dim; ++d)
-    around.outer *= shape[d];
-  around.size = shape[dim];
-  for (size_t d = dim + 1; d < shape.size(); ++d)
-    around.inner *= shape[d];
-  return around;
+/// Moves between a tensor of `count` pieces along `dim` and the pieces one
+/// after another (`toPieces`), or back (see planPieces).
+void movePieces(const void *src, void *dst, DType dtype,
+                const std::vector<int64_t> &pieceShape, int64_t dim,
+                int64_t count, bool toPieces, cudaStream_t stream) {
+  copyStrided(src, dst, getDTypeBytes(dtype),
+              planPieces(pieceShape, dim, count, toPieces), stream);
 }
 
-/// Copies between a tensor of `count` pieces along a dim, [outer, count *
-/// size, inner], and the same pieces one after another, [count, outer, size
-/// * inner] (`toPieces`), or back.
-void movePieces(const void *src, void *dst, int elementBytes, Around piece,
-                int64_t count, bool toPieces, cudaStream_t stream) {
-  int64_t run = piece.size * piece.inner;
-  StridedCopy copy;
-  copy.rank = 3;
-  int64_t shape[3] = {count, piece.outer, run};
-  int64_t whole[3] = {run, count * run, 1};
-  int64_t pieces[3] = {piece.outer * run, run, 1};
-  for (int d = 0; d < 3; ++d) {
-    copy.shape[d] = shape[d];
-    copy.srcStrides[d] = toPieces ? whole[d] : pieces[d];
-    copy.dstStrides[d] = toPieces ? pieces[d] : whole[d];
-  }
-  copyStrided(src, dst, elementBytes, copy, stream);
+/// Whether pieces along `dim` are already one after another: every dim
+/// before it has size 1.
+bool isOutermost(const std::vector<int64_t> &shape, int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d)
+    if (shape[d] != 1)
+      return false;
+  return true;
 }
 
 class NcclCommunicator;
@@ -403,13 +388,12 @@ Pending NcclCommunicator::startAllGather(const Tensor &in, const Tensor &out,
   if (!comm)
     return makeFinishedCollective(noGroup("all_gather", axes));
   int64_t count = mesh.getGroup(rank, axes).size;
-  Around piece = splitAround(in.shape, dim);
   return start("all_gather", stream, {comm}, [&](cudaStream_t on) {
     // NCCL concatenates along the outermost dim; a gather along an inner
     // dim lands in scratch, one piece after another, and is moved.
     void *gathered = out.data;
     scratch.reset();
-    if (piece.outer > 1)
+    if (!isOutermost(in.shape, dim))
       if (std::string error = scratch.take(out.getBytes(), gathered);
           !error.empty())
         return error;
@@ -418,7 +402,7 @@ Pending NcclCommunicator::startAllGather(const Tensor &in, const Tensor &out,
                                    getNcclType(in.dtype), comm, on),
                      "ncclAllGather", comm);
     if (error.empty() && gathered != out.data)
-      movePieces(gathered, out.data, getDTypeBytes(in.dtype), piece, count,
+      movePieces(gathered, out.data, in.dtype, in.shape, dim, count,
                  /*toPieces=*/false, on);
     return error;
   });
@@ -432,16 +416,15 @@ Pending NcclCommunicator::startReduceScatter(const Tensor &in,
   if (!comm)
     return makeFinishedCollective(noGroup("reduce_scatter", axes));
   int64_t count = mesh.getGroup(rank, axes).size;
-  Around piece = splitAround(out.shape, dim);
   return start("reduce_scatter", stream, {comm}, [&](cudaStream_t on) {
     const void *pieces = in.data;
     scratch.reset();
-    if (piece.outer > 1) {
+    if (!isOutermost(out.shape, dim)) {
       void *packed = nullptr;
       if (std::string error = scratch.take(in.getBytes(), packed);
           !error.empty())
         return error;
-      movePieces(in.data, packed, getDTypeBytes(in.dtype), piece, count,
+      movePieces(in.data, packed, in.dtype, out.shape, dim, count,
                  /*toPieces=*/true, on);
       pieces = packed;
     }
@@ -472,9 +455,8 @@ Pending NcclCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
       error = scratch.take(out.getBytes(), recvPieces);
     if (!error.empty())
       return error;
-    int elementBytes = getDTypeBytes(in.dtype);
-    movePieces(in.data, sendPieces, elementBytes,
-               splitAround(pieceShape, splitDim), count, /*toPieces=*/true, on);
+    movePieces(in.data, sendPieces, in.dtype, pieceShape, splitDim, count,
+               /*toPieces=*/true, on);
     size_t pieceBytes = in.getBytes() / count;
     int64_t pieceElements = in.getNumElements() / count;
     ncclGroupStart();
@@ -486,8 +468,7 @@ Pending NcclCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
     }
     error = getNcclError(ncclGroupEnd(), "all_to_all", comm);
     if (error.empty())
-      movePieces(recvPieces, out.data, elementBytes,
-                 splitAround(pieceShape, concatDim), count,
+      movePieces(recvPieces, out.data, in.dtype, pieceShape, concatDim, count,
                  /*toPieces=*/false, on);
     return error;
   });

@@ -1,0 +1,296 @@
+//===- CudaLayoutsTest.cpp - the CUDA backend's layouts, checked on a CPU -===//
+//
+// The CUDA kernels only carry out what runtime/src/cuda/Layouts plans: the
+// strided copies of the element-moving ops and the collectives' packing,
+// row reductions and the cuBLASLt layout of nn.dot. Here those plans are
+// carried out on the host (a strided copy loop, a column-major GEMM as
+// cuBLASLt defines it) and compared with the CPU backend, so the layout
+// logic is checked on machines without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../../runtime/src/cuda/Layouts.h"
+#include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+using namespace tessera::runtime;
+using namespace tessera::runtime::cuda;
+
+namespace {
+
+OwnedTensor randomTensor(std::vector<int64_t> shape, uint64_t seed) {
+  OwnedTensor tensor(DType::F32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  for (int64_t i = 0; i < tensor.view.getNumElements(); ++i)
+    tensor.view.as<float>()[i] = real(rng);
+  return tensor;
+}
+
+/// What copyStridedKernel does, on the host.
+void applyCopy(const StridedCopy &copy, const Tensor &src, const Tensor &dst) {
+  size_t bytes = getDTypeBytes(src.dtype);
+  for (int64_t i = 0, e = copy.getNumElements(); i < e; ++i) {
+    int64_t rest = i, from = copy.srcBase, to = copy.dstBase;
+    for (int d = copy.rank - 1; d >= 0; --d) {
+      int64_t index = rest % copy.shape[d];
+      rest /= copy.shape[d];
+      from += index * copy.srcStrides[d];
+      to += index * copy.dstStrides[d];
+    }
+    std::memcpy(static_cast<uint8_t *>(dst.data) + to * bytes,
+                static_cast<const uint8_t *>(src.data) + from * bytes, bytes);
+  }
+}
+
+std::vector<float> values(const OwnedTensor &tensor) {
+  const float *data = tensor.view.as<float>();
+  return {data, data + tensor.view.getNumElements()};
+}
+
+/// The CPU kernel's result of `op` on `inputs`.
+OwnedTensor runCpu(const std::string &op, const KernelAttrs &attrs,
+                   std::vector<const OwnedTensor *> inputs,
+                   std::vector<int64_t> shape) {
+  OwnedTensor result(DType::F32, std::move(shape));
+  std::vector<const Tensor *> ins;
+  for (const OwnedTensor *input : inputs)
+    ins.push_back(&input->view);
+  EXPECT_EQ(runCpuKernel(op, attrs, ins, {&result.view}), "");
+  return result;
+}
+
+TEST(CudaLayoutsTest, ElementMovesMatchTheCpuKernels) {
+  OwnedTensor x = randomTensor({3, 4, 5}, 1);
+  KernelAttrs transpose;
+  transpose.lists["permutation"] = {2, 0, 1};
+  StridedCopy copy;
+  ASSERT_EQ(planPermute(x.view.shape, {2, 0, 1}, copy), "");
+  OwnedTensor moved(DType::F32, {5, 3, 4});
+  applyCopy(copy, x.view, moved.view);
+  EXPECT_EQ(values(moved),
+            values(runCpu("nn.transpose", transpose, {&x}, {5, 3, 4})));
+
+  OwnedTensor y = randomTensor({4, 8}, 2);
+  KernelAttrs slice;
+  slice.lists["start"] = {1, 2};
+  slice.lists["limit"] = {3, 7};
+  ASSERT_EQ(planSlice(y.view.shape, {1, 2}, {2, 5}, copy), "");
+  OwnedTensor sliced(DType::F32, {2, 5});
+  applyCopy(copy, y.view, sliced.view);
+  EXPECT_EQ(values(sliced), values(runCpu("nn.slice", slice, {&y}, {2, 5})));
+
+  for (auto [inShape, dims] :
+       {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{4, 1}, {0, 2}},
+        {{5}, {2}},
+        {{1, 3}, {0, 1}}}) {
+    OwnedTensor z = randomTensor(inShape, 3);
+    std::vector<int64_t> outShape = {4, 3, 5};
+    if (dims == std::vector<int64_t>{0, 1})
+      outShape = {2, 3};
+    KernelAttrs broadcast;
+    broadcast.lists["dims"] = dims;
+    ASSERT_EQ(planBroadcast(inShape, dims, outShape, copy), "");
+    OwnedTensor spread(DType::F32, outShape);
+    applyCopy(copy, z.view, spread.view);
+    EXPECT_EQ(values(spread),
+              values(runCpu("nn.broadcast", broadcast, {&z}, outShape)));
+  }
+
+  OwnedTensor a = randomTensor({3, 2, 4}, 4), b = randomTensor({3, 5, 4}, 5);
+  KernelAttrs concat;
+  concat.ints["dim"] = 1;
+  OwnedTensor joined(DType::F32, {3, 7, 4});
+  ASSERT_EQ(planConcatInput(a.view.shape, {3, 7, 4}, 1, 0, copy), "");
+  applyCopy(copy, a.view, joined.view);
+  ASSERT_EQ(planConcatInput(b.view.shape, {3, 7, 4}, 1, 2, copy), "");
+  applyCopy(copy, b.view, joined.view);
+  EXPECT_EQ(values(joined),
+            values(runCpu("nn.concat", concat, {&a, &b}, {3, 7, 4})));
+
+  EXPECT_EQ(planPermute(std::vector<int64_t>(9, 1), {0, 1, 2, 3, 4, 5, 6, 7, 8},
+                        copy),
+            "the CUDA backend moves elements of tensors up to rank 8, got "
+            "rank 9");
+}
+
+TEST(CudaLayoutsTest, PiecesAreLaidOutAsNcclExpects) {
+  // Three pieces of [2, 3, 4], gathered or scattered along each dim: the
+  // pieces one after another (NCCL's layout) against placePiece, the MPI
+  // communicator's.
+  std::vector<int64_t> pieceShape = {2, 3, 4};
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    std::vector<int64_t> wholeShape = pieceShape;
+    wholeShape[dim] *= 3;
+    OwnedTensor pieces = randomTensor({3, 2, 3, 4}, 6 + dim);
+    OwnedTensor expected(DType::F32, wholeShape);
+    for (int64_t j = 0; j < 3; ++j) {
+      Tensor piece{DType::F32, pieceShape, pieces.view.as<float>() + j * 24};
+      placePiece(piece, expected.view, dim, j, 3);
+    }
+    OwnedTensor whole(DType::F32, wholeShape);
+    applyCopy(planPieces(pieceShape, dim, 3, /*toPieces=*/false), pieces.view,
+              whole.view);
+    EXPECT_EQ(values(whole), values(expected)) << "dim " << dim;
+    OwnedTensor back(DType::F32, {3, 2, 3, 4});
+    applyCopy(planPieces(pieceShape, dim, 3, /*toPieces=*/true), whole.view,
+              back.view);
+    EXPECT_EQ(values(back), values(pieces)) << "dim " << dim;
+  }
+}
+
+TEST(CudaLayoutsTest, RowReductionsMatchTheCpuKernel) {
+  OwnedTensor x = randomTensor({3, 4, 5}, 9);
+  for (std::vector<int64_t> dims :
+       {std::vector<int64_t>{2}, {0, 2}, {1}, {0, 1, 2}, {}}) {
+    RowReduction plan = planRowReduction(x.view.shape, dims);
+    OwnedTensor rows = x;
+    if (!plan.perm.empty()) {
+      StridedCopy copy;
+      ASSERT_EQ(planPermute(x.view.shape, plan.perm, copy), "");
+      applyCopy(copy, x.view, rows.view);
+    }
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < 3; ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end())
+        kept.push_back(x.view.shape[d]);
+    KernelAttrs attrs;
+    attrs.lists["dims"] = dims;
+    std::vector<float> want =
+        values(runCpu("nn.reduce_sum", attrs, {&x}, kept));
+    ASSERT_EQ(static_cast<int64_t>(want.size()), plan.rows);
+    for (int64_t r = 0; r < plan.rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < plan.cols; ++c)
+        sum += rows.view.as<float>()[r * plan.cols + c];
+      EXPECT_NEAR(sum, want[r], 1e-5) << "row " << r;
+    }
+  }
+}
+
+/// A column-major GEMM as cuBLASLt defines it, on the plan's layouts.
+std::vector<float> emulateGemm(const GemmPlan &plan, const OwnedTensor &lhs,
+                               const OwnedTensor &rhs) {
+  auto arrange = [](const OwnedTensor &operand,
+                    const std::vector<int64_t> &perm) {
+    if (perm.empty())
+      return operand;
+    StridedCopy copy;
+    EXPECT_EQ(planPermute(operand.view.shape, perm, copy), "");
+    OwnedTensor permuted(DType::F32, {operand.view.getNumElements()});
+    applyCopy(copy, operand.view, permuted.view);
+    return permuted;
+  };
+  OwnedTensor b = arrange(lhs, plan.lhsPerm), a = arrange(rhs, plan.rhsPerm);
+  std::vector<float> d(plan.batch * plan.m * plan.n);
+  for (int64_t i = 0; i < plan.batch; ++i) {
+    const float *ai = a.view.as<float>() + i * plan.aRows * plan.aCols;
+    const float *bi = b.view.as<float>() + i * plan.bRows * plan.bCols;
+    // op(A)(r, l), r < n, l < k; op(B)(l, c), c < m; X(r, c) = X[c * rows + r].
+    auto opA = [&](int64_t r, int64_t l) {
+      return plan.rhsTransposed ? ai[r * plan.aRows + l]
+                                : ai[l * plan.aRows + r];
+    };
+    auto opB = [&](int64_t l, int64_t c) {
+      return plan.lhsTransposed ? bi[l * plan.bRows + c]
+                                : bi[c * plan.bRows + l];
+    };
+    EXPECT_EQ(plan.dRows, plan.n);
+    for (int64_t c = 0; c < plan.m; ++c)
+      for (int64_t r = 0; r < plan.n; ++r) {
+        double sum = 0;
+        for (int64_t l = 0; l < plan.k; ++l)
+          sum += opA(r, l) * opB(l, c);
+        d[i * plan.m * plan.n + c * plan.dRows + r] = sum;
+      }
+  }
+  return d;
+}
+
+TEST(CudaLayoutsTest, GemmLayoutsMatchTheCpuDot) {
+  struct Case {
+    std::vector<int64_t> lhs, rhs, lhsBatch, rhsBatch, lhsContract, rhsContract,
+        result;
+    bool lhsTransposed, rhsTransposed, lhsCopied, rhsCopied;
+  };
+  const Case cases[] = {
+      // x·W.
+      {{2, 7, 6},
+       {6, 5},
+       {},
+       {},
+       {2},
+       {0},
+       {2, 7, 5},
+       false,
+       false,
+       false,
+       false},
+      // Q·Kᵀ, batched: the rhs is read transposed.
+      {{3, 4, 6},
+       {3, 5, 6},
+       {0},
+       {0},
+       {2},
+       {2},
+       {3, 4, 5},
+       false,
+       true,
+       false,
+       false},
+      // xᵀ·y (a weight gradient): the lhs is read transposed.
+      {{6, 4}, {6, 5}, {}, {}, {0}, {0}, {4, 5}, true, false, false, false},
+      // A batch dim in the middle: both operands are permuted first.
+      {{6, 4, 3},
+       {4, 6, 5},
+       {1},
+       {0},
+       {0},
+       {1},
+       {4, 3, 5},
+       false,
+       false,
+       true,
+       false},
+      {{4, 6, 3},
+       {6, 4, 5},
+       {0},
+       {1},
+       {1},
+       {0},
+       {4, 3, 5},
+       true,
+       false,
+       false,
+       true},
+  };
+  uint64_t seed = 20;
+  for (const Case &c : cases) {
+    OwnedTensor lhs = randomTensor(c.lhs, seed++),
+                rhs = randomTensor(c.rhs, seed++);
+    KernelAttrs attrs;
+    attrs.lists["lhs_batching_dims"] = c.lhsBatch;
+    attrs.lists["rhs_batching_dims"] = c.rhsBatch;
+    attrs.lists["lhs_contracting_dims"] = c.lhsContract;
+    attrs.lists["rhs_contracting_dims"] = c.rhsContract;
+    std::vector<float> want =
+        values(runCpu("nn.dot", attrs, {&lhs, &rhs}, c.result));
+    GemmPlan plan = planGemm(c.lhs, c.rhs, c.lhsBatch, c.rhsBatch,
+                             c.lhsContract, c.rhsContract);
+    EXPECT_EQ(plan.lhsTransposed, c.lhsTransposed);
+    EXPECT_EQ(plan.rhsTransposed, c.rhsTransposed);
+    EXPECT_EQ(!plan.lhsPerm.empty(), c.lhsCopied);
+    EXPECT_EQ(!plan.rhsPerm.empty(), c.rhsCopied);
+    std::vector<float> got = emulateGemm(plan, lhs, rhs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
+  }
+}
+
+} // namespace
