@@ -82,39 +82,6 @@ template <typename Fn> void withElementType(int elementBytes, Fn launch) {
 // Elementwise math
 //===----------------------------------------------------------------------===//
 
-__device__ float applyMap(MapOp op, float a, float b) {
-  switch (op) {
-  case MapOp::Add:
-    return a + b;
-  case MapOp::Sub:
-    return a - b;
-  case MapOp::Mul:
-    return a * b;
-  case MapOp::Div:
-    return a / b;
-  case MapOp::Neg:
-    return -a;
-  case MapOp::Exp:
-    return expf(a);
-  case MapOp::Log:
-    return logf(a);
-  case MapOp::Sqrt:
-    return sqrtf(a);
-  case MapOp::Rsqrt:
-    return 1.0f / sqrtf(a);
-  case MapOp::Tanh:
-    return tanhf(a);
-  case MapOp::Relu:
-    return a < 0.0f ? 0.0f : a; // NaN stays NaN, as on the CPU.
-  case MapOp::Gelu:
-    return 0.5f * a *
-           (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
-  case MapOp::Silu:
-    return a / (1.0f + expf(-a));
-  }
-  return 0.0f;
-}
-
 __global__ void mapKernel(MapOp op, const float *a, const float *b, float *y,
                           int64_t count) {
   GRID_STRIDE(i, count) { y[i] = applyMap(op, a[i], b ? b[i] : 0.0f); }
@@ -124,29 +91,7 @@ template <typename T>
 __global__ void compareKernel(int predicate, const T *a, const T *b, uint8_t *y,
                               int64_t count) {
   GRID_STRIDE(i, count) {
-    T x = a[i], z = b[i];
-    bool r = false;
-    switch (predicate) {
-    case 0:
-      r = x == z;
-      break;
-    case 1:
-      r = x != z;
-      break;
-    case 2:
-      r = x < z;
-      break;
-    case 3:
-      r = x <= z;
-      break;
-    case 4:
-      r = x > z;
-      break;
-    case 5:
-      r = x >= z;
-      break;
-    }
-    y[i] = r ? 1 : 0;
+    y[i] = applyPredicate(predicate, a[i], b[i]) ? 1 : 0;
   }
 }
 
@@ -154,79 +99,9 @@ __global__ void compareKernel(int predicate, const T *a, const T *b, uint8_t *y,
 // Casts
 //===----------------------------------------------------------------------===//
 
-/// One element as read for a cast: floats widened to f32, integers to i64.
-struct Scalar {
-  bool isFloat;
-  float f;
-  long long i;
-};
-
-__device__ Scalar load(DType dtype, const void *x, int64_t index) {
-  switch (dtype) {
-  case DType::F32:
-    return {true, static_cast<const float *>(x)[index], 0};
-  case DType::BF16:
-    return {true,
-            __bfloat162float(static_cast<const __nv_bfloat16 *>(x)[index]), 0};
-  case DType::F16:
-    return {true, __half2float(static_cast<const __half *>(x)[index]), 0};
-  case DType::I32:
-    return {false, 0.0f, static_cast<const int32_t *>(x)[index]};
-  case DType::I64:
-    return {false, 0.0f, static_cast<const long long *>(x)[index]};
-  case DType::I1:
-    return {false, 0.0f, static_cast<const uint8_t *>(x)[index] != 0 ? 1 : 0};
-  default:
-    return {false, 0.0f, 0};
-  }
-}
-
-/// Float to integer: truncation toward zero, saturating, NaN to 0.
-template <typename To> __device__ To truncateToInt(float x, To lo, To hi) {
-  if (isnan(x))
-    return 0;
-  double value = x;
-  if (value >= static_cast<double>(hi))
-    return hi;
-  if (value <= static_cast<double>(lo))
-    return lo;
-  return static_cast<To>(value);
-}
-
-__device__ void store(DType dtype, void *y, int64_t index, Scalar s) {
-  switch (dtype) {
-  case DType::F32:
-    static_cast<float *>(y)[index] = s.isFloat ? s.f : static_cast<float>(s.i);
-    return;
-  case DType::BF16:
-    static_cast<__nv_bfloat16 *>(y)[index] =
-        __float2bfloat16_rn(s.isFloat ? s.f : static_cast<float>(s.i));
-    return;
-  case DType::F16:
-    static_cast<__half *>(y)[index] =
-        __float2half_rn(s.isFloat ? s.f : static_cast<float>(s.i));
-    return;
-  case DType::I32:
-    static_cast<int32_t *>(y)[index] =
-        s.isFloat ? truncateToInt<int32_t>(s.f, INT32_MIN, INT32_MAX)
-                  : static_cast<int32_t>(s.i); // Narrowing wraps.
-    return;
-  case DType::I64:
-    static_cast<long long *>(y)[index] =
-        s.isFloat ? truncateToInt<long long>(s.f, LLONG_MIN, LLONG_MAX) : s.i;
-    return;
-  case DType::I1:
-    static_cast<uint8_t *>(y)[index] =
-        (s.isFloat ? s.f != 0.0f : s.i != 0) ? 1 : 0;
-    return;
-  default:
-    return;
-  }
-}
-
 __global__ void castKernel(DType from, const void *x, DType to, void *y,
                            int64_t count) {
-  GRID_STRIDE(i, count) { store(to, y, i, load(from, x, i)); }
+  GRID_STRIDE(i, count) { storeScalar(to, y, i, loadScalar(from, x, i)); }
 }
 
 //===----------------------------------------------------------------------===//

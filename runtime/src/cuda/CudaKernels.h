@@ -13,6 +13,7 @@
 #ifndef TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
 #define TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
 
+#include "ElementMath.h"
 #include "Layouts.h"
 #include "tessera/runtime/Tensor.h"
 
@@ -35,21 +36,6 @@ struct KernelError {
 void copyStrided(const void *src, void *dst, int elementBytes,
                  const StridedCopy &copy, cudaStream_t stream);
 
-enum class MapOp : int32_t {
-  Add,
-  Sub,
-  Mul,
-  Div, // binary
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Tanh,
-  Relu,
-  Gelu,
-  Silu
-};
 /// y[i] = op(a[i]) or op(a[i], b[i]); y may alias a or b.
 void map(MapOp op, const float *a, const float *b, float *y, int64_t count,
          cudaStream_t stream);

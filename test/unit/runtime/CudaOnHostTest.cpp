@@ -1,21 +1,26 @@
-//===- CudaLayoutsTest.cpp - the CUDA backend's layouts, checked on a CPU -===//
+//===- CudaOnHostTest.cpp - the CUDA backend's host-checkable parts -------===//
 //
 // The CUDA kernels only carry out what runtime/src/cuda/Layouts plans: the
 // strided copies of the element-moving ops and the collectives' packing,
 // row reductions and the cuBLASLt layout of nn.dot. Here those plans are
 // carried out on the host (a strided copy loop, a column-major GEMM as
-// cuBLASLt defines it) and compared with the CPU backend, so the layout
-// logic is checked on machines without a GPU.
+// cuBLASLt defines it) and compared with the CPU backend, and the kernels'
+// per-element math (ElementMath.h, the same source the GPU runs) is run on
+// the host against the CPU kernels, so both are checked on machines
+// without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../../../runtime/src/cuda/ElementMath.h"
 #include "../../../runtime/src/cuda/Layouts.h"
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Kernels.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace tessera::runtime;
@@ -290,6 +295,142 @@ TEST(CudaLayoutsTest, GemmLayoutsMatchTheCpuDot) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Per-element math
+//===----------------------------------------------------------------------===//
+
+const float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// Equal, or both NaN.
+bool same(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+TEST(CudaElementMathTest, MapMatchesTheCpuKernels) {
+  std::vector<float> xs = {-30.0f, -3.5f, -1.0f, -0.0f, 0.0f,  0.25f,
+                           1.0f,   2.5f,  30.0f, kInf,  -kInf, kNaN};
+  OwnedTensor x(DType::F32, {static_cast<int64_t>(xs.size())});
+  std::memcpy(x.view.data, xs.data(), xs.size() * 4);
+  const std::pair<const char *, MapOp> unary[] = {
+      {"nn.neg", MapOp::Neg},     {"nn.exp", MapOp::Exp},
+      {"nn.log", MapOp::Log},     {"nn.sqrt", MapOp::Sqrt},
+      {"nn.rsqrt", MapOp::Rsqrt}, {"nn.tanh", MapOp::Tanh},
+      {"nn.relu", MapOp::Relu},   {"nn.gelu", MapOp::Gelu},
+      {"nn.silu", MapOp::Silu}};
+  for (auto [op, map] : unary) {
+    std::vector<float> want = values(runCpu(op, {}, {&x}, x.view.shape));
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_TRUE(same(applyMap(map, xs[i], 0.0f), want[i]))
+          << op << "(" << xs[i] << ")";
+  }
+  OwnedTensor y(DType::F32, x.view.shape);
+  for (size_t i = 0; i < xs.size(); ++i)
+    y.view.as<float>()[i] = xs[xs.size() - 1 - i];
+  const std::pair<const char *, MapOp> binary[] = {{"nn.add", MapOp::Add},
+                                                   {"nn.sub", MapOp::Sub},
+                                                   {"nn.mul", MapOp::Mul},
+                                                   {"nn.div", MapOp::Div}};
+  for (auto [op, map] : binary) {
+    std::vector<float> want = values(runCpu(op, {}, {&x, &y}, x.view.shape));
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_TRUE(same(applyMap(map, xs[i], y.view.as<float>()[i]), want[i]))
+          << op << "(" << xs[i] << ", " << y.view.as<float>()[i] << ")";
+  }
+}
+
+/// A tensor of `dtype` holding `values` (converted as nn.cast would read
+/// them from f64).
+OwnedTensor castable(DType dtype, const std::vector<double> &values) {
+  OwnedTensor tensor(dtype, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) {
+    double v = values[i];
+    switch (dtype) {
+    case DType::F32:
+      tensor.view.as<float>()[i] = static_cast<float>(v);
+      break;
+    case DType::BF16:
+    case DType::F16:
+      tensor.view.as<uint16_t>()[i] = floatToHalf(dtype, static_cast<float>(v));
+      break;
+    case DType::I32:
+      tensor.view.as<int32_t>()[i] =
+          std::isfinite(v) ? static_cast<int32_t>(std::fmod(v, 1e9)) : 3;
+      break;
+    case DType::I64:
+      tensor.view.as<int64_t>()[i] =
+          std::isfinite(v) ? static_cast<int64_t>(v) : -(int64_t(1) << 40);
+      break;
+    case DType::I1:
+      tensor.view.as<uint8_t>()[i] = v != 0 && !std::isnan(v);
+      break;
+    default:
+      break;
+    }
+  }
+  return tensor;
+}
+
+TEST(CudaElementMathTest, CastsMatchTheCpuKernel) {
+  // Saturation (1e10, 3e9 to i32), NaN and infinities to integers, i64 to
+  // i32 wrapping (2^40 + 5), rounding to 16-bit floats (1/3, 65519.0).
+  std::vector<double> inputs = {-3.7,
+                                -0.5,
+                                0.0,
+                                0.5,
+                                2.5,
+                                1.0 / 3,
+                                1e10,
+                                -1e10,
+                                3e9,
+                                65519.0,
+                                (1LL << 40) + 5,
+                                INFINITY,
+                                -INFINITY,
+                                NAN};
+  const DType types[] = {DType::F32, DType::BF16, DType::F16,
+                         DType::I32, DType::I64,  DType::I1};
+  for (DType from : types) {
+    OwnedTensor x = castable(from, inputs);
+    for (DType to : types) {
+      OwnedTensor want(to, x.view.shape), got(to, x.view.shape);
+      ASSERT_EQ(runCpuKernel("nn.cast", {}, {&x.view}, {&want.view}), "");
+      for (int64_t i = 0; i < x.view.getNumElements(); ++i)
+        storeScalar(to, got.view.data, i, loadScalar(from, x.view.data, i));
+      for (int64_t i = 0; i < x.view.getNumElements(); ++i) {
+        size_t bytes = getDTypeBytes(to);
+        const auto *w = want.view.as<uint8_t>() + i * bytes;
+        const auto *g = got.view.as<uint8_t>() + i * bytes;
+        bool nan = to == DType::F32 && std::isnan(want.view.as<float>()[i]) &&
+                   std::isnan(got.view.as<float>()[i]);
+        EXPECT_TRUE(nan || std::memcmp(w, g, bytes) == 0)
+            << getDTypeName(from) << " to " << getDTypeName(to) << ", input "
+            << inputs[i];
+      }
+    }
+  }
+}
+
+TEST(CudaElementMathTest, ComparesMatchTheCpuKernel) {
+  std::vector<float> as = {1.0f, 1.0f, -2.0f, kNaN, kInf, 0.0f, -0.0f};
+  std::vector<float> bs = {1.0f, 2.0f, 3.0f, kNaN, kInf, -0.0f, 1.0f};
+  OwnedTensor a(DType::F32, {7}), b(DType::F32, {7});
+  std::memcpy(a.view.data, as.data(), 28);
+  std::memcpy(b.view.data, bs.data(), 28);
+  for (int64_t predicate = 0; predicate < 6; ++predicate) {
+    KernelAttrs attrs;
+    attrs.ints["predicate"] = predicate;
+    OwnedTensor want(DType::I1, {7});
+    ASSERT_EQ(
+        runCpuKernel("nn.compare", attrs, {&a.view, &b.view}, {&want.view}),
+        "");
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ(applyPredicate(static_cast<int>(predicate), as[i], bs[i]),
+                want.view.as<uint8_t>()[i] != 0)
+          << "predicate " << predicate << " on " << as[i] << ", " << bs[i];
   }
 }
 
