@@ -1,5 +1,4 @@
-//===- GpuGemmBench.cpp - nn.dot on a GPU against cuBLAS alone
-//-------------===//
+//===- GpuGemmBench.cpp - nn.dot on a GPU against cuBLAS alone ------------===//
 //
 // Run: build/bin/tessera-bench-gpu-gemm [--peak-bf16 FLOPS] [--peak-fp32 FLOPS]
 // Square GEMMs through the CUDA device's nn.dot (checks, layout, cuBLASLt)

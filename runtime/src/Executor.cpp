@@ -254,6 +254,10 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
   if (!inFlight.empty())
     return "event " + std::to_string(inFlight.begin()->first) +
            " is never waited for";
+  // Kernels report errors that depend on data (a label outside the
+  // vocabulary) when the device catches up.
+  if (!(error = device.synchronize()).empty())
+    return error;
   // The updates stay on the device for the next run.
   for (int i = 0; i < program.results_size() && carryUpdates; ++i) {
     const plan::Result &result = program.results(i);

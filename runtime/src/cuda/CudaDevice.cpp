@@ -1,5 +1,4 @@
-//===- CudaDevice.cpp - Kernels on a CUDA GPU
-//------------------------------===//
+//===- CudaDevice.cpp - Kernels on a CUDA GPU -----------------------------===//
 //
 // Every kernel is first checked by checkKernel (the CPU backend's checks, on
 // shapes and attributes only), then queued on the compute stream. GEMMs run
