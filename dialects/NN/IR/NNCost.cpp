@@ -57,6 +57,11 @@ TESSERA_ELEMENTWISE_FLOPS(LogSoftmaxOp, 5)
 TESSERA_ELEMENTWISE_FLOPS(LayerNormOp, 7)
 // square, sum, scale, · gamma.
 TESSERA_ELEMENTWISE_FLOPS(RmsNormOp, 4)
+// The forward's statistics (4), x̂ (2), g = dy · gamma, two row sums (3),
+// dx (4).
+TESSERA_ELEMENTWISE_FLOPS(LayerNormGradOp, 14)
+// mean square (2), x̂, g, one row sum (2), dx (3).
+TESSERA_ELEMENTWISE_FLOPS(RmsNormGradOp, 9)
 // A gather computes nothing, nor does a one-hot encoding.
 TESSERA_ELEMENTWISE_FLOPS(EmbeddingOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(OneHotOp, 0)

@@ -479,52 +479,40 @@ TESSERA_GRADIENT(LogSoftmaxOp) {
   return success();
 }
 
+// The input gradients of the norms are one fused op per norm (a row pass);
+// the parameter gradients are sums over the leading dims, which shard as
+// any reduction.
 TESSERA_GRADIENT(LayerNormOp) {
   Grad g(builder, getLoc());
-  Value x = getInput(), dy = resultGradients[0];
-  RankedTensorType type = Grad::typeOf(x);
-  int64_t last = type.getRank() - 1;
-  SmallVector<int64_t> lead = leadingDims(type.getRank());
-  // Recompute the normalized input.
-  Value centered = g.sub(x, g.rowMean(x, last));
-  Value variance = g.reduceMean(g.mul(centered, centered), {last});
-  Value epsilon =
-      g.splat(Grad::typeOf(variance), getEpsilon().convertToDouble());
-  Value rstd =
-      g.expand(RsqrtOp::create(builder, getLoc(), g.add(variance, epsilon)),
-               type, {last});
-  Value xhat = g.mul(centered, rstd);
-  Value dGamma = g.reduceSum(g.mul(dy, xhat), lead);
+  Value dy = resultGradients[0];
+  SmallVector<int64_t> lead = leadingDims(Grad::typeOf(dy).getRank());
+  auto fused = LayerNormGradOp::create(builder, getLoc(), getInput(),
+                                       getGamma(), dy, getEpsilon());
+  Value dGamma = g.reduceSum(g.mul(dy, fused.getNormalized()), lead);
   Value dBeta = g.reduceSum(dy, lead);
-  Value dxhat = g.mul(dy, g.expand(getGamma(), type, lead));
-  // dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)).
-  Value dx =
-      g.mul(rstd, g.sub(g.sub(dxhat, g.rowMean(dxhat, last)),
-                        g.mul(xhat, g.rowMean(g.mul(dxhat, xhat), last))));
-  operandGradients.assign({dx, dGamma, dBeta});
+  operandGradients.assign({fused.getInputGrad(), dGamma, dBeta});
   return success();
 }
 
 TESSERA_GRADIENT(RmsNormOp) {
   Grad g(builder, getLoc());
-  Value x = getInput(), dy = resultGradients[0];
-  RankedTensorType type = Grad::typeOf(x);
-  int64_t last = type.getRank() - 1;
-  SmallVector<int64_t> lead = leadingDims(type.getRank());
-  Value meanSquare = g.reduceMean(g.mul(x, x), {last});
-  Value epsilon =
-      g.splat(Grad::typeOf(meanSquare), getEpsilon().convertToDouble());
-  Value r =
-      g.expand(RsqrtOp::create(builder, getLoc(), g.add(meanSquare, epsilon)),
-               type, {last});
-  Value xhat = g.mul(x, r);
-  Value dGamma = g.reduceSum(g.mul(dy, xhat), lead);
-  Value dxhat = g.mul(dy, g.expand(getGamma(), type, lead));
-  // dx = r (dxhat - xhat mean(dxhat xhat)).
-  Value dx =
-      g.mul(r, g.sub(dxhat, g.mul(xhat, g.rowMean(g.mul(dxhat, xhat), last))));
-  operandGradients.assign({dx, dGamma});
+  Value dy = resultGradients[0];
+  SmallVector<int64_t> lead = leadingDims(Grad::typeOf(dy).getRank());
+  auto fused = RmsNormGradOp::create(builder, getLoc(), getInput(), getGamma(),
+                                     dy, getEpsilon());
+  Value dGamma = g.reduceSum(g.mul(dy, fused.getNormalized()), lead);
+  operandGradients.assign({fused.getInputGrad(), dGamma});
   return success();
+}
+
+TESSERA_GRADIENT(LayerNormGradOp) {
+  return emitOpError("has no derivative (second derivatives of norms are "
+                     "not built)");
+}
+
+TESSERA_GRADIENT(RmsNormGradOp) {
+  return emitOpError("has no derivative (second derivatives of norms are "
+                     "not built)");
 }
 
 TESSERA_GRADIENT(EmbeddingOp) {

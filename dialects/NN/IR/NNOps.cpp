@@ -404,6 +404,38 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// A fused norm gradient's types: dx and x̂ of the input's type.
+template <typename NormGradOp>
+static LogicalResult inferNormGrad(std::optional<Location> loc,
+                                   typename NormGradOp::Adaptor adaptor,
+                                   SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> input =
+      inferNormInput<NormGradOp>(loc, adaptor.getInput());
+  InferError error(loc, NormGradOp::getOperationName());
+  if (failed(input) ||
+      failed(checkNormParam(error, *input, adaptor.getGamma(), "gamma")))
+    return failure();
+  if (adaptor.getResultGrad().getType() != *input)
+    return error("expects a result gradient of the input's type ", *input,
+                 ", got ", adaptor.getResultGrad().getType());
+  inferred.assign({*input, *input});
+  return success();
+}
+
+LogicalResult
+LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  return inferNormGrad<LayerNormGradOp>(loc, adaptor, inferred);
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  return inferNormGrad<RmsNormGradOp>(loc, adaptor, inferred);
+}
+
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,

@@ -198,6 +198,24 @@ static ShardingRule getNormRule(Operation *op) {
 ShardingRule LayerNormOp::getShardingRule() { return getNormRule(*this); }
 ShardingRule RmsNormOp::getShardingRule() { return getNormRule(*this); }
 
+/// Fused norm gradients (input, gamma, result gradient -> dx, x̂): as the
+/// norm, with the result gradient and both results laid out as the input.
+static ShardingRule getNormGradRule(Operation *op) {
+  ArrayRef<int64_t> shape = getShape(op->getOperand(0));
+  ShardingRuleBuilder builder = makeBuilder(op);
+  int64_t last = shape.size() - 1;
+  for (int64_t dim = 0; dim < last; ++dim)
+    builder.addFactor({dim, kNoDim, dim}, {dim, dim}, shape[dim]);
+  builder.addFactor({last, 0, last}, {last, last}, shape[last],
+                    FactorKind::NeedReplication);
+  return builder.build();
+}
+
+ShardingRule LayerNormGradOp::getShardingRule() {
+  return getNormGradRule(*this);
+}
+ShardingRule RmsNormGradOp::getShardingRule() { return getNormGradRule(*this); }
+
 ShardingRule EmbeddingOp::getShardingRule() {
   ArrayRef<int64_t> tableShape = getShape(getTable());
   ArrayRef<int64_t> indexShape = getShape(getIndices());

@@ -1130,6 +1130,61 @@ static void runRmsNorm(KernelCall &c) {
   }
 }
 
+/// nn.layer_norm_grad and nn.rms_norm_grad: per row, the forward's
+/// statistics again, then dx and x̂ (see the ops' descriptions).
+static void runNormGrad(KernelCall &c, bool rms) {
+  if (!c.expectArity(3, 2) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.in(1), "gamma") ||
+      !c.expectF32(c.in(2), "result gradient") ||
+      !c.expectShape(c.in(2), c.in(0).shape, "result gradient"))
+    return;
+  const Tensor &input = c.in(0);
+  if (input.getRank() == 0) {
+    c.fail("expects an input of rank at least 1");
+    return;
+  }
+  int64_t features = input.shape.back();
+  if (!c.expectShape(c.in(1), {features}, "gamma") ||
+      !c.expectF32(c.out(0), "input gradient") ||
+      !c.expectShape(c.out(0), input.shape, "input gradient") ||
+      !c.expectF32(c.out(1), "normalized input") ||
+      !c.expectShape(c.out(1), input.shape, "normalized input"))
+    return;
+  std::optional<double> epsilon = c.getFloat("epsilon", rms ? 1.0e-6 : 1.0e-5);
+  if (c.isCheckOnly() || features == 0)
+    return;
+  const float *gamma = c.in(1).as<float>();
+  for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
+    const float *x = input.as<float>() + row * features;
+    const float *dy = c.in(2).as<float>() + row * features;
+    float *dx = c.out(0).as<float>() + row * features;
+    float *xhat = c.out(1).as<float>() + row * features;
+    double mean = 0, variance = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < features; ++j)
+        mean += x[j];
+      mean /= features;
+    }
+    for (int64_t j = 0; j < features; ++j)
+      variance += (x[j] - mean) * (x[j] - mean);
+    double rstd = 1.0 / std::sqrt(variance / features + *epsilon);
+    // g = dy · gamma; the row means of g and g · x̂.
+    double sumG = 0, sumGX = 0;
+    for (int64_t j = 0; j < features; ++j) {
+      double g = static_cast<double>(dy[j]) * gamma[j];
+      sumG += g;
+      sumGX += g * (x[j] - mean) * rstd;
+    }
+    double meanG = rms ? 0.0 : sumG / features, meanGX = sumGX / features;
+    for (int64_t j = 0; j < features; ++j) {
+      double normalized = (x[j] - mean) * rstd;
+      double g = static_cast<double>(dy[j]) * gamma[j];
+      dx[j] = rstd * (g - meanG - normalized * meanGX);
+      xhat[j] = normalized;
+    }
+  }
+}
+
 static int64_t readIndex(const Tensor &tensor, int64_t i) {
   return tensor.dtype == DType::I32 ? tensor.as<int32_t>()[i]
                                     : tensor.as<int64_t>()[i];
@@ -1428,6 +1483,9 @@ static const std::unordered_map<std::string, KernelFn> &getKernels() {
       {"nn.log_softmax", [](KernelCall &c) { runSoftmax(c, /*log=*/true); }},
       {"nn.layer_norm", runLayerNorm},
       {"nn.rms_norm", runRmsNorm},
+      {"nn.layer_norm_grad",
+       [](KernelCall &c) { runNormGrad(c, /*rms=*/false); }},
+      {"nn.rms_norm_grad", [](KernelCall &c) { runNormGrad(c, /*rms=*/true); }},
       {"nn.embedding", runEmbedding},
       {"nn.embedding_grad", runEmbeddingGrad},
       {"nn.one_hot", runOneHot},

@@ -424,6 +424,16 @@ std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
          floatAttr("epsilon", rms ? 1.0e-6 : 1.0e-5), compute);
     return "";
   }
+  if (op == "nn.layer_norm_grad" || op == "nn.rms_norm_grad") {
+    bool rms = op == "nn.rms_norm_grad";
+    int64_t features = in(0).shape.back();
+    if (features == 0)
+      return "";
+    normGrad(rms, f(in(0)), f(in(1)), f(in(2)), f(out), f(*outputs[1]),
+             in(0).getNumElements() / features, features,
+             floatAttr("epsilon", rms ? 1.0e-6 : 1.0e-5), compute);
+    return "";
+  }
   if (op == "nn.embedding") {
     embedding(f(in(0)), in(1).data, is64(in(1)), f(out), in(1).getNumElements(),
               in(0).shape[0], in(0).shape[1], compute);

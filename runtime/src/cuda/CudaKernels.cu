@@ -193,6 +193,41 @@ __global__ void normKernel(bool rms, const float *x, const float *gamma,
     out[j] = (in[j] - mean) * scale * gamma[j] + (beta ? beta[j] : 0.0f);
 }
 
+/// nn.layer_norm_grad / nn.rms_norm_grad, a block per row.
+__global__ void normGradKernel(bool rms, const float *x, const float *gamma,
+                               const float *dy, float *dx, float *xhat,
+                               int64_t cols, float epsilon) {
+  const float *in = x + blockIdx.x * cols, *grad = dy + blockIdx.x * cols;
+  float *inputGrad = dx + blockIdx.x * cols;
+  float *normalized = xhat + blockIdx.x * cols;
+  float mean = 0.0f;
+  if (!rms) {
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      sum += in[j];
+    mean = blockReduce(Combine::Sum, sum) / cols;
+  }
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    squares += (in[j] - mean) * (in[j] - mean);
+  float rstd = rsqrtf(blockReduce(Combine::Sum, squares) / cols + epsilon);
+  // g = dy · gamma; the row means of g and g · x̂.
+  float sumG = 0.0f, sumGX = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float g = grad[j] * gamma[j];
+    sumG += g;
+    sumGX += g * (in[j] - mean) * rstd;
+  }
+  float meanG = rms ? 0.0f : blockReduce(Combine::Sum, sumG) / cols;
+  float meanGX = blockReduce(Combine::Sum, sumGX) / cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float n = (in[j] - mean) * rstd;
+    float g = grad[j] * gamma[j];
+    inputGrad[j] = rstd * (g - meanG - n * meanGX);
+    normalized[j] = n;
+  }
+}
+
 __device__ long long readIndex(const void *indices, bool indices64, int64_t i) {
   return indices64 ? static_cast<const long long *>(indices)[i]
                    : static_cast<const int32_t *>(indices)[i];
@@ -406,6 +441,14 @@ void norm(bool rms, const float *x, const float *gamma, const float *beta,
   if (rows > 0 && cols > 0)
     normKernel<<<rows, kThreads, 0, stream>>>(rms, x, gamma, beta, y, cols,
                                               epsilon);
+}
+
+void normGrad(bool rms, const float *x, const float *gamma, const float *dy,
+              float *dx, float *xhat, int64_t rows, int64_t cols, float epsilon,
+              cudaStream_t stream) {
+  if (rows > 0 && cols > 0)
+    normGradKernel<<<rows, kThreads, 0, stream>>>(rms, x, gamma, dy, dx, xhat,
+                                                  cols, epsilon);
 }
 
 void crossEntropy(const float *logits, const void *labels, bool labels64,

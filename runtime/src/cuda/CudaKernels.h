@@ -67,6 +67,11 @@ void softmax(bool log, const float *x, float *y, int64_t outer, int64_t size,
 void norm(bool rms, const float *x, const float *gamma, const float *beta,
           float *y, int64_t rows, int64_t cols, float epsilon,
           cudaStream_t stream);
+/// The input gradient dx and normalized input x̂ of layer norm (or, with
+/// `rms`, RMS norm) for the result gradient dy, over each row.
+void normGrad(bool rms, const float *x, const float *gamma, const float *dy,
+              float *dx, float *xhat, int64_t rows, int64_t cols, float epsilon,
+              cudaStream_t stream);
 /// y[r] = logsumexp(logits[r]) - logits[r, label[r]].
 void crossEntropy(const float *logits, const void *labels, bool labels64,
                   float *y, int64_t rows, int64_t vocab, KernelError *error,

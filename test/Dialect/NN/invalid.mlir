@@ -401,6 +401,25 @@ func.func @layer_norm_beta_shape(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %b: t
 
 // -----
 
+// Tests that layer_norm_grad rejects a result gradient of another type than
+// the input.
+func.func @layer_norm_grad_dy_type(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %dy: tensor<2x32xf32>) -> tensor<2x64xf32> {
+  // expected-error @+1 {{'nn.layer_norm_grad' op expects a result gradient of the input's type 'tensor<2x64xf32>', got 'tensor<2x32xf32>'}}
+  %dx, %xhat = nn.layer_norm_grad %x, %g, %dy : tensor<2x64xf32>, tensor<64xf32>, tensor<2x32xf32>
+  return %dx : tensor<2x64xf32>
+}
+
+// -----
+
+// Tests that rms_norm_grad rejects a gamma of another size than the last dim.
+func.func @rms_norm_grad_gamma_shape(%x: tensor<2x64xf32>, %g: tensor<32xf32>, %dy: tensor<2x64xf32>) -> tensor<2x64xf32> {
+  // expected-error @+1 {{'nn.rms_norm_grad' op expects gamma of shape [64], got [32]}}
+  %dx, %xhat = nn.rms_norm_grad %x, %g, %dy : tensor<2x64xf32>, tensor<32xf32>, tensor<2x64xf32>
+  return %dx : tensor<2x64xf32>
+}
+
+// -----
+
 // Tests that layer_norm rejects a rank-0 input.
 func.func @layer_norm_rank0(%x: tensor<f32>, %g: tensor<1xf32>, %b: tensor<1xf32>) -> tensor<f32> {
   // expected-error @+1 {{'nn.layer_norm' op expects an input of rank at least 1}}

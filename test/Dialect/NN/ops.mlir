@@ -258,6 +258,22 @@ func.func @rms_norm(%x: tensor<2x8x64xbf16>, %g: tensor<64xbf16>) -> (tensor<2x8
 
 // -----
 
+// Tests that the fused norm gradients round-trip and infer two results of
+// the input's type (dx and the normalized input).
+// CHECK-LABEL: func.func @norm_grads(
+// CHECK-SAME:      %[[X:.+]]: tensor<2x8x64xf32>, %[[G:.+]]: tensor<64xf32>, %[[DY:.+]]: tensor<2x8x64xf32>)
+// CHECK:         %[[DX:.+]], %{{.+}} = nn.layer_norm_grad %[[X]], %[[G]], %[[DY]] : tensor<2x8x64xf32>, tensor<64xf32>, tensor<2x8x64xf32>
+// CHECK:         %{{.+}}, %[[XHAT:.+]] = nn.rms_norm_grad %[[X]], %[[G]], %[[DY]] epsilon = 9.99999974E-6 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<2x8x64xf32>
+// CHECK:         return %[[DX]], %[[XHAT]]
+func.func @norm_grads(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %dy: tensor<2x8x64xf32>)
+    -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+  %dx, %xhat = nn.layer_norm_grad %x, %g, %dy : tensor<2x8x64xf32>, tensor<64xf32>, tensor<2x8x64xf32>
+  %rdx, %rxhat = nn.rms_norm_grad %x, %g, %dy epsilon = 1.0e-05 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<2x8x64xf32>
+  return %dx, %rxhat : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+}
+
+// -----
+
 // Tests that embedding round-trips and infers the `indices ++ [hidden]` shape.
 // CHECK-LABEL: func.func @embedding(
 // CHECK-SAME:      %[[WTE:.+]]: tensor<512x64xbf16> {nn.param = "wte"}, %[[TOKENS:.+]]: tensor<2x8xi32>)

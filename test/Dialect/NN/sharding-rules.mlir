@@ -130,6 +130,17 @@ func.func @layer_norm(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>) -> tensor<2x8x
 
 // -----
 
+// Tests that the fused norm gradient lays out the result gradient and both
+// results as the input, and keeps the normalized dim whole.
+func.func @layer_norm_grad(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>) -> tensor<2x8x64xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k], [k], [i, j, k]) -> ([i, j, k], [i, j, k]) {i=2, j=8, k=64} need_replication={k}}}
+  // expected-remark @+1 {{cost: flops=14336 bytes=16640}}
+  %dx, %xhat = nn.layer_norm_grad %x, %g, %x : tensor<2x8x64xf32>, tensor<64xf32>, tensor<2x8x64xf32>
+  return %dx : tensor<2x8x64xf32>
+}
+
+// -----
+
 // Tests that the vocab dim of an embedding table is a reduction (partial sums).
 func.func @embedding(%t: tensor<512x64xf32>, %i: tensor<2x8xi32>) -> tensor<2x8x64xf32> {
   // expected-remark @+2 {{sharding rule: ([l, k], [i, j]) -> ([i, j, k]) {i=2, j=8, k=64, l=512} reduction={l}}}

@@ -71,3 +71,23 @@ func.func @lookup(%t: tensor<10x4xf32> {nn.param = "t"}, %ids: tensor<2x3xi32>,
   // CHECK: nn.embedding_grad %{{.+}}, %arg1 vocab = 10
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that a layer norm's input gradient is one fused op, and that gamma's
+// and beta's gradients sum dy · x̂ and dy over the leading dims.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: -> (tensor<f32>, tensor<8xf32> {nn.grad_of = "g"}, tensor<8xf32> {nn.grad_of = "b"})
+func.func @layer_norm(%x: tensor<2x4x8xf32>, %g: tensor<8xf32> {nn.param = "g"},
+                      %b: tensor<8xf32> {nn.param = "b"}) -> tensor<f32> {
+  // CHECK: %[[Y:.+]] = nn.layer_norm %[[X:[^,]+]], %[[G:[^,]+]], %{{[^ ]+}} epsilon = [[EPS:[^ ]+]] :
+  %y = nn.layer_norm %x, %g, %b epsilon = 1.0e-03 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %l = nn.reduce_sum %y dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  // CHECK: %[[DY:.+]] = nn.broadcast
+  // CHECK: %{{.+}}, %[[XHAT:.+]] = nn.layer_norm_grad %[[X]], %[[G]], %[[DY]] epsilon = [[EPS]] :
+  // CHECK: %[[P:.+]] = nn.mul %[[DY]], %[[XHAT]]
+  // CHECK-DAG: %[[DG:.+]] = nn.reduce_sum %[[P]] dims = [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  // CHECK-DAG: %[[DB:.+]] = nn.reduce_sum %[[DY]] dims = [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  // CHECK: return %{{.+}}, %[[DG]], %[[DB]]
+  return %l : tensor<f32>
+}

@@ -422,6 +422,9 @@ TEST_F(CudaKernelsTest, Layers) {
         {random(x), random({DType::F32, {513}}), random({DType::F32, {513}})},
         {x}, 1e-4);
   check("nn.rms_norm", {}, {random(x), random({DType::F32, {513}})}, {x}, 1e-4);
+  for (const char *op : {"nn.layer_norm_grad", "nn.rms_norm_grad"})
+    check(op, {}, {random(x), random({DType::F32, {513}}), random(x)}, {x, x},
+          1e-4);
   // Indices outside the table give zero rows.
   check("nn.embedding", {},
         {random({DType::F32, {10, 8}}), random({DType::I32, {4, 3}}, 0, 0, 12)},
