@@ -1078,6 +1078,23 @@ static bool expectNorm(KernelCall &c, size_t numInputs) {
   return true;
 }
 
+/// A row's mean (0 for RMS norm) and 1 / sqrt(variance + epsilon) (the
+/// mean square for RMS norm). Two passes: the one-pass E[x²] - E[x]²
+/// cancels badly in f32 data.
+static void getRowStatistics(const float *x, int64_t features, bool rms,
+                             double epsilon, double &mean, double &rstd) {
+  mean = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < features; ++j)
+      mean += x[j];
+    mean /= features;
+  }
+  double variance = 0;
+  for (int64_t j = 0; j < features; ++j)
+    variance += (x[j] - mean) * (x[j] - mean);
+  rstd = 1.0 / std::sqrt(variance / features + epsilon);
+}
+
 static void runLayerNorm(KernelCall &c) {
   if (!expectNorm(c, 3))
     return;
@@ -1092,17 +1109,10 @@ static void runLayerNorm(KernelCall &c) {
   for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
     const float *x = input.as<float>() + row * features;
     float *y = c.out(0).as<float>() + row * features;
-    // Two passes: the one-pass E[x²] - E[x]² cancels badly in f32 data.
-    double mean = 0, variance = 0;
+    double mean, rstd;
+    getRowStatistics(x, features, /*rms=*/false, *epsilon, mean, rstd);
     for (int64_t j = 0; j < features; ++j)
-      mean += x[j];
-    mean /= features;
-    for (int64_t j = 0; j < features; ++j)
-      variance += (x[j] - mean) * (x[j] - mean);
-    variance /= features;
-    double scale = 1.0 / std::sqrt(variance + *epsilon);
-    for (int64_t j = 0; j < features; ++j)
-      y[j] = (x[j] - mean) * scale * gamma[j] + beta[j];
+      y[j] = (x[j] - mean) * rstd * gamma[j] + beta[j];
   }
 }
 
@@ -1120,13 +1130,10 @@ static void runRmsNorm(KernelCall &c) {
   for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
     const float *x = input.as<float>() + row * features;
     float *y = c.out(0).as<float>() + row * features;
-    double meanSquare = 0;
+    double mean, rstd;
+    getRowStatistics(x, features, /*rms=*/true, *epsilon, mean, rstd);
     for (int64_t j = 0; j < features; ++j)
-      meanSquare += static_cast<double>(x[j]) * x[j];
-    meanSquare /= features;
-    double scale = 1.0 / std::sqrt(meanSquare + *epsilon);
-    for (int64_t j = 0; j < features; ++j)
-      y[j] = x[j] * scale * gamma[j];
+      y[j] = x[j] * rstd * gamma[j];
   }
 }
 
@@ -1159,15 +1166,8 @@ static void runNormGrad(KernelCall &c, bool rms) {
     const float *dy = c.in(2).as<float>() + row * features;
     float *dx = c.out(0).as<float>() + row * features;
     float *xhat = c.out(1).as<float>() + row * features;
-    double mean = 0, variance = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < features; ++j)
-        mean += x[j];
-      mean /= features;
-    }
-    for (int64_t j = 0; j < features; ++j)
-      variance += (x[j] - mean) * (x[j] - mean);
-    double rstd = 1.0 / std::sqrt(variance / features + *epsilon);
+    double mean, rstd;
+    getRowStatistics(x, features, rms, *epsilon, mean, rstd);
     // g = dy · gamma; the row means of g and g · x̂.
     double sumG = 0, sumGX = 0;
     for (int64_t j = 0; j < features; ++j) {

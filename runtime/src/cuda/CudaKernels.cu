@@ -172,25 +172,33 @@ __global__ void softmaxKernel(bool log, const float *x, float *y, int64_t size,
   }
 }
 
-__global__ void normKernel(bool rms, const float *x, const float *gamma,
-                           const float *beta, float *y, int64_t cols,
-                           float epsilon) {
-  const float *in = x + blockIdx.x * cols;
-  float *out = y + blockIdx.x * cols;
-  float mean = 0.0f;
+/// A row's mean (0 for RMS norm) and 1 / sqrt(variance + epsilon) (the
+/// mean square for RMS norm), by the whole block. Two passes (the variance
+/// around the mean), as on the CPU.
+__device__ void getRowStatistics(bool rms, const float *in, int64_t cols,
+                                 float epsilon, float &mean, float &rstd) {
+  mean = 0.0f;
   if (!rms) {
     float sum = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
       sum += in[j];
     mean = blockReduce(Combine::Sum, sum) / cols;
   }
-  // Two passes (the variance around the mean), as on the CPU.
   float squares = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     squares += (in[j] - mean) * (in[j] - mean);
-  float scale = rsqrtf(blockReduce(Combine::Sum, squares) / cols + epsilon);
+  rstd = rsqrtf(blockReduce(Combine::Sum, squares) / cols + epsilon);
+}
+
+__global__ void normKernel(bool rms, const float *x, const float *gamma,
+                           const float *beta, float *y, int64_t cols,
+                           float epsilon) {
+  const float *in = x + blockIdx.x * cols;
+  float *out = y + blockIdx.x * cols;
+  float mean, rstd;
+  getRowStatistics(rms, in, cols, epsilon, mean, rstd);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    out[j] = (in[j] - mean) * scale * gamma[j] + (beta ? beta[j] : 0.0f);
+    out[j] = (in[j] - mean) * rstd * gamma[j] + (beta ? beta[j] : 0.0f);
 }
 
 /// nn.layer_norm_grad / nn.rms_norm_grad, a block per row.
@@ -200,17 +208,8 @@ __global__ void normGradKernel(bool rms, const float *x, const float *gamma,
   const float *in = x + blockIdx.x * cols, *grad = dy + blockIdx.x * cols;
   float *inputGrad = dx + blockIdx.x * cols;
   float *normalized = xhat + blockIdx.x * cols;
-  float mean = 0.0f;
-  if (!rms) {
-    float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      sum += in[j];
-    mean = blockReduce(Combine::Sum, sum) / cols;
-  }
-  float squares = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    squares += (in[j] - mean) * (in[j] - mean);
-  float rstd = rsqrtf(blockReduce(Combine::Sum, squares) / cols + epsilon);
+  float mean, rstd;
+  getRowStatistics(rms, in, cols, epsilon, mean, rstd);
   // g = dy · gamma; the row means of g and g · x̂.
   float sumG = 0.0f, sumGX = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
