@@ -3,7 +3,8 @@
 // Every kernel is first checked by checkKernel (the CPU backend's checks, on
 // shapes and attributes only), then queued on the compute stream. GEMMs run
 // through cuBLASLt in their own element type (bf16 and f16 with f32
-// accumulation, or f32); the other kernels compute in f32, with 16-bit float
+// accumulation, or f32); elementwise math on 16-bit floats widens each
+// element in the kernel; the other kernels compute in f32, with 16-bit float
 // tensors widened into scratch memory around them. Ops that only move
 // elements (reshape, transpose, slice, concat, broadcast, select, constant)
 // and casts work on any element type directly.
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 using namespace tessera::runtime;
@@ -222,6 +224,33 @@ std::string CudaDevice::takeKernelError() {
 // Dispatch
 //===----------------------------------------------------------------------===//
 
+/// The elementwise math ops.
+static std::optional<MapOp> getMapOp(const std::string &op) {
+  static const std::unordered_map<std::string, MapOp> maps = {
+      {"nn.add", MapOp::Add},     {"nn.sub", MapOp::Sub},
+      {"nn.mul", MapOp::Mul},     {"nn.div", MapOp::Div},
+      {"nn.neg", MapOp::Neg},     {"nn.exp", MapOp::Exp},
+      {"nn.log", MapOp::Log},     {"nn.sqrt", MapOp::Sqrt},
+      {"nn.rsqrt", MapOp::Rsqrt}, {"nn.tanh", MapOp::Tanh},
+      {"nn.relu", MapOp::Relu},   {"nn.gelu", MapOp::Gelu},
+      {"nn.silu", MapOp::Silu}};
+  auto it = maps.find(op);
+  if (it == maps.end())
+    return std::nullopt;
+  return it->second;
+}
+
+/// Whether every tensor has the 16-bit float type `dtype`.
+static bool allOfHalfType(const std::vector<const Tensor *> &inputs,
+                          const Tensor &output) {
+  if (!isHalf(output.dtype))
+    return false;
+  for (const Tensor *input : inputs)
+    if (input->dtype != output.dtype)
+      return false;
+  return true;
+}
+
 /// Ops that move elements without computing, on any element type.
 static bool isElementMove(const std::string &op) {
   return op == "nn.reshape" || op == "nn.transpose" || op == "nn.slice" ||
@@ -238,8 +267,13 @@ std::string CudaDevice::runKernel(const std::string &op,
     return error;
   scratch.reset();
   std::string error;
+  std::optional<MapOp> mapOp = getMapOp(op);
   if (op == "nn.dot") {
     error = runDot(attrs, *inputs[0], *inputs[1], *outputs[0]);
+  } else if (mapOp && allOfHalfType(inputs, *outputs[0])) {
+    mapHalf(*mapOp, outputs[0]->dtype, inputs[0]->as<uint16_t>(),
+            inputs.size() > 1 ? inputs[1]->as<uint16_t>() : nullptr,
+            outputs[0]->as<uint16_t>(), outputs[0]->getNumElements(), compute);
   } else if (isElementMove(op)) {
     error = runF32(op, attrs, inputs, outputs);
   } else {
@@ -301,14 +335,6 @@ static bool is64(const Tensor &indices) { return indices.dtype == DType::I64; }
 std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
                                const std::vector<const Tensor *> &inputs,
                                const std::vector<Tensor *> &outputs) {
-  static const std::unordered_map<std::string, MapOp> maps = {
-      {"nn.add", MapOp::Add},     {"nn.sub", MapOp::Sub},
-      {"nn.mul", MapOp::Mul},     {"nn.div", MapOp::Div},
-      {"nn.neg", MapOp::Neg},     {"nn.exp", MapOp::Exp},
-      {"nn.log", MapOp::Log},     {"nn.sqrt", MapOp::Sqrt},
-      {"nn.rsqrt", MapOp::Rsqrt}, {"nn.tanh", MapOp::Tanh},
-      {"nn.relu", MapOp::Relu},   {"nn.gelu", MapOp::Gelu},
-      {"nn.silu", MapOp::Silu}};
   // The checks passed: every attribute a kernel reads is there, except
   // where the op has a default (the same defaults as the CPU kernels).
   auto in = [&](size_t i) -> const Tensor & { return *inputs[i]; };
@@ -319,8 +345,8 @@ std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
   };
   size_t elementBytes = getDTypeBytes(out.dtype);
 
-  if (auto it = maps.find(op); it != maps.end()) {
-    map(it->second, f(in(0)), inputs.size() > 1 ? f(in(1)) : nullptr, f(out),
+  if (std::optional<MapOp> mapOp = getMapOp(op)) {
+    map(*mapOp, f(in(0)), inputs.size() > 1 ? f(in(1)) : nullptr, f(out),
         out.getNumElements(), compute);
     return "";
   }

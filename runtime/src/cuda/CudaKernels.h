@@ -39,6 +39,9 @@ void copyStrided(const void *src, void *dst, int elementBytes,
 /// y[i] = op(a[i]) or op(a[i], b[i]); y may alias a or b.
 void map(MapOp op, const float *a, const float *b, float *y, int64_t count,
          cudaStream_t stream);
+/// The same on bf16 or f16 tensors (all of `dtype`), in f32 per element.
+void mapHalf(MapOp op, DType dtype, const uint16_t *a, const uint16_t *b,
+             uint16_t *y, int64_t count, cudaStream_t stream);
 
 /// nn.compare's predicates 0..5 (eq, ne, lt, le, gt, ge) on f32, i32, i64 or
 /// i1 elements.

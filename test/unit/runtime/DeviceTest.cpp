@@ -331,7 +331,7 @@ TEST_F(CudaKernelsTest, DotInEveryLayoutAndType) {
 }
 
 TEST_F(CudaKernelsTest, Elementwise) {
-  for (DType type : {DType::F32, DType::BF16}) {
+  for (DType type : {DType::F32, DType::BF16, DType::F16}) {
     Spec spec{type, {5, 37}};
     for (const char *op : {"nn.add", "nn.sub", "nn.mul"})
       check(op, {}, {random(spec), random(spec)}, {spec});
