@@ -241,6 +241,10 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
       for (Tensor &t : outs)
         outPtrs.push_back(&t);
       error = device.runKernel(kernel.op(), getAttrs(kernel), inPtrs, outPtrs);
+      // A traced kernel is waited for, so that its span is its run and not
+      // the time to queue it (a GPU's started collectives run on).
+      if (tracing && error.empty())
+        error = device.synchronize();
       record({kernel.op(), 0, start, getMicroseconds()});
     } else if (instruction.has_collective()) {
       error = startCollective(instruction.collective())->wait();

@@ -44,7 +44,8 @@ public:
                   const std::vector<bool> &wanted = {});
 
   /// One instruction's span, in microseconds since the executor was made
-  /// (on a GPU, a kernel's span is the time to queue it): kernels and
+  /// (a traced run waits for each kernel, so that on a GPU a kernel's span
+  /// is its run, not the time to queue it): kernels and
   /// blocking collectives on stream 0 (compute), started
   /// collectives on their stream from their start until they were seen
   /// complete (by the communicator's progress thread, else at their wait);
