@@ -437,15 +437,19 @@ int main(int argc, char **argv) {
     if (program->results(i).has_updates_argument())
       locals[program->results(i).updates_argument()] = results[i];
   if (options.time && rank == 0) {
-    // The first step warms caches and MPI connections: report the rest.
+    // The first step warms caches and connections; the last fetches every
+    // result from the device (the others only the loss): with three steps
+    // or more, report those between.
     size_t skip = stepSeconds.size() > 1 ? 1 : 0;
+    size_t end =
+        stepSeconds.size() > 2 ? stepSeconds.size() - 1 : stepSeconds.size();
     double total = 0;
-    for (size_t i = skip; i < stepSeconds.size(); ++i)
+    for (size_t i = skip; i < end; ++i)
       total += stepSeconds[i];
     std::printf("time: %.3f ms per step (mean of %zu steps after the "
-                "first)\n",
-                1e3 * total / (stepSeconds.size() - skip),
-                stepSeconds.size() - skip);
+                "first%s)\n",
+                1e3 * total / (end - skip), end - skip,
+                end < stepSeconds.size() ? ", before the last" : "");
   }
   if (!options.traceDir.empty()) {
     std::string path =
