@@ -1564,20 +1564,30 @@ static std::string runWidened(const KernelFn &kernel, const std::string &op,
   return "";
 }
 
+/// The kernel of `op`, or null with `error` naming the op.
+static const KernelFn *findKernel(const std::string &op, std::string &error) {
+  const auto &kernels = getKernels();
+  auto it = kernels.find(op);
+  if (it != kernels.end())
+    return &it->second;
+  error = concat("unknown kernel '", op, "'");
+  return nullptr;
+}
+
 std::string runtime::runCpuKernel(const std::string &op,
                                   const KernelAttrs &attrs,
                                   const std::vector<const Tensor *> &inputs,
                                   const std::vector<Tensor *> &outputs) {
-  const auto &kernels = getKernels();
-  auto it = kernels.find(op);
-  if (it == kernels.end())
-    return concat("unknown kernel '", op, "'");
+  std::string error;
+  const KernelFn *kernel = findKernel(op, error);
+  if (!kernel)
+    return error;
   auto isHalfTensor = [](const Tensor *t) { return t && isHalf(t->dtype); };
   if (std::any_of(inputs.begin(), inputs.end(), isHalfTensor) ||
       std::any_of(outputs.begin(), outputs.end(), isHalfTensor))
-    return runWidened(it->second, op, attrs, inputs, outputs);
+    return runWidened(*kernel, op, attrs, inputs, outputs);
   KernelCall call(op, attrs, inputs, outputs);
-  it->second(call);
+  (*kernel)(call);
   return call.getMessage();
 }
 
@@ -1585,10 +1595,10 @@ std::string runtime::checkKernel(const std::string &op,
                                  const KernelAttrs &attrs,
                                  const std::vector<const Tensor *> &inputs,
                                  const std::vector<Tensor *> &outputs) {
-  const auto &kernels = getKernels();
-  auto it = kernels.find(op);
-  if (it == kernels.end())
-    return concat("unknown kernel '", op, "'");
+  std::string error;
+  const KernelFn *kernel = findKernel(op, error);
+  if (!kernel)
+    return error;
   // 16-bit floats are computed in f32: check views of them as f32 (the
   // element count is what matters; no element is read).
   std::vector<Tensor> views;
@@ -1610,6 +1620,6 @@ std::string runtime::checkKernel(const std::string &op,
   KernelAttrs wideAttrs;
   KernelCall call(op, widenConstantValue(op, attrs, outputs, wideAttrs), ins,
                   outs, /*checkOnly=*/true);
-  it->second(call);
+  (*kernel)(call);
   return call.getMessage();
 }

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../../runtime/src/cuda/ElementMath.h"
-#include "../../../runtime/src/cuda/Layouts.h"
+#include "cuda/ElementMath.h"
+#include "cuda/Layouts.h"
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Kernels.h"
 
