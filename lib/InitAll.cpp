@@ -4,8 +4,8 @@
 
 #include "dialects/Dist/IR/DistDialect.h"
 #include "dialects/NN/IR/NNDialect.h"
+#include "tessera/Pipelines/Pipelines.h"
 #include "tessera/Transforms/Passes.h"
-#include "test/lib/TestPasses.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,5 +21,5 @@ void tessera::registerAllDialects(mlir::DialectRegistry &registry) {
 void tessera::registerAllPasses() {
   mlir::registerTransformsPasses();
   registerTesseraPasses();
-  test::registerTesseraTestPasses();
+  registerTesseraPipelines();
 }

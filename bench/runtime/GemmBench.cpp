@@ -37,11 +37,13 @@ static void BM_BackendDot(benchmark::State &state) {
   OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}),
       c(DType::F32, {n, n});
   KernelAttrs attrs;
+  attrs.lists["lhs_batching_dims"] = {};
+  attrs.lists["rhs_batching_dims"] = {};
   attrs.lists["lhs_contracting_dims"] = {1};
   attrs.lists["rhs_contracting_dims"] = {0};
   for (auto _ : state) {
     std::string error =
-        runCpuKernel("nn.dot", attrs, {&a.view, &b.view}, {&c.view});
+        runCpuKernel("nn.dot", attrs, {&a.view, &b.view}, {&c.view}).message();
     if (!error.empty())
       state.SkipWithError(error.c_str());
   }

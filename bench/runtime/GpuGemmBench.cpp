@@ -59,10 +59,11 @@ int main(int argc, char **argv) {
     else
       return fail(std::string("unknown option '") + argv[i] + "'");
   }
+  Expected<std::unique_ptr<Device>> created = createCudaDevice(0);
+  if (!created.ok())
+    return fail(created.message());
+  std::unique_ptr<Device> device = created.take();
   std::string error;
-  std::unique_ptr<Device> device = createCudaDevice(0, error);
-  if (!device)
-    return fail(error);
   cublasHandle_t blas;
   if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS)
     return fail("cannot create a cuBLAS handle");
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
       Tensor a{dtype, {n, n}, nullptr}, b = a, c = a;
       void *arena = nullptr;
       size_t bytes = a.getBytes();
-      if (!(error = device->allocate(3 * bytes, arena)).empty())
+      if (!(error = device->allocate(3 * bytes, arena).message()).empty())
         return fail(error);
       a.data = arena;
       b.data = static_cast<uint8_t *>(arena) + bytes;
@@ -85,21 +86,26 @@ int main(int argc, char **argv) {
       for (size_t i = 0; i < bytes; ++i)
         fill[i] =
             i % getDTypeBytes(dtype) == getDTypeBytes(dtype) - 1 ? 0x3c : 0;
-      if (!(error = device->copyToDevice(a.data, fill.data(), bytes)).empty() ||
-          !(error = device->copyToDevice(b.data, fill.data(), bytes)).empty())
+      if (!(error = device->copyToDevice(a.data, fill.data(), bytes).message())
+               .empty() ||
+          !(error = device->copyToDevice(b.data, fill.data(), bytes).message())
+               .empty())
         return fail(error);
 
       KernelAttrs attrs;
+      attrs.lists["lhs_batching_dims"] = {};
+      attrs.lists["rhs_batching_dims"] = {};
       attrs.lists["lhs_contracting_dims"] = {1};
       attrs.lists["rhs_contracting_dims"] = {0};
       double tessera = timeCalls(
           [&] {
             if (error.empty())
-              error = device->runKernel("nn.dot", attrs, {&a, &b}, {&c});
+              error =
+                  device->runKernel("nn.dot", attrs, {&a, &b}, {&c}).message();
           },
           [&] {
             if (error.empty())
-              error = device->synchronize();
+              error = device->synchronize().message();
           },
           3, 20);
       if (!error.empty())

@@ -14,7 +14,8 @@ namespace tessera {
 /// programs use (func, arith, tensor).
 void registerAllDialects(mlir::DialectRegistry &registry);
 
-/// Registers every Tessera pass and pipeline, and the test passes.
+/// Registers every Tessera pass and pipeline (the test passes are
+/// tessera-opt's own: test/lib).
 void registerAllPasses();
 
 } // namespace tessera

@@ -26,6 +26,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
 namespace tessera {
@@ -149,6 +151,10 @@ LogicalResult PlanBuilder::addKernel(Operation *op,
       return op->emitError("cannot export: operand is not a tensor buffer");
     kernel->add_inputs(*id);
   }
+  // Every attribute the op holds, defaults included: an op's
+  // DefaultValuedAttrs are set when it is created (populateDefaultProperties),
+  // and the runtime has no defaults of its own, so the op definition stays
+  // their one source. The runtime's validator rejects a kernel without one.
   for (NamedAttribute attr : op->getAttrs()) {
     if (attr.getName() == dist::DistDialect::kShardingAttrName ||
         attr.getName() == dist::DistDialect::kUnitAttrName)
@@ -581,9 +587,17 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
     }
 
     std::string bytes;
-    bool written =
-        text ? google::protobuf::TextFormat::PrintToString(plan, &bytes)
-             : plan.SerializeToString(&bytes);
+    bool written;
+    if (text) {
+      written = google::protobuf::TextFormat::PrintToString(plan, &bytes);
+    } else {
+      // Maps (kernel attributes) in key order, so that one program always
+      // gives the same bytes: replays and bisections compare plans by them.
+      google::protobuf::io::StringOutputStream stream(&bytes);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      written = plan.SerializeToCodedStream(&coded);
+    }
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
     if (!written || !file) {

@@ -1,131 +1,162 @@
-//===- Pipelines.cpp - The pass pipelines the CLI runs --------------------===//
+//===- Pipelines.cpp - The registered pass pipelines ----------------------===//
+//
+// One compile is one pass pipeline, built from CompileOptions; the CLI runs
+// it and tessera-opt replays it (--tessera-compile-pipeline).
+//
+//===----------------------------------------------------------------------===//
 
 #include "tessera/Pipelines/Pipelines.h"
 
-#include "dialects/Dist/IR/DistOps.h"
 #include "tessera/Transforms/Passes.h"
-#include "tessera/Transforms/Pipeline/Pipeline.h"
 
-#include "llvm/ADT/StringMap.h"
+#include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
+using namespace tessera;
 
-LogicalResult tessera::applyMeshSpec(ModuleOp module, StringRef spec,
-                                     std::string &error) {
-  auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
-  if (meshes.size() != 1) {
-    error = "--mesh needs a model with exactly one dist.mesh, found " +
-            std::to_string(meshes.size()) +
-            (meshes.empty() ? " (annotate the model, or let compile --auto "
-                              "choose the plan)"
-                            : "");
-    return failure();
-  }
-  dist::MeshOp mesh = meshes.front();
-  llvm::StringMap<int64_t> sizes;
-  SmallVector<StringRef> entries;
-  spec.split(entries, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef entry : entries) {
-    auto [name, value] = entry.split('=');
-    int64_t size;
-    if (name.trim().empty() || value.trim().getAsInteger(10, size) ||
-        size < 1) {
-      error = "--mesh expects axis=size entries like dp=2,tp=4, got '" +
-              entry.str() + "'";
-      return failure();
-    }
-    sizes[name.trim()] = size;
-  }
-  SmallVector<int64_t> shape;
-  for (Attribute name : mesh.getAxisNames()) {
-    StringRef axis = cast<StringAttr>(name).getValue();
-    auto it = sizes.find(axis);
-    if (it == sizes.end()) {
-      error = "--mesh does not give axis \"" + axis.str() + "\" of mesh @" +
-              mesh.getSymName().str();
-      return failure();
-    }
-    shape.push_back(it->second);
-    sizes.erase(it);
-  }
-  if (!sizes.empty()) {
-    error = "--mesh gives axis \"" + sizes.begin()->first().str() +
-            "\", which mesh @" + mesh.getSymName().str() + " does not have";
-    return failure();
-  }
-  mesh.setShape(shape);
-  return success();
+std::string tessera::checkCompileOptions(const CompileOptions &options) {
+  if (options.zero != 0 && options.train != Optimizer::AdamW)
+    return "--zero needs --train adamw (the optimizer state it shards)";
+  if (options.isPipelined() && options.train == Optimizer::None)
+    return "--pp and --microbatches pipeline a train step: give --train";
+  return "";
 }
 
-LogicalResult tessera::addPipelineAxis(ModuleOp module, int64_t stages) {
-  auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
-  if (meshes.size() > 1)
-    return module.emitError("pipelining needs one dist.mesh, found ")
-           << meshes.size();
-  // A model without a mesh may not have loaded the dialect yet.
-  module.getContext()->loadDialect<dist::DistDialect>();
-  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-  if (meshes.empty()) {
-    dist::MeshOp::create(builder, module.getLoc(), "mesh",
-                         builder.getStrArrayAttr({kPipelineAxis}),
-                         builder.getDenseI64ArrayAttr({stages}));
-    return success();
-  }
-  dist::MeshOp mesh = meshes.front();
-  SmallVector<Attribute> names(mesh.getAxisNames().getValue());
-  SmallVector<int64_t> shape(mesh.getShape());
-  if (std::optional<int64_t> index = mesh.getAxisIndex(kPipelineAxis)) {
-    shape[*index] = stages;
-  } else {
-    names.insert(names.begin(), builder.getStringAttr(kPipelineAxis));
-    shape.insert(shape.begin(), stages);
-  }
-  mesh.setAxisNamesAttr(builder.getArrayAttr(names));
-  mesh.setShape(shape);
-  return success();
+/// The train step, when `options` ask for one.
+static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
+  if (options.train == Optimizer::None)
+    return;
+  TrainStepPassOptions trainStep;
+  trainStep.optimizer = options.train;
+  trainStep.lr = options.lr;
+  trainStep.weightDecay = options.weightDecay;
+  trainStep.precision = options.precision;
+  pm.addPass(createTrainStepPass(trainStep));
 }
 
-void tessera::buildShardingPipeline(
-    OpPassManager &pm, StringRef machine,
-    const std::optional<SchedulePassOptions> &schedule,
-    const std::optional<PipelinePassOptions> &pipeline) {
-  if (pipeline && pipeline->microbatches > 1) {
+void tessera::buildShardingPipeline(OpPassManager &pm,
+                                    const CompileOptions &options) {
+  // Every later pass reads the mesh's sizes; the pipeline axis is one of
+  // them.
+  if (!options.mesh.empty() || options.pipelineStages > 1) {
+    SetMeshPassOptions mesh;
+    mesh.shape = options.mesh;
+    mesh.pipelineStages = options.pipelineStages;
+    pm.addPass(createSetMeshPass(mesh));
+  }
+  addTrainStep(pm, options);
+  // ZeRO seeds the shardings of the optimizer state, gradients and
+  // parameters, so it runs before propagation completes the rest.
+  if (options.zero != 0) {
+    ZeroPassOptions zero;
+    zero.stage = options.zero;
+    zero.dataAxes.assign(options.zeroAxes.begin(), options.zeroAxes.end());
+    zero.reshardAfterForward = options.reshardAfterForward;
+    pm.addPass(createZeroPass(zero));
+  }
+  // Microbatches are a mesh axis in time: propagation and partition treat
+  // them as one more split of the batch, which the pipeline pass then turns
+  // into a loop.
+  if (options.microbatches > 1) {
     MicrobatchPassOptions microbatch;
-    microbatch.microbatches = pipeline->microbatches;
+    microbatch.microbatches = options.microbatches;
     pm.addPass(createMicrobatchPass(microbatch));
   }
-  PropagatePassOptions options;
-  options.machine = machine.str();
-  pm.addPass(createPropagatePass(options));
+  PropagatePassOptions propagate;
+  propagate.mode = options.propagation;
+  propagate.machine = options.machine;
+  pm.addPass(createPropagatePass(propagate));
   pm.addPass(createPartitionPass());
-  if (pipeline)
-    pm.addPass(createPipelinePass(*pipeline));
-  if (schedule)
-    pm.addPass(createSchedulePass(*schedule));
+  if (options.isPipelined()) {
+    PipelinePassOptions pipeline;
+    pipeline.stages = options.pipelineStages;
+    pipeline.microbatches = options.microbatches;
+    pipeline.schedule = options.schedule;
+    pipeline.virtualStages = options.virtualStages;
+    pm.addPass(createPipelinePass(pipeline));
+  }
+  // The overlap schedule moves the collectives of the final programs, the
+  // pipeline's stages included.
+  if (options.overlap) {
+    SchedulePassOptions schedule;
+    schedule.prefetch = options.prefetch;
+    schedule.bucketBytes = options.bucketBytes;
+    schedule.memoryLimit = options.memoryLimit;
+    schedule.gatherUnits = options.gatherUnits;
+    pm.addPass(createSchedulePass(schedule));
+  }
 }
 
-void tessera::buildCompilePipeline(
-    OpPassManager &pm, StringRef output, bool text, StringRef machine,
-    const std::optional<SchedulePassOptions> &schedule,
-    const std::optional<PipelinePassOptions> &pipeline) {
-  buildShardingPipeline(pm, machine, schedule, pipeline);
+/// Export of the plan to `output`.
+static void addExport(OpPassManager &pm, StringRef output, bool text) {
   ExportPassOptions options;
   options.output = output.str();
   options.text = text;
   pm.addPass(createExportPass(options));
 }
 
-void tessera::buildSingleDevicePipeline(OpPassManager &pm, StringRef output) {
+void tessera::buildCompilePipeline(OpPassManager &pm,
+                                   const CompileOptions &options) {
+  buildShardingPipeline(pm, options);
+  addExport(pm, options.output, options.text);
+}
+
+void tessera::buildSingleDevicePipeline(OpPassManager &pm,
+                                        const CompileOptions &options) {
+  addTrainStep(pm, options);
   pm.addPass(createStripShardingPass());
-  ExportPassOptions options;
-  options.output = output.str();
-  pm.addPass(createExportPass(options));
+  addExport(pm, options.output, options.text);
 }
 
 void tessera::buildGradientPipeline(OpPassManager &pm, StringRef output) {
   pm.addPass(createStripShardingPass());
   pm.addPass(createAutodiffPass());
-  ExportPassOptions options;
-  options.output = output.str();
-  pm.addPass(createExportPass(options));
+  addExport(pm, output, /*text=*/false);
+}
+
+std::string tessera::getReplayCommand(StringRef model,
+                                      const CompileOptions &options) {
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  options.print(os);
+  // print() writes "{a=1 b=2}"; the flag takes what is inside the braces.
+  StringRef inside = StringRef(printed).drop_front().drop_back().trim();
+  return ("tessera-opt " + model + " --tessera-compile-pipeline='" + inside +
+          "' -o /dev/null")
+      .str();
+}
+
+/// Registers `name`, built by `build` from CompileOptions that
+/// checkCompileOptions accepts.
+static void registerCompilePipeline(
+    StringRef name, StringRef description,
+    void (*build)(OpPassManager &, const CompileOptions &)) {
+  registerPassPipeline(
+      name, description,
+      [build](OpPassManager &pm, StringRef text,
+              function_ref<LogicalResult(const Twine &)> errorHandler) {
+        CompileOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (std::string error = checkCompileOptions(options); !error.empty())
+          return errorHandler(error);
+        build(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optionHandler) {
+        optionHandler(CompileOptions());
+      });
+}
+
+void tessera::registerTesseraPipelines() {
+  registerCompilePipeline(
+      "tessera-compile-pipeline",
+      "What `tessera compile` runs: mesh, train step, ZeRO, propagation, "
+      "partition, pipeline and overlap schedules, export of the plan",
+      buildCompilePipeline);
+  registerCompilePipeline("tessera-sharding-pipeline",
+                          "--tessera-compile-pipeline up to the per-device "
+                          "program, without export (compile --emit "
+                          "partitioned)",
+                          buildShardingPipeline);
 }

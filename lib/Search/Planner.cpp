@@ -381,7 +381,7 @@ tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
   OwningOpRef<ModuleOp> module = model.clone();
   annotateMegatron(*module, dp, tp);
   PassManager pm(module->getContext());
-  buildShardingPipeline(pm);
+  buildShardingPipeline(pm, CompileOptions());
   // The search's diagnostics are its own; a failure here falls back to the
   // analytic formula.
   ScopedDiagnosticHandler quiet(module->getContext(),

@@ -12,16 +12,16 @@ PendingCollective::~PendingCollective() = default;
 namespace {
 class FinishedCollective final : public PendingCollective {
 public:
-  explicit FinishedCollective(std::string error) : error(std::move(error)) {}
-  std::string wait() override { return error; }
+  explicit FinishedCollective(Status status) : status(std::move(status)) {}
+  Status wait() override { return status; }
 
 private:
-  std::string error;
+  Status status;
 };
 } // namespace
 
-Pending tessera::runtime::makeFinishedCollective(std::string error) {
-  return std::make_unique<FinishedCollective>(std::move(error));
+Pending tessera::runtime::makeFinishedCollective(Status status) {
+  return std::make_unique<FinishedCollective>(std::move(status));
 }
 
 namespace {

@@ -14,7 +14,56 @@ Executor::Executor(const plan::Program &program, const Mesh &mesh,
                    Communicator &communicator, Device *device)
     : program(program), mesh(mesh), communicator(communicator),
       ownDevice(device ? nullptr : createCpuDevice()),
-      device(device ? *device : *ownDevice) {}
+      device(device ? *device : *ownDevice) {
+  loadStatus = load();
+}
+
+Status Executor::load() {
+  kernels.resize(program.instructions_size());
+  for (int index = 0; index < program.instructions_size(); ++index) {
+    const plan::Instruction &instruction = program.instructions(index);
+    std::string at = "instruction " + std::to_string(index) + ": ";
+    if (instruction.has_kernel()) {
+      const plan::Kernel &kernel = instruction.kernel();
+      Expected<const Kernel *> found = device.findKernel(kernel.op());
+      if (!found.ok())
+        return found.getStatus().withPrefix(at);
+      kernels[index].kernel = *found;
+      kernels[index].attrs = getKernelAttrs(kernel);
+    } else if (instruction.has_collective() &&
+               instruction.collective().kind() == plan::ALL_SLICE &&
+               !sliceKernel) {
+      Expected<const Kernel *> found = device.findKernel("nn.slice");
+      if (!found.ok())
+        return found.getStatus().withPrefix(at);
+      sliceKernel = *found;
+    }
+  }
+  return Status::success();
+}
+
+void Executor::bindBuffers() {
+  for (int index = 0; index < program.instructions_size(); ++index) {
+    LoadedKernel &loaded = kernels[index];
+    if (!loaded.kernel)
+      continue;
+    const plan::Kernel &kernel = program.instructions(index).kernel();
+    loaded.inputs.clear();
+    loaded.outputs.clear();
+    for (int64_t id : kernel.inputs())
+      loaded.inputs.push_back(getBuffer(id));
+    for (int64_t id : kernel.outputs())
+      loaded.outputs.push_back(getBuffer(id));
+    // The pointers are taken once the vectors are complete, so that they
+    // stay valid.
+    loaded.inputPointers.clear();
+    loaded.outputPointers.clear();
+    for (Tensor &tensor : loaded.inputs)
+      loaded.inputPointers.push_back(&tensor);
+    for (Tensor &tensor : loaded.outputs)
+      loaded.outputPointers.push_back(&tensor);
+  }
+}
 
 Executor::~Executor() {
   for (void *memory : carried)
@@ -31,30 +80,6 @@ Tensor Executor::getBuffer(int64_t id) {
   tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
   tensor.data = static_cast<uint8_t *>(arena) + buffer.arena_offset_bytes();
   return tensor;
-}
-
-static KernelAttrs getAttrs(const plan::Kernel &kernel) {
-  KernelAttrs attrs;
-  for (const auto &[name, value] : kernel.attrs()) {
-    switch (value.value_case()) {
-    case plan::AttrValue::kI:
-      attrs.ints[name] = value.i();
-      break;
-    case plan::AttrValue::kF:
-      attrs.floats[name] = value.f();
-      break;
-    case plan::AttrValue::kInts:
-      attrs.lists[name].assign(value.ints().values().begin(),
-                               value.ints().values().end());
-      break;
-    case plan::AttrValue::kDense:
-      attrs.bytes[name] = value.dense();
-      break;
-    case plan::AttrValue::VALUE_NOT_SET:
-      break;
-    }
-  }
-  return attrs;
 }
 
 static Reduction getReduction(plan::ReductionKind kind) {
@@ -107,10 +132,10 @@ Pending Executor::startCollective(const plan::Collective &collective) {
     limit[collective.dim()] =
         start[collective.dim()] + out.shape[collective.dim()];
     return makeFinishedCollective(
-        device.runKernel("nn.slice", attrs, {&in}, {&out}));
+        device.runKernel(*sliceKernel, attrs, {&in}, {&out}));
   }
   default:
-    return makeFinishedCollective("unknown collective");
+    return makeFinishedCollective(invalidPlan("unknown collective"));
   }
 }
 
@@ -134,28 +159,42 @@ Executor::getMicroseconds(std::chrono::steady_clock::time_point when) const {
 std::string Executor::run(const std::vector<OwnedTensor> &arguments,
                           std::vector<OwnedTensor> &results,
                           const std::vector<bool> &wanted) {
+  return runProgram(arguments, results, wanted).message();
+}
+
+Status Executor::runProgram(const std::vector<OwnedTensor> &arguments,
+                            std::vector<OwnedTensor> &results,
+                            const std::vector<bool> &wanted) {
+  if (!loadStatus.ok())
+    return loadStatus;
   if (static_cast<int>(arguments.size()) != program.arguments_size())
-    return "the program takes " + std::to_string(program.arguments_size()) +
-           " arguments, got " + std::to_string(arguments.size());
-  std::string error;
+    return invalidArgument(
+        "the program takes " + std::to_string(program.arguments_size()) +
+        " arguments, got " + std::to_string(arguments.size()));
+  Status error;
   // 64 bytes of slack keep every view inside the arena when the memory plan
   // packs buffers to the last byte.
-  if (!arena &&
-      !(error = device.allocate(program.arena_bytes() + 64, arena)).empty())
-    return "cannot allocate the arena on " + device.getName() + ": " + error;
+  if (!arena) {
+    if (!(error = device.allocate(program.arena_bytes() + 64, arena)).ok())
+      return error.withPrefix("cannot allocate the arena on " +
+                              device.getName() + ": ");
+    bindBuffers();
+  }
   carried.resize(program.arguments_size(), nullptr);
   for (int i = 0; i < program.arguments_size(); ++i) {
     Tensor buffer = getBuffer(program.arguments(i).buffer());
     if (arguments[i].view.getBytes() != buffer.getBytes())
-      return "argument '" + program.arguments(i).name() + "' has " +
-             std::to_string(arguments[i].view.getBytes()) +
-             " bytes, expected " + std::to_string(buffer.getBytes());
+      return invalidArgument(
+          "argument '" + program.arguments(i).name() + "' has " +
+          std::to_string(arguments[i].view.getBytes()) + " bytes, expected " +
+          std::to_string(buffer.getBytes()));
     error = carried[i]
                 ? device.copyWithin(buffer.data, carried[i], buffer.getBytes())
                 : device.copyToDevice(buffer.data, arguments[i].view.data,
                                       buffer.getBytes());
-    if (!error.empty())
-      return "argument '" + program.arguments(i).name() + "': " + error;
+    if (!error.ok())
+      return error.withPrefix("argument '" + program.arguments(i).name() +
+                              "': ");
   }
   // Collectives in flight by event, with when and where they started.
   struct InFlight {
@@ -183,10 +222,10 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
     for (int64_t event : instruction.wait_events()) {
       auto it = inFlight.find(event);
       if (it == inFlight.end())
-        return "instruction " + std::to_string(index) + ": event " +
-               std::to_string(event) + " was never started";
-      if (!(error = it->second.pending->wait()).empty())
-        return "instruction " + std::to_string(index) + ": " + error;
+        return invalidPlan("instruction " + std::to_string(index) + ": event " +
+                           std::to_string(event) + " was never started");
+      if (!(error = it->second.pending->wait()).ok())
+        return error.withPrefix("instruction " + std::to_string(index) + ": ");
       // The collective ran on its stream from its start until it was seen
       // complete (by the communicator's progress thread), or until now.
       double end = getMicroseconds();
@@ -214,9 +253,9 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
                                                   name, instruction.stream()};
         continue;
       }
-      if (!(error = pending->wait()).empty())
-        return "instruction " + std::to_string(index) + " (" + name +
-               "): " + error;
+      if (!(error = pending->wait()).ok())
+        return error.withPrefix("instruction " + std::to_string(index) + " (" +
+                                name + "): ");
       record({name, 0, start, getMicroseconds()});
       continue;
     }
@@ -228,39 +267,29 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
       continue;
     }
     if (instruction.has_kernel()) {
-      const plan::Kernel &kernel = instruction.kernel();
-      std::vector<Tensor> ins, outs;
-      for (int64_t id : kernel.inputs())
-        ins.push_back(getBuffer(id));
-      for (int64_t id : kernel.outputs())
-        outs.push_back(getBuffer(id));
-      std::vector<const Tensor *> inPtrs;
-      std::vector<Tensor *> outPtrs;
-      for (Tensor &t : ins)
-        inPtrs.push_back(&t);
-      for (Tensor &t : outs)
-        outPtrs.push_back(&t);
-      error = device.runKernel(kernel.op(), getAttrs(kernel), inPtrs, outPtrs);
+      const LoadedKernel &loaded = kernels[index];
+      error = device.runKernel(*loaded.kernel, loaded.attrs,
+                               loaded.inputPointers, loaded.outputPointers);
       // A traced kernel is waited for, so that its span is its run and not
       // the time to queue it (a GPU's started collectives run on).
-      if (tracing && error.empty())
+      if (tracing && error.ok())
         error = device.synchronize();
-      record({kernel.op(), 0, start, getMicroseconds()});
+      record({loaded.kernel->getOp(), 0, start, getMicroseconds()});
     } else if (instruction.has_collective()) {
       error = startCollective(instruction.collective())->wait();
       record({getCollectiveName(instruction.collective()), 0, start,
               getMicroseconds()});
     }
-    if (!error.empty())
-      return "instruction " + std::to_string(index) + ": " + error;
+    if (!error.ok())
+      return error.withPrefix("instruction " + std::to_string(index) + ": ");
   }
   endUnit(getMicroseconds());
   if (!inFlight.empty())
-    return "event " + std::to_string(inFlight.begin()->first) +
-           " is never waited for";
+    return invalidPlan("event " + std::to_string(inFlight.begin()->first) +
+                       " is never waited for");
   // Kernels report errors that depend on data (a label outside the
   // vocabulary) when the device catches up.
-  if (!(error = device.synchronize()).empty())
+  if (!(error = device.synchronize()).ok())
     return error;
   // The updates stay on the device for the next run.
   for (int i = 0; i < program.results_size() && carryUpdates; ++i) {
@@ -269,13 +298,12 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
       continue;
     Tensor buffer = getBuffer(result.buffer());
     void *&memory = carried[result.updates_argument()];
-    if (!memory &&
-        !(error = device.allocate(buffer.getBytes(), memory)).empty())
-      return "cannot keep result #" + std::to_string(i) + " on " +
-             device.getName() + ": " + error;
+    if (!memory && !(error = device.allocate(buffer.getBytes(), memory)).ok())
+      return error.withPrefix("cannot keep result #" + std::to_string(i) +
+                              " on " + device.getName() + ": ");
     if (!(error = device.copyWithin(memory, buffer.data, buffer.getBytes()))
-             .empty())
-      return "result #" + std::to_string(i) + ": " + error;
+             .ok())
+      return error.withPrefix("result #" + std::to_string(i) + ": ");
   }
   // Results of the caller's previous run keep their storage: a train step
   // returns every parameter and moment, and fresh zeroed allocations of
@@ -291,8 +319,8 @@ std::string Executor::run(const std::vector<OwnedTensor> &arguments,
       result = OwnedTensor(buffer.dtype, buffer.shape);
     if (!(error = device.copyToHost(result.view.data, buffer.data,
                                     buffer.getBytes()))
-             .empty())
-      return "result #" + std::to_string(i) + ": " + error;
+             .ok())
+      return error.withPrefix("result #" + std::to_string(i) + ": ");
   }
   return device.synchronize();
 }

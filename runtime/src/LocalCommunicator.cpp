@@ -44,26 +44,29 @@ public:
     if (pairs.size() >= 2 && pairs[0] == 0 && pairs[1] == 0)
       return copy(in, out);
     std::memset(out.data, 0, out.getBytes());
-    return makeFinishedCollective("");
+    return makeFinishedCollective(Status::success());
   }
   Pending startSend(const Tensor &, int64_t, int64_t) override {
-    return makeFinishedCollective("a one-rank run has no peer to send to");
+    return makeFinishedCollective(
+        communicationError("a one-rank run has no peer to send to"));
   }
   Pending startRecv(const Tensor &, int64_t, int64_t) override {
-    return makeFinishedCollective("a one-rank run has no peer to receive from");
+    return makeFinishedCollective(
+        communicationError("a one-rank run has no peer to receive from"));
   }
-  std::string gatherToRoot(const std::vector<uint8_t> &in,
-                           std::vector<std::vector<uint8_t>> &out) override {
+  Status gatherToRoot(const std::vector<uint8_t> &in,
+                      std::vector<std::vector<uint8_t>> &out) override {
     out = {in};
-    return "";
+    return Status::success();
   }
 
 private:
   static Pending copy(const Tensor &in, const Tensor &out) {
     if (in.getBytes() != out.getBytes())
-      return makeFinishedCollective("a one-rank collective must keep its size");
+      return makeFinishedCollective(
+          invalidArgument("a one-rank collective must keep its size"));
     std::memmove(out.data, in.data, in.getBytes());
-    return makeFinishedCollective("");
+    return makeFinishedCollective(Status::success());
   }
 };
 } // namespace

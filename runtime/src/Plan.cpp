@@ -41,6 +41,30 @@ Mesh runtime::getMesh(const plan::Plan &plan) {
   return Mesh(std::move(names), std::move(sizes));
 }
 
+KernelAttrs runtime::getKernelAttrs(const plan::Kernel &kernel) {
+  KernelAttrs attrs;
+  for (const auto &[name, value] : kernel.attrs()) {
+    switch (value.value_case()) {
+    case plan::AttrValue::kI:
+      attrs.ints[name] = value.i();
+      break;
+    case plan::AttrValue::kF:
+      attrs.floats[name] = value.f();
+      break;
+    case plan::AttrValue::kInts:
+      attrs.lists[name].assign(value.ints().values().begin(),
+                               value.ints().values().end());
+      break;
+    case plan::AttrValue::kDense:
+      attrs.bytes[name] = value.dense();
+      break;
+    case plan::AttrValue::VALUE_NOT_SET:
+      break;
+    }
+  }
+  return attrs;
+}
+
 const plan::Program *runtime::getProgramOfRank(const plan::Plan &plan,
                                                int64_t rank) {
   for (const plan::Program &program : plan.programs())
@@ -81,6 +105,10 @@ private:
   std::string checkCollective(const plan::Collective &collective) const;
   std::string checkTransfer(const plan::SendRecv &transfer) const;
   std::string checkMemoryPlan() const;
+  /// Checks a kernel's tensors and attributes as its kernel will (the
+  /// buffers exist by now): every attribute the kernel reads must be in the
+  /// plan, which carries the op's defaults too.
+  std::string checkKernelInstruction(const plan::Kernel &kernel) const;
   const plan::Buffer &buffer(int64_t id) const { return program.buffers(id); }
   /// The buffer whose bytes `id` names: itself, or what it is a view of.
   int64_t getRoot(int64_t id) const {
@@ -109,6 +137,30 @@ std::string ProgramValidator::checkBuffer(int64_t id,
     return what + " names buffer " + std::to_string(id) + ", expected < " +
            std::to_string(program.buffers_size());
   return "";
+}
+
+std::string
+ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
+  // The checks read no element, but a tensor without memory is an error to
+  // them: any address stands in for the arena's.
+  static uint8_t placeholder;
+  std::vector<Tensor> tensors;
+  tensors.reserve(kernel.inputs_size() + kernel.outputs_size());
+  auto add = [&](int64_t id) {
+    const plan::Buffer &b = buffer(id);
+    tensors.push_back(Tensor{getDType(b.dtype()),
+                             {b.shape().begin(), b.shape().end()},
+                             &placeholder});
+    return &tensors.back();
+  };
+  std::vector<const Tensor *> inputs;
+  std::vector<Tensor *> outputs;
+  for (int64_t id : kernel.inputs())
+    inputs.push_back(add(id));
+  for (int64_t id : kernel.outputs())
+    outputs.push_back(add(id));
+  return checkKernel(kernel.op(), getKernelAttrs(kernel), inputs, outputs)
+      .message();
 }
 
 static std::string
@@ -338,8 +390,9 @@ std::string ProgramValidator::run() {
     std::vector<int64_t> reads, writes;
     if (instruction.has_kernel()) {
       const plan::Kernel &kernel = instruction.kernel();
-      if (kernel.op().rfind("nn.", 0) != 0)
-        return fail(at + ": unknown kernel '" + kernel.op() + "'");
+      if (Expected<const CpuKernel *> found = findCpuKernel(kernel.op());
+          !found.ok())
+        return fail(at + ": " + found.message());
       reads.assign(kernel.inputs().begin(), kernel.inputs().end());
       writes.assign(kernel.outputs().begin(), kernel.outputs().end());
       at += " (" + kernel.op() + ")";
@@ -409,6 +462,10 @@ std::string ProgramValidator::run() {
       defined[id] = true;
       definedAt[id] = index;
     }
+    if (instruction.has_kernel())
+      if (std::string error = checkKernelInstruction(instruction.kernel());
+          !error.empty())
+        return fail(at + ": " + error);
     if (instruction.stream() != 0)
       inFlight[instruction.signal_events(0)] = {
           reads.empty() ? -1 : reads.front(),

@@ -46,12 +46,24 @@ template <typename Run> double bestOf(int repeats, Run run) {
   return best;
 }
 
+/// A measurement that fails says why and ends the job: a calibration from a
+/// failed kernel would be garbage.
+void orDie(const Status &status) {
+  if (status.ok())
+    return;
+  std::fprintf(stderr, "tessera-calibrate: error: %s\n",
+               status.message().c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 /// The best GEMM FLOP/s and the size that reaches half of it: with
 /// efficiency f / (f + h), a GEMM of f FLOPs takes (f + h) / peak.
 std::pair<double, double> measureGemm(bool quick) {
   double peak = 0;
   std::vector<std::pair<double, double>> runs;
   KernelAttrs attrs;
+  attrs.lists["lhs_batching_dims"] = {};
+  attrs.lists["rhs_batching_dims"] = {};
   attrs.lists["lhs_contracting_dims"] = {1};
   attrs.lists["rhs_contracting_dims"] = {0};
   for (int64_t n : quick ? std::vector<int64_t>{32, 128, 256}
@@ -59,7 +71,7 @@ std::pair<double, double> measureGemm(bool quick) {
     OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}),
         c(DType::F32, {n, n});
     double seconds = bestOf(3, [&] {
-      runCpuKernel("nn.dot", attrs, {&a.view, &b.view}, {&c.view});
+      orDie(runCpuKernel("nn.dot", attrs, {&a.view, &b.view}, {&c.view}));
     });
     double flops = 2.0 * n * n * n;
     peak = std::max(peak, flops / seconds);
@@ -75,7 +87,7 @@ double measureMemoryBandwidth(bool quick) {
   int64_t n = quick ? (int64_t(1) << 20) : (int64_t(1) << 24);
   OwnedTensor a(DType::F32, {n}), b(DType::F32, {n}), c(DType::F32, {n});
   double seconds = bestOf(3, [&] {
-    runCpuKernel("nn.add", {}, {&a.view, &b.view}, {&c.view});
+    orDie(runCpuKernel("nn.add", {}, {&a.view, &b.view}, {&c.view}));
   });
   return 3.0 * n * 4 / seconds;
 }
@@ -116,13 +128,10 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  std::string error;
-  std::unique_ptr<Communicator> communicator =
-      createMpiCommunicator(Mesh({"x"}, {size}), error);
-  if (!communicator) {
-    std::fprintf(stderr, "tessera-calibrate: error: %s\n", error.c_str());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  Expected<std::unique_ptr<Communicator>> created =
+      createMpiCommunicator(Mesh({"x"}, {size}));
+  orDie(created.getStatus());
+  std::unique_ptr<Communicator> communicator = created.take();
 
   auto [flops, halfFlops] = measureGemm(quick);
   double bandwidth = measureMemoryBandwidth(quick);
@@ -139,7 +148,8 @@ int main(int argc, char **argv) {
       OwnedTensor in(DType::F32, {bytes / 4}), out(DType::F32, {bytes / 4});
       double seconds = bestOf(quick ? 3 : 5, [&] {
         MPI_Barrier(MPI_COMM_WORLD);
-        communicator->allReduce(in.view, out.view, Reduction::Sum, {"x"});
+        orDie(
+            communicator->allReduce(in.view, out.view, Reduction::Sum, {"x"}));
       });
       MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX,
                     MPI_COMM_WORLD);

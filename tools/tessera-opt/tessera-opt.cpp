@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/InitAll.h"
+#include "test/lib/TestPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -13,6 +14,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   tessera::registerAllDialects(registry);
   tessera::registerAllPasses();
+  tessera::test::registerTesseraTestPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessera pass driver\n", registry));
 }

@@ -313,18 +313,21 @@ int main(int argc, char **argv) {
   Mesh mesh = getMesh(plan);
   std::string error;
   std::unique_ptr<Device> device;
-  std::unique_ptr<Communicator> communicator;
   if (options.device == "cuda") {
-    if (!(device = createCudaDevice(getLocalGpu(), error)))
-      return fail(error);
-    communicator =
-        createNcclCommunicator(mesh, *device, options.commTimeout, error);
+    Expected<std::unique_ptr<Device>> cuda = createCudaDevice(getLocalGpu());
+    if (!cuda.ok())
+      return fail(cuda.message());
+    device = cuda.take();
   } else {
     device = createCpuDevice();
-    communicator = createMpiCommunicator(mesh, error);
   }
-  if (!communicator)
-    return fail(error);
+  Expected<std::unique_ptr<Communicator>> created =
+      options.device == "cuda"
+          ? createNcclCommunicator(mesh, *device, options.commTimeout)
+          : createMpiCommunicator(mesh);
+  if (!created.ok())
+    return fail(created.message());
+  std::unique_ptr<Communicator> communicator = created.take();
   const plan::Program *program = getProgramOfRank(plan, rank);
   if (!program)
     return fail("the plan has no program for this rank");
@@ -335,11 +338,13 @@ int main(int argc, char **argv) {
       if (instruction.has_collective())
         groups.insert({instruction.collective().mesh_axes().begin(),
                        instruction.collective().mesh_axes().end()});
-  if (!(error = communicator->prepareGroups({groups.begin(), groups.end()}))
-           .empty() ||
-      !(error = communicator->prepareTransfers(getTransferChannels(plan)))
-           .empty())
-    return fail(error);
+  if (Status status =
+          communicator->prepareGroups({groups.begin(), groups.end()});
+      !status.ok())
+    return fail(status.message());
+  if (Status status = communicator->prepareTransfers(getTransferChannels(plan));
+      !status.ok())
+    return fail(status.message());
 
   // Arguments by their index in the step (pipeline stages read a part).
   auto getSourceIndex = [&](int i) -> int64_t {
@@ -473,8 +478,8 @@ int main(int argc, char **argv) {
     mine.insert(mine.end(), bytes, bytes + result.view.getBytes());
   }
   std::vector<std::vector<uint8_t>> everyone;
-  if (!(error = communicator->gatherToRoot(mine, everyone)).empty())
-    return fail(error);
+  if (Status status = communicator->gatherToRoot(mine, everyone); !status.ok())
+    return fail(status.message());
   if (rank != 0) {
     communicator.reset();
     MPI_Finalize();

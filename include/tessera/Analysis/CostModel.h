@@ -13,6 +13,7 @@
 
 #include "tessera/Analysis/MachineModel.h"
 #include "tessera/Analysis/Sharding.h"
+#include "tessera/Support/EnumNames.h"
 
 namespace tessera {
 
@@ -56,6 +57,14 @@ double getCollectiveSeconds(const MachineModel &machine, CollectiveKind kind,
                             double bytes, DeviceGroup group);
 
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
+    {"gpipe", PipelineSchedule::GPipe, "all forwards, then all backwards"},
+    {"1f1b", PipelineSchedule::OneFOneB,
+     "one forward, one backward (PipeDream-Flush)"},
+    {"interleaved", PipelineSchedule::Interleaved,
+     "1F1B over several stages per rank (Megatron-LM)"},
+    {"zb-h1", PipelineSchedule::ZeroBubbleH1,
+     "1F1B with weight gradients deferred into the cool-down"}};
 
 /// The idle fraction of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m)
 /// interleaved with v chunks per device, (p-1)/(3m) for ZB-H1: the zero
@@ -66,6 +75,10 @@ double getBubbleFraction(PipelineSchedule schedule, int64_t stages,
                          int64_t microbatches, int64_t virtualStages = 1);
 
 enum class Recompute { None, Selective, Full };
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {"none", Recompute::None, "keep every activation"},
+    {"selective", Recompute::Selective, "recompute attention's activations"},
+    {"full", Recompute::Full, "recompute each layer from its input"}};
 
 /// Hardware FLOPs of a training step over its model FLOPs (forward = 1/3 of
 /// a step): full recomputation runs the forward twice (4/3); selective
@@ -79,5 +92,9 @@ double getOverlappedSeconds(double computeSeconds, double commSeconds,
                             double overlapFraction);
 
 } // namespace tessera
+
+// Their options read the names of the tables above.
+TESSERA_ENUM_OPTION_PARSER(tessera::PipelineSchedule);
+TESSERA_ENUM_OPTION_PARSER(tessera::Recompute);
 
 #endif // TESSERA_ANALYSIS_COSTMODEL_H

@@ -1,53 +1,45 @@
-//===- Pipelines.h - The pass pipelines the CLI runs -------------*- C++
-//-*-===//
+//===- Pipelines.h - The registered pass pipelines --------------*- C++ -*-===//
 
 #ifndef TESSERA_PIPELINES_PIPELINES_H
 #define TESSERA_PIPELINES_PIPELINES_H
 
-#include "tessera/Transforms/Passes.h"
+#include "tessera/Pipelines/CompileOptions.h"
 
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
-#include <optional>
 #include <string>
 
 namespace tessera {
 
-/// Sets the axis sizes of the module's one mesh from "dp=2,tp=4". The spec
-/// must name exactly the mesh's axes; the error says what differs.
-mlir::LogicalResult applyMeshSpec(mlir::ModuleOp module, llvm::StringRef spec,
-                                  std::string &error);
+/// Why `options` do not make a pipeline (an option another one needs is
+/// missing), or "" when they do.
+std::string checkCompileOptions(const CompileOptions &options);
 
-/// Gives the module's mesh the pipeline axis "pp" of size `stages` as its
-/// most major axis, making a mesh @mesh ["pp"=stages] when there is none
-/// (an axis "pp" already there keeps its place). Emits an error and fails
-/// when the module has several meshes.
-mlir::LogicalResult addPipelineAxis(mlir::ModuleOp module, int64_t stages);
+/// The per-device program: the mesh sized, the train step, ZeRO,
+/// propagation, partition, then the pipeline and overlap schedules, as
+/// `options` ask. Needs options that checkCompileOptions accepts.
+void buildShardingPipeline(mlir::OpPassManager &pm,
+                           const CompileOptions &options);
 
-/// Propagation then partition: the per-device program. With `machine` (a
-/// machine file or preset), propagation resolves conflicts by their time on
-/// it; with `pipeline`, --tessera-microbatch comes first and
-/// --tessera-pipeline after the partition; with `schedule`,
-/// --tessera-schedule then overlaps its communication.
-void buildShardingPipeline(
-    mlir::OpPassManager &pm, llvm::StringRef machine = {},
-    const std::optional<SchedulePassOptions> &schedule = std::nullopt,
-    const std::optional<PipelinePassOptions> &pipeline = std::nullopt);
+/// The sharding pipeline, then export of the plan (--tessera-compile-pipeline).
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options);
 
-/// Sharding, then export of the plan to `output` (binary, or text).
-void buildCompilePipeline(
-    mlir::OpPassManager &pm, llvm::StringRef output, bool text = false,
-    llvm::StringRef machine = {},
-    const std::optional<SchedulePassOptions> &schedule = std::nullopt,
-    const std::optional<PipelinePassOptions> &pipeline = std::nullopt);
+/// The single-device program's plan, the reference of verify: the train step
+/// `options` ask for, shardings stripped, export to `options.output`.
+void buildSingleDevicePipeline(mlir::OpPassManager &pm,
+                               const CompileOptions &options);
 
-/// The single-device program's plan: shardings stripped, then export.
-void buildSingleDevicePipeline(mlir::OpPassManager &pm, llvm::StringRef output);
-
-/// The single-device loss-and-gradients program's plan: shardings stripped,
-/// autodiff, then export.
+/// The single-device loss-and-gradients program's plan (gradcheck):
+/// shardings stripped, autodiff, export to `output`.
 void buildGradientPipeline(mlir::OpPassManager &pm, llvm::StringRef output);
+
+/// The tessera-opt command line that replays `options` on `model`.
+std::string getReplayCommand(llvm::StringRef model,
+                             const CompileOptions &options);
+
+/// Registers --tessera-compile-pipeline and --tessera-sharding-pipeline.
+void registerTesseraPipelines();
 
 } // namespace tessera
 

@@ -34,6 +34,10 @@ struct ModelShape {
 llvm::Expected<ModelShape> getModelShape(mlir::ModuleOp module);
 
 enum class Precision { Mixed, BF16, FP32 };
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {"mixed", Precision::Mixed, "bf16 compute, f32 master weights and state"},
+    {"bf16", Precision::BF16, "bf16 throughout"},
+    {"fp32", Precision::FP32, "f32 throughout"}};
 
 struct PlanChoice {
   int64_t dp = 1, tp = 1, pp = 1;
@@ -122,5 +126,8 @@ SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
                          mlir::ModuleOp program = nullptr);
 
 } // namespace tessera
+
+// Their options read the names of the tables above.
+TESSERA_ENUM_OPTION_PARSER(tessera::Precision);
 
 #endif // TESSERA_SEARCH_PLANNER_H

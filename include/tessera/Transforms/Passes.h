@@ -4,6 +4,7 @@
 #define TESSERA_TRANSFORMS_PASSES_H
 
 #include "dialects/Dist/IR/DistDialect.h"
+#include "tessera/Transforms/PassOptions.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -65,8 +65,9 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
     weight gradients' contraction over the split batch.
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "adamw or sgd">,
+    Option<"optimizer", "optimizer", "::tessera::Optimizer",
+           /*default=*/"::tessera::Optimizer::AdamW", "The optimizer",
+           [{::tessera::enumValues(::tessera::kOptimizerNames)}]>,
     Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
@@ -74,9 +75,10 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
            "AdamW epsilon">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
            "Decoupled weight decay (AdamW) or L2 decay (SGD)">,
-    Option<"precision", "precision", "std::string", /*default=*/"\"model\"",
-           "model (train in the model's types) or mixed (f32 master weights "
-           "for a 16-bit model)">,
+    Option<"precision", "precision", "::tessera::TrainPrecision",
+           /*default=*/"::tessera::TrainPrecision::Model",
+           "The types the step computes in",
+           [{::tessera::enumValues(::tessera::kTrainPrecisionNames)}]>,
   ];
 }
 
@@ -130,8 +132,10 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
     the function result.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"aggressive\"",
-           "How to resolve conflicts: aggressive or conservative">,
+    Option<"mode", "mode", "::tessera::PropagationMode",
+           /*default=*/"::tessera::PropagationMode::Aggressive",
+           "How to resolve conflicts",
+           [{::tessera::enumValues(::tessera::kPropagationModeNames)}]>,
     Option<"explain", "explain", "bool", /*default=*/"false",
            "Report where each value's sharding came from and every conflict">,
     Option<"machine", "machine", "std::string", /*default=*/"\"\"",
@@ -226,8 +230,9 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage">,
     ListOption<"dataAxes", "axes", "std::string",
                "The data-parallel mesh axes">,
-    Option<"reshardAfterForward", "reshard-after-forward", "std::string",
-           /*default=*/"\"true\"",
+    Option<"reshardAfterForward", "reshard-after-forward",
+           "::tessera::ReshardAfterForward",
+           /*default=*/"::tessera::ReshardAfterForward::shard()",
            "Stage 3: gather the parameter again for the backward pass "
            "(true), keep the forward's gather (false), or keep a piece per "
            "group of this size (the trailing ZeRO axes) and gather in it">,
@@ -300,6 +305,35 @@ def SchedulePass : Pass<"tessera-schedule", "mlir::ModuleOp"> {
   ];
   let dependentDialects = ["::tessera::dist::DistDialect",
                            "::tessera::nn::NNDialect"];
+}
+
+def SetMeshPass : Pass<"tessera-set-mesh", "mlir::ModuleOp"> {
+  let summary = "Sizes the module's mesh, and adds the pipeline axis";
+  let description = [{
+    Sets the axis sizes of the module's one `dist.mesh` from `shape`
+    (`dp=2,tp=4`, which must name exactly the mesh's axes), so that one
+    annotated model compiles for any mesh of its axes. With
+    `pipeline-stages=N` (N > 1) the mesh gains the pipeline axis "pp" of size
+    N as its most major axis (a model without a mesh gets
+    `dist.mesh @mesh ["pp"=N]`; an axis "pp" already there keeps its place);
+    `shape` then need not give "pp".
+
+    Before, with `shape=dp=4,tp=2`:
+    ```mlir
+    dist.mesh @mesh ["dp"=1, "tp"=1]
+    ```
+    After:
+    ```mlir
+    dist.mesh @mesh ["dp"=4, "tp"=2]
+    ```
+  }];
+  let options = [
+    Option<"shape", "shape", "std::string", /*default=*/"\"\"",
+           "Axis sizes: dp=2,tp=4 (empty: keep the sizes)">,
+    Option<"pipelineStages", "pipeline-stages", "int64_t", /*default=*/"1",
+           "Pipeline stages: the size of the added mesh axis \"pp\"">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
 def StripShardingPass : Pass<"tessera-strip-sharding", "mlir::ModuleOp"> {
@@ -407,8 +441,10 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
            "Pipeline ranks (the size of mesh axis \"pp\")">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Microbatches per step (the size of mesh axis \"mb\")">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"schedule", "schedule", "::tessera::PipelineSchedule",
+           /*default=*/"::tessera::PipelineSchedule::OneFOneB",
+           "The microbatch schedule",
+           [{::tessera::enumValues(::tessera::kPipelineScheduleNames)}]>,
     Option<"virtualStages", "virtual", "int64_t", /*default=*/"1",
            "Stages per rank (interleaved)">,
   ];

@@ -141,19 +141,17 @@ struct TrainStepPass : tessera::impl::TrainStepPassBase<TrainStepPass> {
   using TrainStepPassBase::TrainStepPassBase;
 
   void runOnOperation() override {
-    if (optimizer != "adamw" && optimizer != "sgd") {
-      getOperation().emitError("unknown optimizer '")
-          << optimizer << "', expected adamw or sgd";
+    if (optimizer == Optimizer::None) {
+      getOperation().emitError("a train step needs an optimizer");
       return signalPassFailure();
     }
-    if (precision != "model" && precision != "mixed") {
-      getOperation().emitError("unknown precision '")
-          << precision << "', expected model or mixed";
-      return signalPassFailure();
-    }
-    OptimizerOptions options{
-        optimizer == "adamw", lr, beta1, beta2, epsilon, weightDecay,
-        precision == "mixed"};
+    OptimizerOptions options{optimizer == Optimizer::AdamW,
+                             lr,
+                             beta1,
+                             beta2,
+                             epsilon,
+                             weightDecay,
+                             precision == TrainPrecision::Mixed};
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && failed(buildTrainStep(function, options)))
         return signalPassFailure();

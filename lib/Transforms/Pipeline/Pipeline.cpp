@@ -13,6 +13,7 @@
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/CostModel.h"
+#include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/StageCuts.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,86 +37,10 @@ using namespace tessera;
 
 namespace {
 
-struct PipelineSpec {
-  int64_t ranks, microbatches, virtualStages;
-  PipelineSchedule schedule;
-  int64_t getNumStages() const { return ranks * virtualStages; }
-};
-
-/// What a unit of a schedule runs: the forward ops of a stage, its backward
-/// ops (with ZB-H1 only those that make the gradients other stages need),
-/// or (ZB-H1) the rest of its backward ops: the weight gradients.
-enum class UnitKind { Forward, Backward, Weight };
-
-/// One unit of a rank's schedule: the ops of one kind of a stage on one
-/// microbatch.
-struct Unit {
-  UnitKind kind;
-  int64_t stage, microbatch;
-};
-
-/// The units of `rank` in the order `spec.schedule` runs them.
-SmallVector<Unit> getSchedule(const PipelineSpec &spec, int64_t rank,
-                              bool hasBackward) {
-  int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
-  SmallVector<Unit> units;
-  if (spec.schedule == PipelineSchedule::Interleaved) {
-    // Megatron-LM's interleaved 1F1B: unit k of the forwards runs chunk
-    // (k / p) mod v on microbatch (k / (p v)) p + k mod p; the backwards
-    // walk the chunks in reverse.
-    int64_t total = m * v;
-    auto microbatch = [&](int64_t k) { return k / (p * v) * p + k % p; };
-    auto forward = [&](int64_t k) {
-      return Unit{UnitKind::Forward, (k / p) % v * p + rank, microbatch(k)};
-    };
-    auto backward = [&](int64_t k) {
-      return Unit{UnitKind::Backward, (v - 1 - (k / p) % v) * p + rank,
-                  microbatch(k)};
-    };
-    int64_t warmup =
-        hasBackward ? std::min((p - rank - 1) * 2 + (v - 1) * p, total) : total;
-    for (int64_t k = 0; k < warmup; ++k)
-      units.push_back(forward(k));
-    for (int64_t k = 0; k < total - warmup; ++k) {
-      units.push_back(forward(warmup + k));
-      units.push_back(backward(k));
-    }
-    if (hasBackward)
-      for (int64_t k = total - warmup; k < total; ++k)
-        units.push_back(backward(k));
-    return units;
-  }
-  int64_t warmup = spec.schedule == PipelineSchedule::GPipe || !hasBackward
-                       ? m
-                       : std::min(p - rank - 1, m);
-  // ZB-H1 runs a microbatch's weight gradients p - rank - 1 backwards after
-  // its input gradients (at once on the last rank), so that in the
-  // cool-down each fills the wait for the next rank's gradient.
-  bool zeroBubble = spec.schedule == PipelineSchedule::ZeroBubbleH1;
-  int64_t lag = p - rank - 1, weights = 0;
-  auto backward = [&](int64_t k) {
-    units.push_back({UnitKind::Backward, rank, k});
-    if (zeroBubble && k - weights >= lag)
-      units.push_back({UnitKind::Weight, rank, weights++});
-  };
-  for (int64_t k = 0; k < warmup; ++k)
-    units.push_back({UnitKind::Forward, rank, k});
-  for (int64_t k = 0; k < m - warmup; ++k) {
-    units.push_back({UnitKind::Forward, rank, warmup + k});
-    backward(k);
-  }
-  if (hasBackward) {
-    for (int64_t k = m - warmup; k < m; ++k) {
-      backward(k);
-      // In the cool-down, one weight unit after each backward.
-      if (zeroBubble && weights <= k && units.back().kind != UnitKind::Weight)
-        units.push_back({UnitKind::Weight, rank, weights++});
-    }
-    while (zeroBubble && weights < m)
-      units.push_back({UnitKind::Weight, rank, weights++});
-  }
-  return units;
-}
+// Short names for the schedule's pieces, which this file uses throughout.
+using UnitKind = PipelineUnitKind;
+using Unit = PipelineUnit;
+using Event = PipelineEvent;
 
 enum class OpClass { Pre, Body, Post };
 
@@ -125,14 +50,6 @@ struct Message {
   Value value;
   int64_t microbatch;
   int64_t from, to, tag;
-};
-
-/// One step of a rank's program, as the schedule simulation sees it.
-struct Event {
-  enum Kind { Recv, Compute, Send } kind;
-  int64_t message = -1; // Recv, Send
-  /// The unit it belongs to; -1 for the post ops and their transfers.
-  int64_t unit = -1;
 };
 
 class Pipeliner {
@@ -634,7 +551,7 @@ void Pipeliner::splitWeightGradients() {
 LogicalResult Pipeliner::planMessages() {
   bool hasBackward = forwardOps.size() < bodyOps.size();
   for (int64_t rank = 0; rank < spec.ranks; ++rank)
-    units.push_back(getSchedule(spec, rank, hasBackward));
+    units.push_back(getPipelineSchedule(spec, rank, hasBackward));
   // Where each rank runs each (kind, stage, microbatch).
   DenseMap<std::tuple<int64_t, int64_t, int64_t>, int64_t> unitIndex;
   auto getUnit = [&](UnitKind kind, int64_t stage, int64_t microbatch) {
@@ -724,60 +641,15 @@ LogicalResult Pipeliner::planMessages() {
 }
 
 LogicalResult Pipeliner::simulate() {
-  // Runs the ranks' events with blocking receives and sends that never
-  // block, tracking vector clocks: a rank knows another reached event e once
-  // it receives a message sent after e. A send is waited for at the first
-  // event after which its sender knows the receive was posted.
-  int64_t p = spec.ranks;
-  SmallVector<int64_t> next(p, 0);
-  SmallVector<SmallVector<int64_t>> clock(p, SmallVector<int64_t>(p, -1));
-  // Per rank and event, the clock after it.
-  SmallVector<SmallVector<SmallVector<int64_t>>> clocks(p);
-  DenseMap<int64_t, SmallVector<int64_t>> sentClock;
-  SmallVector<int64_t> recvEvent(messages.size(), -1);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t rank = 0; rank < p; ++rank) {
-      while (next[rank] < static_cast<int64_t>(events[rank].size())) {
-        const Event &event = events[rank][next[rank]];
-        if (event.kind == Event::Recv && !sentClock.count(event.message))
-          break;
-        clock[rank][rank] = next[rank];
-        if (event.kind == Event::Send)
-          sentClock[event.message] = clock[rank];
-        if (event.kind == Event::Recv) {
-          recvEvent[event.message] = next[rank];
-          for (int64_t other = 0; other < p; ++other)
-            clock[rank][other] =
-                std::max(clock[rank][other], sentClock[event.message][other]);
-          clock[rank][rank] = next[rank];
-        }
-        clocks[rank].push_back(clock[rank]);
-        ++next[rank];
-        progress = true;
-      }
-    }
-  }
-  for (int64_t rank = 0; rank < p; ++rank)
-    if (next[rank] < static_cast<int64_t>(events[rank].size()))
-      return function.emitError("the pipeline schedule deadlocks at pipeline "
-                                "rank ")
-             << rank << " (a receive whose send never comes)";
-  waitAfter.assign(messages.size(), -1);
-  for (int64_t rank = 0; rank < p; ++rank) {
-    for (auto [index, event] : llvm::enumerate(events[rank])) {
-      if (event.kind != Event::Send)
-        continue;
-      const Message &message = messages[event.message];
-      for (int64_t after = index + 1;
-           after < static_cast<int64_t>(events[rank].size()); ++after) {
-        if (clocks[rank][after][message.to] >= recvEvent[event.message]) {
-          waitAfter[event.message] = after;
-          break;
-        }
-      }
-    }
-  }
+  SmallVector<int64_t> receivers = llvm::map_to_vector(
+      messages, [](const Message &message) { return message.to; });
+  TransferSimulation simulation = simulateTransfers(events, receivers);
+  if (simulation.deadlockedRank)
+    return function.emitError("the pipeline schedule deadlocks at pipeline "
+                              "rank ")
+           << *simulation.deadlockedRank
+           << " (a receive whose send never comes)";
+  waitAfter = std::move(simulation.waitAfter);
   return success();
 }
 
@@ -1056,19 +928,7 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    PipelineSpec spec{stages, microbatches, virtualStages,
-                      PipelineSchedule::OneFOneB};
-    if (schedule == "gpipe")
-      spec.schedule = PipelineSchedule::GPipe;
-    else if (schedule == "interleaved")
-      spec.schedule = PipelineSchedule::Interleaved;
-    else if (schedule == "zb-h1")
-      spec.schedule = PipelineSchedule::ZeroBubbleH1;
-    else if (schedule != "1f1b") {
-      module.emitError("unknown pipeline schedule '")
-          << schedule << "', expected gpipe, 1f1b, interleaved or zb-h1";
-      return signalPassFailure();
-    }
+    PipelineSpec spec{stages, microbatches, virtualStages, schedule};
     if (stages < 1 || microbatches < 1 || virtualStages < 1) {
       module.emitError("expects stages, microbatches and virtual of 1 or "
                        "more");

@@ -2,7 +2,10 @@
 //
 // Moves shardings from the annotated values to every value along the factors
 // of each op's sharding rule, forward and backward to a fixed point, in rounds
-// of dim priorities. See Passes.td for the user-facing contract.
+// of dim priorities. A worklist re-queues the users and the producer of every
+// value that changes; how a factor's conflicts are settled is a
+// FactorPropagation strategy (lib/Analysis). See Passes.td for the
+// user-facing contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,10 +16,13 @@
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/CostModel.h"
+#include "tessera/Analysis/FactorPropagation.h"
 #include "tessera/Analysis/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Debug.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_PROPAGATEPASS
@@ -29,8 +35,6 @@ using namespace mlir;
 using namespace tessera;
 
 namespace {
-
-enum class Mode { Aggressive, Conservative };
 
 static std::string formatLoc(Location loc) {
   std::string text;
@@ -46,15 +50,32 @@ struct Seed {
   std::string origin;
 };
 
+/// The strategy of `mode`; aggressive conflicts are priced in seconds on
+/// `machine` when there is one, in bytes otherwise.
+static std::unique_ptr<FactorPropagation>
+createFactorPropagation(PropagationMode mode, const MeshShape &mesh,
+                        const MachineModel *machine) {
+  switch (mode) {
+  case PropagationMode::Conservative:
+    return std::make_unique<ConservativeFactorPropagation>();
+  case PropagationMode::Aggressive:
+    if (machine)
+      return std::make_unique<MachineFactorPropagation>(mesh, *machine);
+    return std::make_unique<AggressiveFactorPropagation>();
+  }
+  llvm_unreachable("unknown propagation mode");
+}
+
 /// Propagates within one function over one mesh.
 class FunctionPropagator {
 public:
   /// With `machine`, conflicts weigh resharding by its time on the machine
   /// rather than by its bytes.
-  FunctionPropagator(func::FuncOp function, MeshShape mesh, Mode mode,
-                     bool explain, const MachineModel *machine)
-      : function(function), mesh(std::move(mesh)), mode(mode), explain(explain),
-        machine(machine) {}
+  FunctionPropagator(func::FuncOp function, MeshShape mesh,
+                     PropagationMode mode, bool explain,
+                     const MachineModel *machine)
+      : function(function), mesh(std::move(mesh)), explain(explain),
+        strategy(createFactorPropagation(mode, this->mesh, machine)) {}
 
   /// Fails when a result that updates an argument is annotated otherwise.
   LogicalResult run();
@@ -62,13 +83,18 @@ public:
 private:
   void collectSeeds();
   void applySeeds(std::optional<int64_t> round);
-  bool propagate(Operation *op);
+  /// Propagates through `op` once; appends the values whose sharding grew.
+  void propagate(Operation *op, SmallVectorImpl<Value> &changed);
+  /// Propagates through the queued ops until no sharding grows.
+  void propagateToFixedPoint();
+  /// Queues the ops that produce or use `value`.
+  void enqueueNeighbours(Value value);
   void resolveSharedAxes(Operation *op, FactorAxes &chosen,
                          ArrayRef<FactorAxes> projected,
                          ArrayRef<Value> tensors);
-  AxisList resolve(Operation *op, int64_t factor,
-                   ArrayRef<std::pair<int64_t, AxisList>> candidates,
-                   ArrayRef<Value> tensors, int64_t &winner);
+  void recordConflict(Operation *op, int64_t factor,
+                      ArrayRef<FactorCandidate> candidates,
+                      const FactorResolution &resolution);
   TensorSharding &getState(Value value);
   LogicalResult writeBack();
   std::string describe(Operation *op, int64_t tensor) const;
@@ -76,11 +102,16 @@ private:
 
   func::FuncOp function;
   MeshShape mesh;
-  Mode mode;
   bool explain;
-  const MachineModel *machine;
+  /// Refers to `mesh`, so it is built after it.
+  std::unique_ptr<FactorPropagation> strategy;
 
   SmallVector<Seed> seeds;
+  /// The ops with a sharding rule, in program order, and the worklist over
+  /// them.
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, int> opIndex;
+  llvm::BitVector queued;
   llvm::MapVector<Value, TensorSharding> state;
   /// Per value and dim, the annotation its axes came from (empty if none).
   DenseMap<Value, SmallVector<std::string>> origins;
@@ -151,134 +182,59 @@ std::string FunctionPropagator::describe(Operation *op, int64_t tensor) const {
   return "result #" + std::to_string(tensor - numOperands);
 }
 
-AxisList
-FunctionPropagator::resolve(Operation *op, int64_t factor,
-                            ArrayRef<std::pair<int64_t, AxisList>> candidates,
-                            ArrayRef<Value> tensors, int64_t &winner) {
-  winner = -1;
-  if (candidates.empty())
-    return {};
-  // Compatible candidates are prefixes of the longest one.
-  const auto *longest =
-      llvm::max_element(candidates, [](const auto &a, const auto &b) {
-        return a.second.size() < b.second.size();
-      });
-  if (llvm::all_of(candidates, [&](const auto &candidate) {
-        return isAxesPrefix(candidate.second, longest->second);
-      })) {
-    winner = longest->first;
-    return longest->second;
-  }
-
-  AxisList chosen;
-  if (mode == Mode::Conservative) {
-    chosen = candidates.front().second;
-    for (const auto &candidate : candidates.drop_front()) {
-      size_t n = 0;
-      while (n < chosen.size() && n < candidate.second.size() &&
-             chosen[n] == candidate.second[n])
-        ++n;
-      chosen.resize(n);
-    }
-    winner = chosen.empty() ? -1 : candidates.front().first;
-  } else {
-    // Keep the candidate that leaves the fewest bytes to reshard: the
-    // tensors whose own candidate is incompatible with it. On a machine,
-    // the fastest: each such tensor is gathered over its axes the candidate
-    // lacks, at the bandwidth of the links those axes cross.
-    double bestCost = std::numeric_limits<double>::infinity();
-    for (const auto &candidate : candidates) {
-      double cost = 0;
-      for (const auto &other : candidates) {
-        if (isAxesPrefix(other.second, candidate.second) ||
-            isAxesPrefix(candidate.second, other.second))
-          continue;
-        double bytes = getTensorBytes(tensors[other.first].getType());
-        if (!machine) {
-          cost += bytes;
-          continue;
-        }
-        AxisList gathered;
-        for (StringAttr axis : other.second)
-          if (!llvm::is_contained(candidate.second, axis))
-            gathered.push_back(axis);
-        cost += getCollectiveSeconds(*machine, CollectiveKind::AllGather, bytes,
-                                     mesh.getDeviceGroup(gathered));
-      }
-      if (cost < bestCost ||
-          (cost == bestCost && candidate.second.size() > chosen.size())) {
-        bestCost = cost;
-        chosen = candidate.second;
-        winner = candidate.first;
-      }
-    }
-  }
-
-  if (explain && !conflicts.count({op, factor})) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "conflict on factor " << ShardingRule::getFactorName(factor) << ": ";
-    llvm::interleaveComma(candidates, os, [&](const auto &candidate) {
-      os << describe(op, candidate.first) << " wants "
-         << formatAxes(candidate.second);
-    });
-    os << "; kept " << formatAxes(chosen);
-    if (winner >= 0)
-      os << " of " << describe(op, winner);
-    os << (mode == Mode::Conservative ? " (conservative: common prefix)"
-           : machine ? " (fastest to reshard on " + machine->name + ")"
-                     : std::string(" (fewest bytes to reshard)"));
-    conflicts[{op, factor}] = text;
-  }
-  return chosen;
+/// Explains a conflict the first time an op's factor has one: the op is
+/// visited again as its tensors grow, but the first competition is the one
+/// that decided.
+void FunctionPropagator::recordConflict(Operation *op, int64_t factor,
+                                        ArrayRef<FactorCandidate> candidates,
+                                        const FactorResolution &resolution) {
+  LLVM_DEBUG({
+    llvm::dbgs() << "  conflict on factor "
+                 << ShardingRule::getFactorName(factor) << ": kept "
+                 << formatAxes(resolution.axes) << " (" << strategy->getReason()
+                 << ")\n";
+  });
+  if (!explain || conflicts.count({op, factor}))
+    return;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "conflict on factor " << ShardingRule::getFactorName(factor) << ": ";
+  llvm::interleaveComma(candidates, os, [&](const FactorCandidate &candidate) {
+    os << describe(op, candidate.tensor) << " wants "
+       << formatAxes(candidate.axes);
+  });
+  os << "; kept " << formatAxes(resolution.axes);
+  if (resolution.winner >= 0)
+    os << " of " << describe(op, resolution.winner);
+  os << " (" << strategy->getReason() << ")";
+  conflicts[{op, factor}] = text;
 }
 
-/// An axis splits at most one factor of an op. When several factors want
-/// one, the factor whose tensors already hold the most bytes split over it
-/// keeps it (the others' tensors are the ones to reshard); ties go to the
-/// first factor. A factor that loses an axis loses the axes after it too.
+/// Settles the axes that several factors chose (see resolveAxisClaims).
 void FunctionPropagator::resolveSharedAxes(Operation *op, FactorAxes &chosen,
                                            ArrayRef<FactorAxes> projected,
                                            ArrayRef<Value> tensors) {
-  auto weight = [&](int64_t factor, StringAttr axis) {
-    int64_t bytes = 0;
-    for (auto [index, view] : llvm::enumerate(projected))
-      if (llvm::is_contained(view[factor], axis))
-        bytes += getTensorBytes(tensors[index].getType());
-    return bytes;
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    llvm::MapVector<StringAttr, SmallVector<int64_t>> claims;
-    for (auto [factor, axes] : llvm::enumerate(chosen))
-      for (StringAttr axis : axes)
-        claims[axis].push_back(factor);
-    for (auto &[axis, factors] : claims) {
-      if (factors.size() < 2)
-        continue;
-      int64_t keeper = factors.front();
-      for (int64_t factor : factors)
-        if (weight(factor, axis) > weight(keeper, axis))
-          keeper = factor;
-      for (int64_t factor : factors) {
-        if (factor == keeper)
-          continue;
-        AxisList &axes = chosen[factor];
-        axes.erase(llvm::find(axes, axis), axes.end());
-        if (explain && !conflicts.count({op, factor}))
-          conflicts[{op, factor}] =
-              "conflict on axis \"" + axis.getValue().str() + "\": factor " +
-              ShardingRule::getFactorName(keeper) + " keeps it, factor " +
-              ShardingRule::getFactorName(factor) +
-              " gives it up (fewer bytes to reshard)";
-      }
-      changed = true;
-      break;
-    }
+  SmallVector<int64_t> bytes;
+  for (Value tensor : tensors)
+    bytes.push_back(getTensorBytes(tensor.getType()));
+  for (const AxisClaimLoss &loss :
+       resolveAxisClaims(chosen, projected, bytes)) {
+    LLVM_DEBUG(llvm::dbgs()
+               << "  axis \"" << loss.axis.getValue() << "\": factor "
+               << ShardingRule::getFactorName(loss.keeper)
+               << " keeps it, factor "
+               << ShardingRule::getFactorName(loss.loser) << " gives it up\n");
+    if (explain && !conflicts.count({op, loss.loser}))
+      conflicts[{op, loss.loser}] =
+          "conflict on axis \"" + loss.axis.getValue().str() + "\": factor " +
+          ShardingRule::getFactorName(loss.keeper) + " keeps it, factor " +
+          ShardingRule::getFactorName(loss.loser) +
+          " gives it up (fewer bytes to reshard)";
   }
 }
 
-bool FunctionPropagator::propagate(Operation *op) {
+void FunctionPropagator::propagate(Operation *op,
+                                   SmallVectorImpl<Value> &changed) {
   ShardingRule rule;
   if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
     rule = ruleOp.getShardingRule();
@@ -289,7 +245,7 @@ bool FunctionPropagator::propagate(Operation *op) {
                 cast<RankedTensorType>(op->getResult(0).getType()).getShape())
             .build();
   } else {
-    return false;
+    return;
   }
 
   SmallVector<Value> tensors(op->getOperands());
@@ -311,15 +267,19 @@ bool FunctionPropagator::propagate(Operation *op) {
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
     if (rule.getFactors()[factor].kind == FactorKind::NeedReplication)
       continue;
-    SmallVector<std::pair<int64_t, AxisList>> candidates;
+    SmallVector<FactorCandidate> candidates;
     for (auto [index, view] : llvm::enumerate(projected))
       if (!view[factor].empty())
-        candidates.push_back({static_cast<int64_t>(index), view[factor]});
-    chosen[factor] = resolve(op, factor, candidates, tensors, winners[factor]);
+        candidates.push_back({static_cast<int64_t>(index), view[factor],
+                              getTensorBytes(tensors[index].getType())});
+    FactorResolution resolution = strategy->resolve(candidates);
+    if (resolution.isConflict)
+      recordConflict(op, factor, candidates, resolution);
+    chosen[factor] = std::move(resolution.axes);
+    winners[factor] = resolution.winner;
   }
   resolveSharedAxes(op, chosen, projected, tensors);
 
-  bool changed = false;
   for (auto [index, value] : llvm::enumerate(tensors)) {
     SmallVector<AxisList> wanted =
         projectFromFactors(rule, *factorsOf[index], chosen, mesh);
@@ -339,7 +299,10 @@ bool FunctionPropagator::propagate(Operation *op) {
       if (extension.empty())
         continue;
       llvm::append_range(have.axes, extension);
-      changed = true;
+      LLVM_DEBUG(llvm::dbgs() << "  " << describe(op, index) << " dim " << dim
+                              << " += " << formatAxes(extension) << "\n");
+      if (changed.empty() || changed.back() != value)
+        changed.push_back(value);
       // The new axes come from the annotation that reached the winning
       // tensor's dim of the same factor.
       for (int64_t factor : dimFactors) {
@@ -360,7 +323,6 @@ bool FunctionPropagator::propagate(Operation *op) {
       }
     }
   }
-  return changed;
 }
 
 LogicalResult FunctionPropagator::writeBack() {
@@ -451,13 +413,60 @@ std::string FunctionPropagator::describeOrigin(Value value) {
   return text;
 }
 
+void FunctionPropagator::enqueueNeighbours(Value value) {
+  auto enqueue = [&](Operation *op) {
+    auto it = opIndex.find(op);
+    if (it != opIndex.end())
+      queued.set(it->second);
+  };
+  if (Operation *producer = value.getDefiningOp())
+    enqueue(producer);
+  for (Operation *user : value.getUsers())
+    enqueue(user);
+}
+
+/// Sweeps the queued ops forward and backward in turn, as the sweeps over
+/// every op that this replaces did: an op is visited only when a tensor of it
+/// changed since its last visit, for otherwise the visit would change
+/// nothing. Conflicts are thus met in the same order, and their outcome
+/// depends on it.
+void FunctionPropagator::propagateToFixedPoint() {
+  // Every change appends an axis, so this terminates; the bound is a guard.
+  constexpr int kMaxSweeps = 2000;
+  SmallVector<Value> changed;
+  for (int sweep = 0; sweep < kMaxSweeps && queued.any(); ++sweep) {
+    bool forward = sweep % 2 == 0;
+    LLVM_DEBUG(llvm::dbgs()
+               << "sweep " << sweep << (forward ? " (forward)" : " (backward)")
+               << ": " << queued.count() << " ops queued\n");
+    for (int index = forward ? queued.find_first() : queued.find_last();
+         index >= 0;
+         index = forward ? queued.find_next(index) : queued.find_prev(index)) {
+      queued.reset(index);
+      Operation *op = ops[index];
+      LLVM_DEBUG(llvm::dbgs() << "visit " << op->getName() << " at "
+                              << formatLoc(op->getLoc()) << "\n");
+      changed.clear();
+      propagate(op, changed);
+      // Ops later in this sweep's direction see the change in this sweep;
+      // the others in the next one.
+      for (Value value : changed) {
+        LLVM_DEBUG(llvm::dbgs()
+                   << "  now " << getState(value).toAttr(mesh.getName())
+                   << "\n");
+        enqueueNeighbours(value);
+      }
+    }
+  }
+}
+
 LogicalResult FunctionPropagator::run() {
   collectSeeds();
-  SmallVector<Operation *> ops;
   function.walk([&](Operation *op) {
     if (op == function.getOperation() || isa<func::ReturnOp>(op))
       return;
     if (isa<ShardingRuleOpInterface, dist::ShardingConstraintOp>(op)) {
+      opIndex[op] = ops.size();
       ops.push_back(op);
       return;
     }
@@ -480,18 +489,21 @@ LogicalResult FunctionPropagator::run() {
   if (rounds.empty())
     rounds.push_back(std::nullopt);
 
+  // The first round visits every op; a later one only those the seeds it
+  // applies touch, as the others stand at the previous round's fixed point.
+  queued.resize(ops.size(), true);
   for (std::optional<int64_t> round : rounds) {
+    LLVM_DEBUG({
+      llvm::dbgs() << "@" << function.getSymName() << ": round ";
+      if (round)
+        llvm::dbgs() << "p" << *round << "\n";
+      else
+        llvm::dbgs() << "without priorities\n";
+    });
     applySeeds(round);
-    // Every change appends an axis, so this terminates; the bound is a guard.
-    for (int iteration = 0; iteration < 1000; ++iteration) {
-      bool changed = false;
-      for (Operation *op : ops)
-        changed |= propagate(op);
-      for (Operation *op : llvm::reverse(ops))
-        changed |= propagate(op);
-      if (!changed)
-        break;
-    }
+    for (const Seed &seed : seeds)
+      enqueueNeighbours(seed.value);
+    propagateToFixedPoint();
   }
   return writeBack();
 }
@@ -501,14 +513,6 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
   using PropagatePassBase::PropagatePassBase;
 
   void runOnOperation() override {
-    if (mode != "aggressive" && mode != "conservative") {
-      // At the location only: a note printing the whole module helps no one.
-      emitError(getOperation().getLoc(), "unknown propagation mode '")
-          << mode << "', expected aggressive or conservative";
-      return signalPassFailure();
-    }
-    Mode parsedMode =
-        mode == "aggressive" ? Mode::Aggressive : Mode::Conservative;
     std::optional<MachineModel> machineModel;
     if (!machine.empty()) {
       llvm::Expected<MachineModel> loaded =
@@ -526,10 +530,10 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
       FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
       if (failed(mesh))
         return WalkResult::interrupt();
-      if (*mesh && failed(FunctionPropagator(
-                              function, MeshShape(*mesh), parsedMode, explain,
-                              machineModel ? &*machineModel : nullptr)
-                              .run()))
+      if (*mesh &&
+          failed(FunctionPropagator(function, MeshShape(*mesh), mode, explain,
+                                    machineModel ? &*machineModel : nullptr)
+                     .run()))
         return WalkResult::interrupt();
       return WalkResult::advance();
     });

@@ -106,9 +106,6 @@ struct Regather {
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   using ZeroPassBase::ZeroPassBase;
 
-  /// reshard-after-forward as a group size, when it is one.
-  int64_t regatherGroup = 0;
-
   void runOnOperation() override {
     if (stage == 0)
       return;
@@ -116,16 +113,6 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       emitError(getOperation().getLoc(), "ZeRO stage ")
           << static_cast<int64_t>(stage)
           << " does not exist: --tessera-zero takes stage 0, 1, 2 or 3";
-      return signalPassFailure();
-    }
-    if (reshardAfterForward != "true" && reshardAfterForward != "false" &&
-        (StringRef(reshardAfterForward).getAsInteger(10, regatherGroup) ||
-         regatherGroup < 1)) {
-      emitError(getOperation().getLoc(), "reshard-after-forward=")
-          << reshardAfterForward
-          << " is not supported: it takes true (gather the parameter again "
-             "for the backward), false (keep the forward's gather) or the "
-             "size of the group to reshard to after the forward";
       return signalPassFailure();
     }
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
@@ -259,11 +246,12 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   /// that the trailing ZeRO axes make up.
   FailureOr<Regather> getRegather(func::FuncOp function, const MeshShape &mesh,
                                   const AxisList &axes) {
-    if (reshardAfterForward == "true")
+    const ReshardAfterForward &reshard = reshardAfterForward;
+    if (reshard.kind == ReshardAfterForward::Kind::Shard)
       return Regather{Regather::FromShard, {}};
-    if (reshardAfterForward == "false")
+    if (reshard.kind == ReshardAfterForward::Kind::Keep)
       return Regather{Regather::KeepForward, {}};
-    int64_t size = regatherGroup;
+    int64_t size = reshard.groupSize;
     if (size == 1)
       return Regather{Regather::KeepForward, {}};
     std::string sizes;

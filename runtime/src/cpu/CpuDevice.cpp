@@ -10,33 +10,53 @@ using namespace tessera::runtime;
 
 Device::~Device() = default;
 
+Status Device::runKernel(const std::string &op, const KernelAttrs &attrs,
+                         const std::vector<const Tensor *> &inputs,
+                         const std::vector<Tensor *> &outputs) {
+  Expected<const Kernel *> kernel = findKernel(op);
+  if (!kernel.ok())
+    return kernel.getStatus();
+  return runKernel(**kernel, attrs, inputs, outputs);
+}
+
 namespace {
 class CpuDevice final : public Device {
 public:
+  using Device::runKernel;
+
   std::string getName() const override { return "cpu"; }
-  std::string allocate(size_t bytes, void *&data) override {
+  Status allocate(size_t bytes, void *&data) override {
     data = std::calloc(std::max<size_t>(bytes, 1), 1);
-    return data ? ""
-                : "out of host memory for " + std::to_string(bytes) + " bytes";
+    if (!data)
+      return deviceError("out of host memory for " + std::to_string(bytes) +
+                         " bytes");
+    return Status::success();
   }
   void deallocate(void *data) override { std::free(data); }
-  std::string copyToDevice(void *dst, const void *src, size_t bytes) override {
+  Status copyToDevice(void *dst, const void *src, size_t bytes) override {
     if (bytes)
       std::memcpy(dst, src, bytes);
-    return "";
+    return Status::success();
   }
-  std::string copyToHost(void *dst, const void *src, size_t bytes) override {
+  Status copyToHost(void *dst, const void *src, size_t bytes) override {
     return copyToDevice(dst, src, bytes);
   }
-  std::string copyWithin(void *dst, const void *src, size_t bytes) override {
+  Status copyWithin(void *dst, const void *src, size_t bytes) override {
     return copyToDevice(dst, src, bytes);
   }
-  std::string runKernel(const std::string &op, const KernelAttrs &attrs,
-                        const std::vector<const Tensor *> &inputs,
-                        const std::vector<Tensor *> &outputs) override {
-    return runCpuKernel(op, attrs, inputs, outputs);
+  Expected<const Kernel *> findKernel(const std::string &op) override {
+    Expected<const CpuKernel *> kernel = findCpuKernel(op);
+    if (!kernel.ok())
+      return kernel.getStatus();
+    return static_cast<const Kernel *>(*kernel);
   }
-  std::string synchronize() override { return ""; }
+  Status runKernel(const Kernel &kernel, const KernelAttrs &attrs,
+                   const std::vector<const Tensor *> &inputs,
+                   const std::vector<Tensor *> &outputs) override {
+    // Every kernel this device hands out is a CpuKernel.
+    return static_cast<const CpuKernel &>(kernel).run(attrs, inputs, outputs);
+  }
+  Status synchronize() override { return Status::success(); }
 };
 } // namespace
 

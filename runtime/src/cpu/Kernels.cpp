@@ -95,7 +95,7 @@ static bool isFloat(DType dtype) {
          dtype == DType::BF16;
 }
 
-namespace {
+namespace tessera::runtime::detail {
 /// One kernel invocation: the op (every message starts with its name), its
 /// attributes and its tensors. The `expect*` checks record the first failure
 /// and return false, so a kernel chains them with `&&` and returns on the
@@ -123,6 +123,14 @@ public:
       message = concat(op, ": ", args...);
     return false;
   }
+
+  /// As fail, for what only the data shows (a label outside the
+  /// vocabulary): the plan was fine, the inputs were not.
+  template <typename... Args> bool failOnData(const Args &...args) {
+    dataError = message.empty();
+    return fail(args...);
+  }
+  bool isDataError() const { return dataError; }
 
   /// Checks the numbers of tensors and that each has memory for its shape.
   bool expectArity(size_t numInputs, size_t numOutputs) {
@@ -197,23 +205,21 @@ public:
     return value;
   }
 
-  /// A float attribute, or `defaultValue` (the op's default) when absent.
-  std::optional<double> getFloat(const char *name,
-                                 std::optional<double> defaultValue = {}) {
+  /// The attribute getters have no defaults: a plan carries every
+  /// attribute of an op, defaults included (the exporter writes what the op
+  /// holds), so the op definition is their one source.
+  std::optional<double> getFloat(const char *name) {
     std::optional<double> value = attrs.getFloat(name);
-    if (!value && !defaultValue)
+    if (!value)
       fail("missing float attribute '", name, "'");
-    return value ? value : defaultValue;
+    return value;
   }
 
-  /// An integer-list attribute, or `defaultValue` when absent.
-  const std::vector<int64_t> *
-  getList(const char *name,
-          const std::vector<int64_t> *defaultValue = nullptr) {
+  const std::vector<int64_t> *getList(const char *name) {
     const std::vector<int64_t> *value = attrs.getList(name);
-    if (!value && !defaultValue)
+    if (!value)
       fail("missing integer-list attribute '", name, "'");
-    return value ? value : defaultValue;
+    return value;
   }
 
   const std::string *getBytes(const char *name) {
@@ -250,9 +256,12 @@ private:
   const std::vector<const Tensor *> &inputs;
   const std::vector<Tensor *> &outputs;
   bool checkOnly;
+  bool dataError = false;
   std::string message;
 };
-} // namespace
+} // namespace tessera::runtime::detail
+
+using tessera::runtime::detail::KernelCall;
 
 //===----------------------------------------------------------------------===//
 // Strided views
@@ -457,14 +466,11 @@ static void runDot(KernelCall &c) {
       !c.expectF32(c.in(1), "rhs") || !c.expectF32(c.out(0), "result"))
     return;
   const Tensor &lhs = c.in(0), &rhs = c.in(1);
-  static const std::vector<int64_t> noDims;
-  const std::vector<int64_t> *lhsBatch =
-      c.getList("lhs_batching_dims", &noDims);
-  const std::vector<int64_t> *rhsBatch =
-      c.getList("rhs_batching_dims", &noDims);
+  const std::vector<int64_t> *lhsBatch = c.getList("lhs_batching_dims");
+  const std::vector<int64_t> *rhsBatch = c.getList("rhs_batching_dims");
   const std::vector<int64_t> *lhsContract = c.getList("lhs_contracting_dims");
   const std::vector<int64_t> *rhsContract = c.getList("rhs_contracting_dims");
-  if (!lhsContract || !rhsContract)
+  if (!lhsBatch || !rhsBatch || !lhsContract || !rhsContract)
     return;
   if (lhsBatch->size() != rhsBatch->size()) {
     c.fail("has ", lhsBatch->size(), " lhs batching dims but ",
@@ -1098,7 +1104,9 @@ static void getRowStatistics(const float *x, int64_t features, bool rms,
 static void runLayerNorm(KernelCall &c) {
   if (!expectNorm(c, 3))
     return;
-  std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-5);
+  std::optional<double> epsilon = c.getFloat("epsilon");
+  if (!epsilon)
+    return;
   const Tensor &input = c.in(0);
   int64_t features = input.shape.back();
   if (features == 0)
@@ -1119,7 +1127,9 @@ static void runLayerNorm(KernelCall &c) {
 static void runRmsNorm(KernelCall &c) {
   if (!expectNorm(c, 2))
     return;
-  std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-6);
+  std::optional<double> epsilon = c.getFloat("epsilon");
+  if (!epsilon)
+    return;
   const Tensor &input = c.in(0);
   int64_t features = input.shape.back();
   if (features == 0)
@@ -1157,8 +1167,8 @@ static void runNormGrad(KernelCall &c, bool rms) {
       !c.expectF32(c.out(1), "normalized input") ||
       !c.expectShape(c.out(1), input.shape, "normalized input"))
     return;
-  std::optional<double> epsilon = c.getFloat("epsilon", rms ? 1.0e-6 : 1.0e-5);
-  if (c.isCheckOnly() || features == 0)
+  std::optional<double> epsilon = c.getFloat("epsilon");
+  if (!epsilon || c.isCheckOnly() || features == 0)
     return;
   const float *gamma = c.in(1).as<float>();
   for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
@@ -1302,8 +1312,8 @@ static void runCrossEntropy(KernelCall &c) {
   for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
     int64_t label = readIndex(labels, i);
     if (label < 0 || label >= vocab) {
-      c.fail("label ", label, " at position ", i, " is outside [0, ", vocab,
-             ")");
+      c.failOnData("label ", label, " at position ", i, " is outside [0, ",
+                   vocab, ")");
       return;
     }
     const float *x = logits.as<float>() + i * vocab;
@@ -1350,8 +1360,8 @@ static void runSgd(KernelCall &c) {
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
     return;
   std::optional<double> lr = c.getFloat("lr");
-  std::optional<double> weightDecay = c.getFloat("weight_decay", 0.0);
-  if (!lr)
+  std::optional<double> weightDecay = c.getFloat("weight_decay");
+  if (!lr || !weightDecay)
     return;
   if (c.isCheckOnly())
     return;
@@ -1378,18 +1388,19 @@ static void runAdamW(KernelCall &c) {
   if (!c.expectIndex(c.in(4), "step") || !c.expectShape(c.in(4), {}, "step"))
     return;
   std::optional<double> lr = c.getFloat("lr");
-  std::optional<double> beta1 = c.getFloat("beta1", 0.9);
-  std::optional<double> beta2 = c.getFloat("beta2", 0.999);
-  std::optional<double> epsilon = c.getFloat("epsilon", 1.0e-8);
-  std::optional<double> weightDecay = c.getFloat("weight_decay", 0.01);
-  if (!lr)
+  std::optional<double> beta1 = c.getFloat("beta1");
+  std::optional<double> beta2 = c.getFloat("beta2");
+  std::optional<double> epsilon = c.getFloat("epsilon");
+  std::optional<double> weightDecay = c.getFloat("weight_decay");
+  if (!lr || !beta1 || !beta2 || !epsilon || !weightDecay)
     return;
   if (c.isCheckOnly())
     return;
   int64_t step = readIndex(c.in(4), 0);
   if (step < 1) {
     // Step 0 would divide by a zero bias correction.
-    c.fail("expects a step of at least 1 (steps count from 1), got ", step);
+    c.failOnData("expects a step of at least 1 (steps count from 1), got ",
+                 step);
     return;
   }
   double correction1 = 1.0 - std::pow(*beta1, static_cast<double>(step));
@@ -1413,88 +1424,106 @@ static void runAdamW(KernelCall &c) {
 // Dispatch
 //===----------------------------------------------------------------------===//
 
-using KernelFn = void (*)(KernelCall &);
+using KernelFn = CpuKernel::Fn;
 
-static const std::unordered_map<std::string, KernelFn> &getKernels() {
-  static const std::unordered_map<std::string, KernelFn> kernels = {
-      // Linear algebra.
-      {"nn.dot", runDot},
-      // Elementwise.
-      {"nn.add",
-       [](KernelCall &c) {
-         runBinary(c, [](float a, float b) { return a + b; });
-       }},
-      {"nn.sub",
-       [](KernelCall &c) {
-         runBinary(c, [](float a, float b) { return a - b; });
-       }},
-      {"nn.mul",
-       [](KernelCall &c) {
-         runBinary(c, [](float a, float b) { return a * b; });
-       }},
-      {"nn.div",
-       [](KernelCall &c) {
-         runBinary(c, [](float a, float b) { return a / b; });
-       }},
-      {"nn.neg",
-       [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
-      {"nn.exp",
-       [](KernelCall &c) { runUnary(c, [](float x) { return std::exp(x); }); }},
-      {"nn.log",
-       [](KernelCall &c) { runUnary(c, [](float x) { return std::log(x); }); }},
-      {"nn.sqrt",
-       [](KernelCall &c) {
-         runUnary(c, [](float x) { return std::sqrt(x); });
-       }},
-      {"nn.rsqrt",
-       [](KernelCall &c) {
-         runUnary(c, [](float x) { return 1.0f / std::sqrt(x); });
-       }},
-      {"nn.tanh",
-       [](KernelCall &c) {
-         runUnary(c, [](float x) { return std::tanh(x); });
-       }},
-      // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
-      {"nn.relu",
-       [](KernelCall &c) {
-         runUnary(c, [](float x) { return x < 0.0f ? 0.0f : x; });
-       }},
-      {"nn.gelu", [](KernelCall &c) { runUnary(c, gelu); }},
-      {"nn.silu",
-       [](KernelCall &c) {
-         runUnary(c, [](float x) { return x / (1.0f + std::exp(-x)); });
-       }},
-      {"nn.select", runSelect},
-      {"nn.compare", runCompare},
-      {"nn.cast", runCast},
-      {"nn.constant", runConstant},
-      {"nn.broadcast", runBroadcast},
-      // Reductions.
-      {"nn.reduce_sum", [](KernelCall &c) { runReduce(c, ReduceKind::Sum); }},
-      {"nn.reduce_max", [](KernelCall &c) { runReduce(c, ReduceKind::Max); }},
-      {"nn.reduce_mean", [](KernelCall &c) { runReduce(c, ReduceKind::Mean); }},
-      // Shape manipulation.
-      {"nn.reshape", runReshape},
-      {"nn.transpose", runTranspose},
-      {"nn.slice", runSlice},
-      {"nn.concat", runConcat},
-      // Layers.
-      {"nn.softmax", [](KernelCall &c) { runSoftmax(c, /*log=*/false); }},
-      {"nn.log_softmax", [](KernelCall &c) { runSoftmax(c, /*log=*/true); }},
-      {"nn.layer_norm", runLayerNorm},
-      {"nn.rms_norm", runRmsNorm},
-      {"nn.layer_norm_grad",
-       [](KernelCall &c) { runNormGrad(c, /*rms=*/false); }},
-      {"nn.rms_norm_grad", [](KernelCall &c) { runNormGrad(c, /*rms=*/true); }},
-      {"nn.embedding", runEmbedding},
-      {"nn.embedding_grad", runEmbeddingGrad},
-      {"nn.one_hot", runOneHot},
-      {"nn.cross_entropy", runCrossEntropy},
-      {"nn.causal_mask", runCausalMask},
-      // Optimizer updates.
-      {"nn.sgd", runSgd},
-      {"nn.adamw", runAdamW},
-  };
+/// The registry: built once, never changed, so that a found kernel lives as
+/// long as the process.
+static const std::unordered_map<std::string, CpuKernel> &getKernels() {
+  static const std::unordered_map<std::string, CpuKernel> kernels = [] {
+    std::unordered_map<std::string, CpuKernel> table;
+    for (const auto &[op, fn] :
+         std::initializer_list<std::pair<const char *, KernelFn>>{
+             // Linear algebra.
+             {"nn.dot", runDot},
+             // Elementwise.
+             {"nn.add",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) { return a + b; });
+              }},
+             {"nn.sub",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) { return a - b; });
+              }},
+             {"nn.mul",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) { return a * b; });
+              }},
+             {"nn.div",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) { return a / b; });
+              }},
+             {"nn.neg",
+              [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
+             {"nn.exp",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::exp(x); });
+              }},
+             {"nn.log",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::log(x); });
+              }},
+             {"nn.sqrt",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::sqrt(x); });
+              }},
+             {"nn.rsqrt",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return 1.0f / std::sqrt(x); });
+              }},
+             {"nn.tanh",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::tanh(x); });
+              }},
+             // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
+             {"nn.relu",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return x < 0.0f ? 0.0f : x; });
+              }},
+             {"nn.gelu", [](KernelCall &c) { runUnary(c, gelu); }},
+             {"nn.silu",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return x / (1.0f + std::exp(-x)); });
+              }},
+             {"nn.select", runSelect},
+             {"nn.compare", runCompare},
+             {"nn.cast", runCast},
+             {"nn.constant", runConstant},
+             {"nn.broadcast", runBroadcast},
+             // Reductions.
+             {"nn.reduce_sum",
+              [](KernelCall &c) { runReduce(c, ReduceKind::Sum); }},
+             {"nn.reduce_max",
+              [](KernelCall &c) { runReduce(c, ReduceKind::Max); }},
+             {"nn.reduce_mean",
+              [](KernelCall &c) { runReduce(c, ReduceKind::Mean); }},
+             // Shape manipulation.
+             {"nn.reshape", runReshape},
+             {"nn.transpose", runTranspose},
+             {"nn.slice", runSlice},
+             {"nn.concat", runConcat},
+             // Layers.
+             {"nn.softmax",
+              [](KernelCall &c) { runSoftmax(c, /*log=*/false); }},
+             {"nn.log_softmax",
+              [](KernelCall &c) { runSoftmax(c, /*log=*/true); }},
+             {"nn.layer_norm", runLayerNorm},
+             {"nn.rms_norm", runRmsNorm},
+             {"nn.layer_norm_grad",
+              [](KernelCall &c) { runNormGrad(c, /*rms=*/false); }},
+             {"nn.rms_norm_grad",
+              [](KernelCall &c) { runNormGrad(c, /*rms=*/true); }},
+             {"nn.embedding", runEmbedding},
+             {"nn.embedding_grad", runEmbeddingGrad},
+             {"nn.one_hot", runOneHot},
+             {"nn.cross_entropy", runCrossEntropy},
+             {"nn.causal_mask", runCausalMask},
+             // Optimizer updates.
+             {"nn.sgd", runSgd},
+             {"nn.adamw", runAdamW},
+         })
+      table.emplace(op, CpuKernel(op, fn));
+    return table;
+  }();
   return kernels;
 }
 
@@ -1523,13 +1552,24 @@ widenConstantValue(const std::string &op, const KernelAttrs &attrs,
   return attrs;
 }
 
+/// A kernel's message as a status: the data-dependent checks (a label
+/// outside the vocabulary, a step below 1) are data errors, the others
+/// arguments that do not fit.
+static Status getStatus(const KernelCall &call, bool dataDependent) {
+  if (call.getMessage().empty())
+    return Status::success();
+  return Status(dataDependent ? StatusCode::DataError
+                              : StatusCode::InvalidArgument,
+                call.getMessage());
+}
+
 /// Runs a kernel whose 16-bit float tensors have been widened to f32:
 /// bf16 and f16 are storage formats here, and the math is f32 (as tensor
 /// cores accumulate), rounded to nearest even when the results are narrowed.
-static std::string runWidened(const KernelFn &kernel, const std::string &op,
-                              const KernelAttrs &attrs,
-                              const std::vector<const Tensor *> &inputs,
-                              const std::vector<Tensor *> &outputs) {
+static Status runWidened(KernelFn kernel, const std::string &op,
+                         const KernelAttrs &attrs,
+                         const std::vector<const Tensor *> &inputs,
+                         const std::vector<Tensor *> &outputs) {
   std::vector<OwnedTensor> wideInputs, wideOutputs;
   std::vector<const Tensor *> ins;
   std::vector<Tensor *> outs;
@@ -1556,49 +1596,39 @@ static std::string runWidened(const KernelFn &kernel, const std::string &op,
                   outs);
   kernel(call);
   if (!call.getMessage().empty())
-    return call.getMessage();
+    return getStatus(call, call.isDataError());
   size_t next = 0;
   for (Tensor *output : outputs)
     if (output && isHalf(output->dtype))
       narrowFromF32(wideOutputs[next++].view, *output);
-  return "";
+  return Status::success();
 }
 
-/// The kernel of `op`, or null with `error` naming the op.
-static const KernelFn *findKernel(const std::string &op, std::string &error) {
+Kernel::~Kernel() = default;
+
+Expected<const CpuKernel *> runtime::findCpuKernel(const std::string &op) {
   const auto &kernels = getKernels();
   auto it = kernels.find(op);
-  if (it != kernels.end())
-    return &it->second;
-  error = concat("unknown kernel '", op, "'");
-  return nullptr;
+  if (it == kernels.end())
+    return invalidPlan(concat("unknown kernel '", op, "'"));
+  return &it->second;
 }
 
-std::string runtime::runCpuKernel(const std::string &op,
-                                  const KernelAttrs &attrs,
-                                  const std::vector<const Tensor *> &inputs,
-                                  const std::vector<Tensor *> &outputs) {
-  std::string error;
-  const KernelFn *kernel = findKernel(op, error);
-  if (!kernel)
-    return error;
+Status CpuKernel::run(const KernelAttrs &attrs,
+                      const std::vector<const Tensor *> &inputs,
+                      const std::vector<Tensor *> &outputs) const {
   auto isHalfTensor = [](const Tensor *t) { return t && isHalf(t->dtype); };
   if (std::any_of(inputs.begin(), inputs.end(), isHalfTensor) ||
       std::any_of(outputs.begin(), outputs.end(), isHalfTensor))
-    return runWidened(*kernel, op, attrs, inputs, outputs);
-  KernelCall call(op, attrs, inputs, outputs);
-  (*kernel)(call);
-  return call.getMessage();
+    return runWidened(fn, getOp(), attrs, inputs, outputs);
+  KernelCall call(getOp(), attrs, inputs, outputs);
+  fn(call);
+  return getStatus(call, call.isDataError());
 }
 
-std::string runtime::checkKernel(const std::string &op,
-                                 const KernelAttrs &attrs,
-                                 const std::vector<const Tensor *> &inputs,
-                                 const std::vector<Tensor *> &outputs) {
-  std::string error;
-  const KernelFn *kernel = findKernel(op, error);
-  if (!kernel)
-    return error;
+Status CpuKernel::check(const KernelAttrs &attrs,
+                        const std::vector<const Tensor *> &inputs,
+                        const std::vector<Tensor *> &outputs) const {
   // 16-bit floats are computed in f32: check views of them as f32 (the
   // element count is what matters; no element is read).
   std::vector<Tensor> views;
@@ -1618,8 +1648,27 @@ std::string runtime::checkKernel(const std::string &op,
   for (Tensor *output : outputs)
     outs.push_back(widen(output));
   KernelAttrs wideAttrs;
-  KernelCall call(op, widenConstantValue(op, attrs, outputs, wideAttrs), ins,
+  KernelCall call(getOp(),
+                  widenConstantValue(getOp(), attrs, outputs, wideAttrs), ins,
                   outs, /*checkOnly=*/true);
-  (*kernel)(call);
-  return call.getMessage();
+  fn(call);
+  return getStatus(call, /*dataDependent=*/false);
+}
+
+Status runtime::runCpuKernel(const std::string &op, const KernelAttrs &attrs,
+                             const std::vector<const Tensor *> &inputs,
+                             const std::vector<Tensor *> &outputs) {
+  Expected<const CpuKernel *> kernel = findCpuKernel(op);
+  if (!kernel.ok())
+    return kernel.getStatus();
+  return (*kernel)->run(attrs, inputs, outputs);
+}
+
+Status runtime::checkKernel(const std::string &op, const KernelAttrs &attrs,
+                            const std::vector<const Tensor *> &inputs,
+                            const std::vector<Tensor *> &outputs) {
+  Expected<const CpuKernel *> kernel = findCpuKernel(op);
+  if (!kernel.ok())
+    return kernel.getStatus();
+  return (*kernel)->check(attrs, inputs, outputs);
 }

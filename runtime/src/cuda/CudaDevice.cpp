@@ -125,45 +125,60 @@ CudaDevice::~CudaDevice() {
     cudaStreamDestroy(compute);
 }
 
-std::string CudaDevice::init(int ordinal) {
-  std::string error;
-  if (!(error = getCudaError(cudaSetDevice(ordinal),
-                             "selecting GPU " + std::to_string(ordinal)))
-           .empty())
-    return error;
+/// A failed CUDA call as a device error.
+static Status getCudaStatus(cudaError_t status, const std::string &what) {
+  if (status == cudaSuccess)
+    return Status::success();
+  return deviceError(getCudaError(status, what));
+}
+
+/// A message of the internal helpers (scratch, layouts) as a device error.
+static Status toStatus(std::string error) {
+  if (error.empty())
+    return Status::success();
+  return deviceError(std::move(error));
+}
+
+Status CudaDevice::init(int ordinal) {
+  if (Status status = getCudaStatus(cudaSetDevice(ordinal),
+                                    "selecting GPU " + std::to_string(ordinal));
+      !status.ok())
+    return status;
   this->ordinal = ordinal;
-  if (!(error = getCudaError(
-            cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
-            "creating the compute stream"))
-           .empty())
-    return error;
+  if (Status status = getCudaStatus(
+          cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+          "creating the compute stream");
+      !status.ok())
+    return status;
+  std::string error;
   if (!(api = loadCublasLt(error)))
-    return error;
+    return unavailable(error);
   if (api->cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
-    return "cannot create a cuBLASLt handle on GPU " + std::to_string(ordinal);
-  if (!(error = getCudaError(cudaMalloc(&workspace, kWorkspaceBytes),
-                             "allocating the cuBLASLt workspace"))
-           .empty())
-    return error;
+    return deviceError("cannot create a cuBLASLt handle on GPU " +
+                       std::to_string(ordinal));
+  if (Status status = getCudaStatus(cudaMalloc(&workspace, kWorkspaceBytes),
+                                    "allocating the cuBLASLt workspace");
+      !status.ok())
+    return status;
   workspaceBytes = kWorkspaceBytes;
   void *mapped = nullptr;
-  if (!(error = getCudaError(
-            cudaHostAlloc(&mapped, sizeof(KernelError), cudaHostAllocMapped),
-            "allocating the kernel error record"))
-           .empty())
-    return error;
+  if (Status status = getCudaStatus(
+          cudaHostAlloc(&mapped, sizeof(KernelError), cudaHostAllocMapped),
+          "allocating the kernel error record");
+      !status.ok())
+    return status;
   kernelError = static_cast<KernelError *>(mapped);
   std::memset(kernelError, 0, sizeof(KernelError));
-  return "";
+  return Status::success();
 }
 
 std::string CudaDevice::getName() const {
   return "cuda:" + std::to_string(ordinal);
 }
 
-std::string CudaDevice::allocate(size_t bytes, void *&data) {
-  return getCudaError(cudaMalloc(&data, std::max<size_t>(bytes, 1)),
-                      "allocating " + std::to_string(bytes) + " bytes");
+Status CudaDevice::allocate(size_t bytes, void *&data) {
+  return getCudaStatus(cudaMalloc(&data, std::max<size_t>(bytes, 1)),
+                       "allocating " + std::to_string(bytes) + " bytes");
 }
 
 void CudaDevice::deallocate(void *data) {
@@ -172,75 +187,361 @@ void CudaDevice::deallocate(void *data) {
   cudaFree(data);
 }
 
-std::string CudaDevice::copyWithin(void *dst, const void *src, size_t bytes) {
+Status CudaDevice::copyWithin(void *dst, const void *src, size_t bytes) {
   if (dst == src || bytes == 0)
-    return "";
-  return getCudaError(
+    return Status::success();
+  return getCudaStatus(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute),
       "copying on the GPU");
 }
 
-std::string CudaDevice::copyToDevice(void *dst, const void *src, size_t bytes) {
-  return getCudaError(
+Status CudaDevice::copyToDevice(void *dst, const void *src, size_t bytes) {
+  return getCudaStatus(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute),
       "copying to the GPU");
 }
 
-std::string CudaDevice::copyToHost(void *dst, const void *src, size_t bytes) {
-  if (std::string error = getCudaError(
+Status CudaDevice::copyToHost(void *dst, const void *src, size_t bytes) {
+  if (Status status = getCudaStatus(
           cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute),
           "copying from the GPU");
-      !error.empty())
-    return error;
+      !status.ok())
+    return status;
   return synchronize();
 }
 
-std::string CudaDevice::synchronize() {
-  if (std::string error = getCudaError(cudaStreamSynchronize(compute),
-                                       "running the GPU's kernels");
-      !error.empty())
-    return error;
+Status CudaDevice::synchronize() {
+  if (Status status = getCudaStatus(cudaStreamSynchronize(compute),
+                                    "running the GPU's kernels");
+      !status.ok())
+    return status;
   return takeKernelError();
 }
 
-std::string CudaDevice::takeKernelError() {
+Status CudaDevice::takeKernelError() {
   KernelError seen = *kernelError;
   std::memset(kernelError, 0, sizeof(KernelError));
   switch (seen.code) {
   case KernelError::LabelOutOfRange:
-    return "nn.cross_entropy: label " + std::to_string(seen.values[0]) +
-           " at position " + std::to_string(seen.values[1]) +
-           " is outside [0, " + std::to_string(seen.values[2]) + ")";
+    return dataError("nn.cross_entropy: label " +
+                     std::to_string(seen.values[0]) + " at position " +
+                     std::to_string(seen.values[1]) + " is outside [0, " +
+                     std::to_string(seen.values[2]) + ")");
   case KernelError::StepBelowOne:
-    return "nn.adamw: expects a step of at least 1 (steps count from 1), "
-           "got " +
-           std::to_string(seen.values[0]);
+    return dataError(
+        "nn.adamw: expects a step of at least 1 (steps count from 1), got " +
+        std::to_string(seen.values[0]));
   default:
-    return "";
+    return Status::success();
   }
 }
+
+//===----------------------------------------------------------------------===//
+// The kernels
+//===----------------------------------------------------------------------===//
+
+static bool is64(const Tensor &indices) { return indices.dtype == DType::I64; }
+
+/// One function per op on f32 data (16-bit floats widened by runKernel,
+/// except for the ops that move elements). Every launch passed the CPU
+/// kernel's checks: each attribute a kernel reads is there (the plan carries
+/// every attribute, defaults included).
+struct CudaDevice::Ops {
+  using Launch = CudaKernel::Launch;
+
+  static const float *f(const Tensor &tensor) { return tensor.as<float>(); }
+  static float *f(Tensor &tensor) { return tensor.as<float>(); }
+  static double getFloat(const Launch &l, const char *name) {
+    return *l.attrs.getFloat(name);
+  }
+
+  static Status dot(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    return d.runDot(l.attrs, l.in(0), l.in(1), l.out(0));
+  }
+
+  static Status map(CudaDevice &d, const CudaKernel &k, const Launch &l) {
+    cuda::map(*k.getMapOp(), f(l.in(0)),
+              l.inputs.size() > 1 ? f(l.in(1)) : nullptr, f(l.out(0)),
+              l.out(0).getNumElements(), d.compute);
+    return Status::success();
+  }
+
+  static Status compare(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::compare(*l.attrs.getInt("predicate"), l.in(0).dtype, l.in(0).data,
+                  l.in(1).data, l.out(0).as<uint8_t>(),
+                  l.out(0).getNumElements(), d.compute);
+    return Status::success();
+  }
+
+  static Status select(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::select(l.in(0).as<uint8_t>(), l.in(1).data, l.in(2).data,
+                 l.out(0).data, getDTypeBytes(l.out(0).dtype),
+                 l.out(0).getNumElements(), d.compute);
+    return Status::success();
+  }
+
+  static Status cast(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::cast(l.in(0).dtype, l.in(0).data, l.out(0).dtype, l.out(0).data,
+               l.out(0).getNumElements(), d.compute);
+    return Status::success();
+  }
+
+  static Status constant(CudaDevice &d, const CudaKernel &k, const Launch &l) {
+    Tensor &out = l.out(0);
+    size_t elementBytes = getDTypeBytes(out.dtype);
+    const std::string &value = *l.attrs.getBytes("value");
+    if (value.size() == elementBytes) {
+      uint64_t pattern = 0;
+      std::memcpy(&pattern, value.data(), elementBytes);
+      fill(out.data, elementBytes, pattern, out.getNumElements(), d.compute);
+      return Status::success();
+    }
+    // Pageable memory: the call returns once `value` has been staged.
+    return getCudaStatus(cudaMemcpyAsync(out.data, value.data(), value.size(),
+                                         cudaMemcpyHostToDevice, d.compute),
+                         k.getOp());
+  }
+
+  static Status reshape(CudaDevice &d, const CudaKernel &k, const Launch &l) {
+    Tensor &out = l.out(0);
+    if (out.data == l.in(0).data || out.getBytes() == 0)
+      return Status::success();
+    return getCudaStatus(cudaMemcpyAsync(out.data, l.in(0).data, out.getBytes(),
+                                         cudaMemcpyDeviceToDevice, d.compute),
+                         k.getOp());
+  }
+
+  static Status transpose(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    Tensor copy;
+    return d.permute(l.in(0), *l.attrs.getList("permutation"), copy,
+                     l.out(0).data);
+  }
+
+  /// A slice or a broadcast: one strided copy.
+  static Status copyStrided(CudaDevice &d, const Launch &l,
+                            const StridedCopy &copy) {
+    cuda::copyStrided(l.in(0).data, l.out(0).data,
+                      getDTypeBytes(l.out(0).dtype), copy, d.compute);
+    return Status::success();
+  }
+
+  static Status slice(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    StridedCopy copy;
+    if (Status status = toStatus(planSlice(
+            l.in(0).shape, *l.attrs.getList("start"), l.out(0).shape, copy));
+        !status.ok())
+      return status;
+    return copyStrided(d, l, copy);
+  }
+
+  static Status broadcast(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    StridedCopy copy;
+    if (Status status = toStatus(planBroadcast(
+            l.in(0).shape, *l.attrs.getList("dims"), l.out(0).shape, copy));
+        !status.ok())
+      return status;
+    return copyStrided(d, l, copy);
+  }
+
+  static Status concat(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    // Input k lands at offset (sum of the earlier inputs' sizes) along dim.
+    Tensor &out = l.out(0);
+    int64_t dim = *l.attrs.getInt("dim");
+    int64_t offset = 0;
+    for (const Tensor *input : l.inputs) {
+      StridedCopy copy;
+      if (Status status = toStatus(
+              planConcatInput(input->shape, out.shape, dim, offset, copy));
+          !status.ok())
+        return status;
+      cuda::copyStrided(input->data, out.data, getDTypeBytes(out.dtype), copy,
+                        d.compute);
+      offset += input->shape[dim];
+    }
+    return Status::success();
+  }
+
+  template <RowReduce kind>
+  static Status reduce(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    RowReduction plan =
+        planRowReduction(l.in(0).shape, *l.attrs.getList("dims"));
+    Tensor rows = l.in(0);
+    if (!plan.perm.empty())
+      if (Status status = d.permute(l.in(0), plan.perm, rows); !status.ok())
+        return status;
+    reduceRows(kind, f(rows), f(l.out(0)), plan.rows, plan.cols, d.compute);
+    return Status::success();
+  }
+
+  template <bool log>
+  static Status softmax(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    int64_t dim = *l.attrs.getInt("dim");
+    const std::vector<int64_t> &shape = l.in(0).shape;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < dim; ++i)
+      outer *= shape[i];
+    for (size_t i = dim + 1; i < shape.size(); ++i)
+      inner *= shape[i];
+    cuda::softmax(log, f(l.in(0)), f(l.out(0)), outer, shape[dim], inner,
+                  d.compute);
+    return Status::success();
+  }
+
+  template <bool rms>
+  static Status norm(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    int64_t features = l.in(0).shape.back();
+    if (features == 0)
+      return Status::success();
+    cuda::norm(rms, f(l.in(0)), f(l.in(1)), rms ? nullptr : f(l.in(2)),
+               f(l.out(0)), l.in(0).getNumElements() / features, features,
+               getFloat(l, "epsilon"), d.compute);
+    return Status::success();
+  }
+
+  template <bool rms>
+  static Status normGrad(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    int64_t features = l.in(0).shape.back();
+    if (features == 0)
+      return Status::success();
+    cuda::normGrad(rms, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.out(0)),
+                   f(l.out(1)), l.in(0).getNumElements() / features, features,
+                   getFloat(l, "epsilon"), d.compute);
+    return Status::success();
+  }
+
+  static Status embedding(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::embedding(f(l.in(0)), l.in(1).data, is64(l.in(1)), f(l.out(0)),
+                    l.in(1).getNumElements(), l.in(0).shape[0],
+                    l.in(0).shape[1], d.compute);
+    return Status::success();
+  }
+
+  static Status embeddingGrad(CudaDevice &d, const CudaKernel &,
+                              const Launch &l) {
+    cuda::embeddingGrad(f(l.in(0)), l.in(1).data, is64(l.in(1)), f(l.out(0)),
+                        l.in(1).getNumElements(), l.out(0).shape[0],
+                        l.out(0).shape[1], d.compute);
+    return Status::success();
+  }
+
+  static Status oneHot(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::oneHot(l.in(0).data, is64(l.in(0)), f(l.out(0)),
+                 l.in(0).getNumElements(), l.out(0).shape.back(), d.compute);
+    return Status::success();
+  }
+
+  static Status crossEntropy(CudaDevice &d, const CudaKernel &,
+                             const Launch &l) {
+    cuda::crossEntropy(f(l.in(0)), l.in(1).data, is64(l.in(1)), f(l.out(0)),
+                       l.in(1).getNumElements(), l.in(0).shape.back(),
+                       d.kernelError, d.compute);
+    return Status::success();
+  }
+
+  static Status causalMask(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    const std::vector<int64_t> &shape = l.in(0).shape;
+    cuda::causalMask(f(l.in(0)), f(l.out(0)), l.out(0).getNumElements(),
+                     shape[shape.size() - 2], shape.back(), d.compute);
+    return Status::success();
+  }
+
+  static Status sgd(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::sgd(f(l.in(0)), f(l.in(1)), f(l.out(0)), l.out(0).getNumElements(),
+              getFloat(l, "lr"), getFloat(l, "weight_decay"), d.compute);
+    return Status::success();
+  }
+
+  static Status adamw(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::adamw(f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.in(3)), l.in(4).data,
+                is64(l.in(4)), f(l.out(0)), f(l.out(1)), f(l.out(2)),
+                l.in(0).getNumElements(), getFloat(l, "lr"),
+                getFloat(l, "beta1"), getFloat(l, "beta2"),
+                getFloat(l, "epsilon"), getFloat(l, "weight_decay"),
+                d.kernelError, d.compute);
+    return Status::success();
+  }
+
+  /// The registry: one kernel per op, each checked by the op's CPU kernel.
+  static const std::unordered_map<std::string, CudaKernel> &getKernels() {
+    struct Entry {
+      const char *op;
+      CudaKernel::Fn fn;
+      std::optional<MapOp> mapOp;
+      bool movesElements;
+    };
+    static const std::unordered_map<std::string, CudaKernel> kernels = [] {
+      const Entry entries[] = {
+          {"nn.dot", dot, std::nullopt, false},
+          {"nn.add", map, MapOp::Add, false},
+          {"nn.sub", map, MapOp::Sub, false},
+          {"nn.mul", map, MapOp::Mul, false},
+          {"nn.div", map, MapOp::Div, false},
+          {"nn.neg", map, MapOp::Neg, false},
+          {"nn.exp", map, MapOp::Exp, false},
+          {"nn.log", map, MapOp::Log, false},
+          {"nn.sqrt", map, MapOp::Sqrt, false},
+          {"nn.rsqrt", map, MapOp::Rsqrt, false},
+          {"nn.tanh", map, MapOp::Tanh, false},
+          {"nn.relu", map, MapOp::Relu, false},
+          {"nn.gelu", map, MapOp::Gelu, false},
+          {"nn.silu", map, MapOp::Silu, false},
+          {"nn.compare", compare, std::nullopt, false},
+          {"nn.select", select, std::nullopt, true},
+          {"nn.cast", cast, std::nullopt, true},
+          {"nn.constant", constant, std::nullopt, true},
+          {"nn.broadcast", broadcast, std::nullopt, true},
+          {"nn.reduce_sum", reduce<RowReduce::Sum>, std::nullopt, false},
+          {"nn.reduce_max", reduce<RowReduce::Max>, std::nullopt, false},
+          {"nn.reduce_mean", reduce<RowReduce::Mean>, std::nullopt, false},
+          {"nn.reshape", reshape, std::nullopt, true},
+          {"nn.transpose", transpose, std::nullopt, true},
+          {"nn.slice", slice, std::nullopt, true},
+          {"nn.concat", concat, std::nullopt, true},
+          {"nn.softmax", softmax<false>, std::nullopt, false},
+          {"nn.log_softmax", softmax<true>, std::nullopt, false},
+          {"nn.layer_norm", norm<false>, std::nullopt, false},
+          {"nn.rms_norm", norm<true>, std::nullopt, false},
+          {"nn.layer_norm_grad", normGrad<false>, std::nullopt, false},
+          {"nn.rms_norm_grad", normGrad<true>, std::nullopt, false},
+          {"nn.embedding", embedding, std::nullopt, false},
+          {"nn.embedding_grad", embeddingGrad, std::nullopt, false},
+          {"nn.one_hot", oneHot, std::nullopt, false},
+          {"nn.cross_entropy", crossEntropy, std::nullopt, false},
+          {"nn.causal_mask", causalMask, std::nullopt, false},
+          {"nn.sgd", sgd, std::nullopt, false},
+          {"nn.adamw", adamw, std::nullopt, false},
+      };
+      std::unordered_map<std::string, CudaKernel> table;
+      for (const Entry &entry : entries) {
+        // Every op here has a CPU kernel (DeviceTest checks both agree).
+        Expected<const CpuKernel *> checks = findCpuKernel(entry.op);
+        if (checks.ok())
+          table.emplace(entry.op, CudaKernel(**checks, entry.fn, entry.mapOp,
+                                             entry.movesElements));
+      }
+      return table;
+    }();
+    return kernels;
+  }
+};
 
 //===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
 
-/// The elementwise math ops.
-static std::optional<MapOp> getMapOp(const std::string &op) {
-  static const std::unordered_map<std::string, MapOp> maps = {
-      {"nn.add", MapOp::Add},     {"nn.sub", MapOp::Sub},
-      {"nn.mul", MapOp::Mul},     {"nn.div", MapOp::Div},
-      {"nn.neg", MapOp::Neg},     {"nn.exp", MapOp::Exp},
-      {"nn.log", MapOp::Log},     {"nn.sqrt", MapOp::Sqrt},
-      {"nn.rsqrt", MapOp::Rsqrt}, {"nn.tanh", MapOp::Tanh},
-      {"nn.relu", MapOp::Relu},   {"nn.gelu", MapOp::Gelu},
-      {"nn.silu", MapOp::Silu}};
-  auto it = maps.find(op);
-  if (it == maps.end())
-    return std::nullopt;
-  return it->second;
+Expected<const Kernel *> CudaDevice::findKernel(const std::string &op) {
+  const auto &kernels = Ops::getKernels();
+  auto it = kernels.find(op);
+  if (it != kernels.end())
+    return static_cast<const Kernel *>(&it->second);
+  // The CPU's message for an op it does not know either.
+  Expected<const CpuKernel *> cpu = findCpuKernel(op);
+  if (!cpu.ok())
+    return cpu.getStatus();
+  return invalidPlan(op + ": the CUDA backend has no kernel for it");
 }
 
-/// Whether every tensor has the 16-bit float type `dtype`.
+/// Whether every tensor has the 16-bit float type of `output`.
 static bool allOfHalfType(const std::vector<const Tensor *> &inputs,
                           const Tensor &output) {
   if (!isHalf(output.dtype))
@@ -251,70 +552,60 @@ static bool allOfHalfType(const std::vector<const Tensor *> &inputs,
   return true;
 }
 
-/// Ops that move elements without computing, on any element type.
-static bool isElementMove(const std::string &op) {
-  return op == "nn.reshape" || op == "nn.transpose" || op == "nn.slice" ||
-         op == "nn.concat" || op == "nn.broadcast" || op == "nn.select" ||
-         op == "nn.constant" || op == "nn.cast";
-}
-
-std::string CudaDevice::runKernel(const std::string &op,
-                                  const KernelAttrs &attrs,
-                                  const std::vector<const Tensor *> &inputs,
-                                  const std::vector<Tensor *> &outputs) {
-  if (std::string error = checkKernel(op, attrs, inputs, outputs);
-      !error.empty())
-    return error;
+Status CudaDevice::runKernel(const Kernel &kernel, const KernelAttrs &attrs,
+                             const std::vector<const Tensor *> &inputs,
+                             const std::vector<Tensor *> &outputs) {
+  // Every kernel this device hands out is a CudaKernel.
+  const auto &k = static_cast<const CudaKernel &>(kernel);
+  if (Status status = k.getChecks().check(attrs, inputs, outputs); !status.ok())
+    return status;
   scratch.reset();
-  std::string error;
-  std::optional<MapOp> mapOp = getMapOp(op);
-  if (op == "nn.dot") {
-    error = runDot(attrs, *inputs[0], *inputs[1], *outputs[0]);
-  } else if (mapOp && allOfHalfType(inputs, *outputs[0])) {
-    mapHalf(*mapOp, outputs[0]->dtype, inputs[0]->as<uint16_t>(),
+  Status status;
+  if (k.getMapOp() && allOfHalfType(inputs, *outputs[0])) {
+    mapHalf(*k.getMapOp(), outputs[0]->dtype, inputs[0]->as<uint16_t>(),
             inputs.size() > 1 ? inputs[1]->as<uint16_t>() : nullptr,
             outputs[0]->as<uint16_t>(), outputs[0]->getNumElements(), compute);
-  } else if (isElementMove(op)) {
-    error = runF32(op, attrs, inputs, outputs);
+  } else if (k.isElementMove() || k.getOp() == "nn.dot") {
+    // GEMMs run in their own element type (runDot).
+    status = k.run(*this, {attrs, inputs, outputs});
   } else {
     // Widen 16-bit float tensors into f32 scratch, run, narrow the results.
     std::vector<Tensor> wide(inputs.size() + outputs.size());
     std::vector<const Tensor *> ins;
     std::vector<Tensor *> outs;
-    auto widen = [&](const Tensor &tensor, Tensor &f32) -> std::string {
+    auto widen = [&](const Tensor &tensor, Tensor &f32) -> Status {
       f32 = tensor;
       if (!isHalf(tensor.dtype))
-        return "";
+        return Status::success();
       f32.dtype = DType::F32;
-      return scratch.take(f32.getBytes(), f32.data);
+      return toStatus(scratch.take(f32.getBytes(), f32.data));
     };
-    for (size_t i = 0; i < inputs.size() && error.empty(); ++i) {
+    for (size_t i = 0; i < inputs.size() && status.ok(); ++i) {
       Tensor &f32 = wide[i];
-      if ((error = widen(*inputs[i], f32)).empty() &&
-          f32.data != inputs[i]->data)
-        cast(inputs[i]->dtype, inputs[i]->data, DType::F32, f32.data,
-             f32.getNumElements(), compute);
+      if ((status = widen(*inputs[i], f32)).ok() && f32.data != inputs[i]->data)
+        cuda::cast(inputs[i]->dtype, inputs[i]->data, DType::F32, f32.data,
+                   f32.getNumElements(), compute);
       ins.push_back(&f32);
     }
-    for (size_t i = 0; i < outputs.size() && error.empty(); ++i) {
-      error = widen(*outputs[i], wide[inputs.size() + i]);
+    for (size_t i = 0; i < outputs.size() && status.ok(); ++i) {
+      status = widen(*outputs[i], wide[inputs.size() + i]);
       outs.push_back(&wide[inputs.size() + i]);
     }
-    if (error.empty())
-      error = runF32(op, attrs, ins, outs);
-    for (size_t i = 0; i < outputs.size() && error.empty(); ++i)
+    if (status.ok())
+      status = k.run(*this, {attrs, ins, outs});
+    for (size_t i = 0; i < outputs.size() && status.ok(); ++i)
       if (outs[i]->data != outputs[i]->data)
-        cast(DType::F32, outs[i]->data, outputs[i]->dtype, outputs[i]->data,
-             outputs[i]->getNumElements(), compute);
+        cuda::cast(DType::F32, outs[i]->data, outputs[i]->dtype,
+                   outputs[i]->data, outputs[i]->getNumElements(), compute);
   }
-  if (error.empty())
-    error = getCudaError(cudaGetLastError(), op);
-  return error;
+  if (status.ok())
+    status = getCudaStatus(cudaGetLastError(), k.getOp());
+  return status;
 }
 
-std::string CudaDevice::permute(const Tensor &tensor,
-                                const std::vector<int64_t> &perm, Tensor &copy,
-                                void *into) {
+Status CudaDevice::permute(const Tensor &tensor,
+                           const std::vector<int64_t> &perm, Tensor &copy,
+                           void *into) {
   copy = tensor;
   copy.shape.clear();
   for (int64_t dim : perm)
@@ -327,181 +618,7 @@ std::string CudaDevice::permute(const Tensor &tensor,
   if (error.empty())
     copyStrided(tensor.data, copy.data, getDTypeBytes(tensor.dtype), plan,
                 compute);
-  return error;
-}
-
-static bool is64(const Tensor &indices) { return indices.dtype == DType::I64; }
-
-std::string CudaDevice::runF32(const std::string &op, const KernelAttrs &attrs,
-                               const std::vector<const Tensor *> &inputs,
-                               const std::vector<Tensor *> &outputs) {
-  // The checks passed: every attribute a kernel reads is there, except
-  // where the op has a default (the same defaults as the CPU kernels).
-  auto in = [&](size_t i) -> const Tensor & { return *inputs[i]; };
-  Tensor &out = *outputs[0];
-  auto f = [](const Tensor &tensor) { return tensor.as<float>(); };
-  auto floatAttr = [&](const char *name, double defaultValue) {
-    return attrs.getFloat(name).value_or(defaultValue);
-  };
-  size_t elementBytes = getDTypeBytes(out.dtype);
-
-  if (std::optional<MapOp> mapOp = getMapOp(op)) {
-    map(*mapOp, f(in(0)), inputs.size() > 1 ? f(in(1)) : nullptr, f(out),
-        out.getNumElements(), compute);
-    return "";
-  }
-  if (op == "nn.compare") {
-    compare(*attrs.getInt("predicate"), in(0).dtype, in(0).data, in(1).data,
-            out.as<uint8_t>(), out.getNumElements(), compute);
-    return "";
-  }
-  if (op == "nn.select") {
-    select(in(0).as<uint8_t>(), in(1).data, in(2).data, out.data, elementBytes,
-           out.getNumElements(), compute);
-    return "";
-  }
-  if (op == "nn.cast") {
-    cast(in(0).dtype, in(0).data, out.dtype, out.data, out.getNumElements(),
-         compute);
-    return "";
-  }
-  if (op == "nn.constant") {
-    const std::string &value = *attrs.getBytes("value");
-    if (value.size() == elementBytes) {
-      uint64_t pattern = 0;
-      std::memcpy(&pattern, value.data(), elementBytes);
-      fill(out.data, elementBytes, pattern, out.getNumElements(), compute);
-      return "";
-    }
-    // Pageable memory: the call returns once `value` has been staged.
-    return getCudaError(cudaMemcpyAsync(out.data, value.data(), value.size(),
-                                        cudaMemcpyHostToDevice, compute),
-                        op);
-  }
-  if (op == "nn.reshape") {
-    if (out.data == in(0).data || out.getBytes() == 0)
-      return "";
-    return getCudaError(cudaMemcpyAsync(out.data, in(0).data, out.getBytes(),
-                                        cudaMemcpyDeviceToDevice, compute),
-                        op);
-  }
-  if (op == "nn.transpose") {
-    Tensor copy;
-    return permute(in(0), *attrs.getList("permutation"), copy, out.data);
-  }
-  if (op == "nn.slice" || op == "nn.broadcast") {
-    StridedCopy copy;
-    std::string error =
-        op == "nn.slice"
-            ? planSlice(in(0).shape, *attrs.getList("start"), out.shape, copy)
-            : planBroadcast(in(0).shape, *attrs.getList("dims"), out.shape,
-                            copy);
-    if (error.empty())
-      copyStrided(in(0).data, out.data, elementBytes, copy, compute);
-    return error;
-  }
-  if (op == "nn.concat") {
-    // Input k lands at offset (sum of the earlier inputs' sizes) along dim.
-    int64_t dim = *attrs.getInt("dim");
-    int64_t offset = 0;
-    for (const Tensor *input : inputs) {
-      StridedCopy copy;
-      if (std::string error =
-              planConcatInput(input->shape, out.shape, dim, offset, copy);
-          !error.empty())
-        return error;
-      copyStrided(input->data, out.data, elementBytes, copy, compute);
-      offset += input->shape[dim];
-    }
-    return "";
-  }
-  if (op == "nn.reduce_sum" || op == "nn.reduce_max" ||
-      op == "nn.reduce_mean") {
-    RowReduction plan = planRowReduction(in(0).shape, *attrs.getList("dims"));
-    Tensor rows = in(0);
-    if (!plan.perm.empty())
-      if (std::string error = permute(in(0), plan.perm, rows); !error.empty())
-        return error;
-    RowReduce kind = op == "nn.reduce_sum"   ? RowReduce::Sum
-                     : op == "nn.reduce_max" ? RowReduce::Max
-                                             : RowReduce::Mean;
-    reduceRows(kind, f(rows), f(out), plan.rows, plan.cols, compute);
-    return "";
-  }
-  if (op == "nn.softmax" || op == "nn.log_softmax") {
-    int64_t dim = *attrs.getInt("dim");
-    const std::vector<int64_t> &shape = in(0).shape;
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < dim; ++d)
-      outer *= shape[d];
-    for (size_t d = dim + 1; d < shape.size(); ++d)
-      inner *= shape[d];
-    softmax(op == "nn.log_softmax", f(in(0)), f(out), outer, shape[dim], inner,
-            compute);
-    return "";
-  }
-  if (op == "nn.layer_norm" || op == "nn.rms_norm") {
-    bool rms = op == "nn.rms_norm";
-    int64_t features = in(0).shape.back();
-    if (features == 0)
-      return "";
-    norm(rms, f(in(0)), f(in(1)), rms ? nullptr : f(in(2)), f(out),
-         in(0).getNumElements() / features, features,
-         floatAttr("epsilon", rms ? 1.0e-6 : 1.0e-5), compute);
-    return "";
-  }
-  if (op == "nn.layer_norm_grad" || op == "nn.rms_norm_grad") {
-    bool rms = op == "nn.rms_norm_grad";
-    int64_t features = in(0).shape.back();
-    if (features == 0)
-      return "";
-    normGrad(rms, f(in(0)), f(in(1)), f(in(2)), f(out), f(*outputs[1]),
-             in(0).getNumElements() / features, features,
-             floatAttr("epsilon", rms ? 1.0e-6 : 1.0e-5), compute);
-    return "";
-  }
-  if (op == "nn.embedding") {
-    embedding(f(in(0)), in(1).data, is64(in(1)), f(out), in(1).getNumElements(),
-              in(0).shape[0], in(0).shape[1], compute);
-    return "";
-  }
-  if (op == "nn.embedding_grad") {
-    embeddingGrad(f(in(0)), in(1).data, is64(in(1)), f(out),
-                  in(1).getNumElements(), out.shape[0], out.shape[1], compute);
-    return "";
-  }
-  if (op == "nn.one_hot") {
-    oneHot(in(0).data, is64(in(0)), f(out), in(0).getNumElements(),
-           out.shape.back(), compute);
-    return "";
-  }
-  if (op == "nn.cross_entropy") {
-    crossEntropy(f(in(0)), in(1).data, is64(in(1)), f(out),
-                 in(1).getNumElements(), in(0).shape.back(), kernelError,
-                 compute);
-    return "";
-  }
-  if (op == "nn.causal_mask") {
-    const std::vector<int64_t> &shape = in(0).shape;
-    causalMask(f(in(0)), f(out), out.getNumElements(), shape[shape.size() - 2],
-               shape.back(), compute);
-    return "";
-  }
-  if (op == "nn.sgd") {
-    sgd(f(in(0)), f(in(1)), f(out), out.getNumElements(), *attrs.getFloat("lr"),
-        floatAttr("weight_decay", 0.0), compute);
-    return "";
-  }
-  if (op == "nn.adamw") {
-    adamw(f(in(0)), f(in(1)), f(in(2)), f(in(3)), in(4).data, is64(in(4)),
-          f(*outputs[0]), f(*outputs[1]), f(*outputs[2]),
-          in(0).getNumElements(), *attrs.getFloat("lr"),
-          floatAttr("beta1", 0.9), floatAttr("beta2", 0.999),
-          floatAttr("epsilon", 1.0e-8), floatAttr("weight_decay", 0.01),
-          kernelError, compute);
-    return "";
-  }
-  return op + ": the CUDA backend has no kernel for it";
+  return toStatus(error);
 }
 
 //===----------------------------------------------------------------------===//
@@ -557,12 +674,11 @@ static cublasStatus_t makeLayout(cublasLtMatrixLayout_t &layout,
 }
 
 /// nn.dot as one strided-batched cuBLASLt matmul laid out by planGemm.
-std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
-                               const Tensor &rhs, const Tensor &result) {
-  static const std::vector<int64_t> none;
+Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
+                          const Tensor &rhs, const Tensor &result) {
+  // The launch passed the checks: every list is there.
   auto list = [&](const char *name) -> const std::vector<int64_t> & {
-    const std::vector<int64_t> *value = attrs.getList(name);
-    return value ? *value : none;
+    return *attrs.getList(name);
   };
   GemmPlan plan =
       planGemm(lhs.shape, rhs.shape, list("lhs_batching_dims"),
@@ -570,9 +686,9 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
                list("rhs_contracting_dims"));
   int64_t batch = plan.batch, m = plan.m, n = plan.n, k = plan.k;
   if (batch * m * n == 0)
-    return "";
+    return Status::success();
   if (k == 0)
-    return getCudaError(
+    return getCudaStatus(
         cudaMemsetAsync(result.data, 0, result.getBytes(), compute), "nn.dot");
 
   // Operands of one element type (else both in f32), each as stored,
@@ -586,7 +702,7 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
       Tensor wide = *operand;
       wide.dtype = DType::F32;
       if (!(error = scratch.take(wide.getBytes(), wide.data)).empty())
-        return error;
+        return deviceError(error);
       cast(operand->dtype, operand->data, DType::F32, wide.data,
            wide.getNumElements(), compute);
       *operand = wide;
@@ -597,8 +713,8 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
     if (perm->empty())
       continue;
     Tensor copy;
-    if (!(error = permute(*operand, *perm, copy)).empty())
-      return error;
+    if (Status status = permute(*operand, *perm, copy); !status.ok())
+      return status;
     *operand = copy;
   }
   // The result in its own type when cuBLASLt writes it (the operands' type
@@ -607,7 +723,7 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
   if (result.dtype != a.dtype && result.dtype != DType::F32) {
     d.dtype = DType::F32;
     if (!(error = scratch.take(d.getBytes(), d.data)).empty())
-      return error;
+      return deviceError(error);
   }
 
   cudaDataType_t abType = getCudaType(a.dtype), dType = getCudaType(d.dtype);
@@ -630,7 +746,7 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
   if (status == CUBLAS_STATUS_SUCCESS)
     status = makeLayout(desc.d, dType, plan.dRows, plan.dCols, batch);
   if (!(error = getLtError(status, "describing the matmul")).empty())
-    return error;
+    return deviceError(error);
 
   // The algorithms cuBLASLt offers by default assume 256-byte aligned
   // matrices; the arena aligns buffers to 64 bytes.
@@ -679,11 +795,12 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
           lt, desc.op, desc.a, desc.b, desc.d, desc.d, desc.preference, 1,
           &heuristic, &returned);
     if (!(error = getLtError(status, "choosing an algorithm")).empty())
-      return error;
+      return deviceError(error);
     if (returned == 0)
-      return "nn.dot: cuBLASLt has no algorithm for [" + std::to_string(m) +
-             ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " +
-             std::to_string(n) + "] in " + getDTypeName(a.dtype);
+      return deviceError("nn.dot: cuBLASLt has no algorithm for [" +
+                         std::to_string(m) + ", " + std::to_string(k) +
+                         "] x [" + std::to_string(k) + ", " +
+                         std::to_string(n) + "] in " + getDTypeName(a.dtype));
     found = algorithms.emplace(key, heuristic.algo).first;
   }
   float alpha = 1.0f, beta = 0.0f;
@@ -692,11 +809,11 @@ std::string CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
                           &beta, d.data, desc.d, d.data, desc.d, &found->second,
                           workspace, workspaceBytes, compute);
   if (!(error = getLtError(status, "running the matmul")).empty())
-    return error;
+    return deviceError(error);
   if (d.data != result.data)
     cast(DType::F32, d.data, result.dtype, result.data, result.getNumElements(),
          compute);
-  return "";
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -714,16 +831,14 @@ int tessera::runtime::getCudaDeviceCount() {
   return count;
 }
 
-std::unique_ptr<Device> tessera::runtime::createCudaDevice(int ordinal,
-                                                           std::string &error) {
+Expected<std::unique_ptr<Device>>
+tessera::runtime::createCudaDevice(int ordinal) {
   int count = getCudaDeviceCount();
-  if (ordinal < 0 || ordinal >= count) {
-    error = "no GPU " + std::to_string(ordinal) + " (this process sees " +
-            std::to_string(count) + ")";
-    return nullptr;
-  }
+  if (ordinal < 0 || ordinal >= count)
+    return unavailable("no GPU " + std::to_string(ordinal) +
+                       " (this process sees " + std::to_string(count) + ")");
   auto device = std::make_unique<CudaDevice>();
-  if (!(error = device->init(ordinal)).empty())
-    return nullptr;
-  return device;
+  if (Status status = device->init(ordinal); !status.ok())
+    return status;
+  return std::unique_ptr<Device>(std::move(device));
 }

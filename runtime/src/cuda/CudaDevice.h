@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -69,40 +70,82 @@ private:
   std::vector<Block> blocks;
 };
 
+class CudaDevice;
+
+/// One op's kernel on a GPU, found once per instruction by
+/// CudaDevice::findKernel: the CPU kernel whose checks every launch passes
+/// first, and how the GPU runs the op.
+class CudaKernel final : public Kernel {
+public:
+  /// The op's tensors at one launch, with 16-bit floats widened to f32
+  /// unless the op moves elements of any type.
+  struct Launch {
+    const KernelAttrs &attrs;
+    const std::vector<const Tensor *> &inputs;
+    const std::vector<Tensor *> &outputs;
+    const Tensor &in(size_t index) const { return *inputs[index]; }
+    Tensor &out(size_t index) const { return *outputs[index]; }
+  };
+  using Fn = Status (*)(CudaDevice &device, const CudaKernel &kernel,
+                        const Launch &launch);
+
+  CudaKernel(const CpuKernel &checks, Fn fn, std::optional<MapOp> mapOp,
+             bool movesElements)
+      : Kernel(checks.getOp()), checks(checks), fn(fn), mapOp(mapOp),
+        movesElements(movesElements) {}
+
+  const CpuKernel &getChecks() const { return checks; }
+  /// The elementwise math op, which runs on 16-bit floats directly.
+  std::optional<MapOp> getMapOp() const { return mapOp; }
+  /// Whether the op only moves elements (any element type, no widening).
+  bool isElementMove() const { return movesElements; }
+  Status run(CudaDevice &device, const Launch &launch) const {
+    return fn(device, *this, launch);
+  }
+
+private:
+  const CpuKernel &checks;
+  Fn fn;
+  std::optional<MapOp> mapOp;
+  bool movesElements;
+};
+
 class CudaDevice final : public Device {
 public:
+  using Device::runKernel;
+
   ~CudaDevice() override;
   /// Sets up GPU `ordinal`: its compute stream, cuBLASLt and the error
-  /// record; "" or an error.
-  std::string init(int ordinal);
+  /// record.
+  Status init(int ordinal);
 
   std::string getName() const override;
-  std::string allocate(size_t bytes, void *&data) override;
+  Status allocate(size_t bytes, void *&data) override;
   void deallocate(void *data) override;
-  std::string copyToDevice(void *dst, const void *src, size_t bytes) override;
-  std::string copyToHost(void *dst, const void *src, size_t bytes) override;
-  std::string copyWithin(void *dst, const void *src, size_t bytes) override;
-  std::string runKernel(const std::string &op, const KernelAttrs &attrs,
-                        const std::vector<const Tensor *> &inputs,
-                        const std::vector<Tensor *> &outputs) override;
-  std::string synchronize() override;
+  Status copyToDevice(void *dst, const void *src, size_t bytes) override;
+  Status copyToHost(void *dst, const void *src, size_t bytes) override;
+  Status copyWithin(void *dst, const void *src, size_t bytes) override;
+  Expected<const Kernel *> findKernel(const std::string &op) override;
+  Status runKernel(const Kernel &kernel, const KernelAttrs &attrs,
+                   const std::vector<const Tensor *> &inputs,
+                   const std::vector<Tensor *> &outputs) override;
+  Status synchronize() override;
 
   int getOrdinal() const { return ordinal; }
   cudaStream_t getComputeStream() const { return compute; }
 
 private:
-  /// The kernel of `op` on f32 data (16-bit floats widened by runKernel).
-  std::string runF32(const std::string &op, const KernelAttrs &attrs,
-                     const std::vector<const Tensor *> &inputs,
-                     const std::vector<Tensor *> &outputs);
-  std::string runDot(const KernelAttrs &attrs, const Tensor &lhs,
-                     const Tensor &rhs, const Tensor &result);
+  /// The kernels of the registry, one function per op (CudaDevice.cpp).
+  struct Ops;
+
+  Status runDot(const KernelAttrs &attrs, const Tensor &lhs, const Tensor &rhs,
+                const Tensor &result);
   /// `tensor` with its dims permuted into `copy`, in memory at `into` or
   /// else in scratch.
-  std::string permute(const Tensor &tensor, const std::vector<int64_t> &perm,
-                      Tensor &copy, void *into = nullptr);
+  Status permute(const Tensor &tensor, const std::vector<int64_t> &perm,
+                 Tensor &copy, void *into = nullptr);
   /// Reports and clears the kernels' data-dependent error.
-  std::string takeKernelError();
+  Status takeKernelError();
 
   int ordinal = -1;
   cudaStream_t compute = nullptr;

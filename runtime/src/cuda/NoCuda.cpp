@@ -12,15 +12,11 @@ static const char *kNoCuda =
 bool tessera::runtime::hasCudaBackend() { return false; }
 int tessera::runtime::getCudaDeviceCount() { return 0; }
 
-std::unique_ptr<Device> tessera::runtime::createCudaDevice(int,
-                                                           std::string &error) {
-  error = kNoCuda;
-  return nullptr;
+Expected<std::unique_ptr<Device>> tessera::runtime::createCudaDevice(int) {
+  return unavailable(kNoCuda);
 }
 
-std::unique_ptr<Communicator>
-tessera::runtime::createNcclCommunicator(const Mesh &, Device &, double,
-                                         std::string &error) {
-  error = kNoCuda;
-  return nullptr;
+Expected<std::unique_ptr<Communicator>>
+tessera::runtime::createNcclCommunicator(const Mesh &, Device &, double) {
+  return unavailable(kNoCuda);
 }

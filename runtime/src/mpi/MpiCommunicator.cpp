@@ -84,7 +84,7 @@ public:
   /// f32 copies that 16-bit floats are reduced in.
   std::vector<OwnedTensor> wide;
   std::function<void()> finish;
-  std::string error;
+  Status error;
   Progress &progress;
   /// When the progress thread saw the requests complete (under its lock).
   std::optional<std::chrono::steady_clock::time_point> completed;
@@ -94,8 +94,8 @@ public:
     return completed;
   }
 
-  std::string wait() override {
-    if (!error.empty())
+  Status wait() override {
+    if (!error.ok())
       return error;
     auto guard = progress.lock();
     progress.remove(this);
@@ -105,11 +105,12 @@ public:
       char message[MPI_MAX_ERROR_STRING];
       int length = 0;
       MPI_Error_string(status, message, &length);
-      return "MPI collective failed: " + std::string(message, length);
+      return communicationError("MPI collective failed: " +
+                                std::string(message, length));
     }
     if (finish)
       finish();
-    return "";
+    return Status::success();
   }
 };
 
@@ -162,15 +163,15 @@ public:
   Pending startCollectivePermute(const Tensor &in, const Tensor &out,
                                  const std::vector<int64_t> &pairs,
                                  const Axes &axes) override;
-  std::string prepareGroups(const std::vector<Axes> &groups) override {
+  Status prepareGroups(const std::vector<Axes> &groups) override {
     for (const Axes &axes : groups)
       getComm(axes);
-    return "";
+    return Status::success();
   }
   Pending startSend(const Tensor &in, int64_t peer, int64_t tag) override;
   Pending startRecv(const Tensor &out, int64_t peer, int64_t tag) override;
-  std::string gatherToRoot(const std::vector<uint8_t> &in,
-                           std::vector<std::vector<uint8_t>> &out) override;
+  Status gatherToRoot(const std::vector<uint8_t> &in,
+                      std::vector<std::vector<uint8_t>> &out) override;
 
 private:
   MPI_Comm getComm(const Axes &axes);
@@ -233,11 +234,12 @@ void divideBy(const Tensor &tensor, int64_t count) {
       tensor.as<int64_t>()[i] /= count;
 }
 
-std::string mpiError(int status, const char *what) {
+Status mpiError(int status, const char *what) {
   char message[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(status, message, &length);
-  return std::string(what) + " failed: " + std::string(message, length);
+  return communicationError(std::string(what) +
+                            " failed: " + std::string(message, length));
 }
 
 /// `like` with dim `dim` resized: the shape of one piece.
@@ -300,8 +302,9 @@ Pending MpiCommunicator::startAllReduce(const Tensor &in, const Tensor &out,
   }
   MPI_Datatype type = getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
-    return makeFinishedCollective(std::string("all_reduce of ") +
-                                  getDTypeName(in.dtype) + " is not supported");
+    return makeFinishedCollective(
+        invalidArgument(std::string("all_reduce of ") + getDTypeName(in.dtype) +
+                        " is not supported"));
   MPI_Comm comm = getComm(axes);
   auto pending = post("MPI_Iallreduce", [&](MPI_Request *request) {
     return MPI_Iallreduce(in.data, out.data, in.getNumElements(), type,
@@ -341,8 +344,9 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
   bool half = isHalf(in.dtype);
   MPI_Datatype type = half ? MPI_FLOAT : getReduceType(in.dtype);
   if (type == MPI_DATATYPE_NULL)
-    return makeFinishedCollective(std::string("reduce_scatter of ") +
-                                  getDTypeName(in.dtype) + " is not supported");
+    return makeFinishedCollective(
+        invalidArgument(std::string("reduce_scatter of ") +
+                        getDTypeName(in.dtype) + " is not supported"));
   int64_t count = getGroupSize(axes);
   MPI_Comm comm = getComm(axes);
   // Pieces along `dim`, packed one after another: MPI scatters contiguous
@@ -468,9 +472,8 @@ Pending MpiCommunicator::startRecv(const Tensor &out, int64_t peer,
   });
 }
 
-std::string
-MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
-                              std::vector<std::vector<uint8_t>> &out) {
+Status MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
+                                     std::vector<std::vector<uint8_t>> &out) {
   auto guard = progress.lock();
   int bytes = static_cast<int>(in.size());
   std::vector<int> counts(rank == 0 ? size : 0), offsets;
@@ -495,25 +498,25 @@ MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
   for (size_t r = 0; r < counts.size(); ++r)
     out.emplace_back(all.begin() + offsets[r],
                      all.begin() + offsets[r] + counts[r]);
-  return "";
+  return Status::success();
 }
 
-std::unique_ptr<Communicator>
-tessera::runtime::createMpiCommunicator(const Mesh &mesh, std::string &error) {
+Expected<std::unique_ptr<Communicator>>
+tessera::runtime::createMpiCommunicator(const Mesh &mesh) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != mesh.getNumDevices()) {
-    error = "the plan's mesh has " + std::to_string(mesh.getNumDevices()) +
-            " devices but the job has " + std::to_string(size) +
-            " ranks (mpirun -np " + std::to_string(mesh.getNumDevices()) + ")";
-    return nullptr;
+    return invalidPlan(
+        "the plan's mesh has " + std::to_string(mesh.getNumDevices()) +
+        " devices but the job has " + std::to_string(size) +
+        " ranks (mpirun -np " + std::to_string(mesh.getNumDevices()) + ")");
   }
   // Errors come back as return codes so that a failing rank can say why
   // before it aborts the job.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int threads = MPI_THREAD_SINGLE;
   MPI_Query_thread(&threads);
-  return std::make_unique<MpiCommunicator>(
-      mesh, rank, size, /*background=*/threads >= MPI_THREAD_SERIALIZED);
+  return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(
+      mesh, rank, size, /*background=*/threads >= MPI_THREAD_SERIALIZED));
 }

@@ -104,7 +104,7 @@ public:
     if (done)
       cudaEventDestroy(done);
   }
-  std::string wait() override;
+  Status wait() override;
   std::optional<std::chrono::steady_clock::time_point>
   getCompletionTime() const override {
     return completed;
@@ -126,8 +126,8 @@ public:
         rank(rank), size(size) {}
   ~NcclCommunicator() override;
 
-  /// Creates the world communicator; "" or an error.
-  std::string init();
+  /// Creates the world communicator.
+  Status init();
 
   int64_t getRank() const override { return rank; }
   int64_t getNumRanks() const override { return size; }
@@ -145,20 +145,20 @@ public:
   Pending startCollectivePermute(const Tensor &in, const Tensor &out,
                                  const std::vector<int64_t> &pairs,
                                  const Axes &axes) override;
-  std::string prepareGroups(const std::vector<Axes> &groups) override;
-  std::string prepareTransfers(
+  Status prepareGroups(const std::vector<Axes> &groups) override;
+  Status prepareTransfers(
       const std::vector<std::pair<int64_t, int64_t>> &channels) override;
   Pending startSend(const Tensor &in, int64_t peer, int64_t tag) override;
   Pending startRecv(const Tensor &out, int64_t peer, int64_t tag) override;
-  std::string gatherToRoot(const std::vector<uint8_t> &in,
-                           std::vector<std::vector<uint8_t>> &out) override {
+  Status gatherToRoot(const std::vector<uint8_t> &in,
+                      std::vector<std::vector<uint8_t>> &out) override {
     return mpi->gatherToRoot(in, out);
   }
 
   /// Waits for `done`, watching `comms`; aborts every communicator on an
   /// error or past the timeout.
-  std::string waitFor(cudaEvent_t done, const std::vector<ncclComm_t> &comms,
-                      const std::string &what);
+  Status waitFor(cudaEvent_t done, const std::vector<ncclComm_t> &comms,
+                 const std::string &what);
 
 private:
   /// Queues `enqueue(stream)` on `stream` after the compute stream's work.
@@ -167,7 +167,7 @@ private:
                 std::vector<ncclComm_t> comms, Enqueue enqueue);
   /// The communicator of this rank's group over `axes`, or null.
   ncclComm_t getGroupComm(const Axes &axes) const;
-  std::string abortAll(const std::string &reason);
+  Status abortAll(const Status &reason);
 
   struct Channel {
     ncclComm_t comm = nullptr;
@@ -187,20 +187,20 @@ private:
   std::set<std::pair<int64_t, int64_t>> prepared;
   Scratch scratch;
   /// Set once the communicators were aborted: every later call fails.
-  std::string broken;
+  Status broken;
 };
 
-std::string NcclPending::wait() {
+Status NcclPending::wait() {
   if (!done)
-    return "";
-  std::string error = owner.waitFor(done, comms, what);
+    return Status::success();
+  Status status = owner.waitFor(done, comms, what);
   completed = std::chrono::steady_clock::now();
-  return error;
+  return status;
 }
 
 NcclCommunicator::~NcclCommunicator() {
   cudaSetDevice(device.getOrdinal());
-  if (broken.empty()) {
+  if (broken.ok()) {
     for (auto &[axes, comm] : groups)
       ncclCommDestroy(comm);
     for (auto &[pair, channel] : channels)
@@ -214,14 +214,15 @@ NcclCommunicator::~NcclCommunicator() {
     cudaStreamDestroy(stream);
 }
 
-std::string NcclCommunicator::init() {
+Status NcclCommunicator::init() {
   ncclUniqueId id;
   std::string error;
   if (rank == 0 &&
       !(error = getNcclError(ncclGetUniqueId(&id), "ncclGetUniqueId")).empty())
-    return error;
+    return communicationError(error);
   if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    return "broadcasting the NCCL unique id over MPI failed";
+    return communicationError(
+        "broadcasting the NCCL unique id over MPI failed");
   if (!(error = getCudaError(cudaSetDevice(device.getOrdinal()),
                              "selecting the GPU"))
            .empty() ||
@@ -229,12 +230,15 @@ std::string NcclCommunicator::init() {
             cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
             "creating the communication stream"))
            .empty())
-    return error;
-  return getNcclError(ncclCommInitRank(&world, size, id, rank),
-                      "ncclCommInitRank");
+    return deviceError(error);
+  error = getNcclError(ncclCommInitRank(&world, size, id, rank),
+                       "ncclCommInitRank");
+  if (!error.empty())
+    return communicationError(error);
+  return Status::success();
 }
 
-std::string NcclCommunicator::prepareGroups(const std::vector<Axes> &list) {
+Status NcclCommunicator::prepareGroups(const std::vector<Axes> &list) {
   for (const Axes &axes : list) {
     if (groups.count(axes))
       continue;
@@ -245,13 +249,13 @@ std::string NcclCommunicator::prepareGroups(const std::vector<Axes> &list) {
                           static_cast<int>(group.index), &comm, nullptr),
             "ncclCommSplit");
         !error.empty())
-      return error;
+      return communicationError(error);
     groups[axes] = comm;
   }
-  return "";
+  return Status::success();
 }
 
-std::string NcclCommunicator::prepareTransfers(
+Status NcclCommunicator::prepareTransfers(
     const std::vector<std::pair<int64_t, int64_t>> &list) {
   for (const auto &[sender, receiver] : list) {
     // Every rank skips the same pairs, so that the splits below match.
@@ -267,7 +271,7 @@ std::string NcclCommunicator::prepareTransfers(
                          "ncclCommSplit (channel " + std::to_string(sender) +
                              " -> " + std::to_string(receiver) + ")");
         !error.empty())
-      return error;
+      return communicationError(error);
     if (!mine)
       continue;
     Channel channel{comm, nullptr};
@@ -275,10 +279,10 @@ std::string NcclCommunicator::prepareTransfers(
             cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking),
             "creating a transfer stream");
         !error.empty())
-      return error;
+      return deviceError(error);
     channels[{sender, receiver}] = channel;
   }
-  return "";
+  return Status::success();
 }
 
 ncclComm_t NcclCommunicator::getGroupComm(const Axes &axes) const {
@@ -286,41 +290,42 @@ ncclComm_t NcclCommunicator::getGroupComm(const Axes &axes) const {
   return it == groups.end() ? nullptr : it->second;
 }
 
-std::string NcclCommunicator::abortAll(const std::string &reason) {
-  if (!broken.empty())
+Status NcclCommunicator::abortAll(const Status &reason) {
+  if (!broken.ok())
     return broken;
   for (auto &[axes, comm] : groups)
     ncclCommAbort(comm);
   for (auto &[pair, channel] : channels)
     ncclCommAbort(channel.comm);
   ncclCommAbort(world);
-  broken = reason + " (NCCL communicators aborted)";
+  broken = Status(reason.getCode(),
+                  reason.message() + " (NCCL communicators aborted)");
   return broken;
 }
 
-std::string NcclCommunicator::waitFor(cudaEvent_t done,
-                                      const std::vector<ncclComm_t> &comms,
-                                      const std::string &what) {
-  if (!broken.empty())
+Status NcclCommunicator::waitFor(cudaEvent_t done,
+                                 const std::vector<ncclComm_t> &comms,
+                                 const std::string &what) {
+  if (!broken.ok())
     return broken;
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
   while (true) {
     cudaError_t status = cudaEventQuery(done);
     if (status == cudaSuccess)
-      return "";
+      return Status::success();
     if (status != cudaErrorNotReady)
-      return abortAll(getCudaError(status, what));
+      return abortAll(deviceError(getCudaError(status, what)));
     for (ncclComm_t comm : comms) {
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm, &async);
       if (async != ncclSuccess && async != ncclInProgress)
-        return abortAll(getNcclError(async, what, comm));
+        return abortAll(communicationError(getNcclError(async, what, comm)));
     }
     if (std::chrono::steady_clock::now() > deadline)
-      return abortAll(what + ": not finished after " +
-                      std::to_string(static_cast<int>(timeout)) +
-                      " s (a peer failed, or never reached it)");
+      return abortAll(timeoutError(what + ": not finished after " +
+                                   std::to_string(static_cast<int>(timeout)) +
+                                   " s (a peer failed, or never reached it)"));
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -329,7 +334,7 @@ template <typename Enqueue>
 Pending NcclCommunicator::start(const std::string &what, cudaStream_t on,
                                 std::vector<ncclComm_t> comms,
                                 Enqueue enqueue) {
-  if (!broken.empty())
+  if (!broken.ok())
     return makeFinishedCollective(broken);
   // The stream waits for the compute stream's work so far: the producers of
   // the inputs, and the last readers of the output's memory.
@@ -355,7 +360,7 @@ Pending NcclCommunicator::start(const std::string &what, cudaStream_t on,
   if (!error.empty()) {
     if (done)
       cudaEventDestroy(done);
-    return makeFinishedCollective(error);
+    return makeFinishedCollective(communicationError(error));
   }
   return std::make_unique<NcclPending>(*this, done, std::move(comms), what);
 }
@@ -373,7 +378,7 @@ Pending NcclCommunicator::startAllReduce(const Tensor &in, const Tensor &out,
                                          const Axes &axes) {
   ncclComm_t comm = getGroupComm(axes);
   if (!comm)
-    return makeFinishedCollective(noGroup("all_reduce", axes));
+    return makeFinishedCollective(invalidPlan(noGroup("all_reduce", axes)));
   return start("all_reduce", stream, {comm}, [&](cudaStream_t on) {
     return getNcclError(ncclAllReduce(in.data, out.data, in.getNumElements(),
                                       getNcclType(in.dtype),
@@ -386,7 +391,7 @@ Pending NcclCommunicator::startAllGather(const Tensor &in, const Tensor &out,
                                          int64_t dim, const Axes &axes) {
   ncclComm_t comm = getGroupComm(axes);
   if (!comm)
-    return makeFinishedCollective(noGroup("all_gather", axes));
+    return makeFinishedCollective(invalidPlan(noGroup("all_gather", axes)));
   int64_t count = mesh.getGroup(rank, axes).size;
   return start("all_gather", stream, {comm}, [&](cudaStream_t on) {
     // NCCL concatenates along the outermost dim; a gather along an inner
@@ -414,7 +419,7 @@ Pending NcclCommunicator::startReduceScatter(const Tensor &in,
                                              const Axes &axes) {
   ncclComm_t comm = getGroupComm(axes);
   if (!comm)
-    return makeFinishedCollective(noGroup("reduce_scatter", axes));
+    return makeFinishedCollective(invalidPlan(noGroup("reduce_scatter", axes)));
   int64_t count = mesh.getGroup(rank, axes).size;
   return start("reduce_scatter", stream, {comm}, [&](cudaStream_t on) {
     const void *pieces = in.data;
@@ -441,7 +446,7 @@ Pending NcclCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
                                         const Axes &axes) {
   ncclComm_t comm = getGroupComm(axes);
   if (!comm)
-    return makeFinishedCollective(noGroup("all_to_all", axes));
+    return makeFinishedCollective(invalidPlan(noGroup("all_to_all", axes)));
   int64_t count = mesh.getGroup(rank, axes).size;
   std::vector<int64_t> pieceShape = in.shape;
   pieceShape[splitDim] /= count;
@@ -478,7 +483,7 @@ Pending NcclCommunicator::startBroadcast(const Tensor &in, const Tensor &out,
                                          int64_t root, const Axes &axes) {
   ncclComm_t comm = getGroupComm(axes);
   if (!comm)
-    return makeFinishedCollective(noGroup("broadcast", axes));
+    return makeFinishedCollective(invalidPlan(noGroup("broadcast", axes)));
   return start("broadcast", stream, {comm}, [&](cudaStream_t on) {
     return getNcclError(ncclBroadcast(in.data, out.data, in.getNumElements(),
                                       getNcclType(in.dtype),
@@ -493,7 +498,8 @@ NcclCommunicator::startCollectivePermute(const Tensor &in, const Tensor &out,
                                          const Axes &axes) {
   ncclComm_t comm = getGroupComm(axes);
   if (!comm)
-    return makeFinishedCollective(noGroup("collective_permute", axes));
+    return makeFinishedCollective(
+        invalidPlan(noGroup("collective_permute", axes)));
   int64_t me = mesh.getGroup(rank, axes).index;
   return start("collective_permute", stream, {comm}, [&](cudaStream_t on) {
     bool target = false;
@@ -530,8 +536,8 @@ Pending NcclCommunicator::startSend(const Tensor &in, int64_t peer,
   std::string what =
       "send tag " + std::to_string(tag) + " to rank " + std::to_string(peer);
   if (it == channels.end())
-    return makeFinishedCollective(what + ": the channel was not prepared "
-                                         "(prepareTransfers)");
+    return makeFinishedCollective(communicationError(
+        what + ": the channel was not prepared (prepareTransfers)"));
   ncclComm_t comm = it->second.comm;
   return start(what, it->second.stream, {comm}, [&](cudaStream_t on) {
     return getNcclError(ncclSend(in.data, in.getBytes(), ncclUint8,
@@ -546,8 +552,8 @@ Pending NcclCommunicator::startRecv(const Tensor &out, int64_t peer,
   std::string what = "receive tag " + std::to_string(tag) + " from rank " +
                      std::to_string(peer);
   if (it == channels.end())
-    return makeFinishedCollective(what + ": the channel was not prepared "
-                                         "(prepareTransfers)");
+    return makeFinishedCollective(communicationError(
+        what + ": the channel was not prepared (prepareTransfers)"));
   ncclComm_t comm = it->second.comm;
   return start(what, it->second.stream, {comm}, [&](cudaStream_t on) {
     return getNcclError(ncclRecv(out.data, out.getBytes(), ncclUint8,
@@ -558,24 +564,21 @@ Pending NcclCommunicator::startRecv(const Tensor &out, int64_t peer,
 
 } // namespace
 
-std::unique_ptr<Communicator>
+Expected<std::unique_ptr<Communicator>>
 tessera::runtime::createNcclCommunicator(const Mesh &mesh, Device &device,
-                                         double timeoutSeconds,
-                                         std::string &error) {
+                                         double timeoutSeconds) {
   auto *cuda = dynamic_cast<CudaDevice *>(&device);
-  if (!cuda) {
-    error =
-        "the NCCL communicator needs a CUDA device, got " + device.getName();
-    return nullptr;
-  }
+  if (!cuda)
+    return invalidArgument("the NCCL communicator needs a CUDA device, got " +
+                           device.getName());
   // MPI checks the job's size against the mesh and carries gatherToRoot.
-  std::unique_ptr<Communicator> mpi = createMpiCommunicator(mesh, error);
-  if (!mpi)
-    return nullptr;
-  int rank = mpi->getRank(), size = mpi->getNumRanks();
+  Expected<std::unique_ptr<Communicator>> mpi = createMpiCommunicator(mesh);
+  if (!mpi.ok())
+    return mpi.getStatus();
+  int rank = (*mpi)->getRank(), size = (*mpi)->getNumRanks();
   auto communicator = std::make_unique<NcclCommunicator>(
-      mesh, *cuda, timeoutSeconds, std::move(mpi), rank, size);
-  if (!(error = communicator->init()).empty())
-    return nullptr;
-  return communicator;
+      mesh, *cuda, timeoutSeconds, mpi.take(), rank, size);
+  if (Status status = communicator->init(); !status.ok())
+    return status;
+  return std::unique_ptr<Communicator>(std::move(communicator));
 }

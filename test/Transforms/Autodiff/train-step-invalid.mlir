@@ -4,8 +4,8 @@
 
 // Tests that an unknown optimizer or precision is rejected, and that mixed
 // precision needs 16-bit parameters.
-// OPTIMIZER: error: unknown optimizer 'lamb', expected adamw or sgd
-// PRECISION: error: unknown precision 'fp8', expected model or mixed
+// OPTIMIZER: for the --optimizer option: got 'lamb', expected adamw or sgd
+// PRECISION: for the --precision option: got 'fp8', expected model or mixed
 // MIXED: error: precision=mixed needs a model with bf16 or f16 parameters
 func.func @f32_model(%x: tensor<4x8xf32>, %w: tensor<8x2xf32> {nn.param = "w"}) -> tensor<f32> {
   %y = nn.dot %x, %w contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>

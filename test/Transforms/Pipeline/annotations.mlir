@@ -1,6 +1,6 @@
 // RUN: tessera-opt %s --tessera-train-step=optimizer=sgd --tessera-propagate --tessera-partition --tessera-pipeline="stages=2" | FileCheck %s
 
-// Tests cuts from annotations: stage 1 starts at the op marked
+// Tests that annotations cut the stages: stage 1 starts at the op marked
 // dist.stage = 1, so rank 0 holds the first three layers and rank 1 the
 // last with the loss (by FLOPs alone the cut would fall in the middle).
 // CHECK-LABEL: func.func @mlp_stage0

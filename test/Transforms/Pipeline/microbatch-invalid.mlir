@@ -2,7 +2,7 @@
 // RUN: not tessera-opt %s --split-input-file --tessera-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefix=AXIS
 
 // Tests that microbatching rejects a batch that its shards and microbatches
-// do not divide, and a mesh that has the axis "mb" already.
+// do not divide.
 // SPLIT: error: cannot split the batch of argument #0 (dim 0 of size 16) into 3 microbatches over its 2 shards
 dist.mesh @mesh ["dp"=2]
 func.func @step(%x: tensor<16x4xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>}) -> tensor<16x4xf32> {
@@ -11,6 +11,7 @@ func.func @step(%x: tensor<16x4xf32> {dist.sharding = #dist.sharding<@mesh, [{"d
 
 // -----
 
+// Tests that microbatching rejects a mesh that has the axis "mb" already.
 // AXIS: error: mesh @mesh already has the axis "mb" that microbatching adds
 dist.mesh @mesh ["mb"=2]
 func.func @step(%x: tensor<16x4xf32>) -> tensor<16x4xf32> {

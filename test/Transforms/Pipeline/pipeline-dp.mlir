@@ -1,6 +1,6 @@
 // RUN: tessera-opt %s --tessera-train-step=optimizer=sgd --tessera-microbatch=microbatches=2 --tessera-propagate --tessera-partition --tessera-pipeline="stages=2 microbatches=2 schedule=1f1b" | FileCheck %s
 
-// Tests pipeline stages combined with data parallelism on a pp x dp mesh:
+// Tests that pipeline stages combine with data parallelism on a pp x dp mesh:
 // each all_reduce over "dp" and "mb" becomes the sum over microbatches, then
 // one all_reduce over "dp" per step; the microbatch axis leaves the mesh and
 // the data keeps its split over "dp" with all microbatches in one argument.

@@ -43,24 +43,6 @@ func.func @step(%w: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, 
 
 // -----
 
-// expected-error @+1 {{ZeRO needs a mesh: annotate the train step's data-parallel axis}}
-func.func @no_mesh(%w: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %t: tensor<i64>) -> tensor<8xf32> {
-  %w2, %m2, %v2 = nn.adamw %w, %g, %m, %v, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
-  return %w2 : tensor<8xf32>
-}
-
-// -----
-
-dist.mesh @mesh ["dp"=2]
-func.func @moments_computed(%w: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}, %g: tensor<8xf32>, %t: tensor<i64>) -> tensor<8xf32> {
-  %zero = nn.constant dense<0.0> : tensor<8xf32>
-  // expected-error @+1 {{ZeRO expects the parameter and moments of nn.adamw to be arguments of the train step}}
-  %w2, %m2, %v2 = nn.adamw %w, %g, %zero, %zero, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
-  return %w2 : tensor<8xf32>
-}
-
-// -----
-
 // Tests that a parameter split by tensor parallelism on its only dim has
 // its state split further over "dp", minor to "tp", when the pieces allow:
 // the gradient is reduce-scattered within each "tp" piece and the new

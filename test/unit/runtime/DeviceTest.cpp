@@ -38,55 +38,65 @@ TEST(CheckKernelTest, AcceptsValidCallsWithoutReadingData) {
   Tensor rhs = fakeTensor(DType::BF16, {8, 5});
   Tensor result = fakeTensor(DType::F32, {2, 3, 5});
   KernelAttrs dot;
+  dot.lists["lhs_batching_dims"] = {};
+  dot.lists["rhs_batching_dims"] = {};
   dot.lists["lhs_contracting_dims"] = {2};
   dot.lists["rhs_contracting_dims"] = {0};
-  EXPECT_EQ(checkKernel("nn.dot", dot, {&lhs, &rhs}, {&result}), "");
+  EXPECT_EQ(checkKernel("nn.dot", dot, {&lhs, &rhs}, {&result}).message(), "");
 
   Tensor logits = fakeTensor(DType::F32, {4, 10});
   Tensor labels = fakeTensor(DType::I32, {4});
   Tensor loss = fakeTensor(DType::F32, {4});
-  EXPECT_EQ(checkKernel("nn.cross_entropy", {}, {&logits, &labels}, {&loss}),
+  EXPECT_EQ(checkKernel("nn.cross_entropy", {}, {&logits, &labels}, {&loss})
+                .message(),
             "");
 
   Tensor param = fakeTensor(DType::F32, {6});
   Tensor step = fakeTensor(DType::I64, {});
   KernelAttrs adamw;
-  adamw.floats["lr"] = 0.01;
+  adamw.floats = {{"lr", 0.01},
+                  {"beta1", 0.9},
+                  {"beta2", 0.999},
+                  {"epsilon", 1.0e-8},
+                  {"weight_decay", 0.01}};
   EXPECT_EQ(checkKernel("nn.adamw", adamw,
                         {&param, &param, &param, &param, &step},
-                        {&param, &param, &param}),
+                        {&param, &param, &param})
+                .message(),
             "");
 
   // A 16-bit constant's value is in its own type.
   Tensor constant = fakeTensor(DType::F16, {3});
   KernelAttrs value;
   value.bytes["value"] = std::string(6, '\0');
-  EXPECT_EQ(checkKernel("nn.constant", value, {}, {&constant}), "");
+  EXPECT_EQ(checkKernel("nn.constant", value, {}, {&constant}).message(), "");
 }
 
 TEST(CheckKernelTest, RejectsWhatTheCpuKernelRejects) {
   OwnedTensor lhs(DType::F32, {3, 4}), rhs(DType::F32, {5, 2}),
       result(DType::F32, {3, 2});
   KernelAttrs dot;
+  dot.lists["lhs_batching_dims"] = {};
+  dot.lists["rhs_batching_dims"] = {};
   dot.lists["lhs_contracting_dims"] = {1};
   dot.lists["rhs_contracting_dims"] = {0};
   std::vector<const Tensor *> ins = {&lhs.view, &rhs.view};
   std::vector<Tensor *> outs = {&result.view};
-  std::string checked = checkKernel("nn.dot", dot, ins, outs);
+  std::string checked = checkKernel("nn.dot", dot, ins, outs).message();
   EXPECT_EQ(
       checked,
       "nn.dot: lhs contracting dim 1 has size 4 but rhs dim 0 has size 5");
-  EXPECT_EQ(runCpuKernel("nn.dot", dot, ins, outs), checked);
+  EXPECT_EQ(runCpuKernel("nn.dot", dot, ins, outs).message(), checked);
 
-  EXPECT_EQ(checkKernel("nn.frobnicate", {}, {}, {}),
+  EXPECT_EQ(checkKernel("nn.frobnicate", {}, {}, {}).message(),
             "unknown kernel 'nn.frobnicate'");
   Tensor wide = fakeTensor(DType::F64, {2});
-  EXPECT_EQ(checkKernel("nn.exp", {}, {&wide}, {&wide}),
+  EXPECT_EQ(checkKernel("nn.exp", {}, {&wide}, {&wide}).message(),
             "nn.exp: the kernels compute f32 (bf16 and f16 widened), got f64");
   Tensor x = fakeTensor(DType::F32, {2, 3});
   KernelAttrs softmax;
   softmax.ints["dim"] = 2;
-  EXPECT_EQ(checkKernel("nn.softmax", softmax, {&x}, {&x}),
+  EXPECT_EQ(checkKernel("nn.softmax", softmax, {&x}, {&x}).message(),
             "nn.softmax: dim 2 is out of range for rank 2");
 }
 
@@ -94,16 +104,16 @@ TEST(CpuDeviceTest, RunsKernelsOnHostMemory) {
   std::unique_ptr<Device> device = createCpuDevice();
   EXPECT_EQ(device->getName(), "cpu");
   void *arena = nullptr;
-  ASSERT_EQ(device->allocate(64, arena), "");
+  ASSERT_EQ(device->allocate(64, arena).message(), "");
   Tensor x{DType::F32, {4}, arena};
   Tensor y{DType::F32, {4}, static_cast<uint8_t *>(arena) + 16};
   float values[4] = {-1, 0, 2, -3}, out[4];
-  ASSERT_EQ(device->copyToDevice(x.data, values, sizeof(values)), "");
-  ASSERT_EQ(device->runKernel("nn.relu", {}, {&x}, {&y}), "");
-  ASSERT_EQ(device->copyToHost(out, y.data, sizeof(out)), "");
+  ASSERT_EQ(device->copyToDevice(x.data, values, sizeof(values)).message(), "");
+  ASSERT_EQ(device->runKernel("nn.relu", {}, {&x}, {&y}).message(), "");
+  ASSERT_EQ(device->copyToHost(out, y.data, sizeof(out)).message(), "");
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{0, 0, 2, 0}));
-  ASSERT_EQ(device->copyWithin(y.data, x.data, sizeof(values)), "");
-  ASSERT_EQ(device->copyToHost(out, y.data, sizeof(out)), "");
+  ASSERT_EQ(device->copyWithin(y.data, x.data, sizeof(values)).message(), "");
+  ASSERT_EQ(device->copyToHost(out, y.data, sizeof(out)).message(), "");
   EXPECT_EQ(std::vector<float>(out, out + 4),
             (std::vector<float>{-1, 0, 2, -3}));
   device->deallocate(arena);
@@ -112,13 +122,15 @@ TEST(CpuDeviceTest, RunsKernelsOnHostMemory) {
 TEST(CudaDeviceTest, NamesWhyThereIsNoGpu) {
   if (getCudaDeviceCount() > 0)
     GTEST_SKIP() << "this machine has a GPU";
-  std::string error;
-  EXPECT_EQ(createCudaDevice(0, error), nullptr);
-  EXPECT_EQ(error, hasCudaBackend()
-                       ? "no GPU 0 (this process sees 0)"
-                       : "this build of Tessera has no CUDA backend (configure "
-                         "it where nvcc, cuBLAS and NCCL are installed, with "
-                         "TESSERA_ENABLE_CUDA=ON)");
+  Expected<std::unique_ptr<Device>> device = createCudaDevice(0);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.getStatus().getCode(), StatusCode::Unavailable);
+  EXPECT_EQ(device.message(),
+            hasCudaBackend()
+                ? "no GPU 0 (this process sees 0)"
+                : "this build of Tessera has no CUDA backend (configure "
+                  "it where nvcc, cuBLAS and NCCL are installed, with "
+                  "TESSERA_ENABLE_CUDA=ON)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -137,9 +149,9 @@ protected:
       GTEST_SKIP() << "built without the CUDA backend";
     if (getCudaDeviceCount() == 0)
       GTEST_SKIP() << "no GPU";
-    std::string error;
-    device = createCudaDevice(0, error);
-    ASSERT_TRUE(device) << error;
+    Expected<std::unique_ptr<Device>> created = createCudaDevice(0);
+    ASSERT_TRUE(created.ok()) << created.message();
+    device = created.take();
   }
 
   /// Random elements: floats uniform in [low, high), integers in [0, bound).
@@ -190,7 +202,7 @@ protected:
       offsets.push_back(place(tensor.view));
     if (arena)
       device->deallocate(arena);
-    if (std::string error = device->allocate(bytes + 256, arena);
+    if (std::string error = device->allocate(bytes + 256, arena).message();
         !error.empty())
       return error;
     std::vector<Tensor> views;
@@ -204,22 +216,28 @@ protected:
     std::vector<Tensor *> outs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       ins.push_back(&views[i]);
-      if (std::string error = device->copyToDevice(
-              views[i].data, inputs[i].view.data, inputs[i].view.getBytes());
+      if (std::string error =
+              device
+                  ->copyToDevice(views[i].data, inputs[i].view.data,
+                                 inputs[i].view.getBytes())
+                  .message();
           !error.empty())
         return error;
     }
     for (size_t i = 0; i < outputs.size(); ++i)
       outs.push_back(&views[inputs.size() + i]);
-    if (std::string error = device->runKernel(op, attrs, ins, outs);
+    if (std::string error = device->runKernel(op, attrs, ins, outs).message();
         !error.empty())
       return error;
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (std::string error = device->copyToHost(
-              outputs[i].view.data, outs[i]->data, outputs[i].view.getBytes());
+      if (std::string error =
+              device
+                  ->copyToHost(outputs[i].view.data, outs[i]->data,
+                               outputs[i].view.getBytes())
+                  .message();
           !error.empty())
         return error;
-    return device->synchronize();
+    return device->synchronize().message();
   }
 
   /// Runs `op` on both backends and compares every result element within
@@ -238,7 +256,7 @@ protected:
     std::vector<Tensor *> outs;
     for (OwnedTensor &tensor : cpu)
       outs.push_back(&tensor.view);
-    ASSERT_EQ(runCpuKernel(op, attrs, ins, outs), "") << op;
+    ASSERT_EQ(runCpuKernel(op, attrs, ins, outs).message(), "") << op;
     ASSERT_EQ(runOnGpu(op, attrs, inputs, gpu), "") << op;
     for (size_t r = 0; r < results.size(); ++r) {
       DType dtype = results[r].dtype;
@@ -298,10 +316,8 @@ KernelAttrs makeDot(std::vector<int64_t> lhsContract,
   KernelAttrs attrs;
   attrs.lists["lhs_contracting_dims"] = std::move(lhsContract);
   attrs.lists["rhs_contracting_dims"] = std::move(rhsContract);
-  if (!lhsBatch.empty()) {
-    attrs.lists["lhs_batching_dims"] = std::move(lhsBatch);
-    attrs.lists["rhs_batching_dims"] = std::move(rhsBatch);
-  }
+  attrs.lists["lhs_batching_dims"] = std::move(lhsBatch);
+  attrs.lists["rhs_batching_dims"] = std::move(rhsBatch);
   return attrs;
 }
 
@@ -418,13 +434,18 @@ TEST_F(CudaKernelsTest, Layers) {
           {{DType::BF16, {2, 30, 3}}});
   }
   Spec x{DType::F32, {6, 513}};
-  check("nn.layer_norm", {},
+  KernelAttrs layerNorm, rmsNorm;
+  layerNorm.floats["epsilon"] = 1.0e-5;
+  rmsNorm.floats["epsilon"] = 1.0e-6;
+  check("nn.layer_norm", layerNorm,
         {random(x), random({DType::F32, {513}}), random({DType::F32, {513}})},
         {x}, 1e-4);
-  check("nn.rms_norm", {}, {random(x), random({DType::F32, {513}})}, {x}, 1e-4);
-  for (const char *op : {"nn.layer_norm_grad", "nn.rms_norm_grad"})
-    check(op, {}, {random(x), random({DType::F32, {513}}), random(x)}, {x, x},
-          1e-4);
+  check("nn.rms_norm", rmsNorm, {random(x), random({DType::F32, {513}})}, {x},
+        1e-4);
+  check("nn.layer_norm_grad", layerNorm,
+        {random(x), random({DType::F32, {513}}), random(x)}, {x, x}, 1e-4);
+  check("nn.rms_norm_grad", rmsNorm,
+        {random(x), random({DType::F32, {513}}), random(x)}, {x, x}, 1e-4);
   // Indices outside the table give zero rows.
   check("nn.embedding", {},
         {random({DType::F32, {10, 8}}), random({DType::I32, {4, 3}}, 0, 0, 12)},
@@ -450,7 +471,11 @@ TEST_F(CudaKernelsTest, OptimizerUpdates) {
   sgd.floats["weight_decay"] = 0.01;
   check("nn.sgd", sgd, {random(p), random(p)}, {p});
   KernelAttrs adamw;
-  adamw.floats["lr"] = 0.01;
+  adamw.floats = {{"lr", 0.01},
+                  {"beta1", 0.9},
+                  {"beta2", 0.999},
+                  {"epsilon", 1.0e-8},
+                  {"weight_decay", 0.01}};
   OwnedTensor step(DType::I64, {});
   step.view.as<int64_t>()[0] = 3;
   check("nn.adamw", adamw,
@@ -469,7 +494,11 @@ TEST_F(CudaKernelsTest, DataErrorsAreReportedAtTheSync) {
             "nn.cross_entropy: label 9 at position 1 is outside [0, 4)");
   // The error is reported once: the next kernel runs clean.
   KernelAttrs adamw;
-  adamw.floats["lr"] = 0.01;
+  adamw.floats = {{"lr", 0.01},
+                  {"beta1", 0.9},
+                  {"beta2", 0.999},
+                  {"epsilon", 1.0e-8},
+                  {"weight_decay", 0.01}};
   OwnedTensor step(DType::I32, {});
   Spec p{DType::F32, {4}};
   std::vector<OwnedTensor> updated;

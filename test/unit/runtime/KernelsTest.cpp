@@ -1,6 +1,7 @@
 //===- KernelsTest.cpp - the CPU kernels of the nn ops on small tensors ---===//
 
 #include "tessera/runtime/Kernels.h"
+#include "tessera/runtime/Device.h"
 
 #include <gtest/gtest.h>
 
@@ -59,7 +60,7 @@ std::string run(const std::string &op, const KernelAttrs &attrs,
   std::vector<Tensor *> out;
   for (OwnedTensor *tensor : outputs)
     out.push_back(&tensor->view);
-  return runCpuKernel(op, attrs, in, out);
+  return runCpuKernel(op, attrs, in, out).message();
 }
 
 void expectNear(const std::vector<float> &actual,
@@ -118,10 +119,8 @@ KernelAttrs dotAttrs(std::vector<int64_t> lhsContract,
   KernelAttrs attrs;
   attrs.lists["lhs_contracting_dims"] = std::move(lhsContract);
   attrs.lists["rhs_contracting_dims"] = std::move(rhsContract);
-  if (!lhsBatch.empty()) {
-    attrs.lists["lhs_batching_dims"] = std::move(lhsBatch);
-    attrs.lists["rhs_batching_dims"] = std::move(rhsBatch);
-  }
+  attrs.lists["lhs_batching_dims"] = std::move(lhsBatch);
+  attrs.lists["rhs_batching_dims"] = std::move(rhsBatch);
   return attrs;
 }
 
@@ -287,7 +286,7 @@ TEST(KernelsTest, ElementwiseOpsMayWriteInPlace) {
   OwnedTensor tensor = f32({3}, {1, 2, 3});
   std::vector<const Tensor *> inputs = {&tensor.view, &tensor.view};
   std::vector<Tensor *> outputs = {&tensor.view};
-  ASSERT_EQ(runCpuKernel("nn.mul", {}, inputs, outputs), "");
+  ASSERT_EQ(runCpuKernel("nn.mul", {}, inputs, outputs).message(), "");
   EXPECT_EQ(read<float>(tensor), (std::vector<float>{1, 4, 9}));
 }
 
@@ -589,6 +588,8 @@ TEST(KernelsTest, NormGradientsMatchFiniteDifferences) {
   // and x̂ against the forward with gamma 1, beta 0.
   for (bool rms : {false, true}) {
     std::string norm = rms ? "nn.rms_norm" : "nn.layer_norm";
+    KernelAttrs epsilon;
+    epsilon.floats["epsilon"] = rms ? 1.0e-6 : 1.0e-5;
     OwnedTensor x = f32({2, 5}, {0.3f, -1.2f, 2.0f, 0.7f, -0.4f, 1.5f, 1.1f,
                                  -0.9f, 0.0f, 2.4f});
     OwnedTensor gamma = f32({5}, {1.5f, -0.5f, 2.0f, 0.8f, 1.0f});
@@ -600,13 +601,14 @@ TEST(KernelsTest, NormGradientsMatchFiniteDifferences) {
     auto forward = [&](const OwnedTensor &input, const OwnedTensor &g,
                        const OwnedTensor &b) {
       OwnedTensor y(DType::F32, {2, 5});
-      std::string error = rms ? run(norm, {}, {&input, &g}, {&y})
-                              : run(norm, {}, {&input, &g, &b}, {&y});
+      std::string error = rms ? run(norm, epsilon, {&input, &g}, {&y})
+                              : run(norm, epsilon, {&input, &g, &b}, {&y});
       EXPECT_EQ(error, "");
       return read<float>(y);
     };
     OwnedTensor dx(DType::F32, {2, 5}), xhat(DType::F32, {2, 5});
-    ASSERT_EQ(run(norm + "_grad", {}, {&x, &gamma, &dy}, {&dx, &xhat}), "");
+    ASSERT_EQ(run(norm + "_grad", epsilon, {&x, &gamma, &dy}, {&dx, &xhat}),
+              "");
     std::vector<float> got = read<float>(dx);
     for (int i = 0; i < 10; ++i) {
       OwnedTensor up = x, down = x;
@@ -789,8 +791,73 @@ TEST(KernelsTest, RejectsWrongArityAndMissingAttributes) {
             "nn.sgd: missing float attribute 'lr'");
   std::vector<const Tensor *> inputs = {nullptr};
   std::vector<Tensor *> outputs = {&result.view};
-  EXPECT_EQ(runCpuKernel("nn.neg", {}, inputs, outputs),
+  EXPECT_EQ(runCpuKernel("nn.neg", {}, inputs, outputs).message(),
             "nn.neg: input #0 is null");
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Status and the registry
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+TEST(StatusTest, CarriesACodeAndAMessage) {
+  Status success;
+  EXPECT_TRUE(success.ok());
+  EXPECT_EQ(success.message(), "");
+  EXPECT_TRUE(success.withPrefix("instruction 3: ").ok());
+
+  Status failure = timeoutError("all_reduce: not finished after 5 s");
+  EXPECT_FALSE(failure.ok());
+  Status prefixed = failure.withPrefix("instruction 3: ");
+  EXPECT_EQ(prefixed.getCode(), StatusCode::Timeout);
+  EXPECT_EQ(prefixed.message(),
+            "instruction 3: all_reduce: not finished after 5 s");
+  EXPECT_STREQ(getStatusCodeName(prefixed.getCode()), "timeout");
+}
+
+TEST(StatusTest, ExpectedHoldsAValueOrAnError) {
+  Expected<int> value = 42;
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, 42);
+  EXPECT_TRUE(value.getStatus().ok());
+
+  Expected<int> error = dataError("'x.bin' is not a tensor file: wrong magic");
+  EXPECT_FALSE(error.ok());
+  EXPECT_EQ(error.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_EQ(error.message(), "'x.bin' is not a tensor file: wrong magic");
+}
+
+TEST(KernelRegistryTest, FindsEachOpOnce) {
+  Expected<const CpuKernel *> first = findCpuKernel("nn.dot");
+  Expected<const CpuKernel *> second = findCpuKernel("nn.dot");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(*first, *second);
+  EXPECT_EQ((*first)->getOp(), "nn.dot");
+
+  Expected<const CpuKernel *> unknown = findCpuKernel("nn.frobnicate");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.getStatus().getCode(), StatusCode::InvalidPlan);
+  EXPECT_EQ(unknown.message(), "unknown kernel 'nn.frobnicate'");
+
+  std::unique_ptr<Device> cpu = createCpuDevice();
+  Expected<const Kernel *> onDevice = cpu->findKernel("nn.frobnicate");
+  EXPECT_EQ(onDevice.message(), "unknown kernel 'nn.frobnicate'");
+}
+
+TEST(KernelRegistryTest, TellsDataErrorsFromBadArguments) {
+  OwnedTensor logits(DType::F32, {1, 4}), labels(DType::I32, {1}),
+      loss(DType::F32, {1});
+  labels.view.as<int32_t>()[0] = 7;
+  Status bad = runCpuKernel("nn.cross_entropy", {},
+                            {&logits.view, &labels.view}, {&loss.view});
+  EXPECT_EQ(bad.getCode(), StatusCode::DataError);
+  EXPECT_EQ(bad.message(),
+            "nn.cross_entropy: label 7 at position 0 is outside [0, 4)");
+  Status wrong = runCpuKernel("nn.neg", {}, {&logits.view}, {&loss.view});
+  EXPECT_EQ(wrong.getCode(), StatusCode::InvalidArgument);
 }
 
 } // namespace

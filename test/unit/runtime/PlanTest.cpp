@@ -469,3 +469,65 @@ TEST(PlanTest, RejectsStagesThatDisagreeOnAnArgument) {
             "another program's in name, role, dtype, global shape or index "
             "bound");
 }
+
+//===----------------------------------------------------------------------===//
+// Kernels at load
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+TEST(PlanTest, RejectsAnUnknownKernel) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op(
+      "nn.frobnicate");
+  EXPECT_EQ(validatePlan(plan),
+            "program 0: instruction 0: unknown kernel 'nn.frobnicate'");
+}
+
+TEST(PlanTest, RejectsAKernelMissingAnAttribute) {
+  // The plan carries every attribute, defaults included: the runtime has no
+  // defaults to fall back on.
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op(
+      "nn.softmax");
+  EXPECT_EQ(validatePlan(plan), "program 0: instruction 0 (nn.softmax): "
+                                "nn.softmax: missing integer attribute 'dim'");
+  (*plan.mutable_programs(0)
+        ->mutable_instructions(0)
+        ->mutable_kernel()
+        ->mutable_attrs())["dim"]
+      .set_i(1);
+  EXPECT_EQ(validatePlan(plan), "");
+}
+
+TEST(PlanTest, RejectsAKernelWhoseShapesDoNotFit) {
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_buffers(1)->set_shape(1, 4);
+  EXPECT_EQ(validatePlan(plan).rfind("program 0: instruction 0 (nn.relu): "
+                                     "nn.relu: expects result of shape",
+                                     0),
+            0u);
+}
+
+TEST(ExecutorTest, FindsEveryKernelWhenItLoads) {
+  plan::Plan plan = makePlan();
+  Mesh mesh = getMesh(plan);
+  std::unique_ptr<Communicator> local = createLocalCommunicator();
+  {
+    Executor executor(plan.programs(0), mesh, *local);
+    EXPECT_TRUE(executor.getLoadStatus().ok());
+  }
+  // An unvalidated program with an op no device knows fails at load, before
+  // any argument is looked at, and every run says so.
+  plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op(
+      "nn.frobnicate");
+  Executor executor(plan.programs(0), mesh, *local);
+  EXPECT_EQ(executor.getLoadStatus().getCode(), StatusCode::InvalidPlan);
+  EXPECT_EQ(executor.getLoadStatus().message(),
+            "instruction 0: unknown kernel 'nn.frobnicate'");
+  std::vector<OwnedTensor> results;
+  EXPECT_EQ(executor.run({}, results),
+            "instruction 0: unknown kernel 'nn.frobnicate'");
+}
+
+} // namespace

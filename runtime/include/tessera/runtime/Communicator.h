@@ -3,8 +3,7 @@
 //
 // Backends (MPI on CPU, NCCL on GPU) implement this interface; the executor
 // calls it for every collective instruction. Every method works within the
-// group of the calling rank over the given mesh axes (Mesh::getGroup) and
-// returns an error message, or "" on success.
+// group of the calling rank over the given mesh axes (Mesh::getGroup).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +11,7 @@
 #define TESSERA_RUNTIME_COMMUNICATOR_H
 
 #include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <chrono>
@@ -32,8 +32,8 @@ using Axes = std::vector<std::string>;
 class PendingCollective {
 public:
   virtual ~PendingCollective();
-  /// Completes the collective; returns an error message, or "".
-  virtual std::string wait() = 0;
+  /// Completes the collective.
+  virtual Status wait() = 0;
   /// After wait(): when the collective's transfers were seen complete, if
   /// that was before wait() (a progress thread saw them); else nothing.
   virtual std::optional<std::chrono::steady_clock::time_point>
@@ -43,9 +43,8 @@ public:
 };
 using Pending = std::unique_ptr<PendingCollective>;
 
-/// A collective that finished when it was started: wait() answers `error`
-/// ("" for one that succeeded).
-Pending makeFinishedCollective(std::string error);
+/// A collective that finished when it was started: wait() answers `status`.
+Pending makeFinishedCollective(Status status);
 
 class Communicator {
 public:
@@ -81,29 +80,29 @@ public:
                                          const Axes &axes) = 0;
 
   /// Blocking forms: start, then wait.
-  std::string allReduce(const Tensor &in, const Tensor &out,
-                        Reduction reduction, const Axes &axes) {
+  Status allReduce(const Tensor &in, const Tensor &out, Reduction reduction,
+                   const Axes &axes) {
     return startAllReduce(in, out, reduction, axes)->wait();
   }
-  std::string allGather(const Tensor &in, const Tensor &out, int64_t dim,
-                        const Axes &axes) {
+  Status allGather(const Tensor &in, const Tensor &out, int64_t dim,
+                   const Axes &axes) {
     return startAllGather(in, out, dim, axes)->wait();
   }
-  std::string reduceScatter(const Tensor &in, const Tensor &out, int64_t dim,
-                            Reduction reduction, const Axes &axes) {
+  Status reduceScatter(const Tensor &in, const Tensor &out, int64_t dim,
+                       Reduction reduction, const Axes &axes) {
     return startReduceScatter(in, out, dim, reduction, axes)->wait();
   }
-  std::string allToAll(const Tensor &in, const Tensor &out, int64_t splitDim,
-                       int64_t concatDim, const Axes &axes) {
+  Status allToAll(const Tensor &in, const Tensor &out, int64_t splitDim,
+                  int64_t concatDim, const Axes &axes) {
     return startAllToAll(in, out, splitDim, concatDim, axes)->wait();
   }
-  std::string broadcast(const Tensor &in, const Tensor &out, int64_t root,
-                        const Axes &axes) {
+  Status broadcast(const Tensor &in, const Tensor &out, int64_t root,
+                   const Axes &axes) {
     return startBroadcast(in, out, root, axes)->wait();
   }
-  std::string collectivePermute(const Tensor &in, const Tensor &out,
-                                const std::vector<int64_t> &pairs,
-                                const Axes &axes) {
+  Status collectivePermute(const Tensor &in, const Tensor &out,
+                           const std::vector<int64_t> &pairs,
+                           const Axes &axes) {
     return startCollectivePermute(in, out, pairs, axes)->wait();
   }
 
@@ -112,16 +111,16 @@ public:
   /// (pipeline stages), a group set up at its first use would wait for
   /// ranks that are busy elsewhere; every rank calls this with the same
   /// list first.
-  virtual std::string prepareGroups(const std::vector<Axes> &groups) {
-    return "";
+  virtual Status prepareGroups(const std::vector<Axes> &groups) {
+    return Status::success();
   }
 
   /// Collective over all ranks, like prepareGroups: sets up the channels
   /// of these (sender, receiver) world-rank pairs that later sends and
   /// receives use (NCCL needs a communicator per channel; MPI needs none).
-  virtual std::string
+  virtual Status
   prepareTransfers(const std::vector<std::pair<int64_t, int64_t>> &channels) {
-    return "";
+    return Status::success();
   }
 
   /// Point to point (pipeline stages): `in` goes to world rank `peer`,
@@ -132,8 +131,8 @@ public:
 
   /// Gathers every rank's bytes (any number, per rank) to rank 0, in rank
   /// order (`out` is only written on rank 0).
-  virtual std::string gatherToRoot(const std::vector<uint8_t> &in,
-                                   std::vector<std::vector<uint8_t>> &out) = 0;
+  virtual Status gatherToRoot(const std::vector<uint8_t> &in,
+                              std::vector<std::vector<uint8_t>> &out) = 0;
 };
 
 /// Keeps this rank's piece `index` of `count` pieces of `in` along `dim` (a
@@ -151,8 +150,7 @@ std::unique_ptr<Communicator> createLocalCommunicator();
 
 /// Creates the MPI communicator of a mesh; MPI must be initialized. Fails
 /// when the world size is not the mesh's device count.
-std::unique_ptr<Communicator> createMpiCommunicator(const Mesh &mesh,
-                                                    std::string &error);
+Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &mesh);
 
 } // namespace tessera::runtime
 

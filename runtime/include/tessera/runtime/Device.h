@@ -14,6 +14,7 @@
 
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <cstddef>
@@ -25,9 +26,8 @@ namespace tessera::runtime {
 
 class Communicator;
 
-/// Every method returns an error message, or "" on success. Work may run
-/// asynchronously (on a stream, in order); copyToHost and synchronize wait
-/// for it.
+/// Work may run asynchronously (on a stream, in order); copyToHost and
+/// synchronize wait for it.
 class Device {
 public:
   virtual ~Device();
@@ -36,22 +36,31 @@ public:
   virtual std::string getName() const = 0;
   /// `bytes` of device memory (zeroed on the CPU, undefined on a GPU),
   /// given back by deallocate (before the device is destroyed).
-  virtual std::string allocate(size_t bytes, void *&data) = 0;
+  virtual Status allocate(size_t bytes, void *&data) = 0;
   virtual void deallocate(void *data) = 0;
-  virtual std::string copyToDevice(void *dst, const void *src,
-                                   size_t bytes) = 0;
-  virtual std::string copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  virtual Status copyToDevice(void *dst, const void *src, size_t bytes) = 0;
+  virtual Status copyToHost(void *dst, const void *src, size_t bytes) = 0;
   /// A copy between two places of device memory.
-  virtual std::string copyWithin(void *dst, const void *src, size_t bytes) = 0;
-  /// Runs the nn op `op` on device tensors (see runCpuKernel).
-  virtual std::string runKernel(const std::string &op, const KernelAttrs &attrs,
-                                const std::vector<const Tensor *> &inputs,
-                                const std::vector<Tensor *> &outputs) = 0;
+  virtual Status copyWithin(void *dst, const void *src, size_t bytes) = 0;
+  /// This device's kernel of the nn op `op`, owned by the device's registry
+  /// (valid as long as the device); an op it has no kernel for fails with
+  /// "unknown kernel '<op>'". The executor finds every kernel of a program
+  /// once, when it loads it.
+  virtual Expected<const Kernel *> findKernel(const std::string &op) = 0;
+  /// Runs `kernel` (found by this device's findKernel) on device tensors
+  /// (see CpuKernel::run).
+  virtual Status runKernel(const Kernel &kernel, const KernelAttrs &attrs,
+                           const std::vector<const Tensor *> &inputs,
+                           const std::vector<Tensor *> &outputs) = 0;
+  /// findKernel, then runKernel: for tools and tests that run one op.
+  Status runKernel(const std::string &op, const KernelAttrs &attrs,
+                   const std::vector<const Tensor *> &inputs,
+                   const std::vector<Tensor *> &outputs);
   /// Waits for all work queued so far.
-  virtual std::string synchronize() = 0;
+  virtual Status synchronize() = 0;
 };
 
-/// The CPU: host memory and runCpuKernel.
+/// The CPU: host memory and the CPU kernels.
 std::unique_ptr<Device> createCpuDevice();
 
 /// Whether this build has the CUDA backend, and how many GPUs this process
@@ -59,20 +68,18 @@ std::unique_ptr<Device> createCpuDevice();
 bool hasCudaBackend();
 int getCudaDeviceCount();
 
-/// The GPU `ordinal` with its compute stream and cuBLASLt handle; null with
-/// `error` set when the build has no CUDA backend or the GPU is unusable.
-std::unique_ptr<Device> createCudaDevice(int ordinal, std::string &error);
+/// The GPU `ordinal` with its compute stream and cuBLASLt handle; fails when
+/// the build has no CUDA backend or the GPU is unusable.
+Expected<std::unique_ptr<Device>> createCudaDevice(int ordinal);
 
 /// The NCCL communicator of a mesh on `device` (a CUDA device of this
 /// process): MPI must be initialized (the unique id travels over it, and
 /// gatherToRoot uses it); collectives run on their own stream, ordered
 /// after the device's compute stream with events. A collective that does not
 /// finish within `timeoutSeconds` aborts the communicator with an error.
-/// Null with `error` set without the CUDA backend.
-std::unique_ptr<Communicator> createNcclCommunicator(const Mesh &mesh,
-                                                     Device &device,
-                                                     double timeoutSeconds,
-                                                     std::string &error);
+/// Fails without the CUDA backend.
+Expected<std::unique_ptr<Communicator>>
+createNcclCommunicator(const Mesh &mesh, Device &device, double timeoutSeconds);
 
 } // namespace tessera::runtime
 

@@ -21,7 +21,9 @@ namespace tessera::runtime {
 /// device's memory).
 class Executor {
 public:
-  /// Without a device, the program runs on the CPU.
+  /// Without a device, the program runs on the CPU. Loads the program: finds
+  /// the device's kernel of every kernel instruction and decodes its
+  /// attributes, once (see getLoadStatus).
   Executor(const plan::Program &program, const Mesh &mesh,
            Communicator &communicator, Device *device = nullptr);
   ~Executor();
@@ -34,6 +36,10 @@ public:
   /// host and back between steps; the caller's values of them are read by
   /// the first run only.
   void setCarryUpdates(bool on) { carryUpdates = on; }
+
+  /// Whether the program loaded: it fails on an op the device has no kernel
+  /// for ("instruction 3: unknown kernel 'nn.foo'"); run answers the same.
+  const Status &getLoadStatus() const { return loadStatus; }
 
   /// Runs the program once on local `arguments` (in the program's argument
   /// order) and returns its local results: all, or where `wanted` (one flag
@@ -65,6 +71,22 @@ public:
   void writeTrace(std::ostream &os, int64_t rank) const;
 
 private:
+  /// A kernel instruction as loaded: the device's kernel, the attributes
+  /// decoded from the plan, and (once the arena exists) its tensors.
+  struct LoadedKernel {
+    const Kernel *kernel = nullptr;
+    KernelAttrs attrs;
+    std::vector<Tensor> inputs, outputs;
+    std::vector<const Tensor *> inputPointers;
+    std::vector<Tensor *> outputPointers;
+  };
+
+  Status load();
+  /// Points every loaded kernel's tensors into the arena.
+  void bindBuffers();
+  Status runProgram(const std::vector<OwnedTensor> &arguments,
+                    std::vector<OwnedTensor> &results,
+                    const std::vector<bool> &wanted);
   Tensor getBuffer(int64_t id);
   Pending startCollective(const plan::Collective &collective);
   /// `when` (by default now) in microseconds since the executor was made.
@@ -77,6 +99,11 @@ private:
   Communicator &communicator;
   std::unique_ptr<Device> ownDevice;
   Device &device;
+  Status loadStatus;
+  /// Per instruction; empty for the instructions that launch no kernel.
+  std::vector<LoadedKernel> kernels;
+  /// The device's nn.slice, which runs an all_slice collective.
+  const Kernel *sliceKernel = nullptr;
   /// Device memory of the arena, allocated by the first run.
   void *arena = nullptr;
   bool carryUpdates = false;

@@ -1,25 +1,28 @@
 //===- Kernels.h - The CPU backend's kernels of the nn ops -------*- C++
 //-*-===//
 //
-// One entry point runs any nn op on local tensors; the executor calls it for
-// every kernel instruction of a plan. Attributes arrive as the plan exported
-// them (see KernelAttrs).
+// A registry of one kernel per nn op on local tensors, looked up by name once
+// per kernel instruction when the executor loads a program. Attributes arrive
+// as the plan exported them, every one of them (see KernelAttrs).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TESSERA_RUNTIME_KERNELS_H
 #define TESSERA_RUNTIME_KERNELS_H
 
+#include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::runtime {
 
-/// The attributes of one kernel, by name, as the plan holds them: integers
+/// The attributes of one kernel, by name, as the plan holds them (decoded
+/// once per instruction when a program is loaded): integers
 /// (i64 attributes and enum cases), floats (f32 attributes, widened), integer
 /// lists (dims, permutations, bounds) and raw little-endian element bytes
 /// (constants).
@@ -35,22 +38,65 @@ struct KernelAttrs {
   const std::string *getBytes(const std::string &name) const;
 };
 
-/// Runs the nn op `op` (e.g. "nn.dot") on `inputs`, writing `outputs`, whose
-/// dtypes and shapes the executor has set from the plan and whose memory it
-/// owns. Returns an empty string on success, else a message naming the op
-/// and what is wrong (an unknown op, a missing attribute, an unsupported
-/// dtype, shapes that do not fit); never aborts on bad input.
-std::string runCpuKernel(const std::string &op, const KernelAttrs &attrs,
-                         const std::vector<const Tensor *> &inputs,
-                         const std::vector<Tensor *> &outputs);
+namespace detail {
+class KernelCall;
+} // namespace detail
 
-/// Checks what runCpuKernel checks before it computes (the arity, element
-/// types, shapes and attributes) without reading or writing any element, so
-/// the tensors may live on a GPU. Data-dependent errors (a label outside the
-/// vocabulary) are the running kernel's to report.
-std::string checkKernel(const std::string &op, const KernelAttrs &attrs,
-                        const std::vector<const Tensor *> &inputs,
-                        const std::vector<Tensor *> &outputs);
+/// One nn op's kernel on some device. A device resolves an op name to its
+/// kernel once (Device::findKernel), when the executor loads a program, so
+/// that no launch looks a name up; the device's registry owns the kernel.
+class Kernel {
+public:
+  explicit Kernel(std::string op) : op(std::move(op)) {}
+  virtual ~Kernel();
+  /// The nn op, e.g. "nn.dot".
+  const std::string &getOp() const { return op; }
+
+private:
+  std::string op;
+};
+
+/// An op's CPU kernel: the reference the other backends check against.
+class CpuKernel final : public Kernel {
+public:
+  using Fn = void (*)(detail::KernelCall &);
+  CpuKernel(std::string op, Fn fn) : Kernel(std::move(op)), fn(fn) {}
+
+  /// Runs the kernel on `inputs`, writing `outputs`, whose dtypes and
+  /// shapes the executor has set from the plan and whose memory it owns.
+  /// Fails with a message naming the op and what is wrong (a missing
+  /// attribute, an unsupported dtype, shapes that do not fit); never aborts
+  /// on bad input.
+  Status run(const KernelAttrs &attrs,
+             const std::vector<const Tensor *> &inputs,
+             const std::vector<Tensor *> &outputs) const;
+
+  /// Checks what run checks before it computes (the arity, element types,
+  /// shapes and attributes) without reading or writing any element, so the
+  /// tensors may live on a GPU. Data-dependent errors (a label outside the
+  /// vocabulary) are the running kernel's to report.
+  Status check(const KernelAttrs &attrs,
+               const std::vector<const Tensor *> &inputs,
+               const std::vector<Tensor *> &outputs) const;
+
+private:
+  Fn fn;
+};
+
+/// The CPU kernel of `op`; an op without one fails with "unknown kernel
+/// '<op>'" (InvalidPlan).
+Expected<const CpuKernel *> findCpuKernel(const std::string &op);
+
+/// findCpuKernel, then CpuKernel::run: for tools and tests that run one op.
+Status runCpuKernel(const std::string &op, const KernelAttrs &attrs,
+                    const std::vector<const Tensor *> &inputs,
+                    const std::vector<Tensor *> &outputs);
+
+/// findCpuKernel, then CpuKernel::check. The plan validator checks every
+/// kernel instruction with it, and the CUDA device every launch.
+Status checkKernel(const std::string &op, const KernelAttrs &attrs,
+                   const std::vector<const Tensor *> &inputs,
+                   const std::vector<Tensor *> &outputs);
 
 } // namespace tessera::runtime
 

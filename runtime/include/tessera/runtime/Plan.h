@@ -5,7 +5,9 @@
 #define TESSERA_RUNTIME_PLAN_H
 
 #include "plan.pb.h"
+#include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <string>
@@ -31,6 +33,10 @@ Mesh getMesh(const plan::Plan &plan);
 /// The runtime dtype of a plan dtype; plans are validated first, so an
 /// unspecified dtype never reaches this.
 DType getDType(plan::DType dtype);
+
+/// A kernel instruction's attributes, decoded from the plan (which carries
+/// every attribute of the op, defaults included).
+KernelAttrs getKernelAttrs(const plan::Kernel &kernel);
 
 /// The program that `rank` runs, or null.
 const plan::Program *getProgramOfRank(const plan::Plan &plan, int64_t rank);

@@ -1,0 +1,125 @@
+//===- PipelineSchedule.h - Pipeline schedules, simulated -------*- C++ -*-===//
+//
+// The order in which each pipeline rank runs its units (the forward,
+// backward or weight-gradient ops of one stage on one microbatch) under
+// GPipe, 1F1B, interleaved 1F1B and ZB-H1, and two simulations of such
+// orders over abstract steps: one over transfers, which places the waits of
+// --tessera-pipeline's sends and finds deadlocks, and one over units with
+// times, which measures a schedule's bubble. No IR: the pass maps its ops
+// onto units and its sends and receives onto events.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_ANALYSIS_PIPELINESCHEDULE_H
+#define TESSERA_ANALYSIS_PIPELINESCHEDULE_H
+
+#include "tessera/Analysis/CostModel.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace tessera {
+
+/// The shape of a pipeline: `ranks` devices along the pipeline axis, each
+/// running `virtualStages` stages (stage s runs on rank s mod ranks), over
+/// `microbatches` microbatches.
+struct PipelineSpec {
+  int64_t ranks, microbatches, virtualStages;
+  PipelineSchedule schedule;
+  int64_t getNumStages() const { return ranks * virtualStages; }
+};
+
+/// What a unit of a schedule runs: the forward ops of a stage, its backward
+/// ops (with ZB-H1 only those that make the gradients other stages need),
+/// or (ZB-H1) the rest of its backward ops: the weight gradients.
+enum class PipelineUnitKind { Forward, Backward, Weight };
+
+/// One unit of a rank's schedule: the ops of one kind of a stage on one
+/// microbatch.
+struct PipelineUnit {
+  PipelineUnitKind kind;
+  int64_t stage, microbatch;
+  bool operator==(const PipelineUnit &other) const {
+    return kind == other.kind && stage == other.stage &&
+           microbatch == other.microbatch;
+  }
+};
+
+/// The forward units `rank` runs before its steady state of one forward and
+/// one backward: all of them for GPipe or without a backward, p - rank - 1
+/// for 1F1B and ZB-H1, 2 (p - rank - 1) + (v - 1) p for interleaved 1F1B
+/// (at most the units there are).
+int64_t getWarmupUnits(const PipelineSpec &spec, int64_t rank,
+                       bool hasBackward);
+
+/// The units of `rank` in the order `spec.schedule` runs them. Without a
+/// backward (a forward-only program) the schedule has forward units only.
+/// Interleaved 1F1B needs the microbatches to be a multiple of the ranks.
+llvm::SmallVector<PipelineUnit>
+getPipelineSchedule(const PipelineSpec &spec, int64_t rank, bool hasBackward);
+
+/// One step of a rank's program, as the transfer simulation sees it.
+struct PipelineEvent {
+  enum Kind { Recv, Compute, Send } kind;
+  int64_t message = -1; // Recv, Send
+  /// The unit it belongs to; -1 for the post ops and their transfers.
+  int64_t unit = -1;
+};
+
+/// What the transfer simulation found.
+struct TransferSimulation {
+  /// The first rank left blocked on a receive whose send never comes.
+  std::optional<int64_t> deadlockedRank;
+  /// Per message, the event of its sender after which its send is waited
+  /// (-1: at the end of the program). Empty on a deadlock.
+  llvm::SmallVector<int64_t> waitAfter;
+};
+
+/// Runs the ranks' `events` with blocking receives and sends that never
+/// block; message i goes to rank `receivers[i]`, and each is sent and
+/// received once. A send is waited for at the first event of its sender
+/// that comes after the receive was posted, as far as the sender knows:
+/// vector clocks carried by the messages, so the wait never blocks on a
+/// receive that has not been reached.
+TransferSimulation
+simulateTransfers(llvm::ArrayRef<llvm::SmallVector<PipelineEvent>> events,
+                  llvm::ArrayRef<int64_t> receivers);
+
+/// The time a unit of each kind takes on its stage. Without ZB-H1 a
+/// backward unit also makes the weight gradients: give it both halves.
+struct PipelineUnitSeconds {
+  double forwardSeconds = 1, backwardSeconds = 1, weightSeconds = 1;
+};
+
+/// When each unit of a schedule runs, transfers taking no time.
+struct PipelineTimeline {
+  /// The first rank whose next unit waits for a unit that never runs.
+  std::optional<int64_t> deadlockedRank;
+  /// Per rank and unit, when it ends.
+  llvm::SmallVector<llvm::SmallVector<double>> endSeconds;
+  /// When the last unit ends.
+  double stepSeconds = 0;
+  /// The most time one rank spends computing.
+  double busySeconds = 0;
+  /// The idle part of a step against the busiest rank's compute, the
+  /// measure getBubbleFraction estimates.
+  double getBubbleFraction() const {
+    return busySeconds > 0 ? stepSeconds / busySeconds - 1 : 0;
+  }
+};
+
+/// Runs the ranks' `units` (per rank, in order) as early as their inputs
+/// allow: a forward after the previous stage's forward of its microbatch, a
+/// backward after its forward and the next stage's backward, a weight unit
+/// after its backward. Stage s runs on rank s mod ranks.
+PipelineTimeline
+simulateUnits(const PipelineSpec &spec,
+              llvm::ArrayRef<llvm::SmallVector<PipelineUnit>> units,
+              const PipelineUnitSeconds &seconds);
+
+} // namespace tessera
+
+#endif // TESSERA_ANALYSIS_PIPELINESCHEDULE_H

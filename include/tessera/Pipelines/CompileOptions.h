@@ -1,0 +1,165 @@
+//===- CompileOptions.h - The options of one tessera compile ----*- C++ -*-===//
+//
+// Everything `tessera compile` and `tessera verify` decide, as the options
+// of the registered pipeline --tessera-compile-pipeline: what the CLI parses,
+// what --auto's plan sets, and what tessera-opt replays.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_PIPELINES_COMPILEOPTIONS_H
+#define TESSERA_PIPELINES_COMPILEOPTIONS_H
+
+#include "tessera/Transforms/PassOptions.h"
+
+#include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/Format.h"
+
+namespace tessera {
+
+/// A double that printed pipelines carry exactly: raw_ostream prints doubles
+/// with six decimals, which would change a replayed learning rate.
+struct ExactDouble {
+  double value = 0;
+  ExactDouble() = default;
+  ExactDouble(double value) : value(value) {}
+  operator double() const { return value; }
+};
+
+/// The shortest decimal that reads back as the same double.
+inline llvm::raw_ostream &operator<<(llvm::raw_ostream &os, ExactDouble x) {
+  for (int digits = 1; digits < 17; ++digits) {
+    std::string text;
+    llvm::raw_string_ostream(text) << llvm::format("%.*g", digits, x.value);
+    double back;
+    if (!llvm::StringRef(text).getAsDouble(back) && back == x.value)
+      return os << text;
+  }
+  return os << llvm::format("%.17g", x.value);
+}
+
+} // namespace tessera
+
+namespace llvm::cl {
+/// Reads an ExactDouble as a double.
+template <>
+class parser<tessera::ExactDouble> : public basic_parser<tessera::ExactDouble> {
+public:
+  parser(Option &option) : basic_parser(option) {}
+  bool parse(Option &option, StringRef argName, StringRef arg,
+             tessera::ExactDouble &value) {
+    if (arg.getAsDouble(value.value))
+      return option.error("'" + arg + "' value invalid for floating point "
+                                      "argument!");
+    return false;
+  }
+  StringRef getValueName() const override { return "number"; }
+  void printOptionDiff(const Option &option, const tessera::ExactDouble &value,
+                       const OptionValue<tessera::ExactDouble> &,
+                       size_t globalWidth) const {
+    printOptionName(option, globalWidth);
+    outs() << "= " << value << "\n";
+  }
+};
+} // namespace llvm::cl
+
+namespace tessera {
+
+struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
+  // The mesh (--tessera-set-mesh).
+  Option<std::string> mesh{*this, "mesh",
+                           llvm::cl::desc("Axis sizes of the model's mesh: "
+                                          "dp=2,tp=4 (empty: as annotated)")};
+
+  // The train step (--tessera-train-step).
+  Option<Optimizer> train{
+      *this, "train",
+      llvm::cl::desc("Compile the training step with this optimizer"),
+      llvm::cl::init(Optimizer::None), enumValues(kTrainNames)};
+  Option<ExactDouble> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                         llvm::cl::init(ExactDouble(1e-3))};
+  Option<ExactDouble> weightDecay{
+      *this, "weight-decay", llvm::cl::desc("Weight decay of the optimizer"),
+      llvm::cl::init(ExactDouble(0.0))};
+  Option<TrainPrecision> precision{
+      *this, "precision", llvm::cl::desc("The types the train step uses"),
+      llvm::cl::init(TrainPrecision::Model),
+      enumValues(kTrainPrecisionNames)};
+
+  // ZeRO (--tessera-zero).
+  Option<int64_t> zero{*this, "zero",
+                       llvm::cl::desc("ZeRO stage 0-3 (an AdamW train step)"),
+                       llvm::cl::init(0)};
+  ListOption<std::string> zeroAxes{
+      *this, "zero-axes",
+      llvm::cl::desc("The data-parallel mesh axes, major first (default dp)")};
+  Option<ReshardAfterForward> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("ZeRO-3: true (gather again for the backward), false "
+                     "(keep the forward's gathers) or a group size"),
+      llvm::cl::init(ReshardAfterForward::shard())};
+
+  // Propagation (--tessera-propagate).
+  Option<PropagationMode> propagation{
+      *this, "propagation",
+      llvm::cl::desc("How propagation resolves conflicts"),
+      llvm::cl::init(PropagationMode::Aggressive),
+      enumValues(kPropagationModeNames)};
+  Option<std::string> machine{
+      *this, "machine",
+      llvm::cl::desc("A machine file or preset: propagation resolves "
+                     "conflicts by their time on it")};
+
+  // Pipelining (--tessera-microbatch, --tessera-pipeline).
+  Option<int64_t> pipelineStages{
+      *this, "pp",
+      llvm::cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
+      llvm::cl::init(1)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("Microbatches per step (gradient accumulation)"),
+      llvm::cl::init(1)};
+  Option<PipelineSchedule> schedule{
+      *this, "schedule", llvm::cl::desc("The pipeline schedule"),
+      llvm::cl::init(PipelineSchedule::OneFOneB),
+      enumValues(kPipelineScheduleNames)};
+  Option<int64_t> virtualStages{
+      *this, "virtual",
+      llvm::cl::desc("Stages per pipeline rank (interleaved)"),
+      llvm::cl::init(1)};
+
+  // Overlap (--tessera-schedule).
+  Option<bool> overlap{*this, "overlap",
+                       llvm::cl::desc("Start collectives early on the "
+                                      "communication stream"),
+                       llvm::cl::init(false)};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("Collectives in flight at once"),
+                           llvm::cl::init(1)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Bucket reductions smaller than this (0: none)"),
+      llvm::cl::init(0)};
+  Option<bool> gatherUnits{
+      *this, "gather-units",
+      llvm::cl::desc("Gather each unit's parameters in one all_gather"),
+      llvm::cl::init(true)};
+  Option<int64_t> memoryLimit{
+      *this, "memory-limit",
+      llvm::cl::desc("Bytes of collective results in flight (0: no limit)"),
+      llvm::cl::init(0)};
+
+  // Export (--tessera-export).
+  Option<std::string> output{*this, "output",
+                             llvm::cl::desc("The plan file"),
+                             llvm::cl::init("-")};
+  Option<bool> text{*this, "text",
+                    llvm::cl::desc("Write the plan in protobuf text format"),
+                    llvm::cl::init(false)};
+
+  /// Whether the options pipeline the train step (stages or microbatches).
+  bool isPipelined() const { return pipelineStages > 1 || microbatches > 1; }
+};
+
+} // namespace tessera
+
+#endif // TESSERA_PIPELINES_COMPILEOPTIONS_H

@@ -1,0 +1,101 @@
+//===- Driver.h - What the tessera CLI runs ---------------------*- C++ -*-===//
+//
+// The work behind `tessera compile`, `verify`, `run` and `gradcheck`: the CLI
+// parses arguments into CompileOptions and the options below, and calls
+// these.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_PIPELINES_DRIVER_H
+#define TESSERA_PIPELINES_DRIVER_H
+
+#include "tessera/Pipelines/CompileOptions.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/SourceMgr.h"
+
+namespace tessera {
+
+/// A failure already reported as MLIR diagnostics: callers print nothing
+/// more.
+class DiagnosedError : public llvm::ErrorInfo<DiagnosedError> {
+public:
+  static char ID;
+  void log(llvm::raw_ostream &os) const override {
+    os << "reported as diagnostics";
+  }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+};
+
+/// Parses the model at `path` (diagnostics through `sourceMgr`'s handler).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+parseModelFile(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
+               llvm::StringRef path);
+
+/// Runs the pipeline `build` adds on `module`.
+llvm::Error runPipeline(mlir::ModuleOp module,
+                        llvm::function_ref<void(mlir::OpPassManager &)> build);
+
+/// Starts Tessera's per-rank programs (tessera-run, tessera-calibrate) on
+/// local ranks through mpirun.
+struct Launcher {
+  /// The directory of tessera-run and tessera-calibrate.
+  std::string toolsDir;
+
+  /// Runs `runner` on `ranks` ranks with `args` and returns its exit code;
+  /// fails when mpirun cannot start.
+  llvm::Expected<int> run(int64_t ranks, llvm::ArrayRef<std::string> args,
+                          llvm::StringRef runner = "tessera-run") const;
+};
+
+/// Prints what `tessera compile` reports of the plan it wrote to `path`:
+/// instructions, collectives, the arena, peak memory by category, and for a
+/// train step the model state ZeRO's closed form predicts.
+llvm::Error printPlanSummary(llvm::StringRef path,
+                             const CompileOptions &options,
+                             llvm::raw_ostream &os);
+
+struct VerifyOptions {
+  int64_t steps = 1;
+  int64_t seed = 0;
+  /// Largest relative error per result (per step's loss when training).
+  double tolerance = 1e-5;
+  /// Where the sharded run runs (the reference stays on the CPU).
+  std::string device = "cpu";
+};
+
+/// Compiles `model` with `options` (its output ignored) and as one device,
+/// runs both on the same seeded inputs and compares every result (every
+/// step's loss when training), printing the comparison to `os`. Returns
+/// whether they agree within the tolerance.
+llvm::Expected<bool> verifyModel(mlir::ModuleOp model, llvm::StringRef name,
+                                 const CompileOptions &options,
+                                 const VerifyOptions &verify,
+                                 const Launcher &launcher,
+                                 llvm::raw_ostream &os);
+
+struct GradcheckOptions {
+  int64_t seed = 0;
+  /// Elements checked per parameter.
+  int64_t samples = 8;
+  /// The finite-difference step.
+  double epsilon = 1e-2;
+  /// Largest error, relative to max(|g|, |fd|, 0.01).
+  double tolerance = 3e-2;
+};
+
+/// Checks the gradients autodiff gives `model`'s loss against central finite
+/// differences, in process, printing each parameter's worst error to `os`.
+/// Returns whether every one is within the tolerance.
+llvm::Expected<bool> gradcheckModel(mlir::ModuleOp model, llvm::StringRef name,
+                                    const GradcheckOptions &gradcheck,
+                                    llvm::raw_ostream &os);
+
+} // namespace tessera
+
+#endif // TESSERA_PIPELINES_DRIVER_H

@@ -1,0 +1,44 @@
+//===- ApplyPlan.h - A searched plan as compile options ---------*- C++ -*-===//
+
+#ifndef TESSERA_SEARCH_APPLYPLAN_H
+#define TESSERA_SEARCH_APPLYPLAN_H
+
+#include "tessera/Pipelines/CompileOptions.h"
+#include "tessera/Search/Planner.h"
+
+#include "llvm/Support/Error.h"
+
+namespace tessera {
+
+/// Sets the options that build `choice` (on a model annotated for its
+/// dp x tp): ZeRO stage and regather, pipeline stages, microbatches,
+/// schedule. A reshard-after-forward group size in `options` is kept: the
+/// search prices only true and false.
+void applyPlanChoice(const PlanChoice &choice, CompileOptions &options);
+
+/// The pins --auto searches under for a compile of `options`: only what
+/// this compiler builds (no recomputation or sequence parallelism), a
+/// pipeline only for a train step, ZeRO only for AdamW's state; `zero` and
+/// `reshardAfterForward` pin what the user gave.
+SearchPins getAutoPins(const CompileOptions &options,
+                       std::optional<int64_t> zero,
+                       std::optional<bool> reshardAfterForward);
+
+struct AutoPlan {
+  PlanEstimate estimate;
+  /// The plans the search priced.
+  int64_t considered = 0;
+};
+
+/// --auto: searches the plans of `devices` devices on `machine` under
+/// `pins`, annotates `module` Megatron-style with the fastest that this
+/// compiler builds and sets `options` to build it. Fails when no such plan
+/// fits in device memory, or the model is not one the search reads.
+llvm::Expected<AutoPlan> applyAutoPlan(mlir::ModuleOp module,
+                                       const MachineModel &machine,
+                                       int64_t devices, const SearchPins &pins,
+                                       CompileOptions &options);
+
+} // namespace tessera
+
+#endif // TESSERA_SEARCH_APPLYPLAN_H

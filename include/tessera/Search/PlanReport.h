@@ -1,0 +1,42 @@
+//===- PlanReport.h - What tessera plan shows of a search -------*- C++ -*-===//
+
+#ifndef TESSERA_SEARCH_PLANREPORT_H
+#define TESSERA_SEARCH_PLANREPORT_H
+
+#include "tessera/Search/Planner.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+/// The ZeRO stage as plan tables show it: "3k" keeps the forward's gathers
+/// (reshard-after-forward false).
+std::string getZeroName(const PlanChoice &choice);
+
+/// " pp=2 schedule=1f1b virtual=2 microbatches=8": the pipeline part of a
+/// choice, empty for a plan without one.
+std::string formatPipeline(const PlanChoice &choice);
+
+/// One plan as the JSON objects of `tessera plan --json`.
+llvm::json::Object toJson(const PlanEstimate &plan);
+
+/// Why the fastest plan wins: against the best plan of another DP/TP/PP
+/// shape, the part of the step that differs most.
+struct WinReason {
+  PlanChoice winner, rival;
+  /// How much slower the rival is, as a fraction of the winner's step.
+  double slowerFraction;
+  const char *part;
+  double winnerSeconds, rivalSeconds;
+};
+
+/// The reason the first of `plans` (fastest first) wins; none when every
+/// plan has its DP/TP/PP shape.
+std::optional<WinReason> getWinReason(llvm::ArrayRef<PlanEstimate> plans);
+
+} // namespace tessera
+
+#endif // TESSERA_SEARCH_PLANREPORT_H

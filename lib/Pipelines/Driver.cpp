@@ -1,0 +1,156 @@
+//===- Driver.cpp - Parsing, pipelines, launching and plan summaries ------===//
+
+#include "tessera/Pipelines/Driver.h"
+
+#include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/runtime/Plan.h"
+#include "tessera/runtime/Tensor.h"
+
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+extern char **environ;
+
+using namespace mlir;
+using namespace tessera;
+
+char DiagnosedError::ID;
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+tessera::parseModelFile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                        StringRef path) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &error);
+  if (!file)
+    return llvm::createStringError(error);
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return llvm::make_error<DiagnosedError>();
+  return module;
+}
+
+llvm::Error
+tessera::runPipeline(ModuleOp module,
+                     llvm::function_ref<void(OpPassManager &)> build) {
+  PassManager pm(module->getContext());
+  build(pm);
+  if (failed(pm.run(module)))
+    return llvm::make_error<DiagnosedError>();
+  return llvm::Error::success();
+}
+
+llvm::Expected<int> Launcher::run(int64_t ranks, ArrayRef<std::string> args,
+                                  StringRef runner) const {
+  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
+  if (!mpirun)
+    return llvm::createStringError("mpirun not found (install openmpi-bin)");
+  SmallString<256> program(toolsDir);
+  llvm::sys::path::append(program, runner);
+  std::vector<std::string> argv = {*mpirun, "-np", std::to_string(ranks),
+                                   "--oversubscribe", std::string(program)};
+  llvm::append_range(argv, args);
+  // OpenMPI refuses root without these; one BLAS thread per rank.
+  std::vector<std::string> env;
+  for (char **entry = environ; *entry; ++entry)
+    env.push_back(*entry);
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    env.push_back("OPENBLAS_NUM_THREADS=1");
+  SmallVector<StringRef> argRefs(argv.begin(), argv.end());
+  SmallVector<StringRef> envRefs(env.begin(), env.end());
+  std::string error;
+  int code =
+      llvm::sys::ExecuteAndWait(*mpirun, argRefs, envRefs, {}, 0, 0, &error);
+  if (code < 0)
+    return llvm::createStringError("cannot run mpirun: " + error);
+  return code;
+}
+
+/// What getZeroModelState predicts for a train step's plan: the parameters
+/// a device holds without ZeRO (split only by the other axes), with a
+/// gradient of each, and their optimizer state, split by the stage over the
+/// ZeRO axes. None for a plan without optimizer state.
+static std::optional<ModelStateMemory>
+getPredictedModelState(const plan::Plan &plan, const plan::Program &program,
+                       const CompileOptions &options) {
+  llvm::StringMap<int64_t> axisSizes;
+  for (const plan::Mesh::Axis &axis : plan.mesh().axes())
+    axisSizes[axis.name()] = axis.size();
+  SmallVector<std::string> dataAxes(options.zeroAxes.begin(),
+                                    options.zeroAxes.end());
+  if (dataAxes.empty())
+    dataAxes.push_back("dp");
+  double parameters = 0, parameterBytes = 0, stateBytes = 0;
+  for (const plan::Argument &argument : program.arguments()) {
+    double elements = 1;
+    for (int64_t size : argument.global_shape())
+      elements *= size;
+    for (const plan::DimAxes &dim : argument.dim_axes())
+      for (const std::string &axis : dim.axes())
+        if (!llvm::is_contained(dataAxes, axis))
+          elements /= axisSizes.lookup(axis);
+    double bytes =
+        elements * runtime::getDTypeBytes(runtime::getDType(argument.dtype()));
+    if (argument.role() == plan::PARAM) {
+      parameters += elements;
+      parameterBytes += bytes;
+    } else if (argument.role() != plan::DATA) {
+      stateBytes += bytes;
+    }
+  }
+  if (parameters == 0 || stateBytes == 0)
+    return std::nullopt;
+  int64_t dataParallel = 1;
+  for (const std::string &axis : dataAxes)
+    dataParallel *= axisSizes.contains(axis) ? axisSizes.lookup(axis) : 1;
+  double perParameter = parameterBytes / parameters;
+  return getZeroModelState(
+      parameters, {perParameter, perParameter, stateBytes / parameters},
+      options.zero, dataParallel);
+}
+
+static void printBreakdown(llvm::raw_ostream &os, StringRef what,
+                           const plan::MemoryBreakdown &bytes) {
+  os << llvm::formatv(
+      "{0}: parameters {1}, gradients {2}, optimizer state {3}, activations "
+      "{4}, communication {5} bytes\n",
+      what, bytes.parameter_bytes(), bytes.gradient_bytes(),
+      bytes.optimizer_state_bytes(), bytes.activation_bytes(),
+      bytes.communication_bytes());
+}
+
+llvm::Error tessera::printPlanSummary(StringRef path,
+                                      const CompileOptions &options,
+                                      llvm::raw_ostream &os) {
+  // Read the plan back as the runtime will.
+  plan::Plan plan;
+  if (std::string error = runtime::loadPlan(path.str(), plan); !error.empty())
+    return llvm::createStringError(error);
+  for (const plan::Program &program : plan.programs()) {
+    int64_t collectives =
+        llvm::count_if(program.instructions(), [](const plan::Instruction &i) {
+          return i.has_collective();
+        });
+    os << llvm::formatv(
+        "plan {0}: {1} ranks, {2} instructions ({3} collectives), {4} "
+        "buffers in an arena of {5} bytes per device\n",
+        path, program.ranks_size(), program.instructions_size(), collectives,
+        program.buffers_size(), program.arena_bytes());
+    printBreakdown(os, "memory at the peak", program.peak_memory());
+    if (std::optional<ModelStateMemory> state =
+            getPredictedModelState(plan, program, options))
+      os << llvm::formatv(
+          "model state by ZeRO-{0}'s closed form: parameters {1:f0}, "
+          "gradients {2:f0}, optimizer state {3:f0} bytes\n",
+          options.zero.getValue(), state->parameterBytes, state->gradientBytes,
+          state->optimizerStateBytes);
+    printBreakdown(os, "memory, each at its own peak", program.category_peaks());
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,77 @@
+//===- ApplyPlan.cpp - A searched plan as compile options -----------------===//
+
+#include "tessera/Search/ApplyPlan.h"
+
+#include "tessera/Models/Models.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace tessera;
+
+void tessera::applyPlanChoice(const PlanChoice &choice,
+                              CompileOptions &options) {
+  options.zero = choice.zero;
+  if (choice.zero >= 3 && options.reshardAfterForward.getValue().kind !=
+                              ReshardAfterForward::Kind::Group)
+    options.reshardAfterForward = choice.reshardAfterForward
+                                      ? ReshardAfterForward::shard()
+                                      : ReshardAfterForward::keep();
+  options.pipelineStages = choice.pp;
+  options.microbatches = choice.microbatches;
+  options.schedule = choice.schedule;
+  options.virtualStages = choice.virtualStages;
+}
+
+SearchPins tessera::getAutoPins(const CompileOptions &options,
+                                std::optional<int64_t> zero,
+                                std::optional<bool> reshardAfterForward) {
+  SearchPins pins;
+  // Pipelines pipeline a train step; inference runs on a DP x TP mesh.
+  if (options.train == Optimizer::None) {
+    pins.pp = 1;
+    pins.microbatches = 1;
+  }
+  // ZeRO shards AdamW's state: the search picks a stage for an AdamW step
+  // unless one is pinned.
+  if (options.train != Optimizer::AdamW)
+    pins.zero = 0;
+  else if (zero)
+    pins.zero = *zero;
+  pins.reshardAfterForward = reshardAfterForward;
+  pins.sequenceParallel = false;
+  pins.recompute = Recompute::None;
+  return pins;
+}
+
+llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
+                                                const MachineModel &machine,
+                                                int64_t devices,
+                                                const SearchPins &pins,
+                                                CompileOptions &options) {
+  llvm::Expected<ModelShape> shape = getModelShape(module);
+  if (!shape)
+    return shape.takeError();
+  SearchResult result = searchPlans(*shape, machine, devices, pins, module);
+  // The interleaved schedule needs the microbatches to be a multiple of the
+  // stages.
+  auto buildable = [](const PlanEstimate &plan) {
+    const PlanChoice &c = plan.choice;
+    return c.schedule != PipelineSchedule::Interleaved ||
+           c.microbatches % c.pp == 0;
+  };
+  const PlanEstimate *best = llvm::find_if(result.plans, buildable);
+  if (best == result.plans.end())
+    return llvm::createStringError(
+        llvm::formatv("no plan of {0} devices that this compiler builds fits "
+                      "in device memory{1}",
+                      devices,
+                      options.train != Optimizer::AdamW ? std::string()
+                      : pins.zero
+                          ? llvm::formatv(" with ZeRO-{0}", *pins.zero).str()
+                          : std::string(" with any ZeRO stage"))
+            .str());
+  annotateMegatron(module, best->choice.dp, best->choice.tp);
+  applyPlanChoice(best->choice, options);
+  return AutoPlan{*best, result.considered};
+}

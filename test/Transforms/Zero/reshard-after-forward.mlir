@@ -1,0 +1,25 @@
+// RUN: tessera-opt %s --tessera-zero="stage=3 reshard-after-forward=false" | FileCheck %s
+
+// Tests that ZeRO-3 with reshard-after-forward=false gathers %w once for the
+// forward and the backward, on a train step whose forward pass (what the
+// returned %y depends on) reads %w once and whose backward pass reads it again.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[FW:.+]] = dist.sharding_constraint
+// CHECK-NEXT: %[[Y:.+]] = nn.dot %{{.+}}, %[[FW]]
+// CHECK-NEXT: nn.dot %[[Y]], %[[FW]] contracting_dims = [1] x [1]
+// CHECK-NOT: dist.sharding_constraint %arg0
+dist.mesh @mesh ["dp"=2]
+func.func @step(%w: tensor<4x4xf32> {nn.param = "w"},
+                %m: tensor<4x4xf32> {nn.state = "w.adam_m"},
+                %v: tensor<4x4xf32> {nn.state = "w.adam_v"},
+                %t: tensor<i64> {nn.state = "step"},
+                %x: tensor<2x4xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>})
+    -> (tensor<4x4xf32> {nn.updates = 0 : i64}, tensor<4x4xf32> {nn.updates = 1 : i64},
+        tensor<4x4xf32> {nn.updates = 2 : i64}, tensor<2x4xf32>) {
+  %y = nn.dot %x, %w contracting_dims = [1] x [0] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %dx = nn.dot %y, %w contracting_dims = [1] x [1] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %dw = nn.dot %x, %dx contracting_dims = [0] x [0] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %other = nn.add %dw, %dw : tensor<4x4xf32>
+  %w2, %m2, %v2 = nn.adamw %w, %dw, %m, %v, %t lr = 1.0e-03 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<i64>
+  return %w2, %m2, %v2, %y : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4xf32>
+}

@@ -1,0 +1,59 @@
+//===- Commands.h - The subcommands of the tessera CLI ----------*- C++ -*-===//
+//
+// Each subcommand lives in its own file: its options, and a run function
+// that reads them and calls the driver (tessera/Pipelines/Driver.h) or the
+// planner.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_TOOLS_TESSERA_COMMANDS_H
+#define TESSERA_TOOLS_TESSERA_COMMANDS_H
+
+#include "tessera/Pipelines/Driver.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+
+namespace tessera::cli {
+
+// The subcommands, made on first use: options in other files name them.
+llvm::cl::SubCommand &modelCommand();
+llvm::cl::SubCommand &statsCommand();
+llvm::cl::SubCommand &compileCommand();
+llvm::cl::SubCommand &verifyCommand();
+llvm::cl::SubCommand &runCommand();
+llvm::cl::SubCommand &gradcheckCommand();
+llvm::cl::SubCommand &planCommand();
+llvm::cl::SubCommand &calibrateCommand();
+
+int runModel(mlir::MLIRContext &context);
+int runStats(mlir::MLIRContext &context);
+int runCompile(mlir::MLIRContext &context);
+int runVerify(mlir::MLIRContext &context);
+int runRun();
+int runGradcheck(mlir::MLIRContext &context);
+int runPlan(mlir::MLIRContext &context);
+int runCalibrate();
+
+/// The options compile and verify share, as the compile pipeline's.
+void readCompileOptions(CompileOptions &options);
+/// The model file compile or verify reads.
+llvm::StringRef getModelInput();
+
+/// Prints "tessera: error: ..." (nothing for a DiagnosedError, whose
+/// diagnostics are out already) and returns the exit code 1.
+int reportError(llvm::Error error);
+int reportError(const llvm::Twine &message);
+
+/// Starts tessera-run and tessera-calibrate from this binary's directory.
+const Launcher &getLauncher();
+
+/// The machine presets' directory.
+inline constexpr const char *kMachinesDir = TESSERA_MACHINES_DIR;
+
+/// 174615846912 -> "174.6B".
+std::string formatCount(int64_t count);
+
+} // namespace tessera::cli
+
+#endif // TESSERA_TOOLS_TESSERA_COMMANDS_H

@@ -1,0 +1,289 @@
+//===- Compile.cpp - tessera compile, and the options verify shares -------===//
+
+#include "Commands.h"
+
+#include "tessera/Pipelines/Pipelines.h"
+#include "tessera/Search/ApplyPlan.h"
+#include "tessera/Search/PlanReport.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::cli;
+namespace cl = llvm::cl;
+
+cl::SubCommand &cli::compileCommand() {
+  static cl::SubCommand command(
+      "compile", "Shard, partition and export a model to a plan");
+  return command;
+}
+
+cl::SubCommand &cli::verifyCommand() {
+  static cl::SubCommand command(
+      "verify", "Run the sharded plan on N ranks and the single-device "
+                "program on the same seeded inputs, and compare every result");
+  return command;
+}
+
+//===----------------------------------------------------------------------===//
+// The options of compile and verify (CompileOptions)
+//===----------------------------------------------------------------------===//
+
+static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
+                                       cl::desc("<model.mlir>"),
+                                       cl::sub(compileCommand()),
+                                       cl::sub(verifyCommand()));
+static cl::opt<std::string>
+    meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
+             cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t>
+    pipelineStages("pp",
+                   cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
+                   cl::init(1), cl::sub(compileCommand()),
+                   cl::sub(verifyCommand()));
+static cl::opt<int64_t>
+    microbatches("microbatches",
+                 cl::desc("Microbatches per step (gradient accumulation)"),
+                 cl::init(1), cl::sub(compileCommand()),
+                 cl::sub(verifyCommand()));
+static cl::opt<PipelineSchedule>
+    pipelineSchedule("schedule", cl::desc("Pipeline schedule"),
+                     cl::init(PipelineSchedule::OneFOneB),
+                     enumValues(kPipelineScheduleNames),
+                     cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t>
+    virtualStages("virtual",
+                  cl::desc("Stages per pipeline rank (--schedule "
+                           "interleaved)"),
+                  cl::init(1), cl::sub(compileCommand()),
+                  cl::sub(verifyCommand()));
+static cl::opt<Optimizer>
+    train("train",
+          cl::desc("Compile the training step with this optimizer "
+                   "(--tessera-train-step)"),
+          cl::init(Optimizer::None), enumValues(kOptimizerNames),
+          cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
+                                    cl::init(1e-3), cl::sub(compileCommand()),
+                                    cl::sub(verifyCommand()));
+static cl::opt<TrainPrecision>
+    precision("precision", cl::desc("With --train: the types it computes in"),
+              cl::init(TrainPrecision::Model),
+              enumValues(kTrainPrecisionNames), cl::sub(compileCommand()),
+              cl::sub(verifyCommand()));
+static cl::opt<int64_t> zeroStage(
+    "zero",
+    cl::desc("With --train adamw: ZeRO stage over \"dp\" (--tessera-zero): "
+             "0, 1 (optimizer state sharded), 2 (and gradients) or 3 (and "
+             "parameters)"),
+    cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::list<std::string>
+    zeroAxes("zero-axes",
+             cl::desc("With --zero: the data-parallel mesh axes, major first "
+                      "(default dp)"),
+             cl::CommaSeparated, cl::sub(compileCommand()),
+             cl::sub(verifyCommand()));
+static cl::opt<ReshardAfterForward> reshardAfterForward(
+    "reshard-after-forward",
+    cl::desc("With --zero 3: true (gather parameters again for the backward "
+             "pass), false (keep the forward's gathers) or a group size (keep "
+             "a piece per device of the trailing --zero-axes of that size, "
+             "and gather within them)"),
+    cl::init(ReshardAfterForward::shard()), cl::sub(compileCommand()),
+    cl::sub(verifyCommand()));
+static cl::opt<bool>
+    overlap("overlap",
+            cl::desc("Overlap communication with compute (--tessera-schedule): "
+                     "collectives start early on the communication stream"),
+            cl::init(false), cl::sub(compileCommand()),
+            cl::sub(verifyCommand()));
+static cl::opt<int64_t>
+    prefetch("prefetch",
+             cl::desc("With --overlap: collectives in flight at once"),
+             cl::init(1), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t> bucketBytes(
+    "bucket-bytes",
+    cl::desc("With --overlap: bucket reductions smaller than this many "
+             "bytes (0: none)"),
+    cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<bool> gatherUnits(
+    "gather-units",
+    cl::desc("With --overlap: gather each unit's parameters (a transformer "
+             "block's) in one all_gather"),
+    cl::init(true), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t> prefetchMemoryLimit(
+    "memory-limit",
+    cl::desc("With --overlap: bytes of collective results in flight that "
+             "prefetching may not pass (0: no limit)"),
+    cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<double> weightDecay("weight-decay",
+                                   cl::desc("Weight decay of the optimizer"),
+                                   cl::init(0.0), cl::sub(compileCommand()),
+                                   cl::sub(verifyCommand()));
+
+void cli::readCompileOptions(CompileOptions &options) {
+  options.mesh = meshSpec;
+  options.pipelineStages = pipelineStages;
+  options.microbatches = microbatches;
+  options.schedule = pipelineSchedule;
+  options.virtualStages = virtualStages;
+  options.train = train;
+  options.lr = learningRate.getValue();
+  options.weightDecay = weightDecay.getValue();
+  options.precision = precision;
+  options.zero = zeroStage;
+  options.zeroAxes = SmallVector<std::string>(zeroAxes.begin(), zeroAxes.end());
+  options.reshardAfterForward = reshardAfterForward;
+  options.overlap = overlap;
+  options.prefetch = prefetch;
+  options.bucketBytes = bucketBytes;
+  options.memoryLimit = prefetchMemoryLimit;
+  options.gatherUnits = gatherUnits;
+}
+
+StringRef cli::getModelInput() { return modelInput; }
+
+//===----------------------------------------------------------------------===//
+// tessera compile
+//===----------------------------------------------------------------------===//
+
+static cl::opt<std::string> planOutput("o", cl::desc("Output plan file"),
+                                       cl::value_desc("file"), cl::Required,
+                                       cl::sub(compileCommand()));
+static cl::opt<bool>
+    planText("text", cl::desc("Write the plan in protobuf text format"),
+             cl::sub(compileCommand()));
+enum class Emit { Plan, Partitioned, NN };
+static cl::opt<Emit>
+    emit("emit", cl::desc("What to write"), cl::init(Emit::Plan),
+         cl::values(clEnumValN(Emit::Plan, "plan", "the executable plan"),
+                    clEnumValN(Emit::Partitioned, "partitioned",
+                               "the per-device program in MLIR"),
+                    clEnumValN(Emit::NN, "nn",
+                               "the annotated global program (after --auto)")),
+         cl::sub(compileCommand()));
+static cl::opt<bool> printPipeline(
+    "print-pipeline",
+    cl::desc("Print the tessera-opt command that replays this compile, and "
+             "stop"),
+    cl::sub(compileCommand()));
+static cl::opt<bool>
+    autoPlan("auto",
+             cl::desc("Search the plan (as tessera plan) and annotate the "
+                      "model with the winner; needs --machine and --devices"),
+             cl::sub(compileCommand()));
+static cl::opt<std::string> machineName(
+    "machine",
+    cl::desc("The machine model: --auto searches the plan on it, and "
+             "propagation resolves conflicts by their time on it"),
+    cl::sub(compileCommand()));
+static cl::opt<int64_t> autoDevices("devices",
+                                    cl::desc("With --auto: the devices"),
+                                    cl::init(0), cl::sub(compileCommand()));
+
+/// --auto: annotates the model with the fastest plan this compiler builds
+/// and sets the options that build it.
+static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
+  if (machineName.empty() || autoDevices < 1)
+    return llvm::createStringError(
+        "--auto needs --machine NAME and --devices N");
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel(machineName, kMachinesDir);
+  if (!machine)
+    return machine.takeError();
+  std::optional<int64_t> zero;
+  if (zeroStage.getNumOccurrences())
+    zero = zeroStage;
+  std::optional<bool> reshard;
+  if (reshardAfterForward.getNumOccurrences() &&
+      reshardAfterForward.kind != ReshardAfterForward::Kind::Group)
+    reshard = reshardAfterForward.kind == ReshardAfterForward::Kind::Shard;
+  llvm::Expected<AutoPlan> plan =
+      applyAutoPlan(module, *machine, autoDevices,
+                    getAutoPins(options, zero, reshard), options);
+  if (!plan)
+    return plan.takeError();
+  const PlanChoice &choice = plan->estimate.choice;
+  llvm::errs() << llvm::formatv(
+      "auto: dp={0} tp={1}{2} zero={3}: predicted step {4:e3} s, MFU {5:f1}% "
+      "on {6} x {7} (of {8} plans)\n",
+      choice.dp, choice.tp, formatPipeline(choice), getZeroName(choice),
+      plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
+      autoDevices.getValue(), machine->name, plan->considered);
+  return llvm::Error::success();
+}
+
+/// Writes `module` to the output file.
+static int writeModule(ModuleOp module) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file =
+      openOutputFile(planOutput, &error);
+  if (!file)
+    return reportError(error);
+  module->print(file->os());
+  file->keep();
+  return 0;
+}
+
+int cli::runCompile(MLIRContext &context) {
+  CompileOptions options;
+  readCompileOptions(options);
+  options.machine = machineName;
+  options.output = planOutput;
+  options.text = planText;
+  if (std::string error = checkCompileOptions(options); !error.empty())
+    return reportError(error);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      parseModelFile(context, sourceMgr, modelInput);
+  if (!module)
+    return reportError(module.takeError());
+  if (autoPlan)
+    if (llvm::Error error = applyAuto(**module, options))
+      return reportError(std::move(error));
+  if (printPipeline) {
+    // --auto's annotations are in the model --emit nn writes.
+    if (autoPlan)
+      llvm::outs() << "# on the model that --auto annotates: tessera "
+                      "compile ... --emit nn -o ANNOTATED.mlir\n";
+    llvm::outs() << getReplayCommand(autoPlan ? "ANNOTATED.mlir"
+                                              : StringRef(modelInput),
+                                     options)
+                 << "\n";
+    return 0;
+  }
+  switch (emit) {
+  case Emit::NN: {
+    if (llvm::Error error = runPipeline(**module, [&](OpPassManager &pm) {
+          SetMeshPassOptions mesh;
+          mesh.shape = options.mesh;
+          mesh.pipelineStages = options.pipelineStages;
+          pm.addPass(createSetMeshPass(mesh));
+        }))
+      return reportError(std::move(error));
+    return writeModule(**module);
+  }
+  case Emit::Partitioned:
+    if (llvm::Error error = runPipeline(**module, [&](OpPassManager &pm) {
+          buildShardingPipeline(pm, options);
+        }))
+      return reportError(std::move(error));
+    return writeModule(**module);
+  case Emit::Plan:
+    break;
+  }
+  if (llvm::Error error = runPipeline(**module, [&](OpPassManager &pm) {
+        buildCompilePipeline(pm, options);
+      }))
+    return reportError(std::move(error));
+  if (planText || planOutput == "-")
+    return 0;
+  if (llvm::Error error = printPlanSummary(planOutput, options, llvm::outs()))
+    return reportError(std::move(error));
+  return 0;
+}

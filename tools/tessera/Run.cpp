@@ -1,0 +1,84 @@
+//===- Run.cpp - tessera run and tessera calibrate ------------------------===//
+
+#include "Commands.h"
+
+#include "tessera/Analysis/MachineModel.h"
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::cli;
+namespace cl = llvm::cl;
+
+cl::SubCommand &cli::runCommand() {
+  static cl::SubCommand command("run", "Run a plan on N local ranks (mpirun)");
+  return command;
+}
+
+cl::SubCommand &cli::calibrateCommand() {
+  static cl::SubCommand command(
+      "calibrate", "Fit a machine file from runtime microbenchmarks on N "
+                   "local ranks (GEMMs, memory bandwidth, all_reduce over "
+                   "sizes)");
+  return command;
+}
+
+static cl::opt<std::string> planInput(cl::Positional, cl::Required,
+                                      cl::desc("<model.plan>"),
+                                      cl::sub(runCommand()));
+static cl::opt<int64_t> ranks("ranks", cl::desc("Number of ranks"),
+                              cl::Required, cl::sub(runCommand()));
+static cl::opt<int64_t> steps("steps", cl::desc("Steps to run"), cl::init(1),
+                              cl::sub(runCommand()));
+static cl::opt<int64_t> seed("seed", cl::desc("Seed of the generated inputs"),
+                             cl::init(0), cl::sub(runCommand()));
+static cl::opt<std::string> inputsFile("inputs",
+                                       cl::desc("Global inputs (tensor file)"),
+                                       cl::sub(runCommand()));
+static cl::opt<std::string>
+    device("device",
+           cl::desc("Where the run runs: cpu, or cuda (a GPU per rank, NCCL "
+                    "collectives)"),
+           cl::init("cpu"), cl::sub(runCommand()));
+
+int cli::runRun() {
+  std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
+                                   "--seed",  std::to_string(seed),
+                                   "--device", device};
+  if (!inputsFile.empty()) {
+    args.push_back("--inputs");
+    args.push_back(inputsFile);
+  }
+  llvm::Expected<int> code = getLauncher().run(ranks, args);
+  if (!code)
+    return reportError(code.takeError());
+  return *code == 0 ? 0 : 1;
+}
+
+static cl::opt<std::string> calibrateOutput("o", cl::desc("Machine file"),
+                                            cl::value_desc("file"),
+                                            cl::Required,
+                                            cl::sub(calibrateCommand()));
+static cl::opt<int64_t> calibrateRanks("ranks", cl::desc("Ranks to measure"),
+                                       cl::init(2),
+                                       cl::sub(calibrateCommand()));
+static cl::opt<bool> calibrateQuick("quick",
+                                    cl::desc("Smaller sizes, fewer repeats"),
+                                    cl::sub(calibrateCommand()));
+
+int cli::runCalibrate() {
+  std::vector<std::string> args = {calibrateOutput};
+  if (calibrateQuick)
+    args.push_back("--quick");
+  llvm::Expected<int> code =
+      getLauncher().run(calibrateRanks, args, "tessera-calibrate");
+  if (!code)
+    return reportError(code.takeError());
+  if (*code != 0)
+    return 1;
+  // The file must read back as a machine.
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel(calibrateOutput, kMachinesDir);
+  if (!machine)
+    return reportError(machine.takeError());
+  return 0;
+}
