@@ -31,6 +31,10 @@ enum class FactorKind : uint8_t {
 
 llvm::StringRef stringifyFactorKind(FactorKind kind);
 
+/// How the partial results of a split reduction factor combine into the
+/// whole (the all-reduce the partitioner inserts).
+enum class PartialCombiner : uint8_t { Sum, Max, Min, Mean };
+
 /// One loop dimension of an op.
 struct Factor {
   int64_t size;

@@ -34,6 +34,28 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
         result types and its attributes. The rule always verifies against them.
       }],
       "::tessera::ShardingRule", "getShardingRule", (ins)>,
+    InterfaceMethod<[{
+        Returns how the partial results of a split reduction factor combine:
+        a sum by default (`nn.dot`, `nn.reduce_sum`), the maximum for
+        `nn.reduce_max`, the mean for `nn.reduce_mean`.
+      }],
+      "::tessera::PartialCombiner", "getPartialCombiner", (ins), "",
+      [{ return ::tessera::PartialCombiner::Sum; }]>,
+    InterfaceMethod<[{
+        Returns whether the partitioner may compute this op on a split of
+        `factor`. Propagation still moves shardings along every factor the rule
+        allows; a factor the op cannot partition yet (a vocab-split
+        embedding needs each device's vocab offset) is gathered before the
+        op instead. All factors by default.
+      }],
+      "bool", "isFactorPartitionable", (ins "int64_t":$factor), "",
+      [{ return true; }]>,
+    InterfaceMethod<[{
+        Called by the partitioner once the op's results have their local
+        types: updates the attributes that depend on sizes (a slice's limits,
+        a splat constant's value). Nothing by default.
+      }],
+      "void", "updateLocalAttributes", (ins), "", [{ return; }]>,
   ];
 }
 

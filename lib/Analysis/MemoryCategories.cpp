@@ -39,10 +39,8 @@ tessera::getMemoryCategories(func::FuncOp function) {
           it != categories.end())
         mark(result.get(), it->second);
   function.walk([&](Operation *op) {
-    if (auto update = dyn_cast<nn::AdamWOp>(op))
-      mark(update.getGrad(), MemoryCategory::Gradient);
-    else if (auto update = dyn_cast<nn::SgdOp>(op))
-      mark(update.getGrad(), MemoryCategory::Gradient);
+    if (auto update = dyn_cast<OptimizerOpInterface>(op))
+      mark(update.getGradient(), MemoryCategory::Gradient);
   });
   // Collective results are communication buffers, and so are their pieces
   // laid out again (a bucket's members sliced and reshaped out of it).

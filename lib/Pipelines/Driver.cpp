@@ -20,18 +20,20 @@ using namespace tessera;
 
 char DiagnosedError::ID;
 
-llvm::Expected<OwningOpRef<ModuleOp>>
-tessera::parseModelFile(MLIRContext &context, llvm::SourceMgr &sourceMgr,
-                        StringRef path) {
+llvm::Expected<std::unique_ptr<ModelFile>>
+tessera::loadModelFile(MLIRContext &context, StringRef path) {
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &error);
-  if (!file)
+  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
+  if (!buffer)
     return llvm::createStringError(error);
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
+  auto file = std::make_unique<ModelFile>();
+  file->sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  file->handler = std::make_unique<SourceMgrDiagnosticHandler>(
+      file->sourceMgr, &context);
+  file->module = parseSourceFile<ModuleOp>(file->sourceMgr, &context);
+  if (!file->module)
     return llvm::make_error<DiagnosedError>();
-  return module;
+  return std::move(file);
 }
 
 llvm::Error
@@ -129,9 +131,10 @@ llvm::Error tessera::printPlanSummary(StringRef path,
                                       const CompileOptions &options,
                                       llvm::raw_ostream &os) {
   // Read the plan back as the runtime will.
-  plan::Plan plan;
-  if (std::string error = runtime::loadPlan(path.str(), plan); !error.empty())
-    return llvm::createStringError(error);
+  runtime::Expected<plan::Plan> loaded = runtime::loadPlan(path.str());
+  if (!loaded.ok())
+    return llvm::createStringError(loaded.message());
+  const plan::Plan &plan = *loaded;
   for (const plan::Program &program : plan.programs()) {
     int64_t collectives =
         llvm::count_if(program.instructions(), [](const plan::Instruction &i) {

@@ -21,8 +21,8 @@ runLocal(const plan::Plan &plan, runtime::Communicator &communicator,
   runtime::Mesh mesh = runtime::getMesh(plan);
   runtime::Executor executor(plan.programs(0), mesh, communicator);
   std::vector<runtime::OwnedTensor> results;
-  if (std::string error = executor.run(arguments, results); !error.empty())
-    return llvm::createStringError(error);
+  if (runtime::Status status = executor.run(arguments, results); !status.ok())
+    return llvm::createStringError(status.message());
   return results;
 }
 
@@ -47,11 +47,13 @@ tessera::gradcheckModel(ModuleOp model, StringRef name,
         buildSingleDevicePipeline(pm, loss);
       }))
     return std::move(error);
-  plan::Plan gradPlan, lossPlan;
-  std::string error;
-  if (!(error = runtime::loadPlan(gradPath, gradPlan)).empty() ||
-      !(error = runtime::loadPlan(lossPath, lossPlan)).empty())
-    return llvm::createStringError(error);
+  runtime::Expected<plan::Plan> loadedGrad = runtime::loadPlan(gradPath);
+  if (!loadedGrad.ok())
+    return llvm::createStringError(loadedGrad.message());
+  runtime::Expected<plan::Plan> loadedLoss = runtime::loadPlan(lossPath);
+  if (!loadedLoss.ok())
+    return llvm::createStringError(loadedLoss.message());
+  plan::Plan gradPlan = loadedGrad.take(), lossPlan = loadedLoss.take();
   llvm::sys::fs::remove_directories(dir);
 
   const plan::Program &program = gradPlan.programs(0);

@@ -34,16 +34,21 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   pm.addPass(createTrainStepPass(trainStep));
 }
 
+void tessera::buildMeshPipeline(OpPassManager &pm,
+                                const CompileOptions &options) {
+  if (options.mesh.empty() && options.pipelineStages == 1)
+    return;
+  SetMeshPassOptions mesh;
+  mesh.shape = options.mesh;
+  mesh.pipelineStages = options.pipelineStages;
+  pm.addPass(createSetMeshPass(mesh));
+}
+
 void tessera::buildShardingPipeline(OpPassManager &pm,
                                     const CompileOptions &options) {
   // Every later pass reads the mesh's sizes; the pipeline axis is one of
   // them.
-  if (!options.mesh.empty() || options.pipelineStages > 1) {
-    SetMeshPassOptions mesh;
-    mesh.shape = options.mesh;
-    mesh.pipelineStages = options.pipelineStages;
-    pm.addPass(createSetMeshPass(mesh));
-  }
+  buildMeshPipeline(pm, options);
   addTrainStep(pm, options);
   // ZeRO seeds the shardings of the optimizer state, gradients and
   // parameters, so it runs before propagation completes the rest.

@@ -4,7 +4,6 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "tessera/Pipelines/Pipelines.h"
-#include "tessera/Transforms/Passes.h"
 #include "tessera/runtime/Dump.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -61,12 +60,8 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
                                           llvm::raw_ostream &os) {
   // Both programs start from the mesh as sized, and the ranks are its
   // devices.
-  if (llvm::Error error = runPipeline(model, [&](OpPassManager &pm) {
-        SetMeshPassOptions mesh;
-        mesh.shape = options.mesh;
-        mesh.pipelineStages = options.pipelineStages;
-        pm.addPass(createSetMeshPass(mesh));
-      }))
+  if (llvm::Error error = runPipeline(
+          model, [&](OpPassManager &pm) { buildMeshPipeline(pm, options); }))
     return std::move(error);
   int64_t numRanks = 1;
   for (auto mesh : model.getOps<dist::MeshOp>())
@@ -114,11 +109,16 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
   if (*shardedCode != 0)
     return llvm::createStringError("a run failed");
 
-  std::vector<runtime::OwnedTensor> want, got;
-  std::string error;
-  if (!(error = runtime::readTensors(path("single.out"), want)).empty() ||
-      !(error = runtime::readTensors(path("sharded.out"), got)).empty())
-    return llvm::createStringError(error);
+  runtime::Expected<std::vector<runtime::OwnedTensor>> singleOut =
+      runtime::readTensors(path("single.out"));
+  if (!singleOut.ok())
+    return llvm::createStringError(singleOut.message());
+  runtime::Expected<std::vector<runtime::OwnedTensor>> shardedOut =
+      runtime::readTensors(path("sharded.out"));
+  if (!shardedOut.ok())
+    return llvm::createStringError(shardedOut.message());
+  std::vector<runtime::OwnedTensor> want = singleOut.take(),
+                                    got = shardedOut.take();
   if (want.size() != got.size())
     return llvm::createStringError(
         "the runs return different numbers of results");

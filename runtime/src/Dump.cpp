@@ -10,12 +10,11 @@ using namespace tessera::runtime;
 static constexpr char kMagic[4] = {'T', 'S', 'R', 'T'};
 static constexpr uint32_t kVersion = 1;
 
-std::string
-tessera::runtime::writeTensors(const std::string &path,
-                               const std::vector<OwnedTensor> &tensors) {
+Status tessera::runtime::writeTensors(const std::string &path,
+                                      const std::vector<OwnedTensor> &tensors) {
   std::ofstream file(path, std::ios::binary);
   if (!file)
-    return "cannot write '" + path + "'";
+    return dataError("cannot write '" + path + "'");
   auto put = [&](const void *data, size_t bytes) {
     file.write(static_cast<const char *>(data), bytes);
   };
@@ -31,19 +30,21 @@ tessera::runtime::writeTensors(const std::string &path,
     put(tensor.view.shape.data(), rank * 8);
     put(tensor.view.data, tensor.view.getBytes());
   }
-  return file ? "" : "cannot write '" + path + "'";
+  if (!file)
+    return dataError("cannot write '" + path + "'");
+  return Status::success();
 }
 
-std::string tessera::runtime::readTensors(const std::string &path,
-                                          std::vector<OwnedTensor> &tensors) {
+Expected<std::vector<OwnedTensor>>
+tessera::runtime::readTensors(const std::string &path) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
-    return "cannot open '" + path + "'";
+    return dataError("cannot open '" + path + "'");
   auto get = [&](void *data, size_t bytes) {
     return static_cast<bool>(file.read(static_cast<char *>(data), bytes));
   };
   auto bad = [&](const std::string &what) {
-    return "'" + path + "' is not a tensor file: " + what;
+    return dataError("'" + path + "' is not a tensor file: " + what);
   };
   char magic[4];
   uint32_t version;
@@ -54,7 +55,7 @@ std::string tessera::runtime::readTensors(const std::string &path,
     return bad("unknown version");
   if (!get(&count, 8) || count > (1 << 20))
     return bad("bad tensor count");
-  tensors.clear();
+  std::vector<OwnedTensor> tensors;
   for (uint64_t i = 0; i < count; ++i) {
     uint32_t dtype, rank;
     if (!get(&dtype, 4) || dtype > static_cast<uint32_t>(DType::I1) ||
@@ -74,5 +75,5 @@ std::string tessera::runtime::readTensors(const std::string &path,
       return bad("truncated data of tensor " + std::to_string(i));
     tensors.push_back(std::move(tensor));
   }
-  return "";
+  return tensors;
 }

@@ -156,15 +156,9 @@ Executor::getMicroseconds(std::chrono::steady_clock::time_point when) const {
   return std::chrono::duration<double, std::micro>(when - epoch).count();
 }
 
-std::string Executor::run(const std::vector<OwnedTensor> &arguments,
-                          std::vector<OwnedTensor> &results,
-                          const std::vector<bool> &wanted) {
-  return runProgram(arguments, results, wanted).message();
-}
-
-Status Executor::runProgram(const std::vector<OwnedTensor> &arguments,
-                            std::vector<OwnedTensor> &results,
-                            const std::vector<bool> &wanted) {
+Status Executor::run(const std::vector<OwnedTensor> &arguments,
+                     std::vector<OwnedTensor> &results,
+                     const std::vector<bool> &wanted) {
   if (!loadStatus.ok())
     return loadStatus;
   if (static_cast<int>(arguments.size()) != program.arguments_size())

@@ -74,18 +74,19 @@ const plan::Program *runtime::getProgramOfRank(const plan::Plan &plan,
   return nullptr;
 }
 
-std::string runtime::loadPlan(const std::string &path, plan::Plan &plan) {
+Expected<plan::Plan> runtime::loadPlan(const std::string &path) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
-    return "cannot open plan '" + path + "'";
+    return dataError("cannot open plan '" + path + "'");
   std::stringstream bytes;
   bytes << file.rdbuf();
+  plan::Plan plan;
   if (!plan.ParseFromString(bytes.str()))
-    return "'" + path + "' is not a Tessera plan (it does not parse)";
-  std::string error = validatePlan(plan);
-  if (!error.empty())
-    return "invalid plan '" + path + "': " + error;
-  return "";
+    return dataError("'" + path +
+                     "' is not a Tessera plan (it does not parse)");
+  if (Status error = validatePlan(plan); !error.ok())
+    return error.withPrefix("invalid plan '" + path + "': ");
+  return plan;
 }
 
 namespace {
@@ -98,17 +99,17 @@ public:
       : program(program), mesh(mesh),
         where("program " + std::to_string(index)) {}
 
-  std::string run();
+  Status run();
 
 private:
-  std::string checkBuffer(int64_t id, const std::string &what) const;
-  std::string checkCollective(const plan::Collective &collective) const;
-  std::string checkTransfer(const plan::SendRecv &transfer) const;
-  std::string checkMemoryPlan() const;
+  Status checkBuffer(int64_t id, const std::string &what) const;
+  Status checkCollective(const plan::Collective &collective) const;
+  Status checkTransfer(const plan::SendRecv &transfer) const;
+  Status checkMemoryPlan() const;
   /// Checks a kernel's tensors and attributes as its kernel will (the
   /// buffers exist by now): every attribute the kernel reads must be in the
   /// plan, which carries the op's defaults too.
-  std::string checkKernelInstruction(const plan::Kernel &kernel) const;
+  Status checkKernelInstruction(const plan::Kernel &kernel) const;
   const plan::Buffer &buffer(int64_t id) const { return program.buffers(id); }
   /// The buffer whose bytes `id` names: itself, or what it is a view of.
   int64_t getRoot(int64_t id) const {
@@ -131,15 +132,16 @@ private:
 
 } // namespace
 
-std::string ProgramValidator::checkBuffer(int64_t id,
-                                          const std::string &what) const {
+Status ProgramValidator::checkBuffer(int64_t id,
+                                     const std::string &what) const {
   if (id < 0 || id >= program.buffers_size())
-    return what + " names buffer " + std::to_string(id) + ", expected < " +
-           std::to_string(program.buffers_size());
-  return "";
+    return invalidPlan(what + " names buffer " + std::to_string(id) +
+                       ", expected < " +
+                       std::to_string(program.buffers_size()));
+  return Status::success();
 }
 
-std::string
+Status
 ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
   // The checks read no element, but a tensor without memory is an error to
   // them: any address stands in for the arena's.
@@ -159,8 +161,7 @@ ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
     inputs.push_back(add(id));
   for (int64_t id : kernel.outputs())
     outputs.push_back(add(id));
-  return checkKernel(kernel.op(), getKernelAttrs(kernel), inputs, outputs)
-      .message();
+  return checkKernel(kernel.op(), getKernelAttrs(kernel), inputs, outputs);
 }
 
 static std::string
@@ -171,82 +172,86 @@ shapeText(const google::protobuf::RepeatedField<int64_t> &s) {
   return text + "]";
 }
 
-std::string
+Status
 ProgramValidator::checkCollective(const plan::Collective &collective) const {
   const std::string name = plan::CollectiveKind_Name(collective.kind());
   if (collective.kind() == plan::COLLECTIVE_UNSPECIFIED ||
       !plan::CollectiveKind_IsValid(collective.kind()))
-    return "unknown collective kind " + std::to_string(collective.kind());
+    return invalidPlan("unknown collective kind " +
+                       std::to_string(collective.kind()));
   if (collective.mesh_axes().empty())
-    return name + " names no mesh axis";
+    return invalidPlan(name + " names no mesh axis");
   std::set<std::string> seen;
   int64_t groupSize = 1;
   for (const std::string &axis : collective.mesh_axes()) {
     int64_t index = mesh.getAxisIndex(axis);
     if (index < 0)
-      return name + " names unknown mesh axis \"" + axis + "\"";
+      return invalidPlan(name + " names unknown mesh axis \"" + axis + "\"");
     if (!seen.insert(axis).second)
-      return name + " names mesh axis \"" + axis + "\" twice";
+      return invalidPlan(name + " names mesh axis \"" + axis + "\" twice");
     groupSize *= mesh.getAxisSizes()[index];
   }
   for (int64_t id : {collective.input(), collective.output()})
-    if (std::string error = checkBuffer(id, name); !error.empty())
+    if (Status error = checkBuffer(id, name); !error.ok())
       return error;
   const plan::Buffer &in = buffer(collective.input());
   const plan::Buffer &out = buffer(collective.output());
   if (in.dtype() != out.dtype())
-    return name + " changes the dtype";
+    return invalidPlan(name + " changes the dtype");
   if (in.shape_size() != out.shape_size())
-    return name + " changes the rank";
+    return invalidPlan(name + " changes the rank");
   int64_t rank = in.shape_size();
-  auto checkDim = [&](int64_t dim) -> std::string {
+  auto checkDim = [&](int64_t dim) -> Status {
     if (dim < 0 || dim >= rank)
-      return name + " dim " + std::to_string(dim) +
-             " is out of range for rank " + std::to_string(rank);
-    return "";
+      return invalidPlan(name + " dim " + std::to_string(dim) +
+                         " is out of range for rank " + std::to_string(rank));
+    return Status::success();
   };
   std::vector<int64_t> expected(in.shape().begin(), in.shape().end());
-  auto divide = [&](int64_t dim) -> std::string {
+  auto divide = [&](int64_t dim) -> Status {
     if (expected[dim] % groupSize != 0)
-      return name + " dim " + std::to_string(dim) + " of size " +
-             std::to_string(expected[dim]) +
-             " is not divisible by the group size " + std::to_string(groupSize);
+      return invalidPlan(name + " dim " + std::to_string(dim) + " of size " +
+                         std::to_string(expected[dim]) +
+                         " is not divisible by the group size " +
+                         std::to_string(groupSize));
     expected[dim] /= groupSize;
-    return "";
+    return Status::success();
   };
-  std::string error;
+  Status error;
   switch (collective.kind()) {
   case plan::ALL_GATHER:
-    if (!(error = checkDim(collective.dim())).empty())
+    if (!(error = checkDim(collective.dim())).ok())
       return error;
     expected[collective.dim()] *= groupSize;
     break;
   case plan::REDUCE_SCATTER:
   case plan::ALL_SLICE:
-    if (!(error = checkDim(collective.dim())).empty() ||
-        !(error = divide(collective.dim())).empty())
+    if (!(error = checkDim(collective.dim())).ok() ||
+        !(error = divide(collective.dim())).ok())
       return error;
     break;
   case plan::ALL_TO_ALL:
-    if (!(error = checkDim(collective.dim())).empty() ||
-        !(error = checkDim(collective.concat_dim())).empty() ||
-        !(error = divide(collective.dim())).empty())
+    if (!(error = checkDim(collective.dim())).ok() ||
+        !(error = checkDim(collective.concat_dim())).ok() ||
+        !(error = divide(collective.dim())).ok())
       return error;
     expected[collective.concat_dim()] *= groupSize;
     break;
   case plan::BROADCAST:
     if (collective.root() < 0 || collective.root() >= groupSize)
-      return name + " root " + std::to_string(collective.root()) +
-             " is out of range for group size " + std::to_string(groupSize);
+      return invalidPlan(name + " root " + std::to_string(collective.root()) +
+                         " is out of range for group size " +
+                         std::to_string(groupSize));
     break;
   case plan::COLLECTIVE_PERMUTE: {
     const auto &pairs = collective.source_target_pairs();
     if (pairs.size() % 2 != 0)
-      return name + " has an odd number of pair indices";
+      return invalidPlan(name + " has an odd number of pair indices");
     for (int64_t index : pairs)
       if (index < 0 || index >= groupSize)
-        return name + " index " + std::to_string(index) +
-               " is out of range for group size " + std::to_string(groupSize);
+        return invalidPlan(name + " index " + std::to_string(index) +
+                           " is out of range for group size " +
+                           std::to_string(groupSize));
     break;
   }
   default:
@@ -256,15 +261,16 @@ ProgramValidator::checkCollective(const plan::Collective &collective) const {
       collective.kind() == plan::REDUCE_SCATTER) {
     if (collective.reduction() == plan::REDUCTION_UNSPECIFIED ||
         !plan::ReductionKind_IsValid(collective.reduction()))
-      return name + " has no reduction kind";
+      return invalidPlan(name + " has no reduction kind");
   }
   if (!std::equal(expected.begin(), expected.end(), out.shape().begin()))
-    return name + " of " + shapeText(in.shape()) + " over a group of " +
-           std::to_string(groupSize) + " cannot give " + shapeText(out.shape());
-  return "";
+    return invalidPlan(name + " of " + shapeText(in.shape()) +
+                       " over a group of " + std::to_string(groupSize) +
+                       " cannot give " + shapeText(out.shape()));
+  return Status::success();
 }
 
-std::string ProgramValidator::checkMemoryPlan() const {
+Status ProgramValidator::checkMemoryPlan() const {
   // Buffers live from their definition to their free; two live at once must
   // not overlap in the arena.
   struct Interval {
@@ -280,10 +286,11 @@ std::string ProgramValidator::checkMemoryPlan() const {
                     getDTypeBytes(getDType(b.dtype()));
     if (b.arena_offset_bytes() < 0 ||
         b.arena_offset_bytes() + bytes > program.arena_bytes())
-      return "buffer " + std::to_string(id) + " at offset " +
-             std::to_string(b.arena_offset_bytes()) + " with " +
-             std::to_string(bytes) + " bytes lies outside the arena of " +
-             std::to_string(program.arena_bytes()) + " bytes";
+      return invalidPlan("buffer " + std::to_string(id) + " at offset " +
+                         std::to_string(b.arena_offset_bytes()) + " with " +
+                         std::to_string(bytes) +
+                         " bytes lies outside the arena of " +
+                         std::to_string(program.arena_bytes()) + " bytes");
     intervals.push_back({definedAt[id], freedAt[id] < 0 ? last : freedAt[id],
                          b.arena_offset_bytes(), bytes, id});
   }
@@ -301,15 +308,16 @@ std::string ProgramValidator::checkMemoryPlan() const {
       if (a.bytes == 0 || b.bytes == 0)
         continue;
       if (a.start <= b.end && b.start <= a.end)
-        return "buffers " + std::to_string(a.id) + " and " +
-               std::to_string(b.id) + " overlap in the arena while both live";
+        return invalidPlan("buffers " + std::to_string(a.id) + " and " +
+                           std::to_string(b.id) +
+                           " overlap in the arena while both live");
     }
-  return "";
+  return Status::success();
 }
 
-std::string ProgramValidator::run() {
+Status ProgramValidator::run() {
   auto fail = [&](const std::string &message) {
-    return where + ": " + message;
+    return invalidPlan(where + ": " + message);
   };
   int64_t numBuffers = program.buffers_size();
   defined.assign(numBuffers, false);
@@ -354,9 +362,8 @@ std::string ProgramValidator::run() {
 
   for (const plan::Argument &argument : program.arguments()) {
     std::string what = "argument '" + argument.name() + "'";
-    if (std::string error = checkBuffer(argument.buffer(), what);
-        !error.empty())
-      return fail(error);
+    if (Status error = checkBuffer(argument.buffer(), what); !error.ok())
+      return fail(error.message());
     const plan::Buffer &b = buffer(argument.buffer());
     if (b.has_view_of())
       return fail(what + " is a view buffer");
@@ -400,12 +407,12 @@ std::string ProgramValidator::run() {
       const plan::Collective &collective = instruction.collective();
       reads = {collective.input()};
       writes = {collective.output()};
-      if (std::string error = checkCollective(collective); !error.empty())
-        return fail(at + ": " + error);
+      if (Status error = checkCollective(collective); !error.ok())
+        return fail(at + ": " + error.message());
     } else if (instruction.has_send_recv()) {
       const plan::SendRecv &transfer = instruction.send_recv();
-      if (std::string error = checkTransfer(transfer); !error.empty())
-        return fail(at + ": " + error);
+      if (Status error = checkTransfer(transfer); !error.ok())
+        return fail(at + ": " + error.message());
       (transfer.is_send() ? reads : writes) = {transfer.buffer()};
       at += transfer.is_send() ? " (send)" : " (recv)";
     } else if (instruction.wait_events().empty()) {
@@ -433,12 +440,12 @@ std::string ProgramValidator::run() {
                     " a second time");
     }
     for (int64_t &id : reads) {
-      if (std::string error = checkBuffer(id, at + " reads"); !error.empty())
-        return fail(error);
+      if (Status error = checkBuffer(id, at + " reads"); !error.ok())
+        return fail(error.message());
       id = getRoot(id);
     }
     for (int64_t id : writes)
-      if (checkBuffer(id, at + " writes").empty() && buffer(id).has_view_of())
+      if (checkBuffer(id, at + " writes").ok() && buffer(id).has_view_of())
         return fail(at + " writes view buffer " + std::to_string(id));
     for (const auto &[event, io] : inFlight)
       for (int64_t id : reads)
@@ -454,8 +461,8 @@ std::string ProgramValidator::run() {
                     " after it is freed");
     }
     for (int64_t id : writes) {
-      if (std::string error = checkBuffer(id, at + " writes"); !error.empty())
-        return fail(error);
+      if (Status error = checkBuffer(id, at + " writes"); !error.ok())
+        return fail(error.message());
       if (defined[id])
         return fail(at + " writes buffer " + std::to_string(id) +
                     " a second time");
@@ -463,16 +470,16 @@ std::string ProgramValidator::run() {
       definedAt[id] = index;
     }
     if (instruction.has_kernel())
-      if (std::string error = checkKernelInstruction(instruction.kernel());
-          !error.empty())
-        return fail(at + ": " + error);
+      if (Status error = checkKernelInstruction(instruction.kernel());
+          !error.ok())
+        return fail(at + ": " + error.message());
     if (instruction.stream() != 0)
       inFlight[instruction.signal_events(0)] = {
           reads.empty() ? -1 : reads.front(),
           writes.empty() ? -1 : writes.front()};
     for (int64_t id : instruction.frees()) {
-      if (std::string error = checkBuffer(id, at + " frees"); !error.empty())
-        return fail(error);
+      if (Status error = checkBuffer(id, at + " frees"); !error.ok())
+        return fail(error.message());
       if (buffer(id).has_view_of())
         return fail(at + " frees view buffer " + std::to_string(id) +
                     " (its buffer is freed instead)");
@@ -492,9 +499,8 @@ std::string ProgramValidator::run() {
     return fail("event " + std::to_string(inFlight.begin()->first) +
                 " is never waited for");
   for (const plan::Result &result : program.results()) {
-    if (std::string error = checkBuffer(result.buffer(), "a result");
-        !error.empty())
-      return fail(error);
+    if (Status error = checkBuffer(result.buffer(), "a result"); !error.ok())
+      return fail(error.message());
     int64_t root = getRoot(result.buffer());
     if (!defined[root] || freed[root])
       return fail("result buffer " + std::to_string(result.buffer()) +
@@ -519,36 +525,38 @@ std::string ProgramValidator::run() {
       return fail("result buffer " + std::to_string(result.buffer()) +
                   " has a global shape or dim axes of the wrong rank");
   }
-  if (std::string error = checkMemoryPlan(); !error.empty())
-    return fail(error);
-  return "";
+  if (Status error = checkMemoryPlan(); !error.ok())
+    return fail(error.message());
+  return Status::success();
 }
 
-std::string
-ProgramValidator::checkTransfer(const plan::SendRecv &transfer) const {
+Status ProgramValidator::checkTransfer(const plan::SendRecv &transfer) const {
   std::string what = transfer.is_send() ? "send" : "recv";
   int64_t axis = mesh.getAxisIndex(transfer.mesh_axis());
   if (axis < 0)
-    return what + " names unknown mesh axis \"" + transfer.mesh_axis() + "\"";
+    return invalidPlan(what + " names unknown mesh axis \"" +
+                       transfer.mesh_axis() + "\"");
   int64_t size = mesh.getAxisSizes()[axis];
   if (transfer.peer() < 0 || transfer.peer() >= size)
-    return what + " peer " + std::to_string(transfer.peer()) +
-           " is not a coordinate of axis \"" + transfer.mesh_axis() +
-           "\" (size " + std::to_string(size) + ")";
+    return invalidPlan(what + " peer " + std::to_string(transfer.peer()) +
+                       " is not a coordinate of axis \"" +
+                       transfer.mesh_axis() + "\" (size " +
+                       std::to_string(size) + ")");
   if (transfer.tag() < 0 || transfer.tag() > 32767)
-    return what + " tag " + std::to_string(transfer.tag()) +
-           " is outside [0, 32767]";
+    return invalidPlan(what + " tag " + std::to_string(transfer.tag()) +
+                       " is outside [0, 32767]");
   for (int64_t rank : program.ranks())
     if (rank >= 0 && rank < mesh.getNumDevices() &&
         mesh.getCoordinates(rank)[axis] == transfer.peer())
-      return what + " on rank " + std::to_string(rank) + " names itself";
-  return "";
+      return invalidPlan(what + " on rank " + std::to_string(rank) +
+                         " names itself");
+  return Status::success();
 }
 
 /// Checks that the programs' arguments that stand for one argument of the
 /// unpipelined step (one source index) agree on what it is, so that every
 /// stage builds the same global input.
-static std::string checkSourcesAgree(const plan::Plan &plan) {
+static Status checkSourcesAgree(const plan::Plan &plan) {
   std::map<int64_t, const plan::Argument *> sources;
   for (int index = 0; index < plan.programs_size(); ++index) {
     for (const plan::Argument &argument : plan.programs(index).arguments()) {
@@ -563,14 +571,15 @@ static std::string checkSourcesAgree(const plan::Plan &plan) {
            !std::equal(first.global_shape().begin(), first.global_shape().end(),
                        argument.global_shape().begin(),
                        argument.global_shape().end())))
-        return "program " + std::to_string(index) + ": argument '" +
-               argument.name() + "' (source index " +
-               std::to_string(argument.source_index()) +
-               ") differs from another program's in name, role, dtype, "
-               "global shape or index bound";
+        return invalidPlan(
+            "program " + std::to_string(index) + ": argument '" +
+            argument.name() + "' (source index " +
+            std::to_string(argument.source_index()) +
+            ") differs from another program's in name, role, dtype, "
+            "global shape or index bound");
     }
   }
-  return "";
+  return Status::success();
 }
 
 /// The world rank at the other end of `transfer` on `rank`.
@@ -597,8 +606,7 @@ runtime::getTransferChannels(const plan::Plan &plan) {
 /// Checks that the receives on each channel come in the order of its sends
 /// (tags in the same order): NCCL matches a receive to the oldest send of
 /// its channel, not by tag.
-static std::string checkTransferOrder(const plan::Plan &plan,
-                                      const Mesh &mesh) {
+static Status checkTransferOrder(const plan::Plan &plan, const Mesh &mesh) {
   // Per (sender, receiver): the tags sent, and the tags received, in order.
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sent, received;
   for (const plan::Program &program : plan.programs()) {
@@ -624,19 +632,19 @@ static std::string checkTransferOrder(const plan::Plan &plan,
         joined += (joined.empty() ? "" : ", ") + std::to_string(tag);
       return "[" + joined + "]";
     };
-    return "rank " + std::to_string(channel.second) + " receives tags " +
-           text(received[channel]) + " from rank " +
-           std::to_string(channel.first) + ", which sends " + text(tags) +
-           ": receives must come in the order of the sends";
+    return invalidPlan("rank " + std::to_string(channel.second) +
+                       " receives tags " + text(received[channel]) +
+                       " from rank " + std::to_string(channel.first) +
+                       ", which sends " + text(tags) +
+                       ": receives must come in the order of the sends");
   }
-  return "";
+  return Status::success();
 }
 
 /// Checks that every send of every rank has the matching receive (same
 /// tag, dtype and shape) on its peer and the other way round, so that no
 /// run waits forever for a transfer that never comes.
-static std::string checkTransfersMatch(const plan::Plan &plan,
-                                       const Mesh &mesh) {
+static Status checkTransfersMatch(const plan::Plan &plan, const Mesh &mesh) {
   // Per rank: its program; per program: (send?, axis, peer, tag) -> buffer.
   std::vector<int> programOf(mesh.getNumDevices(), -1);
   for (int index = 0; index < plan.programs_size(); ++index)
@@ -653,9 +661,10 @@ static std::string checkTransfersMatch(const plan::Plan &plan,
       const plan::SendRecv &t = instruction.send_recv();
       Key key{t.is_send(), t.mesh_axis(), t.peer(), t.tag()};
       if (!transfers[index].emplace(key, &program.buffers(t.buffer())).second)
-        return "program " + std::to_string(index) + " has two " +
-               (t.is_send() ? "sends" : "receives") + " with tag " +
-               std::to_string(t.tag()) + " to peer " + std::to_string(t.peer());
+        return invalidPlan("program " + std::to_string(index) + " has two " +
+                           (t.is_send() ? "sends" : "receives") + " with tag " +
+                           std::to_string(t.tag()) + " to peer " +
+                           std::to_string(t.peer()));
     }
   }
   for (int64_t rank = 0; rank < mesh.getNumDevices(); ++rank) {
@@ -673,54 +682,57 @@ static std::string checkTransfersMatch(const plan::Plan &plan,
                          std::to_string(rank) + " to rank " +
                          std::to_string(peerRank);
       if (match == theirs.end())
-        return "the " + what + " has no matching " +
-               (isSend ? "receive" : "send");
+        return invalidPlan("the " + what + " has no matching " +
+                           (isSend ? "receive" : "send"));
       if (match->second->dtype() != buffer->dtype() ||
           !std::equal(buffer->shape().begin(), buffer->shape().end(),
                       match->second->shape().begin(),
                       match->second->shape().end()))
-        return "the " + what + " and its match differ in dtype or shape";
+        return invalidPlan("the " + what +
+                           " and its match differ in dtype or shape");
     }
   }
-  return "";
+  return Status::success();
 }
 
-std::string runtime::validatePlan(const plan::Plan &plan) {
+Status runtime::validatePlan(const plan::Plan &plan) {
   if (plan.format_version() != plan::PLAN_FORMAT_VERSION)
-    return "format version " + std::to_string(plan.format_version()) +
-           " is not this runtime's " +
-           std::to_string(plan::PLAN_FORMAT_VERSION);
+    return invalidPlan(
+        "format version " + std::to_string(plan.format_version()) +
+        " is not this runtime's " + std::to_string(plan::PLAN_FORMAT_VERSION));
   std::set<std::string> names;
   for (const plan::Mesh::Axis &axis : plan.mesh().axes()) {
     if (axis.name().empty() || !names.insert(axis.name()).second)
-      return "mesh axis names must be unique and non-empty";
+      return invalidPlan("mesh axis names must be unique and non-empty");
     if (axis.size() < 1 || axis.size() > (1 << 20))
-      return "mesh axis \"" + axis.name() + "\" has size " +
-             std::to_string(axis.size());
+      return invalidPlan("mesh axis \"" + axis.name() + "\" has size " +
+                         std::to_string(axis.size()));
   }
   Mesh mesh = getMesh(plan);
   int64_t devices = 1;
   for (int64_t size : mesh.getAxisSizes())
     if ((devices *= size) > (1 << 20))
-      return "the mesh has more than 2^20 devices";
+      return invalidPlan("the mesh has more than 2^20 devices");
   if (plan.programs().empty())
-    return "the plan has no program";
+    return invalidPlan("the plan has no program");
   std::set<int64_t> ranks;
   for (int index = 0; index < plan.programs_size(); ++index) {
     for (int64_t rank : plan.programs(index).ranks())
       if (!ranks.insert(rank).second)
-        return "rank " + std::to_string(rank) + " runs two programs";
-    if (std::string error =
+        return invalidPlan("rank " + std::to_string(rank) +
+                           " runs two programs");
+    if (Status error =
             ProgramValidator(plan.programs(index), mesh, index).run();
-        !error.empty())
+        !error.ok())
       return error;
   }
   if (static_cast<int64_t>(ranks.size()) != mesh.getNumDevices())
-    return "the programs cover " + std::to_string(ranks.size()) +
-           " ranks of a mesh of " + std::to_string(mesh.getNumDevices());
-  if (std::string error = checkSourcesAgree(plan); !error.empty())
+    return invalidPlan("the programs cover " + std::to_string(ranks.size()) +
+                       " ranks of a mesh of " +
+                       std::to_string(mesh.getNumDevices()));
+  if (Status error = checkSourcesAgree(plan); !error.ok())
     return error;
-  if (std::string error = checkTransfersMatch(plan, mesh); !error.empty())
+  if (Status error = checkTransfersMatch(plan, mesh); !error.ok())
     return error;
   return checkTransferOrder(plan, mesh);
 }

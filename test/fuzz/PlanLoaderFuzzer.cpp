@@ -24,8 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tessera::plan::Plan plan;
   if (!plan.ParseFromArray(data, static_cast<int>(size)))
     return 0;
-  std::string error = tessera::runtime::validatePlan(plan);
-  if (!error.empty())
+  if (!tessera::runtime::validatePlan(plan).ok())
     return 0;
   // A valid plan: every buffer a program names is in range and its arena
   // view fits; touch them as the executor would.

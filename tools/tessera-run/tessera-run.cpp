@@ -205,21 +205,20 @@ std::string shardPath(const std::string &dir, int rank) {
 }
 
 /// Writes this rank's shard, and on rank 0 the index.
-std::string saveCheckpoint(const std::string &dir, const plan::Program &program,
-                           const std::vector<OwnedTensor> &locals, int rank,
-                           int64_t step) {
+Status saveCheckpoint(const std::string &dir, const plan::Program &program,
+                      const std::vector<OwnedTensor> &locals, int rank,
+                      int64_t step) {
   std::vector<int> indices = getCheckpointed(program);
   std::vector<OwnedTensor> shard;
   for (int i : indices)
     shard.push_back(locals[i]);
-  if (std::string error = writeTensors(shardPath(dir, rank), shard);
-      !error.empty())
-    return error;
+  if (Status status = writeTensors(shardPath(dir, rank), shard); !status.ok())
+    return status;
   if (rank != 0)
-    return "";
+    return Status::success();
   std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "w");
   if (!index)
-    return "cannot write '" + dir + "/index.txt'";
+    return dataError("cannot write '" + dir + "/index.txt'");
   std::fprintf(index, "tessera checkpoint v1\nstep %lld\n",
                static_cast<long long>(step));
   for (int i : indices) {
@@ -231,41 +230,43 @@ std::string saveCheckpoint(const std::string &dir, const plan::Program &program,
     std::fprintf(index, "\n");
   }
   std::fclose(index);
-  return "";
+  return Status::success();
 }
 
 /// Reads this rank's shard into the parameters and state; returns the step
 /// the checkpoint reached through `step`.
-std::string loadCheckpoint(const std::string &dir, const plan::Program &program,
-                           std::vector<OwnedTensor> &locals, int rank,
-                           int64_t &step) {
+Status loadCheckpoint(const std::string &dir, const plan::Program &program,
+                      std::vector<OwnedTensor> &locals, int rank,
+                      int64_t &step) {
   std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "r");
   long long saved = 0;
   if (!index ||
       std::fscanf(index, "tessera checkpoint v1 step %lld", &saved) != 1) {
     if (index)
       std::fclose(index);
-    return "'" + dir + "' holds no Tessera checkpoint index";
+    return dataError("'" + dir + "' holds no Tessera checkpoint index");
   }
   std::fclose(index);
-  std::vector<OwnedTensor> shard;
-  if (std::string error = readTensors(shardPath(dir, rank), shard);
-      !error.empty())
-    return error;
+  Expected<std::vector<OwnedTensor>> read = readTensors(shardPath(dir, rank));
+  if (!read.ok())
+    return read.getStatus();
+  std::vector<OwnedTensor> shard = read.take();
   std::vector<int> indices = getCheckpointed(program);
   if (shard.size() != indices.size())
-    return "the checkpoint holds " + std::to_string(shard.size()) +
-           " tensors for this rank, the plan has " +
-           std::to_string(indices.size()) + " parameters and state tensors";
+    return dataError("the checkpoint holds " + std::to_string(shard.size()) +
+                     " tensors for this rank, the plan has " +
+                     std::to_string(indices.size()) +
+                     " parameters and state tensors");
   for (size_t k = 0; k < indices.size(); ++k) {
     const Tensor &have = shard[k].view, &want = locals[indices[k]].view;
     if (have.dtype != want.dtype || have.shape != want.shape)
-      return "checkpoint tensor '" + program.arguments(indices[k]).name() +
-             "' does not match this plan's piece of it";
+      return dataError("checkpoint tensor '" +
+                       program.arguments(indices[k]).name() +
+                       "' does not match this plan's piece of it");
     locals[indices[k]] = std::move(shard[k]);
   }
   step = saved;
-  return "";
+  return Status::success();
 }
 
 /// The loss: the first scalar float result that updates no argument; -1
@@ -307,11 +308,11 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  plan::Plan plan;
-  if (std::string error = loadPlan(options.plan, plan); !error.empty())
-    return fail(error);
+  Expected<plan::Plan> loaded = loadPlan(options.plan);
+  if (!loaded.ok())
+    return fail(loaded.message());
+  const plan::Plan plan = loaded.take();
   Mesh mesh = getMesh(plan);
-  std::string error;
   std::unique_ptr<Device> device;
   if (options.device == "cuda") {
     Expected<std::unique_ptr<Device>> cuda = createCudaDevice(getLocalGpu());
@@ -357,8 +358,10 @@ int main(int argc, char **argv) {
                 "program per pipeline stage)");
   std::vector<OwnedTensor> read, globals;
   if (!options.inputs.empty()) {
-    if (!(error = readTensors(options.inputs, read)).empty())
-      return fail(error);
+    Expected<std::vector<OwnedTensor>> inputs = readTensors(options.inputs);
+    if (!inputs.ok())
+      return fail(inputs.message());
+    read = inputs.take();
     int64_t needed = 0;
     for (int i = 0; i < program->arguments_size(); ++i)
       needed = std::max(needed, getSourceIndex(i) + 1);
@@ -393,8 +396,8 @@ int main(int argc, char **argv) {
   }
 
   if (rank == 0 && !options.dumpInputs.empty())
-    if (!(error = writeTensors(options.dumpInputs, globals)).empty())
-      return fail(error);
+    if (Status status = writeTensors(options.dumpInputs, globals); !status.ok())
+      return fail(status.message());
 
   Executor executor(*program, mesh, *communicator, device.get());
   executor.setTracing(!options.traceDir.empty());
@@ -409,10 +412,10 @@ int main(int argc, char **argv) {
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
-    if (!(error = loadCheckpoint(options.loadCheckpoint, *program, locals, rank,
-                                 firstStep))
-             .empty())
-      return fail(error);
+    if (Status status = loadCheckpoint(options.loadCheckpoint, *program, locals,
+                                       rank, firstStep);
+        !status.ok())
+      return fail(status.message());
   for (int64_t step = firstStep + 1; step <= firstStep + options.steps;
        ++step) {
     for (int i = 0; i < program->arguments_size(); ++i) {
@@ -427,10 +430,10 @@ int main(int argc, char **argv) {
     // Steps before the last fetch only the loss.
     bool last = step == firstStep + options.steps;
     auto begin = std::chrono::steady_clock::now();
-    if (!(error = executor.run(locals, results,
-                               last ? std::vector<bool>() : lossOnly))
-             .empty())
-      return fail("step " + std::to_string(step) + ": " + error);
+    if (Status status = executor.run(locals, results,
+                                     last ? std::vector<bool>() : lossOnly);
+        !status.ok())
+      return fail("step " + std::to_string(step) + ": " + status.message());
     stepSeconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
             .count());
@@ -465,10 +468,10 @@ int main(int argc, char **argv) {
       return fail("cannot write the trace '" + path + "'");
   }
   if (!options.saveCheckpoint.empty())
-    if (!(error = saveCheckpoint(options.saveCheckpoint, *program, locals, rank,
-                                 firstStep + options.steps))
-             .empty())
-      return fail(error);
+    if (Status status = saveCheckpoint(options.saveCheckpoint, *program, locals,
+                                       rank, firstStep + options.steps);
+        !status.ok())
+      return fail(status.message());
   // Rank 0 learns every rank's losses and result pieces: the loss is on the
   // last pipeline stage, and each result on the ranks of its program.
   std::vector<uint8_t> mine(losses.size() * sizeof(double));
@@ -552,8 +555,9 @@ int main(int argc, char **argv) {
     globalResults.push_back(std::move(global));
   }
   if (!options.dumpOutputs.empty())
-    if (!(error = writeTensors(options.dumpOutputs, globalResults)).empty())
-      return fail(error);
+    if (Status status = writeTensors(options.dumpOutputs, globalResults);
+        !status.ok())
+      return fail(status.message());
   communicator.reset();
   MPI_Finalize();
   return 0;

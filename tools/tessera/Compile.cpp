@@ -5,7 +5,6 @@
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/Search/ApplyPlan.h"
 #include "tessera/Search/PlanReport.h"
-#include "tessera/Transforms/Passes.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -237,14 +236,13 @@ int cli::runCompile(MLIRContext &context) {
   options.text = planText;
   if (std::string error = checkCompileOptions(options); !error.empty())
     return reportError(error);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  llvm::Expected<OwningOpRef<ModuleOp>> module =
-      parseModelFile(context, sourceMgr, modelInput);
-  if (!module)
-    return reportError(module.takeError());
+  llvm::Expected<std::unique_ptr<ModelFile>> file =
+      loadModelFile(context, modelInput);
+  if (!file)
+    return reportError(file.takeError());
+  ModuleOp module = *(*file)->module;
   if (autoPlan)
-    if (llvm::Error error = applyAuto(**module, options))
+    if (llvm::Error error = applyAuto(module, options))
       return reportError(std::move(error));
   if (printPipeline) {
     // --auto's annotations are in the model --emit nn writes.
@@ -259,25 +257,22 @@ int cli::runCompile(MLIRContext &context) {
   }
   switch (emit) {
   case Emit::NN: {
-    if (llvm::Error error = runPipeline(**module, [&](OpPassManager &pm) {
-          SetMeshPassOptions mesh;
-          mesh.shape = options.mesh;
-          mesh.pipelineStages = options.pipelineStages;
-          pm.addPass(createSetMeshPass(mesh));
+    if (llvm::Error error = runPipeline(module, [&](OpPassManager &pm) {
+          buildMeshPipeline(pm, options);
         }))
       return reportError(std::move(error));
-    return writeModule(**module);
+    return writeModule(module);
   }
   case Emit::Partitioned:
-    if (llvm::Error error = runPipeline(**module, [&](OpPassManager &pm) {
+    if (llvm::Error error = runPipeline(module, [&](OpPassManager &pm) {
           buildShardingPipeline(pm, options);
         }))
       return reportError(std::move(error));
-    return writeModule(**module);
+    return writeModule(module);
   case Emit::Plan:
     break;
   }
-  if (llvm::Error error = runPipeline(**module, [&](OpPassManager &pm) {
+  if (llvm::Error error = runPipeline(module, [&](OpPassManager &pm) {
         buildCompilePipeline(pm, options);
       }))
     return reportError(std::move(error));

@@ -31,19 +31,18 @@ static cl::opt<int64_t> samples("samples",
                                 cl::init(8), cl::sub(gradcheckCommand()));
 
 int cli::runGradcheck(MLIRContext &context) {
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  llvm::Expected<OwningOpRef<ModuleOp>> model =
-      parseModelFile(context, sourceMgr, modelInput);
-  if (!model)
-    return reportError(model.takeError());
+  llvm::Expected<std::unique_ptr<ModelFile>> file =
+      loadModelFile(context, modelInput);
+  if (!file)
+    return reportError(file.takeError());
+  ModuleOp model = *(*file)->module;
   GradcheckOptions gradcheck;
   gradcheck.seed = seed;
   gradcheck.samples = samples;
   gradcheck.epsilon = epsilon;
   gradcheck.tolerance = tolerance;
   llvm::Expected<bool> pass =
-      gradcheckModel(**model, modelInput, gradcheck, llvm::outs());
+      gradcheckModel(model, modelInput, gradcheck, llvm::outs());
   if (!pass)
     return reportError(pass.takeError());
   return *pass ? 0 : 1;

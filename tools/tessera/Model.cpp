@@ -130,18 +130,17 @@ int cli::runModel(MLIRContext &context) {
 }
 
 int cli::runStats(MLIRContext &context) {
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  llvm::Expected<OwningOpRef<ModuleOp>> module =
-      parseModelFile(context, sourceMgr, statsInput);
-  if (!module)
-    return reportError(module.takeError());
+  llvm::Expected<std::unique_ptr<ModelFile>> file =
+      loadModelFile(context, statsInput);
+  if (!file)
+    return reportError(file.takeError());
+  ModuleOp module = *(*file)->module;
   struct OpStats {
     int64_t count = 0, flops = 0, bytes = 0;
   };
   llvm::MapVector<StringRef, OpStats> perOp;
   OpStats total;
-  (**module)->walk([&](tessera::CostOpInterface op) {
+  module->walk([&](tessera::CostOpInterface op) {
     OpStats &stats = perOp[op->getName().getStringRef()];
     int64_t flops = op.getFlops(), bytes = op.getBytesAccessed();
     stats.count += 1;
@@ -152,7 +151,7 @@ int cli::runStats(MLIRContext &context) {
     total.bytes += bytes;
   });
   llvm::outs() << llvm::formatv("parameters: {0}\n",
-                                tessera::countParameters(**module));
+                                tessera::countParameters(module));
   llvm::outs() << llvm::formatv("{0,-20} {1,8} {2,16} {3,16}\n", "op", "count",
                                 "flops", "bytes");
   for (auto &[name, stats] : perOp)

@@ -79,13 +79,12 @@ static void pin(const cl::opt<T> &option, std::optional<U> &to) {
 }
 
 int cli::runPlan(MLIRContext &context) {
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  llvm::Expected<OwningOpRef<ModuleOp>> model =
-      parseModelFile(context, sourceMgr, planModel);
-  if (!model)
-    return reportError(model.takeError());
-  llvm::Expected<ModelShape> shape = getModelShape(**model);
+  llvm::Expected<std::unique_ptr<ModelFile>> file =
+      loadModelFile(context, planModel);
+  if (!file)
+    return reportError(file.takeError());
+  ModuleOp model = *(*file)->module;
+  llvm::Expected<ModelShape> shape = getModelShape(model);
   if (!shape)
     return reportError(shape.takeError());
   llvm::Expected<MachineModel> machine =
@@ -113,7 +112,7 @@ int cli::runPlan(MLIRContext &context) {
   pins.precision = planPrecision;
 
   SearchResult result =
-      searchPlans(*shape, *machine, planDevices, pins, **model);
+      searchPlans(*shape, *machine, planDevices, pins, model);
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), result.plans.size());
   if (planJson) {

@@ -29,18 +29,17 @@ int cli::runVerify(MLIRContext &context) {
   readCompileOptions(options);
   if (std::string error = checkCompileOptions(options); !error.empty())
     return reportError(error);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  llvm::Expected<OwningOpRef<ModuleOp>> model =
-      parseModelFile(context, sourceMgr, getModelInput());
-  if (!model)
-    return reportError(model.takeError());
+  llvm::Expected<std::unique_ptr<ModelFile>> file =
+      loadModelFile(context, getModelInput());
+  if (!file)
+    return reportError(file.takeError());
+  ModuleOp model = *(*file)->module;
   VerifyOptions verify;
   verify.steps = steps;
   verify.seed = seed;
   verify.tolerance = tolerance;
   verify.device = device;
-  llvm::Expected<bool> pass = verifyModel(**model, getModelInput(), options,
+  llvm::Expected<bool> pass = verifyModel(model, getModelInput(), options,
                                           verify, getLauncher(), llvm::outs());
   if (!pass)
     return reportError(pass.takeError());

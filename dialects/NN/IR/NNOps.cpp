@@ -570,6 +570,8 @@ LogicalResult SgdOp::verify() {
   return success();
 }
 
+SmallVector<Value> SgdOp::getState() { return {}; }
+
 LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &inferred) {
@@ -592,6 +594,8 @@ LogicalResult AdamWOp::verify() {
     return failure();
   return success();
 }
+
+SmallVector<Value> AdamWOp::getState() { return {getM(), getV()}; }
 
 #define GET_OP_CLASSES
 #include "dialects/NN/IR/NNOps.cpp.inc"

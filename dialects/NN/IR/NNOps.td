@@ -6,6 +6,7 @@
 include "dialects/NN/IR/NNBase.td"
 include "dialects/Interfaces/CostOpInterface.td"
 include "dialects/Interfaces/GradientOpInterface.td"
+include "dialects/Interfaces/OptimizerOpInterface.td"
 include "dialects/Interfaces/ShardingRuleOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -13,12 +14,13 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 /// Every nn op is pure and implements the sharding-rule, cost and gradient
 /// interfaces next to its definition (NNShardingRules.cpp, NNCost.cpp,
 /// NNGradients.cpp).
-/// `costMethods` lists the CostOpInterface methods with defaults that the op
-/// overrides.
+/// `costMethods` and `shardingMethods` list the CostOpInterface and
+/// ShardingRuleOpInterface methods with defaults that the op overrides.
 class NN_ModelOp<string mnemonic, list<Trait> traits = [],
-                 list<string> costMethods = []>
+                 list<string> costMethods = [],
+                 list<string> shardingMethods = []>
     : NN_Op<mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<ShardingRuleOpInterface>,
+        DeclareOpInterfaceMethods<ShardingRuleOpInterface, shardingMethods>,
         DeclareOpInterfaceMethods<CostOpInterface, costMethods>,
         DeclareOpInterfaceMethods<GradientOpInterface>])>;
 
@@ -163,7 +165,8 @@ def NN_CastOp : NN_ModelOp<"cast"> {
   let hasFolder = 1;
 }
 
-def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor]> {
+def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor],
+    [], ["isFactorPartitionable", "updateLocalAttributes"]> {
   let summary = "tensor constant (dense or splat)";
   let description = [{
     A tensor of the given elements; a splat fills the whole shape with one
@@ -204,8 +207,9 @@ def NN_BroadcastOp : NN_ModelOp<"broadcast"> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class NN_ReduceOp<string mnemonic, string what>
-    : NN_ModelOp<mnemonic, [InferTypeOpAdaptor]> {
+class NN_ReduceOp<string mnemonic, string what,
+                  list<string> shardingMethods = []>
+    : NN_ModelOp<mnemonic, [InferTypeOpAdaptor], [], shardingMethods> {
   let summary = what # " over the given dimensions";
   let description = [{
     Reduces `input` over `dims` (distinct, in range); the result keeps the
@@ -223,8 +227,10 @@ class NN_ReduceOp<string mnemonic, string what>
 }
 
 def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "sum">;
-def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", "maximum">;
-def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
+def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", "maximum",
+                                 ["getPartialCombiner"]>;
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean",
+                                  ["getPartialCombiner"]>;
 
 //===----------------------------------------------------------------------===//
 // Shape manipulation
@@ -264,7 +270,8 @@ def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def NN_SliceOp : NN_ModelOp<"slice", [InferTypeOpAdaptor]> {
+def NN_SliceOp : NN_ModelOp<"slice", [InferTypeOpAdaptor], [],
+                            ["updateLocalAttributes"]> {
   let summary = "static slice with unit strides";
   let description = [{
     Takes elements `start[i] <= index < limit[i]` of each dimension.
@@ -411,7 +418,8 @@ def NN_RmsNormGradOp : NN_ModelOp<"rms_norm_grad", [InferTypeOpAdaptor]> {
 }
 
 def NN_EmbeddingOp : NN_ModelOp<"embedding", [InferTypeOpAdaptor],
-                                 ["getBytesAccessed"]> {
+                                 ["getBytesAccessed"],
+                                 ["isFactorPartitionable"]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     For a `[vocab, hidden]` table and integer indices of any shape, gives the
@@ -513,7 +521,8 @@ def NN_EmbeddingGradOp : NN_ModelOp<"embedding_grad", [InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 def NN_SgdOp : NN_ModelOp<"sgd", [InferTypeOpAdaptor,
-    AllTypesMatch<["param", "grad"]>]> {
+    AllTypesMatch<["param", "grad"]>,
+    DeclareOpInterfaceMethods<OptimizerOpInterface>]> {
   let summary = "stochastic gradient descent step";
   let description = [{
     `param - lr · (grad + weight_decay · param)`.
@@ -532,7 +541,8 @@ def NN_SgdOp : NN_ModelOp<"sgd", [InferTypeOpAdaptor,
 }
 
 def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
-    AllTypesMatch<["param", "grad"]>, AllTypesMatch<["m", "v"]>]> {
+    AllTypesMatch<["param", "grad"]>, AllTypesMatch<["m", "v"]>,
+    DeclareOpInterfaceMethods<OptimizerOpInterface>]> {
   let summary = "AdamW step with decoupled weight decay";
   let description = [{
     With `t = step` (counting from 1):

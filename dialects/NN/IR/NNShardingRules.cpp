@@ -80,6 +80,20 @@ ShardingRule ConstantOp::getShardingRule() {
   return builder.build();
 }
 
+/// Constants that are not splats are materialized whole and sliced.
+bool ConstantOp::isFactorPartitionable(int64_t) {
+  auto elements = dyn_cast<DenseElementsAttr>(getValue());
+  return elements && elements.isSplat();
+}
+
+/// A splat takes its local type.
+void ConstantOp::updateLocalAttributes() {
+  auto elements = cast<DenseElementsAttr>(getValue());
+  if (elements.isSplat())
+    setValueAttr(
+        DenseElementsAttr::get(getType(), elements.getSplatValue<Attribute>()));
+}
+
 ShardingRule BroadcastOp::getShardingRule() {
   ArrayRef<int64_t> inShape = getShape(getInput());
   ArrayRef<int64_t> outShape = getShape(getResult());
@@ -115,6 +129,12 @@ template <typename ReduceOp> static ShardingRule getReduceRule(ReduceOp op) {
 ShardingRule ReduceSumOp::getShardingRule() { return getReduceRule(*this); }
 ShardingRule ReduceMaxOp::getShardingRule() { return getReduceRule(*this); }
 ShardingRule ReduceMeanOp::getShardingRule() { return getReduceRule(*this); }
+PartialCombiner ReduceMaxOp::getPartialCombiner() {
+  return PartialCombiner::Max;
+}
+PartialCombiner ReduceMeanOp::getPartialCombiner() {
+  return PartialCombiner::Mean;
+}
 
 ShardingRule ReshapeOp::getShardingRule() {
   return makeBuilder(*this)
@@ -146,6 +166,14 @@ ShardingRule SliceOp::getShardingRule() {
     builder.addFactor({kNoDim}, {dim}, size, FactorKind::NeedReplication);
   }
   return builder.build();
+}
+
+/// The limits follow the local sizes (only whole dims are split).
+void SliceOp::updateLocalAttributes() {
+  SmallVector<int64_t> limit(getLimit());
+  for (auto [dim, size] : llvm::enumerate(getType().getShape()))
+    limit[dim] = getStart()[dim] + size;
+  setLimit(limit);
 }
 
 ShardingRule ConcatOp::getShardingRule() {
@@ -229,6 +257,13 @@ ShardingRule EmbeddingOp::getShardingRule() {
   builder.addFactor({0, kNoDim}, {kNoDim}, tableShape[0],
                     FactorKind::Reduction);
   return builder.build();
+}
+
+/// A vocab-split embedding needs each device's vocab offset, which plans
+/// cannot express yet: the table is gathered instead (correct, but not
+/// Megatron's vocab-parallel embedding).
+bool EmbeddingOp::isFactorPartitionable(int64_t factor) {
+  return getShardingRule().getFactors()[factor].kind != FactorKind::Reduction;
 }
 
 ShardingRule CrossEntropyOp::getShardingRule() {

@@ -12,6 +12,7 @@
 #include "tessera/Pipelines/CompileOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Error.h"
@@ -32,10 +33,17 @@ public:
   }
 };
 
-/// Parses the model at `path` (diagnostics through `sourceMgr`'s handler).
-llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
-parseModelFile(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
-               llvm::StringRef path);
+/// A model parsed from a file, with the handler that prints the module's
+/// diagnostics at their source lines for as long as it lives.
+struct ModelFile {
+  llvm::SourceMgr sourceMgr;
+  std::unique_ptr<mlir::SourceMgrDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+/// Parses the model at `path`.
+llvm::Expected<std::unique_ptr<ModelFile>>
+loadModelFile(mlir::MLIRContext &context, llvm::StringRef path);
 
 /// Runs the pipeline `build` adds on `module`.
 llvm::Error runPipeline(mlir::ModuleOp module,

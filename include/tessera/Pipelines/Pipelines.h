@@ -15,6 +15,11 @@ namespace tessera {
 /// missing), or "" when they do.
 std::string checkCompileOptions(const CompileOptions &options);
 
+/// The mesh sized as `options` give it (mesh, pp), when they change it: the
+/// global program that compile --emit nn writes, and the one verify's
+/// reference starts from.
+void buildMeshPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
 /// The per-device program: the mesh sized, the train step, ZeRO,
 /// propagation, partition, then the pipeline and overlap schedules, as
 /// `options` ask. Needs options that checkCompileOptions accepts.

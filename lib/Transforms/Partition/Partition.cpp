@@ -10,7 +10,6 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
-#include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,7 +46,8 @@ private:
                            dist::ReductionKind kind = dist::ReductionKind::sum);
   LogicalResult reshardResults(Operation *op, ArrayRef<TensorSharding> wanted,
                                dist::ReductionKind kind);
-  LogicalResult partitionRuleOp(Operation *op, const ShardingRule &rule);
+  LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
+                                const ShardingRule &rule);
   LogicalResult partitionReplicatedOp(Operation *op);
 
   func::FuncOp function;
@@ -191,16 +191,22 @@ LogicalResult FunctionPartitioner::reshardResults(
   return success();
 }
 
-/// The combining kind of an op's partial results.
-static dist::ReductionKind getReductionKind(Operation *op) {
-  if (isa<nn::ReduceMaxOp>(op))
+/// The all-reduce that combines an op's partial results.
+static dist::ReductionKind getReductionKind(ShardingRuleOpInterface op) {
+  switch (op.getPartialCombiner()) {
+  case PartialCombiner::Sum:
+    return dist::ReductionKind::sum;
+  case PartialCombiner::Max:
     return dist::ReductionKind::max;
-  if (isa<nn::ReduceMeanOp>(op))
+  case PartialCombiner::Min:
+    return dist::ReductionKind::min;
+  case PartialCombiner::Mean:
     return dist::ReductionKind::avg;
-  return dist::ReductionKind::sum;
+  }
+  llvm_unreachable("unknown partial combiner");
 }
 
-LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
+LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
                                                    const ShardingRule &rule) {
   SmallVector<TensorSharding> operandShardings;
   for (Value operand : op->getOperands())
@@ -236,37 +242,28 @@ LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
   for (auto [index, sharding] : llvm::enumerate(wanted))
     resultViews.push_back(projectToFactors(rule, rule.getResultFactors()[index],
                                            sharding.getDimAxes(), mesh));
-  bool splitsVocab = false;
+  // A factor the op cannot partition takes no axes: its operands are
+  // gathered, its results made whole and sliced to what users want.
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
     if (rule.getFactors()[factor].kind != FactorKind::Reduction)
       continue;
-    // A vocab-split embedding needs each device's vocab offset, which plans
-    // cannot express yet: the table is gathered instead (correct, but not
-    // Megatron's vocab-parallel embedding).
-    if (isa<nn::EmbeddingOp>(op)) {
-      splitsVocab = !firstNonEmpty(operandViews, factor).empty();
-      continue;
+    AxisList axes = firstNonEmpty(operandViews, factor);
+    if (op.isFactorPartitionable(factor)) {
+      claim(factor, axes);
+    } else if (!axes.empty() && explain) {
+      op->emitRemark("reduction factor #")
+          << factor << " arrives split and is gathered: " << op->getName()
+          << " does not partition it yet";
     }
-    claim(factor, firstNonEmpty(operandViews, factor));
   }
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
-    if (rule.getFactors()[factor].kind != FactorKind::Parallel)
+    if (rule.getFactors()[factor].kind != FactorKind::Parallel ||
+        !op.isFactorPartitionable(factor))
       continue;
     AxisList axes = firstNonEmpty(resultViews, factor);
     if (axes.empty() && op->getNumResults() == 0)
       axes = firstNonEmpty(operandViews, factor);
     claim(factor, axes);
-  }
-  if (splitsVocab && explain)
-    op->emitRemark("the vocab dim of the table is gathered: a vocab-split "
-                   "embedding is not partitioned yet");
-
-  // Constants that are not splats are materialized whole and sliced.
-  if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
-    auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!elements || !elements.isSplat())
-      for (AxisList &axes : chosen)
-        axes.clear();
   }
 
   builder.setInsertionPoint(op);
@@ -305,19 +302,7 @@ LogicalResult FunctionPartitioner::partitionRuleOp(Operation *op,
     localShardings[result] = actual;
   }
 
-  // Attributes that depend on sizes.
-  if (auto slice = dyn_cast<nn::SliceOp>(op)) {
-    SmallVector<int64_t> limit(slice.getLimit());
-    for (auto [dim, size] : llvm::enumerate(slice.getType().getShape()))
-      limit[dim] = slice.getStart()[dim] + size;
-    slice.setLimit(limit);
-  }
-  if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
-    auto elements = cast<DenseElementsAttr>(constant.getValue());
-    if (elements.isSplat())
-      constant.setValueAttr(DenseElementsAttr::get(
-          constant.getType(), elements.getSplatValue<Attribute>()));
-  }
+  op.updateLocalAttributes();
 
   return reshardResults(op, wanted, getReductionKind(op));
 }
@@ -402,7 +387,8 @@ LogicalResult FunctionPartitioner::run() {
 
   for (Operation *op : ops) {
     if (auto it = rules.find(op); it != rules.end()) {
-      if (failed(partitionRuleOp(op, it->second)))
+      if (failed(
+              partitionRuleOp(cast<ShardingRuleOpInterface>(op), it->second)))
         return failure();
       op->removeAttr(attrName);
       continue;

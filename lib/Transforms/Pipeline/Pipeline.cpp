@@ -184,7 +184,7 @@ LogicalResult Pipeliner::classify() {
                                reduce.getKind() == dist::ReductionKind::avg);
                      });
     bool post = readsPost || sumOfSums || isMicrobatchReduction(&op) ||
-                isa<nn::AdamWOp, nn::SgdOp>(op);
+                isa<OptimizerOpInterface>(op);
     classes[&op] = post        ? OpClass::Post
                    : readsBody ? OpClass::Body
                                : OpClass::Pre;
@@ -244,7 +244,7 @@ void Pipeliner::findForward() {
       loss = operand;
   }
   bool hasUpdates = llvm::any_of(body->without_terminator(), [](Operation &op) {
-    return isa<nn::AdamWOp, nn::SgdOp>(op);
+    return isa<OptimizerOpInterface>(op);
   });
   if (!loss || !hasUpdates) {
     forwardOps.insert(bodyOps.begin(), bodyOps.end());

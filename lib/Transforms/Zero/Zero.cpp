@@ -1,10 +1,11 @@
 //===- Zero.cpp - ZeRO stages 1-3 as shardings (--tessera-zero) -----------===//
 //
 // ZeRO as shardings rather than a rewrite. Each stage splits one more part of
-// the model state of every AdamW update over the data-parallel axes:
+// the model state of every optimizer update with state (OptimizerOpInterface:
+// AdamW) over the data-parallel axes:
 //
-//  1. the moments; the gradient is pinned to their split just before the
-//     update, so the whole gradient lives until then;
+//  1. the state (AdamW's moments); the gradient is pinned to their split
+//     just before the update, so the whole gradient lives until then;
 //  2. also the gradient, pinned where it is complete: its partial sums are
 //     reduce-scattered at once and the whole gradient dies there;
 //  3. also the parameter at rest; every phase (forward, backward) that reads
@@ -139,8 +140,12 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   }
 
   LogicalResult shard(func::FuncOp function) {
-    SmallVector<nn::AdamWOp> updates =
-        llvm::to_vector(function.getOps<nn::AdamWOp>());
+    // ZeRO shards optimizer state: updates without any (SGD) keep their
+    // layout.
+    SmallVector<OptimizerOpInterface> updates;
+    for (auto update : function.getOps<OptimizerOpInterface>())
+      if (!update.getState().empty())
+        updates.push_back(update);
     if (updates.empty())
       return success();
     FailureOr<dist::MeshOp> meshOp = getFunctionMesh(function);
@@ -164,14 +169,16 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       regather = *parsed;
     }
 
-    for (nn::AdamWOp update : updates) {
-      auto param = dyn_cast<BlockArgument>(update.getParam());
-      auto m = dyn_cast<BlockArgument>(update.getM());
-      auto v = dyn_cast<BlockArgument>(update.getV());
-      if (!param || !m || !v || param.getOwner() != &function.front())
-        return update.emitError(
-            "ZeRO expects the parameter and moments of nn.adamw to be "
-            "arguments of the train step");
+    for (OptimizerOpInterface update : updates) {
+      auto param = dyn_cast<BlockArgument>(update.getParameter());
+      SmallVector<BlockArgument> state;
+      for (Value value : update.getState())
+        state.push_back(dyn_cast<BlockArgument>(value));
+      if (!param || param.getOwner() != &function.front() ||
+          llvm::is_contained(state, BlockArgument()))
+        return update.emitError("ZeRO expects the parameter and optimizer "
+                                "state of ")
+               << update->getName() << " to be arguments of the train step";
       // The first dim whose pieces (after the axes that already split it,
       // which stay major) the data-parallel group divides, dims the
       // parameter does not split first. A parameter without one (smaller
@@ -207,11 +214,11 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       llvm::append_range(split.dims[*dim].axes, *axes);
       split.dims[*dim].isOpen = false;
       dist::ShardingAttr splitAttr = split.toAttr(meshName);
-      for (BlockArgument moment : {m, v})
-        function.setArgAttr(moment.getArgNumber(),
+      for (BlockArgument value : state)
+        function.setArgAttr(value.getArgNumber(),
                             dist::DistDialect::kShardingAttrName, splitAttr);
 
-      Value grad = update.getGrad();
+      Value grad = update.getGradient();
       OpBuilder builder(update);
       if (stage >= 2) {
         if (Operation *producer = grad.getDefiningOp())
@@ -219,7 +226,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         else
           builder.setInsertionPointToStart(&function.front());
       }
-      update.getGradMutable().assign(dist::ShardingConstraintOp::create(
+      update.getGradientOperand().set(dist::ShardingConstraintOp::create(
           builder, grad.getLoc(), grad, splitAttr));
 
       if (stage < 3) {
@@ -273,7 +280,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   /// the backward's reads what `regather` says. A parameter read through
   /// nn.cast (mixed precision) is gathered after the cast, in the narrow
   /// type.
-  void gatherForUses(BlockArgument param, nn::AdamWOp update,
+  void gatherForUses(BlockArgument param, OptimizerOpInterface update,
                      const llvm::SetVector<Operation *> &forward,
                      const Regather &regather, dist::ShardingAttr wholeAttr,
                      dist::ShardingAttr innerAttr) {
@@ -285,7 +292,8 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       SmallVector<OpOperand *> forwardUses, backwardUses;
       for (OpOperand &use : read.getUses()) {
         Operation *user = use.getOwner();
-        if (user == update || (read == param && isa<nn::CastOp>(user)))
+        if (user == update.getOperation() ||
+            (read == param && isa<nn::CastOp>(user)))
           continue;
         (forward.contains(user) ? forwardUses : backwardUses).push_back(&use);
       }

@@ -61,11 +61,12 @@ std::string tessera::runtime::cuda::getCudaError(cudaError_t status,
   return what + ": CUDA error: " + cudaGetErrorString(status);
 }
 
-static std::string getLtError(cublasStatus_t status, const char *what) {
+/// A failed cuBLASLt call of nn.dot as a device error.
+static Status getLtStatus(cublasStatus_t status, const char *what) {
   if (status == CUBLAS_STATUS_SUCCESS)
-    return "";
-  return std::string("nn.dot: ") + what + ": " +
-         api->cublasLtGetStatusString(status);
+    return Status::success();
+  return deviceError(std::string("nn.dot: ") + what + ": " +
+                     api->cublasLtGetStatusString(status));
 }
 
 //===----------------------------------------------------------------------===//
@@ -82,26 +83,24 @@ void Scratch::reset() {
     block.used = 0;
 }
 
-std::string Scratch::take(size_t bytes, void *&data) {
+Status Scratch::take(size_t bytes, void *&data) {
   bytes = (bytes + 255) / 256 * 256;
   for (Block &block : blocks) {
     if (block.size - block.used >= bytes) {
       data = static_cast<uint8_t *>(block.data) + block.used;
       block.used += bytes;
-      return "";
+      return Status::success();
     }
   }
   // A new block at least twice the last, so a step settles on a few.
   size_t size = std::max<size_t>(
       {bytes, blocks.empty() ? size_t(1) << 24 : 2 * blocks.back().size});
   Block block{nullptr, size, bytes};
-  if (std::string error = getCudaError(cudaMalloc(&block.data, size),
-                                       "allocating scratch memory");
-      !error.empty())
-    return error;
+  if (cudaError_t error = cudaMalloc(&block.data, size); error != cudaSuccess)
+    return deviceError(getCudaError(error, "allocating scratch memory"));
   blocks.push_back(block);
   data = block.data;
-  return "";
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -130,13 +129,6 @@ static Status getCudaStatus(cudaError_t status, const std::string &what) {
   if (status == cudaSuccess)
     return Status::success();
   return deviceError(getCudaError(status, what));
-}
-
-/// A message of the internal helpers (scratch, layouts) as a device error.
-static Status toStatus(std::string error) {
-  if (error.empty())
-    return Status::success();
-  return deviceError(std::move(error));
 }
 
 Status CudaDevice::init(int ordinal) {
@@ -327,8 +319,8 @@ struct CudaDevice::Ops {
 
   static Status slice(CudaDevice &d, const CudaKernel &, const Launch &l) {
     StridedCopy copy;
-    if (Status status = toStatus(planSlice(
-            l.in(0).shape, *l.attrs.getList("start"), l.out(0).shape, copy));
+    if (Status status = planSlice(l.in(0).shape, *l.attrs.getList("start"),
+                                  l.out(0).shape, copy);
         !status.ok())
       return status;
     return copyStrided(d, l, copy);
@@ -336,8 +328,8 @@ struct CudaDevice::Ops {
 
   static Status broadcast(CudaDevice &d, const CudaKernel &, const Launch &l) {
     StridedCopy copy;
-    if (Status status = toStatus(planBroadcast(
-            l.in(0).shape, *l.attrs.getList("dims"), l.out(0).shape, copy));
+    if (Status status = planBroadcast(l.in(0).shape, *l.attrs.getList("dims"),
+                                      l.out(0).shape, copy);
         !status.ok())
       return status;
     return copyStrided(d, l, copy);
@@ -350,8 +342,8 @@ struct CudaDevice::Ops {
     int64_t offset = 0;
     for (const Tensor *input : l.inputs) {
       StridedCopy copy;
-      if (Status status = toStatus(
-              planConcatInput(input->shape, out.shape, dim, offset, copy));
+      if (Status status =
+              planConcatInput(input->shape, out.shape, dim, offset, copy);
           !status.ok())
         return status;
       cuda::copyStrided(input->data, out.data, getDTypeBytes(out.dtype), copy,
@@ -578,7 +570,7 @@ Status CudaDevice::runKernel(const Kernel &kernel, const KernelAttrs &attrs,
       if (!isHalf(tensor.dtype))
         return Status::success();
       f32.dtype = DType::F32;
-      return toStatus(scratch.take(f32.getBytes(), f32.data));
+      return scratch.take(f32.getBytes(), f32.data);
     };
     for (size_t i = 0; i < inputs.size() && status.ok(); ++i) {
       Tensor &f32 = wide[i];
@@ -612,13 +604,13 @@ Status CudaDevice::permute(const Tensor &tensor,
     copy.shape.push_back(tensor.shape[dim]);
   copy.data = into;
   StridedCopy plan;
-  std::string error = planPermute(tensor.shape, perm, plan);
-  if (error.empty() && !into)
-    error = scratch.take(copy.getBytes(), copy.data);
-  if (error.empty())
+  Status status = planPermute(tensor.shape, perm, plan);
+  if (status.ok() && !into)
+    status = scratch.take(copy.getBytes(), copy.data);
+  if (status.ok())
     copyStrided(tensor.data, copy.data, getDTypeBytes(tensor.dtype), plan,
                 compute);
-  return toStatus(error);
+  return status;
 }
 
 //===----------------------------------------------------------------------===//
@@ -693,7 +685,6 @@ Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
 
   // Operands of one element type (else both in f32), each as stored,
   // transposed or permuted into scratch.
-  std::string error;
   Tensor a = lhs, b = rhs;
   if (lhs.dtype != rhs.dtype) {
     for (Tensor *operand : {&a, &b}) {
@@ -701,8 +692,9 @@ Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
         continue;
       Tensor wide = *operand;
       wide.dtype = DType::F32;
-      if (!(error = scratch.take(wide.getBytes(), wide.data)).empty())
-        return deviceError(error);
+      if (Status status = scratch.take(wide.getBytes(), wide.data);
+          !status.ok())
+        return status;
       cast(operand->dtype, operand->data, DType::F32, wide.data,
            wide.getNumElements(), compute);
       *operand = wide;
@@ -722,8 +714,8 @@ Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
   Tensor d = result;
   if (result.dtype != a.dtype && result.dtype != DType::F32) {
     d.dtype = DType::F32;
-    if (!(error = scratch.take(d.getBytes(), d.data)).empty())
-      return deviceError(error);
+    if (Status status = scratch.take(d.getBytes(), d.data); !status.ok())
+      return status;
   }
 
   cudaDataType_t abType = getCudaType(a.dtype), dType = getCudaType(d.dtype);
@@ -745,8 +737,8 @@ Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
     status = makeLayout(desc.b, abType, plan.bRows, plan.bCols, batch);
   if (status == CUBLAS_STATUS_SUCCESS)
     status = makeLayout(desc.d, dType, plan.dRows, plan.dCols, batch);
-  if (!(error = getLtError(status, "describing the matmul")).empty())
-    return deviceError(error);
+  if (Status error = getLtStatus(status, "describing the matmul"); !error.ok())
+    return error;
 
   // The algorithms cuBLASLt offers by default assume 256-byte aligned
   // matrices; the arena aligns buffers to 64 bytes.
@@ -794,8 +786,9 @@ Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
       status = api->cublasLtMatmulAlgoGetHeuristic(
           lt, desc.op, desc.a, desc.b, desc.d, desc.d, desc.preference, 1,
           &heuristic, &returned);
-    if (!(error = getLtError(status, "choosing an algorithm")).empty())
-      return deviceError(error);
+    if (Status error = getLtStatus(status, "choosing an algorithm");
+        !error.ok())
+      return error;
     if (returned == 0)
       return deviceError("nn.dot: cuBLASLt has no algorithm for [" +
                          std::to_string(m) + ", " + std::to_string(k) +
@@ -808,8 +801,8 @@ Status CudaDevice::runDot(const KernelAttrs &attrs, const Tensor &lhs,
       api->cublasLtMatmul(lt, desc.op, &alpha, b.data, desc.a, a.data, desc.b,
                           &beta, d.data, desc.d, d.data, desc.d, &found->second,
                           workspace, workspaceBytes, compute);
-  if (!(error = getLtError(status, "running the matmul")).empty())
-    return deviceError(error);
+  if (Status error = getLtStatus(status, "running the matmul"); !error.ok())
+    return error;
   if (d.data != result.data)
     cast(DType::F32, d.data, result.dtype, result.data, result.getNumElements(),
          compute);

@@ -59,8 +59,9 @@ class Scratch {
 public:
   ~Scratch();
   void reset();
-  /// `bytes` of device memory (256-byte aligned), or an error.
-  std::string take(size_t bytes, void *&data);
+  /// Points `data` at `bytes` of device memory (256-byte aligned), or fails
+  /// with a device error.
+  Status take(size_t bytes, void *&data);
 
 private:
   struct Block {

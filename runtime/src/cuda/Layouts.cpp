@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+using namespace tessera::runtime;
 using namespace tessera::runtime::cuda;
 
 int64_t StridedCopy::getNumElements() const {
@@ -23,14 +24,15 @@ tessera::runtime::cuda::getStrides(const std::vector<int64_t> &shape) {
 }
 
 /// A copy of `shape` with these strides.
-static std::string makeCopy(const std::vector<int64_t> &shape,
-                            const std::vector<int64_t> &srcStrides,
-                            const std::vector<int64_t> &dstStrides,
-                            StridedCopy &copy) {
+static Status makeCopy(const std::vector<int64_t> &shape,
+                       const std::vector<int64_t> &srcStrides,
+                       const std::vector<int64_t> &dstStrides,
+                       StridedCopy &copy) {
   if (shape.size() > static_cast<size_t>(kMaxRank))
-    return "the CUDA backend moves elements of tensors up to rank " +
-           std::to_string(kMaxRank) + ", got rank " +
-           std::to_string(shape.size());
+    return unavailable(
+        "the CUDA backend moves elements of tensors up to rank " +
+        std::to_string(kMaxRank) + ", got rank " +
+        std::to_string(shape.size()));
   copy = StridedCopy();
   copy.rank = shape.size();
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -38,13 +40,12 @@ static std::string makeCopy(const std::vector<int64_t> &shape,
     copy.srcStrides[d] = srcStrides[d];
     copy.dstStrides[d] = dstStrides[d];
   }
-  return "";
+  return Status::success();
 }
 
-std::string
-tessera::runtime::cuda::planPermute(const std::vector<int64_t> &shape,
-                                    const std::vector<int64_t> &perm,
-                                    StridedCopy &copy) {
+Status tessera::runtime::cuda::planPermute(const std::vector<int64_t> &shape,
+                                           const std::vector<int64_t> &perm,
+                                           StridedCopy &copy) {
   std::vector<int64_t> strides = getStrides(shape), permuted, srcStrides;
   for (int64_t dim : perm) {
     permuted.push_back(shape[dim]);
@@ -53,17 +54,18 @@ tessera::runtime::cuda::planPermute(const std::vector<int64_t> &shape,
   return makeCopy(permuted, srcStrides, getStrides(permuted), copy);
 }
 
-std::string tessera::runtime::cuda::planSlice(
-    const std::vector<int64_t> &inShape, const std::vector<int64_t> &start,
-    const std::vector<int64_t> &outShape, StridedCopy &copy) {
+Status tessera::runtime::cuda::planSlice(const std::vector<int64_t> &inShape,
+                                         const std::vector<int64_t> &start,
+                                         const std::vector<int64_t> &outShape,
+                                         StridedCopy &copy) {
   std::vector<int64_t> strides = getStrides(inShape);
-  std::string error = makeCopy(outShape, strides, getStrides(outShape), copy);
-  for (size_t d = 0; d < start.size() && error.empty(); ++d)
+  Status status = makeCopy(outShape, strides, getStrides(outShape), copy);
+  for (size_t d = 0; d < start.size() && status.ok(); ++d)
     copy.srcBase += start[d] * strides[d];
-  return error;
+  return status;
 }
 
-std::string tessera::runtime::cuda::planBroadcast(
+Status tessera::runtime::cuda::planBroadcast(
     const std::vector<int64_t> &inShape, const std::vector<int64_t> &dims,
     const std::vector<int64_t> &outShape, StridedCopy &copy) {
   std::vector<int64_t> inStrides = getStrides(inShape);
@@ -74,13 +76,13 @@ std::string tessera::runtime::cuda::planBroadcast(
   return makeCopy(outShape, srcStrides, getStrides(outShape), copy);
 }
 
-std::string tessera::runtime::cuda::planConcatInput(
+Status tessera::runtime::cuda::planConcatInput(
     const std::vector<int64_t> &inShape, const std::vector<int64_t> &outShape,
     int64_t dim, int64_t offset, StridedCopy &copy) {
   std::vector<int64_t> outStrides = getStrides(outShape);
-  std::string error = makeCopy(inShape, getStrides(inShape), outStrides, copy);
+  Status status = makeCopy(inShape, getStrides(inShape), outStrides, copy);
   copy.dstBase = offset * outStrides[dim];
-  return error;
+  return status;
 }
 
 StridedCopy

@@ -10,8 +10,9 @@
 #ifndef TESSERA_RUNTIME_CUDA_LAYOUTS_H
 #define TESSERA_RUNTIME_CUDA_LAYOUTS_H
 
+#include "tessera/runtime/Status.h"
+
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace tessera::runtime::cuda {
@@ -34,27 +35,26 @@ struct StridedCopy {
 /// Row-major strides, in elements.
 std::vector<int64_t> getStrides(const std::vector<int64_t> &shape);
 
-/// Each planner fills `copy` and returns "", or a message when the shape
-/// has more than kMaxRank dims.
+/// Each planner fills `copy`, or fails (unavailable) when the shape has more
+/// than kMaxRank dims.
 ///
 /// The result dim i is the source dim perm[i].
-std::string planPermute(const std::vector<int64_t> &shape,
-                        const std::vector<int64_t> &perm, StridedCopy &copy);
+Status planPermute(const std::vector<int64_t> &shape,
+                   const std::vector<int64_t> &perm, StridedCopy &copy);
 /// The block of `inShape` from `start` with `outShape`.
-std::string planSlice(const std::vector<int64_t> &inShape,
-                      const std::vector<int64_t> &start,
-                      const std::vector<int64_t> &outShape, StridedCopy &copy);
+Status planSlice(const std::vector<int64_t> &inShape,
+                 const std::vector<int64_t> &start,
+                 const std::vector<int64_t> &outShape, StridedCopy &copy);
 /// nn.broadcast: operand dim i is result dim dims[i]; size-1 operand dims
 /// and new dims repeat.
-std::string planBroadcast(const std::vector<int64_t> &inShape,
-                          const std::vector<int64_t> &dims,
-                          const std::vector<int64_t> &outShape,
-                          StridedCopy &copy);
+Status planBroadcast(const std::vector<int64_t> &inShape,
+                     const std::vector<int64_t> &dims,
+                     const std::vector<int64_t> &outShape, StridedCopy &copy);
 /// One concat input of `inShape` written at `offset` along `dim` of
 /// `outShape`.
-std::string planConcatInput(const std::vector<int64_t> &inShape,
-                            const std::vector<int64_t> &outShape, int64_t dim,
-                            int64_t offset, StridedCopy &copy);
+Status planConcatInput(const std::vector<int64_t> &inShape,
+                       const std::vector<int64_t> &outShape, int64_t dim,
+                       int64_t offset, StridedCopy &copy);
 /// Between a tensor of `count` pieces of `pieceShape` along `dim` (the
 /// pieces concatenated along dim) and the same pieces one after another
 /// (`toPieces`: from the first to the second), as NCCL's all-gather and

@@ -399,9 +399,8 @@ Pending NcclCommunicator::startAllGather(const Tensor &in, const Tensor &out,
     void *gathered = out.data;
     scratch.reset();
     if (!isOutermost(in.shape, dim))
-      if (std::string error = scratch.take(out.getBytes(), gathered);
-          !error.empty())
-        return error;
+      if (Status status = scratch.take(out.getBytes(), gathered); !status.ok())
+        return status.message();
     std::string error =
         getNcclError(ncclAllGather(in.data, gathered, in.getNumElements(),
                                    getNcclType(in.dtype), comm, on),
@@ -426,9 +425,8 @@ Pending NcclCommunicator::startReduceScatter(const Tensor &in,
     scratch.reset();
     if (!isOutermost(out.shape, dim)) {
       void *packed = nullptr;
-      if (std::string error = scratch.take(in.getBytes(), packed);
-          !error.empty())
-        return error;
+      if (Status status = scratch.take(in.getBytes(), packed); !status.ok())
+        return status.message();
       movePieces(in.data, packed, in.dtype, out.shape, dim, count,
                  /*toPieces=*/true, on);
       pieces = packed;
@@ -455,11 +453,11 @@ Pending NcclCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
     // concatenated along concatDim.
     scratch.reset();
     void *sendPieces = nullptr, *recvPieces = nullptr;
-    std::string error = scratch.take(in.getBytes(), sendPieces);
-    if (error.empty())
-      error = scratch.take(out.getBytes(), recvPieces);
-    if (!error.empty())
-      return error;
+    Status status = scratch.take(in.getBytes(), sendPieces);
+    if (status.ok())
+      status = scratch.take(out.getBytes(), recvPieces);
+    if (!status.ok())
+      return status.message();
     movePieces(in.data, sendPieces, in.dtype, pieceShape, splitDim, count,
                /*toPieces=*/true, on);
     size_t pieceBytes = in.getBytes() / count;
@@ -471,7 +469,7 @@ Pending NcclCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
       ncclRecv(static_cast<uint8_t *>(recvPieces) + j * pieceBytes,
                pieceElements, getNcclType(in.dtype), j, comm, on);
     }
-    error = getNcclError(ncclGroupEnd(), "all_to_all", comm);
+    std::string error = getNcclError(ncclGroupEnd(), "all_to_all", comm);
     if (error.empty())
       movePieces(recvPieces, out.data, in.dtype, pieceShape, concatDim, count,
                  /*toPieces=*/false, on);

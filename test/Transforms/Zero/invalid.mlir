@@ -14,7 +14,7 @@ func.func @no_mesh(%w: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: 
 dist.mesh @mesh ["dp"=2]
 func.func @moments_computed(%w: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}]>}, %g: tensor<8xf32>, %t: tensor<i64>) -> tensor<8xf32> {
   %zero = nn.constant dense<0.0> : tensor<8xf32>
-  // expected-error @+1 {{ZeRO expects the parameter and moments of nn.adamw to be arguments of the train step}}
+  // expected-error @+1 {{ZeRO expects the parameter and optimizer state of nn.adamw to be arguments of the train step}}
   %w2, %m2, %v2 = nn.adamw %w, %g, %zero, %zero, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
   return %w2 : tensor<8xf32>
 }

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 using namespace tessera;
 using namespace tessera::runtime;
 
@@ -66,8 +68,22 @@ plan::Plan makePlan() {
   return plan;
 }
 
+/// What validatePlan says: "" for a valid plan, else its invalid plan error.
+std::string getValidationError(const plan::Plan &plan) {
+  Status status = validatePlan(plan);
+  EXPECT_TRUE(status.ok() || status.getCode() == StatusCode::InvalidPlan);
+  return status.message();
+}
+
+/// Writes `bytes` to a fresh file in the test's temporary directory.
+std::string writeFile(const std::string &name, const std::string &bytes) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
 TEST(PlanTest, AWellFormedPlanValidates) {
-  EXPECT_EQ(validatePlan(makePlan()), "");
+  EXPECT_EQ(getValidationError(makePlan()), "");
 }
 
 TEST(PlanTest, RoundTripsThroughTheWireFormat) {
@@ -75,13 +91,14 @@ TEST(PlanTest, RoundTripsThroughTheWireFormat) {
   ASSERT_TRUE(makePlan().SerializeToString(&bytes));
   plan::Plan parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes));
-  EXPECT_EQ(validatePlan(parsed), "");
+  EXPECT_EQ(getValidationError(parsed), "");
 }
 
 TEST(PlanTest, RejectsAnotherFormatVersion) {
   plan::Plan plan = makePlan();
   plan.set_format_version(plan::PLAN_FORMAT_VERSION_UNSPECIFIED);
-  EXPECT_EQ(validatePlan(plan), "format version 0 is not this runtime's 1");
+  EXPECT_EQ(getValidationError(plan),
+            "format version 0 is not this runtime's 1");
 }
 
 TEST(PlanTest, RejectsABufferOutOfRange) {
@@ -90,8 +107,9 @@ TEST(PlanTest, RejectsABufferOutOfRange) {
       ->mutable_instructions(0)
       ->mutable_kernel()
       ->set_inputs(0, 7);
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 0 (nn.relu) reads "
-                                "names buffer 7, expected < 3");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 0 (nn.relu) reads "
+            "names buffer 7, expected < 3");
 }
 
 TEST(PlanTest, RejectsAReadAfterFree) {
@@ -100,14 +118,14 @@ TEST(PlanTest, RejectsAReadAfterFree) {
       ->mutable_instructions(1)
       ->mutable_collective()
       ->set_input(0);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 1 reads buffer 0 after it is freed");
 }
 
 TEST(PlanTest, RejectsCollectiveShapesThatDoNotFollowFromTheGroup) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_buffers(2)->set_shape(1, 24);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 1: ALL_GATHER of [4, 8] over a group of 2 "
             "cannot give [4, 24]");
 }
@@ -118,28 +136,32 @@ TEST(PlanTest, RejectsAnUnknownMeshAxis) {
       ->mutable_instructions(1)
       ->mutable_collective()
       ->set_mesh_axes(0, "dp");
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: ALL_GATHER names "
-                                "unknown mesh axis \"dp\"");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 1: ALL_GATHER names "
+            "unknown mesh axis \"dp\"");
 }
 
 TEST(PlanTest, RejectsOverlappingLiveBuffers) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_buffers(1)->set_arena_offset_bytes(64);
-  EXPECT_EQ(validatePlan(plan), "program 0: buffers 0 and 1 overlap in the "
-                                "arena while both live");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: buffers 0 and 1 overlap in the "
+            "arena while both live");
 }
 
 TEST(PlanTest, RejectsArgumentsWhoseGlobalShapeDoesNotFit) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_arguments(0)->set_global_shape(1, 12);
-  EXPECT_EQ(validatePlan(plan), "program 0: argument 'arg0' dim 1: local size "
-                                "8 times 2 devices is not the global 12");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: argument 'arg0' dim 1: local size "
+            "8 times 2 devices is not the global 12");
 }
 
 TEST(PlanTest, RejectsRanksWithoutAProgram) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_ranks()->RemoveLast();
-  EXPECT_EQ(validatePlan(plan), "the programs cover 1 ranks of a mesh of 2");
+  EXPECT_EQ(getValidationError(plan),
+            "the programs cover 1 ranks of a mesh of 2");
 }
 
 /// makePlan with its all_gather started on stream 1 (event 0) and a wait
@@ -158,7 +180,7 @@ plan::Plan makeAsyncPlan() {
 }
 
 TEST(PlanTest, AStartedCollectiveAndItsWaitValidate) {
-  EXPECT_EQ(validatePlan(makeAsyncPlan()), "");
+  EXPECT_EQ(getValidationError(makeAsyncPlan()), "");
 }
 
 TEST(PlanTest, RejectsAReadOfAStartedCollectiveBeforeItsWait) {
@@ -175,8 +197,9 @@ TEST(PlanTest, RejectsAReadOfAStartedCollectiveBeforeItsWait) {
   early.mutable_kernel()->add_outputs(3);
   program->mutable_instructions()->Add(std::move(early));
   program->mutable_instructions()->SwapElements(2, 3);
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 2 (nn.relu) reads "
-                                "buffer 2 before the wait for event 0");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 2 (nn.relu) reads "
+            "buffer 2 before the wait for event 0");
 }
 
 TEST(PlanTest, RejectsFreeingTheInputOfAStartedCollective) {
@@ -184,28 +207,30 @@ TEST(PlanTest, RejectsFreeingTheInputOfAStartedCollective) {
   plan::Program *program = plan.mutable_programs(0);
   program->mutable_instructions(1)->add_frees(1);
   program->mutable_instructions(2)->clear_frees();
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1 frees buffer 1 "
-                                "while the collective of event 0 uses it");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 1 frees buffer 1 "
+            "while the collective of event 0 uses it");
 }
 
 TEST(PlanTest, RejectsACollectiveNeverWaitedFor) {
   plan::Plan plan = makeAsyncPlan();
   plan.mutable_programs(0)->mutable_instructions()->RemoveLast();
-  EXPECT_EQ(validatePlan(plan), "program 0: event 0 is never waited for");
+  EXPECT_EQ(getValidationError(plan), "program 0: event 0 is never waited for");
 }
 
 TEST(PlanTest, RejectsAWaitForAnEventNothingSignals) {
   plan::Plan plan = makeAsyncPlan();
   plan.mutable_programs(0)->mutable_instructions(2)->set_wait_events(0, 5);
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 2 waits for event 5, "
-                                "which no collective in flight signals");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 2 waits for event 5, "
+            "which no collective in flight signals");
 }
 
 TEST(PlanTest, RejectsAKernelOnTheCommunicationStream) {
   plan::Plan plan = makeAsyncPlan();
   plan.mutable_programs(0)->mutable_instructions(0)->set_stream(1);
   EXPECT_EQ(
-      validatePlan(plan),
+      getValidationError(plan),
       "program 0: instruction 0 (nn.relu): only a collective or a send may "
       "run on a stream other than 0, and it signals one event");
 }
@@ -222,20 +247,21 @@ plan::Plan makeViewPlan() {
 }
 
 TEST(PlanTest, AViewReadsTheBytesOfItsBuffer) {
-  EXPECT_EQ(validatePlan(makeViewPlan()), "");
+  EXPECT_EQ(getValidationError(makeViewPlan()), "");
 }
 
 TEST(PlanTest, RejectsAViewOfAnotherSize) {
   plan::Plan plan = makeViewPlan();
   plan.mutable_programs(0)->mutable_buffers(3)->set_shape(1, 4);
-  EXPECT_EQ(validatePlan(plan), "program 0: view buffer 3 differs from "
-                                "buffer 1 in dtype, size or arena offset");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: view buffer 3 differs from "
+            "buffer 1 in dtype, size or arena offset");
 }
 
 TEST(PlanTest, RejectsAViewOfALaterBuffer) {
   plan::Plan plan = makeViewPlan();
   plan.mutable_programs(0)->mutable_buffers(3)->set_view_of(3);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: view buffer 3 is a view of 3, expected an earlier "
             "buffer that is not a view");
 }
@@ -245,21 +271,22 @@ TEST(PlanTest, RejectsAReadOfAViewAfterItsBufferIsFreed) {
   plan::Program *program = plan.mutable_programs(0);
   program->mutable_instructions(0)->add_frees(1);
   program->mutable_instructions(1)->clear_frees();
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 1 reads buffer 1 after it is freed");
 }
 
 TEST(PlanTest, RejectsWritingOrFreeingAView) {
   plan::Plan plan = makeViewPlan();
   plan.mutable_programs(0)->mutable_instructions(1)->set_frees(0, 3);
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1 frees view buffer "
-                                "3 (its buffer is freed instead)");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 1 frees view buffer "
+            "3 (its buffer is freed instead)");
   plan = makeViewPlan();
   plan.mutable_programs(0)
       ->mutable_instructions(0)
       ->mutable_kernel()
       ->set_outputs(0, 3);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 0 (nn.relu) writes view buffer 3");
 }
 
@@ -360,7 +387,7 @@ plan::Plan makePipelinePlan() {
 } // namespace
 
 TEST(PlanTest, APipelinePlanValidates) {
-  EXPECT_EQ(validatePlan(makePipelinePlan()), "");
+  EXPECT_EQ(getValidationError(makePipelinePlan()), "");
 }
 
 TEST(PlanTest, RejectsASendWithoutItsReceive) {
@@ -369,8 +396,9 @@ TEST(PlanTest, RejectsASendWithoutItsReceive) {
       ->mutable_instructions(0)
       ->mutable_send_recv()
       ->set_tag(4);
-  EXPECT_EQ(validatePlan(plan), "the send with tag 3 from rank 0 to rank 1 "
-                                "has no matching receive");
+  EXPECT_EQ(getValidationError(plan),
+            "the send with tag 3 from rank 0 to rank 1 "
+            "has no matching receive");
 }
 
 TEST(PlanTest, RejectsReceivesOutOfTheOrderOfTheSends) {
@@ -393,7 +421,7 @@ TEST(PlanTest, RejectsReceivesOutOfTheOrderOfTheSends) {
   *late = second->instructions(0);
   late->mutable_send_recv()->set_buffer(1);
   late->mutable_send_recv()->set_tag(5);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "rank 1 receives tags [3, 5] from rank 0, which sends [5, 3]: "
             "receives must come in the order of the sends");
   EXPECT_EQ(getTransferChannels(plan),
@@ -404,8 +432,9 @@ TEST(PlanTest, RejectsATransferOfAnotherShape) {
   plan::Plan plan = makePipelinePlan();
   plan.mutable_programs(1)->mutable_buffers(0)->set_shape(1, 4);
   plan.mutable_programs(1)->mutable_results(0)->set_global_shape(1, 4);
-  EXPECT_EQ(validatePlan(plan), "the send with tag 3 from rank 0 to rank 1 "
-                                "and its match differ in dtype or shape");
+  EXPECT_EQ(getValidationError(plan),
+            "the send with tag 3 from rank 0 to rank 1 "
+            "and its match differ in dtype or shape");
 }
 
 TEST(PlanTest, RejectsATransferToAnUnknownAxisOrItself) {
@@ -414,22 +443,23 @@ TEST(PlanTest, RejectsATransferToAnUnknownAxisOrItself) {
       ->mutable_instructions(1)
       ->mutable_send_recv()
       ->set_mesh_axis("stage");
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: send names "
-                                "unknown mesh axis \"stage\"");
+  EXPECT_EQ(getValidationError(plan), "program 0: instruction 1: send names "
+                                      "unknown mesh axis \"stage\"");
   plan = makePipelinePlan();
   plan.mutable_programs(0)
       ->mutable_instructions(1)
       ->mutable_send_recv()
       ->set_peer(0);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 1: send on rank 0 names itself");
   plan = makePipelinePlan();
   plan.mutable_programs(0)
       ->mutable_instructions(1)
       ->mutable_send_recv()
       ->set_peer(2);
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 1: send peer 2 is "
-                                "not a coordinate of axis \"pp\" (size 2)");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 1: send peer 2 is "
+            "not a coordinate of axis \"pp\" (size 2)");
 }
 
 TEST(PlanTest, RejectsAReceiveOnTheCommunicationStream) {
@@ -437,7 +467,7 @@ TEST(PlanTest, RejectsAReceiveOnTheCommunicationStream) {
   plan::Instruction *recv = plan.mutable_programs(1)->mutable_instructions(0);
   recv->set_stream(1);
   recv->add_signal_events(0);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 1: instruction 0 (recv): only a collective or a send may "
             "run on a stream other than 0, and it signals one event");
 }
@@ -447,7 +477,7 @@ TEST(PlanTest, RejectsFreeingABufferWhileItIsSent) {
   plan::Program *first = plan.mutable_programs(0);
   first->mutable_instructions(2)->clear_frees();
   first->mutable_instructions(1)->add_frees(1);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 1 (send) frees buffer 1 while the "
             "collective of event 0 uses it");
 }
@@ -462,9 +492,9 @@ TEST(PlanTest, RejectsStagesThatDisagreeOnAnArgument) {
   plan::Argument *argument = second->add_arguments();
   *argument = plan.programs(0).arguments(0);
   argument->set_buffer(1);
-  EXPECT_EQ(validatePlan(plan), "");
+  EXPECT_EQ(getValidationError(plan), "");
   argument->set_index_bound(256);
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 1: argument 'arg0' (source index 0) differs from "
             "another program's in name, role, dtype, global shape or index "
             "bound");
@@ -480,7 +510,7 @@ TEST(PlanTest, RejectsAnUnknownKernel) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op(
       "nn.frobnicate");
-  EXPECT_EQ(validatePlan(plan),
+  EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 0: unknown kernel 'nn.frobnicate'");
 }
 
@@ -490,23 +520,25 @@ TEST(PlanTest, RejectsAKernelMissingAnAttribute) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op(
       "nn.softmax");
-  EXPECT_EQ(validatePlan(plan), "program 0: instruction 0 (nn.softmax): "
-                                "nn.softmax: missing integer attribute 'dim'");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 0 (nn.softmax): "
+            "nn.softmax: missing integer attribute 'dim'");
   (*plan.mutable_programs(0)
         ->mutable_instructions(0)
         ->mutable_kernel()
         ->mutable_attrs())["dim"]
       .set_i(1);
-  EXPECT_EQ(validatePlan(plan), "");
+  EXPECT_EQ(getValidationError(plan), "");
 }
 
 TEST(PlanTest, RejectsAKernelWhoseShapesDoNotFit) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_buffers(1)->set_shape(1, 4);
-  EXPECT_EQ(validatePlan(plan).rfind("program 0: instruction 0 (nn.relu): "
+  EXPECT_EQ(
+      getValidationError(plan).rfind("program 0: instruction 0 (nn.relu): "
                                      "nn.relu: expects result of shape",
                                      0),
-            0u);
+      0u);
 }
 
 TEST(ExecutorTest, FindsEveryKernelWhenItLoads) {
@@ -526,8 +558,48 @@ TEST(ExecutorTest, FindsEveryKernelWhenItLoads) {
   EXPECT_EQ(executor.getLoadStatus().message(),
             "instruction 0: unknown kernel 'nn.frobnicate'");
   std::vector<OwnedTensor> results;
-  EXPECT_EQ(executor.run({}, results),
-            "instruction 0: unknown kernel 'nn.frobnicate'");
+  Status status = executor.run({}, results);
+  EXPECT_EQ(status.getCode(), StatusCode::InvalidPlan);
+  EXPECT_EQ(status.message(), "instruction 0: unknown kernel 'nn.frobnicate'");
+}
+
+TEST(LoadPlanTest, FailsOnAMissingFile) {
+  std::string path = ::testing::TempDir() + "tessera-plan-test-missing.plan";
+  Expected<plan::Plan> loaded = loadPlan(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_EQ(loaded.message(), "cannot open plan '" + path + "'");
+}
+
+TEST(LoadPlanTest, FailsOnAFileThatIsNotAPlan) {
+  std::string path =
+      writeFile("tessera-plan-test-garbage.plan", "\xff\xff\xff");
+  Expected<plan::Plan> loaded = loadPlan(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_EQ(loaded.message(),
+            "'" + path + "' is not a Tessera plan (it does not parse)");
+}
+
+TEST(LoadPlanTest, NamesTheFileOfAnInvalidPlan) {
+  plan::Plan plan = makePlan();
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION_UNSPECIFIED);
+  std::string path =
+      writeFile("tessera-plan-test-old.plan", plan.SerializeAsString());
+  Expected<plan::Plan> loaded = loadPlan(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getStatus().getCode(), StatusCode::InvalidPlan);
+  EXPECT_EQ(loaded.message(),
+            "invalid plan '" + path +
+                "': format version 0 is not this runtime's 1");
+}
+
+TEST(LoadPlanTest, LoadsAValidPlan) {
+  std::string path =
+      writeFile("tessera-plan-test-good.plan", makePlan().SerializeAsString());
+  Expected<plan::Plan> loaded = loadPlan(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->programs(0).instructions_size(), 2);
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #ifndef TESSERA_RUNTIME_DUMP_H
 #define TESSERA_RUNTIME_DUMP_H
 
+#include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <string>
@@ -18,11 +19,11 @@
 
 namespace tessera::runtime {
 
-std::string writeTensors(const std::string &path,
-                         const std::vector<OwnedTensor> &tensors);
-/// Returns an error naming the file and what is wrong, or "".
-std::string readTensors(const std::string &path,
-                        std::vector<OwnedTensor> &tensors);
+/// Fails with a data error naming the file when it cannot be written.
+Status writeTensors(const std::string &path,
+                    const std::vector<OwnedTensor> &tensors);
+/// The tensors of a file, or a data error naming the file and what is wrong.
+Expected<std::vector<OwnedTensor>> readTensors(const std::string &path);
 
 } // namespace tessera::runtime
 

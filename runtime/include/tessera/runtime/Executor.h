@@ -44,10 +44,10 @@ public:
   /// Runs the program once on local `arguments` (in the program's argument
   /// order) and returns its local results: all, or where `wanted` (one flag
   /// per result) is given, those it marks (the others keep what they held).
-  /// Returns an error message naming the failing instruction, or "".
-  std::string run(const std::vector<OwnedTensor> &arguments,
-                  std::vector<OwnedTensor> &results,
-                  const std::vector<bool> &wanted = {});
+  /// Fails with a message naming the failing instruction.
+  Status run(const std::vector<OwnedTensor> &arguments,
+             std::vector<OwnedTensor> &results,
+             const std::vector<bool> &wanted = {});
 
   /// One instruction's span, in microseconds since the executor was made
   /// (a traced run waits for each kernel, so that on a GPU a kernel's span
@@ -84,9 +84,6 @@ private:
   Status load();
   /// Points every loaded kernel's tensors into the arena.
   void bindBuffers();
-  Status runProgram(const std::vector<OwnedTensor> &arguments,
-                    std::vector<OwnedTensor> &results,
-                    const std::vector<bool> &wanted);
   Tensor getBuffer(int64_t id);
   Pending startCollective(const plan::Collective &collective);
   /// `when` (by default now) in microseconds since the executor was made.

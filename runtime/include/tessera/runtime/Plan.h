@@ -16,16 +16,18 @@
 
 namespace tessera::runtime {
 
-/// Reads a plan file and validates it; returns an error message, or "".
-std::string loadPlan(const std::string &path, plan::Plan &plan);
+/// Reads a plan file and validates it: the plan, or a data error (no such
+/// file, not a plan) or the invalid plan error of validatePlan, named by the
+/// file.
+Expected<plan::Plan> loadPlan(const std::string &path);
 
 /// Checks every field a runtime relies on: the format version, the mesh,
 /// buffer ids, dtypes and shapes, the operands of every instruction, the
 /// group of every collective and the shapes it implies, frees, arguments,
 /// results, the memory plan, and that transfers match and arrive in the
-/// order they are sent. Returns an error message naming the program,
-/// instruction or buffer at fault, or "" for a valid plan.
-std::string validatePlan(const plan::Plan &plan);
+/// order they are sent. Fails with an invalid plan error naming the program,
+/// instruction or buffer at fault.
+Status validatePlan(const plan::Plan &plan);
 
 /// The plan's mesh (no axes: one device).
 Mesh getMesh(const plan::Plan &plan);
