@@ -12,6 +12,8 @@ namespace tessera {
 #include "tessera/Transforms/Passes.h.inc"
 } // namespace tessera
 
+#define DEBUG_TYPE "tessera-strip-sharding"
+
 using namespace mlir;
 
 namespace {

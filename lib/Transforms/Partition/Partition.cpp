@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -281,6 +282,13 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
     op->setOperand(index, *local);
   }
 
+  LLVM_DEBUG({
+    llvm::dbgs() << "partition " << op->getName() << " at " << op->getLoc()
+                 << ":";
+    for (auto [factor, axes] : llvm::enumerate(chosen))
+      llvm::dbgs() << " #" << factor << "=" << formatAxes(axes);
+    llvm::dbgs() << "\n";
+  });
   AxisList partial;
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
     if (rule.getFactors()[factor].kind == FactorKind::Reduction)

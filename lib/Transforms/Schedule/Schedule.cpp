@@ -34,6 +34,8 @@ namespace tessera {
 #include "tessera/Transforms/Passes.h.inc"
 } // namespace tessera
 
+#define DEBUG_TYPE "tessera-schedule"
+
 using namespace mlir;
 using namespace tessera;
 

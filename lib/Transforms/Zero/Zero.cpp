@@ -25,11 +25,14 @@
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Debug.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_ZEROPASS
 #include "tessera/Transforms/Passes.h.inc"
 } // namespace tessera
+
+#define DEBUG_TYPE "tessera-zero"
 
 using namespace mlir;
 using namespace tessera;
@@ -199,6 +202,12 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
           if (existing.empty() == unsplit && pieces % devices == 0)
             dim = d;
         }
+      LLVM_DEBUG(llvm::dbgs()
+                 << "zero-" << stage << ": parameter #" << param.getArgNumber()
+                 << (dim ? " split on dim " + std::to_string(*dim)
+                         : std::string(" kept whole (no dim the group "
+                                       "divides)"))
+                 << "\n");
       FlatSymbolRefAttr meshName = mesh.getName();
       // Whole over the ZeRO axes, other dims propagating as before: how the
       // model reads the parameter.
