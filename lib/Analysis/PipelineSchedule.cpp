@@ -13,7 +13,10 @@ using namespace tessera;
 int64_t tessera::getWarmupUnits(const PipelineSpec &spec, int64_t rank,
                                 bool hasBackward) {
   int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
-  if (spec.schedule == PipelineSchedule::Interleaved) {
+  // With one stage per rank Megatron-LM runs plain 1F1B: the longer warm-up
+  // only pays for the chunks there are, and would hold p - rank - 1 more
+  // microbatches for nothing.
+  if (spec.schedule == PipelineSchedule::Interleaved && v > 1) {
     int64_t total = m * v;
     return hasBackward ? std::min((p - rank - 1) * 2 + (v - 1) * p, total)
                        : total;
@@ -54,15 +57,21 @@ tessera::getPipelineSchedule(const PipelineSpec &spec, int64_t rank,
         units.push_back(backward(k));
     return units;
   }
-  // ZB-H1 runs a microbatch's weight gradients p - rank - 1 backwards after
-  // its input gradients (at once on the last rank), so that in the
-  // cool-down each fills the wait for the next rank's gradient.
+  // ZB-H1 (Qi et al. 2023, figure 3, top) keeps 1F1B's forwards and input
+  // gradients and runs the weight gradients of microbatch k right after the
+  // input gradients of microbatch k + rank, and the last rank of them at the
+  // end.
+  // Without W in them the backwards reach the first rank sooner than in
+  // 1F1B, and deferring W by rank lets each rank's steady state start on
+  // time; the deferred Ws fill the tail, where 1F1B's later ranks idle. With
+  // F = B = W each rank idles only the p - 1 units before its first B: a
+  // bubble of (p - 1) / (3m) for m >= p. Rank r holds 1F1B's p - r
+  // microbatches between F and B, and r between B and W.
   bool zeroBubble = spec.schedule == PipelineSchedule::ZeroBubbleH1;
-  int64_t lag = p - rank - 1, weights = 0;
   auto backward = [&](int64_t k) {
     units.push_back({Kind::Backward, rank, k});
-    if (zeroBubble && k - weights >= lag)
-      units.push_back({Kind::Weight, rank, weights++});
+    if (zeroBubble && k >= rank)
+      units.push_back({Kind::Weight, rank, k - rank});
   };
   for (int64_t k = 0; k < warmup; ++k)
     units.push_back({Kind::Forward, rank, k});
@@ -71,14 +80,11 @@ tessera::getPipelineSchedule(const PipelineSpec &spec, int64_t rank,
     backward(k);
   }
   if (hasBackward) {
-    for (int64_t k = m - warmup; k < m; ++k) {
+    for (int64_t k = m - warmup; k < m; ++k)
       backward(k);
-      // In the cool-down, one weight unit after each backward.
-      if (zeroBubble && weights <= k && units.back().kind != Kind::Weight)
-        units.push_back({Kind::Weight, rank, weights++});
-    }
-    while (zeroBubble && weights < m)
-      units.push_back({Kind::Weight, rank, weights++});
+    if (zeroBubble)
+      for (int64_t k = std::max<int64_t>(m - rank, 0); k < m; ++k)
+        units.push_back({Kind::Weight, rank, k});
   }
   return units;
 }

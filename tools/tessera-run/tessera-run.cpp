@@ -85,8 +85,8 @@ int getLocalGpu() {
   return count > 0 ? local % count : 0;
 }
 
-/// Parses the command line; returns an error message or "".
-std::string parseOptions(int argc, char **argv, Options &options) {
+/// Parses the command line.
+Status parseOptions(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) -> bool {
@@ -98,64 +98,67 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     std::string text;
     if (arg == "--steps" || arg == "--seed") {
       if (!value(text))
-        return arg + " needs a value";
+        return invalidArgument(arg + " needs a value");
       char *end = nullptr;
       long long number = std::strtoll(text.c_str(), &end, 10);
       if (*end != '\0' || number < (arg == "--steps" ? 1 : 0))
-        return arg + " expects a non-negative integer" +
-               (arg == "--steps" ? std::string(" >= 1") : std::string()) +
-               ", got '" + text + "'";
+        return invalidArgument(
+            arg + " expects a non-negative integer" +
+            (arg == "--steps" ? std::string(" >= 1") : std::string()) +
+            ", got '" + text + "'");
       if (arg == "--steps")
         options.steps = number;
       else
         options.seed = number;
     } else if (arg == "--inputs") {
       if (!value(options.inputs))
-        return "--inputs needs a file";
+        return invalidArgument("--inputs needs a file");
     } else if (arg == "--dump-inputs") {
       if (!value(options.dumpInputs))
-        return "--dump-inputs needs a file";
+        return invalidArgument("--dump-inputs needs a file");
     } else if (arg == "--save-checkpoint") {
       if (!value(options.saveCheckpoint))
-        return "--save-checkpoint needs a directory";
+        return invalidArgument("--save-checkpoint needs a directory");
     } else if (arg == "--load-checkpoint") {
       if (!value(options.loadCheckpoint))
-        return "--load-checkpoint needs a directory";
+        return invalidArgument("--load-checkpoint needs a directory");
     } else if (arg == "--trace") {
       if (!value(options.traceDir))
-        return "--trace needs a directory";
+        return invalidArgument("--trace needs a directory");
     } else if (arg == "--time") {
       options.time = true;
     } else if (arg == "--device") {
       if (!value(options.device))
-        return "--device needs cpu or cuda";
+        return invalidArgument("--device needs cpu or cuda");
       if (options.device != "cpu" && options.device != "cuda")
-        return "--device expects cpu or cuda, got '" + options.device + "'";
+        return invalidArgument("--device expects cpu or cuda, got '" +
+                               options.device + "'");
     } else if (arg == "--comm-timeout") {
       if (!value(text))
-        return "--comm-timeout needs a number of seconds";
+        return invalidArgument("--comm-timeout needs a number of seconds");
       char *end = nullptr;
       options.commTimeout = std::strtod(text.c_str(), &end);
       if (*end != '\0' || !(options.commTimeout > 0))
-        return "--comm-timeout expects a positive number of seconds, got '" +
-               text + "'";
+        return invalidArgument(
+            "--comm-timeout expects a positive number of seconds, got '" +
+            text + "'");
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
-        return "--dump-losses needs a file";
+        return invalidArgument("--dump-losses needs a file");
     } else if (arg == "--dump-outputs") {
       if (!value(options.dumpOutputs))
-        return "--dump-outputs needs a file";
+        return invalidArgument("--dump-outputs needs a file");
     } else if (!arg.empty() && arg[0] == '-') {
-      return "unknown option '" + arg + "'";
+      return invalidArgument("unknown option '" + arg + "'");
     } else if (options.plan.empty()) {
       options.plan = arg;
     } else {
-      return "more than one plan given";
+      return invalidArgument("more than one plan given");
     }
   }
   if (options.plan.empty())
-    return "no plan given";
-  return "";
+    return invalidArgument("no plan given");
+  return Status::success();
 }
 
 /// The value of a scalar float tensor.
@@ -302,9 +305,10 @@ int main(int argc, char **argv) {
   };
 
   Options options;
-  if (std::string error = parseOptions(argc, argv, options); !error.empty()) {
+  if (Status parsed = parseOptions(argc, argv, options); !parsed.ok()) {
     if (rank == 0)
-      std::fprintf(stderr, "tessera-run: error: %s\n%s", error.c_str(), kUsage);
+      std::fprintf(stderr, "tessera-run: error: %s\n%s",
+                   parsed.message().c_str(), kUsage);
     MPI_Finalize();
     return 2;
   }

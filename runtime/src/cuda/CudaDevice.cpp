@@ -28,7 +28,7 @@ using namespace tessera::runtime::cuda;
 /// The loaded cuBLASLt (set by the first CudaDevice::init).
 static const CublasLt *api = nullptr;
 
-const CublasLt *tessera::runtime::cuda::loadCublasLt(std::string &error) {
+Expected<const CublasLt *> tessera::runtime::cuda::loadCublasLt() {
   static CublasLt functions;
   static std::string loadError;
   static std::once_flag once;
@@ -50,8 +50,9 @@ const CublasLt *tessera::runtime::cuda::loadCublasLt(std::string &error) {
     TESSERA_CUBLASLT_FUNCTIONS(TESSERA_LOAD)
 #undef TESSERA_LOAD
   });
-  error = loadError;
-  return loadError.empty() ? &functions : nullptr;
+  if (!loadError.empty())
+    return unavailable(loadError);
+  return &functions;
 }
 
 std::string tessera::runtime::cuda::getCudaError(cudaError_t status,
@@ -142,9 +143,10 @@ Status CudaDevice::init(int ordinal) {
           "creating the compute stream");
       !status.ok())
     return status;
-  std::string error;
-  if (!(api = loadCublasLt(error)))
-    return unavailable(error);
+  Expected<const CublasLt *> loaded = loadCublasLt();
+  if (!loaded.ok())
+    return loaded.getStatus();
+  api = *loaded;
   if (api->cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
     return deviceError("cannot create a cuBLASLt handle on GPU " +
                        std::to_string(ordinal));

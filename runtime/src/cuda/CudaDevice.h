@@ -48,8 +48,8 @@ struct CublasLt {
   TESSERA_CUBLASLT_FUNCTIONS(TESSERA_DECLARE)
 #undef TESSERA_DECLARE
 };
-/// The loaded library, or null with `error` set.
-const CublasLt *loadCublasLt(std::string &error);
+/// The loaded library (dlopened on the first call), or why it is not there.
+Expected<const CublasLt *> loadCublasLt();
 
 /// Device memory taken in pieces while work on one stream is queued, and
 /// given back all at once (reset) when the next call may reuse it: stream

@@ -1,0 +1,69 @@
+//===- DumpTest.cpp - Tensor files read back as written -------------------===//
+
+#include "tessera/runtime/Dump.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace tessera::runtime;
+
+namespace {
+
+std::string getTempPath(const char *name) {
+  return testing::TempDir() + "/" + name;
+}
+
+TEST(DumpTest, TensorsReadBackAsWritten) {
+  OwnedTensor weights(DType::F32, {2, 3});
+  for (int64_t i = 0; i < 6; ++i)
+    weights.view.as<float>()[i] = 0.5f * i;
+  OwnedTensor ids(DType::I64, {4});
+  for (int64_t i = 0; i < 4; ++i)
+    ids.view.as<int64_t>()[i] = 1000 - i;
+  OwnedTensor scalar(DType::F32, {});
+  scalar.view.as<float>()[0] = -2;
+  std::string path = getTempPath("tensors.bin");
+  ASSERT_TRUE(writeTensors(path, {weights, ids, scalar}).ok());
+
+  Expected<std::vector<OwnedTensor>> read = readTensors(path);
+  ASSERT_TRUE(read.ok()) << read.message();
+  ASSERT_EQ(read->size(), 3u);
+  EXPECT_EQ((*read)[0].view.dtype, DType::F32);
+  EXPECT_EQ((*read)[0].view.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ((*read)[0].view.as<float>()[5], 2.5f);
+  EXPECT_EQ((*read)[1].view.dtype, DType::I64);
+  EXPECT_EQ((*read)[1].view.as<int64_t>()[3], 997);
+  EXPECT_TRUE((*read)[2].view.shape.empty());
+  EXPECT_EQ((*read)[2].view.as<float>()[0], -2);
+  std::remove(path.c_str());
+}
+
+TEST(DumpTest, AMissingFileIsADataErrorNamingIt) {
+  Expected<std::vector<OwnedTensor>> read =
+      readTensors(getTempPath("no-such-file.bin"));
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_NE(read.message().find("cannot open"), std::string::npos);
+  EXPECT_NE(read.message().find("no-such-file.bin"), std::string::npos);
+}
+
+TEST(DumpTest, AFileOfAnotherKindIsRefused) {
+  std::string path = getTempPath("not-tensors.bin");
+  std::ofstream(path) << "PLAN and more bytes than a header";
+  Expected<std::vector<OwnedTensor>> read = readTensors(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_NE(read.message().find("wrong magic"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(DumpTest, AnUnwritablePathIsADataError) {
+  Status written = writeTensors("/nonexistent-dir/tensors.bin", {});
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.getCode(), StatusCode::DataError);
+  EXPECT_NE(written.message().find("cannot write"), std::string::npos);
+}
+
+} // namespace
