@@ -28,8 +28,8 @@ tessera::loadModelFile(MLIRContext &context, StringRef path) {
     return llvm::createStringError(error);
   auto file = std::make_unique<ModelFile>();
   file->sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  file->handler = std::make_unique<SourceMgrDiagnosticHandler>(
-      file->sourceMgr, &context);
+  file->handler =
+      std::make_unique<SourceMgrDiagnosticHandler>(file->sourceMgr, &context);
   file->module = parseSourceFile<ModuleOp>(file->sourceMgr, &context);
   if (!file->module)
     return llvm::make_error<DiagnosedError>();
@@ -114,7 +114,7 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program,
   double perParameter = parameterBytes / parameters;
   return getZeroModelState(
       parameters, {perParameter, perParameter, stateBytes / parameters},
-      options.zero, dataParallel);
+      static_cast<int64_t>(options.zero.getValue()), dataParallel);
 }
 
 static void printBreakdown(llvm::raw_ostream &os, StringRef what,
@@ -151,9 +151,10 @@ llvm::Error tessera::printPlanSummary(StringRef path,
       os << llvm::formatv(
           "model state by ZeRO-{0}'s closed form: parameters {1:f0}, "
           "gradients {2:f0}, optimizer state {3:f0} bytes\n",
-          options.zero.getValue(), state->parameterBytes, state->gradientBytes,
-          state->optimizerStateBytes);
-    printBreakdown(os, "memory, each at its own peak", program.category_peaks());
+          static_cast<int>(options.zero.getValue()), state->parameterBytes,
+          state->gradientBytes, state->optimizerStateBytes);
+    printBreakdown(os, "memory, each at its own peak",
+                   program.category_peaks());
   }
   return llvm::Error::success();
 }

@@ -15,7 +15,7 @@ using namespace mlir;
 using namespace tessera;
 
 std::string tessera::checkCompileOptions(const CompileOptions &options) {
-  if (options.zero != 0 && options.train != Optimizer::AdamW)
+  if (options.zero != ZeroStage::None && options.train != Optimizer::AdamW)
     return "--zero needs --train adamw (the optimizer state it shards)";
   if (options.isPipelined() && options.train == Optimizer::None)
     return "--pp and --microbatches pipeline a train step: give --train";
@@ -52,7 +52,7 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   addTrainStep(pm, options);
   // ZeRO seeds the shardings of the optimizer state, gradients and
   // parameters, so it runs before propagation completes the rest.
-  if (options.zero != 0) {
+  if (options.zero != ZeroStage::None) {
     ZeroPassOptions zero;
     zero.stage = options.zero;
     zero.dataAxes.assign(options.zeroAxes.begin(), options.zeroAxes.end());
@@ -133,9 +133,9 @@ std::string tessera::getReplayCommand(StringRef model,
 
 /// Registers `name`, built by `build` from CompileOptions that
 /// checkCompileOptions accepts.
-static void registerCompilePipeline(
-    StringRef name, StringRef description,
-    void (*build)(OpPassManager &, const CompileOptions &)) {
+static void registerCompilePipeline(StringRef name, StringRef description,
+                                    void (*build)(OpPassManager &,
+                                                  const CompileOptions &)) {
   registerPassPipeline(
       name, description,
       [build](OpPassManager &pm, StringRef text,

@@ -11,7 +11,7 @@ using namespace tessera;
 
 void tessera::applyPlanChoice(const PlanChoice &choice,
                               CompileOptions &options) {
-  options.zero = choice.zero;
+  options.zero = static_cast<ZeroStage>(choice.zero);
   if (choice.zero >= 3 && options.reshardAfterForward.getValue().kind !=
                               ReshardAfterForward::Kind::Group)
     options.reshardAfterForward = choice.reshardAfterForward

@@ -39,16 +39,12 @@ static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
 static cl::opt<std::string>
     meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
              cl::sub(compileCommand()), cl::sub(verifyCommand()));
-static cl::opt<int64_t>
-    pipelineStages("pp",
-                   cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
-                   cl::init(1), cl::sub(compileCommand()),
-                   cl::sub(verifyCommand()));
-static cl::opt<int64_t>
-    microbatches("microbatches",
-                 cl::desc("Microbatches per step (gradient accumulation)"),
-                 cl::init(1), cl::sub(compileCommand()),
-                 cl::sub(verifyCommand()));
+static cl::opt<int64_t> pipelineStages(
+    "pp", cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
+    cl::init(1), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t> microbatches(
+    "microbatches", cl::desc("Microbatches per step (gradient accumulation)"),
+    cl::init(1), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<PipelineSchedule>
     pipelineSchedule("schedule", cl::desc("Pipeline schedule"),
                      cl::init(PipelineSchedule::OneFOneB),
@@ -71,15 +67,13 @@ static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
                                     cl::sub(verifyCommand()));
 static cl::opt<TrainPrecision>
     precision("precision", cl::desc("With --train: the types it computes in"),
-              cl::init(TrainPrecision::Model),
-              enumValues(kTrainPrecisionNames), cl::sub(compileCommand()),
-              cl::sub(verifyCommand()));
-static cl::opt<int64_t> zeroStage(
+              cl::init(TrainPrecision::Model), enumValues(kTrainPrecisionNames),
+              cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<ZeroStage> zeroStage(
     "zero",
-    cl::desc("With --train adamw: ZeRO stage over \"dp\" (--tessera-zero): "
-             "0, 1 (optimizer state sharded), 2 (and gradients) or 3 (and "
-             "parameters)"),
-    cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+    cl::desc("With --train adamw: ZeRO stage over \"dp\" (--tessera-zero)"),
+    cl::init(ZeroStage::None), enumValues(kZeroStageNames),
+    cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::list<std::string>
     zeroAxes("zero-axes",
              cl::desc("With --zero: the data-parallel mesh axes, major first "
@@ -196,7 +190,7 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     return machine.takeError();
   std::optional<int64_t> zero;
   if (zeroStage.getNumOccurrences())
-    zero = zeroStage;
+    zero = static_cast<int64_t>(zeroStage.getValue());
   std::optional<bool> reshard;
   if (reshardAfterForward.getNumOccurrences() &&
       reshardAfterForward.kind != ReshardAfterForward::Kind::Group)
@@ -257,9 +251,8 @@ int cli::runCompile(MLIRContext &context) {
   }
   switch (emit) {
   case Emit::NN: {
-    if (llvm::Error error = runPipeline(module, [&](OpPassManager &pm) {
-          buildMeshPipeline(pm, options);
-        }))
+    if (llvm::Error error = runPipeline(
+            module, [&](OpPassManager &pm) { buildMeshPipeline(pm, options); }))
       return reportError(std::move(error));
     return writeModule(module);
   }

@@ -48,8 +48,9 @@ public:
   bool parse(Option &option, StringRef argName, StringRef arg,
              tessera::ExactDouble &value) {
     if (arg.getAsDouble(value.value))
-      return option.error("'" + arg + "' value invalid for floating point "
-                                      "argument!");
+      return option.error("'" + arg +
+                          "' value invalid for floating point "
+                          "argument!");
     return false;
   }
   StringRef getValueName() const override { return "number"; }
@@ -82,13 +83,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::init(ExactDouble(0.0))};
   Option<TrainPrecision> precision{
       *this, "precision", llvm::cl::desc("The types the train step uses"),
-      llvm::cl::init(TrainPrecision::Model),
-      enumValues(kTrainPrecisionNames)};
+      llvm::cl::init(TrainPrecision::Model), enumValues(kTrainPrecisionNames)};
 
   // ZeRO (--tessera-zero).
-  Option<int64_t> zero{*this, "zero",
-                       llvm::cl::desc("ZeRO stage 0-3 (an AdamW train step)"),
-                       llvm::cl::init(0)};
+  Option<ZeroStage> zero{
+      *this, "zero", llvm::cl::desc("ZeRO stage (an AdamW train step)"),
+      llvm::cl::init(ZeroStage::None), enumValues(kZeroStageNames)};
   ListOption<std::string> zeroAxes{
       *this, "zero-axes",
       llvm::cl::desc("The data-parallel mesh axes, major first (default dp)")};
@@ -118,10 +118,10 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "microbatches",
       llvm::cl::desc("Microbatches per step (gradient accumulation)"),
       llvm::cl::init(1)};
-  Option<PipelineSchedule> schedule{
-      *this, "schedule", llvm::cl::desc("The pipeline schedule"),
-      llvm::cl::init(PipelineSchedule::OneFOneB),
-      enumValues(kPipelineScheduleNames)};
+  Option<PipelineSchedule> schedule{*this, "schedule",
+                                    llvm::cl::desc("The pipeline schedule"),
+                                    llvm::cl::init(PipelineSchedule::OneFOneB),
+                                    enumValues(kPipelineScheduleNames)};
   Option<int64_t> virtualStages{
       *this, "virtual",
       llvm::cl::desc("Stages per pipeline rank (interleaved)"),
@@ -149,8 +149,7 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::init(0)};
 
   // Export (--tessera-export).
-  Option<std::string> output{*this, "output",
-                             llvm::cl::desc("The plan file"),
+  Option<std::string> output{*this, "output", llvm::cl::desc("The plan file"),
                              llvm::cl::init("-")};
   Option<bool> text{*this, "text",
                     llvm::cl::desc("Write the plan in protobuf text format"),

@@ -37,6 +37,20 @@ inline constexpr EnumName<TrainPrecision> kTrainPrecisionNames[] = {
     {"mixed", TrainPrecision::Mixed,
      "f32 master weights and optimizer state for a bf16/f16 model"}};
 
+/// A ZeRO stage: how much of the model state it splits over the
+/// data-parallel axes.
+enum class ZeroStage {
+  None = 0,
+  OptimizerState = 1,
+  Gradients = 2,
+  Parameters = 3
+};
+inline constexpr EnumName<ZeroStage> kZeroStageNames[] = {
+    {"0", ZeroStage::None, "no ZeRO"},
+    {"1", ZeroStage::OptimizerState, "optimizer state sharded"},
+    {"2", ZeroStage::Gradients, "and gradients"},
+    {"3", ZeroStage::Parameters, "and parameters (FSDP)"}};
+
 /// How propagation resolves factors whose tensors disagree.
 enum class PropagationMode { Aggressive, Conservative };
 inline constexpr EnumName<PropagationMode> kPropagationModeNames[] = {
@@ -83,6 +97,7 @@ inline llvm::raw_ostream &operator<<(llvm::raw_ostream &os,
 // Their options read the names of the tables above.
 TESSERA_ENUM_OPTION_PARSER(tessera::Optimizer);
 TESSERA_ENUM_OPTION_PARSER(tessera::TrainPrecision);
+TESSERA_ENUM_OPTION_PARSER(tessera::ZeroStage);
 TESSERA_ENUM_OPTION_PARSER(tessera::PropagationMode);
 
 namespace llvm::cl {

@@ -227,7 +227,9 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     computed.
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage">,
+    Option<"stage", "stage", "::tessera::ZeroStage",
+           /*default=*/"::tessera::ZeroStage::OptimizerState", "ZeRO stage",
+           [{::tessera::enumValues(::tessera::kZeroStageNames)}]>,
     ListOption<"dataAxes", "axes", "std::string",
                "The data-parallel mesh axes">,
     Option<"reshardAfterForward", "reshard-after-forward",

@@ -111,14 +111,8 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   using ZeroPassBase::ZeroPassBase;
 
   void runOnOperation() override {
-    if (stage == 0)
+    if (stage == ZeroStage::None)
       return;
-    if (stage < 0 || stage > 3) {
-      emitError(getOperation().getLoc(), "ZeRO stage ")
-          << static_cast<int64_t>(stage)
-          << " does not exist: --tessera-zero takes stage 0, 1, 2 or 3";
-      return signalPassFailure();
-    }
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
       return failed(shard(function)) ? WalkResult::interrupt()
                                      : WalkResult::advance();
@@ -164,7 +158,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     int64_t devices = mesh.getGroupSize(*axes);
     llvm::SetVector<Operation *> forward;
     Regather regather{Regather::FromShard, {}};
-    if (stage >= 3) {
+    if (stage >= ZeroStage::Parameters) {
       forward = getForwardOps(function);
       FailureOr<Regather> parsed = getRegather(function, mesh, *axes);
       if (failed(parsed))
@@ -203,7 +197,8 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
             dim = d;
         }
       LLVM_DEBUG(llvm::dbgs()
-                 << "zero-" << stage << ": parameter #" << param.getArgNumber()
+                 << "zero-" << static_cast<int>(stage.getValue())
+                 << ": parameter #" << param.getArgNumber()
                  << (dim ? " split on dim " + std::to_string(*dim)
                          : std::string(" kept whole (no dim the group "
                                        "divides)"))
@@ -229,7 +224,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
 
       Value grad = update.getGradient();
       OpBuilder builder(update);
-      if (stage >= 2) {
+      if (stage >= ZeroStage::Gradients) {
         if (Operation *producer = grad.getDefiningOp())
           builder.setInsertionPointAfter(producer);
         else
@@ -238,7 +233,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       update.getGradientOperand().set(dist::ShardingConstraintOp::create(
           builder, grad.getLoc(), grad, splitAttr));
 
-      if (stage < 3) {
+      if (stage < ZeroStage::Parameters) {
         function.setArgAttr(param.getArgNumber(),
                             dist::DistDialect::kShardingAttrName, wholeAttr);
         continue;

@@ -6,7 +6,7 @@
 // Tests that --tessera-zero rejects a stage that does not exist, a
 // reshard-after-forward it does not build, an axis the mesh lacks and an
 // axis that already splits the parameter.
-// STAGE: error: ZeRO stage 4 does not exist: --tessera-zero takes stage 0, 1, 2 or 3
+// STAGE: for the --stage option: got '4', expected 0, 1, 2 or 3
 // RESHARD: for the --reshard-after-forward option: 'sometimes' is not supported: it takes true (gather the parameter again for the backward), false (keep the forward's gather) or the size of the group to reshard to after the forward
 // AXIS: error: ZeRO axis "data" is not an axis of mesh @mesh
 // USED: error: ZeRO axes already split parameter #0

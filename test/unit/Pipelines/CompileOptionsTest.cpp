@@ -30,7 +30,7 @@ TEST(CompileOptionsTest, PrintedOptionsParseBackToTheSameOptions) {
   options.lr = 3e-4;
   options.weightDecay = 0.1;
   options.precision = TrainPrecision::Mixed;
-  options.zero = 3;
+  options.zero = ZeroStage::Parameters;
   options.zeroAxes = llvm::SmallVector<std::string>{"node", "gpu"};
   options.reshardAfterForward = ReshardAfterForward::group(8);
   options.pipelineStages = 4;
@@ -75,13 +75,13 @@ TEST(CompileOptionsTest, BadValuesNameTheChoices) {
 TEST(CompileOptionsTest, OptionsThatNeedAnotherAreRefused) {
   CompileOptions options;
   EXPECT_EQ(checkCompileOptions(options), "");
-  options.zero = 1;
+  options.zero = ZeroStage::OptimizerState;
   EXPECT_EQ(checkCompileOptions(options),
             "--zero needs --train adamw (the optimizer state it shards)");
   options.train = Optimizer::AdamW;
   EXPECT_EQ(checkCompileOptions(options), "");
   options.train = Optimizer::None;
-  options.zero = 0;
+  options.zero = ZeroStage::None;
   options.microbatches = 2;
   EXPECT_EQ(checkCompileOptions(options),
             "--pp and --microbatches pipeline a train step: give --train");
