@@ -120,12 +120,17 @@ void tessera::buildGradientPipeline(OpPassManager &pm, StringRef output) {
 }
 
 std::string tessera::getReplayCommand(StringRef model,
-                                      const CompileOptions &options) {
+                                      const CompileOptions &options,
+                                      bool exportPlan) {
   std::string printed;
   llvm::raw_string_ostream os(printed);
   options.print(os);
   // print() writes "{a=1 b=2}"; the flag takes what is inside the braces.
   StringRef inside = StringRef(printed).drop_front().drop_back().trim();
+  if (!exportPlan)
+    return ("tessera-opt " + model + " --tessera-sharding-pipeline='" + inside +
+            "' -o " + options.output)
+        .str();
   return ("tessera-opt " + model + " --tessera-compile-pipeline='" + inside +
           "' -o /dev/null")
       .str();

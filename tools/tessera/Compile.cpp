@@ -218,6 +218,7 @@ static int writeModule(ModuleOp module) {
   if (!file)
     return reportError(error);
   module->print(file->os());
+  file->os() << "\n";
   file->keep();
   return 0;
 }
@@ -239,13 +240,16 @@ int cli::runCompile(MLIRContext &context) {
     if (llvm::Error error = applyAuto(module, options))
       return reportError(std::move(error));
   if (printPipeline) {
+    if (emit == Emit::NN)
+      return reportError("--print-pipeline replays a compile to a plan or "
+                         "to the partitioned program, not --emit nn");
     // --auto's annotations are in the model --emit nn writes.
     if (autoPlan)
       llvm::outs() << "# on the model that --auto annotates: tessera "
                       "compile ... --emit nn -o ANNOTATED.mlir\n";
     llvm::outs() << getReplayCommand(autoPlan ? "ANNOTATED.mlir"
                                               : StringRef(modelInput),
-                                     options)
+                                     options, /*exportPlan=*/emit == Emit::Plan)
                  << "\n";
     return 0;
   }

@@ -39,9 +39,12 @@ void buildSingleDevicePipeline(mlir::OpPassManager &pm,
 /// shardings stripped, autodiff, export to `output`.
 void buildGradientPipeline(mlir::OpPassManager &pm, llvm::StringRef output);
 
-/// The tessera-opt command line that replays `options` on `model`.
+/// The tessera-opt command line that replays `options` on `model`: the
+/// compile pipeline, or without `exportPlan` the sharding pipeline writing
+/// the per-device program to `options.output`.
 std::string getReplayCommand(llvm::StringRef model,
-                             const CompileOptions &options);
+                             const CompileOptions &options,
+                             bool exportPlan = true);
 
 /// Registers --tessera-compile-pipeline and --tessera-sharding-pipeline.
 void registerTesseraPipelines();
