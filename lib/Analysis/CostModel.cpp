@@ -163,8 +163,12 @@ double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
   double idle = static_cast<double>(stages - 1) / microbatches;
   if (schedule == PipelineSchedule::Interleaved)
     idle /= std::max<int64_t>(virtualStages, 1);
+  // ZB-H1 with F = B = W: each rank idles only the p - 1 units before its
+  // first B, a third of 1F1B's wait; with fewer microbatches than stages the
+  // last rank's first B comes p - m units later still.
   if (schedule == PipelineSchedule::ZeroBubbleH1)
-    idle /= 3;
+    idle = (stages - 1.0 + std::max<int64_t>(stages - microbatches, 0)) /
+           (3.0 * microbatches);
   return idle;
 }
 

@@ -59,14 +59,13 @@ tessera::getPipelineSchedule(const PipelineSpec &spec, int64_t rank,
   }
   // ZB-H1 (Qi et al. 2023, figure 3, top) keeps 1F1B's forwards and input
   // gradients and runs the weight gradients of microbatch k right after the
-  // input gradients of microbatch k + rank, and the last rank of them at the
-  // end.
-  // Without W in them the backwards reach the first rank sooner than in
-  // 1F1B, and deferring W by rank lets each rank's steady state start on
-  // time; the deferred Ws fill the tail, where 1F1B's later ranks idle. With
-  // F = B = W each rank idles only the p - 1 units before its first B: a
-  // bubble of (p - 1) / (3m) for m >= p. Rank r holds 1F1B's p - r
-  // microbatches between F and B, and r between B and W.
+  // input gradients of microbatch k + rank, the last `rank` of them at the
+  // end. Rank r thus holds 1F1B's p - r microbatches between F and B, and r
+  // more between B and W: as many as the first rank holds. The later ranks
+  // thereby move their Ws out of the way of the Bs the earlier ranks wait
+  // for, into the tail, where 1F1B's later ranks idle. With F = B = W a rank
+  // idles only for the p - 1 units before its first B: a bubble of
+  // (p - 1) / (3m) for m >= p.
   bool zeroBubble = spec.schedule == PipelineSchedule::ZeroBubbleH1;
   auto backward = [&](int64_t k) {
     units.push_back({Kind::Backward, rank, k});

@@ -164,11 +164,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                         : std::min<double>(choice.pp, choice.microbatches);
   if (choice.schedule == PipelineSchedule::Interleaved && choice.pp > 1)
     inFlight *= 1 + (choice.pp - 1.0) / (choice.pp * choice.virtualStages);
-  // ZB-H1 defers the first stage's weight gradients by p - 1 backwards,
-  // holding their inputs (about half a layer's activations) that much
-  // longer (bench/pipeline/bubble.py measures +22% at p = 2).
-  if (choice.schedule == PipelineSchedule::ZeroBubbleH1 && choice.pp > 1)
-    inFlight += 0.5 * std::min<double>(choice.pp - 1, choice.microbatches);
+  // ZB-H1 holds what 1F1B holds on its first stage: rank r keeps p - r
+  // microbatches between F and B and r more between B and W (the inputs of
+  // its deferred weight gradients).
   estimate.activationBytes =
       perLayer * sbh * (bytes.activation / 2) * layersPerStage * inFlight;
   // The logits of the last stage, split over TP: f32 for the loss.

@@ -70,7 +70,9 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
 /// interleaved with v chunks per device, (p-1)/(3m) for ZB-H1: the zero
 /// bubble paper's (p-1)(T_F + T_B - T_W) against 1F1B's
 /// (p-1)(T_F + T_B + T_W), with the backward's input- and weight-gradient
-/// halves each as long as the forward.
+/// halves each as long as the forward ((p - 1 + p - m)/(3m) with fewer
+/// microbatches m than stages p, as test/unit/Analysis/PipelineScheduleTest
+/// simulates the schedule the compiler builds).
 double getBubbleFraction(PipelineSchedule schedule, int64_t stages,
                          int64_t microbatches, int64_t virtualStages = 1);
 

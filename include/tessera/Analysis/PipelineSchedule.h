@@ -50,13 +50,17 @@ struct PipelineUnit {
 
 /// The forward units `rank` runs before its steady state of one forward and
 /// one backward: all of them for GPipe or without a backward, p - rank - 1
-/// for 1F1B and ZB-H1, 2 (p - rank - 1) + (v - 1) p for interleaved 1F1B
-/// (at most the units there are).
+/// for 1F1B, ZB-H1 and interleaved 1F1B with one stage per rank (which is
+/// 1F1B, as in Megatron-LM), 2 (p - rank - 1) + (v - 1) p for interleaved
+/// 1F1B with v > 1 (at most the units there are).
 int64_t getWarmupUnits(const PipelineSpec &spec, int64_t rank,
                        bool hasBackward);
 
-/// The units of `rank` in the order `spec.schedule` runs them. Without a
-/// backward (a forward-only program) the schedule has forward units only.
+/// The units of `rank` in the order `spec.schedule` runs them. ZB-H1 runs
+/// 1F1B's forwards and input-gradient backwards, and the weight units of
+/// microbatch k right after the backward of microbatch k + rank (the last
+/// `rank` at the end). Without a backward (a forward-only program) the
+/// schedule has forward units only.
 /// Interleaved 1F1B needs the microbatches to be a multiple of the ranks.
 llvm::SmallVector<PipelineUnit>
 getPipelineSchedule(const PipelineSpec &spec, int64_t rank, bool hasBackward);

@@ -220,6 +220,13 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
       parameter read through `nn.cast` (mixed precision) is gathered after
       the cast.
 
+    With mixed precision (`--tessera-train-step=precision=mixed`) the f32
+    master weight counts as optimizer state, as in the ZeRO paper (K = 12):
+    from stage 1 it is split with the moments and the model's reads of its
+    16-bit cast are pinned whole, so one gather of the 16-bit copy serves
+    the forward and the backward (stage 3 frees it after the forward as
+    `reshard-after-forward` says).
+
     Stage 0 changes nothing. Parameters without such a dim (a bias smaller
     than the group) keep replicated state, gradient and value. Without
     gradient accumulation stages 1 and 2 usually give one program:
@@ -423,8 +430,9 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        (microbatches a multiple of `stages`); `zb-h1` (zero bubble, Qi et
        al. 2023) is 1F1B with each backward split into B(k, m), the ops
        that make the gradients another stage reads, and W(k, m), the rest
-       (weight gradients), run `stages - rank - 1` backwards later and, in
-       the cool-down, one after each B, filling the waits.
+       (weight gradients): rank r runs W(k, m) after the B of microbatch
+       m + r and its last r Ws at the end, so that Ws fill the waits for
+       the next rank's gradient (a third of 1F1B's bubble when F = B = W).
     5. Accumulation. Each all_reduce over "mb" becomes the sum of its
        operand over microbatches, made as each microbatch's value appears
        (divided by `microbatches` for avg), followed by the all_reduce over

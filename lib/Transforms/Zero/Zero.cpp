@@ -233,24 +233,54 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       update.getGradientOperand().set(dist::ShardingConstraintOp::create(
           builder, grad.getLoc(), grad, splitAttr));
 
-      if (stage < ZeroStage::Parameters) {
+      // With mixed precision the f32 master weight is optimizer state (the
+      // ZeRO paper's K = 12 counts it), so stages 1 and 2 split it with the
+      // moments too: the model reads its 16-bit cast, gathered once per step
+      // and kept for the backward, as the paper keeps the 16-bit parameters
+      // whole.
+      bool master = isMasterWeight(param, update);
+      if (stage < ZeroStage::Parameters && !master) {
         function.setArgAttr(param.getArgNumber(),
                             dist::DistDialect::kShardingAttrName, wholeAttr);
         continue;
       }
+      Regather reads = stage < ZeroStage::Parameters
+                           ? Regather{Regather::KeepForward, {}}
+                           : regather;
       function.setArgAttr(param.getArgNumber(),
                           dist::DistDialect::kShardingAttrName, splitAttr);
       TensorSharding inner = whole;
       inner.dims[*dim].axes = sharding.dims[*dim].axes;
-      llvm::append_range(inner.dims[*dim].axes, regather.innerAxes);
+      llvm::append_range(inner.dims[*dim].axes, reads.innerAxes);
       inner.dims[*dim].isOpen = false;
       llvm::erase_if(inner.replicated, [&](StringAttr axis) {
-        return llvm::is_contained(regather.innerAxes, axis);
+        return llvm::is_contained(reads.innerAxes, axis);
       });
-      gatherForUses(param, update, forward, regather, wholeAttr,
+      gatherForUses(param, update, forward, reads, wholeAttr,
                     inner.toAttr(meshName));
     }
     return success();
+  }
+
+  /// Whether `param` is a mixed-precision master weight: f32, and read (but
+  /// by its update) only through casts to a 16-bit float type.
+  static bool isMasterWeight(BlockArgument param, OptimizerOpInterface update) {
+    auto type = cast<RankedTensorType>(param.getType());
+    if (!type.getElementType().isF32())
+      return false;
+    bool read = false;
+    for (Operation *user : param.getUsers()) {
+      if (user == update.getOperation())
+        continue;
+      auto cast = dyn_cast<nn::CastOp>(user);
+      if (!cast)
+        return false;
+      Type narrow = cast.getType().getElementType();
+      if (!narrow.isBF16() && !narrow.isF16())
+        return false;
+      read = true;
+    }
+    return read;
   }
 
   /// reshard-after-forward for this mesh: true, false, or a group size

@@ -8,10 +8,11 @@ then update) with the order the schedule prescribes, worked out here from
 its definition: GPipe runs all forwards then all backwards; 1F1B runs
 P - rank - 1 forwards, then one forward and one backward in turn, then
 the remaining backwards; interleaved is Megatron-LM's schedule over V
-stages per rank; ZB-H1 is 1F1B with each backward split into B (input
-gradients) and W (weight gradients), a microbatch's W run P - rank - 1
-backwards after its B and, in the cool-down, one after each B. A unit
-without ops leaves no trace: the first stage's B (it sends no gradient).
+stages per rank (plain 1F1B for V = 1, as Megatron-LM runs it); ZB-H1 is
+1F1B with each backward split into B (input gradients) and W (weight
+gradients), a microbatch's W run right after the B of the microbatch rank
+later, the last rank of them at the end. A unit without ops leaves no
+trace: the first stage's B (it sends no gradient).
 """
 
 import json
@@ -19,7 +20,7 @@ import sys
 
 
 def expected(rank, p, m, schedule, v):
-    if schedule == "interleaved":
+    if schedule == "interleaved" and v > 1:
         total = m * v
 
         def microbatch(k):
@@ -48,21 +49,15 @@ def expected(rank, p, m, schedule, v):
 
 
 def with_weights(order, rank, p, m):
-    """Inserts W<rank>.k into a 1F1B order: W(k) once B(k + lag) ran,
-    lag = p - rank - 1; in the cool-down (no forward left) at most one W
-    after each B; the rest at the end."""
-    lag, done, weights, result = p - rank - 1, 0, 0, []
-    forwards_left = sum(1 for unit in order if unit.startswith("F"))
+    """Inserts W<rank>.k into a 1F1B order: W(k) right after B(k + rank),
+    the last rank of them at the end."""
+    result = []
     for unit in order:
         result.append(unit)
-        if unit.startswith("F"):
-            forwards_left -= 1
-            continue
-        done += 1
-        if weights < done - lag or (forwards_left == 0 and weights < done):
-            result.append(f"W{rank}.{weights}")
-            weights += 1
-    result += [f"W{rank}.{k}" for k in range(weights, m)]
+        k = int(unit.split(".")[1]) - rank
+        if unit.startswith("B") and k >= 0:
+            result.append(f"W{rank}.{k}")
+    result += [f"W{rank}.{k}" for k in range(max(m - rank, 0), m)]
     if rank == 0:
         result = [unit for unit in result if not unit.startswith("B")]
     return result

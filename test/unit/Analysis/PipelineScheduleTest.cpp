@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 using namespace tessera;
 
@@ -153,28 +155,62 @@ TEST(PipelineScheduleTest, InterleavedRunsMegatronOrder) {
             "F3.3 B3.3 B1.2 B1.3");
 }
 
-TEST(PipelineScheduleTest, InterleavedWithOneChunkWarmsUpTwiceAsLong) {
-  // Megatron-LM's warm-up 2 (p - rank - 1) + (v - 1) p, also for v = 1,
-  // where Megatron-LM itself falls back to 1F1B's p - rank - 1.
-  EXPECT_EQ(getOrder(Schedule::Interleaved, 4, 8, 1, 1),
-            "F1.0 F1.1 F1.2 F1.3 F1.4 B1.0 F1.5 B1.1 F1.6 B1.2 F1.7 B1.3 "
-            "B1.4 B1.5 B1.6 B1.7");
-  EXPECT_EQ(getOrder(Schedule::Interleaved, 4, 8, 3, 1),
-            getOrder(Schedule::OneFOneB, 4, 8, 3));
+TEST(PipelineScheduleTest, InterleavedWithOneChunkIsOneFOneB) {
+  // Megatron-LM runs plain 1F1B for one stage per rank: interleaving's
+  // longer warm-up, 2 (p - rank - 1) + (v - 1) p, would only hold more
+  // microbatches.
+  for (int64_t rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(getOrder(Schedule::Interleaved, 4, 8, rank, 1),
+              getOrder(Schedule::OneFOneB, 4, 8, rank));
+  EXPECT_EQ(getOrder(Schedule::Interleaved, 2, 4, 0, 1),
+            getOrder(Schedule::OneFOneB, 2, 4, 0));
 }
 
-TEST(PipelineScheduleTest, ZeroBubbleDefersWeightGradients) {
-  // Rank 0 runs a microbatch's weight gradients one backward after its
-  // input gradients; the last rank runs them at once.
+TEST(PipelineScheduleTest, ZeroBubbleDefersWeightGradientsByRank) {
+  // The paper's ZB-H1 (figure 3, top): rank r runs a microbatch's weight
+  // gradients r backwards after its input gradients, and the last r at the
+  // end; the first rank runs them at once.
   EXPECT_EQ(getOrder(Schedule::ZeroBubbleH1, 2, 4, 0),
-            "F0.0 F0.1 B0.0 F0.2 B0.1 W0.0 F0.3 B0.2 W0.1 B0.3 W0.2 W0.3");
+            "F0.0 F0.1 B0.0 W0.0 F0.2 B0.1 W0.1 F0.3 B0.2 W0.2 B0.3 W0.3");
   EXPECT_EQ(getOrder(Schedule::ZeroBubbleH1, 2, 4, 1),
-            "F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F1.2 B1.2 W1.2 F1.3 B1.3 W1.3");
-  // Four ranks: rank 0 lags three backwards; in the cool-down a weight unit
-  // follows each backward, and the rest close the step.
+            "F1.0 B1.0 F1.1 B1.1 W1.0 F1.2 B1.2 W1.1 F1.3 B1.3 W1.2 W1.3");
   EXPECT_EQ(getOrder(Schedule::ZeroBubbleH1, 4, 8, 0),
-            "F0.0 F0.1 F0.2 F0.3 B0.0 F0.4 B0.1 F0.5 B0.2 F0.6 B0.3 W0.0 "
-            "F0.7 B0.4 W0.1 B0.5 W0.2 B0.6 W0.3 B0.7 W0.4 W0.5 W0.6 W0.7");
+            "F0.0 F0.1 F0.2 F0.3 B0.0 W0.0 F0.4 B0.1 W0.1 F0.5 B0.2 W0.2 "
+            "F0.6 B0.3 W0.3 F0.7 B0.4 W0.4 B0.5 W0.5 B0.6 W0.6 B0.7 W0.7");
+  EXPECT_EQ(getOrder(Schedule::ZeroBubbleH1, 4, 8, 1),
+            "F1.0 F1.1 F1.2 B1.0 F1.3 B1.1 W1.0 F1.4 B1.2 W1.1 F1.5 B1.3 "
+            "W1.2 F1.6 B1.4 W1.3 F1.7 B1.5 W1.4 B1.6 W1.5 B1.7 W1.6 W1.7");
+  EXPECT_EQ(getOrder(Schedule::ZeroBubbleH1, 4, 8, 3),
+            "F3.0 B3.0 F3.1 B3.1 F3.2 B3.2 F3.3 B3.3 W3.0 F3.4 B3.4 W3.1 "
+            "F3.5 B3.5 W3.2 F3.6 B3.6 W3.3 F3.7 B3.7 W3.4 W3.5 W3.6 W3.7");
+  // Fewer microbatches than the lag: every weight unit at the end.
+  EXPECT_EQ(getOrder(Schedule::ZeroBubbleH1, 4, 2, 3),
+            "F3.0 B3.0 F3.1 B3.1 W3.0 W3.1");
+}
+
+TEST(PipelineScheduleTest, ZeroBubbleHoldsAsManyMicrobatchesAsOneFOneB) {
+  // Rank r holds at most p - r microbatches between F and B, as 1F1B does,
+  // and r between B and W: p in all, the first rank's 1F1B count.
+  for (auto [p, m] : {std::pair<int64_t, int64_t>{2, 4}, {4, 8}, {4, 2}}) {
+    PipelineSpec spec{p, m, 1, Schedule::ZeroBubbleH1};
+    for (int64_t rank = 0; rank < p; ++rank) {
+      SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                   " rank " + std::to_string(rank));
+      int64_t forwards = 0, backwards = 0, weights = 0;
+      int64_t mostActive = 0, mostDeferred = 0, mostHeld = 0;
+      for (const PipelineUnit &unit : getPipelineSchedule(spec, rank, true)) {
+        forwards += unit.kind == Kind::Forward;
+        backwards += unit.kind == Kind::Backward;
+        weights += unit.kind == Kind::Weight;
+        mostActive = std::max(mostActive, forwards - backwards);
+        mostDeferred = std::max(mostDeferred, backwards - weights);
+        mostHeld = std::max(mostHeld, forwards - weights);
+      }
+      EXPECT_EQ(mostActive, std::min(p - rank, m));
+      EXPECT_LE(mostDeferred, rank + 1);
+      EXPECT_LE(mostHeld, std::min(p, m));
+    }
+  }
 }
 
 TEST(PipelineScheduleTest, ZeroBubbleWithoutWeightsIsOneFOneB) {
@@ -213,9 +249,9 @@ constexpr Shape kShapes[] = {
     {Schedule::GPipe, 4, 2, 1},        {Schedule::OneFOneB, 2, 4, 1},
     {Schedule::OneFOneB, 4, 8, 1},     {Schedule::OneFOneB, 4, 2, 1},
     {Schedule::OneFOneB, 1, 4, 1},     {Schedule::Interleaved, 2, 4, 2},
-    {Schedule::Interleaved, 4, 8, 2},  {Schedule::Interleaved, 2, 8, 3},
-    {Schedule::ZeroBubbleH1, 2, 4, 1}, {Schedule::ZeroBubbleH1, 4, 8, 1},
-    {Schedule::ZeroBubbleH1, 4, 2, 1}};
+    {Schedule::Interleaved, 4, 8, 1},  {Schedule::Interleaved, 4, 8, 2},
+    {Schedule::Interleaved, 2, 8, 3},  {Schedule::ZeroBubbleH1, 2, 4, 1},
+    {Schedule::ZeroBubbleH1, 4, 8, 1}, {Schedule::ZeroBubbleH1, 4, 2, 1}};
 
 std::string describe(const Shape &shape) {
   return (getEnumName(kPipelineScheduleNames, shape.schedule) +
@@ -266,6 +302,9 @@ TEST(PipelineScheduleTest, WarmupLengths) {
     EXPECT_EQ(getWarmupUnits(zeroBubble, rank, true), 3 - rank);
     // 2 (p - rank - 1) + (v - 1) p.
     EXPECT_EQ(getWarmupUnits(interleaved, rank, true), 2 * (3 - rank) + 4);
+    // One stage per rank is 1F1B.
+    EXPECT_EQ(getWarmupUnits({4, 8, 1, Schedule::Interleaved}, rank, true),
+              3 - rank);
     // Forward only: every unit is warm-up.
     EXPECT_EQ(getWarmupUnits(oneFOneB, rank, false), 8);
     EXPECT_EQ(getWarmupUnits(interleaved, rank, false), 16);
@@ -412,28 +451,58 @@ TEST(PipelineScheduleTest, SimulatedBubblesMatchTheCostModel) {
   }
 }
 
-TEST(PipelineScheduleTest, ZeroBubbleIsNoWorseThanOneFOneB) {
+TEST(PipelineScheduleTest, ZeroBubbleBubbleMatchesTheCostModel) {
   // The backward's input- and weight-gradient halves each as long as the
-  // forward. The cost model's (p-1)/(3m) is not reached: each weight unit
-  // runs right after a backward, so none fills the wait for the next rank's
-  // gradient before a backward, and with m >= p the bubble is 1F1B's
-  // (p-1)/m.
-  for (const Shape &shape : kShapes) {
-    if (shape.schedule != Schedule::ZeroBubbleH1)
-      continue;
-    SCOPED_TRACE(describe(shape));
-    PipelineSpec spec{shape.ranks, shape.microbatches, 1, shape.schedule};
+  // forward, the cost model's (p-1)/(3m): each rank idles only for the
+  // p - 1 units before its first B, so the step is 3m + p - 1.
+  for (auto [p, m] : {std::pair<int64_t, int64_t>{2, 4},
+                      {4, 8},
+                      {4, 16},
+                      {2, 2},
+                      {3, 5},
+                      {8, 8}}) {
+    SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
+    PipelineSpec spec{p, m, 1, Schedule::ZeroBubbleH1};
     PipelineTimeline timeline =
         simulateUnits(spec, getAllUnits(spec), {1, 1, 1});
     ASSERT_FALSE(timeline.deadlockedRank);
-    EXPECT_LE(
-        timeline.getBubbleFraction(),
-        getBubbleFraction(Schedule::OneFOneB, shape.ranks, shape.microbatches) +
-            1e-12);
-    EXPECT_GE(
-        timeline.getBubbleFraction(),
-        getBubbleFraction(shape.schedule, shape.ranks, shape.microbatches));
+    EXPECT_DOUBLE_EQ(timeline.stepSeconds, 3 * m + p - 1);
+    EXPECT_NEAR(timeline.getBubbleFraction(),
+                getBubbleFraction(Schedule::ZeroBubbleH1, p, m), 1e-12);
   }
+}
+
+TEST(PipelineScheduleTest, ZeroBubbleWithFewMicrobatchesMatchesTheCostModel) {
+  // With m < p the last rank's first B comes p - m units later still; the
+  // cost model prices (p - 1 + p - m)/(3m).
+  for (auto [p, m] :
+       {std::pair<int64_t, int64_t>{4, 2}, {4, 1}, {8, 4}, {3, 2}}) {
+    SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
+    PipelineSpec spec{p, m, 1, Schedule::ZeroBubbleH1};
+    PipelineTimeline timeline =
+        simulateUnits(spec, getAllUnits(spec), {1, 1, 1});
+    ASSERT_FALSE(timeline.deadlockedRank);
+    EXPECT_NEAR(timeline.getBubbleFraction(),
+                getBubbleFraction(Schedule::ZeroBubbleH1, p, m), 1e-12);
+  }
+}
+
+TEST(PipelineScheduleTest, ZeroBubbleTimeline) {
+  // Two ranks, four microbatches, every unit 1 s: rank 1 runs without a
+  // gap from its first forward; rank 0 waits one unit for the first
+  // gradient ([2, 3]) and never again.
+  PipelineSpec spec{2, 4, 1, Schedule::ZeroBubbleH1};
+  PipelineTimeline timeline = simulateUnits(spec, getAllUnits(spec), {1, 1, 1});
+  ASSERT_FALSE(timeline.deadlockedRank);
+  EXPECT_EQ(
+      timeline.endSeconds[0],
+      (llvm::SmallVector<double>{1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}));
+  EXPECT_EQ(
+      timeline.endSeconds[1],
+      (llvm::SmallVector<double>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}));
+  EXPECT_DOUBLE_EQ(timeline.stepSeconds, 13);
+  EXPECT_DOUBLE_EQ(timeline.busySeconds, 12);
+  EXPECT_NEAR(timeline.getBubbleFraction(), 1.0 / 12, 1e-12);
 }
 
 } // namespace
