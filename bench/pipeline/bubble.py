@@ -22,6 +22,7 @@ building:
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -103,10 +104,14 @@ def main():
                                out)
             trace = f"{work}/{name.replace(' ', '_')}"
             subprocess.run(["mkdir", "-p", trace], check=True)
+            # OpenMPI refuses root without these; one BLAS thread per rank.
+            env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                       OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OPENBLAS_NUM_THREADS="1")
             subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks),
                             args.runner, plan, "--steps", str(args.steps),
                             "--trace", trace], check=True,
-                           capture_output=True)
+                           capture_output=True, env=env)
             ratios = []
             for rank in range(ranks):
                 for work_us, idle_us in busy(f"{trace}/rank{rank}.json")[1:]:
