@@ -51,17 +51,18 @@ static cl::opt<Switch> pinReshardAfterForward(
     cl::desc("Pin ZeRO-3's regather: true (gather again for the backward) "
              "or false (keep the forward's gathers; shown as zero 3k)"),
     enumValues(kTrueFalseNames), cl::sub(planCommand()));
-static cl::opt<PipelineSchedule>
-    pinSchedule("schedule", cl::desc("Pin the schedule"),
-                enumValues(kPipelineScheduleNames), cl::sub(planCommand()));
+static cl::opt<PipelineSchedule> pinSchedule("schedule",
+                                             cl::desc("Pin the schedule"),
+                                             enumValues(kPipelineScheduleNames),
+                                             cl::sub(planCommand()));
 static cl::opt<Recompute> pinRecompute("recompute",
                                        cl::desc("Pin recomputation"),
                                        enumValues(kRecomputeNames),
                                        cl::sub(planCommand()));
-static cl::opt<Switch>
-    pinSequenceParallel("sequence-parallel",
-                        cl::desc("Pin sequence parallelism"),
-                        enumValues(kOnOffNames), cl::sub(planCommand()));
+static cl::opt<Switch> pinSequenceParallel("sequence-parallel",
+                                           cl::desc("Pin sequence parallelism"),
+                                           enumValues(kOnOffNames),
+                                           cl::sub(planCommand()));
 static cl::opt<Precision> planPrecision("precision", cl::desc("Precision"),
                                         cl::init(Precision::Mixed),
                                         enumValues(kPrecisionNames),
@@ -111,8 +112,7 @@ int cli::runPlan(MLIRContext &context) {
     pins.sequenceParallel = pinSequenceParallel == Switch::On;
   pins.precision = planPrecision;
 
-  SearchResult result =
-      searchPlans(*shape, *machine, planDevices, pins, model);
+  SearchResult result = searchPlans(*shape, *machine, planDevices, pins, model);
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), result.plans.size());
   if (planJson) {

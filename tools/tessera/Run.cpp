@@ -1,8 +1,6 @@
-//===- Run.cpp - tessera run and tessera calibrate ------------------------===//
+//===- Run.cpp - tessera run ----------------------------------------------===//
 
 #include "Commands.h"
-
-#include "tessera/Analysis/MachineModel.h"
 
 using namespace mlir;
 using namespace tessera;
@@ -11,14 +9,6 @@ namespace cl = llvm::cl;
 
 cl::SubCommand &cli::runCommand() {
   static cl::SubCommand command("run", "Run a plan on N local ranks (mpirun)");
-  return command;
-}
-
-cl::SubCommand &cli::calibrateCommand() {
-  static cl::SubCommand command(
-      "calibrate", "Fit a machine file from runtime microbenchmarks on N "
-                   "local ranks (GEMMs, memory bandwidth, all_reduce over "
-                   "sizes)");
   return command;
 }
 
@@ -41,9 +31,13 @@ static cl::opt<std::string>
            cl::init("cpu"), cl::sub(runCommand()));
 
 int cli::runRun() {
-  std::vector<std::string> args = {planInput, "--steps", std::to_string(steps),
-                                   "--seed",  std::to_string(seed),
-                                   "--device", device};
+  std::vector<std::string> args = {planInput,
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--seed",
+                                   std::to_string(seed),
+                                   "--device",
+                                   device};
   if (!inputsFile.empty()) {
     args.push_back("--inputs");
     args.push_back(inputsFile);
@@ -52,33 +46,4 @@ int cli::runRun() {
   if (!code)
     return reportError(code.takeError());
   return *code == 0 ? 0 : 1;
-}
-
-static cl::opt<std::string> calibrateOutput("o", cl::desc("Machine file"),
-                                            cl::value_desc("file"),
-                                            cl::Required,
-                                            cl::sub(calibrateCommand()));
-static cl::opt<int64_t> calibrateRanks("ranks", cl::desc("Ranks to measure"),
-                                       cl::init(2),
-                                       cl::sub(calibrateCommand()));
-static cl::opt<bool> calibrateQuick("quick",
-                                    cl::desc("Smaller sizes, fewer repeats"),
-                                    cl::sub(calibrateCommand()));
-
-int cli::runCalibrate() {
-  std::vector<std::string> args = {calibrateOutput};
-  if (calibrateQuick)
-    args.push_back("--quick");
-  llvm::Expected<int> code =
-      getLauncher().run(calibrateRanks, args, "tessera-calibrate");
-  if (!code)
-    return reportError(code.takeError());
-  if (*code != 0)
-    return 1;
-  // The file must read back as a machine.
-  llvm::Expected<MachineModel> machine =
-      loadMachineModel(calibrateOutput, kMachinesDir);
-  if (!machine)
-    return reportError(machine.takeError());
-  return 0;
 }

@@ -1,13 +1,13 @@
 //===- tessera.cpp - The Tessera command-line interface -------------------===//
 //
 // tessera model gpt|mlp ...   emit a model in nn IR            (Model.cpp)
-// tessera stats FILE          parameters, ops and FLOPs         (Model.cpp)
+// tessera stats FILE          parameters, ops and FLOPs         (Stats.cpp)
 // tessera compile FILE ...    shard, partition and export a plan (Compile.cpp)
-// tessera verify FILE ...     sharded plan on N ranks vs one device (Verify.cpp)
-// tessera run PLAN --ranks N  run a plan on N local ranks       (Run.cpp)
-// tessera gradcheck FILE      autodiff vs finite differences    (Gradcheck.cpp)
-// tessera plan FILE ...       search the DP/TP/PP plan          (Plan.cpp)
-// tessera calibrate -o FILE   fit a machine file                (Run.cpp)
+// tessera verify FILE ...     sharded plan on N ranks vs one device
+// (Verify.cpp) tessera run PLAN --ranks N  run a plan on N local ranks
+// (Run.cpp) tessera gradcheck FILE      autodiff vs finite differences
+// (Gradcheck.cpp) tessera plan FILE ...       search the DP/TP/PP plan
+// (Plan.cpp) tessera calibrate -o FILE   fit a machine file (Calibrate.cpp)
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,8 +41,7 @@ int cli::reportError(const llvm::Twine &message) {
 }
 
 const Launcher &cli::getLauncher() {
-  static Launcher launcher{
-      llvm::sys::path::parent_path(mainExecutable).str()};
+  static Launcher launcher{llvm::sys::path::parent_path(mainExecutable).str()};
   return launcher;
 }
 
