@@ -223,18 +223,27 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     estimate.tpCommSeconds =
         perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
   }
-  // DP: the gradient reduction (reduce-scatter + all-gather under ZeRO, the
-  // same volume), plus ZeRO-3's parameter gathers forward and backward.
+  // DP, as the compiler builds it: without ZeRO one all-reduce of the
+  // gradients accumulated over the microbatches. From stage 1 each
+  // microbatch's gradient is reduce-scattered (the shards accumulate) and
+  // the parameters are gathered once per step: after the update (stages 1
+  // and 2), or for the forward and, unless the forward's copy is kept, again
+  // for the backward (stage 3).
   if (choice.dp > 1) {
     double gradientBytes = localParams * bytes.gradient;
-    double seconds =
-        getCollectiveSeconds(machine, CollectiveKind::AllReduce, gradientBytes,
-                             {choice.dp, choice.tp});
-    // ZeRO-3 gathers parameters for the forward (half an all-reduce's
-    // volume) and again for the backward unless it keeps the first.
-    if (choice.zero >= 3)
-      seconds *= choice.reshardAfterForward ? 1.5 : 1.0;
-    estimate.dpCommSeconds = seconds;
+    DeviceGroup group{choice.dp, choice.tp};
+    if (choice.zero == 0) {
+      estimate.dpCommSeconds = getCollectiveSeconds(
+          machine, CollectiveKind::AllReduce, gradientBytes, group);
+    } else {
+      double gathers = choice.zero >= 3 && choice.reshardAfterForward ? 2 : 1;
+      estimate.dpCommSeconds =
+          choice.microbatches *
+              getCollectiveSeconds(machine, CollectiveKind::ReduceScatter,
+                                   gradientBytes, group) +
+          gathers * getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                         localParams * bytes.weight, group);
+    }
   }
   // PP: activations forward and gradients backward at each stage boundary.
   if (choice.pp > 1) {

@@ -56,6 +56,33 @@ TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
   EXPECT_DOUBLE_EQ(state(3), 16.0 / 64);
 }
 
+TEST(PlannerTest, ZeroPricesAReduceScatterPerMicrobatch) {
+  // As the compiler builds it: without ZeRO the accumulated gradients are
+  // all-reduced once per step; from stage 1 every microbatch's gradient is
+  // reduce-scattered and the parameters gathered once.
+  ModelShape model = gpt3();
+  PlanChoice choice;
+  choice.dp = 64;
+  choice.tp = 8;
+  choice.pp = 2;
+  auto dpSeconds = [&](int64_t zero, int64_t microbatches) {
+    choice.zero = zero;
+    choice.microbatches = microbatches;
+    return estimatePlan(model, dgx(), choice).dpCommSeconds;
+  };
+  EXPECT_DOUBLE_EQ(dpSeconds(0, 8), dpSeconds(0, 1));
+  // Seven more microbatches add seven reduce-scatters at every stage.
+  double reduceScatters = dpSeconds(1, 8) - dpSeconds(1, 1);
+  EXPECT_GT(reduceScatters, 0);
+  EXPECT_NEAR(dpSeconds(2, 8) - dpSeconds(2, 1), reduceScatters, 1e-12);
+  EXPECT_NEAR(dpSeconds(3, 8) - dpSeconds(3, 1), reduceScatters, 1e-12);
+  // ZeRO-3 gathers for the forward and again for the backward.
+  double gather = dpSeconds(1, 1) - reduceScatters / 7;
+  EXPECT_NEAR(dpSeconds(3, 1), reduceScatters / 7 + 2 * gather, 1e-12);
+  // A reduce-scatter and an all-gather move an all-reduce's bytes.
+  EXPECT_NEAR(dpSeconds(1, 1), dpSeconds(0, 1), 0.05 * dpSeconds(0, 1));
+}
+
 TEST(PlannerTest, KeepingTheForwardsGathersTradesMemoryForTraffic) {
   ModelShape model = gpt3();
   PlanChoice choice;
