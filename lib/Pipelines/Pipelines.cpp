@@ -19,6 +19,8 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
     return "--zero needs --train adamw (the optimizer state it shards)";
   if (options.isPipelined() && options.train == Optimizer::None)
     return "--pp and --microbatches pipeline a train step: give --train";
+  if (options.recompute != Recompute::None && options.train == Optimizer::None)
+    return "--recompute recomputes a train step's activations: give --train";
   return "";
 }
 
@@ -50,6 +52,13 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   // them.
   buildMeshPipeline(pm, options);
   addTrainStep(pm, options);
+  // Recomputation clones forward ops into the backward; ZeRO then sees the
+  // clones' parameter reads as the backward's (gathered again at stage 3).
+  if (options.recompute != Recompute::None) {
+    RecomputePassOptions recompute;
+    recompute.mode = options.recompute;
+    pm.addPass(createRecomputePass(recompute));
+  }
   // ZeRO seeds the shardings of the optimizer state, gradients and
   // parameters, so it runs before propagation completes the rest.
   if (options.zero != ZeroStage::None) {

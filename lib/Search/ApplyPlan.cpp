@@ -21,6 +21,7 @@ void tessera::applyPlanChoice(const PlanChoice &choice,
   options.microbatches = choice.microbatches;
   options.schedule = choice.schedule;
   options.virtualStages = choice.virtualStages;
+  options.recompute = choice.recompute;
 }
 
 SearchPins tessera::getAutoPins(const CompileOptions &options,
@@ -39,6 +40,10 @@ SearchPins tessera::getAutoPins(const CompileOptions &options,
   else if (zero)
     pins.zero = *zero;
   pins.reshardAfterForward = reshardAfterForward;
+  // The compiler builds recomputation (--recompute), but the search prices
+  // only the activations it keeps, not the recomputed layer's live during
+  // its backward (bench and note of issue 26), so --auto does not pick it
+  // yet. Sequence parallelism is priced, not built.
   pins.sequenceParallel = false;
   pins.recompute = Recompute::None;
   return pins;

@@ -3,6 +3,7 @@
 // RUN: not tessera-opt %s --tessera-compile-pipeline="schedule=zigzag" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not tessera-opt %s --tessera-compile-pipeline="reshard-after-forward=0" 2>&1 | FileCheck %s --check-prefix=RESHARD
 // RUN: not tessera-opt %s --tessera-compile-pipeline="lr=fast" 2>&1 | FileCheck %s --check-prefix=LR
+// RUN: not tessera-opt %s --tessera-compile-pipeline="recompute=full" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
 
 // Tests that the compile pipeline refuses options another option needs
 // (ZeRO shards AdamW's state; a pipeline pipelines a train step) and values
@@ -12,4 +13,5 @@
 // SCHEDULE: for the --schedule option: got 'zigzag', expected gpipe, 1f1b, interleaved or zb-h1
 // RESHARD: for the --reshard-after-forward option: '0' is not supported
 // LR: for the --lr option: 'fast' value invalid for floating point argument!
+// RECOMPUTE: error: --recompute recomputes a train step's activations: give --train
 module {}

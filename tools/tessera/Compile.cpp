@@ -62,6 +62,12 @@ static cl::opt<Optimizer>
                    "(--tessera-train-step)"),
           cl::init(Optimizer::None), enumValues(kOptimizerNames),
           cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<Recompute>
+    recompute("recompute",
+              cl::desc("With --train: what the backward recomputes of the "
+                       "forward (--tessera-recompute)"),
+              cl::init(Recompute::None), enumValues(kRecomputeNames),
+              cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
                                     cl::init(1e-3), cl::sub(compileCommand()),
                                     cl::sub(verifyCommand()));
@@ -125,6 +131,7 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.schedule = pipelineSchedule;
   options.virtualStages = virtualStages;
   options.train = train;
+  options.recompute = recompute;
   options.lr = learningRate.getValue();
   options.weightDecay = weightDecay.getValue();
   options.precision = precision;

@@ -85,6 +85,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "precision", llvm::cl::desc("The types the train step uses"),
       llvm::cl::init(TrainPrecision::Model), enumValues(kTrainPrecisionNames)};
 
+  // Recomputation (--tessera-recompute).
+  Option<Recompute> recompute{
+      *this, "recompute",
+      llvm::cl::desc("What the backward recomputes of the forward"),
+      llvm::cl::init(Recompute::None), enumValues(kRecomputeNames)};
+
   // ZeRO (--tessera-zero).
   Option<ZeroStage> zero{
       *this, "zero", llvm::cl::desc("ZeRO stage (an AdamW train step)"),

@@ -12,7 +12,7 @@ namespace tessera {
 
 /// Sets the options that build `choice` (on a model annotated for its
 /// dp x tp): ZeRO stage and regather, pipeline stages, microbatches,
-/// schedule. A reshard-after-forward group size in `options` is kept: the
+/// schedule, recomputation. A reshard-after-forward group size in `options` is kept: the
 /// search prices only true and false.
 void applyPlanChoice(const PlanChoice &choice, CompileOptions &options);
 

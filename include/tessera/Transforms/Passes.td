@@ -82,6 +82,51 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
   ];
 }
 
+def RecomputePass : Pass<"tessera-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation recomputation: the backward recomputes what the forward would keep";
+  let description = [{
+    Runs on a train step (after `--tessera-train-step`, before ZeRO and
+    propagation). The forward pass is what the loss depends on; the backward
+    reads some of its values. For each group of forward ops below, the
+    values the backward reads that no forward op outside the group reads are
+    not kept: the ops that make them are cloned right before their first
+    backward reader, which reads the clones, so the originals die in the
+    forward (the memory plan frees them at their last use) and the clones
+    live only through that part of the backward. What a group hands to the
+    rest of the forward (its checkpoints) is kept as before.
+
+    - `mode=selective` (Korthikanti et al. 2022): the attention core, from
+      the product of queries and keys through its scaling, mask and
+      `nn.softmax` to the product with the values: the s x s scores and
+      probabilities are recomputed from the queries and keys.
+    - `mode=full`: each repeated layer (the ops from the first to the last
+      read of a numbered unit's parameters, `blocks.3.*`, with what follows
+      up to the next unit): everything inside is recomputed from the
+      layer's input in its backward.
+    - `mode=none` changes nothing.
+
+    The program computes the same values; it runs more FLOPs (about a
+    third of the forward for `full`) and holds fewer activations.
+
+    Before (`mode=selective`), the backward reads `%p`:
+    ```mlir
+    %s = nn.dot %q, %k ...
+    %p = nn.softmax %s dim = 3 ...
+    %o = nn.dot %p, %v ...
+    ...
+    %dv = nn.dot %p, %do ...
+    ```
+    After: `%dv = nn.dot %p2, %do` with `%s2 = nn.dot %q, %k`,
+    `%p2 = nn.softmax %s2` cloned just before it.
+  }];
+  let options = [
+    Option<"mode", "mode", "::tessera::Recompute",
+           /*default=*/"::tessera::Recompute::Selective",
+           "What the backward recomputes",
+           [{::tessera::enumValues(::tessera::kRecomputeNames)}]>,
+  ];
+}
+
 def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
   let summary = "Completes partial sharding annotations to every value";
   let description = [{

@@ -21,6 +21,7 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/TrainStep.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -127,37 +128,6 @@ void emitBucket(ArrayRef<Operation *> members, int64_t groupSize) {
 //===----------------------------------------------------------------------===//
 // Parameter gathers by unit
 //===----------------------------------------------------------------------===//
-
-/// The `nn.param` name of the parameter `value` reads: the argument itself
-/// or its nn.cast (mixed precision); empty for anything else.
-StringRef getParamName(Value value) {
-  if (auto cast = value.getDefiningOp<nn::CastOp>())
-    value = cast.getInput();
-  auto arg = dyn_cast<BlockArgument>(value);
-  if (!arg)
-    return {};
-  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  auto name = function ? function.getArgAttrOfType<StringAttr>(
-                             arg.getArgNumber(), nn::kParamAttrName)
-                       : StringAttr();
-  return name ? name.getValue() : StringRef();
-}
-
-/// The unit a parameter belongs to, as FSDP wraps a transformer: its name
-/// up to the first numbered component ("blocks.3.attn.wq" -> "blocks.3"),
-/// or without its last component ("ln_f.gamma" -> "ln_f", "wte" -> "wte").
-StringRef getUnit(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  size_t end = 0;
-  for (auto [index, part] : llvm::enumerate(parts)) {
-    end += part.size() + (index ? 1 : 0);
-    int64_t number;
-    if (!part.getAsInteger(10, number))
-      return name.take_front(end);
-  }
-  return parts.size() > 1 ? name.take_front(name.rfind('.')) : name;
-}
 
 /// `value` as `type` (same elements), reshaped only when the shapes differ.
 Value reshapeTo(OpBuilder &builder, Location loc, Value value,
@@ -297,7 +267,7 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
         continue;
       std::string key;
       llvm::raw_string_ostream os(key);
-      os << getUnit(name) << " " << gather.getMeshAttr() << " "
+      os << getParameterUnit(name) << " " << gather.getMeshAttr() << " "
          << gather.getMeshAxes() << " "
          << gather.getInput().getType().getElementType();
       // The bucket stands at its first member: every input must be there.

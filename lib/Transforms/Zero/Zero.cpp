@@ -22,8 +22,8 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/Sharding.h"
+#include "tessera/Analysis/TrainStep.h"
 
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Debug.h"
 
@@ -46,23 +46,6 @@ TensorSharding getArgSharding(func::FuncOp function, BlockArgument arg) {
           arg.getArgNumber(), dist::DistDialect::kShardingAttrName))
     return TensorSharding::fromAttr(attr);
   return TensorSharding::getOpen(type.getRank());
-}
-
-/// The ops the function's outputs (results that update no argument: the
-/// loss) depend on: the forward pass of a train step.
-llvm::SetVector<Operation *> getForwardOps(func::FuncOp function) {
-  llvm::SetVector<Operation *> forward;
-  Operation *terminator = function.getBody().front().getTerminator();
-  BackwardSliceOptions options;
-  options.inclusive = true;
-  for (OpOperand &operand : terminator->getOpOperands()) {
-    if (function.getResultAttr(operand.getOperandNumber(),
-                               nn::kUpdatesAttrName))
-      continue;
-    if (Operation *op = operand.get().getDefiningOp())
-      (void)getBackwardSlice(op, &forward, options);
-  }
-  return forward;
 }
 
 /// The first and last users of `uses` (all in one block).

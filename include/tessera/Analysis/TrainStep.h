@@ -1,0 +1,36 @@
+//===- TrainStep.h - The parts of a train step passes ask for ---*- C++ -*-===//
+//
+// A train step (--tessera-train-step) is one function: the forward pass, the
+// backward pass and the optimizer updates. Passes that treat them apart
+// (ZeRO, recomputation, the overlap schedule) find them here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_ANALYSIS_TRAINSTEP_H
+#define TESSERA_ANALYSIS_TRAINSTEP_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace tessera {
+
+/// The ops the function's outputs that update no argument (the loss) depend
+/// on: the forward pass of a train step, in program order.
+llvm::SetVector<mlir::Operation *> getForwardOps(mlir::func::FuncOp function);
+
+/// The `nn.param` name of the parameter `value` reads: the argument itself
+/// or its nn.cast (mixed precision); empty for anything else.
+llvm::StringRef getParamName(mlir::Value value);
+
+/// The unit a parameter belongs to, as FSDP wraps a transformer: its name
+/// up to the first numbered component ("blocks.3.attn.wq" -> "blocks.3"),
+/// or without its last component ("ln_f.gamma" -> "ln_f", "wte" -> "wte").
+llvm::StringRef getParameterUnit(llvm::StringRef name);
+
+/// Whether a unit is one of a numbered sequence ("blocks.3"): a repeated
+/// layer, not the embedding or the head.
+bool isNumberedUnit(llvm::StringRef unit);
+
+} // namespace tessera
+
+#endif // TESSERA_ANALYSIS_TRAINSTEP_H

@@ -1,0 +1,61 @@
+//===- TrainStep.cpp - The parts of a train step passes ask for -----------===//
+
+#include "tessera/Analysis/TrainStep.h"
+
+#include "dialects/NN/IR/NNOps.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+
+using namespace mlir;
+using namespace tessera;
+
+llvm::SetVector<Operation *> tessera::getForwardOps(func::FuncOp function) {
+  llvm::SetVector<Operation *> forward;
+  Operation *terminator = function.getBody().front().getTerminator();
+  BackwardSliceOptions options;
+  options.inclusive = true;
+  for (OpOperand &operand : terminator->getOpOperands()) {
+    if (function.getResultAttr(operand.getOperandNumber(),
+                               nn::kUpdatesAttrName))
+      continue;
+    if (Operation *op = operand.get().getDefiningOp())
+      (void)getBackwardSlice(op, &forward, options);
+  }
+  // Program order: the slices of several results interleave.
+  llvm::SetVector<Operation *> ordered;
+  for (Operation &op : function.getBody().front())
+    if (forward.contains(&op))
+      ordered.insert(&op);
+  return ordered;
+}
+
+StringRef tessera::getParamName(Value value) {
+  if (auto cast = value.getDefiningOp<nn::CastOp>())
+    value = cast.getInput();
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return {};
+  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto name = function ? function.getArgAttrOfType<StringAttr>(
+                             arg.getArgNumber(), nn::kParamAttrName)
+                       : StringAttr();
+  return name ? name.getValue() : StringRef();
+}
+
+StringRef tessera::getParameterUnit(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  size_t end = 0;
+  for (auto [index, part] : llvm::enumerate(parts)) {
+    end += part.size() + (index ? 1 : 0);
+    int64_t number;
+    if (!part.getAsInteger(10, number))
+      return name.take_front(end);
+  }
+  return parts.size() > 1 ? name.take_front(name.rfind('.')) : name;
+}
+
+bool tessera::isNumberedUnit(StringRef unit) {
+  int64_t number;
+  return !unit.rsplit('.').second.getAsInteger(10, number);
+}
