@@ -56,6 +56,16 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
         a splat constant's value). Nothing by default.
       }],
       "void", "updateLocalAttributes", (ins), "", [{ return; }]>,
+    InterfaceMethod<[{
+        Returns whether the op is linear in its operands together
+        (`f(a1 + a2, b1 + b2) = f(a1, b1) + f(a2, b2)`: a sum, a difference,
+        a transpose, a reshape): applied to the partial sums of a value it
+        gives the partial sums of its result, so the partitioner may carry a
+        pending sum across it rather than complete it first (ZeRO-1 sums whole
+        gradients over the microbatches and reduce-scatters them once). False
+        by default.
+      }],
+      "bool", "isLinear", (ins), "", [{ return false; }]>,
   ];
 }
 

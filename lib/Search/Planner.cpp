@@ -224,11 +224,13 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
         perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
   }
   // DP, as the compiler builds it: without ZeRO one all-reduce of the
-  // gradients accumulated over the microbatches. From stage 1 each
-  // microbatch's gradient is reduce-scattered (the shards accumulate) and
-  // the parameters are gathered once per step: after the update (stages 1
-  // and 2), or for the forward and, unless the forward's copy is kept, again
-  // for the backward (stage 3).
+  // gradients accumulated over the microbatches; stage 1 accumulates whole
+  // gradients too and reduce-scatters them once, before the update (after
+  // the backward: nothing to overlap); from stage 2 each microbatch's
+  // gradient is reduce-scattered as it is made (the shards accumulate). The
+  // parameters are gathered once per step: after the update (stages 1 and
+  // 2), or for the forward and, unless the forward's copy is kept, again for
+  // the backward (stage 3).
   if (choice.dp > 1) {
     double gradientBytes = localParams * bytes.gradient;
     DeviceGroup group{choice.dp, choice.tp};
@@ -237,10 +239,11 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
           machine, CollectiveKind::AllReduce, gradientBytes, group);
     } else {
       double gathers = choice.zero >= 3 && choice.reshardAfterForward ? 2 : 1;
+      int64_t reductions = choice.zero == 1 ? 1 : choice.microbatches;
       estimate.dpCommSeconds =
-          choice.microbatches *
-              getCollectiveSeconds(machine, CollectiveKind::ReduceScatter,
-                                   gradientBytes, group) +
+          reductions * getCollectiveSeconds(machine,
+                                            CollectiveKind::ReduceScatter,
+                                            gradientBytes, group) +
           gathers * getCollectiveSeconds(machine, CollectiveKind::AllGather,
                                          localParams * bytes.weight, group);
     }
@@ -262,7 +265,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // The DP reduction overlaps the backward pass (two thirds of compute),
   // bucket by bucket; what does not fit is exposed.
   double backward = estimate.computeSeconds * 2 / 3;
-  double exposedDp = std::max(0.0, estimate.dpCommSeconds - 0.9 * backward);
+  double exposedDp =
+      choice.zero == 1 ? estimate.dpCommSeconds
+                       : std::max(0.0, estimate.dpCommSeconds - 0.9 * backward);
   estimate.stepTimeSeconds = (estimate.computeSeconds + estimate.tpCommSeconds +
                               estimate.ppCommSeconds) *
                                  (1 + estimate.bubbleFraction) +

@@ -67,18 +67,22 @@ def NN_DotOp : NN_ModelOp<"dot", [InferTypeOpAdaptor]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class NN_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
+class NN_UnaryOp<string mnemonic, string what, list<Trait> traits = [],
+                 list<string> shardingMethods = []>
     : NN_ModelOp<mnemonic, !listconcat(traits,
-        [SameOperandsAndResultType, InferTypeOpInterface])> {
+        [SameOperandsAndResultType, InferTypeOpInterface]), [],
+        shardingMethods> {
   let summary = "elementwise " # what;
   let arguments = (ins NN_FloatTensor:$input);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-class NN_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+class NN_BinaryOp<string mnemonic, string what, list<Trait> traits = [],
+                  list<string> shardingMethods = []>
     : NN_ModelOp<mnemonic, !listconcat(traits,
-        [SameOperandsAndResultType, InferTypeOpInterface])> {
+        [SameOperandsAndResultType, InferTypeOpInterface]), [],
+        shardingMethods> {
   let summary = "elementwise " # what;
   let description = [{
     Operands and result have one type; broadcasting is explicit
@@ -89,12 +93,14 @@ class NN_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative]>;
-def NN_SubOp : NN_BinaryOp<"sub", "subtraction">;
+def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative], ["isLinear"]>;
+def NN_SubOp : NN_BinaryOp<"sub", "subtraction", [], ["isLinear"]>;
 def NN_MulOp : NN_BinaryOp<"mul", "multiplication", [Commutative]>;
 def NN_DivOp : NN_BinaryOp<"div", "division">;
 
-def NN_NegOp : NN_UnaryOp<"neg", "negation"> { let hasFolder = 1; }
+def NN_NegOp : NN_UnaryOp<"neg", "negation", [], ["isLinear"]> {
+  let hasFolder = 1;
+}
 def NN_ExpOp : NN_UnaryOp<"exp", "exponential">;
 def NN_LogOp : NN_UnaryOp<"log", "natural logarithm">;
 def NN_SqrtOp : NN_UnaryOp<"sqrt", "square root">;
@@ -236,7 +242,7 @@ def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean",
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def NN_ReshapeOp : NN_ModelOp<"reshape"> {
+def NN_ReshapeOp : NN_ModelOp<"reshape", [], [], ["isLinear"]> {
   let summary = "row-major reshape to a shape with as many elements";
   let description = [{
     ```mlir
@@ -251,7 +257,8 @@ def NN_ReshapeOp : NN_ModelOp<"reshape"> {
   let hasFolder = 1;
 }
 
-def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor]> {
+def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor], [],
+                                ["isLinear"]> {
   let summary = "permutation of the dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.

@@ -319,3 +319,13 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
                     FactorKind::NeedReplication);
   return builder.build();
 }
+
+//===----------------------------------------------------------------------===//
+// Linear ops: partial sums in, partial sums out
+//===----------------------------------------------------------------------===//
+
+bool AddOp::isLinear() { return true; }
+bool SubOp::isLinear() { return true; }
+bool NegOp::isLinear() { return true; }
+bool ReshapeOp::isLinear() { return true; }
+bool TransposeOp::isLinear() { return true; }

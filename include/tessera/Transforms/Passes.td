@@ -241,15 +241,18 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     parameter's own, minor):
 
     - stage 1: the moments `m` and `v` take the split, and the gradient is
-      pinned to it (`dist.sharding_constraint`) just before the update. The
-      parameter is marked `replicated` over the axes. Partitioned: the
-      gradient's partial sums are reduce-scattered, each rank updates its
-      shard of the parameter, and the new parameter is all-gathered back to
-      the layout it is read in (a result that updates an argument keeps the
-      argument's sharding).
+      pinned just before the update, first as a partial sum over the axes
+      (`unreduced`, which keeps it whole and unreduced until there:
+      gradients are summed whole over microbatches) and then to the split.
+      The parameter is marked `replicated` over the axes. Partitioned: the
+      gradient's partial sums are reduce-scattered once, right before the
+      update, each rank updates its shard of the parameter, and the new
+      parameter is all-gathered back to the layout it is read in (a result
+      that updates an argument keeps the argument's sharding).
     - stage 2: as stage 1, but the gradient is pinned right where it is
-      complete, so it is reduce-scattered then and no whole gradient lives
-      to the end of the backward pass.
+      complete, so it is reduce-scattered then (per microbatch, the shards
+      accumulating) and no whole gradient lives to the end of the backward
+      pass.
     - stage 3: as stage 2, and the parameter itself takes the split: it is
       stored, updated and returned as a shard. Its reads are pinned to the
       whole layout, which makes them all-gathers: one before the forward
@@ -273,10 +276,7 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     `reshard-after-forward` says).
 
     Stage 0 changes nothing. Parameters without such a dim (a bias smaller
-    than the group) keep replicated state, gradient and value. Without
-    gradient accumulation stages 1 and 2 usually give one program:
-    propagation carries stage 1's split of the gradient back to where it is
-    computed.
+    than the group) keep replicated state, gradient and value.
   }];
   let options = [
     Option<"stage", "stage", "::tessera::ZeroStage",

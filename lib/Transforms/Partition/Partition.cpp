@@ -93,9 +93,15 @@ RankedTensorType FunctionPartitioner::getLocalType(Operation *at,
 /// its sharding to `to`; returns the new local value.
 FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
                                               const Twine &what, Value local,
-                                              const TensorSharding &to,
+                                              const TensorSharding &wanted,
                                               dist::ReductionKind kind) {
   TensorSharding from = getSharding(local);
+  // A value keeps only partial sums it has: making a whole value partial
+  // again is not a reshard.
+  TensorSharding to = wanted;
+  llvm::erase_if(to.unreduced, [&](StringAttr axis) {
+    return !llvm::is_contained(from.unreduced, axis);
+  });
   RankedTensorType global = globalTypes.lookup(local);
   SmallVector<ReshardStep> steps = planReshard(from, to);
   if (steps.empty())
@@ -267,10 +273,21 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
     claim(factor, axes);
   }
 
+  // A linear op carries the pending sums its result is wanted with, where
+  // every operand has them: it computes on the partial sums.
+  AxisList carried;
+  if (op.isLinear() && wanted.size() == 1)
+    for (StringAttr axis : wanted.front().unreduced)
+      if (llvm::all_of(operandShardings, [&](const TensorSharding &sharding) {
+            return llvm::is_contained(sharding.unreduced, axis);
+          }))
+        carried.push_back(axis);
+
   builder.setInsertionPoint(op);
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     TensorSharding required =
         TensorSharding::getReplicated(operandShardings[index].getRank());
+    required.unreduced = carried;
     SmallVector<AxisList> dims =
         projectFromFactors(rule, rule.getOperandFactors()[index], chosen, mesh);
     for (auto [dim, axes] : llvm::enumerate(dims))
@@ -289,7 +306,7 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
       llvm::dbgs() << " #" << factor << "=" << formatAxes(axes);
     llvm::dbgs() << "\n";
   });
-  AxisList partial;
+  AxisList partial = carried;
   for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
     if (rule.getFactors()[factor].kind == FactorKind::Reduction)
       llvm::append_range(partial, chosen[factor]);

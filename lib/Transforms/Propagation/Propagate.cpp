@@ -325,6 +325,33 @@ void FunctionPropagator::propagate(Operation *op,
   }
 }
 
+/// The partial-sum axes that every reader of `value` keeps: a value read
+/// only by sharding constraints that leave the same axes unreduced (ZeRO-1's
+/// gradients, summed over the microbatches before they are reduce-scattered),
+/// or by linear ops whose results keep them, stays partial over them, so
+/// that the partitioner does not complete the sum at the producer.
+static AxisList getKeptPartialAxes(Value value,
+                                   DenseMap<Value, AxisList> &memo) {
+  if (auto it = memo.find(value); it != memo.end())
+    return it->second;
+  std::optional<AxisList> kept;
+  for (Operation *user : value.getUsers()) {
+    AxisList axes;
+    if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(user)) {
+      axes = TensorSharding::fromAttr(constraint.getSharding()).unreduced;
+    } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(user);
+               rule && rule.isLinear() && user->getNumResults() == 1) {
+      axes = getKeptPartialAxes(user->getResult(0), memo);
+    }
+    if (axes.empty() || (kept && *kept != axes)) {
+      kept = AxisList();
+      break;
+    }
+    kept = std::move(axes);
+  }
+  return memo[value] = kept.value_or(AxisList());
+}
+
 LogicalResult FunctionPropagator::writeBack() {
   MLIRContext *context = function.getContext();
   StringRef attrName = dist::DistDialect::kShardingAttrName;
@@ -345,14 +372,18 @@ LogicalResult FunctionPropagator::writeBack() {
       function.emitRemark()
           << "argument #" << arg.getArgNumber() << ": " << format(arg);
   }
+  DenseMap<Value, AxisList> keptPartial;
   function.walk([&](Operation *op) {
     if (isa<dist::ShardingConstraintOp, func::FuncOp>(op) ||
         op->getNumResults() == 0 ||
         !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
       return;
     SmallVector<Attribute> shardings;
-    for (Value result : op->getResults())
-      shardings.push_back(getState(result).getClosed().toAttr(mesh.getName()));
+    for (Value result : op->getResults()) {
+      TensorSharding sharding = getState(result).getClosed();
+      sharding.unreduced = getKeptPartialAxes(result, keptPartial);
+      shardings.push_back(sharding.toAttr(mesh.getName()));
+    }
     op->setAttr(attrName, ArrayAttr::get(context, shardings));
     if (!explain)
       return;

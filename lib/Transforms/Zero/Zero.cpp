@@ -213,8 +213,18 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         else
           builder.setInsertionPointToStart(&function.front());
       }
+      // Stage 1 keeps the gradient whole: its partial sums over the ZeRO
+      // axes are summed over the microbatches first and reduce-scattered
+      // once, right before the update.
+      Value pinned = grad;
+      if (stage == ZeroStage::OptimizerState) {
+        TensorSharding partial = sharding;
+        partial.unreduced.assign(axes->begin(), axes->end());
+        pinned = dist::ShardingConstraintOp::create(
+            builder, grad.getLoc(), pinned, partial.toAttr(meshName));
+      }
       update.getGradientOperand().set(dist::ShardingConstraintOp::create(
-          builder, grad.getLoc(), grad, splitAttr));
+          builder, grad.getLoc(), pinned, splitAttr));
 
       // With mixed precision the f32 master weight is optimizer state (the
       // ZeRO paper's K = 12 counts it), so stages 1 and 2 split it with the

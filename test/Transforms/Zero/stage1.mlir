@@ -1,15 +1,16 @@
 // RUN: tessera-opt %s --tessera-zero=stage=1 | FileCheck %s
 
-// Tests that ZeRO-1 splits the optimizer state over "dp" and pins the gradient
-// to that split just before the update, on a train step whose forward pass
-// (what the returned %y depends on) reads %w once and whose backward pass reads
-// it again.
+// Tests that ZeRO-1 splits the optimizer state over "dp" and pins the
+// gradient, a partial sum over "dp" until then, to that split just before the
+// update, on a train step whose forward pass (what the returned %y depends
+// on) reads %w once and whose backward pass reads it again.
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: %[[W:[^:]+]]: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [{?}, {?}], replicated={"dp"}>, nn.param = "w"}
 // CHECK-SAME: {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {?}]>, nn.state = "w.adam_m"}
 // CHECK: %[[DW:.+]] = nn.dot %[[X:.+]], %{{.+}} contracting_dims = [0] x [0]
 // CHECK-NEXT: nn.add
-// CHECK-NEXT: %[[G:.+]] = dist.sharding_constraint %[[DW]] <@mesh, [{"dp"}, {?}]>
+// CHECK-NEXT: %[[P:.+]] = dist.sharding_constraint %[[DW]] <@mesh, [{?}, {?}], unreduced={"dp"}>
+// CHECK-NEXT: %[[G:.+]] = dist.sharding_constraint %[[P]] <@mesh, [{"dp"}, {?}]>
 // CHECK-NEXT: nn.adamw %[[W]], %[[G]]
 dist.mesh @mesh ["dp"=2]
 func.func @step(%w: tensor<4x4xf32> {nn.param = "w"},

@@ -3,9 +3,10 @@
 
 // Tests that ZeRO-1 splits AdamW's moments over "dp" on the first dim the
 // parameter leaves whole, pins the gradient to that split and keeps the
-// parameter whole over "dp" (replicated={"dp"}); partitioned, the gradient's partial sums are reduce-scattered,
-// the update runs on a quarter of the rows and the new parameter is
-// all-gathered back. The bias (2 rows) is not divisible by 4: its state
+// parameter whole over "dp" (replicated={"dp"}); the gradient stays a
+// partial sum over "dp" until just before the update. Partitioned, it is
+// reduce-scattered there, the update runs on a quarter of the rows and the
+// new parameter is all-gathered back. The bias (2 rows) is not divisible by 4: its state
 // stays replicated and its gradient is all-reduced as in plain DP.
 dist.mesh @mesh ["dp"=4, "tp"=2]
 // CHECK-LABEL: func.func @step
@@ -14,13 +15,14 @@ dist.mesh @mesh ["dp"=4, "tp"=2]
 // CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
 // CHECK-SAME: %[[B:.+]]: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{?}], replicated={"dp"}>}
 // CHECK-SAME: %[[BM:.+]]: tensor<2xf32>,
-// CHECK: %[[G:.+]] = dist.sharding_constraint %{{.+}} <@mesh, [{"dp"}, {"tp"}]> : tensor<8x6xf32>
+// CHECK: %[[P:.+]] = dist.sharding_constraint %{{.+}} <@mesh, [{}, {"tp"}], unreduced={"dp"}> : tensor<8x6xf32>
+// CHECK-NEXT: %[[G:.+]] = dist.sharding_constraint %[[P]] <@mesh, [{"dp"}, {"tp"}]> : tensor<8x6xf32>
 // CHECK: nn.adamw %[[W]], %[[G]],
 // CHECK-NOT: dist.sharding_constraint
 // CHECK: nn.adamw %[[B]],
 // PARTITIONED-LABEL: func.func @step
-// PARTITIONED: dist.reduce_scatter %{{.+}} on @mesh ["dp"] dim = 0 sum : tensor<8x3xf32> -> tensor<2x3xf32>
 // PARTITIONED: dist.all_reduce %{{.+}} on @mesh ["dp"] sum : tensor<2xf32>
+// PARTITIONED: dist.reduce_scatter %{{.+}} on @mesh ["dp"] dim = 0 sum : tensor<8x3xf32> -> tensor<2x3xf32>
 // PARTITIONED: %[[NEW:.+]], %{{.+}}, %{{.+}} = nn.adamw {{.+}} : tensor<2x3xf32>, tensor<2x3xf32>, tensor<i64>
 // PARTITIONED: %[[FULL:.+]] = dist.all_gather %[[NEW]] on @mesh ["dp"] dim = 0 : tensor<2x3xf32> -> tensor<8x3xf32>
 // PARTITIONED: return %[[FULL]],

@@ -4,8 +4,9 @@ Each argument is the output of one compile, in stage order. The measured
 breakdown of each plan must match the closed form of its stage (the
 parameters and optimizer state live at the peak, the gradients at their own
 peak), and the arena must fall as the stage rises: strictly from stage 0 to
-1 and from 2 to 3. Stages 1 and 2 may give one program: propagation already
-reduce-scatters each gradient where it is complete.
+1 and from 2 to 3. Stage 1 holds the whole gradients until the update
+(and reduce-scatters them there); stage 2 reduce-scatters each where it is
+complete.
 """
 
 import re
@@ -50,9 +51,15 @@ def main():
         if not close(optimizer, model_optimizer):
             failures.append(f"stage {stage}: optimizer state {optimizer}, "
                             f"closed form {model_optimizer}")
-        if gradients > model_gradients * 1.01:
+        # Stage 1 makes each reduce-scatter's shard while the whole
+        # gradients still live: above its closed form by at most the shards
+        # (stage 2's closed form).
+        allowed = model_gradients * 1.01
+        if stage == 1 and len(stages) > 2:
+            allowed += stages[2]["model"][1]
+        if gradients > allowed:
             failures.append(f"stage {stage}: gradients {gradients}, "
-                            f"closed form at most {model_gradients}")
+                            f"at most {allowed:.0f} by the closed form")
         print(f"stage {stage}: arena {plan['arena']} bytes, parameters "
               f"{parameters}, gradients {gradients}, optimizer state "
               f"{optimizer}")
