@@ -153,7 +153,7 @@ def NN_CompareOp : NN_ModelOp<"compare", [InferTypeOpAdaptor,
   let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
 }
 
-def NN_CastOp : NN_ModelOp<"cast"> {
+def NN_CastOp : NN_ModelOp<"cast", [], [], ["isLinear"]> {
   let summary = "elementwise conversion of the element type";
   let description = [{
     Converts each element to the result's element type (rounding to nearest

@@ -329,3 +329,6 @@ bool SubOp::isLinear() { return true; }
 bool NegOp::isLinear() { return true; }
 bool ReshapeOp::isLinear() { return true; }
 bool TransposeOp::isLinear() { return true; }
+/// Up to rounding: the sum of cast partial sums is at least as exact as the
+/// cast of their sum (mixed precision sums bf16 gradients in f32).
+bool CastOp::isLinear() { return true; }
