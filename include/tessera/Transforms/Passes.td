@@ -157,7 +157,10 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
 
     The result has a closed `dist.sharding` on every function argument and
     result and an array of them (one per result) on every op with tensor
-    results.
+    results. A value read only by `dist.sharding_constraint`s that leave
+    axes `unreduced`, directly or through linear ops (`isLinear`), carries
+    those axes as `unreduced`: the partitioner keeps its partial sums
+    pending until the constraint (ZeRO-1's gradients).
 
     With `explain=true`, a remark says for every value where its sharding
     came from, and for every conflict which candidates competed.

@@ -185,6 +185,17 @@ struct RecomputePass : tessera::impl::RecomputePassBase<RecomputePass> {
       SmallVector<Group> groups = mode == Recompute::Full
                                       ? getLayers(forward)
                                       : getAttentionCores(forward);
+      // Asked for, recomputing nothing is worth saying: the model has no
+      // attention core or numbered layers the pass knows.
+      if (groups.empty() && !forward.empty())
+        function.emitWarning()
+            << "recompute=" << getEnumName(kRecomputeNames, mode.getValue())
+            << " finds "
+            << (mode == Recompute::Full
+                    ? "no layers (ops reading numbered parameters such as "
+                      "blocks.0.*)"
+                    : "no attention core (a product, softmax and product)")
+            << ": nothing is recomputed";
       Operation *terminator = function.getBody().front().getTerminator();
       for (const Group &group : groups)
         recompute(group, forward, terminator);

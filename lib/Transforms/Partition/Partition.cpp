@@ -90,7 +90,7 @@ RankedTensorType FunctionPartitioner::getLocalType(Operation *at,
 }
 
 /// Inserts, at the builder's point, the collectives that take `local` from
-/// its sharding to `to`; returns the new local value.
+/// its sharding to `wanted`; returns the new local value.
 FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
                                               const Twine &what, Value local,
                                               const TensorSharding &wanted,
