@@ -56,6 +56,11 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
     if (param == "wte") {
       shape.vocab = type.getDimSize(0);
       shape.hidden = type.getDimSize(1);
+      for (Operation *user : arg.getUsers())
+        shape.tiedEmbedding |=
+            isa<nn::DotOp>(user) ||
+            (isa<nn::CastOp>(user) &&
+             llvm::any_of(user->getUsers(), llvm::IsaPred<nn::DotOp>));
     } else if (param == "wpe") {
       shape.seq = type.getDimSize(0);
     } else if (param.consume_front("blocks.")) {
@@ -234,18 +239,33 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   if (choice.dp > 1) {
     double gradientBytes = localParams * bytes.gradient;
     DeviceGroup group{choice.dp, choice.tp};
+    double ring = (choice.dp - 1.0) / choice.dp;
+    // A tied embedding's second gradient term is reduced on its own (but at
+    // ZeRO-1, which sums the terms while they are pending; and in a
+    // pipeline each end stage reduces its one term).
+    double tiedBytes = model.tiedEmbedding && choice.pp == 1 && choice.zero != 1
+                           ? model.vocab * model.hidden * bytes.gradient
+                           : 0;
+    auto seconds = [&](CollectiveKind kind, double bytes) {
+      return bytes > 0 ? getCollectiveSeconds(machine, kind, bytes, group)
+                       : 0.0;
+    };
     if (choice.zero == 0) {
-      estimate.dpCommSeconds = getCollectiveSeconds(
-          machine, CollectiveKind::AllReduce, gradientBytes, group);
+      estimate.dpCommSeconds =
+          seconds(CollectiveKind::AllReduce, gradientBytes) +
+          seconds(CollectiveKind::AllReduce, tiedBytes);
+      estimate.dpTrafficBytes = 2 * ring * (gradientBytes + tiedBytes);
     } else {
       double gathers = choice.zero >= 3 && choice.reshardAfterForward ? 2 : 1;
       int64_t reductions = choice.zero == 1 ? 1 : choice.microbatches;
       estimate.dpCommSeconds =
-          reductions * getCollectiveSeconds(machine,
-                                            CollectiveKind::ReduceScatter,
-                                            gradientBytes, group) +
-          gathers * getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                         localParams * bytes.weight, group);
+          reductions * (seconds(CollectiveKind::ReduceScatter, gradientBytes) +
+                        seconds(CollectiveKind::ReduceScatter, tiedBytes)) +
+          gathers *
+              seconds(CollectiveKind::AllGather, localParams * bytes.weight);
+      estimate.dpTrafficBytes =
+          ring * (reductions * (gradientBytes + tiedBytes) +
+                  gathers * localParams * bytes.weight);
     }
   }
   // PP: activations forward and gradients backward at each stage boundary.

@@ -26,6 +26,10 @@ namespace tessera {
 struct ModelShape {
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, batch = 0;
   int64_t parameters = 0;
+  /// Whether the LM head reads the token embedding: its gradient then has
+  /// two terms, which the compiled step reduces one by one (but at ZeRO-1,
+  /// which sums them while they are pending).
+  bool tiedEmbedding = false;
   /// Forward FLOPs of one global batch.
   double forwardFlops = 0;
 };
@@ -58,6 +62,10 @@ struct PlanEstimate {
   double stepTimeSeconds = 0;
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0,
          ppCommSeconds = 0, bubbleFraction = 0;
+  /// Bytes each device sends per step in data-parallel collectives, as a
+  /// ring moves them: an all-reduce of N bytes over p devices sends
+  /// 2 N (p-1)/p, a reduce-scatter or all-gather N (p-1)/p.
+  double dpTrafficBytes = 0;
   /// The slowest pipeline stage's compute over the average (1: balanced).
   double stageImbalance = 1;
   double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0,

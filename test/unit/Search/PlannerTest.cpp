@@ -2,9 +2,15 @@
 
 #include "tessera/Search/Planner.h"
 
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/NN/IR/NNDialect.h"
 #include "tessera/Models/Models.h"
+#include "tessera/Pipelines/Pipelines.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -82,6 +88,72 @@ TEST(PlannerTest, ZeroPricesAReduceScatterPerMicrobatch) {
   EXPECT_NEAR(dpSeconds(3, 1), reduceScatters / 7 + 2 * gather, 1e-12);
   // A reduce-scatter and an all-gather move an all-reduce's bytes.
   EXPECT_NEAR(dpSeconds(1, 1), dpSeconds(0, 1), 0.05 * dpSeconds(0, 1));
+}
+
+/// Bytes each device sends in the data-parallel collectives of a
+/// partitioned `module`, as a ring moves them (see dpTrafficBytes).
+double getCompiledDpTraffic(mlir::ModuleOp module, int64_t dp) {
+  double ring = (dp - 1.0) / dp, bytes = 0;
+  auto size = [](mlir::Value value) {
+    auto type = mlir::cast<mlir::RankedTensorType>(value.getType());
+    return static_cast<double>(type.getNumElements() *
+                               getElementBytes(type.getElementType()));
+  };
+  module.walk([&](dist::CollectiveOpInterface op) {
+    mlir::ArrayAttr axes = op.getMeshAxes();
+    if (axes.size() != 1 ||
+        mlir::cast<mlir::StringAttr>(axes[0]).getValue() != "dp")
+      return;
+    if (mlir::isa<dist::AllReduceOp>(op))
+      bytes += 2 * ring * size(op->getOperand(0));
+    else if (mlir::isa<dist::ReduceScatterOp>(op))
+      bytes += ring * size(op->getOperand(0));
+    else if (mlir::isa<dist::AllGatherOp>(op))
+      bytes += ring * size(op->getResult(0));
+  });
+  return bytes;
+}
+
+TEST(PlannerTest, DataParallelTrafficIsWhatTheCompilerBuilds) {
+  // One truth for prices: the data-parallel bytes the search charges a plan
+  // are the bytes the compiled train step's collectives move, for every ZeRO
+  // stage, with and without microbatches.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  GptConfig config;
+  config.batch = 8;
+  config.sharding = "megatron";
+  struct Case {
+    int64_t dp, zero, microbatches;
+  } cases[] = {{2, 0, 1}, {4, 0, 2}, {2, 1, 1}, {4, 1, 2},
+               {2, 2, 1}, {2, 2, 4}, {4, 3, 1}, {2, 3, 2}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE("dp " + std::to_string(c.dp) + " zero " +
+                 std::to_string(c.zero) + " microbatches " +
+                 std::to_string(c.microbatches));
+    mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+    llvm::Expected<ModelShape> shape = getModelShape(*module);
+    ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+    CompileOptions options;
+    options.mesh = "dp=" + std::to_string(c.dp) + ",tp=1";
+    options.train = Optimizer::AdamW;
+    options.zero = static_cast<ZeroStage>(c.zero);
+    options.microbatches = c.microbatches;
+    mlir::PassManager pm(&context);
+    buildShardingPipeline(pm, options);
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+
+    PlanChoice choice;
+    choice.dp = c.dp;
+    choice.zero = c.zero;
+    choice.microbatches = c.microbatches;
+    choice.precision = Precision::FP32;
+    double predicted = estimatePlan(*shape, dgx(), choice).dpTrafficBytes;
+    double compiled = getCompiledDpTraffic(*module, c.dp);
+    EXPECT_NEAR(predicted, compiled, 0.02 * compiled)
+        << "predicted " << predicted << ", compiled " << compiled;
+  }
 }
 
 TEST(PlannerTest, KeepingTheForwardsGathersTradesMemoryForTraffic) {
