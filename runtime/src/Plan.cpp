@@ -145,14 +145,14 @@ Status
 ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
   // The checks read no element, but a tensor without memory is an error to
   // them: any address stands in for the arena's.
-  static uint8_t placeholder;
+  static uint8_t standIn;
   std::vector<Tensor> tensors;
   tensors.reserve(kernel.inputs_size() + kernel.outputs_size());
   auto add = [&](int64_t id) {
     const plan::Buffer &b = buffer(id);
     tensors.push_back(Tensor{getDType(b.dtype()),
                              {b.shape().begin(), b.shape().end()},
-                             &placeholder});
+                             &standIn});
     return &tensors.back();
   };
   std::vector<const Tensor *> inputs;
