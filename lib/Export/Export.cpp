@@ -284,7 +284,7 @@ void PlanBuilder::setSharding(
   }
 }
 
-/// The values an integer data argument (or a slice of it) may take: the
+/// The values an integer data argument (or a piece of it) may take: the
 /// vocab of the embedding table it indexes (or scatters gradients into) or
 /// of the logits it labels (0: unbounded).
 int64_t PlanBuilder::getIndexBound(Value value) {
@@ -299,9 +299,13 @@ int64_t PlanBuilder::getIndexBound(Value value) {
     if (auto scatter = dyn_cast<nn::EmbeddingGradOp>(use.getOwner());
         scatter && use.getOperandNumber() == 1)
       return scatter.getVocab();
-    // A pipeline stage reads each microbatch's slice of its data.
-    if (auto slice = dyn_cast<nn::SliceOp>(use.getOwner()))
-      if (int64_t bound = getIndexBound(slice.getResult()))
+    // Through what moves the ids without changing them: a pipeline stage's
+    // microbatch slices, a device's piece of replicated ids, a wait.
+    Operation *owner = use.getOwner();
+    if (isa<nn::SliceOp, nn::ReshapeOp, nn::TransposeOp, dist::AllSliceOp,
+            dist::AllGatherOp, dist::AllToAllOp, dist::CollectivePermuteOp,
+            dist::BroadcastOp, dist::WaitOp>(owner))
+      if (int64_t bound = getIndexBound(owner->getResult(0)))
         return bound;
   }
   return 0;

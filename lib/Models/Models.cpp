@@ -24,9 +24,11 @@ static llvm::Error checkPositive(StringRef field, int64_t value) {
 }
 
 static llvm::Error checkSharding(StringRef sharding) {
-  if (sharding != "none" && sharding != "megatron")
-    return fieldError("sharding",
-                      "must be none or megatron, got '" + sharding + "'");
+  if (sharding != "none" && sharding != "megatron" &&
+      sharding != "megatron-sp")
+    return fieldError("sharding", "must be none, megatron or megatron-sp, "
+                                  "got '" +
+                                      sharding + "'");
   return llvm::Error::success();
 }
 
@@ -291,8 +293,10 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
   fb.finish(loss);
-  if (c.sharding == "megatron")
+  if (c.sharding != "none")
     annotateMegatron(*module, 1, 1);
+  if (c.sharding == "megatron-sp")
+    annotateSequenceParallel(*module);
   return module;
 }
 
@@ -410,5 +414,81 @@ void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
       if (auto dims = getMegatronDims(param.getValue()))
         function.setArgAttr(index, attrName, sharding(*dims));
     }
+  });
+}
+
+void tessera::annotateSequenceParallel(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  auto mesh = FlatSymbolRefAttr::get(context, "mesh");
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
+    SmallVector<StringAttr> names;
+    for (StringRef axis : axes)
+      names.push_back(StringAttr::get(context, axis));
+    return dist::DimShardingAttr::get(context, names, isOpen, std::nullopt);
+  };
+  StringAttr tp = StringAttr::get(context, "tp");
+  // [batch as the data has it, sequence over `sequence`, hidden over
+  // `hidden`], pending sums over `unreduced`. The batch stays open: it is
+  // split over "dp" and, with microbatches, over their axis.
+  auto constrain = [&](Value value, ArrayRef<StringRef> sequence,
+                       ArrayRef<StringRef> hidden,
+                       ArrayRef<StringAttr> unreduced = {}) {
+    OpBuilder builder = OpBuilder::atBlockBegin(value.getParentBlock());
+    builder.setInsertionPointAfterValue(value);
+    auto constraint = dist::ShardingConstraintOp::create(
+        builder, value.getLoc(), value,
+        dist::ShardingAttr::get(context, mesh,
+                                {dim({}, /*isOpen=*/true), dim(sequence),
+                                 dim(hidden)},
+                                {},
+                                unreduced));
+    value.replaceAllUsesExcept(constraint, constraint);
+  };
+  module.walk([&](func::FuncOp function) {
+    // Whether `dot` reads a parameter split over "tp" on its dim `weightDim`.
+    auto splitsWeight = [&](nn::DotOp dot, int64_t weightDim) {
+      auto weight = dyn_cast<BlockArgument>(dot.getRhs());
+      auto sharding =
+          weight ? function.getArgAttrOfType<dist::ShardingAttr>(
+                       weight.getArgNumber(), attrName)
+                 : nullptr;
+      return sharding && sharding.getRank() == 2 &&
+             llvm::is_contained(sharding.getDims()[weightDim].getAxes(), tp);
+    };
+    SmallVector<Value> residuals, gathered;
+    SmallVector<nn::DotOp> rowParallel;
+    function.walk([&](Operation *op) {
+      if (auto norm = dyn_cast<nn::LayerNormOp>(op)) {
+        if (norm.getType().getRank() != 3)
+          return;
+        if (!llvm::is_contained(residuals, norm.getInput()))
+          residuals.push_back(norm.getInput());
+        Value output = norm.getResult();
+        if (llvm::any_of(output.getUsers(), [&](Operation *user) {
+              auto dot = dyn_cast<nn::DotOp>(user);
+              return dot && dot.getLhs() == output && splitsWeight(dot, 1);
+            }))
+          gathered.push_back(output);
+      } else if (auto dot = dyn_cast<nn::DotOp>(op);
+                 dot && dot.getType().getRank() == 3 && splitsWeight(dot, 0)) {
+        rowParallel.push_back(dot);
+      }
+    });
+    // The residual stream, split on the sequence: the layer norms and
+    // residual adds run on a piece of it, as does the LM head.
+    for (Value residual : residuals)
+      constrain(residual, {"tp"}, {});
+    // A layer norm's output that a column-parallel region reads is made on a
+    // piece of the sequence and gathered whole (Megatron's g); its gradient,
+    // the region's partial sums, is reduce-scattered back onto the piece.
+    for (Value output : gathered) {
+      constrain(output, {}, {});
+      constrain(output, {"tp"}, {});
+    }
+    // A row-parallel region's partial sums are reduce-scattered onto the
+    // sequence (Megatron's g-bar), and their gradient gathered whole.
+    for (nn::DotOp dot : rowParallel)
+      constrain(dot.getResult(), {}, {}, {tp});
   });
 }

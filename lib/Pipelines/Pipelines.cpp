@@ -162,7 +162,7 @@ static void registerCompilePipeline(StringRef name, StringRef description,
         build(pm, options);
         return success();
       },
-      [](function_ref<void(const detail::PassOptions &)> optionHandler) {
+      [](function_ref<void(const mlir::detail::PassOptions &)> optionHandler) {
         optionHandler(CompileOptions());
       });
 }

@@ -43,9 +43,10 @@ static cl::opt<int64_t> batch("batch", cl::desc("Batch size"),
                               cl::sub(modelCommand()));
 static cl::opt<std::string>
     sharding("sharding",
-             cl::desc("Annotations: none, or megatron (batch over \"dp\", "
+             cl::desc("Annotations: none, megatron (batch over \"dp\", "
                       "Megatron-LM tensor parallelism over \"tp\", on a "
-                      "1x1 mesh that --mesh resizes)"),
+                      "1x1 mesh that --mesh resizes) or megatron-sp (and "
+                      "sequence parallelism, gpt)"),
              cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),

@@ -107,6 +107,25 @@ struct MergeSlices : OpRewritePattern<AllSliceOp> {
   }
 };
 
+/// all_slice(all_reduce(x)) over the same axes is a reduce_scatter: each
+/// device keeps only its piece of the combined tensor (the gradient of a
+/// value gathered for a tensor-parallel region, sliced again for the ops
+/// that run on a piece of the sequence).
+struct SliceOfAllReduce : OpRewritePattern<AllSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AllSliceOp op,
+                                PatternRewriter &rewriter) const override {
+    auto reduce = op.getInput().getDefiningOp<AllReduceOp>();
+    if (!reduce || !isChain(reduce, op) ||
+        reduce.getMeshAxes() != op.getMeshAxes())
+      return failure();
+    rewriter.replaceOpWithNewOp<ReduceScatterOp>(
+        op, op.getType(), reduce.getInput(), op.getMeshAttr(),
+        op.getMeshAxes(), op.getDimAttr(), reduce.getKindAttr());
+    return success();
+  }
+};
+
 /// Two all_reduces of one kind over disjoint axes are one over both.
 struct MergeAllReduces : OpRewritePattern<AllReduceOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -147,7 +166,7 @@ void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 
 void AllSliceOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                              MLIRContext *context) {
-  patterns.add<SliceOfGather, MergeSlices>(context);
+  patterns.add<SliceOfGather, MergeSlices, SliceOfAllReduce>(context);
 }
 
 void AllReduceOp::getCanonicalizationPatterns(RewritePatternSet &patterns,

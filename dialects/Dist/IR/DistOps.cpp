@@ -131,6 +131,25 @@ ShardingConstraintOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                                [&]() { return emitOpError(); });
 }
 
+LogicalResult
+ShardingConstraintOp::buildGradients(OpBuilder &builder,
+                                     ArrayRef<Value> resultGradients,
+                                     SmallVectorImpl<Value> &operandGradients) {
+  Value gradient = resultGradients.front();
+  if (!gradient) {
+    operandGradients.push_back(nullptr);
+    return success();
+  }
+  // A pending sum's gradient is the same on every device: no unreduced axes.
+  ShardingAttr sharding = getSharding();
+  auto constraint = ShardingAttr::get(getContext(), sharding.getMesh(),
+                                      sharding.getDims(),
+                                      sharding.getReplicatedAxes(), {});
+  operandGradients.push_back(
+      ShardingConstraintOp::create(builder, getLoc(), gradient, constraint));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

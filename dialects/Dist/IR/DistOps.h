@@ -4,6 +4,7 @@
 #define TESSERA_DIST_DISTOPS_H
 
 #include "dialects/Dist/IR/DistAttrs.h"
+#include "dialects/Interfaces/GradientOpInterface.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

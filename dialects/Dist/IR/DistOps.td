@@ -4,6 +4,7 @@
 #define TESSERA_DIST_OPS
 
 include "dialects/Dist/IR/DistAttrs.td"
+include "dialects/Interfaces/GradientOpInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -42,12 +43,18 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
 
 def Dist_ShardingConstraintOp : Dist_Op<"sharding_constraint", [Pure,
     SameOperandsAndResultType, InferTypeOpInterface,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "pins the sharding of a value inside a body";
   let description = [{
     Returns its operand, which must have the given sharding at this point;
     propagation treats it as a user annotation and the partitioner reshards
     into it when the producer disagrees.
+
+    Its gradient is the same constraint on the result's gradient (without
+    unreduced axes), as JAX transposes `with_sharding_constraint`: a value
+    split over the sequence has its gradient split likewise (Megatron-LM's
+    sequence parallelism).
 
     ```mlir
     %h = dist.sharding_constraint %y <@mesh, [{"dp"}, {"tp"} ]> : tensor<8x64xf32>

@@ -32,7 +32,8 @@ struct GptConfig {
   /// "none", or "megatron": a mesh @mesh ["dp"=1, "tp"=1] (resize it with
   /// --mesh), the batch split over "dp", and Megatron-LM tensor parallelism
   /// over "tp": q/k/v and the first MLP weight split by columns, the output
-  /// projections by rows.
+  /// projections by rows. "megatron-sp" adds sequence parallelism
+  /// (annotateSequenceParallel).
   std::string sharding = "none";
 };
 
@@ -74,6 +75,16 @@ mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *context,
 /// output and second MLP projection by rows; MLP layers alternate column and
 /// row. Other parameters are left for propagation.
 void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp);
+
+/// Megatron-LM's sequence parallelism (Korthikanti et al. 2022) on a model
+/// annotated by annotateMegatron, read from its structure: the input of
+/// every layer norm over [batch, sequence, hidden] (the residual stream) is
+/// constrained to the sequence split over "tp", and a layer norm's output
+/// that a column-parallel projection reads is constrained whole on the
+/// sequence. The partitioner then all-gathers before each tensor-parallel
+/// region and reduce-scatters after it, where Megatron all-reduces; layer
+/// norms, residual adds and the LM head run on a slice of the sequence.
+void annotateSequenceParallel(mlir::ModuleOp module);
 
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);

@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Debug.h"
 
@@ -459,12 +460,75 @@ LogicalResult FunctionPartitioner::run() {
   return success();
 }
 
+/// Whether `value` is only summed on (by ops linear in their operands
+/// together) into an all_slice over `axes`.
+static bool isSummedIntoSlice(Value value, ArrayAttr axes) {
+  while (value.hasOneUse()) {
+    Operation *user = *value.getUsers().begin();
+    if (auto slice = dyn_cast<dist::AllSliceOp>(user))
+      return slice.getMeshAxes() == axes;
+    auto rule = dyn_cast<ShardingRuleOpInterface>(user);
+    if (!rule || !rule.isLinear() || user->getNumOperands() < 2 ||
+        user->getNumResults() != 1)
+      return false;
+    value = user->getResult(0);
+  }
+  return false;
+}
+
+namespace {
+/// A sum of all_reduced terms (`f(all_reduce(a), all_reduce(b))` for an op f
+/// linear in its operands together, each term over the same axes and read
+/// only here) that is then sliced over those axes is one all_reduce of the
+/// sum of the terms, which the slice turns into a reduce_scatter: the
+/// gradients of q, k and v meeting at their input, under sequence
+/// parallelism. (Where the sum stays whole, as a tied embedding's two
+/// gradient terms, the terms are left to reduce one by one: that frees each
+/// partial term as it is reduced.)
+struct ReduceTheSum : OpInterfaceRewritePattern<ShardingRuleOpInterface> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+  LogicalResult matchAndRewrite(ShardingRuleOpInterface op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.isLinear() || op->getNumOperands() < 2 ||
+        op->getNumResults() != 1)
+      return failure();
+    SmallVector<dist::AllReduceOp> terms;
+    auto first = op->getOperand(0).getDefiningOp<dist::AllReduceOp>();
+    if (!first || !isSummedIntoSlice(op->getResult(0), first.getMeshAxes()))
+      return failure();
+    for (Value operand : op->getOperands()) {
+      auto reduce = operand.getDefiningOp<dist::AllReduceOp>();
+      if (!reduce || !reduce->hasOneUse() ||
+          reduce.getKind() != dist::ReductionKind::sum ||
+          (!terms.empty() &&
+           (reduce.getMeshAttr() != terms.front().getMeshAttr() ||
+            reduce.getMeshAxes() != terms.front().getMeshAxes())))
+        return failure();
+      terms.push_back(reduce);
+    }
+    rewriter.setInsertionPoint(op);
+    IRMapping mapping;
+    for (dist::AllReduceOp term : terms)
+      mapping.map(term.getResult(), term.getInput());
+    Operation *sum = rewriter.clone(*op, mapping);
+    rewriter.replaceOpWithNewOp<dist::AllReduceOp>(
+        op, sum->getResult(0), first.getMeshAttr(), first.getMeshAxes(),
+        first.getKindAttr());
+    for (dist::AllReduceOp term : terms)
+      rewriter.eraseOp(term);
+    return success();
+  }
+};
+} // namespace
+
 /// The reshard optimizer: the dist collectives' canonicalization patterns
-/// (pairs that cancel, runs that merge) plus the ops' folders (collectives
-/// over one-device groups, no-op reshapes) and dead-code removal.
+/// (pairs that cancel, runs that merge, sums reduced once) plus the ops'
+/// folders (collectives over one-device groups, no-op reshapes) and
+/// dead-code removal.
 static LogicalResult optimizeReshards(func::FuncOp function) {
   MLIRContext *context = function.getContext();
   RewritePatternSet patterns(context);
+  patterns.add<ReduceTheSum>(context);
   dist::AllGatherOp::getCanonicalizationPatterns(patterns, context);
   dist::AllSliceOp::getCanonicalizationPatterns(patterns, context);
   dist::AllReduceOp::getCanonicalizationPatterns(patterns, context);

@@ -374,8 +374,19 @@ LogicalResult FunctionPropagator::writeBack() {
   }
   DenseMap<Value, AxisList> keptPartial;
   function.walk([&](Operation *op) {
-    if (isa<dist::ShardingConstraintOp, func::FuncOp>(op) ||
-        op->getNumResults() == 0 ||
+    // A constraint's open dims take what propagation gave them (its closed
+    // dims it gave as written), so that the partitioner reshards only what
+    // the user closed.
+    if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
+      if (llvm::any_of(constraint.getSharding().getDims(),
+                       [](dist::DimShardingAttr dim) { return dim.getIsOpen(); }))
+        constraint.setShardingAttr(cast<dist::ShardingAttr>(
+            getState(constraint.getResult())
+                .getClosed()
+                .toAttr(mesh.getName())));
+      return;
+    }
+    if (isa<func::FuncOp>(op) || op->getNumResults() == 0 ||
         !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
       return;
     SmallVector<Attribute> shardings;

@@ -136,3 +136,19 @@ func.func @unsharded(%a: tensor<8xf32>) -> tensor<8xf32> {
   %0 = nn.relu %a : tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+// Tests that the open dims of a sharding constraint take what propagation
+// gives them, so that the partitioner reshards only its closed dims: the
+// batch split over "dp" passes the constraint, which moves "tp" only.
+dist.mesh @mesh_dp_2_tp_2 ["dp"=2, "tp"=2]
+// CHECK-LABEL: func.func @open_constraint
+// CHECK: dist.sharding_constraint %{{.+}} <@mesh_dp_2_tp_2, [{"dp"}, {"tp"}, {}]>
+func.func @open_constraint(
+    %x: tensor<4x8x16xf32> {dist.sharding = #dist.sharding<@mesh_dp_2_tp_2, [{"dp"}, {}, {}]>})
+    -> tensor<4x8x16xf32> {
+  %c = dist.sharding_constraint %x <@mesh_dp_2_tp_2, [{?}, {"tp"}, {}]> : tensor<4x8x16xf32>
+  %y = nn.gelu %c : tensor<4x8x16xf32>
+  return %y : tensor<4x8x16xf32>
+}

@@ -1,5 +1,6 @@
 """Reads `tessera compile` summaries and says whether the activation peak
-("memory, each at its own peak") strictly decreases from file to file."""
+("memory, each at its own peak") strictly decreases from file to file. Each
+file is named by its last suffix (%t.none: "none")."""
 
 import re
 import sys
@@ -14,6 +15,7 @@ for path in sys.argv[1:]:
     peaks.append(int(match.group(1)))
 print("peaks:", " ".join(map(str, peaks)))
 if all(a > b for a, b in zip(peaks, peaks[1:])):
-    print("activations decrease: none > selective > full")
+    labels = [path.rsplit(".", 1)[-1] for path in sys.argv[1:]]
+    print("activations decrease:", " > ".join(labels))
 else:
     sys.exit("activations do not decrease")
