@@ -41,10 +41,9 @@ SearchPins tessera::getAutoPins(const CompileOptions &options,
     pins.zero = *zero;
   pins.reshardAfterForward = reshardAfterForward;
   // The compiler builds recomputation (--recompute), but the search prices
-  // only the activations it keeps, not the recomputed layer's live during
-  // its backward (bench and note of issue 26), so --auto does not pick it
-  // yet. Sequence parallelism is priced, not built.
-  pins.sequenceParallel = false;
+  // its transient memory (the recomputed layer and its gradients, live
+  // during its backward) only roughly (bench and note of issue 26), so
+  // --auto does not pick it yet.
   pins.recompute = Recompute::None;
   return pins;
 }
@@ -77,6 +76,8 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                           : std::string(" with any ZeRO stage"))
             .str());
   annotateMegatron(module, best->choice.dp, best->choice.tp);
+  if (best->choice.sequenceParallel)
+    annotateSequenceParallel(module);
   applyPlanChoice(best->choice, options);
   return AutoPlan{*best, result.considered};
 }

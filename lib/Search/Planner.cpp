@@ -370,7 +370,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                 if (!pinned(pins.recompute, recompute))
                   continue;
                 for (bool sp : {false, true}) {
-                  if ((sp && tp == 1) || !pinned(pins.sequenceParallel, sp))
+                  if ((sp && (tp == 1 || model.seq % tp != 0)) ||
+                      !pinned(pins.sequenceParallel, sp))
                     continue;
                   PlanChoice choice{dp,
                                     tp,

@@ -209,9 +209,10 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     return plan.takeError();
   const PlanChoice &choice = plan->estimate.choice;
   llvm::errs() << llvm::formatv(
-      "auto: dp={0} tp={1}{2} zero={3}: predicted step {4:e3} s, MFU {5:f1}% "
-      "on {6} x {7} (of {8} plans)\n",
-      choice.dp, choice.tp, formatPipeline(choice), getZeroName(choice),
+      "auto: dp={0} tp={1}{2}{3} zero={4}: predicted step {5:e3} s, MFU "
+      "{6:f1}% on {7} x {8} (of {9} plans)\n",
+      choice.dp, choice.tp, choice.sequenceParallel ? " sequence-parallel" : "",
+      formatPipeline(choice), getZeroName(choice),
       plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
       autoDevices.getValue(), machine->name, plan->considered);
   return llvm::Error::success();

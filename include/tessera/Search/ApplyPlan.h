@@ -17,7 +17,7 @@ namespace tessera {
 void applyPlanChoice(const PlanChoice &choice, CompileOptions &options);
 
 /// The pins --auto searches under for a compile of `options`: only what
-/// this compiler builds (no recomputation or sequence parallelism), a
+/// the search prices as this compiler builds it (no recomputation yet), a
 /// pipeline only for a train step, ZeRO only for AdamW's state; `zero` and
 /// `reshardAfterForward` pin what the user gave.
 SearchPins getAutoPins(const CompileOptions &options,
@@ -31,8 +31,9 @@ struct AutoPlan {
 };
 
 /// --auto: searches the plans of `devices` devices on `machine` under
-/// `pins`, annotates `module` Megatron-style with the fastest that this
-/// compiler builds and sets `options` to build it. Fails when no such plan
+/// `pins`, annotates `module` Megatron-style (with sequence parallelism
+/// when the plan has it) with the fastest that this compiler builds and
+/// sets `options` to build it. Fails when no such plan
 /// fits in device memory, or the model is not one the search reads.
 llvm::Expected<AutoPlan> applyAutoPlan(mlir::ModuleOp module,
                                        const MachineModel &machine,
