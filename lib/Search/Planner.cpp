@@ -147,22 +147,23 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   estimate.gradBytes = state.gradientBytes;
   estimate.optimizerBytes = state.optimizerStateBytes;
 
-  // Activations of one layer and microbatch, in 16-bit units of s b h.
+  // Activations of one layer and microbatch, in elements of s b h, as the
+  // compiler's train step keeps them for the backward (a GPT block without
+  // dropout; Korthikanti et al. 2022 count the same tensors, in bytes, with
+  // dropout masks): the two layer-norm inputs and the two projections'
+  // inputs whole, twelve s b h split over TP (q, k, v, the attention output,
+  // the MLP's 4h input and output), and the softmax's a s s b split over TP.
+  // With sequence parallelism the layer norms' inputs are split too and the
+  // gathered projection inputs are not kept (14/t); selective recomputation
+  // drops the softmax, full keeps only the layer's input.
   double sbh = s * microbatch * h;
-  double attention = 5 * a * s / h;
-  double perLayer = 0;
-  switch (choice.recompute) {
-  case Recompute::None:
-    perLayer = choice.sequenceParallel ? 34 / t + attention / t
-                                       : 10 + 24 / t + attention / t;
-    break;
-  case Recompute::Selective:
-    perLayer = choice.sequenceParallel ? 34 / t : 10 + 24 / t;
-    break;
-  case Recompute::Full:
-    perLayer = choice.sequenceParallel ? 2 / t : 2;
-    break;
-  }
+  double attention = a * s / h / t;
+  double kept = choice.sequenceParallel ? 14 / t : 4 + 12 / t;
+  double layerNone = kept + attention;
+  double perLayer = choice.recompute == Recompute::None        ? layerNone
+                    : choice.recompute == Recompute::Selective ? kept
+                    : choice.sequenceParallel                  ? 1 / t
+                                                               : 1;
   double inFlight = choice.pp == 1 ? 1
                     : choice.schedule == PipelineSchedule::GPipe
                         ? choice.microbatches
@@ -173,9 +174,18 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // microbatches between F and B and r more between B and W (the inputs of
   // its deferred weight gradients).
   estimate.activationBytes =
-      perLayer * sbh * (bytes.activation / 2) * layersPerStage * inFlight;
-  // The logits of the last stage, split over TP: f32 for the loss.
-  estimate.activationBytes += s * microbatch * model.vocab / t * 4;
+      perLayer * sbh * bytes.activation * layersPerStage * inFlight;
+  // Live once, in the backward: a layer's activations and their gradients
+  // (and, recomputing it whole, the recomputed layer), and the last stage's
+  // logits, probabilities and their gradient (split over TP with sequence
+  // parallelism, which runs the LM head on a slice of the sequence). This
+  // part is approximate: within about 10% of the compiled peak on small
+  // models (bench/search/activations.py).
+  double transientLayers = choice.recompute == Recompute::Full ? 3 : 2;
+  estimate.activationBytes +=
+      transientLayers * layerNone * sbh * bytes.activation +
+      3 * s * microbatch * model.vocab * bytes.activation /
+          (choice.sequenceParallel ? t : 1);
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
                              estimate.optimizerBytes + estimate.activationBytes;
   estimate.fits = estimate.peakMemoryBytes <= machine.memoryBytes;

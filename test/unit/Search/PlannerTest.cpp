@@ -7,9 +7,11 @@
 #include "dialects/NN/IR/NNDialect.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
+#include "tessera/runtime/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
@@ -153,6 +155,78 @@ TEST(PlannerTest, DataParallelTrafficIsWhatTheCompilerBuilds) {
     double compiled = getCompiledDpTraffic(*module, c.dp);
     EXPECT_NEAR(predicted, compiled, 0.02 * compiled)
         << "predicted " << predicted << ", compiled " << compiled;
+  }
+}
+
+/// The activation peak ("each at its own peak") of `config` compiled as an
+/// AdamW step on dp=1 x tp=`tp` with `recompute`.
+double getCompiledActivations(mlir::MLIRContext &context,
+                              const GptConfig &config, int64_t tp,
+                              Recompute recompute) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+  llvm::SmallString<64> path;
+  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("activations", "plan", path));
+  CompileOptions options;
+  options.mesh = "dp=1,tp=" + std::to_string(tp);
+  options.train = Optimizer::AdamW;
+  options.recompute = recompute;
+  options.output = path.str().str();
+  mlir::PassManager pm(&context);
+  buildCompilePipeline(pm, options);
+  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+  runtime::Expected<plan::Plan> plan = runtime::loadPlan(path.str().str());
+  llvm::sys::fs::remove(path);
+  EXPECT_TRUE(plan.ok()) << plan.message();
+  return plan.ok() ? plan->programs(0).category_peaks().activation_bytes() : 0;
+}
+
+TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
+  // One truth for prices: what the search charges a layer's activations is
+  // what the compiled train step keeps of each layer for the backward (the
+  // peak's growth from 2 to 4 layers), for every recomputation mode, with and
+  // without tensor and sequence parallelism; the whole peak, whose transient
+  // part (a layer's backward, the logits) is approximate, within 15%.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  struct Case {
+    int64_t tp;
+    bool sequenceParallel;
+    Recompute recompute;
+  } cases[] = {{1, false, Recompute::None},     {2, false, Recompute::None},
+               {2, true, Recompute::None},      {1, false, Recompute::Selective},
+               {2, true, Recompute::Selective}, {2, false, Recompute::Full},
+               {2, true, Recompute::Full}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE("tp " + std::to_string(c.tp) + " sp " +
+                 std::to_string(c.sequenceParallel) + " recompute " +
+                 getEnumName(kRecomputeNames, c.recompute).str());
+    double compiled[2], predicted[2];
+    for (int64_t layers : {2, 4}) {
+      GptConfig config;
+      config.layers = layers;
+      config.hidden = 64;
+      config.seq = 64;
+      config.vocab = 64;
+      config.batch = 2;
+      config.sharding = c.sequenceParallel ? "megatron-sp" : "megatron";
+      mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+      llvm::Expected<ModelShape> shape = getModelShape(*module);
+      ASSERT_TRUE(static_cast<bool>(shape))
+          << llvm::toString(shape.takeError());
+      PlanChoice choice;
+      choice.tp = c.tp;
+      choice.sequenceParallel = c.sequenceParallel;
+      choice.recompute = c.recompute;
+      choice.precision = Precision::FP32;
+      int64_t i = layers == 2 ? 0 : 1;
+      predicted[i] = estimatePlan(*shape, dgx(), choice).activationBytes;
+      compiled[i] = getCompiledActivations(context, config, c.tp, c.recompute);
+    }
+    double compiledLayer = (compiled[1] - compiled[0]) / 2;
+    double predictedLayer = (predicted[1] - predicted[0]) / 2;
+    EXPECT_NEAR(predictedLayer, compiledLayer, 0.02 * compiledLayer);
+    EXPECT_NEAR(predicted[1], compiled[1], 0.15 * compiled[1]);
   }
 }
 
