@@ -24,8 +24,7 @@ static llvm::Error checkPositive(StringRef field, int64_t value) {
 }
 
 static llvm::Error checkSharding(StringRef sharding) {
-  if (sharding != "none" && sharding != "megatron" &&
-      sharding != "megatron-sp")
+  if (sharding != "none" && sharding != "megatron" && sharding != "megatron-sp")
     return fieldError("sharding", "must be none, megatron or megatron-sp, "
                                   "got '" +
                                       sharding + "'");
@@ -438,21 +437,19 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
     builder.setInsertionPointAfterValue(value);
     auto constraint = dist::ShardingConstraintOp::create(
         builder, value.getLoc(), value,
-        dist::ShardingAttr::get(context, mesh,
-                                {dim({}, /*isOpen=*/true), dim(sequence),
-                                 dim(hidden)},
-                                {},
-                                unreduced));
+        dist::ShardingAttr::get(
+            context, mesh,
+            {dim({}, /*isOpen=*/true), dim(sequence), dim(hidden)}, {},
+            unreduced));
     value.replaceAllUsesExcept(constraint, constraint);
   };
   module.walk([&](func::FuncOp function) {
     // Whether `dot` reads a parameter split over "tp" on its dim `weightDim`.
     auto splitsWeight = [&](nn::DotOp dot, int64_t weightDim) {
       auto weight = dyn_cast<BlockArgument>(dot.getRhs());
-      auto sharding =
-          weight ? function.getArgAttrOfType<dist::ShardingAttr>(
-                       weight.getArgNumber(), attrName)
-                 : nullptr;
+      auto sharding = weight ? function.getArgAttrOfType<dist::ShardingAttr>(
+                                   weight.getArgNumber(), attrName)
+                             : nullptr;
       return sharding && sharding.getRank() == 2 &&
              llvm::is_contained(sharding.getDims()[weightDim].getAxes(), tp);
     };
@@ -482,6 +479,8 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
     // A layer norm's output that a column-parallel region reads is made on a
     // piece of the sequence and gathered whole (Megatron's g); its gradient,
     // the region's partial sums, is reduce-scattered back onto the piece.
+    // (Each constraint goes right after the value: the second one written
+    // comes first.)
     for (Value output : gathered) {
       constrain(output, {}, {});
       constrain(output, {"tp"}, {});

@@ -120,8 +120,8 @@ struct SliceOfAllReduce : OpRewritePattern<AllSliceOp> {
         reduce.getMeshAxes() != op.getMeshAxes())
       return failure();
     rewriter.replaceOpWithNewOp<ReduceScatterOp>(
-        op, op.getType(), reduce.getInput(), op.getMeshAttr(),
-        op.getMeshAxes(), op.getDimAttr(), reduce.getKindAttr());
+        op, op.getType(), reduce.getInput(), op.getMeshAttr(), op.getMeshAxes(),
+        op.getDimAttr(), reduce.getKindAttr());
     return success();
   }
 };

@@ -142,9 +142,9 @@ ShardingConstraintOp::buildGradients(OpBuilder &builder,
   }
   // A pending sum's gradient is the same on every device: no unreduced axes.
   ShardingAttr sharding = getSharding();
-  auto constraint = ShardingAttr::get(getContext(), sharding.getMesh(),
-                                      sharding.getDims(),
-                                      sharding.getReplicatedAxes(), {});
+  auto constraint =
+      ShardingAttr::get(getContext(), sharding.getMesh(), sharding.getDims(),
+                        sharding.getReplicatedAxes(), {});
   operandGradients.push_back(
       ShardingConstraintOp::create(builder, getLoc(), gradient, constraint));
   return success();

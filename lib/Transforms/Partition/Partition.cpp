@@ -489,8 +489,7 @@ struct ReduceTheSum : OpInterfaceRewritePattern<ShardingRuleOpInterface> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
   LogicalResult matchAndRewrite(ShardingRuleOpInterface op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.isLinear() || op->getNumOperands() < 2 ||
-        op->getNumResults() != 1)
+    if (!op.isLinear() || op->getNumOperands() < 2 || op->getNumResults() != 1)
       return failure();
     SmallVector<dist::AllReduceOp> terms;
     auto first = op->getOperand(0).getDefiningOp<dist::AllReduceOp>();

@@ -378,12 +378,13 @@ LogicalResult FunctionPropagator::writeBack() {
     // dims it gave as written), so that the partitioner reshards only what
     // the user closed.
     if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
-      if (llvm::any_of(constraint.getSharding().getDims(),
-                       [](dist::DimShardingAttr dim) { return dim.getIsOpen(); }))
-        constraint.setShardingAttr(cast<dist::ShardingAttr>(
-            getState(constraint.getResult())
-                .getClosed()
-                .toAttr(mesh.getName())));
+      if (llvm::any_of(
+              constraint.getSharding().getDims(),
+              [](dist::DimShardingAttr dim) { return dim.getIsOpen(); }))
+        constraint.setShardingAttr(
+            cast<dist::ShardingAttr>(getState(constraint.getResult())
+                                         .getClosed()
+                                         .toAttr(mesh.getName())));
       return;
     }
     if (isa<func::FuncOp>(op) || op->getNumResults() == 0 ||

@@ -11,8 +11,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <gtest/gtest.h>
 
@@ -193,10 +193,11 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
     int64_t tp;
     bool sequenceParallel;
     Recompute recompute;
-  } cases[] = {{1, false, Recompute::None},     {2, false, Recompute::None},
-               {2, true, Recompute::None},      {1, false, Recompute::Selective},
-               {2, true, Recompute::Selective}, {2, false, Recompute::Full},
-               {2, true, Recompute::Full}};
+  } cases[] = {
+      {1, false, Recompute::None},     {2, false, Recompute::None},
+      {2, true, Recompute::None},      {1, false, Recompute::Selective},
+      {2, true, Recompute::Selective}, {2, false, Recompute::Full},
+      {2, true, Recompute::Full}};
   for (const Case &c : cases) {
     SCOPED_TRACE("tp " + std::to_string(c.tp) + " sp " +
                  std::to_string(c.sequenceParallel) + " recompute " +
