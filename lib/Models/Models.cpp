@@ -444,14 +444,19 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
     value.replaceAllUsesExcept(constraint, constraint);
   };
   module.walk([&](func::FuncOp function) {
-    // Whether `dot` reads a parameter split over "tp" on its dim `weightDim`.
-    auto splitsWeight = [&](nn::DotOp dot, int64_t weightDim) {
+    // Whether `dot` reads a matrix parameter split over "tp" on the dim it
+    // contracts (row-parallel: `contracted`) or on its other dim
+    // (column-parallel).
+    auto splitsWeight = [&](nn::DotOp dot, bool contracted) {
       auto weight = dyn_cast<BlockArgument>(dot.getRhs());
       auto sharding = weight ? function.getArgAttrOfType<dist::ShardingAttr>(
                                    weight.getArgNumber(), attrName)
                              : nullptr;
-      return sharding && sharding.getRank() == 2 &&
-             llvm::is_contained(sharding.getDims()[weightDim].getAxes(), tp);
+      ArrayRef<int64_t> contracting = dot.getRhsContractingDims();
+      if (!sharding || sharding.getRank() != 2 || contracting.size() != 1)
+        return false;
+      int64_t dim = contracted ? contracting[0] : 1 - contracting[0];
+      return llvm::is_contained(sharding.getDims()[dim].getAxes(), tp);
     };
     SmallVector<Value> residuals, gathered;
     SmallVector<nn::DotOp> rowParallel;
@@ -464,11 +469,13 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
         Value output = norm.getResult();
         if (llvm::any_of(output.getUsers(), [&](Operation *user) {
               auto dot = dyn_cast<nn::DotOp>(user);
-              return dot && dot.getLhs() == output && splitsWeight(dot, 1);
+              return dot && dot.getLhs() == output &&
+                     splitsWeight(dot, /*contracted=*/false);
             }))
           gathered.push_back(output);
       } else if (auto dot = dyn_cast<nn::DotOp>(op);
-                 dot && dot.getType().getRank() == 3 && splitsWeight(dot, 0)) {
+                 dot && dot.getType().getRank() == 3 &&
+                 splitsWeight(dot, /*contracted=*/true)) {
         rowParallel.push_back(dot);
       }
     });

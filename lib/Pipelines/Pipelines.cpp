@@ -69,8 +69,9 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
     pm.addPass(createZeroPass(zero));
   }
   // Microbatches are a mesh axis in time: propagation and partition treat
-  // them as one more split of the batch, which the pipeline pass then turns
-  // into a loop.
+  // them as one more split of the batch, which the pipeline pass then runs
+  // one microbatch after another (unrolled, one copy of each unit per
+  // microbatch).
   if (options.microbatches > 1) {
     MicrobatchPassOptions microbatch;
     microbatch.microbatches = options.microbatches;

@@ -179,8 +179,10 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // (and, recomputing it whole, the recomputed layer), and the last stage's
   // logits, probabilities and their gradient (split over TP with sequence
   // parallelism, which runs the LM head on a slice of the sequence). This
-  // part is approximate: within about 10% of the compiled peak on small
-  // models (bench/search/activations.py).
+  // part is approximate (bench/search/activations.py, 16 layers): the peak
+  // is within 5% of the compiled one without recomputation and with
+  // selective, but full recomputation is overpriced by up to 28% at tp > 1
+  // without sequence parallelism and underpriced by up to 6% with it.
   double transientLayers = choice.recompute == Recompute::Full ? 3 : 2;
   estimate.activationBytes +=
       transientLayers * layerNone * sbh * bytes.activation +

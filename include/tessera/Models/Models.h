@@ -79,11 +79,13 @@ void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp);
 /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022) on a model
 /// annotated by annotateMegatron, read from its structure: the input of
 /// every layer norm over [batch, sequence, hidden] (the residual stream) is
-/// constrained to the sequence split over "tp", and a layer norm's output
-/// that a column-parallel projection reads is constrained whole on the
-/// sequence. The partitioner then all-gathers before each tensor-parallel
-/// region and reduce-scatters after it, where Megatron all-reduces; layer
-/// norms, residual adds and the LM head run on a slice of the sequence.
+/// constrained to the sequence split over "tp"; a layer norm's output that
+/// a column-parallel projection reads is constrained split, then whole on
+/// the sequence; a row-parallel projection's result is constrained to
+/// partial sums over "tp". The partitioner then all-gathers before each
+/// tensor-parallel region and reduce-scatters after it, where Megatron
+/// all-reduces, and the gradients do the reverse; layer norms, residual
+/// adds and the LM head run on a slice of the sequence.
 void annotateSequenceParallel(mlir::ModuleOp module);
 
 /// Sums the elements of the `nn.param` arguments of every function.
