@@ -42,6 +42,10 @@ tessera::getMemoryCategories(func::FuncOp function) {
     if (auto update = dyn_cast<OptimizerOpInterface>(op))
       mark(update.getGradient(), MemoryCategory::Gradient);
   });
+  // A pipeline stage accumulates its gradients over the microbatches.
+  function.walk([&](dist::AccumulateOp op) {
+    mark(op.getResult(), MemoryCategory::Gradient);
+  });
   // Collective results are communication buffers, and so are their pieces
   // laid out again (a bucket's members sliced and reshaped out of it).
   function.walk([&](Operation *op) {

@@ -22,7 +22,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -61,6 +60,10 @@ private:
                    google::protobuf::RepeatedField<int64_t> *globalShape,
                    google::protobuf::RepeatedPtrField<plan::DimAxes> *dims);
   int64_t getIndexBound(Value value);
+  /// With a pipeline schedule (`dist.schedule`): writes the program's
+  /// schedule and gives each buffer its lifetime over the units and its
+  /// copies (returned per buffer; 1 without a schedule).
+  FailureOr<SmallVector<int64_t>> setSchedule(DictionaryAttr schedule);
 
   func::FuncOp function;
   dist::MeshOp mesh;
@@ -74,6 +77,16 @@ private:
   /// The event each collective started on a stream signals when done.
   DenseMap<Operation *, int64_t> startEvents;
   SmallVector<int64_t> firstUse, lastUse;
+  /// With a schedule: the unit being exported (-1: before or after the
+  /// units), and per buffer the unit that makes it, whether another place
+  /// reads it, and the number of the unit send that reads it (-1: none).
+  int64_t currentUnit = -1;
+  SmallVector<int64_t> madeInUnit, sentBy;
+  SmallVector<bool> readElsewhere;
+  /// The instruction of each unit send, by number.
+  SmallVector<int64_t> sendInstructions;
+  /// Per buffer: bytes apart of a microbatch's rows (views of a batch).
+  DenseMap<int64_t, int64_t> microbatchStride;
 };
 
 } // namespace
@@ -118,6 +131,9 @@ int64_t PlanBuilder::addBuffer(Value value) {
   values.push_back(value);
   firstUse.push_back(program->instructions_size());
   lastUse.push_back(program->instructions_size());
+  madeInUnit.push_back(currentUnit);
+  readElsewhere.push_back(false);
+  sentBy.push_back(-1);
   return id;
 }
 
@@ -126,6 +142,8 @@ FailureOr<int64_t> PlanBuilder::getBuffer(Value value) {
   if (it == buffers.end())
     return failure();
   lastUse[it->second] = program->instructions_size();
+  if (madeInUnit[it->second] != currentUnit)
+    readElsewhere[it->second] = true;
   return it->second;
 }
 
@@ -254,6 +272,10 @@ LogicalResult PlanBuilder::addTransfer(Operation *op,
     transfer->set_tag(send.getTag());
     // The result is the operand in flight: the same bytes.
     buffers[send.getResult()] = *input;
+    if (currentUnit >= 0) {
+      sentBy[viewOf.lookup_or(*input, *input)] = sendInstructions.size();
+      sendInstructions.push_back(program->instructions_size());
+    }
     return success();
   }
   auto recv = cast<dist::RecvOp>(op);
@@ -304,11 +326,100 @@ int64_t PlanBuilder::getIndexBound(Value value) {
     Operation *owner = use.getOwner();
     if (isa<nn::SliceOp, nn::ReshapeOp, nn::TransposeOp, dist::AllSliceOp,
             dist::AllGatherOp, dist::AllToAllOp, dist::CollectivePermuteOp,
-            dist::BroadcastOp, dist::WaitOp>(owner))
+            dist::BroadcastOp, dist::WaitOp, dist::MicrobatchSliceOp>(owner))
       if (int64_t bound = getIndexBound(owner->getResult(0)))
         return bound;
   }
   return 0;
+}
+
+FailureOr<SmallVector<int64_t>>
+PlanBuilder::setSchedule(DictionaryAttr schedule) {
+  int64_t count = program->buffers_size();
+  SmallVector<int64_t> copies(count, 1);
+  if (!schedule)
+    return copies;
+  auto microbatches = schedule.getAs<IntegerAttr>("microbatches");
+  auto stages = schedule.getAs<DenseI64ArrayAttr>("unit_stages");
+  auto entries = schedule.getAs<DenseI64ArrayAttr>("entries");
+  auto waits = schedule.getAs<DenseI64ArrayAttr>("send_waits");
+  auto sendSlots = schedule.getAs<DenseI64ArrayAttr>("send_slots");
+  int64_t units = program->units_size();
+  auto malformed = [&](const Twine &why) {
+    return function.emitError("cannot export: malformed '")
+           << dist::DistDialect::kScheduleAttrName << "': " << why;
+  };
+  if (units == 0 || static_cast<int64_t>(stages.size()) != units ||
+      entries.size() % 3 != 0 || waits.size() % 3 != 0 ||
+      sendSlots.size() != sendInstructions.size())
+    return malformed("expects one stage per unit, one copy count per unit "
+                     "send, and triples");
+  int64_t m = microbatches.getInt();
+  program->set_microbatches(m);
+  // The slots each stage uses.
+  DenseMap<int64_t, int64_t> stageSlots;
+  for (size_t i = 0; i < entries.size(); i += 3) {
+    int64_t unit = entries[i], microbatch = entries[i + 1],
+            slot = entries[i + 2];
+    if (unit < 0 || unit >= units || microbatch < 0 || microbatch >= m ||
+        slot < 0)
+      return malformed("entry " + Twine(i / 3) + " is out of range");
+    int64_t &slots = stageSlots[stages[unit]];
+    slots = std::max(slots, slot + 1);
+    plan::ScheduleEntry *entry = program->add_schedule();
+    entry->set_unit(unit);
+    entry->set_microbatch(microbatch);
+    entry->set_slot(slot);
+  }
+  for (size_t i = 0; i < waits.size(); i += 3) {
+    int64_t entry = waits[i], send = waits[i + 1];
+    if (entry < 0 || entry >= program->schedule_size() || send < 0 ||
+        send >= static_cast<int64_t>(sendInstructions.size()))
+      return malformed("send wait " + Twine(i / 3) + " is out of range");
+    plan::SendRun *run = program->mutable_schedule(entry)->add_wait_sends();
+    run->set_instruction(sendInstructions[send]);
+    run->set_microbatch(waits[i + 2]);
+  }
+
+  // The units run many times between unitsBegin and unitsEnd: what lives
+  // across runs, or is read in them but made outside, lives over all of it.
+  int64_t unitsBegin = program->units(0).begin();
+  int64_t unitsEnd = program->units(units - 1).end();
+  for (int64_t id = 0; id < count; ++id) {
+    plan::Buffer &buffer = *program->mutable_buffers(id);
+    if (buffer.has_view_of())
+      continue;
+    bool accumulator =
+        isa_and_nonnull<dist::AccumulateOp>(values[id].getDefiningOp());
+    int64_t unit = madeInUnit[id];
+    if (unit < 0 || accumulator) {
+      if (accumulator)
+        firstUse[id] = unitsBegin;
+      if (readElsewhere[id] || accumulator)
+        lastUse[id] = std::max(lastUse[id], unitsEnd);
+      continue;
+    }
+    if (!readElsewhere[id] && sentBy[id] < 0)
+      continue; // read in its own unit's run only
+    // A value later units read lives in its entry's slot; a send's operand
+    // that none reads has copies by microbatch.
+    int64_t byMicrobatch = sentBy[id] >= 0 ? sendSlots[sentBy[id]] : 0;
+    if (readElsewhere[id] && byMicrobatch > 0)
+      return function.emitError("internal error: a sent value that a later "
+                                "unit reads has copies by microbatch");
+    copies[id] =
+        byMicrobatch > 0 ? byMicrobatch : stageSlots.lookup(stages[unit]);
+    firstUse[id] = unitsBegin;
+    lastUse[id] = std::max(lastUse[id], unitsEnd);
+    if (copies[id] > 1) {
+      int64_t bytes =
+          getTensorBytes(cast<RankedTensorType>(values[id].getType()));
+      buffer.set_slots(copies[id]);
+      buffer.set_slot_stride_bytes((bytes + 63) / 64 * 64);
+      buffer.set_slot_by_microbatch(byMicrobatch > 0);
+    }
+  }
+  return copies;
 }
 
 LogicalResult PlanBuilder::build(plan::Program &result,
@@ -349,21 +460,50 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       argument->set_source_index(source.getInt());
   }
 
-  std::string unit;
+  auto schedule = function->getAttrOfType<DictionaryAttr>(
+      dist::DistDialect::kScheduleAttrName);
+  SmallVector<StringRef> unitNames;
+  if (schedule)
+    for (Attribute name : schedule.getAs<ArrayAttr>("units"))
+      unitNames.push_back(cast<StringAttr>(name).getValue());
+  // A unit spans the instructions made from its first op to the next
+  // unit's (or "update"'s). A unit without ops (a first stage's input
+  // gradients) has no first op: it is empty where the next begins.
+  auto addUnitsUpTo = [&](int64_t unit) {
+    while (program->units_size() < unit) {
+      plan::Unit *planUnit = program->add_units();
+      planUnit->set_name(unitNames[program->units_size() - 1].str());
+      planUnit->set_begin(program->instructions_size());
+      planUnit->set_end(program->instructions_size());
+    }
+  };
+  auto endUnit = [&] {
+    if (currentUnit >= 0)
+      program->mutable_units(currentUnit)
+          ->set_end(program->instructions_size());
+    currentUnit = -1;
+  };
   for (Operation &op : function.getBody().front()) {
-    // A pipeline unit starts at the first instruction made from its first
-    // op on (views and constraints make none).
-    if (auto name =
-            op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName))
-      unit = name.str();
-    int64_t before = program->instructions_size();
-    llvm::scope_exit labelNewInstruction([&] {
-      if (!unit.empty() && program->instructions_size() > before) {
-        program->mutable_instructions(before)->set_unit(unit);
-        unit.clear();
+    auto name = op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName);
+    if (name && schedule) {
+      endUnit();
+      auto it = llvm::find(unitNames, name.getValue());
+      if (it - unitNames.begin() < program->units_size())
+        return op.emitError("cannot export: unit '")
+               << name.getValue() << "' is out of the order of "
+               << dist::DistDialect::kScheduleAttrName << "'s units";
+      addUnitsUpTo(it - unitNames.begin());
+      if (it != unitNames.end()) {
+        currentUnit = program->units_size();
+        plan::Unit *planUnit = program->add_units();
+        planUnit->set_name(name.str());
+        planUnit->set_begin(program->instructions_size());
       }
-    });
+    }
     if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      endUnit();
+      if (schedule)
+        addUnitsUpTo(unitNames.size());
       for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
         FailureOr<int64_t> id = getBuffer(operand);
         if (failed(id))
@@ -401,16 +541,36 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       buffers[wait.getResult()] = *output;
       continue;
     }
-    if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
-      // A view of the operand's bytes: no copy, no instruction. The
-      // operand lives as long as the view is read (see below).
-      FailureOr<int64_t> input = getBuffer(reshape.getInput());
+    if (isa<nn::ReshapeOp, dist::MicrobatchSliceOp>(op)) {
+      // A view of the operand's bytes (a microbatch's rows of it): no copy,
+      // no instruction. The operand lives as long as the view is read (see
+      // below).
+      FailureOr<int64_t> input = getBuffer(op.getOperand(0));
       if (failed(input))
-        return reshape.emitError("cannot export: operand is not a buffer");
+        return op.emitError("cannot export: operand is not a buffer");
       int64_t root = viewOf.lookup_or(*input, *input);
-      int64_t id = addBuffer(reshape.getResult());
+      int64_t id = addBuffer(op.getResult(0));
       program->mutable_buffers(id)->set_view_of(root);
       viewOf[id] = root;
+      int64_t stride = microbatchStride.lookup(*input);
+      if (isa<dist::MicrobatchSliceOp>(op))
+        stride = getTensorBytes(cast<RankedTensorType>(op.getResultTypes()[0]));
+      if (stride) {
+        microbatchStride[id] = stride;
+        program->mutable_buffers(id)->set_microbatch_stride_bytes(stride);
+      }
+      continue;
+    }
+    if (auto accumulate = dyn_cast<dist::AccumulateOp>(op)) {
+      FailureOr<int64_t> input = getBuffer(accumulate.getInput());
+      if (failed(input) || currentUnit < 0)
+        return op.emitError("cannot export: expects to accumulate a buffer "
+                            "of a pipeline unit");
+      plan::Instruction instruction;
+      instruction.mutable_accumulate()->set_input(*input);
+      instruction.mutable_accumulate()->set_accumulator(
+          addBuffer(accumulate.getResult()));
+      *program->add_instructions() = std::move(instruction);
       continue;
     }
     if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op)) {
@@ -474,7 +634,11 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   for (auto [view, root] : viewOf) {
     lastUse[root] = std::max(lastUse[root], lastUse[view]);
     firstUse[view] = firstUse[root];
+    readElsewhere[root] = readElsewhere[root] || readElsewhere[view];
   }
+  FailureOr<SmallVector<int64_t>> copies = setSchedule(schedule);
+  if (failed(copies))
+    return failure();
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     int64_t last = lastUse[id];
     bool isResult = last == std::numeric_limits<int64_t>::max();
@@ -487,6 +651,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
                                  SmallVector<int64_t>(buffer.shape().begin(),
                                                       buffer.shape().end()),
                                  getElementTypeOrSelf(values[id].getType())));
+    if (!isView && (*copies)[id] > 1)
+      bytes = (*copies)[id] * buffer.slot_stride_bytes();
     MemoryCategory category =
         categories.lookup_or(values[id], MemoryCategory::Activation);
     lifetimes.push_back(

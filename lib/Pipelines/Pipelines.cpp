@@ -70,8 +70,8 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   }
   // Microbatches are a mesh axis in time: propagation and partition treat
   // them as one more split of the batch, which the pipeline pass then runs
-  // one microbatch after another (unrolled, one copy of each unit per
-  // microbatch).
+  // one microbatch after another (each unit once, run per microbatch by
+  // the stage's schedule).
   if (options.microbatches > 1) {
     MicrobatchPassOptions microbatch;
     microbatch.microbatches = options.microbatches;

@@ -37,17 +37,35 @@ Status Executor::load() {
       if (!found.ok())
         return found.getStatus().withPrefix(at);
       sliceKernel = *found;
+    } else if (instruction.has_accumulate() && !addKernel) {
+      Expected<const Kernel *> found = device.findKernel("nn.add");
+      if (!found.ok())
+        return found.getStatus().withPrefix(at);
+      addKernel = *found;
     }
   }
   return Status::success();
 }
 
+/// Whether buffer `id`'s bytes move with the unit run.
+static bool movesWithRun(const plan::Program &program, int64_t id) {
+  const plan::Buffer &buffer = program.buffers(id);
+  const plan::Buffer &root =
+      buffer.has_view_of() ? program.buffers(buffer.view_of()) : buffer;
+  return root.slots() > 1 || buffer.microbatch_stride_bytes() != 0;
+}
+
 void Executor::bindBuffers() {
+  perRun.assign(program.instructions_size(), false);
   for (int index = 0; index < program.instructions_size(); ++index) {
     LoadedKernel &loaded = kernels[index];
     if (!loaded.kernel)
       continue;
     const plan::Kernel &kernel = program.instructions(index).kernel();
+    for (const auto *ids : {&kernel.inputs(), &kernel.outputs()})
+      for (int64_t id : *ids)
+        if (movesWithRun(program, id))
+          perRun[index] = true;
     loaded.inputs.clear();
     loaded.outputs.clear();
     for (int64_t id : kernel.inputs())
@@ -73,12 +91,20 @@ Executor::~Executor() {
     this->device.deallocate(arena);
 }
 
-Tensor Executor::getBuffer(int64_t id) {
+Tensor Executor::getBuffer(int64_t id, const UnitRun &run) {
   const plan::Buffer &buffer = program.buffers(id);
+  const plan::Buffer &root =
+      buffer.has_view_of() ? program.buffers(buffer.view_of()) : buffer;
   Tensor tensor;
   tensor.dtype = getDType(buffer.dtype());
   tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
-  tensor.data = static_cast<uint8_t *>(arena) + buffer.arena_offset_bytes();
+  int64_t offset = buffer.arena_offset_bytes() +
+                   run.microbatch * buffer.microbatch_stride_bytes();
+  if (root.slots() > 1)
+    offset +=
+        (root.slot_by_microbatch() ? run.microbatch % root.slots() : run.slot) *
+        root.slot_stride_bytes();
+  tensor.data = static_cast<uint8_t *>(arena) + offset;
   return tensor;
 }
 
@@ -95,9 +121,10 @@ static Reduction getReduction(plan::ReductionKind kind) {
   }
 }
 
-Pending Executor::startCollective(const plan::Collective &collective) {
-  Tensor in = getBuffer(collective.input());
-  Tensor out = getBuffer(collective.output());
+Pending Executor::startCollective(const plan::Collective &collective,
+                                  const UnitRun &run) {
+  Tensor in = getBuffer(collective.input(), run);
+  Tensor out = getBuffer(collective.output(), run);
   Axes axes(collective.mesh_axes().begin(), collective.mesh_axes().end());
   switch (collective.kind()) {
   case plan::ALL_REDUCE:
@@ -156,6 +183,111 @@ Executor::getMicroseconds(std::chrono::steady_clock::time_point when) const {
   return std::chrono::duration<double, std::micro>(when - epoch).count();
 }
 
+Status Executor::finish(InFlight &started) {
+  if (Status error = started.pending->wait(); !error.ok())
+    return error;
+  // It ran on its stream from its start until it was seen complete (by the
+  // communicator's progress thread), or until now.
+  double end = getMicroseconds();
+  if (auto done = started.pending->getCompletionTime())
+    end = std::min(end, getMicroseconds(*done));
+  record({started.name, started.stream, started.start, end});
+  return Status::success();
+}
+
+Status Executor::runInstructions(int64_t begin, int64_t end,
+                                 const UnitRun &run) {
+  Status error;
+  for (int64_t index = begin; index < end; ++index) {
+    const plan::Instruction &instruction = program.instructions(index);
+    auto at = [&] {
+      return "instruction " + std::to_string(index) +
+             (run.inUnit
+                  ? " (microbatch " + std::to_string(run.microbatch) + ")"
+                  : std::string());
+    };
+    double start = getMicroseconds();
+    for (int64_t event : instruction.wait_events()) {
+      auto it = inFlight.find(event);
+      if (it == inFlight.end())
+        return invalidPlan(at() + ": event " + std::to_string(event) +
+                           " was never started");
+      if (!(error = finish(it->second)).ok())
+        return error.withPrefix(at() + ": ");
+      inFlight.erase(it);
+    }
+    if (!instruction.wait_events().empty())
+      record({"wait", 0, start, getMicroseconds()});
+    if (instruction.has_send_recv()) {
+      const plan::SendRecv &transfer = instruction.send_recv();
+      Tensor buffer = getBuffer(transfer.buffer(), run);
+      std::vector<int64_t> peer = mesh.getCoordinates(communicator.getRank());
+      peer[mesh.getAxisIndex(transfer.mesh_axis())] = transfer.peer();
+      int64_t peerRank = mesh.getRank(peer);
+      Pending pending =
+          transfer.is_send()
+              ? communicator.startSend(buffer, peerRank, transfer.tag())
+              : communicator.startRecv(buffer, peerRank, transfer.tag());
+      std::string name = std::string(transfer.is_send() ? "send" : "recv") +
+                         " tag " + std::to_string(transfer.tag());
+      if (instruction.stream() != 0) {
+        InFlight started{std::move(pending), start, name, instruction.stream()};
+        if (run.inUnit)
+          sendsInFlight[{index, run.microbatch}] = std::move(started);
+        else
+          inFlight[instruction.signal_events(0)] = std::move(started);
+        continue;
+      }
+      if (!(error = pending->wait()).ok())
+        return error.withPrefix(at() + " (" + name + "): ");
+      record({name, 0, start, getMicroseconds()});
+      continue;
+    }
+    if (instruction.has_collective() && instruction.stream() != 0) {
+      const plan::Collective &collective = instruction.collective();
+      inFlight[instruction.signal_events(0)] = {
+          startCollective(collective, run), start,
+          getCollectiveName(collective), instruction.stream()};
+      continue;
+    }
+    if (instruction.has_kernel()) {
+      LoadedKernel &loaded = kernels[index];
+      if (perRun[index]) {
+        const plan::Kernel &kernel = instruction.kernel();
+        for (int i = 0; i < kernel.inputs_size(); ++i)
+          loaded.inputs[i].data = getBuffer(kernel.inputs(i), run).data;
+        for (int i = 0; i < kernel.outputs_size(); ++i)
+          loaded.outputs[i].data = getBuffer(kernel.outputs(i), run).data;
+      }
+      error = device.runKernel(*loaded.kernel, loaded.attrs,
+                               loaded.inputPointers, loaded.outputPointers);
+      // A traced kernel is waited for, so that its span is its run and not
+      // the time to queue it (a GPU's started collectives run on).
+      if (tracing && error.ok())
+        error = device.synchronize();
+      record({loaded.kernel->getOp(), 0, start, getMicroseconds()});
+    } else if (instruction.has_collective()) {
+      error = startCollective(instruction.collective(), run)->wait();
+      record({getCollectiveName(instruction.collective()), 0, start,
+              getMicroseconds()});
+    } else if (instruction.has_accumulate()) {
+      const plan::Accumulate &accumulate = instruction.accumulate();
+      Tensor input = getBuffer(accumulate.input(), run);
+      Tensor sum = getBuffer(accumulate.accumulator(), run);
+      if (accumulated[accumulate.accumulator()]) {
+        error = device.runKernel(*addKernel, {}, {&sum, &input}, {&sum});
+      } else {
+        error = device.copyWithin(sum.data, input.data, sum.getBytes());
+        accumulated[accumulate.accumulator()] = true;
+      }
+      record({"accumulate", 0, start, getMicroseconds()});
+    }
+    if (!error.ok())
+      return error.withPrefix(at() + ": ");
+  }
+  return Status::success();
+}
+
 Status Executor::run(const std::vector<OwnedTensor> &arguments,
                      std::vector<OwnedTensor> &results,
                      const std::vector<bool> &wanted) {
@@ -190,96 +322,57 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
       return error.withPrefix("argument '" + program.arguments(i).name() +
                               "': ");
   }
-  // Collectives in flight by event, with when and where they started.
-  struct InFlight {
-    Pending pending;
-    double start;
-    std::string name;
-    int64_t stream;
-  };
-  std::map<int64_t, InFlight> inFlight;
-  // The pipeline unit running, and since when.
-  std::string unit;
-  double unitStart = 0;
-  auto endUnit = [&](double end) {
-    if (!unit.empty())
-      record({unit, kUnitTrack, unitStart, end});
-  };
-  for (int index = 0; index < program.instructions_size(); ++index) {
-    const plan::Instruction &instruction = program.instructions(index);
-    double start = getMicroseconds();
-    if (!instruction.unit().empty()) {
-      endUnit(start);
-      unit = instruction.unit();
-      unitStart = start;
-    }
-    for (int64_t event : instruction.wait_events()) {
-      auto it = inFlight.find(event);
-      if (it == inFlight.end())
-        return invalidPlan("instruction " + std::to_string(index) + ": event " +
-                           std::to_string(event) + " was never started");
-      if (!(error = it->second.pending->wait()).ok())
-        return error.withPrefix("instruction " + std::to_string(index) + ": ");
-      // The collective ran on its stream from its start until it was seen
-      // complete (by the communicator's progress thread), or until now.
-      double end = getMicroseconds();
-      if (auto done = it->second.pending->getCompletionTime())
-        end = std::min(end, getMicroseconds(*done));
-      record({it->second.name, it->second.stream, it->second.start, end});
-      inFlight.erase(it);
-    }
-    if (!instruction.wait_events().empty())
-      record({"wait", 0, start, getMicroseconds()});
-    if (instruction.has_send_recv()) {
-      const plan::SendRecv &transfer = instruction.send_recv();
-      Tensor buffer = getBuffer(transfer.buffer());
-      std::vector<int64_t> peer = mesh.getCoordinates(communicator.getRank());
-      peer[mesh.getAxisIndex(transfer.mesh_axis())] = transfer.peer();
-      int64_t peerRank = mesh.getRank(peer);
-      Pending pending =
-          transfer.is_send()
-              ? communicator.startSend(buffer, peerRank, transfer.tag())
-              : communicator.startRecv(buffer, peerRank, transfer.tag());
-      std::string name = std::string(transfer.is_send() ? "send" : "recv") +
-                         " tag " + std::to_string(transfer.tag());
-      if (instruction.stream() != 0) {
-        inFlight[instruction.signal_events(0)] = {std::move(pending), start,
-                                                  name, instruction.stream()};
-        continue;
+  inFlight.clear();
+  sendsInFlight.clear();
+  accumulated.assign(program.buffers_size(), false);
+  int64_t steps = program.instructions_size();
+  if (program.units().empty()) {
+    if (!(error = runInstructions(0, steps, {})).ok())
+      return error;
+  } else {
+    if (!(error = runInstructions(0, program.units(0).begin(), {})).ok())
+      return error;
+    for (const plan::ScheduleEntry &entry : program.schedule()) {
+      const plan::Unit &unit = program.units(entry.unit());
+      double start = getMicroseconds();
+      if (!(error = runInstructions(unit.begin(), unit.end(),
+                                    {entry.microbatch(), entry.slot(), true}))
+               .ok())
+        return error.withPrefix(unit.name() + "." +
+                                std::to_string(entry.microbatch()) + ": ");
+      // A unit without instructions (a first stage's input gradients)
+      // leaves no trace.
+      if (unit.end() > unit.begin())
+        record({unit.name() + "." + std::to_string(entry.microbatch()),
+                kUnitTrack, start, getMicroseconds()});
+      for (const plan::SendRun &send : entry.wait_sends()) {
+        auto it = sendsInFlight.find({send.instruction(), send.microbatch()});
+        if (it == sendsInFlight.end())
+          return invalidPlan(
+              "the schedule waits for the send of instruction " +
+              std::to_string(send.instruction()) + " on microbatch " +
+              std::to_string(send.microbatch()) + ", which was never started");
+        if (!(error = finish(it->second)).ok())
+          return error.withPrefix("instruction " +
+                                  std::to_string(send.instruction()) + ": ");
+        sendsInFlight.erase(it);
       }
-      if (!(error = pending->wait()).ok())
-        return error.withPrefix("instruction " + std::to_string(index) + " (" +
-                                name + "): ");
-      record({name, 0, start, getMicroseconds()});
-      continue;
     }
-    if (instruction.has_collective() && instruction.stream() != 0) {
-      const plan::Collective &collective = instruction.collective();
-      inFlight[instruction.signal_events(0)] = {
-          startCollective(collective), start, getCollectiveName(collective),
-          instruction.stream()};
-      continue;
-    }
-    if (instruction.has_kernel()) {
-      const LoadedKernel &loaded = kernels[index];
-      error = device.runKernel(*loaded.kernel, loaded.attrs,
-                               loaded.inputPointers, loaded.outputPointers);
-      // A traced kernel is waited for, so that its span is its run and not
-      // the time to queue it (a GPU's started collectives run on).
-      if (tracing && error.ok())
-        error = device.synchronize();
-      record({loaded.kernel->getOp(), 0, start, getMicroseconds()});
-    } else if (instruction.has_collective()) {
-      error = startCollective(instruction.collective())->wait();
-      record({getCollectiveName(instruction.collective()), 0, start,
-              getMicroseconds()});
-    }
-    if (!error.ok())
-      return error.withPrefix("instruction " + std::to_string(index) + ": ");
+    int64_t post = program.units().rbegin()->end();
+    double start = getMicroseconds();
+    if (!(error = runInstructions(post, steps, {})).ok())
+      return error;
+    if (post < steps)
+      record({"update", kUnitTrack, start, getMicroseconds()});
   }
-  endUnit(getMicroseconds());
   if (!inFlight.empty())
     return invalidPlan("event " + std::to_string(inFlight.begin()->first) +
+                       " is never waited for");
+  if (!sendsInFlight.empty())
+    return invalidPlan("the send of instruction " +
+                       std::to_string(sendsInFlight.begin()->first.first) +
+                       " on microbatch " +
+                       std::to_string(sendsInFlight.begin()->first.second) +
                        " is never waited for");
   // Kernels report errors that depend on data (a label outside the
   // vocabulary) when the device catches up.

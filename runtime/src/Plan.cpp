@@ -106,6 +106,11 @@ private:
   Status checkCollective(const plan::Collective &collective) const;
   Status checkTransfer(const plan::SendRecv &transfer) const;
   Status checkMemoryPlan() const;
+  /// Checks the units and the schedule: units in order, each run once per
+  /// microbatch, slots in range.
+  Status checkSchedule() const;
+  /// The unit instruction `index` belongs to (-1: none).
+  int64_t getUnitOf(int64_t index) const;
   /// Checks a kernel's tensors and attributes as its kernel will (the
   /// buffers exist by now): every attribute the kernel reads must be in the
   /// plan, which carries the op's defaults too.
@@ -150,9 +155,8 @@ ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
   tensors.reserve(kernel.inputs_size() + kernel.outputs_size());
   auto add = [&](int64_t id) {
     const plan::Buffer &b = buffer(id);
-    tensors.push_back(Tensor{getDType(b.dtype()),
-                             {b.shape().begin(), b.shape().end()},
-                             &standIn});
+    tensors.push_back(Tensor{
+        getDType(b.dtype()), {b.shape().begin(), b.shape().end()}, &standIn});
     return &tensors.back();
   };
   std::vector<const Tensor *> inputs;
@@ -284,6 +288,8 @@ Status ProgramValidator::checkMemoryPlan() const {
       continue; // checked against its buffer in run()
     int64_t bytes = getNumElements({b.shape().begin(), b.shape().end()}) *
                     getDTypeBytes(getDType(b.dtype()));
+    if (b.slots() > 1)
+      bytes += (b.slots() - 1) * b.slot_stride_bytes();
     if (b.arena_offset_bytes() < 0 ||
         b.arena_offset_bytes() + bytes > program.arena_bytes())
       return invalidPlan("buffer " + std::to_string(id) + " at offset " +
@@ -315,6 +321,93 @@ Status ProgramValidator::checkMemoryPlan() const {
   return Status::success();
 }
 
+int64_t ProgramValidator::getUnitOf(int64_t index) const {
+  for (int unit = 0; unit < program.units_size(); ++unit)
+    if (index >= program.units(unit).begin() &&
+        index < program.units(unit).end())
+      return unit;
+  return -1;
+}
+
+Status ProgramValidator::checkSchedule() const {
+  if (program.units().empty()) {
+    if (!program.schedule().empty())
+      return invalidPlan("the program has a schedule but no units");
+    return Status::success();
+  }
+  int64_t m = program.microbatches();
+  if (m < 1)
+    return invalidPlan("a program with units needs 1 or more microbatches, "
+                       "got " +
+                       std::to_string(m));
+  int64_t previousEnd = 0;
+  for (int unit = 0; unit < program.units_size(); ++unit) {
+    const plan::Unit &u = program.units(unit);
+    if (u.begin() < previousEnd || u.end() < u.begin() ||
+        u.end() > program.instructions_size())
+      return invalidPlan("unit " + std::to_string(unit) + " ('" + u.name() +
+                         "') spans instructions [" + std::to_string(u.begin()) +
+                         ", " + std::to_string(u.end()) +
+                         "), expected a range after the previous unit's");
+    previousEnd = u.end();
+  }
+  int64_t slots = 1;
+  for (const plan::Buffer &b : program.buffers())
+    slots = std::max<int64_t>(slots, b.slots());
+  // Each unit runs once per microbatch; a slot is reused only by a later
+  // microbatch.
+  std::set<std::pair<int64_t, int64_t>> runs;
+  for (int index = 0; index < program.schedule_size(); ++index) {
+    const plan::ScheduleEntry &entry = program.schedule(index);
+    std::string at = "schedule entry " + std::to_string(index);
+    if (entry.unit() < 0 || entry.unit() >= program.units_size())
+      return invalidPlan(at + " names unit " + std::to_string(entry.unit()) +
+                         " of " + std::to_string(program.units_size()));
+    if (entry.microbatch() < 0 || entry.microbatch() >= m)
+      return invalidPlan(at + " runs microbatch " +
+                         std::to_string(entry.microbatch()) + " of " +
+                         std::to_string(m));
+    if (entry.slot() < 0 || entry.slot() >= slots)
+      return invalidPlan(at + " uses slot " + std::to_string(entry.slot()) +
+                         " of " + std::to_string(slots));
+    if (!runs.insert({entry.unit(), entry.microbatch()}).second)
+      return invalidPlan(at + " runs unit '" +
+                         program.units(entry.unit()).name() +
+                         "' on microbatch " +
+                         std::to_string(entry.microbatch()) + " a second time");
+  }
+  if (static_cast<int64_t>(runs.size()) != program.units_size() * m)
+    return invalidPlan("the schedule runs " + std::to_string(runs.size()) +
+                       " units, expected each of " +
+                       std::to_string(program.units_size()) + " on each of " +
+                       std::to_string(m) + " microbatches");
+  // Every run of a unit's send is waited for once, by its entry or a later
+  // one.
+  std::set<std::pair<int64_t, int64_t>> started;
+  for (int index = 0; index < program.schedule_size(); ++index) {
+    const plan::ScheduleEntry &entry = program.schedule(index);
+    const plan::Unit &unit = program.units(entry.unit());
+    for (int64_t i = unit.begin(); i < unit.end(); ++i)
+      if (program.instructions(i).has_send_recv() &&
+          program.instructions(i).send_recv().is_send() &&
+          program.instructions(i).stream() != 0)
+        started.insert({i, entry.microbatch()});
+    for (const plan::SendRun &send : entry.wait_sends())
+      if (!started.erase({send.instruction(), send.microbatch()}))
+        return invalidPlan(
+            "schedule entry " + std::to_string(index) +
+            " waits for the send of instruction " +
+            std::to_string(send.instruction()) + " on microbatch " +
+            std::to_string(send.microbatch()) + ", which is not in flight");
+  }
+  if (!started.empty())
+    return invalidPlan(
+        "the send of instruction " + std::to_string(started.begin()->first) +
+        " on microbatch " + std::to_string(started.begin()->second) +
+        " is never waited for");
+  return Status::success();
+}
+
 Status ProgramValidator::run() {
   auto fail = [&](const std::string &message) {
     return invalidPlan(where + ": " + message);
@@ -339,8 +432,22 @@ Status ProgramValidator::run() {
         return fail("buffer " + std::to_string(id) + " is too large");
       elements *= size;
     }
-    if (!b.has_view_of())
+    if (b.slots() < 0 ||
+        (b.slots() > 1 &&
+         b.slot_stride_bytes() < elements * getDTypeBytes(getDType(b.dtype()))))
+      return fail("buffer " + std::to_string(id) + " has " +
+                  std::to_string(b.slots()) + " slots " +
+                  std::to_string(b.slot_stride_bytes()) +
+                  " bytes apart, closer than its size");
+    if (b.slots() > 1 && b.has_view_of())
+      return fail("view buffer " + std::to_string(id) +
+                  " has slots (its buffer's are its own)");
+    if (!b.has_view_of()) {
+      if (b.microbatch_stride_bytes() != 0)
+        return fail("buffer " + std::to_string(id) +
+                    " has a microbatch stride but is not a view");
       continue;
+    }
     // A view: the same bytes as an earlier buffer that is not a view.
     std::string view = "view buffer " + std::to_string(id);
     int64_t of = b.view_of();
@@ -348,13 +455,25 @@ Status ProgramValidator::run() {
       return fail(view + " is a view of " + std::to_string(of) +
                   ", expected an earlier buffer that is not a view");
     const plan::Buffer &root = buffer(of);
+    // A microbatch's rows are a 1/m part of the batch, m parts in a row.
+    int64_t parts = 1;
+    if (b.microbatch_stride_bytes() != 0) {
+      parts = program.microbatches();
+      if (parts < 1 || b.microbatch_stride_bytes() !=
+                           elements * getDTypeBytes(getDType(b.dtype())))
+        return fail(view + " has a microbatch stride of " +
+                    std::to_string(b.microbatch_stride_bytes()) +
+                    " bytes, expected its size in a program of microbatches");
+    }
     if (root.dtype() != b.dtype() ||
         getNumElements({root.shape().begin(), root.shape().end()}) !=
-            elements ||
+            elements * parts ||
         root.arena_offset_bytes() != b.arena_offset_bytes())
       return fail(view + " differs from buffer " + std::to_string(of) +
                   " in dtype, size or arena offset");
   }
+  if (Status error = checkSchedule(); !error.ok())
+    return fail(error.message());
   for (int64_t rank : program.ranks())
     if (rank < 0 || rank >= mesh.getNumDevices())
       return fail("rank " + std::to_string(rank) + " is not in the mesh of " +
@@ -415,6 +534,22 @@ Status ProgramValidator::run() {
         return fail(at + ": " + error.message());
       (transfer.is_send() ? reads : writes) = {transfer.buffer()};
       at += transfer.is_send() ? " (send)" : " (recv)";
+    } else if (instruction.has_accumulate()) {
+      const plan::Accumulate &accumulate = instruction.accumulate();
+      reads = {accumulate.input()};
+      writes = {accumulate.accumulator()};
+      for (int64_t id : {accumulate.input(), accumulate.accumulator()})
+        if (Status error = checkBuffer(id, at + " (accumulate)"); !error.ok())
+          return fail(error.message());
+      const plan::Buffer &in = buffer(accumulate.input());
+      const plan::Buffer &sum = buffer(accumulate.accumulator());
+      if (getUnitOf(index) < 0)
+        return fail(at + " accumulates outside the units");
+      if (in.dtype() != sum.dtype() ||
+          !std::equal(in.shape().begin(), in.shape().end(), sum.shape().begin(),
+                      sum.shape().end()))
+        return fail(at + " accumulates a buffer of another dtype or shape");
+      at += " (accumulate)";
     } else if (instruction.wait_events().empty()) {
       return fail(at + " is empty");
     }
@@ -473,10 +608,22 @@ Status ProgramValidator::run() {
       if (Status error = checkKernelInstruction(instruction.kernel());
           !error.ok())
         return fail(at + ": " + error.message());
-    if (instruction.stream() != 0)
+    // A unit's sends are waited for by the schedule (checkSchedule).
+    bool scheduledSend = instruction.has_send_recv() &&
+                         instruction.send_recv().is_send() &&
+                         getUnitOf(index) >= 0;
+    if (instruction.stream() != 0 && !scheduledSend)
       inFlight[instruction.signal_events(0)] = {
           reads.empty() ? -1 : reads.front(),
           writes.empty() ? -1 : writes.front()};
+    // Units run many times: what a unit starts on a stream ends in it (its
+    // sends aside), and nothing in flight before the units is waited in one.
+    bool unitEnds = false;
+    for (const plan::Unit &unit : program.units())
+      unitEnds |= index + 1 == unit.begin() || index + 1 == unit.end();
+    if (unitEnds && !inFlight.empty())
+      return fail("event " + std::to_string(inFlight.begin()->first) +
+                  " is in flight across the boundary of a unit after " + at);
     for (int64_t id : instruction.frees()) {
       if (Status error = checkBuffer(id, at + " frees"); !error.ok())
         return fail(error.message());
@@ -603,18 +750,39 @@ runtime::getTransferChannels(const plan::Plan &plan) {
   return {channels.begin(), channels.end()};
 }
 
+/// The transfers of `program` in the order a run makes them: with units,
+/// those before the units, each schedule entry's, then those after.
+static std::vector<const plan::SendRecv *>
+getTransfersInRunOrder(const plan::Program &program) {
+  std::vector<const plan::SendRecv *> transfers;
+  auto add = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      if (program.instructions(i).has_send_recv())
+        transfers.push_back(&program.instructions(i).send_recv());
+  };
+  if (program.units().empty()) {
+    add(0, program.instructions_size());
+    return transfers;
+  }
+  add(0, program.units(0).begin());
+  for (const plan::ScheduleEntry &entry : program.schedule())
+    add(program.units(entry.unit()).begin(), program.units(entry.unit()).end());
+  add(program.units().rbegin()->end(), program.instructions_size());
+  return transfers;
+}
+
 /// Checks that the receives on each channel come in the order of its sends
 /// (tags in the same order): NCCL matches a receive to the oldest send of
-/// its channel, not by tag.
+/// its channel, not by tag, and MPI one of the same tag.
 static Status checkTransferOrder(const plan::Plan &plan, const Mesh &mesh) {
   // Per (sender, receiver): the tags sent, and the tags received, in order.
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sent, received;
   for (const plan::Program &program : plan.programs()) {
+    std::vector<const plan::SendRecv *> transfers =
+        getTransfersInRunOrder(program);
     for (int64_t rank : program.ranks()) {
-      for (const plan::Instruction &instruction : program.instructions()) {
-        if (!instruction.has_send_recv())
-          continue;
-        const plan::SendRecv &t = instruction.send_recv();
+      for (const plan::SendRecv *transfer : transfers) {
+        const plan::SendRecv &t = *transfer;
         int64_t peer = getPeerRank(t, mesh, rank);
         if (t.is_send())
           sent[{rank, peer}].push_back(t.tag());

@@ -39,7 +39,8 @@ def Dist_Dialect : Dialect {
     /// results, and (one per result) on ops.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
     /// On a collective: it is started on this stream (1 and up; 0 is the
-    /// compute stream) and completes at the `dist.wait` of its result.
+    /// compute stream) and completes at the `dist.wait` of its result (a
+    /// send of a pipeline unit without one: where `dist.schedule` says).
     static constexpr ::llvm::StringLiteral kStreamAttrName = "dist.stream";
     /// On an op of a model: the pipeline stage it starts (a cut point); the
     /// ops after it belong to that stage until the next annotated op.
@@ -54,9 +55,25 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kSourceIndexAttrName =
         "dist.source_index";
     /// On the first op of a unit of a pipeline schedule: its name, e.g.
-    /// "F1.3" (the forward of stage 1 on microbatch 3), "B1.3" or "update";
-    /// the ops after it belong to it until the next one. Traces show units.
+    /// "F1" (the forward of stage 1), "B1", "W1" or "update" (the ops after
+    /// the schedule); the ops after it belong to it until the next one.
     static constexpr ::llvm::StringLiteral kUnitAttrName = "dist.unit";
+    /// On a pipeline stage's function: its schedule, a dictionary of
+    ///  - `microbatches`;
+    ///  - `units`: the names of its units, in program order, and
+    ///    `unit_stages`, the stage of each;
+    ///  - `entries`: triples (unit, microbatch, slot) in the order they run;
+    ///    a unit's value that a later unit of its microbatch reads lives in
+    ///    the entry's slot, one per microbatch its stage holds;
+    ///  - `send_waits`: triples (entry, send, microbatch): after that entry
+    ///    the run of that send (numbered in program order among the units'
+    ///    sends) on that microbatch is waited for;
+    ///  - `send_slots`: per send, the copies of its operand, microbatch k
+    ///    using copy k mod n (0: a value later units read, which the
+    ///    entry's slot holds until the wait).
+    /// The ops before the first unit run once before the schedule, those
+    /// from "update" on once after it.
+    static constexpr ::llvm::StringLiteral kScheduleAttrName = "dist.schedule";
 
   private:
     void registerAttributes();

@@ -80,6 +80,11 @@ static LogicalResult verifyStream(Operation *op, Attribute value) {
     return op->emitError("'") << DistDialect::kStreamAttrName
                               << "' is only allowed on collectives and sends";
   Value result = op->getResult(0);
+  // A pipeline unit's send is waited for by its schedule.
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  if (isa<SendOp>(op) && result.use_empty() && function &&
+      function->hasAttr(DistDialect::kScheduleAttrName))
+    return success();
   if (!result.hasOneUse() || !isa<WaitOp>(*result.getUsers().begin()))
     return op->emitError("a collective started on a stream must have one "
                          "use, the dist.wait that completes it");
@@ -113,6 +118,23 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
       return op->emitError("'")
              << kPipelineRankAttrName << "' is only allowed on functions";
     return verifyStageIndex(op, attr);
+  }
+  if (attr.getName() == kScheduleAttrName) {
+    auto schedule = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto has = [&](StringRef key, auto kind) {
+      return schedule && isa_and_nonnull<decltype(kind)>(schedule.get(key));
+    };
+    if (!isa<FunctionOpInterface>(op) || !has("microbatches", IntegerAttr()) ||
+        !has("units", ArrayAttr()) ||
+        !has("unit_stages", DenseI64ArrayAttr()) ||
+        !has("entries", DenseI64ArrayAttr()) ||
+        !has("send_waits", DenseI64ArrayAttr()) ||
+        !has("send_slots", DenseI64ArrayAttr()))
+      return op->emitError("expects '")
+             << kScheduleAttrName
+             << "' on a function, a dictionary of microbatches, units, "
+                "unit_stages, entries, send_waits and send_slots";
+    return success();
   }
   if (attr.getName() != kShardingAttrName)
     return op->emitError("unknown dist attribute '")

@@ -383,6 +383,26 @@ LogicalResult WaitOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Pipeline units
+//===----------------------------------------------------------------------===//
+
+LogicalResult MicrobatchSliceOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  int64_t parts = getMicrobatches();
+  SmallVector<int64_t> expected(input.getShape());
+  if (parts < 1 || input.getRank() == 0 || expected[0] % parts != 0 ||
+      input.getElementType() != result.getElementType())
+    return emitOpError("expects a batch whose dim 0 splits into ")
+           << parts << " microbatches";
+  expected[0] /= parts;
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("expects a result of ")
+           << parts << "th of dim 0 of the input, got " << result;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//
 

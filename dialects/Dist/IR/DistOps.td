@@ -325,4 +325,43 @@ def Dist_RecvOp : Dist_Op<"recv", [
   }];
 }
 
+def Dist_MicrobatchSliceOp : Dist_Op<"microbatch_slice", [Pure]> {
+  let summary = "the running microbatch's rows of a batch";
+  let description = [{
+    In a pipeline unit, which the runtime runs once per microbatch of its
+    schedule (see `dist.schedule`): the rows of `input` that the running
+    microbatch reads, the k-th of `microbatches` equal parts along dim 0.
+    The plan makes it a view, without a copy.
+
+    ```mlir
+    %x = dist.microbatch_slice %batch of 4 : tensor<16x64xi32> -> tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$microbatches);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `of` $microbatches attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_AccumulateOp : Dist_Op<"accumulate",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "a pipeline unit's value summed over the step's microbatches";
+  let description = [{
+    In a pipeline unit (see `dist.microbatch_slice`): the result is the sum
+    of the operand over all microbatches of the step, and is read only
+    after the schedule, by the ops that follow the units (a gradient
+    accumulated for the optimizer). Each run of the unit adds its
+    microbatch's operand; the first copies it.
+
+    ```mlir
+    %sum = dist.accumulate %grad : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 #endif // TESSERA_DIST_OPS

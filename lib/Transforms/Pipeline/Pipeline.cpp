@@ -18,7 +18,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <functional>
@@ -45,11 +44,18 @@ using Event = PipelineEvent;
 enum class OpClass { Pre, Body, Post };
 
 /// A tensor that one rank sends to another: a body value on a microbatch,
-/// or (microbatch -1) a value accumulated over all of them.
+/// or (microbatch -1) a value accumulated over all of them. The sends of
+/// one value to one rank share a tag: a channel delivers in order.
 struct Message {
   Value value;
   int64_t microbatch;
   int64_t from, to, tag;
+};
+
+/// A unit of a rank's program, which its schedule runs once per microbatch.
+struct UnitTemplate {
+  UnitKind kind;
+  int64_t stage;
 };
 
 class Pipeliner {
@@ -69,6 +75,13 @@ private:
   LogicalResult planMessages();
   LogicalResult simulate();
   FailureOr<func::FuncOp> emit(int64_t rank);
+  /// Sets `dist.schedule` on `rank`'s function: its units, its schedule
+  /// with the slots of each stage's microbatches, and where the units'
+  /// sends (numbered by `sendNumber` from their tags) are waited for.
+  void setSchedule(func::FuncOp stage, int64_t rank,
+                   ArrayRef<UnitTemplate> templates,
+                   ArrayRef<StringRef> unitNames,
+                   const DenseMap<int64_t, int64_t> &sendNumber);
 
   bool isData(Value value) const {
     auto arg = dyn_cast<BlockArgument>(value);
@@ -589,10 +602,11 @@ LogicalResult Pipeliner::planMessages() {
       for (auto [to, reader] : readers) {
         for (int64_t m = 0; m < spec.microbatches; ++m) {
           int64_t index = messages.size();
-          messages.push_back({result, m, from, to, tag++});
+          messages.push_back({result, m, from, to, tag});
           sends[from][getUnit(kind, stage, m)].push_back(index);
           recvs[to][getUnit(reader.first, reader.second, m)].push_back(index);
         }
+        ++tag;
       }
     }
   }
@@ -615,11 +629,11 @@ LogicalResult Pipeliner::planMessages() {
       postRecvs[to].push_back(index);
     }
   }
-  // MPI guarantees tags up to 32767.
+  // MPI guarantees tags up to 32767: one per value that crosses.
   if (tag > 32767)
-    return function.emitError("the pipeline needs ")
-           << tag << " distinct transfers, more than the 32768 tags MPI "
-           << "guarantees";
+    return function.emitError("the pipeline sends ")
+           << tag << " distinct values between ranks, more than the 32768 "
+           << "tags MPI guarantees";
 
   events.resize(spec.ranks);
   for (int64_t rank = 0; rank < spec.ranks; ++rank) {
@@ -725,107 +739,165 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     if (classes.lookup(&op) == OpClass::Pre && getRanks(&op).count(rank))
       builder.clone(op, shared);
 
-  // The units, each microbatch with its own values.
-  SmallVector<IRMapping> perMicrobatch(m);
+  // The units: one per (kind, stage) this rank runs, each once, for the
+  // schedule to run per microbatch. Forwards by stage up, then backwards
+  // and weight units by stage down: every value is made before it is read.
+  ArrayRef<Unit> schedule = units[rank];
+  SmallVector<UnitTemplate> templates;
+  for (const Unit &unit : schedule)
+    if (llvm::none_of(templates, [&](const UnitTemplate &t) {
+          return t.kind == unit.kind && t.stage == unit.stage;
+        }))
+      templates.push_back({unit.kind, unit.stage});
+  llvm::stable_sort(templates, [](const UnitTemplate &a,
+                                  const UnitTemplate &b) {
+    auto key = [](const UnitTemplate &t) {
+      return std::make_pair(static_cast<int>(t.kind),
+                            t.kind == UnitKind::Forward ? t.stage : -t.stage);
+    };
+    return key(a) < key(b);
+  });
+  auto getTemplate = [&](const Unit &unit) -> int64_t {
+    return llvm::find_if(templates,
+                         [&](const UnitTemplate &t) {
+                           return t.kind == unit.kind && t.stage == unit.stage;
+                         }) -
+           templates.begin();
+  };
+  // Each unit's run on microbatch 0: its events are the unit's transfers.
+  SmallVector<int64_t> firstRun(templates.size(), -1);
+  for (auto [index, unit] : llvm::enumerate(schedule))
+    if (unit.microbatch == 0)
+      firstRun[getTemplate(unit)] = index;
+
+  auto getUnitName = [](const UnitTemplate &t) {
+    StringRef kind = t.kind == UnitKind::Forward    ? "F"
+                     : t.kind == UnitKind::Backward ? "B"
+                                                    : "W";
+    return (kind + Twine(t.stage)).str();
+  };
+  // Names the first op made after `last` (views and constraints make no
+  // instruction, the exporter looks further).
+  auto nameFrom = [&](Operation *last, StringRef name) {
+    Operation *first = last             ? last->getNextNode()
+                       : block->empty() ? nullptr
+                                        : &block->front();
+    if (first)
+      first->setAttr(dist::DistDialect::kUnitAttrName,
+                     builder.getStringAttr(name));
+  };
+
+  // One run's values, and the unit that made each.
+  IRMapping mapping = shared;
+  DenseMap<Value, int64_t> madeBy;
   DenseMap<Value, Value> sums;
-  SmallVector<Value> inFlight(messages.size());
-  auto getMicrobatchValue = [&](Value value, int64_t k) -> Value {
-    if (Value mapped = perMicrobatch[k].lookupOrNull(value))
-      return mapped;
-    if (isData(value)) {
-      Value whole = shared.lookup(value);
-      auto type = cast<RankedTensorType>(value.getType());
-      SmallVector<int64_t> start(type.getRank(), 0);
-      SmallVector<int64_t> limit(type.getShape());
-      start[0] = k * type.getDimSize(0);
-      limit[0] = (k + 1) * type.getDimSize(0);
-      Value slice = nn::SliceOp::create(builder, value.getLoc(), whole,
-                                        builder.getDenseI64ArrayAttr(start),
-                                        builder.getDenseI64ArrayAttr(limit));
-      perMicrobatch[k].map(value, slice);
-      return slice;
-    }
-    return shared.lookupOrNull(value);
-  };
-  auto runUnit = [&](const Unit &unit) -> LogicalResult {
-    for (Operation *op : bodyOps) {
-      if (stageOf.lookup(op) != unit.stage || getKind(op) != unit.kind)
-        continue;
-      IRMapping &mapping = perMicrobatch[unit.microbatch];
-      for (Value operand : op->getOperands()) {
-        Value value = getMicrobatchValue(operand, unit.microbatch);
-        if (!value)
-          return op->emitError("internal error: pipeline rank ")
-                 << rank << " has no value for an operand on microbatch "
-                 << unit.microbatch;
-        mapping.map(operand, value);
-      }
-      Operation *clone = builder.clone(*op, mapping);
-      clone->removeAttr(dist::DistDialect::kStageAttrName);
-      for (auto [result, value] :
-           llvm::zip(op->getResults(), clone->getResults())) {
-        if (!accumulated.contains(result))
+  // Per tag this rank sends in its units: its send's number among them.
+  DenseMap<int64_t, int64_t> sendNumber;
+  SmallVector<StringRef> unitNames;
+  SmallVector<std::string> nameStorage;
+  for (auto [index, unit] : llvm::enumerate(templates)) {
+    nameStorage.push_back(getUnitName(unit));
+    Operation *last = block->empty() ? nullptr : &block->back();
+    DenseMap<Value, Value> slices;
+    auto runOps = [&]() -> LogicalResult {
+      for (Operation *op : bodyOps) {
+        if (stageOf.lookup(op) != unit.stage || getKind(op) != unit.kind)
           continue;
-        Value &sum = sums[result];
-        sum = sum ? Value(nn::AddOp::create(builder, op->getLoc(), sum, value))
-                  : Value(value);
+        for (Value operand : op->getOperands()) {
+          if (isData(operand) && m > 1) {
+            Value &slice = slices[operand];
+            if (!slice)
+              slice = dist::MicrobatchSliceOp::create(
+                  builder, operand.getLoc(), operand.getType(),
+                  shared.lookup(operand), builder.getI64IntegerAttr(m));
+            mapping.map(operand, slice);
+            continue;
+          }
+          auto maker = madeBy.find(operand);
+          if (maker != madeBy.end() &&
+              templates[maker->second].stage != unit.stage)
+            return op->emitError("cannot run pipeline stage ")
+                   << unit.stage << " as a loop: it reads a value of stage "
+                   << templates[maker->second].stage
+                   << " on the same rank without a transfer";
+          if (!mapping.lookupOrNull(operand))
+            return op->emitError("internal error: pipeline rank ")
+                   << rank << " has no value for an operand";
+        }
+        Operation *clone = builder.clone(*op, mapping);
+        clone->removeAttr(dist::DistDialect::kStageAttrName);
+        for (auto [result, value] :
+             llvm::zip(op->getResults(), clone->getResults())) {
+          madeBy[result] = index;
+          if (!accumulated.contains(result))
+            continue;
+          sums[result] = m > 1 ? Value(dist::AccumulateOp::create(
+                                     builder, op->getLoc(), value))
+                               : Value(value);
+        }
       }
+      return success();
+    };
+    for (const Event &event : events[rank]) {
+      if (event.unit != firstRun[index])
+        continue;
+      if (event.kind == Event::Compute) {
+        if (failed(runOps()))
+          return failure();
+        continue;
+      }
+      const Message &message = messages[event.message];
+      if (event.kind == Event::Recv) {
+        Value received = dist::RecvOp::create(
+            builder, loc, message.value.getType(), meshName, axisName,
+            builder.getI64IntegerAttr(message.from),
+            builder.getI64IntegerAttr(message.tag));
+        mapping.map(message.value, received);
+        madeBy[message.value] = index;
+        continue;
+      }
+      auto send = dist::SendOp::create(
+          builder, loc, mapping.lookup(message.value), meshName, axisName,
+          builder.getI64IntegerAttr(message.to),
+          builder.getI64IntegerAttr(message.tag));
+      send->setAttr(dist::DistDialect::kStreamAttrName,
+                    builder.getI64IntegerAttr(1));
+      int64_t number = sendNumber.size();
+      sendNumber[message.tag] = number;
     }
-    return success();
-  };
-  // Each unit's first op names it (dist.unit), for traces.
-  auto getUnitName = [&](int64_t index) -> std::string {
-    if (index < 0)
-      return "update";
-    const Unit &unit = units[rank][index];
-    StringRef kind = unit.kind == UnitKind::Forward    ? "F"
-                     : unit.kind == UnitKind::Backward ? "B"
-                                                       : "W";
-    return (kind + Twine(unit.stage) + "." + Twine(unit.microbatch)).str();
-  };
-  int64_t currentUnit = -2;
+    nameFrom(last, nameStorage.back());
+  }
+  for (const std::string &name : nameStorage)
+    unitNames.push_back(name);
+
+  // After the schedule: the accumulated values' transfers and the post ops,
+  // once. Their sends are waited for where the simulation placed them.
+  Operation *lastOfUnits = block->empty() ? nullptr : &block->back();
+  SmallVector<Value> inFlight(messages.size());
   auto waitFor = [&](int64_t event) {
     for (auto [index, message] : llvm::enumerate(messages))
-      if (message.from == rank && waitAfter[index] == event)
+      if (message.from == rank && message.microbatch < 0 &&
+          waitAfter[index] == event)
         dist::WaitOp::create(builder, loc, inFlight[index]);
   };
   for (auto [index, event] : llvm::enumerate(events[rank])) {
-    Operation *last = block->empty() ? nullptr : &block->back();
-    llvm::scope_exit nameUnit([&, unit = event.unit] {
-      Operation *first = last             ? last->getNextNode()
-                         : block->empty() ? nullptr
-                                          : &block->front();
-      if (unit == currentUnit || !first)
-        return;
-      first->setAttr(dist::DistDialect::kUnitAttrName,
-                     builder.getStringAttr(getUnitName(unit)));
-      currentUnit = unit;
-    });
+    if (event.unit >= 0)
+      continue;
     if (event.kind == Event::Recv) {
       const Message &message = messages[event.message];
-      Value received = dist::RecvOp::create(
+      sums[message.value] = dist::RecvOp::create(
           builder, loc, message.value.getType(), meshName, axisName,
           builder.getI64IntegerAttr(message.from),
           builder.getI64IntegerAttr(message.tag));
-      if (message.microbatch >= 0)
-        perMicrobatch[message.microbatch].map(message.value, received);
-      else
-        sums[message.value] = received;
     } else if (event.kind == Event::Send) {
       const Message &message = messages[event.message];
-      Value value =
-          message.microbatch >= 0
-              ? perMicrobatch[message.microbatch].lookup(message.value)
-              : sums.lookup(message.value);
-      auto send = dist::SendOp::create(builder, loc, value, meshName, axisName,
+      auto send = dist::SendOp::create(builder, loc, sums.lookup(message.value),
+                                       meshName, axisName,
                                        builder.getI64IntegerAttr(message.to),
                                        builder.getI64IntegerAttr(message.tag));
       send->setAttr(dist::DistDialect::kStreamAttrName,
                     builder.getI64IntegerAttr(1));
       inFlight[event.message] = send;
-    } else if (event.unit >= 0) {
-      if (failed(runUnit(units[rank][event.unit])))
-        return failure();
     } else {
       // The post ops, once, on the sums.
       for (Value value : accumulated)
@@ -863,6 +935,8 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     waitFor(index);
   }
   waitFor(-1);
+  nameFrom(lastOfUnits, "update");
+  setSchedule(stage, rank, templates, unitNames, sendNumber);
 
   SmallVector<Value> returned;
   for (unsigned index : results)
@@ -903,6 +977,114 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   return stage;
 }
 
+void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
+                            ArrayRef<UnitTemplate> templates,
+                            ArrayRef<StringRef> unitNames,
+                            const DenseMap<int64_t, int64_t> &sendNumber) {
+  ArrayRef<Unit> schedule = units[rank];
+  int64_t entries = schedule.size();
+  // After which entry each unit send is waited for: the entry of the event
+  // the simulation placed it after, or (after the schedule) the last.
+  SmallVector<SmallVector<int64_t>> waits(entries);
+  // Per send, its runs in microbatch order: (entry, entry of its wait).
+  std::map<int64_t, SmallVector<std::pair<int64_t, int64_t>>> sendRuns;
+  llvm::DenseSet<int64_t> stashedSends;
+  std::map<std::pair<int64_t, int64_t>, int64_t> lastEntry;
+  for (auto [index, unit] : llvm::enumerate(schedule)) {
+    int64_t &last = lastEntry[{unit.stage, unit.microbatch}];
+    last = std::max<int64_t>(last, index);
+  }
+  for (const Event &event : events[rank]) {
+    if (event.kind != Event::Send || event.unit < 0)
+      continue;
+    const Message &message = messages[event.message];
+    int64_t after = waitAfter[event.message];
+    int64_t entry = after >= 0 && events[rank][after].unit >= 0
+                        ? events[rank][after].unit
+                        : entries - 1;
+    int64_t number = sendNumber.lookup(message.tag);
+    waits[entry].append({number, message.microbatch});
+    const Unit &sender = schedule[event.unit];
+    sendRuns[number].push_back({event.unit, entry});
+    // A sent value that a later unit reads lives in its microbatch's slot,
+    // which then holds until the wait; any other has copies of its own.
+    bool readLater =
+        llvm::any_of(message.value.getUsers(), [&](Operation *user) {
+          auto it = stageOf.find(user);
+          return it != stageOf.end() && getRank(it->second) == rank &&
+                 (it->second != sender.stage || getKind(user) != sender.kind);
+        });
+    if (readLater) {
+      stashedSends.insert(number);
+      int64_t &last = lastEntry[{sender.stage, sender.microbatch}];
+      last = std::max(last, entry);
+    }
+  }
+  // Copies of a send's operand: the fewest n for which the run of
+  // microbatch k + n writes it after the wait for microbatch k.
+  SmallVector<int64_t> sendSlots(sendNumber.size(), 0);
+  for (auto [number, runs] : sendRuns) {
+    if (stashedSends.contains(number))
+      continue;
+    int64_t n = 1;
+    auto fits = [&](int64_t n) {
+      for (size_t k = 0; k + n < runs.size(); ++k)
+        if (runs[k].second >= runs[k + n].first)
+          return false;
+      return true;
+    };
+    while (!fits(n))
+      ++n;
+    sendSlots[number] = n;
+  }
+  // Slots: per stage, the lowest free one from a microbatch's first unit
+  // until its last entry (or the wait of its last send) is done.
+  std::map<std::pair<int64_t, int64_t>, int64_t> slotOf;
+  std::map<int64_t, std::set<int64_t>> busy;
+  std::multimap<int64_t, std::pair<int64_t, int64_t>> releases;
+  SmallVector<int64_t> table;
+  SmallVector<int64_t> sendWaits;
+  for (auto [index, unit] : llvm::enumerate(schedule)) {
+    std::pair<int64_t, int64_t> key = {unit.stage, unit.microbatch};
+    auto [it, inserted] = slotOf.try_emplace(key, 0);
+    if (inserted) {
+      std::set<int64_t> &taken = busy[unit.stage];
+      while (taken.count(it->second))
+        ++it->second;
+      taken.insert(it->second);
+      releases.emplace(lastEntry[key], key);
+    }
+    int64_t unitIndex =
+        llvm::find_if(templates,
+                      [&](const UnitTemplate &t) {
+                        return t.kind == unit.kind && t.stage == unit.stage;
+                      }) -
+        templates.begin();
+    table.append({unitIndex, unit.microbatch, it->second});
+    for (size_t i = 0; i < waits[index].size(); i += 2)
+      sendWaits.append(
+          {static_cast<int64_t>(index), waits[index][i], waits[index][i + 1]});
+    auto [first, end] = releases.equal_range(index);
+    for (auto release = first; release != end; ++release)
+      busy[release->second.first].erase(slotOf[release->second]);
+  }
+  Builder builder(stage.getContext());
+  SmallVector<int64_t> stages = llvm::map_to_vector(
+      templates, [](const UnitTemplate &t) { return t.stage; });
+  SmallVector<NamedAttribute> attrs = {
+      builder.getNamedAttr("microbatches",
+                           builder.getI64IntegerAttr(spec.microbatches)),
+      builder.getNamedAttr("units", builder.getStrArrayAttr(unitNames)),
+      builder.getNamedAttr("unit_stages", builder.getDenseI64ArrayAttr(stages)),
+      builder.getNamedAttr("entries", builder.getDenseI64ArrayAttr(table)),
+      builder.getNamedAttr("send_waits",
+                           builder.getDenseI64ArrayAttr(sendWaits)),
+      builder.getNamedAttr("send_slots",
+                           builder.getDenseI64ArrayAttr(sendSlots))};
+  stage->setAttr(dist::DistDialect::kScheduleAttrName,
+                 builder.getDictionaryAttr(attrs));
+}
+
 LogicalResult Pipeliner::run() {
   if (failed(classify()))
     return failure();
@@ -919,6 +1101,23 @@ LogicalResult Pipeliner::run() {
       return failure();
   function.erase();
   return success();
+}
+
+DenseMap<Operation *, int64_t> tessera::getRunsPerStep(func::FuncOp function) {
+  DenseMap<Operation *, int64_t> runs;
+  auto schedule = function->getAttrOfType<DictionaryAttr>(
+      dist::DistDialect::kScheduleAttrName);
+  int64_t microbatches =
+      schedule ? schedule.getAs<IntegerAttr>("microbatches").getInt() : 1;
+  auto units = schedule ? schedule.getAs<ArrayAttr>("units") : ArrayAttr();
+  int64_t current = 1;
+  for (Operation &op : function.getBody().front()) {
+    if (auto name =
+            op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName))
+      current = units && llvm::is_contained(units, name) ? microbatches : 1;
+    op.walk([&](Operation *nested) { runs[nested] = current; });
+  }
+  return runs;
 }
 
 namespace {

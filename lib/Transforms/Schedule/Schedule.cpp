@@ -207,6 +207,12 @@ struct Placement {
   bool async = false;
 };
 
+/// Whether `op` starts a unit of a pipeline stage (or the ops after its
+/// schedule): nothing in flight crosses it.
+bool startsPipelineUnit(Operation &op) {
+  return op.hasAttr(dist::DistDialect::kUnitAttrName);
+}
+
 struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
   using SchedulePassBase::SchedulePassBase;
 
@@ -261,6 +267,11 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
       run.clear();
     };
     for (Operation &op : llvm::make_early_inc_range(block)) {
+      // A unit's first op stays (a bucket replaces its members).
+      if (startsPipelineUnit(op)) {
+        flush();
+        continue;
+      }
       auto gather = dyn_cast<dist::AllGatherOp>(op);
       StringRef name = gather ? getParamName(gather.getInput()) : StringRef();
       if (name.empty())
@@ -297,6 +308,9 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
       openBytes.erase(key);
     };
     for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (startsPipelineUnit(op))
+        for (StringRef key : llvm::to_vector(llvm::make_first_range(open)))
+          flush(key);
       SmallVector<StringRef> read;
       for (auto &[key, members] : open)
         if (llvm::any_of(op.getOperands(), [&](Value operand) {
@@ -305,7 +319,7 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
           read.push_back(key);
       for (StringRef key : read)
         flush(key);
-      if (!isa<dist::CollectiveOpInterface>(op))
+      if (!isa<dist::CollectiveOpInterface>(op) || startsPipelineUnit(op))
         continue;
       std::optional<std::string> opKey = getBucketKey(&op);
       int64_t bytes = getTensorBytes(op.getOperand(0));
@@ -328,6 +342,19 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
       order.push_back(&op);
     }
     int64_t end = order.size() - 1; // the terminator
+    // A pipeline stage's units run once per microbatch: what a unit starts
+    // completes in it. Per position, where its unit begins and ends.
+    SmallVector<int64_t> unitBegin(order.size()), unitEnd(order.size());
+    for (int64_t at = 0, begin = 0; at <= end; ++at) {
+      if (startsPipelineUnit(*order[at]))
+        begin = at;
+      unitBegin[at] = begin;
+    }
+    for (int64_t at = end, next = end; at >= 0; --at) {
+      unitEnd[at] = next;
+      if (startsPipelineUnit(*order[at]))
+        next = at;
+    }
     DenseMap<Operation *, Placement *> placementOf;
     SmallVector<Placement> placements;
     for (Operation *op : order)
@@ -355,7 +382,8 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
       int64_t firstRead = end;
       for (Operation *user : p.op->getResult(0).getUsers())
         firstRead = std::min(firstRead, position[user]);
-      int64_t start = ready;
+      firstRead = std::min(firstRead, unitEnd[original]);
+      int64_t start = std::max(ready, unitBegin[original]);
       if (started.size() >= static_cast<size_t>(prefetch))
         start = std::max(start, started[started.size() - prefetch]->wait);
       // Ahead of its place, a start holds its result's memory early.
@@ -397,6 +425,13 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
         p->op->setAttr(dist::DistDialect::kStreamAttrName,
                        IntegerAttr::get(IntegerType::get(context, 64), 1));
         p->op->moveBefore(terminator);
+      }
+      // A start placed at a unit's first op is the unit's first op now.
+      StringRef unitName = dist::DistDialect::kUnitAttrName;
+      if (!startsAt[index].empty() && op->hasAttr(unitName) &&
+          startsAt[index].front()->op != op) {
+        startsAt[index].front()->op->setAttr(unitName, op->getAttr(unitName));
+        op->removeAttr(unitName);
       }
       auto it = placementOf.find(op);
       if (it != placementOf.end() && it->second->async)

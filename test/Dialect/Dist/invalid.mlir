@@ -476,3 +476,38 @@ func.func @rank_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
 func.func @source_index(%x: tensor<8xf32> {dist.source_index = "a"}) -> tensor<8xf32> {
   return %x : tensor<8xf32>
 }
+
+// -----
+
+// Tests that a schedule names all its parts.
+// expected-error @+1 {{expects 'dist.schedule' on a function, a dictionary of microbatches, units, unit_stages, entries, send_waits and send_slots}}
+func.func @schedule(%x: tensor<8xf32>) -> tensor<8xf32> attributes {dist.schedule = {microbatches = 2 : i64}} {
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+dist.mesh @mesh ["pp"=2]
+// Tests that a send outside a schedule's units is waited for.
+func.func @unwaited_send(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{a collective started on a stream must have one use, the dist.wait that completes it}}
+  %s = dist.send %x on @mesh "pp" to 1 tag 0 {dist.stream = 1 : i64} : tensor<8xf32>
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a microbatch slice splits dim 0 evenly.
+func.func @microbatch_slice(%x: tensor<6x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{expects a batch whose dim 0 splits into 4 microbatches}}
+  %y = dist.microbatch_slice %x of 4 : tensor<6x4xf32> -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @microbatch_slice_shape(%x: tensor<8x4xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{expects a result of 4th of dim 0 of the input, got 'tensor<2x2xf32>'}}
+  %y = dist.microbatch_slice %x of 4 : tensor<8x4xf32> -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}

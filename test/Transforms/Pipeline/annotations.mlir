@@ -8,7 +8,7 @@
 // CHECK-SAME: nn.param = "w1"
 // CHECK-SAME: nn.param = "w2"
 // CHECK-NOT: nn.param = "w3"
-// CHECK-SAME: attributes {dist.pipeline_rank = 0 : i64}
+// CHECK-SAME: attributes {dist.pipeline_rank = 0 : i64, dist.schedule =
 // CHECK-NOT: dist.stage
 // CHECK-LABEL: func.func @mlp_stage1
 // CHECK-SAME: %arg0: tensor<8x4xf32> {dist.source_index = 1 : i64}

@@ -3,13 +3,13 @@
 // Tests that pipeline stages combine with data parallelism on a pp x dp mesh:
 // each all_reduce over "dp" and "mb" becomes the sum over microbatches, then
 // one all_reduce over "dp" per step; the microbatch axis leaves the mesh and
-// the data keeps its split over "dp" with all microbatches in one argument.
+// the data keeps its split over "dp" with all microbatches in one argument,
+// which each unit's run reads its microbatch's rows of.
 // CHECK: dist.mesh @mesh ["pp"=2, "dp"=2]
 // CHECK-LABEL: func.func @mlp_stage0
 // CHECK-SAME: %arg0: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>, dist.source_index = 0 : i64}
-// CHECK: nn.slice %arg0 start = [0, 0] limit = [2, 4]
-// CHECK: nn.slice %arg0 start = [2, 0] limit = [4, 4]
-// CHECK: %[[SUM:.+]] = nn.add %{{.+}}, %{{.+}} : tensor<4x4xf32>
+// CHECK: dist.microbatch_slice %arg0 of 2 {dist.unit = "F0"} : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[SUM:.+]] = dist.accumulate %{{.+}} : tensor<4x4xf32>
 // CHECK: %[[REDUCED:.+]] = dist.all_reduce %[[SUM]] on @mesh ["dp"] sum {dist.unit = "update"} : tensor<4x4xf32>
 // CHECK: nn.transpose %[[REDUCED]]
 // CHECK-NOT: "mb"

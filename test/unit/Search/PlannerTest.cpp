@@ -1,6 +1,7 @@
 //===- PlannerTest.cpp - plan estimates and the search --------------------===//
 
 #include "tessera/Search/Planner.h"
+#include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
@@ -101,18 +102,23 @@ double getCompiledDpTraffic(mlir::ModuleOp module, int64_t dp) {
     return static_cast<double>(type.getNumElements() *
                                getElementBytes(type.getElementType()));
   };
-  module.walk([&](dist::CollectiveOpInterface op) {
-    mlir::ArrayAttr axes = op.getMeshAxes();
-    if (axes.size() != 1 ||
-        mlir::cast<mlir::StringAttr>(axes[0]).getValue() != "dp")
-      return;
-    if (mlir::isa<dist::AllReduceOp>(op))
-      bytes += 2 * ring * size(op->getOperand(0));
-    else if (mlir::isa<dist::ReduceScatterOp>(op))
-      bytes += ring * size(op->getOperand(0));
-    else if (mlir::isa<dist::AllGatherOp>(op))
-      bytes += ring * size(op->getResult(0));
-  });
+  // A pipeline unit's collectives run once per microbatch.
+  for (auto function : module.getOps<mlir::func::FuncOp>()) {
+    llvm::DenseMap<mlir::Operation *, int64_t> runs = getRunsPerStep(function);
+    function.walk([&](dist::CollectiveOpInterface op) {
+      mlir::ArrayAttr axes = op.getMeshAxes();
+      if (axes.size() != 1 ||
+          mlir::cast<mlir::StringAttr>(axes[0]).getValue() != "dp")
+        return;
+      double times = runs.lookup(op);
+      if (mlir::isa<dist::AllReduceOp>(op))
+        bytes += times * 2 * ring * size(op->getOperand(0));
+      else if (mlir::isa<dist::ReduceScatterOp>(op))
+        bytes += times * ring * size(op->getOperand(0));
+      else if (mlir::isa<dist::AllGatherOp>(op))
+        bytes += times * ring * size(op->getResult(0));
+    });
+  }
   return bytes;
 }
 

@@ -603,3 +603,122 @@ TEST(LoadPlanTest, LoadsAValidPlan) {
 }
 
 } // namespace
+
+namespace {
+
+/// A valid one-rank program with a schedule of two microbatches: x [4, 8]
+/// holds both; unit F0 relus its microbatch's rows (a view of x) into a
+/// value unit B0 reads, so it lives in the entry's slot (two, as both
+/// microbatches are held between F0 and B0); B0 accumulates it. The result
+/// is relu(x[0:2]) + relu(x[2:4]).
+plan::Plan makeScheduledPlan() {
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("dp");
+  axis->set_size(1);
+  plan::Program *program = plan.add_programs();
+  program->add_ranks(0);
+  program->set_microbatches(2);
+  addBuffer(program, {4, 8}, 0);
+  addBuffer(program, {2, 8}, 0);
+  program->mutable_buffers(1)->set_view_of(0);
+  program->mutable_buffers(1)->set_microbatch_stride_bytes(64);
+  addBuffer(program, {2, 8}, 128);
+  program->mutable_buffers(2)->set_slots(2);
+  program->mutable_buffers(2)->set_slot_stride_bytes(64);
+  addBuffer(program, {2, 8}, 256);
+  program->set_arena_bytes(320);
+  plan::Argument *argument = program->add_arguments();
+  argument->set_name("arg0");
+  argument->set_buffer(0);
+  argument->set_dtype(plan::F32);
+  argument->add_global_shape(4);
+  argument->add_global_shape(8);
+  argument->add_dim_axes();
+  argument->add_dim_axes();
+  plan::Instruction *relu = program->add_instructions();
+  relu->mutable_kernel()->set_op("nn.relu");
+  relu->mutable_kernel()->add_inputs(1);
+  relu->mutable_kernel()->add_outputs(2);
+  plan::Instruction *accumulate = program->add_instructions();
+  accumulate->mutable_accumulate()->set_input(2);
+  accumulate->mutable_accumulate()->set_accumulator(3);
+  for (auto [name, begin] : {std::pair{"F0", 0}, {"B0", 1}}) {
+    plan::Unit *unit = program->add_units();
+    unit->set_name(name);
+    unit->set_begin(begin);
+    unit->set_end(begin + 1);
+  }
+  for (auto [unit, microbatch] : {std::pair{0, 0}, {0, 1}, {1, 0}, {1, 1}}) {
+    plan::ScheduleEntry *entry = program->add_schedule();
+    entry->set_unit(unit);
+    entry->set_microbatch(microbatch);
+    entry->set_slot(microbatch);
+  }
+  plan::Result *result = program->add_results();
+  result->set_buffer(3);
+  result->add_global_shape(2);
+  result->add_global_shape(8);
+  result->add_dim_axes();
+  result->add_dim_axes();
+  return plan;
+}
+
+} // namespace
+
+TEST(PlanTest, AScheduledPlanValidatesAndRunsEachUnitPerMicrobatch) {
+  plan::Plan plan = makeScheduledPlan();
+  ASSERT_EQ(getValidationError(plan), "");
+  Mesh mesh = getMesh(plan);
+  std::unique_ptr<Communicator> local = createLocalCommunicator();
+  Executor executor(plan.programs(0), mesh, *local);
+  std::vector<OwnedTensor> arguments;
+  arguments.emplace_back(DType::F32, std::vector<int64_t>{4, 8});
+  float *x = arguments[0].view.as<float>();
+  for (int i = 0; i < 32; ++i)
+    x[i] = static_cast<float>(i % 7) - 3.0f;
+  std::vector<OwnedTensor> results;
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE(executor.run(arguments, results).ok());
+    const float *sum = results[0].view.as<float>();
+    for (int i = 0; i < 16; ++i)
+      EXPECT_EQ(sum[i], std::max(x[i], 0.0f) + std::max(x[16 + i], 0.0f))
+          << "step " << step << ", element " << i;
+  }
+}
+
+TEST(PlanTest, RejectsABadSchedule) {
+  auto errorOf = [](auto change) {
+    plan::Plan plan = makeScheduledPlan();
+    change(*plan.mutable_programs(0));
+    return getValidationError(plan);
+  };
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_schedule(3)->set_microbatch(0);
+            }),
+            "program 0: schedule entry 3 runs unit 'B0' on microbatch 0 a "
+            "second time");
+  EXPECT_EQ(
+      errorOf([](plan::Program &p) { p.mutable_schedule()->RemoveLast(); }),
+      "program 0: the schedule runs 3 units, expected each of 2 on each "
+      "of 2 microbatches");
+  EXPECT_EQ(
+      errorOf([](plan::Program &p) { p.mutable_schedule(1)->set_slot(2); }),
+      "program 0: schedule entry 1 uses slot 2 of 2");
+  EXPECT_EQ(errorOf([](plan::Program &p) { p.mutable_units(1)->set_begin(0); }),
+            "program 0: unit 1 ('B0') spans instructions [0, 2), expected a "
+            "range after the previous unit's");
+  EXPECT_EQ(errorOf([](plan::Program &p) { p.mutable_units(1)->set_end(1); }),
+            "program 0: instruction 1 accumulates outside the units");
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_buffers(2)->set_slot_stride_bytes(32);
+            }),
+            "program 0: buffer 2 has 2 slots 32 bytes apart, closer than its "
+            "size");
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_buffers(1)->set_microbatch_stride_bytes(32);
+            }),
+            "program 0: view buffer 1 has a microbatch stride of 32 bytes, "
+            "expected its size in a program of microbatches");
+}

@@ -4,6 +4,8 @@
 #ifndef TESSERA_TRANSFORMS_PIPELINE_PIPELINE_H
 #define TESSERA_TRANSFORMS_PIPELINE_PIPELINE_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace tessera {
@@ -13,6 +15,12 @@ inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 /// The mesh axis, in time rather than devices, that --tessera-microbatch
 /// splits the batch over and --tessera-pipeline turns into a loop.
 inline constexpr llvm::StringLiteral kMicrobatchAxis = "mb";
+
+/// How many times one step runs each op of `function`: the ops of a
+/// pipeline stage's units once per microbatch of its schedule
+/// (`dist.schedule`), every other op once.
+llvm::DenseMap<mlir::Operation *, int64_t>
+getRunsPerStep(mlir::func::FuncOp function);
 
 } // namespace tessera
 

@@ -9,11 +9,19 @@
 #include "tessera/runtime/Plan.h"
 
 #include <chrono>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace tessera::runtime {
+
+/// A run of a program's instructions: a schedule entry's microbatch and
+/// slot, or (outside the units) microbatch and slot 0.
+struct UnitRun {
+  int64_t microbatch = 0, slot = 0;
+  bool inUnit = false;
+};
 
 /// Runs a validated program on this rank: all buffers live in one arena on
 /// the device, laid out by the plan's memory plan; kernels run on the device
@@ -81,11 +89,25 @@ private:
     std::vector<Tensor *> outputPointers;
   };
 
+  /// A collective or send started on a stream, with when and where.
+  struct InFlight {
+    Pending pending;
+    double start;
+    std::string name;
+    int64_t stream;
+  };
+
   Status load();
   /// Points every loaded kernel's tensors into the arena.
   void bindBuffers();
-  Tensor getBuffer(int64_t id);
-  Pending startCollective(const plan::Collective &collective);
+  /// Buffer `id` in `run`: its slot's copy, its microbatch's rows.
+  Tensor getBuffer(int64_t id, const UnitRun &run = {});
+  /// Runs instructions [begin, end) in `run`.
+  Status runInstructions(int64_t begin, int64_t end, const UnitRun &run);
+  /// Waits for a started collective or send and traces it.
+  Status finish(InFlight &started);
+  Pending startCollective(const plan::Collective &collective,
+                          const UnitRun &run);
   /// `when` (by default now) in microseconds since the executor was made.
   double getMicroseconds(std::chrono::steady_clock::time_point when =
                              std::chrono::steady_clock::now()) const;
@@ -101,6 +123,16 @@ private:
   std::vector<LoadedKernel> kernels;
   /// The device's nn.slice, which runs an all_slice collective.
   const Kernel *sliceKernel = nullptr;
+  /// The device's nn.add, which runs an accumulate.
+  const Kernel *addKernel = nullptr;
+  /// Per kernel instruction: whether its buffers move with the unit run
+  /// (slots, microbatch rows), so that its tensors are re-pointed per run.
+  std::vector<bool> perRun;
+  /// In a run: collectives and sends in flight by event, the units' sends
+  /// by (instruction, microbatch), and the accumulators written so far.
+  std::map<int64_t, InFlight> inFlight;
+  std::map<std::pair<int64_t, int64_t>, InFlight> sendsInFlight;
+  std::vector<bool> accumulated;
   /// Device memory of the arena, allocated by the first run.
   void *arena = nullptr;
   bool carryUpdates = false;
