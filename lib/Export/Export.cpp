@@ -11,6 +11,7 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/Interfaces/OptimizerOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/MemoryCategories.h"
 #include "tessera/Analysis/MemoryPlan.h"
@@ -87,6 +88,10 @@ private:
   SmallVector<int64_t> sendInstructions;
   /// Per buffer: bytes apart of a microbatch's rows (views of a batch).
   DenseMap<int64_t, int64_t> microbatchStride;
+  /// Per optimizer update: its instruction, and the buffers of each old
+  /// parameter or state with the buffer of its new value.
+  SmallVector<std::pair<int64_t, SmallVector<std::pair<int64_t, int64_t>>>>
+      updates;
 };
 
 } // namespace
@@ -615,6 +620,16 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       else
         instruction.mutable_collective()->set_output(id);
     }
+    // An update's results are its parameter and state, new: in the order
+    // of its inputs (OptimizerOpInterface).
+    if (auto update = dyn_cast<OptimizerOpInterface>(op)) {
+      SmallVector<Value> old = {update.getParameter()};
+      llvm::append_range(old, update.getState());
+      auto &pairs =
+          updates.emplace_back(program->instructions_size(), 0).second;
+      for (auto [before, after] : llvm::zip(old, op.getResults()))
+        pairs.push_back({buffers.lookup(before), buffers.lookup(after)});
+    }
     if (auto stream =
             op.getAttrOfType<IntegerAttr>(dist::DistDialect::kStreamAttrName)) {
       int64_t event = startEvents.size();
@@ -639,18 +654,35 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   FailureOr<SmallVector<int64_t>> copies = setSchedule(schedule);
   if (failed(copies))
     return failure();
+  // An update writes the new parameter and state over the old where the
+  // update reads them last (all updates are elementwise): the memory plan
+  // holds one copy, as frameworks update in place.
+  DenseMap<int64_t, int64_t> overwrites;
+  SmallVector<int64_t> plannedLast(lastUse);
+  for (auto &[instruction, pairs] : updates)
+    for (auto [before, after] : pairs)
+      if (!viewOf.contains(before) && lastUse[before] == instruction &&
+          (*copies)[before] == 1 &&
+          program->buffers(before).dtype() == program->buffers(after).dtype()) {
+        overwrites[after] = before;
+        plannedLast[before] = lastUse[after];
+        program->mutable_buffers(after)->set_overwrites(before);
+      }
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     int64_t last = lastUse[id];
     bool isResult = last == std::numeric_limits<int64_t>::max();
     bool isView = viewOf.contains(id);
     if (!isResult && !isView && last < steps)
       program->mutable_instructions(last)->add_frees(id);
+    last = plannedLast[id];
+    isResult = last == std::numeric_limits<int64_t>::max();
     const plan::Buffer &buffer = program->buffers(id);
-    int64_t bytes = isView ? 0
-                           : getTensorBytes(RankedTensorType::get(
-                                 SmallVector<int64_t>(buffer.shape().begin(),
-                                                      buffer.shape().end()),
-                                 getElementTypeOrSelf(values[id].getType())));
+    int64_t bytes = isView || overwrites.contains(id)
+                        ? 0
+                        : getTensorBytes(RankedTensorType::get(
+                              SmallVector<int64_t>(buffer.shape().begin(),
+                                                   buffer.shape().end()),
+                              getElementTypeOrSelf(values[id].getType())));
     if (!isView && (*copies)[id] > 1)
       bytes = (*copies)[id] * buffer.slot_stride_bytes();
     MemoryCategory category =
@@ -663,7 +695,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   setBreakdown(memory.categoryPeaks, *program->mutable_category_peaks());
   for (int64_t id = 0; id < program->buffers_size(); ++id)
     program->mutable_buffers(id)->set_arena_offset_bytes(
-        memory.offsetsBytes[viewOf.lookup_or(id, id)]);
+        memory
+            .offsetsBytes[viewOf.lookup_or(id, overwrites.lookup_or(id, id))]);
   program->set_arena_bytes(memory.arenaBytes);
   return success();
 }

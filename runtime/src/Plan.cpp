@@ -313,6 +313,13 @@ Status ProgramValidator::checkMemoryPlan() const {
       const Interval &a = intervals[i], &b = intervals[j];
       if (a.bytes == 0 || b.bytes == 0)
         continue;
+      // A buffer written in place of another takes over its bytes.
+      auto overwrites = [&](const Interval &x, const Interval &y) {
+        return buffer(x.id).has_overwrites() &&
+               buffer(x.id).overwrites() == y.id;
+      };
+      if (overwrites(a, b) || overwrites(b, a))
+        continue;
       if (a.start <= b.end && b.start <= a.end)
         return invalidPlan("buffers " + std::to_string(a.id) + " and " +
                            std::to_string(b.id) +
@@ -442,6 +449,19 @@ Status ProgramValidator::run() {
     if (b.slots() > 1 && b.has_view_of())
       return fail("view buffer " + std::to_string(id) +
                   " has slots (its buffer's are its own)");
+    if (b.has_overwrites()) {
+      int64_t of = b.overwrites();
+      if (of < 0 || of >= id || buffer(of).has_view_of() || b.has_view_of() ||
+          buffer(of).has_overwrites() || buffer(of).dtype() != b.dtype() ||
+          getNumElements({buffer(of).shape().begin(),
+                          buffer(of).shape().end()}) != elements ||
+          buffer(of).arena_offset_bytes() != b.arena_offset_bytes() ||
+          b.slots() > 1 || buffer(of).slots() > 1)
+        return fail("buffer " + std::to_string(id) + " overwrites buffer " +
+                    std::to_string(of) +
+                    ", expected an earlier buffer of its dtype, size and "
+                    "arena offset, neither a view nor slotted");
+    }
     if (!b.has_view_of()) {
       if (b.microbatch_stride_bytes() != 0)
         return fail("buffer " + std::to_string(id) +
@@ -645,6 +665,12 @@ Status ProgramValidator::run() {
   if (!inFlight.empty())
     return fail("event " + std::to_string(inFlight.begin()->first) +
                 " is never waited for");
+  for (int64_t id = 0; id < numBuffers; ++id)
+    if (buffer(id).has_overwrites() &&
+        (!defined[id] || freedAt[buffer(id).overwrites()] != definedAt[id]))
+      return fail("buffer " + std::to_string(id) + " overwrites buffer " +
+                  std::to_string(buffer(id).overwrites()) +
+                  ", which the instruction that writes it does not free");
   for (const plan::Result &result : program.results()) {
     if (Status error = checkBuffer(result.buffer(), "a result"); !error.ok())
       return fail(error.message());
