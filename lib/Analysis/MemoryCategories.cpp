@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/TrainStep.h"
 
 using namespace mlir;
 using namespace tessera;
@@ -22,8 +23,11 @@ tessera::getMemoryCategories(func::FuncOp function) {
   };
   for (BlockArgument arg : function.getArguments()) {
     if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName)) {
-      mark(arg, MemoryCategory::Parameter);
-      // A mixed-precision model reads its master weights through casts.
+      // A mixed-precision model reads its f32 master weights, which the
+      // ZeRO paper counts in the optimizer state, through 16-bit casts: its
+      // parameters.
+      mark(arg, isMasterWeight(arg) ? MemoryCategory::OptimizerState
+                                    : MemoryCategory::Parameter);
       for (Operation *user : arg.getUsers())
         if (isa<nn::CastOp>(user))
           mark(user->getResult(0), MemoryCategory::Parameter);

@@ -105,7 +105,8 @@ tessera::getZeroModelState(double parameters,
   double split = static_cast<double>(dataParallel);
   ModelStateMemory memory;
   memory.parameterBytes =
-      parameters * bytes.parameter / (stage >= 3 ? split : 1);
+      parameters * bytes.parameter /
+      (stage >= bytes.parameterSplitStage ? split : 1);
   memory.gradientBytes = parameters * bytes.gradient / (stage >= 2 ? split : 1);
   memory.optimizerStateBytes =
       parameters * bytes.optimizerState / (stage >= 1 ? split : 1);

@@ -59,3 +59,25 @@ bool tessera::isNumberedUnit(StringRef unit) {
   int64_t number;
   return !unit.rsplit('.').second.getAsInteger(10, number);
 }
+
+bool tessera::isMasterWeight(BlockArgument param) {
+  auto type = dyn_cast<RankedTensorType>(param.getType());
+  if (!type || !type.getElementType().isF32())
+    return false;
+  bool updated = false, read = false;
+  for (Operation *user : param.getUsers()) {
+    if (auto update = dyn_cast<OptimizerOpInterface>(user);
+        update && update.getParameter() == param) {
+      updated = true;
+      continue;
+    }
+    auto cast = dyn_cast<nn::CastOp>(user);
+    if (!cast)
+      return false;
+    Type narrow = cast.getType().getElementType();
+    if (!narrow.isBF16() && !narrow.isF16())
+      return false;
+    read = true;
+  }
+  return updated && read;
+}

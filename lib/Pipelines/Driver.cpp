@@ -112,9 +112,16 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program,
   for (const std::string &axis : dataAxes)
     dataParallel *= axisSizes.contains(axis) ? axisSizes.lookup(axis) : 1;
   double perParameter = parameterBytes / parameters;
-  return getZeroModelState(
-      parameters, {perParameter, perParameter, stateBytes / parameters},
-      static_cast<int64_t>(options.zero.getValue()), dataParallel);
+  ModelStateBytesPerParameter bytes = {perParameter, perParameter,
+                                       stateBytes / parameters};
+  // Mixed precision: the f32 parameters are master weights (optimizer
+  // state), the model reads their 16-bit casts, and the update reads f32
+  // gradients.
+  if (options.precision == TrainPrecision::Mixed)
+    bytes = {2, perParameter, (parameterBytes + stateBytes) / parameters, 1};
+  return getZeroModelState(parameters, bytes,
+                           static_cast<int64_t>(options.zero.getValue()),
+                           dataParallel);
 }
 
 static void printBreakdown(llvm::raw_ostream &os, StringRef what,

@@ -83,6 +83,11 @@ struct ModelStateBytesPerParameter {
   double parameter;
   double gradient;
   double optimizerState;
+  /// The ZeRO stage from which the parameters are split: 3, or 1 where they
+  /// are 16-bit casts of f32 master weights, which stage 1 splits with the
+  /// optimizer state (stages 1 and 2 then gather the casts whole once per
+  /// step, into communication buffers).
+  int64_t parameterSplitStage = 3;
 };
 
 /// The model state one device holds, in bytes.

@@ -31,6 +31,11 @@ llvm::StringRef getParameterUnit(llvm::StringRef name);
 /// layer, not the embedding or the head.
 bool isNumberedUnit(llvm::StringRef unit);
 
+/// Whether `param` is a mixed-precision master weight: an f32 argument that
+/// an optimizer update reads and the model reads only through casts to a
+/// 16-bit float type. The ZeRO paper counts it in the optimizer state.
+bool isMasterWeight(mlir::BlockArgument param);
+
 } // namespace tessera
 
 #endif // TESSERA_ANALYSIS_TRAINSTEP_H

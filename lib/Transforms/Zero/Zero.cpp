@@ -231,7 +231,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       // moments too: the model reads its 16-bit cast, gathered once per step
       // and kept for the backward, as the paper keeps the 16-bit parameters
       // whole.
-      bool master = isMasterWeight(param, update);
+      bool master = isMasterWeight(param);
       if (stage < ZeroStage::Parameters && !master) {
         function.setArgAttr(param.getArgNumber(),
                             dist::DistDialect::kShardingAttrName, wholeAttr);
@@ -253,27 +253,6 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
                     inner.toAttr(meshName));
     }
     return success();
-  }
-
-  /// Whether `param` is a mixed-precision master weight: f32, and read (but
-  /// by its update) only through casts to a 16-bit float type.
-  static bool isMasterWeight(BlockArgument param, OptimizerOpInterface update) {
-    auto type = cast<RankedTensorType>(param.getType());
-    if (!type.getElementType().isF32())
-      return false;
-    bool read = false;
-    for (Operation *user : param.getUsers()) {
-      if (user == update.getOperation())
-        continue;
-      auto cast = dyn_cast<nn::CastOp>(user);
-      if (!cast)
-        return false;
-      Type narrow = cast.getType().getElementType();
-      if (!narrow.isBF16() && !narrow.isF16())
-        return false;
-      read = true;
-    }
-    return read;
   }
 
   /// reshard-after-forward for this mesh: true, false, or a group size
