@@ -9,10 +9,10 @@ category at its own peak, from `tessera compile`) beside the paper's row
 for 7.5B parameters at N_d = 64 with K = 12: 120, 31.4, 16.6 and 1.88 GB.
 
 Where Tessera's step differs from the paper's accounting, the columns say
-so: its update reads f32 gradients (4 bytes, the paper's are 2), and at
-stages 1 and 2 the bf16 copy of the parameters is the cast of the master
-shard gathered whole once per step (the communication buffer, which the
-model state column adds at those stages). Run from the repository root
+so: at stages 1 and 2 the bf16 copy of the parameters is the cast of the
+master shard gathered whole once per step (the communication buffer, which
+the model state column adds at those stages), and from stage 2 a
+gradient is whole until its reduce-scatter. Run from the repository root
 after building:
     python3 bench/zero/paper_table.py
 """

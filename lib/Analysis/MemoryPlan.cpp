@@ -104,9 +104,8 @@ tessera::getZeroModelState(double parameters,
                            int64_t stage, int64_t dataParallel) {
   double split = static_cast<double>(dataParallel);
   ModelStateMemory memory;
-  memory.parameterBytes =
-      parameters * bytes.parameter /
-      (stage >= bytes.parameterSplitStage ? split : 1);
+  memory.parameterBytes = parameters * bytes.parameter /
+                          (stage >= bytes.parameterSplitStage ? split : 1);
   memory.gradientBytes = parameters * bytes.gradient / (stage >= 2 ? split : 1);
   memory.optimizerStateBytes =
       parameters * bytes.optimizerState / (stage >= 1 ? split : 1);

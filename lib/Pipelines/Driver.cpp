@@ -115,10 +115,10 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program,
   ModelStateBytesPerParameter bytes = {perParameter, perParameter,
                                        stateBytes / parameters};
   // Mixed precision: the f32 parameters are master weights (optimizer
-  // state), the model reads their 16-bit casts, and the update reads f32
-  // gradients.
+  // state); the model reads their 16-bit casts and makes 16-bit gradients,
+  // which the update reads (2 + 2 + K, K = 12 with AdamW).
   if (options.precision == TrainPrecision::Mixed)
-    bytes = {2, perParameter, (parameterBytes + stateBytes) / parameters, 1};
+    bytes = {2, 2, (parameterBytes + stateBytes) / parameters, 1};
   return getZeroModelState(parameters, bytes,
                            static_cast<int64_t>(options.zero.getValue()),
                            dataParallel);

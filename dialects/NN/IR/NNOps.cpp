@@ -581,7 +581,31 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
   return success();
 }
 
+/// An update's gradient type: printed (`grad <type>`) only where it is not
+/// the parameter's.
+static ParseResult parseGradType(OpAsmParser &parser, Type &grad, Type param) {
+  if (failed(parser.parseOptionalKeyword("grad"))) {
+    grad = param;
+    return success();
+  }
+  return parser.parseType(grad);
+}
+
+static void printGradType(OpAsmPrinter &printer, Operation *, Type grad,
+                          Type param) {
+  if (grad != param)
+    printer << "grad " << grad;
+}
+
 LogicalResult AdamWOp::verify() {
+  auto param = getParam().getType(), grad = getGrad().getType();
+  Type narrow = grad.getElementType();
+  if (grad.getShape() != param.getShape() ||
+      (grad != param && (!param.getElementType().isF32() ||
+                         !(narrow.isBF16() || narrow.isF16()))))
+    return emitOpError("expects a gradient of the parameter's type, or of "
+                       "its shape in bf16 or f16 for an f32 parameter; got ")
+           << grad << " for " << param;
   if (getM().getType().getShape() != getParam().getType().getShape())
     return emitOpError("expects moments of the parameter's shape ")
            << formatList(getParam().getType().getShape()) << ", got "

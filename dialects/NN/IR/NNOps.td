@@ -548,7 +548,7 @@ def NN_SgdOp : NN_ModelOp<"sgd", [InferTypeOpAdaptor,
 }
 
 def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
-    AllTypesMatch<["param", "grad"]>, AllTypesMatch<["m", "v"]>,
+    AllTypesMatch<["m", "v"]>,
     DeclareOpInterfaceMethods<OptimizerOpInterface>]> {
   let summary = "AdamW step with decoupled weight decay";
   let description = [{
@@ -560,11 +560,17 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
                    + weight_decay · p)
     ```
     The moments may be wider than the parameter (f32 state for bf16 weights)
-    but have its shape.
+    but have its shape. The gradient has the parameter's type, or (a
+    mixed-precision update of f32 master weights) its shape in a 16-bit
+    float type, which the update reads as f32, as fused mixed-precision
+    optimizers do.
 
     ```mlir
     %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
         : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
+    %q2, %n2, %w2 = nn.adamw %q, %h, %n, %w, %t lr = 1.0e-03
+        : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
+          grad tensor<16x64xbf16>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
@@ -579,6 +585,7 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $step `lr` `=` $lr attr-dict `:`
     type($param) `,` type($m) `,` type($step)
+    custom<GradType>(type($grad), ref(type($param)))
   }];
   let hasVerifier = 1;
 }

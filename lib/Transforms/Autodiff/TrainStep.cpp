@@ -5,6 +5,8 @@
 
 #include "dialects/NN/IR/NNOps.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace tessera {
 #define GEN_PASS_DEF_TRAINSTEPPASS
 #include "tessera/Transforms/Passes.h.inc"
@@ -101,8 +103,18 @@ LogicalResult buildTrainStep(func::FuncOp function,
         addState(RankedTensorType::get({}, builder.getI64Type()), "step");
     SmallVector<Value> newParams, newMoments, newSquares;
     for (auto [index, param] : llvm::enumerate(params)) {
+      // A master weight's gradient is the 16-bit gradient cast up: the
+      // update reads the 16-bit one (the ZeRO paper's 2 bytes per
+      // parameter, reduced and kept in 16 bits), as fused mixed-precision
+      // optimizers do.
+      Value gradient = gradients[index];
+      if (auto up = gradient.getDefiningOp<nn::CastOp>();
+          options.mixed && up && up->hasOneUse() &&
+          isa<BFloat16Type, Float16Type>(
+              up.getInput().getType().getElementType()))
+        gradient = up.getInput();
       auto update = nn::AdamWOp::create(
-          builder, loc, function.getArgument(param), gradients[index],
+          builder, loc, function.getArgument(param), gradient,
           function.getArgument(moments[index]),
           function.getArgument(squares[index]), function.getArgument(step),
           f32(options.lr), f32(options.beta1), f32(options.beta2),
@@ -121,6 +133,13 @@ LogicalResult buildTrainStep(func::FuncOp function,
   results.push_back(loss);
   func::ReturnOp::create(builder, returnOp.getLoc(), results);
   returnOp.erase();
+  // The 16-bit gradients' casts up that no update reads any more.
+  llvm::SetVector<Operation *> casts;
+  for (Value gradient : gradients)
+    if (auto up = gradient.getDefiningOp<nn::CastOp>(); up && up->use_empty())
+      casts.insert(up);
+  for (Operation *op : casts)
+    op->erase();
 
   SmallVector<Type> resultTypes;
   for (Value value : results)

@@ -1376,8 +1376,12 @@ static void runAdamW(KernelCall &c) {
     return;
   const std::vector<int64_t> &shape = c.in(0).shape;
   const char *inputNames[] = {"param", "grad", "m", "v"};
+  // A mixed-precision update reads a 16-bit gradient, widened.
+  DType gradType = c.in(1).dtype;
+  bool narrowGrad = gradType == DType::BF16 || gradType == DType::F16;
   for (size_t index = 0; index < 4; ++index)
-    if (!c.expectF32(c.in(index), inputNames[index]) ||
+    if ((!(index == 1 && narrowGrad) &&
+         !c.expectF32(c.in(index), inputNames[index])) ||
         !c.expectShape(c.in(index), shape, inputNames[index]))
       return;
   const char *outputNames[] = {"new_param", "new_m", "new_v"};
@@ -1405,12 +1409,16 @@ static void runAdamW(KernelCall &c) {
   }
   double correction1 = 1.0 - std::pow(*beta1, static_cast<double>(step));
   double correction2 = 1.0 - std::pow(*beta2, static_cast<double>(step));
-  const float *param = c.in(0).as<float>(), *grad = c.in(1).as<float>();
+  const float *param = c.in(0).as<float>();
+  const void *grad = c.in(1).data;
   const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
   float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
         *newV = c.out(2).as<float>();
   for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i) {
-    double p = param[i], g = grad[i];
+    double p = param[i];
+    double g = narrowGrad ? halfToFloat(gradType,
+                                        static_cast<const uint16_t *>(grad)[i])
+                          : static_cast<const float *>(grad)[i];
     double mi = *beta1 * m[i] + (1.0 - *beta1) * g;
     double vi = *beta2 * v[i] + (1.0 - *beta2) * g * g;
     double update = mi / correction1 / (std::sqrt(vi / correction2) + *epsilon);

@@ -446,9 +446,9 @@ struct CudaDevice::Ops {
   }
 
   static Status adamw(CudaDevice &d, const CudaKernel &, const Launch &l) {
-    cuda::adamw(f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.in(3)), l.in(4).data,
-                is64(l.in(4)), f(l.out(0)), f(l.out(1)), f(l.out(2)),
-                l.in(0).getNumElements(), getFloat(l, "lr"),
+    cuda::adamw(f(l.in(0)), l.in(1).data, l.in(1).dtype, f(l.in(2)), f(l.in(3)),
+                l.in(4).data, is64(l.in(4)), f(l.out(0)), f(l.out(1)),
+                f(l.out(2)), l.in(0).getNumElements(), getFloat(l, "lr"),
                 getFloat(l, "beta1"), getFloat(l, "beta2"),
                 getFloat(l, "epsilon"), getFloat(l, "weight_decay"),
                 d.kernelError, d.compute);

@@ -327,12 +327,12 @@ __global__ void sgdKernel(const float *param, const float *grad, float *y,
   }
 }
 
-__global__ void adamwKernel(const float *param, const float *grad,
-                            const float *m, const float *v, const void *step,
-                            bool step64, float *newParam, float *newM,
-                            float *newV, int64_t count, double lr, double beta1,
-                            double beta2, double epsilon, double weightDecay,
-                            KernelError *error) {
+__global__ void adamwKernel(const float *param, const void *grad,
+                            DType gradType, const float *m, const float *v,
+                            const void *step, bool step64, float *newParam,
+                            float *newM, float *newV, int64_t count, double lr,
+                            double beta1, double beta2, double epsilon,
+                            double weightDecay, KernelError *error) {
   long long t = readIndex(step, step64, 0);
   if (t < 1) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -342,7 +342,11 @@ __global__ void adamwKernel(const float *param, const float *grad,
   double correction1 = 1.0 - pow(beta1, static_cast<double>(t));
   double correction2 = 1.0 - pow(beta2, static_cast<double>(t));
   GRID_STRIDE(i, count) {
-    double p = param[i], g = grad[i];
+    double p = param[i];
+    double g =
+        gradType == DType::F32
+            ? static_cast<const float *>(grad)[i]
+            : widenHalf(gradType, static_cast<const uint16_t *>(grad)[i]);
     double mi = beta1 * m[i] + (1.0 - beta1) * g;
     double vi = beta2 * v[i] + (1.0 - beta2) * g * g;
     double update = mi / correction1 / (sqrt(vi / correction2) + epsilon);
@@ -514,14 +518,14 @@ void sgd(const float *param, const float *grad, float *y, int64_t count,
                                                          lr, weightDecay);
 }
 
-void adamw(const float *param, const float *grad, const float *m,
+void adamw(const float *param, const void *grad, DType gradType, const float *m,
            const float *v, const void *step, bool step64, float *newParam,
            float *newM, float *newV, int64_t count, double lr, double beta1,
            double beta2, double epsilon, double weightDecay, KernelError *error,
            cudaStream_t stream) {
   adamwKernel<<<getBlocks(count), kThreads, 0, stream>>>(
-      param, grad, m, v, step, step64, newParam, newM, newV, count, lr, beta1,
-      beta2, epsilon, weightDecay, error);
+      param, grad, gradType, m, v, step, step64, newParam, newM, newV, count,
+      lr, beta1, beta2, epsilon, weightDecay, error);
 }
 
 } // namespace tessera::runtime::cuda

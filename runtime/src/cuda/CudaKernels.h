@@ -94,8 +94,9 @@ void causalMask(const float *x, float *y, int64_t count, int64_t queries,
                 int64_t keys, cudaStream_t stream);
 void sgd(const float *param, const float *grad, float *y, int64_t count,
          float lr, float weightDecay, cudaStream_t stream);
-/// AdamW with the step read from device memory (bias corrections per step).
-void adamw(const float *param, const float *grad, const float *m,
+/// AdamW with the step read from device memory (bias corrections per step);
+/// the gradient is f32, or bf16/f16 (`gradType`) widened as it is read.
+void adamw(const float *param, const void *grad, DType gradType, const float *m,
            const float *v, const void *step, bool step64, float *newParam,
            float *newM, float *newV, int64_t count, double lr, double beta1,
            double beta2, double epsilon, double weightDecay, KernelError *error,

@@ -549,6 +549,26 @@ func.func @adamw_moment_shape(%p: tensor<16x64xf32>, %m: tensor<64x16xf32>, %t: 
 
 // -----
 
+// Tests that adamw reads a gradient of its parameter's type, or a 16-bit one
+// for an f32 master weight only.
+func.func @adamw_grad_type(%p: tensor<16x64xbf16>, %g: tensor<16x64xf16>, %m: tensor<16x64xf32>, %t: tensor<i64>) -> tensor<16x64xbf16> {
+  // expected-error @+1 {{'nn.adamw' op expects a gradient of the parameter's type, or of its shape in bf16 or f16 for an f32 parameter; got 'tensor<16x64xf16>' for 'tensor<16x64xbf16>'}}
+  %p2, %m2, %v2 = nn.adamw %p, %g, %m, %m, %t lr = 1.0e-03
+      : tensor<16x64xbf16>, tensor<16x64xf32>, tensor<i64> grad tensor<16x64xf16>
+  return %p2 : tensor<16x64xbf16>
+}
+
+// -----
+
+func.func @adamw_grad_shape(%p: tensor<16x64xf32>, %g: tensor<64x16xbf16>, %m: tensor<16x64xf32>, %t: tensor<i64>) -> tensor<16x64xf32> {
+  // expected-error @+1 {{'nn.adamw' op expects a gradient of the parameter's type, or of its shape in bf16 or f16 for an f32 parameter; got 'tensor<64x16xbf16>' for 'tensor<16x64xf32>'}}
+  %p2, %m2, %v2 = nn.adamw %p, %g, %m, %m, %t lr = 1.0e-03
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> grad tensor<64x16xbf16>
+  return %p2 : tensor<16x64xf32>
+}
+
+// -----
+
 // Tests that adamw rejects a negative learning rate.
 func.func @adamw_lr(%p: tensor<16xf32>, %t: tensor<i64>) -> tensor<16xf32> {
   // expected-error @+1 {{'nn.adamw' op expects lr in [0, inf), got -0.001}}

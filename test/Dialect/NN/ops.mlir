@@ -357,6 +357,20 @@ func.func @adamw_mixed(%p: tensor<16x64xbf16>, %g: tensor<16x64xbf16>, %m: tenso
 
 // -----
 
+// Tests that adamw round-trips an f32 master weight's update from a bf16
+// gradient (mixed precision), whose type it prints.
+// CHECK-LABEL: func.func @adamw_master(
+// CHECK:         nn.adamw %{{.+}} lr = 1.000000e-03 : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> grad tensor<16x64xbf16>
+func.func @adamw_master(%p: tensor<16x64xf32>, %g: tensor<16x64xbf16>, %m: tensor<16x64xf32>,
+                        %v: tensor<16x64xf32>, %t: tensor<i64>)
+    -> (tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>) {
+  %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> grad tensor<16x64xbf16>
+  return %p2, %m2, %v2 : tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>
+}
+
+// -----
+
 // Tests that the backward helpers one_hot and embedding_grad round-trip.
 // CHECK-LABEL: func.func @backward_helpers
 func.func @backward_helpers(%labels: tensor<2x8xi32>, %dy: tensor<2x8x64xf32>) -> (tensor<2x8x512xf32>, tensor<512x64xf32>) {

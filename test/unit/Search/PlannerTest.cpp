@@ -271,10 +271,10 @@ TEST(PlannerTest, ZeroModelStateIsItsClosedForm) {
                       (config.vocab + config.seq) * 1024 + 2 * 1024;
   for (bool mixed : {false, true}) {
     config.dtype = mixed ? "bf16" : "f32";
-    // Bytes per parameter: f32 weights, gradients, m and v; or 16-bit
-    // weights, f32 gradients (the update's), f32 master, m and v.
+    // Bytes per parameter: f32 weights, gradients, m and v; or the ZeRO
+    // paper's 16-bit weights and gradients, f32 master, m and v.
     ModelStateBytesPerParameter bytes =
-        mixed ? ModelStateBytesPerParameter{2, 4, 12, 1}
+        mixed ? ModelStateBytesPerParameter{2, 2, 12, 1}
               : ModelStateBytesPerParameter{4, 4, 8};
     for (int64_t dp : {4, 64, 1024}) {
       for (int64_t stage = 0; stage <= 3; ++stage) {
@@ -295,7 +295,8 @@ TEST(PlannerTest, ZeroModelStateIsItsClosedForm) {
         EXPECT_NEAR(compiled.optimizer_state_bytes(),
                     closed.optimizerStateBytes,
                     0.01 * closed.optimizerStateBytes);
-        double wholeLast = stage >= 2 ? config.seq * 1024.0 * 4 : 0;
+        double wholeLast =
+            stage >= 2 ? config.seq * 1024.0 * (mixed ? 2 : 4) : 0;
         EXPECT_GE(compiled.gradient_bytes(), closed.gradientBytes);
         EXPECT_LE(compiled.gradient_bytes(),
                   1.01 * closed.gradientBytes + wholeLast);

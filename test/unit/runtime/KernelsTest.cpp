@@ -738,6 +738,39 @@ TEST(KernelsTest, AdamWTakesOneStep) {
             "0");
 }
 
+TEST(KernelsTest, AdamWReadsA16BitGradientAsItsF32Value) {
+  // A mixed-precision update: f32 master weight and moments, a bf16 or f16
+  // gradient, in place (the outputs are the inputs' buffers), as a
+  // plan's update writes over the old parameter and state.
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    OwnedTensor param = f32({2}, {1, -2}), wide = f32({2}, {0.5f, -1});
+    OwnedTensor grad(dtype, {2});
+    for (int i = 0; i < 2; ++i)
+      grad.view.as<uint16_t>()[i] =
+          floatToHalf(dtype, read<float>(wide)[static_cast<size_t>(i)]);
+    OwnedTensor m = f32({2}, {0.1f, 0.2f}), v = f32({2}, {0.01f, 0.02f});
+    OwnedTensor step = i64({}, {3});
+    OwnedTensor p2(param), m2(m), v2(v);
+    OwnedTensor newParam(DType::F32, {2}), newM(DType::F32, {2}),
+        newV(DType::F32, {2});
+    KernelAttrs attrs;
+    attrs.floats = {{"lr", 1e-2},
+                    {"beta1", 0.8},
+                    {"beta2", 0.9},
+                    {"epsilon", 1e-6},
+                    {"weight_decay", 0.1}};
+    ASSERT_EQ(run("nn.adamw", attrs, {&param, &wide, &m, &v, &step},
+                  {&newParam, &newM, &newV}),
+              "");
+    ASSERT_EQ(
+        run("nn.adamw", attrs, {&p2, &grad, &m2, &v2, &step}, {&p2, &m2, &v2}),
+        "");
+    EXPECT_EQ(read<float>(p2), read<float>(newParam));
+    EXPECT_EQ(read<float>(m2), read<float>(newM));
+    EXPECT_EQ(read<float>(v2), read<float>(newV));
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Errors
 //===----------------------------------------------------------------------===//
