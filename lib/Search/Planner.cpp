@@ -107,17 +107,58 @@ PrecisionBytes getPrecisionBytes(Precision precision) {
 }
 } // namespace
 
-double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
-  if (stages <= 1)
-    return 1.0;
+/// The cut of a GPT's layers into `stages` by their compute, the LM head
+/// weighing on the last.
+static StageCuts cutLayers(const ModelShape &model, int64_t stages,
+                           double &totalCost) {
   double h = model.hidden, s = model.seq;
   double layerCost = 24 * h * h * (1 + s / (6 * h));
   double headCost = 6 * h * model.vocab;
   llvm::SmallVector<double> costs(model.layers, layerCost);
   costs.back() += headCost;
-  StageCuts cuts = balanceStages(costs, stages);
-  double average = (model.layers * layerCost + headCost) / stages;
-  return cuts.maxStageCost / average;
+  totalCost = model.layers * layerCost + headCost;
+  return balanceStages(costs, stages);
+}
+
+double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
+  if (stages <= 1)
+    return 1.0;
+  double total;
+  StageCuts cuts = cutLayers(model, stages, total);
+  return cuts.maxStageCost / (total / stages);
+}
+
+double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
+                                    int64_t pp) {
+  double h = model.hidden, t = tp;
+  double embeddings = (model.vocab + model.seq) * h;
+  double head = model.tiedEmbedding ? 0 : model.vocab * h;
+  double layer = 12 * h * h + 13 * h;
+  // A model of another shape than GPT's: its parameters split evenly.
+  if (model.layers * layer + embeddings + 2 * h + head !=
+      static_cast<double>(model.parameters))
+    return model.parameters / (t * pp);
+  // Megatron-LM's split: q, k, v, the first MLP weight and their biases by
+  // columns, the output projections by rows; their biases, the layer norms
+  // and the embeddings whole.
+  double localLayer = (12 * h * h + 7 * h) / t + 6 * h;
+  if (pp <= 1)
+    return model.layers * localLayer + embeddings + 2 * h + head;
+  double total;
+  StageCuts cuts = cutLayers(model, pp, total);
+  double most = 0;
+  for (int64_t stage = 0; stage < pp; ++stage) {
+    int64_t end = stage + 1 < pp ? cuts.starts[stage + 1] : model.layers;
+    double params = (end - cuts.starts[stage]) * localLayer;
+    if (stage == 0)
+      params += embeddings;
+    // The last stage's final layer norm and LM head: the token embedding
+    // again when tied.
+    if (stage == pp - 1)
+      params += 2 * h + (model.tiedEmbedding ? model.vocab * h : head);
+    most = std::max(most, params);
+  }
+  return most;
 }
 
 PlanEstimate
@@ -135,7 +176,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   int64_t layersPerStage = (model.layers + choice.pp - 1) / choice.pp;
 
   // Model state: parameters split over TP and PP, then ZeRO over DP.
-  double localParams = model.parameters / (t * choice.pp);
+  double localParams = getDeviceParameters(model, choice.tp, choice.pp);
   ModelStateMemory state = getZeroModelState(
       localParams, {bytes.weight, bytes.gradient, bytes.optimizer}, choice.zero,
       choice.dp);

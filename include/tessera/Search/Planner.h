@@ -94,6 +94,15 @@ getPartitionedCollectives(mlir::ModuleOp model, int64_t dp, int64_t tp);
 /// (the LM head weighing on the last) are cut into `stages` by balanceStages.
 double getStageImbalance(const ModelShape &model, int64_t stages);
 
+/// The parameters a device of the largest of `pp` pipeline stages holds
+/// under `tp`-way tensor parallelism, as the compiler lays out a GPT:
+/// Megatron-LM's split (q, k, v, the first MLP weight and their biases by
+/// columns, the output projections by rows; their biases, the layer norms
+/// and the embeddings whole), the embeddings on the first stage, the final
+/// layer norm and the LM head (the token embedding again, when tied) on the
+/// last. A model of another shape splits evenly.
+double getDeviceParameters(const ModelShape &model, int64_t tp, int64_t pp);
+
 /// The estimate of one plan (which must divide the model: see search);
 /// `stageImbalance` saves recomputing getStageImbalance for its stages.
 /// With `forward`, the forward's collectives come from the partitioned

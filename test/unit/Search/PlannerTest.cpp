@@ -167,11 +167,13 @@ TEST(PlannerTest, DataParallelTrafficIsWhatTheCompilerBuilds) {
 
 /// The activation peak ("each at its own peak") of `config` compiled as an
 /// AdamW step on dp=1 x tp=`tp` with `recompute`.
-/// The memory of the first program of `config`'s model compiled with
-/// `options` (to a temporary plan, not run): each category at its own peak.
+/// The memory of a program of `config`'s model compiled with `options` (to
+/// a temporary plan, not run): each category at its own peak, in the first
+/// program, or (`largest`) the most of any program.
 plan::MemoryBreakdown getCompiledPeaks(mlir::MLIRContext &context,
                                        const GptConfig &config,
-                                       CompileOptions &options) {
+                                       CompileOptions &options,
+                                       bool largest = false) {
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
   llvm::SmallString<64> path;
   EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("peaks", "plan", path));
@@ -182,8 +184,14 @@ plan::MemoryBreakdown getCompiledPeaks(mlir::MLIRContext &context,
   runtime::Expected<plan::Plan> plan = runtime::loadPlan(path.str().str());
   llvm::sys::fs::remove(path);
   EXPECT_TRUE(plan.ok()) << plan.message();
-  return plan.ok() ? plan->programs(0).category_peaks()
-                   : plan::MemoryBreakdown();
+  if (!plan.ok())
+    return plan::MemoryBreakdown();
+  plan::MemoryBreakdown most = plan->programs(0).category_peaks();
+  for (const plan::Program &program : plan->programs())
+    if (largest &&
+        program.category_peaks().parameter_bytes() > most.parameter_bytes())
+      most = program.category_peaks();
+  return most;
 }
 
 double getCompiledActivations(mlir::MLIRContext &context,
@@ -302,6 +310,46 @@ TEST(PlannerTest, ZeroModelStateIsItsClosedForm) {
                   1.01 * closed.gradientBytes + wholeLast);
       }
     }
+  }
+}
+
+TEST(PlannerTest, DeviceParametersAreWhatTheCompilerLaysOut) {
+  // One truth for memory: the parameters the search charges a device are
+  // those of the compiled plan's largest program: Megatron-LM's split over
+  // TP (the output biases, layer norms and embeddings whole) and, in a
+  // pipeline, the first stage's embeddings and the last's head (the tied
+  // token embedding again).
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  GptConfig config;
+  config.layers = 4;
+  config.hidden = 256;
+  config.heads = 8;
+  config.seq = 64;
+  config.vocab = 1024;
+  config.batch = 16;
+  config.sharding = "megatron";
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+  llvm::Expected<ModelShape> shape = getModelShape(*module);
+  ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+  struct Case {
+    int64_t tp, pp;
+  } cases[] = {{1, 1}, {2, 1}, {4, 1}, {1, 2}, {1, 4}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE("tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp));
+    CompileOptions options;
+    options.mesh = "dp=1,tp=" + std::to_string(c.tp);
+    if (c.pp > 1)
+      options.mesh = "pp=" + std::to_string(c.pp) + "," + options.mesh;
+    options.pipelineStages = c.pp;
+    options.microbatches = c.pp;
+    options.train = Optimizer::AdamW;
+    double compiled = getCompiledPeaks(context, config, options,
+                                       /*largest=*/true)
+                          .parameter_bytes();
+    EXPECT_NEAR(4 * getDeviceParameters(*shape, c.tp, c.pp), compiled,
+                0.01 * compiled);
   }
 }
 
