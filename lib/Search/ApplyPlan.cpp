@@ -26,7 +26,8 @@ void tessera::applyPlanChoice(const PlanChoice &choice,
 
 SearchPins tessera::getAutoPins(const CompileOptions &options,
                                 std::optional<int64_t> zero,
-                                std::optional<bool> reshardAfterForward) {
+                                std::optional<bool> reshardAfterForward,
+                                std::optional<Recompute> recompute) {
   SearchPins pins;
   // Pipelines pipeline a train step; inference runs on a DP x TP mesh.
   if (options.train == Optimizer::None) {
@@ -40,11 +41,13 @@ SearchPins tessera::getAutoPins(const CompileOptions &options,
   else if (zero)
     pins.zero = *zero;
   pins.reshardAfterForward = reshardAfterForward;
-  // The compiler builds recomputation (--recompute), but the search prices
-  // its transient memory (the recomputed layer and its gradients, live
-  // during its backward) only roughly (bench and note of issue 26), so
-  // --auto does not pick it yet.
-  pins.recompute = Recompute::None;
+  // The search prices what recomputation keeps per layer as the compiler
+  // builds it, and the whole peak of no and selective recomputation within
+  // 5% (bench/search/activations.py); full recomputation's transient (the
+  // recomputed layer and its gradients, live in its backward) only to about
+  // +28%/-6%, so --auto picks none or selective.
+  pins.mostRecompute = Recompute::Selective;
+  pins.recompute = recompute;
   return pins;
 }
 

@@ -420,7 +420,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                 continue;
               for (Recompute recompute :
                    {Recompute::None, Recompute::Selective, Recompute::Full}) {
-                if (!pinned(pins.recompute, recompute))
+                if (!pinned(pins.recompute, recompute) ||
+                    (!pins.recompute && recompute > pins.mostRecompute))
                   continue;
                 for (bool sp : {false, true}) {
                   if ((sp && (tp == 1 || model.seq % tp != 0)) ||

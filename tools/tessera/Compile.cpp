@@ -202,17 +202,24 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   if (reshardAfterForward.getNumOccurrences() &&
       reshardAfterForward.kind != ReshardAfterForward::Kind::Group)
     reshard = reshardAfterForward.kind == ReshardAfterForward::Kind::Shard;
+  std::optional<Recompute> recomputePin;
+  if (recompute.getNumOccurrences())
+    recomputePin = recompute.getValue();
   llvm::Expected<AutoPlan> plan =
       applyAutoPlan(module, *machine, autoDevices,
-                    getAutoPins(options, zero, reshard), options);
+                    getAutoPins(options, zero, reshard, recomputePin), options);
   if (!plan)
     return plan.takeError();
   const PlanChoice &choice = plan->estimate.choice;
   llvm::errs() << llvm::formatv(
-      "auto: dp={0} tp={1}{2}{3} zero={4}: predicted step {5:e3} s, MFU "
-      "{6:f1}% on {7} x {8} (of {9} plans)\n",
+      "auto: dp={0} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, MFU "
+      "{7:f1}% on {8} x {9} (of {10} plans)\n",
       choice.dp, choice.tp, choice.sequenceParallel ? " sequence-parallel" : "",
       formatPipeline(choice), getZeroName(choice),
+      choice.recompute == Recompute::None
+          ? std::string()
+          : " recompute=" +
+                getEnumName(kRecomputeNames, choice.recompute).str(),
       plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
       autoDevices.getValue(), machine->name, plan->considered);
   return llvm::Error::success();

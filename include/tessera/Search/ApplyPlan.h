@@ -12,17 +12,19 @@ namespace tessera {
 
 /// Sets the options that build `choice` (on a model annotated for its
 /// dp x tp): ZeRO stage and regather, pipeline stages, microbatches,
-/// schedule, recomputation. A reshard-after-forward group size in `options` is kept: the
-/// search prices only true and false.
+/// schedule, recomputation. A reshard-after-forward group size in `options` is
+/// kept: the search prices only true and false.
 void applyPlanChoice(const PlanChoice &choice, CompileOptions &options);
 
 /// The pins --auto searches under for a compile of `options`: only what
-/// the search prices as this compiler builds it (no recomputation yet), a
-/// pipeline only for a train step, ZeRO only for AdamW's state; `zero` and
-/// `reshardAfterForward` pin what the user gave.
+/// the search prices as this compiler builds it (recomputation none or
+/// selective), a pipeline only for a train step, ZeRO only for AdamW's
+/// state; `zero`, `reshardAfterForward` and `recompute` pin what the user
+/// gave.
 SearchPins getAutoPins(const CompileOptions &options,
                        std::optional<int64_t> zero,
-                       std::optional<bool> reshardAfterForward);
+                       std::optional<bool> reshardAfterForward,
+                       std::optional<Recompute> recompute = std::nullopt);
 
 struct AutoPlan {
   PlanEstimate estimate;
