@@ -58,6 +58,16 @@ struct UnitTemplate {
   int64_t stage;
 };
 
+/// The index in `templates` of the unit that `unit` runs.
+int64_t findTemplate(ArrayRef<UnitTemplate> templates,
+                     const PipelineUnit &unit) {
+  return llvm::find_if(templates,
+                       [&](const UnitTemplate &t) {
+                         return t.kind == unit.kind && t.stage == unit.stage;
+                       }) -
+         templates.begin();
+}
+
 class Pipeliner {
 public:
   Pipeliner(func::FuncOp function, dist::MeshOp mesh, PipelineSpec spec)
@@ -745,9 +755,7 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   ArrayRef<Unit> schedule = units[rank];
   SmallVector<UnitTemplate> templates;
   for (const Unit &unit : schedule)
-    if (llvm::none_of(templates, [&](const UnitTemplate &t) {
-          return t.kind == unit.kind && t.stage == unit.stage;
-        }))
+    if (findTemplate(templates, unit) == static_cast<int64_t>(templates.size()))
       templates.push_back({unit.kind, unit.stage});
   llvm::stable_sort(templates, [](const UnitTemplate &a,
                                   const UnitTemplate &b) {
@@ -757,18 +765,11 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     };
     return key(a) < key(b);
   });
-  auto getTemplate = [&](const Unit &unit) -> int64_t {
-    return llvm::find_if(templates,
-                         [&](const UnitTemplate &t) {
-                           return t.kind == unit.kind && t.stage == unit.stage;
-                         }) -
-           templates.begin();
-  };
   // Each unit's run on microbatch 0: its events are the unit's transfers.
   SmallVector<int64_t> firstRun(templates.size(), -1);
   for (auto [index, unit] : llvm::enumerate(schedule))
     if (unit.microbatch == 0)
-      firstRun[getTemplate(unit)] = index;
+      firstRun[findTemplate(templates, unit)] = index;
 
   auto getUnitName = [](const UnitTemplate &t) {
     StringRef kind = t.kind == UnitKind::Forward    ? "F"
@@ -1054,13 +1055,7 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
       taken.insert(it->second);
       releases.emplace(lastEntry[key], key);
     }
-    int64_t unitIndex =
-        llvm::find_if(templates,
-                      [&](const UnitTemplate &t) {
-                        return t.kind == unit.kind && t.stage == unit.stage;
-                      }) -
-        templates.begin();
-    table.append({unitIndex, unit.microbatch, it->second});
+    table.append({findTemplate(templates, unit), unit.microbatch, it->second});
     for (size_t i = 0; i < waits[index].size(); i += 2)
       sendWaits.append(
           {static_cast<int64_t>(index), waits[index][i], waits[index][i + 1]});
