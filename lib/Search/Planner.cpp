@@ -286,9 +286,10 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // gradients too and reduce-scatters them once, before the update (after
   // the backward: nothing to overlap); from stage 2 each microbatch's
   // gradient is reduce-scattered as it is made (the shards accumulate). The
-  // parameters are gathered once per step: after the update (stages 1 and
-  // 2), or for the forward and, unless the forward's copy is kept, again for
-  // the backward (stage 3).
+  // parameters are gathered once per step after the update (stages 1 and
+  // 2); stage 3 gathers them for each microbatch's forward and again for
+  // its backward, as FSDP does, or, keeping the forward's copy, once per
+  // step.
   if (choice.dp > 1) {
     double gradientBytes = localParams * bytes.gradient;
     DeviceGroup group{choice.dp, choice.tp};
@@ -309,7 +310,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
           seconds(CollectiveKind::AllReduce, tiedBytes);
       estimate.dpTrafficBytes = 2 * ring * (gradientBytes + tiedBytes);
     } else {
-      double gathers = choice.zero >= 3 && choice.reshardAfterForward ? 2 : 1;
+      double gathers = choice.zero >= 3 && choice.reshardAfterForward
+                           ? 2.0 * choice.microbatches
+                           : 1;
       int64_t reductions = choice.zero == 1 ? 1 : choice.microbatches;
       estimate.dpCommSeconds =
           reductions * (seconds(CollectiveKind::ReduceScatter, gradientBytes) +

@@ -78,6 +78,7 @@ public:
 private:
   LogicalResult classify();
   void findForward();
+  bool moveGathersIntoUnits();
   LogicalResult cutStages();
   LogicalResult assignBackward();
   void splitWeightGradients();
@@ -1080,10 +1081,67 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
                  builder.getDictionaryAttr(attrs));
 }
 
+bool Pipeliner::moveGathersIntoUnits() {
+  // A parameter's gather (an all_gather of it or of its cast, with the
+  // views and broadcasts the model reads of it) that only one phase reads:
+  // in reverse, so that an op's readers are classified before it.
+  auto isParameter = [&](Value value) {
+    if (auto cast = value.getDefiningOp<nn::CastOp>())
+      value = cast.getInput();
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
+  };
+  auto isGathered = [&](Operation *op) {
+    while (op && isa<nn::TransposeOp, nn::ReshapeOp, nn::BroadcastOp>(op))
+      op = op->getOperand(0).getDefiningOp();
+    return isa_and_nonnull<dist::AllGatherOp>(op) &&
+           isParameter(op->getOperand(0));
+  };
+  DenseMap<Operation *, bool> movedForward;
+  SmallVector<Operation *> ops;
+  for (Operation &op : body->without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    if (classes.lookup(op) != OpClass::Pre || !isGathered(op) ||
+        op->use_empty())
+      continue;
+    std::optional<bool> forward;
+    bool oneBodyPhase = llvm::all_of(op->getUsers(), [&](Operation *user) {
+      if (classes.lookup(user) != OpClass::Body)
+        return false;
+      auto moved = movedForward.find(user);
+      bool isForward = moved != movedForward.end() ? moved->second
+                                                   : forwardOps.contains(user);
+      if (forward && *forward != isForward)
+        return false;
+      forward = isForward;
+      return true;
+    });
+    if (!oneBodyPhase)
+      continue;
+    classes[op] = OpClass::Body;
+    movedForward[op] = *forward;
+  }
+  if (movedForward.empty())
+    return false;
+  bodyOps.clear();
+  for (Operation *op : ops)
+    if (classes.lookup(op) == OpClass::Body)
+      bodyOps.push_back(op);
+  return true;
+}
+
 LogicalResult Pipeliner::run() {
   if (failed(classify()))
     return failure();
   findForward();
+  // ZeRO-3 gathers a stage's parameters in each unit that reads them, per
+  // microbatch, as FSDP does: the stage holds them whole only while the
+  // unit runs (one gather before the schedule would keep them all).
+  if (moveGathersIntoUnits()) {
+    forwardOps.clear();
+    findForward();
+  }
   if (failed(cutStages()) || failed(assignBackward()))
     return failure();
   if (spec.schedule == PipelineSchedule::ZeroBubbleH1)
