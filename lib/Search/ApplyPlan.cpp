@@ -42,11 +42,8 @@ SearchPins tessera::getAutoPins(const CompileOptions &options,
     pins.zero = *zero;
   pins.reshardAfterForward = reshardAfterForward;
   // The search prices what recomputation keeps per layer as the compiler
-  // builds it, and the whole peak of no and selective recomputation within
-  // 5% (bench/search/activations.py); full recomputation's transient (the
-  // recomputed layer and its gradients, live in its backward) only to about
-  // +28%/-6%, so --auto picks none or selective.
-  pins.mostRecompute = Recompute::Selective;
+  // builds it, and the whole peak within 6% for every mode
+  // (bench/search/activations.py), so --auto may recompute.
   pins.recompute = recompute;
   return pins;
 }

@@ -219,16 +219,20 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // Live once, in the backward: a layer's activations and their gradients
   // (and, recomputing it whole, the recomputed layer), and the last stage's
   // logits, probabilities and their gradient (split over TP with sequence
-  // parallelism, which runs the LM head on a slice of the sequence). This
-  // part is approximate (bench/search/activations.py, 16 layers): the peak
-  // is within 5% of the compiled one without recomputation and with
-  // selective, but full recomputation is overpriced by up to 28% at tp > 1
-  // without sequence parallelism and underpriced by up to 6% with it.
-  double transientLayers = choice.recompute == Recompute::Full ? 3 : 2;
-  estimate.activationBytes +=
-      transientLayers * layerNone * sbh * bytes.activation +
-      3 * s * microbatch * model.vocab * bytes.activation /
-          (choice.sequenceParallel ? t : 1);
+  // parallelism, which runs the LM head on a slice of the sequence). Fitted
+  // to compiled plans (bench/search/activations.py, 16 layers, 30 plans):
+  // two layers' worth without recomputation and with selective; recomputing
+  // layers whole, 3.2 with sequence parallelism, and without it four
+  // times the layer's TP-split twelve s b h and three times its softmax
+  // (its whole inputs are freed before the peak).
+  double transient = 2 * layerNone;
+  if (choice.recompute == Recompute::Full)
+    transient =
+        choice.sequenceParallel ? 3.2 * layerNone : 4 * 12 / t + 3 * attention;
+  estimate.activationBytes += transient * sbh * bytes.activation +
+                              3 * s * microbatch * model.vocab *
+                                  bytes.activation /
+                                  (choice.sequenceParallel ? t : 1);
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
                              estimate.optimizerBytes + estimate.activationBytes;
   estimate.fits = estimate.peakMemoryBytes <= machine.memoryBytes;
@@ -423,8 +427,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                 continue;
               for (Recompute recompute :
                    {Recompute::None, Recompute::Selective, Recompute::Full}) {
-                if (!pinned(pins.recompute, recompute) ||
-                    (!pins.recompute && recompute > pins.mostRecompute))
+                if (!pinned(pins.recompute, recompute))
                   continue;
                 for (bool sp : {false, true}) {
                   if ((sp && (tp == 1 || model.seq % tp != 0)) ||

@@ -16,11 +16,9 @@ namespace tessera {
 /// kept: the search prices only true and false.
 void applyPlanChoice(const PlanChoice &choice, CompileOptions &options);
 
-/// The pins --auto searches under for a compile of `options`: only what
-/// the search prices as this compiler builds it (recomputation none or
-/// selective), a pipeline only for a train step, ZeRO only for AdamW's
-/// state; `zero`, `reshardAfterForward` and `recompute` pin what the user
-/// gave.
+/// The pins --auto searches under for a compile of `options`: a pipeline
+/// only for a train step, ZeRO only for AdamW's state; `zero`,
+/// `reshardAfterForward` and `recompute` pin what the user gave.
 SearchPins getAutoPins(const CompileOptions &options,
                        std::optional<int64_t> zero,
                        std::optional<bool> reshardAfterForward,

@@ -119,8 +119,6 @@ struct SearchPins {
   std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
   std::optional<Recompute> recompute;
-  /// Unless `recompute` is pinned, the most the search recomputes.
-  Recompute mostRecompute = Recompute::Full;
   std::optional<bool> sequenceParallel;
   Precision precision = Precision::Mixed;
 };
