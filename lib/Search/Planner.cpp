@@ -130,26 +130,38 @@ double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
 
 double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
                                     int64_t pp) {
-  double h = model.hidden, t = tp;
+  double h = model.hidden, s = model.seq, t = tp;
   double embeddings = (model.vocab + model.seq) * h;
   double head = model.tiedEmbedding ? 0 : model.vocab * h;
-  double layer = 12 * h * h + 13 * h;
   // A model of another shape than GPT's: its parameters split evenly.
-  if (model.layers * layer + embeddings + 2 * h + head !=
+  if (model.layers * (12 * h * h + 13 * h) + embeddings + 2 * h + head !=
       static_cast<double>(model.parameters))
     return model.parameters / (t * pp);
-  // Megatron-LM's split: q, k, v, the first MLP weight and their biases by
+  // A layer's two halves, which the compiler may cut between (one value
+  // crosses after each residual add): the attention block and the MLP, by
+  // Megatron-LM's split (q, k, v, the first MLP weight and their biases by
   // columns, the output projections by rows; their biases, the layer norms
-  // and the embeddings whole.
-  double localLayer = (12 * h * h + 7 * h) / t + 6 * h;
+  // and the embeddings whole).
+  double halves[2] = {(4 * h * h + 3 * h) / t + 3 * h,
+                      (8 * h * h + 4 * h) / t + 3 * h};
   if (pp <= 1)
-    return model.layers * localLayer + embeddings + 2 * h + head;
-  double total;
-  StageCuts cuts = cutLayers(model, pp, total);
+    return model.layers * (halves[0] + halves[1]) + embeddings + 2 * h + head;
+  // The cut the pipeline pass makes: the forward's FLOPs balanced over the
+  // halves, a device's share of them under TP, the LM head (whole: the
+  // embedding is not split) on the last.
+  llvm::SmallVector<double> costs;
+  for (int64_t layer = 0; layer < model.layers; ++layer) {
+    costs.push_back((8 * h * h + 4 * s * h) / t);
+    costs.push_back(16 * h * h / t);
+  }
+  costs.back() += 2 * h * model.vocab;
+  StageCuts cuts = balanceStages(costs, pp);
   double most = 0;
   for (int64_t stage = 0; stage < pp; ++stage) {
-    int64_t end = stage + 1 < pp ? cuts.starts[stage + 1] : model.layers;
-    double params = (end - cuts.starts[stage]) * localLayer;
+    int64_t end = stage + 1 < pp ? cuts.starts[stage + 1] : costs.size();
+    double params = 0;
+    for (int64_t half = cuts.starts[stage]; half < end; ++half)
+      params += halves[half % 2];
     if (stage == 0)
       params += embeddings;
     // The last stage's final layer norm and LM head: the token embedding

@@ -338,7 +338,7 @@ TEST(PlannerTest, DeviceParametersAreWhatTheCompilerLaysOut) {
   ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
   struct Case {
     int64_t tp, pp;
-  } cases[] = {{1, 1}, {2, 1}, {4, 1}, {1, 2}, {1, 4}};
+  } cases[] = {{1, 1}, {2, 1}, {4, 1}, {1, 2}, {1, 4}, {2, 2}, {4, 2}};
   for (const Case &c : cases) {
     SCOPED_TRACE("tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp));
     CompileOptions options;
