@@ -9,6 +9,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -64,11 +65,20 @@ llvm::Expected<int> Launcher::run(int64_t ranks, ArrayRef<std::string> args,
   env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
   if (!std::getenv("OPENBLAS_NUM_THREADS"))
     env.push_back("OPENBLAS_NUM_THREADS=1");
+  // A session directory of its own: OpenMPI 4's jobs on one node share
+  // /tmp/ompi.<host>.<uid>, and one job's cleanup can remove it while
+  // another starts ("ORTE_ERROR_LOG: ... session_dir.c", open-mpi/ompi
+  // #8510), as when tests verify in parallel.
+  SmallString<128> sessions;
+  if (!llvm::sys::fs::createUniqueDirectory("tessera-mpi", sessions))
+    env.push_back(("OMPI_MCA_orte_tmpdir_base=" + sessions).str());
   SmallVector<StringRef> argRefs(argv.begin(), argv.end());
   SmallVector<StringRef> envRefs(env.begin(), env.end());
   std::string error;
   int code =
       llvm::sys::ExecuteAndWait(*mpirun, argRefs, envRefs, {}, 0, 0, &error);
+  if (!sessions.empty())
+    (void)llvm::sys::fs::remove_directories(sessions);
   if (code < 0)
     return llvm::createStringError("cannot run mpirun: " + error);
   return code;
