@@ -107,30 +107,37 @@ PrecisionBytes getPrecisionBytes(Precision precision) {
 }
 } // namespace
 
-/// The cut of a GPT's layers into `stages` by their compute, the LM head
-/// weighing on the last.
-static StageCuts cutLayers(const ModelShape &model, int64_t stages,
-                           double &totalCost) {
-  double h = model.hidden, s = model.seq;
-  double layerCost = 24 * h * h * (1 + s / (6 * h));
-  double headCost = 6 * h * model.vocab;
-  llvm::SmallVector<double> costs(model.layers, layerCost);
-  costs.back() += headCost;
-  totalCost = model.layers * layerCost + headCost;
-  return balanceStages(costs, stages);
+/// What the pipeline pass balances when it cuts a GPT into stages: the
+/// forward's FLOPs of each half-layer (the attention block, the MLP; one
+/// value crosses after each residual add), a device's share of them under
+/// Megatron-LM's TP, and the LM head on the last (whole: the embedding it
+/// reads is not split).
+static llvm::SmallVector<double> getHalfLayerCosts(const ModelShape &model,
+                                                   int64_t tp) {
+  double h = model.hidden, s = model.seq, t = tp;
+  llvm::SmallVector<double> costs;
+  for (int64_t layer = 0; layer < model.layers; ++layer) {
+    costs.push_back((8 * h * h + 4 * s * h) / t);
+    costs.push_back(16 * h * h / t);
+  }
+  costs.back() += 2 * h * model.vocab;
+  return costs;
 }
 
-double tessera::getStageImbalance(const ModelShape &model, int64_t stages) {
+double tessera::getStageImbalance(const ModelShape &model, int64_t stages,
+                                  int64_t tp) {
   if (stages <= 1)
     return 1.0;
-  double total;
-  StageCuts cuts = cutLayers(model, stages, total);
-  return cuts.maxStageCost / (total / stages);
+  llvm::SmallVector<double> costs = getHalfLayerCosts(model, tp);
+  double total = 0;
+  for (double cost : costs)
+    total += cost;
+  return balanceStages(costs, stages).maxStageCost / (total / stages);
 }
 
 double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
                                     int64_t pp) {
-  double h = model.hidden, s = model.seq, t = tp;
+  double h = model.hidden, t = tp;
   double embeddings = (model.vocab + model.seq) * h;
   double head = model.tiedEmbedding ? 0 : model.vocab * h;
   // A model of another shape than GPT's: its parameters split evenly.
@@ -146,15 +153,7 @@ double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
                       (8 * h * h + 4 * h) / t + 3 * h};
   if (pp <= 1)
     return model.layers * (halves[0] + halves[1]) + embeddings + 2 * h + head;
-  // The cut the pipeline pass makes: the forward's FLOPs balanced over the
-  // halves, a device's share of them under TP, the LM head (whole: the
-  // embedding is not split) on the last.
-  llvm::SmallVector<double> costs;
-  for (int64_t layer = 0; layer < model.layers; ++layer) {
-    costs.push_back((8 * h * h + 4 * s * h) / t);
-    costs.push_back(16 * h * h / t);
-  }
-  costs.back() += 2 * h * model.vocab;
+  llvm::SmallVector<double> costs = getHalfLayerCosts(model, tp);
   StageCuts cuts = balanceStages(costs, pp);
   double most = 0;
   for (int64_t stage = 0; stage < pp; ++stage) {
@@ -352,7 +351,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // The slowest stage sets the pipeline's pace: layers are cut by dynamic
   // programming, the LM head (and its loss) weighing on the last stage.
   estimate.stageImbalance =
-      stageImbalance ? *stageImbalance : getStageImbalance(model, choice.pp);
+      stageImbalance ? *stageImbalance
+                     : getStageImbalance(model, choice.pp, choice.tp);
   estimate.computeSeconds *= estimate.stageImbalance;
   // The DP reduction overlaps the backward pass (two thirds of compute),
   // bucket by bucket; what does not fit is exposed.
@@ -410,7 +410,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     for (int64_t pp : getDivisors(devices / tp)) {
       if (pp > model.layers || !pinned(pins.pp, pp))
         continue;
-      double imbalance = getStageImbalance(model, pp);
+      double imbalance = getStageImbalance(model, pp, tp);
       int64_t dp = devices / tp / pp;
       if (model.batch % dp != 0 || !pinned(pins.dp, dp))
         continue;

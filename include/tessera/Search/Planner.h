@@ -90,9 +90,12 @@ struct CollectiveUse {
 llvm::Expected<llvm::SmallVector<CollectiveUse>>
 getPartitionedCollectives(mlir::ModuleOp model, int64_t dp, int64_t tp);
 
-/// The slowest pipeline stage's compute over the average when the layers
-/// (the LM head weighing on the last) are cut into `stages` by balanceStages.
-double getStageImbalance(const ModelShape &model, int64_t stages);
+/// The slowest pipeline stage's compute over the average when a device of
+/// `tp`-way tensor parallelism cuts the layers into `stages` as the pipeline
+/// pass does: balanceStages over half-layers' forward FLOPs, the LM head
+/// (whole) on the last.
+double getStageImbalance(const ModelShape &model, int64_t stages,
+                         int64_t tp = 1);
 
 /// The parameters a device of the largest of `pp` pipeline stages holds
 /// under `tp`-way tensor parallelism, as the compiler lays out a GPT:
