@@ -311,8 +311,11 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     double ring = (choice.dp - 1.0) / choice.dp;
     // A tied embedding's second gradient term is reduced on its own (but at
     // ZeRO-1, which sums the terms while they are pending; and in a
-    // pipeline each end stage reduces its one term).
-    double tiedBytes = model.tiedEmbedding && choice.pp == 1 && choice.zero != 1
+    // pipeline of microbatches each end stage reduces its one term, where
+    // without them the first stage receives the head's term and reduces
+    // both).
+    bool bothTerms = choice.pp == 1 || choice.microbatches == 1;
+    double tiedBytes = model.tiedEmbedding && bothTerms && choice.zero != 1
                            ? model.vocab * model.hidden * bytes.gradient
                            : 0;
     auto seconds = [&](CollectiveKind kind, double bytes) {

@@ -2,6 +2,7 @@
 
 #include "tessera/Search/Planner.h"
 #include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/Search/ApplyPlan.h"
 #include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "dialects/Dist/IR/DistOps.h"
@@ -98,9 +99,10 @@ TEST(PlannerTest, ZeroPricesAReduceScatterPerMicrobatch) {
 }
 
 /// Bytes each device sends in the data-parallel collectives of a
-/// partitioned `module`, as a ring moves them (see dpTrafficBytes).
+/// partitioned `module`, as a ring moves them (see dpTrafficBytes): of the
+/// busiest pipeline stage's function.
 double getCompiledDpTraffic(mlir::ModuleOp module, int64_t dp) {
-  double ring = (dp - 1.0) / dp, bytes = 0;
+  double ring = (dp - 1.0) / dp, most = 0;
   auto size = [](mlir::Value value) {
     auto type = mlir::cast<mlir::RankedTensorType>(value.getType());
     return static_cast<double>(type.getNumElements() *
@@ -108,6 +110,7 @@ double getCompiledDpTraffic(mlir::ModuleOp module, int64_t dp) {
   };
   // A pipeline unit's collectives run once per microbatch.
   for (auto function : module.getOps<mlir::func::FuncOp>()) {
+    double bytes = 0;
     llvm::DenseMap<mlir::Operation *, int64_t> runs = getRunsPerStep(function);
     function.walk([&](dist::CollectiveOpInterface op) {
       mlir::ArrayAttr axes = op.getMeshAxes();
@@ -122,8 +125,9 @@ double getCompiledDpTraffic(mlir::ModuleOp module, int64_t dp) {
       else if (mlir::isa<dist::AllGatherOp>(op))
         bytes += times * ring * size(op->getResult(0));
     });
+    most = std::max(most, bytes);
   }
-  return bytes;
+  return most;
 }
 
 TEST(PlannerTest, DataParallelTrafficIsWhatTheCompilerBuilds) {
@@ -353,6 +357,71 @@ TEST(PlannerTest, DeviceParametersAreWhatTheCompilerLaysOut) {
                           .parameter_bytes();
     EXPECT_NEAR(4 * getDeviceParameters(*shape, c.tp, c.pp), compiled,
                 0.01 * compiled);
+  }
+}
+
+TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
+  // One truth for prices, on the plans the search picks: each of the top
+  // plans for 4 and 8 devices, compiled (not run), holds the parameters and
+  // optimizer state the search charged and moves the data-parallel bytes it
+  // charged, within 2%, on its largest program.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  GptConfig config;
+  config.layers = 4;
+  config.hidden = 256;
+  config.heads = 8;
+  config.seq = 64;
+  config.vocab = 1024;
+  config.batch = 16;
+  config.sharding = "megatron";
+  mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
+  llvm::Expected<ModelShape> shape = getModelShape(*model);
+  ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+  SearchPins pins;
+  pins.precision = Precision::FP32;
+  pins.sequenceParallel = false;
+  for (int64_t devices : {4, 8}) {
+    SearchResult result = searchPlans(*shape, dgx(), devices, pins, *model);
+    ASSERT_GE(result.plans.size(), 5u);
+    for (const PlanEstimate &estimate :
+         llvm::ArrayRef(result.plans).take_front(5)) {
+      const PlanChoice &choice = estimate.choice;
+      SCOPED_TRACE("dp " + std::to_string(choice.dp) + " tp " +
+                   std::to_string(choice.tp) + " pp " +
+                   std::to_string(choice.pp) + " m " +
+                   std::to_string(choice.microbatches) + " zero " +
+                   std::to_string(choice.zero));
+      CompileOptions options;
+      options.mesh = "dp=" + std::to_string(choice.dp) +
+                     ",tp=" + std::to_string(choice.tp);
+      if (choice.pp > 1)
+        options.mesh = "pp=" + std::to_string(choice.pp) + "," + options.mesh;
+      options.train = Optimizer::AdamW;
+      applyPlanChoice(choice, options);
+      plan::MemoryBreakdown compiled =
+          getCompiledPeaks(context, config, options, /*largest=*/true);
+      // Keeping the forward's gathers (ZeRO-3), the search counts the
+      // gathered copies as parameters, the compiled plan as communication,
+      // whose peak also holds a reduction's result or two (5%).
+      double parameters = compiled.parameter_bytes();
+      bool kept = choice.zero >= 3 && !choice.reshardAfterForward;
+      if (kept)
+        parameters += compiled.communication_bytes();
+      EXPECT_NEAR(estimate.paramBytes, parameters,
+                  (kept ? 0.05 : 0.02) * parameters);
+      EXPECT_NEAR(estimate.optimizerBytes, compiled.optimizer_state_bytes(),
+                  0.02 * compiled.optimizer_state_bytes());
+      if (choice.dp == 1)
+        continue;
+      mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+      mlir::PassManager pm(&context);
+      buildShardingPipeline(pm, options);
+      ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+      double traffic = getCompiledDpTraffic(*module, choice.dp);
+      EXPECT_NEAR(estimate.dpTrafficBytes, traffic, 0.02 * traffic);
+    }
   }
 }
 
