@@ -211,6 +211,26 @@ double getCompiledActivations(mlir::MLIRContext &context,
   return getCompiledPeaks(context, config, options).activation_bytes();
 }
 
+/// A small GPT (4 layers, h 256, vocabulary 1024, batch 16) with
+/// Megatron-LM's annotations.
+GptConfig getSmallGpt() {
+  GptConfig config;
+  config.layers = 4;
+  config.hidden = 256;
+  config.heads = 8;
+  config.seq = 64;
+  config.vocab = 1024;
+  config.batch = 16;
+  config.sharding = "megatron";
+  return config;
+}
+
+/// The --mesh of a dp x tp x pp plan.
+std::string getMesh(int64_t dp, int64_t tp, int64_t pp) {
+  std::string mesh = "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp);
+  return pp > 1 ? "pp=" + std::to_string(pp) + "," + mesh : mesh;
+}
+
 TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
   // One truth for prices: what the search charges a layer's activations is
   // what the compiled train step keeps of each layer for the backward (the
@@ -329,14 +349,7 @@ TEST(PlannerTest, DeviceParametersAreWhatTheCompilerLaysOut) {
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
-  GptConfig config;
-  config.layers = 4;
-  config.hidden = 256;
-  config.heads = 8;
-  config.seq = 64;
-  config.vocab = 1024;
-  config.batch = 16;
-  config.sharding = "megatron";
+  GptConfig config = getSmallGpt();
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
   llvm::Expected<ModelShape> shape = getModelShape(*module);
   ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
@@ -346,9 +359,7 @@ TEST(PlannerTest, DeviceParametersAreWhatTheCompilerLaysOut) {
   for (const Case &c : cases) {
     SCOPED_TRACE("tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp));
     CompileOptions options;
-    options.mesh = "dp=1,tp=" + std::to_string(c.tp);
-    if (c.pp > 1)
-      options.mesh = "pp=" + std::to_string(c.pp) + "," + options.mesh;
+    options.mesh = getMesh(1, c.tp, c.pp);
     options.pipelineStages = c.pp;
     options.microbatches = c.pp;
     options.train = Optimizer::AdamW;
@@ -368,14 +379,7 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
-  GptConfig config;
-  config.layers = 4;
-  config.hidden = 256;
-  config.heads = 8;
-  config.seq = 64;
-  config.vocab = 1024;
-  config.batch = 16;
-  config.sharding = "megatron";
+  GptConfig config = getSmallGpt();
   mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
   llvm::Expected<ModelShape> shape = getModelShape(*model);
   ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
@@ -394,10 +398,7 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
                    std::to_string(choice.microbatches) + " zero " +
                    std::to_string(choice.zero));
       CompileOptions options;
-      options.mesh = "dp=" + std::to_string(choice.dp) +
-                     ",tp=" + std::to_string(choice.tp);
-      if (choice.pp > 1)
-        options.mesh = "pp=" + std::to_string(choice.pp) + "," + options.mesh;
+      options.mesh = getMesh(choice.dp, choice.tp, choice.pp);
       options.train = Optimizer::AdamW;
       applyPlanChoice(choice, options);
       plan::MemoryBreakdown compiled =

@@ -24,6 +24,19 @@ void addBuffer(plan::Program *program, std::vector<int64_t> shape,
   buffer->set_arena_offset_bytes(offset);
 }
 
+/// Adds argument "arg0": f32 buffer `buffer`, replicated, of `shape`.
+void addReplicatedArgument(plan::Program *program, int64_t buffer,
+                           std::vector<int64_t> shape) {
+  plan::Argument *argument = program->add_arguments();
+  argument->set_name("arg0");
+  argument->set_buffer(buffer);
+  argument->set_dtype(plan::F32);
+  for (int64_t size : shape) {
+    argument->add_global_shape(size);
+    argument->add_dim_axes();
+  }
+}
+
 /// A valid plan on a ["tp"=2] mesh: x [4, 8] split by columns, one relu, an
 /// all_gather back to [4, 16].
 plan::Plan makePlan() {
@@ -350,14 +363,7 @@ plan::Plan makePipelinePlan() {
   addBuffer(first, {4, 8}, 0);
   addBuffer(first, {4, 8}, 128);
   first->set_arena_bytes(256);
-  plan::Argument *argument = first->add_arguments();
-  argument->set_name("arg0");
-  argument->set_buffer(0);
-  argument->set_dtype(plan::F32);
-  argument->add_global_shape(4);
-  argument->add_global_shape(8);
-  argument->add_dim_axes();
-  argument->add_dim_axes();
+  addReplicatedArgument(first, 0, {4, 8});
   plan::Instruction *relu = first->add_instructions();
   relu->mutable_kernel()->set_op("nn.relu");
   relu->mutable_kernel()->add_inputs(0);
@@ -629,14 +635,7 @@ plan::Plan makeScheduledPlan() {
   program->mutable_buffers(2)->set_slot_stride_bytes(64);
   addBuffer(program, {2, 8}, 256);
   program->set_arena_bytes(320);
-  plan::Argument *argument = program->add_arguments();
-  argument->set_name("arg0");
-  argument->set_buffer(0);
-  argument->set_dtype(plan::F32);
-  argument->add_global_shape(4);
-  argument->add_global_shape(8);
-  argument->add_dim_axes();
-  argument->add_dim_axes();
+  addReplicatedArgument(program, 0, {4, 8});
   plan::Instruction *relu = program->add_instructions();
   relu->mutable_kernel()->set_op("nn.relu");
   relu->mutable_kernel()->add_inputs(1);
