@@ -30,7 +30,12 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
-config.substitutions.append(("%mpirun", "mpirun --oversubscribe"))
+# Each test's jobs get an OpenMPI session directory of their own: jobs of
+# tests running in parallel share /tmp/ompi.<host>.<uid> otherwise, and one
+# job's cleanup can remove it while another starts (open-mpi/ompi#8510).
+# First in the list, so that lit expands the %t it contains.
+config.substitutions.insert(
+    0, ("%mpirun", "env OMPI_MCA_orte_tmpdir_base=%t.ompi mpirun --oversubscribe"))
 tools.append("tessera-run")
 llvm_config.add_tool_substitutions(["tessera-run"], tool_dirs)
 
