@@ -745,9 +745,23 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     shared.map(arg, block->addArgument(type, arg.getLoc()));
   }
 
+  // A splat constant or a broadcast that only the units read is made in
+  // each unit that reads it, not held for the whole step: a bias broadcast
+  // to a microbatch's activations is as large as they are, and cheap to
+  // make again.
+  auto isRemade = [&](Operation *op) {
+    auto constant = dyn_cast<nn::ConstantOp>(op);
+    return classes.lookup(op) == OpClass::Pre &&
+           (isa<nn::BroadcastOp>(op) ||
+            (constant && constant.getValue().isSplat())) &&
+           llvm::all_of(op->getUsers(), [&](Operation *user) {
+             return classes.lookup(user) == OpClass::Body;
+           });
+  };
   // Pre ops once.
   for (Operation &op : body->without_terminator())
-    if (classes.lookup(&op) == OpClass::Pre && getRanks(&op).count(rank))
+    if (classes.lookup(&op) == OpClass::Pre && getRanks(&op).count(rank) &&
+        !isRemade(&op))
       builder.clone(op, shared);
 
   // The units: one per (kind, stage) this rank runs, each once, for the
@@ -800,7 +814,21 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   for (auto [index, unit] : llvm::enumerate(templates)) {
     nameStorage.push_back(getUnitName(unit));
     Operation *last = block->empty() ? nullptr : &block->back();
-    DenseMap<Value, Value> slices;
+    DenseMap<Value, Value> slices, remade;
+    // `value`, a remade op's result, made in this unit (its operands first).
+    std::function<Value(Value)> remake = [&](Value value) -> Value {
+      if (Value local = remade.lookup(value))
+        return local;
+      Operation *def = value.getDefiningOp();
+      for (Value operand : def->getOperands())
+        if (Operation *inner = operand.getDefiningOp();
+            inner && isRemade(inner))
+          mapping.map(operand, remake(operand));
+      Value local = builder.clone(*def, mapping)
+                        ->getResult(cast<OpResult>(value).getResultNumber());
+      remade[value] = local;
+      return local;
+    };
     auto runOps = [&]() -> LogicalResult {
       for (Operation *op : bodyOps) {
         if (stageOf.lookup(op) != unit.stage || getKind(op) != unit.kind)
@@ -813,6 +841,10 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
                   builder, operand.getLoc(), operand.getType(),
                   shared.lookup(operand), builder.getI64IntegerAttr(m));
             mapping.map(operand, slice);
+            continue;
+          }
+          if (Operation *def = operand.getDefiningOp(); def && isRemade(def)) {
+            mapping.map(operand, remake(operand));
             continue;
           }
           auto maker = madeBy.find(operand);
