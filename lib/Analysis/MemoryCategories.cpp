@@ -12,11 +12,28 @@ using namespace tessera;
 DenseMap<Value, MemoryCategory>
 tessera::getMemoryCategories(func::FuncOp function) {
   DenseMap<Value, MemoryCategory> categories;
+  // A value is what it was made from by collectives and constraints, and by
+  // the 1-d layout ops of a flat piece: a flattening reshape (or back), the
+  // cut of its padding, the padding with zeros.
+  auto isFlatLayout = [](Operation *op) {
+    auto isFlat = [](Value value) {
+      return cast<RankedTensorType>(value.getType()).getRank() == 1;
+    };
+    if (isa<nn::ReshapeOp>(op))
+      return isFlat(op->getOperand(0)) || isFlat(op->getResult(0));
+    if (isa<nn::SliceOp>(op))
+      return isFlat(op->getResult(0));
+    return isa<nn::ConcatOp>(op) && isFlat(op->getResult(0)) &&
+           llvm::all_of(op->getOperands().drop_front(), [](Value operand) {
+             return isa_and_nonnull<nn::ConstantOp>(operand.getDefiningOp());
+           });
+  };
   auto mark = [&](Value value, MemoryCategory category) {
     while (categories.try_emplace(value, category).second) {
       Operation *op = value.getDefiningOp();
-      if (!isa_and_nonnull<dist::CollectiveOpInterface,
-                           dist::ShardingConstraintOp>(op))
+      if (!op ||
+          (!isa<dist::CollectiveOpInterface, dist::ShardingConstraintOp>(op) &&
+           !isFlatLayout(op)))
         return;
       value = op->getOperand(0);
     }

@@ -70,6 +70,7 @@ TensorSharding TensorSharding::fromAttr(dist::ShardingAttr attr) {
                              attr.getReplicatedAxes().end());
   sharding.unreduced.assign(attr.getUnreducedAxes().begin(),
                             attr.getUnreducedAxes().end());
+  sharding.flat.assign(attr.getFlatAxes().begin(), attr.getFlatAxes().end());
   return sharding;
 }
 
@@ -79,8 +80,8 @@ dist::ShardingAttr TensorSharding::toAttr(FlatSymbolRefAttr mesh) const {
   for (const DimSharding &dim : dims)
     dimAttrs.push_back(dist::DimShardingAttr::get(context, dim.axes, dim.isOpen,
                                                   dim.priority));
-  return dist::ShardingAttr::get(context, mesh, dimAttrs, replicated,
-                                 unreduced);
+  return dist::ShardingAttr::get(context, mesh, dimAttrs, replicated, unreduced,
+                                 flat);
 }
 
 bool TensorSharding::usesAxis(StringAttr axis) const {
@@ -88,7 +89,7 @@ bool TensorSharding::usesAxis(StringAttr axis) const {
     if (llvm::is_contained(dim.axes, axis))
       return true;
   return llvm::is_contained(replicated, axis) ||
-         llvm::is_contained(unreduced, axis);
+         llvm::is_contained(unreduced, axis) || llvm::is_contained(flat, axis);
 }
 
 SmallVector<AxisList> TensorSharding::getDimAxes() const {
@@ -172,6 +173,14 @@ tessera::getLocalShape(ArrayRef<int64_t> globalShape,
     return failure();
   }
   return shape;
+}
+
+int64_t tessera::getFlatPieceElements(ArrayRef<int64_t> localShape,
+                                      int64_t groupSize) {
+  int64_t elements = 1;
+  for (int64_t size : localShape)
+    elements *= size;
+  return llvm::divideCeil(elements, groupSize);
 }
 
 //===----------------------------------------------------------------------===//

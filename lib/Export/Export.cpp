@@ -57,9 +57,12 @@ private:
   LogicalResult addKernel(Operation *op, plan::Instruction &instruction);
   LogicalResult addCollective(Operation *op, plan::Instruction &instruction);
   LogicalResult addTransfer(Operation *op, plan::Instruction &instruction);
-  void setSharding(Attribute attr, RankedTensorType local,
-                   google::protobuf::RepeatedField<int64_t> *globalShape,
-                   google::protobuf::RepeatedPtrField<plan::DimAxes> *dims);
+  /// Writes the global shape, dim axes and flat axes of a program argument
+  /// or result (a plan::Argument or plan::Result) of type `local`, sharded
+  /// as `attr`; `globalShape` is the dist.global_shape of a flat one.
+  template <typename Message>
+  void setSharding(Attribute attr, Attribute globalShape,
+                   RankedTensorType local, Message *message);
   int64_t getIndexBound(Value value);
   /// With a pipeline schedule (`dist.schedule`): writes the program's
   /// schedule and gives each buffer its lifetime over the units and its
@@ -293,13 +296,25 @@ LogicalResult PlanBuilder::addTransfer(Operation *op,
 
 /// Fills the global shape and per-dim axes of an argument or result from its
 /// `dist.sharding` (none: replicated).
-void PlanBuilder::setSharding(
-    Attribute attr, RankedTensorType local,
-    google::protobuf::RepeatedField<int64_t> *globalShape,
-    google::protobuf::RepeatedPtrField<plan::DimAxes> *dims) {
+template <typename Message>
+void PlanBuilder::setSharding(Attribute attr, Attribute globalShape,
+                              RankedTensorType local, Message *message) {
   auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr);
+  auto flatShape = dyn_cast_or_null<DenseI64ArrayAttr>(globalShape);
+  if (sharding && flatShape) {
+    for (StringAttr axis : sharding.getFlatAxes())
+      message->add_flat_axes(axis.str());
+    for (auto [size, dim] :
+         llvm::zip(flatShape.asArrayRef(), sharding.getDims())) {
+      message->add_global_shape(size);
+      plan::DimAxes *axes = message->add_dim_axes();
+      for (StringAttr axis : dim.getAxes())
+        axes->add_axes(axis.str());
+    }
+    return;
+  }
   for (auto [dim, size] : llvm::enumerate(local.getShape())) {
-    plan::DimAxes *axes = dims->Add();
+    plan::DimAxes *axes = message->add_dim_axes();
     int64_t group = 1;
     if (sharding && mesh) {
       for (StringAttr axis : sharding.getDims()[dim].getAxes()) {
@@ -307,8 +322,29 @@ void PlanBuilder::setSharding(
         group *= mesh.getAxisSize(axis.getValue()).value_or(1);
       }
     }
-    globalShape->Add(size * group);
+    message->add_global_shape(size * group);
   }
+}
+
+/// Whether `op` is an nn.slice whose result is the first bytes of its
+/// operand (the rows before the cut, as a gathered flat piece is cut to its
+/// elements), which is a view and needs no copy. Not of a microbatch's
+/// rows, whose bytes are strided.
+static bool isPrefixSlice(Operation &op) {
+  auto slice = dyn_cast<nn::SliceOp>(op);
+  if (!slice ||
+      llvm::any_of(slice.getStart(), [](int64_t start) { return start != 0; }))
+    return false;
+  ArrayRef<int64_t> shape = slice.getInput().getType().getShape();
+  ArrayRef<int64_t> limit = slice.getLimit();
+  // Dims of size 1, then the cut dim, then whole dims.
+  size_t cut = 0;
+  while (cut < shape.size() && shape[cut] == 1)
+    ++cut;
+  for (size_t d = cut + 1; d < shape.size(); ++d)
+    if (limit[d] != shape[d])
+      return false;
+  return true;
 }
 
 /// The values an integer data argument (or a piece of it) may take: the
@@ -434,6 +470,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     program->add_ranks(rank);
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   StringRef sourceName = dist::DistDialect::kSourceIndexAttrName;
+  StringRef globalShapeName = dist::DistDialect::kGlobalShapeAttrName;
 
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -458,8 +495,9 @@ LogicalResult PlanBuilder::build(plan::Program &result,
             : plan::DATA);
     argument->set_dtype(getPlanDType(type));
     argument->set_index_bound(getIndexBound(arg));
-    setSharding(function.getArgAttr(arg.getArgNumber(), attrName), type,
-                argument->mutable_global_shape(), argument->mutable_dim_axes());
+    setSharding(function.getArgAttr(arg.getArgNumber(), attrName),
+                function.getArgAttr(arg.getArgNumber(), globalShapeName), type,
+                argument);
     if (auto source = function.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                              sourceName))
       argument->set_source_index(source.getInt());
@@ -519,9 +557,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
                 index, nn::kUpdatesAttrName))
           planResult->set_updates_argument(updates.getInt());
         setSharding(function.getResultAttr(index, attrName),
-                    cast<RankedTensorType>(operand.getType()),
-                    planResult->mutable_global_shape(),
-                    planResult->mutable_dim_axes());
+                    function.getResultAttr(index, globalShapeName),
+                    cast<RankedTensorType>(operand.getType()), planResult);
         if (auto source =
                 function.getResultAttrOfType<IntegerAttr>(index, sourceName))
           planResult->set_source_index(source.getInt());
@@ -546,10 +583,15 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       buffers[wait.getResult()] = *output;
       continue;
     }
-    if (isa<nn::ReshapeOp, dist::MicrobatchSliceOp>(op)) {
-      // A view of the operand's bytes (a microbatch's rows of it): no copy,
-      // no instruction. The operand lives as long as the view is read (see
-      // below).
+    auto isStrided = [&](Value value) {
+      auto it = buffers.find(value);
+      return it != buffers.end() && microbatchStride.lookup(it->second) != 0;
+    };
+    if (isa<nn::ReshapeOp, dist::MicrobatchSliceOp>(op) ||
+        (isPrefixSlice(op) && !isStrided(op.getOperand(0)))) {
+      // A view of the operand's bytes (a microbatch's rows of it, or its
+      // first bytes): no copy, no instruction. The operand lives as long as the
+      // view is read (see below).
       FailureOr<int64_t> input = getBuffer(op.getOperand(0));
       if (failed(input))
         return op.emitError("cannot export: operand is not a buffer");

@@ -440,7 +440,7 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
         dist::ShardingAttr::get(
             context, mesh,
             {dim({}, /*isOpen=*/true), dim(sequence), dim(hidden)}, {},
-            unreduced));
+            unreduced, {}));
     value.replaceAllUsesExcept(constraint, constraint);
   };
   module.walk([&](func::FuncOp function) {

@@ -524,23 +524,79 @@ static void getPiece(const std::vector<int64_t> &globalShape,
   }
 }
 
-OwnedTensor tessera::runtime::takeLocalPiece(
-    const Tensor &global, const std::vector<std::vector<std::string>> &dimAxes,
-    const Mesh &mesh, int64_t rank) {
+/// Copies elements [begin, end) of the block of `global` at `offsets` with
+/// shape `block`, in row-major order, to `flat` (or, with `toGlobal`, back):
+/// a flat piece's share of its block.
+static void copyFlatRange(const Tensor &flat, const Tensor &global,
+                          const std::vector<int64_t> &block,
+                          const std::vector<int64_t> &offsets, int64_t begin,
+                          int64_t end, bool toGlobal) {
+  size_t elementBytes = getDTypeBytes(global.dtype);
+  auto *flatBytes = static_cast<uint8_t *>(flat.data);
+  auto *globalBytes = static_cast<uint8_t *>(global.data);
+  int64_t rank = block.size();
+  int64_t row = rank == 0 ? 1 : block[rank - 1];
+  std::vector<int64_t> globalStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    globalStrides[d] = globalStrides[d + 1] * global.shape[d + 1];
+  // One run of a block row at a time: contiguous in both.
+  for (int64_t element = begin; element < end;) {
+    int64_t column = element % row;
+    int64_t count = std::min(end - element, row - column);
+    int64_t globalOffset = 0, rest = element;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      globalOffset += (rest % block[d] + offsets[d]) * globalStrides[d];
+      rest /= block[d];
+    }
+    uint8_t *f = flatBytes + (element - begin) * elementBytes;
+    uint8_t *g = globalBytes + globalOffset * elementBytes;
+    if (toGlobal)
+      std::memcpy(g, f, count * elementBytes);
+    else
+      std::memcpy(f, g, count * elementBytes);
+    element += count;
+  }
+}
+
+/// Moves `rank`'s piece between `local` and `global` (allocating `local`
+/// when it is null).
+static void movePiece(OwnedTensor *owned, const Tensor *local,
+                      const Tensor &global, const PieceLayout &layout,
+                      const Mesh &mesh, int64_t rank, bool toGlobal) {
   std::vector<int64_t> shape, offsets;
-  getPiece(global.shape, dimAxes, mesh, rank, shape, offsets);
-  OwnedTensor local(global.dtype, shape);
-  copyBlock(local.view, global, offsets, /*toGlobal=*/false);
+  getPiece(global.shape, layout.dimAxes, mesh, rank, shape, offsets);
+  if (layout.flatAxes.empty()) {
+    if (owned)
+      *owned = OwnedTensor(global.dtype, shape);
+    copyBlock(owned ? owned->view : *local, global, offsets, toGlobal);
+    return;
+  }
+  Group group = mesh.getGroup(rank, layout.flatAxes);
+  int64_t elements = 1;
+  for (int64_t size : shape)
+    elements *= size;
+  int64_t share = (elements + group.size - 1) / group.size;
+  if (owned)
+    *owned = OwnedTensor(global.dtype, {share});
+  int64_t begin = std::min(elements, group.index * share);
+  int64_t end = std::min(elements, begin + share);
+  copyFlatRange(owned ? owned->view : *local, global, shape, offsets, begin,
+                end, toGlobal);
+}
+
+OwnedTensor tessera::runtime::takeLocalPiece(const Tensor &global,
+                                             const PieceLayout &layout,
+                                             const Mesh &mesh, int64_t rank) {
+  OwnedTensor local;
+  movePiece(&local, nullptr, global, layout, mesh, rank, /*toGlobal=*/false);
   return local;
 }
 
-void tessera::runtime::placeLocalPiece(
-    const Tensor &local, const Tensor &global,
-    const std::vector<std::vector<std::string>> &dimAxes, const Mesh &mesh,
-    int64_t rank) {
-  std::vector<int64_t> shape, offsets;
-  getPiece(global.shape, dimAxes, mesh, rank, shape, offsets);
-  copyBlock(local, global, offsets, /*toGlobal=*/true);
+void tessera::runtime::placeLocalPiece(const Tensor &local,
+                                       const Tensor &global,
+                                       const PieceLayout &layout,
+                                       const Mesh &mesh, int64_t rank) {
+  movePiece(nullptr, &local, global, layout, mesh, rank, /*toGlobal=*/true);
 }
 
 void Executor::writeTrace(std::ostream &os, int64_t rank) const {

@@ -106,6 +106,11 @@ private:
   Status checkCollective(const plan::Collective &collective) const;
   Status checkTransfer(const plan::SendRecv &transfer) const;
   Status checkMemoryPlan() const;
+  /// Checks that buffer `b` is a piece of an argument's or result's global
+  /// shape as its dim (and flat) axes lay it out.
+  template <typename Message>
+  Status checkLayout(const Message &message, const plan::Buffer &b,
+                     const std::string &what) const;
   /// Checks the units and the schedule: units in order, each run once per
   /// microbatch, slots in range.
   Status checkSchedule() const;
@@ -415,6 +420,63 @@ Status ProgramValidator::checkSchedule() const {
   return Status::success();
 }
 
+/// The local shape of a piece of `globalShape` split by `dimAxes`, or a
+/// message naming what does not fit.
+static Status getPieceShape(const std::vector<int64_t> &globalShape,
+                            const std::vector<std::vector<std::string>> &dims,
+                            const Mesh &mesh, const std::string &what,
+                            std::vector<int64_t> &shape) {
+  if (dims.size() != globalShape.size())
+    return invalidPlan(what + " has " + std::to_string(dims.size()) +
+                       " dim axes for a global shape of rank " +
+                       std::to_string(globalShape.size()));
+  shape = globalShape;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    int64_t group = 1;
+    for (const std::string &axis : dims[d]) {
+      int64_t index = mesh.getAxisIndex(axis);
+      if (index < 0)
+        return invalidPlan(what + " names unknown mesh axis \"" + axis + "\"");
+      group *= mesh.getAxisSizes()[index];
+    }
+    if (globalShape[d] < 0 || globalShape[d] % group != 0)
+      return invalidPlan(what + " dim " + std::to_string(d) + " of size " +
+                         std::to_string(globalShape[d]) +
+                         " does not split evenly over " +
+                         std::to_string(group) + " devices");
+    shape[d] = globalShape[d] / group;
+  }
+  return Status::success();
+}
+
+template <typename Message>
+Status ProgramValidator::checkLayout(const Message &message,
+                                     const plan::Buffer &b,
+                                     const std::string &what) const {
+  PieceLayout layout = getLayout(message);
+  std::vector<int64_t> shape;
+  if (Status error = getPieceShape(
+          {message.global_shape().begin(), message.global_shape().end()},
+          layout.dimAxes, mesh, what, shape);
+      !error.ok())
+    return error;
+  if (!layout.flatAxes.empty()) {
+    for (const std::string &axis : layout.flatAxes)
+      if (mesh.getAxisIndex(axis) < 0)
+        return invalidPlan(what + " names unknown mesh axis \"" + axis + "\"");
+    int64_t group = mesh.getGroup(0, layout.flatAxes).size;
+    shape = {(getNumElements(shape) + group - 1) / group};
+  }
+  if (!std::equal(shape.begin(), shape.end(), b.shape().begin(),
+                  b.shape().end())) {
+    google::protobuf::RepeatedField<int64_t> piece(shape.begin(), shape.end());
+    return invalidPlan(what + " has local shape " + shapeText(b.shape()) +
+                       ", not its piece " + shapeText(piece) +
+                       " of global shape " + shapeText(message.global_shape()));
+  }
+  return Status::success();
+}
+
 Status ProgramValidator::run() {
   auto fail = [&](const std::string &message) {
     return invalidPlan(where + ": " + message);
@@ -485,9 +547,12 @@ Status ProgramValidator::run() {
                     std::to_string(b.microbatch_stride_bytes()) +
                     " bytes, expected its size in a program of microbatches");
     }
+    // Its elements are all of the root's, or (a prefix) the first of them.
+    int64_t rootElements =
+        getNumElements({root.shape().begin(), root.shape().end()});
     if (root.dtype() != b.dtype() ||
-        getNumElements({root.shape().begin(), root.shape().end()}) !=
-            elements * parts ||
+        (parts > 1 ? rootElements != elements * parts
+                   : rootElements < elements) ||
         root.arena_offset_bytes() != b.arena_offset_bytes())
       return fail(view + " differs from buffer " + std::to_string(of) +
                   " in dtype, size or arena offset");
@@ -511,23 +576,8 @@ Status ProgramValidator::run() {
     defined[argument.buffer()] = true;
     if (argument.dtype() != b.dtype())
       return fail(what + " and its buffer differ in dtype");
-    if (argument.global_shape_size() != b.shape_size() ||
-        argument.dim_axes_size() != b.shape_size())
-      return fail(what + " has a global shape or dim axes of the wrong rank");
-    for (int d = 0; d < b.shape_size(); ++d) {
-      int64_t group = 1;
-      for (const std::string &axis : argument.dim_axes(d).axes()) {
-        int64_t index = mesh.getAxisIndex(axis);
-        if (index < 0)
-          return fail(what + " names unknown mesh axis \"" + axis + "\"");
-        group *= mesh.getAxisSizes()[index];
-      }
-      if (b.shape(d) * group != argument.global_shape(d))
-        return fail(what + " dim " + std::to_string(d) + ": local size " +
-                    std::to_string(b.shape(d)) + " times " +
-                    std::to_string(group) + " devices is not the global " +
-                    std::to_string(argument.global_shape(d)));
-    }
+    if (Status error = checkLayout(argument, b, what); !error.ok())
+      return fail(error.message());
   }
 
   for (int64_t index = 0; index < program.instructions_size(); ++index) {
@@ -693,10 +743,11 @@ Status ProgramValidator::run() {
                     " updates argument '" + program.arguments(target).name() +
                     "' but differs in dtype or local shape");
     }
-    if (result.global_shape_size() != buffer(result.buffer()).shape_size() ||
-        result.dim_axes_size() != buffer(result.buffer()).shape_size())
-      return fail("result buffer " + std::to_string(result.buffer()) +
-                  " has a global shape or dim axes of the wrong rank");
+    if (Status error =
+            checkLayout(result, buffer(result.buffer()),
+                        "result buffer " + std::to_string(result.buffer()));
+        !error.ok())
+      return fail(error.message());
   }
   if (Status error = checkMemoryPlan(); !error.ok())
     return fail(error.message());

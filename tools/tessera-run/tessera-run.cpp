@@ -396,7 +396,7 @@ int main(int argc, char **argv) {
                     argument.name() + "'");
     }
     locals.push_back(
-        takeLocalPiece(globals[i].view, getDimAxes(argument), mesh, rank));
+        takeLocalPiece(globals[i].view, getLayout(argument), mesh, rank));
   }
 
   if (rank == 0 && !options.dumpInputs.empty())
@@ -550,7 +550,7 @@ int main(int argc, char **argv) {
             getDTypeBytes(getDType(before.dtype()));
       }
       piece.data = everyone[r].data() + offset;
-      placeLocalPiece(piece, global.view, getDimAxes(result), mesh, r);
+      placeLocalPiece(piece, global.view, getLayout(result), mesh, r);
     }
     // A train step's new parameters and state are many and large: print
     // only what updates nothing (the loss).

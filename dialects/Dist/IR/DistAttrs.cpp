@@ -117,35 +117,38 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
     return {};
 
-  SmallVector<StringAttr> replicated, unreduced;
-  bool seenReplicated = false, seenUnreduced = false;
+  // Optional fields, each at most once: `replicated=`, `unreduced=`,
+  // `flat=`.
+  constexpr StringLiteral fields[] = {"replicated", "unreduced", "flat"};
+  SmallVector<StringAttr> axes[3];
+  bool seen[3] = {false, false, false};
   while (succeeded(parser.parseOptionalComma())) {
     StringRef field;
     SMLoc loc = parser.getCurrentLocation();
     if (parser.parseKeyword(&field))
       return {};
-    bool isReplicated = field == "replicated";
-    if (!isReplicated && field != "unreduced") {
-      parser.emitError(loc, "expected 'replicated' or 'unreduced', got '")
+    const StringLiteral *it = llvm::find(fields, field);
+    if (it == std::end(fields)) {
+      parser.emitError(loc,
+                       "expected 'replicated', 'unreduced' or 'flat', got '")
           << field << "'";
       return {};
     }
-    bool &seen = isReplicated ? seenReplicated : seenUnreduced;
-    if (seen) {
+    size_t index = it - std::begin(fields);
+    if (seen[index]) {
       parser.emitError(loc, "field '") << field << "' given twice";
       return {};
     }
-    seen = true;
+    seen[index] = true;
     bool isOpen;
     if (parser.parseEqual() || parser.parseLBrace() ||
-        parseAxisList(parser, isReplicated ? replicated : unreduced,
-                      /*allowOpen=*/false, isOpen))
+        parseAxisList(parser, axes[index], /*allowOpen=*/false, isOpen))
       return {};
   }
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ShardingAttr>(parser.getContext(), mesh, dims,
-                                         replicated, unreduced);
+                                         axes[0], axes[1], axes[2]);
 }
 
 void ShardingAttr::print(AsmPrinter &printer) const {
@@ -164,6 +167,10 @@ void ShardingAttr::print(AsmPrinter &printer) const {
     printer << ", unreduced=";
     printAxisList(printer, getUnreducedAxes());
   }
+  if (!getFlatAxes().empty()) {
+    printer << ", flat=";
+    printAxisList(printer, getFlatAxes());
+  }
   printer << ">";
 }
 
@@ -171,7 +178,8 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr mesh,
                                    ArrayRef<DimShardingAttr> dims,
                                    ArrayRef<StringAttr> replicatedAxes,
-                                   ArrayRef<StringAttr> unreducedAxes) {
+                                   ArrayRef<StringAttr> unreducedAxes,
+                                   ArrayRef<StringAttr> flatAxes) {
   if (!mesh)
     return emitError() << "sharding needs a mesh";
   llvm::DenseSet<StringAttr> seen;
@@ -186,9 +194,13 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       if (failed(check(axis)))
         return failure();
   for (StringAttr axis :
-       llvm::concat<const StringAttr>(replicatedAxes, unreducedAxes))
+       llvm::concat<const StringAttr>(replicatedAxes, unreducedAxes, flatAxes))
     if (failed(check(axis)))
       return failure();
+  // A flat piece holds whole values: its sums are completed before it is
+  // flattened.
+  if (!flatAxes.empty() && !unreducedAxes.empty())
+    return emitError() << "a flat sharding cannot be unreduced";
   return success();
 }
 
@@ -198,6 +210,7 @@ SmallVector<StringAttr> ShardingAttr::getAllAxes() const {
     llvm::append_range(axes, dim.getAxes());
   llvm::append_range(axes, getReplicatedAxes());
   llvm::append_range(axes, getUnreducedAxes());
+  llvm::append_range(axes, getFlatAxes());
   return axes;
 }
 

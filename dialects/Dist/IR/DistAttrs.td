@@ -32,17 +32,25 @@ def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
     fields: `replicated={"x"}` names axes along which the value is explicitly
     replicated (propagation does not split it over them), and
     `unreduced={"tp"}` names axes along which each device holds a partial sum.
-    An axis appears at most once in a sharding.
+    `flat={"dp"}` stores the piece the dims give a device flat, as FSDP's
+    FlatParameter does: its elements in row-major order, padded with zeros
+    to a multiple of the flat axes' group size and split evenly over them,
+    so the device holds a 1-d tensor of `ceil(elements / group)` elements.
+    ZeRO stores a parameter so when no dim divides evenly; only pointwise
+    ops and resharding read such a value. An axis appears at most once in a
+    sharding.
 
     ```mlir
     #dist.sharding<@mesh, [{"dp"}, {"tp", ?}p1], replicated={"pp"}>
+    #dist.sharding<@mesh, [{?}, {"tp", ?}p0], flat={"dp"}>
     ```
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$mesh,
     ArrayRefParameter<"DimShardingAttr", "per-dimension shardings">:$dims,
     OptionalArrayRefParameter<"::mlir::StringAttr">:$replicatedAxes,
-    OptionalArrayRefParameter<"::mlir::StringAttr">:$unreducedAxes);
+    OptionalArrayRefParameter<"::mlir::StringAttr">:$unreducedAxes,
+    OptionalArrayRefParameter<"::mlir::StringAttr">:$flatAxes);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let builders = [
@@ -50,12 +58,14 @@ def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
         "::llvm::ArrayRef<DimShardingAttr>":$dims), [{
       return $_get(mesh.getContext(), mesh, dims,
                    ::llvm::ArrayRef<::mlir::StringAttr>(),
+                   ::llvm::ArrayRef<::mlir::StringAttr>(),
                    ::llvm::ArrayRef<::mlir::StringAttr>());
     }]>
   ];
   let extraClassDeclaration = [{
     int64_t getRank() const { return getDims().size(); }
-    /// Every axis the sharding names, in dims, replicated and unreduced.
+    /// Every axis the sharding names, in dims, replicated, unreduced and
+    /// flat.
     ::llvm::SmallVector<::mlir::StringAttr> getAllAxes() const;
   }];
 }

@@ -54,6 +54,11 @@ def Dist_Dialect : Dialect {
     /// every stage consistently with the unpipelined program.
     static constexpr ::llvm::StringLiteral kSourceIndexAttrName =
         "dist.source_index";
+    /// On an argument or result of a partitioned function that is stored
+    /// flat (`flat=` in its sharding): its global shape, which the 1-d piece
+    /// no longer shows.
+    static constexpr ::llvm::StringLiteral kGlobalShapeAttrName =
+        "dist.global_shape";
     /// On the first op of a unit of a pipeline schedule: its name, e.g.
     /// "F1" (the forward of stage 1), "B1", "W1" or "update" (the ops after
     /// the schedule); the ops after it belong to it until the next one.

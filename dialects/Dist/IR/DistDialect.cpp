@@ -31,6 +31,15 @@ static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
              << attr.getValue();
     return success();
   }
+  if (attr.getName() == DistDialect::kGlobalShapeAttrName) {
+    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!shape ||
+        llvm::any_of(shape.asArrayRef(), [](int64_t size) { return size < 0; }))
+      return op->emitError("expects '")
+             << DistDialect::kGlobalShapeAttrName << "' of " << what << " #"
+             << index << " to be an array of sizes, got " << attr.getValue();
+    return success();
+  }
   if (attr.getName() != DistDialect::kShardingAttrName)
     return op->emitError("unknown dist attribute '")
            << attr.getName().getValue() << "' on " << what << " #" << index;

@@ -21,7 +21,9 @@ LogicalResult tessera::dist::verifyShardingForType(
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return emitError() << "expects a ranked tensor to shard, got " << type;
-  if (sharding.getRank() != tensor.getRank())
+  // A partitioned program holds a flat value's 1-d piece.
+  bool flatPiece = !sharding.getFlatAxes().empty() && tensor.getRank() == 1;
+  if (sharding.getRank() != tensor.getRank() && !flatPiece)
     return emitError() << "sharding has " << sharding.getRank()
                        << " dims but the tensor has rank " << tensor.getRank();
   for (StringAttr axis : sharding.getAllAxes())
@@ -142,9 +144,9 @@ ShardingConstraintOp::buildGradients(OpBuilder &builder,
   }
   // A pending sum's gradient is the same on every device: no unreduced axes.
   ShardingAttr sharding = getSharding();
-  auto constraint =
-      ShardingAttr::get(getContext(), sharding.getMesh(), sharding.getDims(),
-                        sharding.getReplicatedAxes(), {});
+  auto constraint = ShardingAttr::get(
+      getContext(), sharding.getMesh(), sharding.getDims(),
+      sharding.getReplicatedAxes(), {}, sharding.getFlatAxes());
   operandGradients.push_back(
       ShardingConstraintOp::create(builder, getLoc(), gradient, constraint));
   return success();

@@ -68,6 +68,9 @@ struct TensorSharding {
   llvm::SmallVector<DimSharding> dims;
   AxisList replicated;
   AxisList unreduced;
+  /// The piece the dims give is stored flat, padded and split evenly over
+  /// these axes (see #dist.sharding).
+  AxisList flat;
 
   /// Nothing known yet: every dim open and unsplit.
   static TensorSharding getOpen(int64_t rank);
@@ -77,7 +80,7 @@ struct TensorSharding {
   dist::ShardingAttr toAttr(mlir::FlatSymbolRefAttr mesh) const;
 
   int64_t getRank() const { return dims.size(); }
-  /// True when an axis splits a dim, or is replicated or unreduced.
+  /// True when an axis splits a dim, or is replicated, unreduced or flat.
   bool usesAxis(mlir::StringAttr axis) const;
   /// The per-dim axes.
   llvm::SmallVector<AxisList> getDimAxes() const;
@@ -86,7 +89,7 @@ struct TensorSharding {
 
   bool operator==(const TensorSharding &other) const {
     return dims == other.dims && replicated == other.replicated &&
-           unreduced == other.unreduced;
+           unreduced == other.unreduced && flat == other.flat;
   }
   bool operator!=(const TensorSharding &other) const {
     return !(*this == other);
@@ -127,6 +130,12 @@ mlir::FailureOr<llvm::SmallVector<int64_t>>
 getLocalShape(llvm::ArrayRef<int64_t> globalShape,
               llvm::ArrayRef<AxisList> dimAxes, const MeshShape &mesh,
               std::string &error);
+
+/// The elements each device holds of a piece of `localShape` stored flat
+/// over a group of `groupSize` devices: the piece's elements rounded up to
+/// a multiple of the group, divided by it.
+int64_t getFlatPieceElements(llvm::ArrayRef<int64_t> localShape,
+                             int64_t groupSize);
 
 /// One collective of a reshard.
 struct ReshardStep {

@@ -237,11 +237,16 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
   let summary = "ZeRO-1/2/3: shards optimizer state, gradients and parameters over the data-parallel axes";
   let description = [{
     Runs on a train step (after `--tessera-train-step` with AdamW), before
-    propagation. For each `nn.adamw`, one dim of the parameter is split
-    over `axes` (default "dp"), closed: the first dim the parameter does
-    not split that the data-parallel group divides, or else the first
-    split one whose pieces it divides (the ZeRO axes then come after the
-    parameter's own, minor):
+    propagation. For each `nn.adamw`, the parameter's piece (what its own
+    annotation gives a device) is split over `axes` (default "dp"): on its
+    leading dim, closed and minor to the parameter's own axes there, when
+    the data-parallel group divides that dim's pieces, so a device's share
+    is one contiguous block; otherwise stored flat (`flat=` in the
+    sharding, FSDP's FlatParameter): the piece's elements in a row, padded
+    with zeros to a multiple of the group and split evenly. Either way every
+    parameter but a scalar is split at any group size. A flat value is read
+    by gathering its share and cutting the padding off (a view), and a
+    gradient stored flat is padded (a copy) and reduce-scattered:
 
     - stage 1: the moments `m` and `v` take the split, and the gradient is
       pinned just before the update, first as a partial sum over the axes
@@ -278,8 +283,8 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     the forward and the backward (stage 3 frees it after the forward as
     `reshard-after-forward` says).
 
-    Stage 0 changes nothing. Parameters without such a dim (a bias smaller
-    than the group) keep replicated state, gradient and value.
+    Stage 0 changes nothing. A scalar parameter keeps replicated state,
+    gradient and value.
   }];
   let options = [
     Option<"stage", "stage", "::tessera::ZeroStage",

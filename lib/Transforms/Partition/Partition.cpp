@@ -10,6 +10,7 @@
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,9 +44,23 @@ private:
   TensorSharding getSharding(Value value) const;
   RankedTensorType getLocalType(Operation *at, RankedTensorType global,
                                 ArrayRef<AxisList> dimAxes);
+  /// The local type of `global` under `sharding`, flat or not.
+  RankedTensorType getLocalType(Operation *at, RankedTensorType global,
+                                const TensorSharding &sharding);
   FailureOr<Value> reshard(Operation *user, const Twine &what, Value local,
                            const TensorSharding &to,
                            dist::ReductionKind kind = dist::ReductionKind::sum);
+  FailureOr<Value> reshardDims(Operation *user, const Twine &what, Value local,
+                               const TensorSharding &to,
+                               dist::ReductionKind kind);
+  FailureOr<Value> unflatten(Operation *user, Value local);
+  FailureOr<Value> flatten(Operation *user, Value local,
+                           const TensorSharding &to, dist::ReductionKind kind);
+  bool isFlatPointwise(ShardingRuleOpInterface op, const ShardingRule &rule,
+                       ArrayRef<TensorSharding> wanted);
+  LogicalResult partitionFlatOp(ShardingRuleOpInterface op,
+                                const ShardingRule &rule,
+                                ArrayRef<TensorSharding> wanted);
   LogicalResult reshardResults(Operation *op, ArrayRef<TensorSharding> wanted,
                                dist::ReductionKind kind);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
@@ -90,12 +105,140 @@ RankedTensorType FunctionPartitioner::getLocalType(Operation *at,
   return RankedTensorType::get(*shape, type.getElementType());
 }
 
+RankedTensorType
+FunctionPartitioner::getLocalType(Operation *at, RankedTensorType global,
+                                  const TensorSharding &sharding) {
+  RankedTensorType type = getLocalType(at, global, sharding.getDimAxes());
+  if (!type || sharding.flat.empty())
+    return type;
+  return RankedTensorType::get(
+      {getFlatPieceElements(type.getShape(), mesh.getGroupSize(sharding.flat))},
+      type.getElementType());
+}
+
 /// Inserts, at the builder's point, the collectives that take `local` from
-/// its sharding to `wanted`; returns the new local value.
+/// its sharding to `wanted`; returns the new local value. A flat piece is
+/// first gathered and laid out by its dims again, and a value wanted flat
+/// is flattened last, so the dims reshard between plain shardings.
 FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
                                               const Twine &what, Value local,
                                               const TensorSharding &wanted,
                                               dist::ReductionKind kind) {
+  TensorSharding from = getSharding(local);
+  if (from == wanted)
+    return local;
+  Value value = local;
+  if (!from.flat.empty()) {
+    FailureOr<Value> unflat = unflatten(user, value);
+    if (failed(unflat))
+      return failure();
+    value = *unflat;
+  }
+  if (wanted.flat.empty())
+    return reshardDims(user, what, value, wanted, kind);
+  // The partial sums over the flat axes are scattered as the piece is cut.
+  TensorSharding dims = wanted;
+  dims.flat.clear();
+  TensorSharding have = getSharding(value);
+  if (llvm::all_of(wanted.flat, [&](StringAttr axis) {
+        return llvm::is_contained(have.unreduced, axis);
+      }))
+    dims.unreduced = wanted.flat;
+  FailureOr<Value> laidOut = reshardDims(user, what, value, dims, kind);
+  if (failed(laidOut))
+    return failure();
+  return flatten(user, *laidOut, wanted, kind);
+}
+
+/// A flat piece gathered over its flat axes, the padding cut off and the
+/// elements laid out in the piece's dims again: no copy but the gather.
+FailureOr<Value> FunctionPartitioner::unflatten(Operation *user, Value local) {
+  TensorSharding from = getSharding(local);
+  RankedTensorType global = globalTypes.lookup(local);
+  TensorSharding whole = from;
+  whole.flat.clear();
+  RankedTensorType type = getLocalType(user, global, whole);
+  if (!type)
+    return failure();
+  Location loc = user->getLoc();
+  int64_t group = mesh.getGroupSize(from.flat);
+  auto pieceType = cast<RankedTensorType>(local.getType());
+  SmallVector<Attribute> axes(from.flat.begin(), from.flat.end());
+  Value value = dist::AllGatherOp::create(
+      builder, loc,
+      RankedTensorType::get({pieceType.getDimSize(0) * group},
+                            type.getElementType()),
+      local, mesh.getName().getValue(), builder.getArrayAttr(axes), 0);
+  if (cast<RankedTensorType>(value.getType()).getDimSize(0) !=
+      type.getNumElements())
+    value = nn::SliceOp::create(
+        builder, loc, value, builder.getDenseI64ArrayAttr({0}),
+        builder.getDenseI64ArrayAttr({type.getNumElements()}));
+  if (value.getType() != type)
+    value = nn::ReshapeOp::create(builder, loc, type, value);
+  if (explain)
+    user->emitRemark() << "gathered a flat piece over "
+                       << formatAxes(from.flat);
+  localShardings[value] = whole;
+  globalTypes[value] = global;
+  return value;
+}
+
+/// The piece of `local` that `to` stores flat: its elements in a row,
+/// padded with zeros to a multiple of the flat group, then scattered (its
+/// partial sums over the flat axes completed) or sliced over that group.
+FailureOr<Value> FunctionPartitioner::flatten(Operation *user, Value local,
+                                              const TensorSharding &to,
+                                              dist::ReductionKind kind) {
+  TensorSharding from = getSharding(local);
+  RankedTensorType global = globalTypes.lookup(local);
+  RankedTensorType pieceType = getLocalType(user, global, to);
+  if (!pieceType)
+    return failure();
+  Location loc = user->getLoc();
+  auto type = cast<RankedTensorType>(local.getType());
+  Type element = type.getElementType();
+  int64_t group = mesh.getGroupSize(to.flat);
+  int64_t padded = pieceType.getDimSize(0) * group;
+  Value value = local;
+  if (type.getRank() != 1)
+    value = nn::ReshapeOp::create(
+        builder, loc, RankedTensorType::get({type.getNumElements()}, element),
+        value);
+  if (padded != type.getNumElements()) {
+    auto zerosType =
+        RankedTensorType::get({padded - type.getNumElements()}, element);
+    Value zeros = nn::ConstantOp::create(
+        builder, loc, cast<ElementsAttr>(builder.getZeroAttr(zerosType)));
+    value = nn::ConcatOp::create(builder, loc, ValueRange{value, zeros}, 0);
+  }
+  SmallVector<Attribute> axes(to.flat.begin(), to.flat.end());
+  StringRef meshSymbol = mesh.getName().getValue();
+  bool scatter = llvm::all_of(to.flat, [&](StringAttr axis) {
+    return llvm::is_contained(from.unreduced, axis);
+  });
+  if (scatter)
+    value = dist::ReduceScatterOp::create(builder, loc, pieceType, value,
+                                          meshSymbol,
+                                          builder.getArrayAttr(axes), 0, kind);
+  else
+    value = dist::AllSliceOp::create(builder, loc, pieceType, value, meshSymbol,
+                                     builder.getArrayAttr(axes), 0);
+  if (explain)
+    user->emitRemark() << (scatter ? "reduce-scattered" : "sliced")
+                       << " a flat piece over " << formatAxes(to.flat);
+  localShardings[value] = to;
+  globalTypes[value] = global;
+  return value;
+}
+
+/// The collectives that take `local` from its (not flat) sharding to
+/// `wanted` (not flat either).
+FailureOr<Value> FunctionPartitioner::reshardDims(Operation *user,
+                                                  const Twine &what,
+                                                  Value local,
+                                                  const TensorSharding &wanted,
+                                                  dist::ReductionKind kind) {
   TensorSharding from = getSharding(local);
   // A value keeps only partial sums it has: making a whole value partial
   // again is not a reshard.
@@ -222,6 +365,10 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   SmallVector<TensorSharding> wanted;
   for (Value result : op->getResults())
     wanted.push_back(shardings.lookup(result));
+  // Other ops compute laid out by the dims and store what is wanted flat
+  // after.
+  if (isFlatPointwise(op, rule, wanted))
+    return partitionFlatOp(op, rule, wanted);
 
   // Reduction factors take their axes from the operands (they do not appear
   // in results); then the results decide the other factors. An axis splits
@@ -333,6 +480,61 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   return reshardResults(op, wanted, getReductionKind(op));
 }
 
+/// Whether `op` computes on flat pieces: a pointwise op (every factor
+/// parallel) whose results, all of one shape and factors, are all wanted as
+/// one flat sharding.
+bool FunctionPartitioner::isFlatPointwise(ShardingRuleOpInterface op,
+                                          const ShardingRule &rule,
+                                          ArrayRef<TensorSharding> wanted) {
+  if (wanted.empty() || wanted.front().flat.empty() ||
+      !llvm::all_of(rule.getFactors(), [](const Factor &factor) {
+        return factor.kind == FactorKind::Parallel;
+      }))
+    return false;
+  for (auto [index, result] : llvm::enumerate(op->getResults()))
+    if (wanted[index] != wanted.front() ||
+        rule.getResultFactors()[index] != rule.getResultFactors().front() ||
+        globalTypes.lookup(result).getShape() !=
+            globalTypes.lookup(op->getResult(0)).getShape())
+      return false;
+  return true;
+}
+
+/// A pointwise op whose results are wanted flat computes on flat pieces:
+/// each operand laid out as its results (same factors and shape) is
+/// resharded to their sharding, the others (AdamW's step) are whole.
+LogicalResult
+FunctionPartitioner::partitionFlatOp(ShardingRuleOpInterface op,
+                                     const ShardingRule &rule,
+                                     ArrayRef<TensorSharding> wanted) {
+  ArrayRef<int64_t> shape = globalTypes.lookup(op->getResult(0)).getShape();
+  builder.setInsertionPoint(op);
+  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+    RankedTensorType global = globalTypes.lookup(operand);
+    bool alike =
+        rule.getOperandFactors()[index] == rule.getResultFactors().front() &&
+        global.getShape() == shape;
+    TensorSharding required =
+        alike ? wanted.front()
+              : TensorSharding::getReplicated(global.getRank());
+    FailureOr<Value> local =
+        reshard(op, "operand #" + Twine(index), operand, required);
+    if (failed(local))
+      return failure();
+    op->setOperand(index, *local);
+  }
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    RankedTensorType type =
+        getLocalType(op, globalTypes.lookup(result), wanted[index]);
+    if (!type)
+      return failure();
+    result.setType(type);
+    localShardings[result] = wanted[index];
+  }
+  op.updateLocalAttributes();
+  return success();
+}
+
 /// Ops without a sharding rule compute on replicated operands.
 LogicalResult FunctionPartitioner::partitionReplicatedOp(Operation *op) {
   op->emitWarning("op has no sharding rule; it runs replicated");
@@ -403,11 +605,19 @@ LogicalResult FunctionPartitioner::run() {
     if (!global)
       continue;
     std::string error;
-    FailureOr<SmallVector<int64_t>> shape = getLocalShape(
-        global.getShape(), localShardings[arg].getDimAxes(), mesh, error);
+    const TensorSharding &sharding = localShardings[arg];
+    FailureOr<SmallVector<int64_t>> shape =
+        getLocalShape(global.getShape(), sharding.getDimAxes(), mesh, error);
     if (failed(shape))
       return function.emitError("cannot partition argument #")
              << arg.getArgNumber() << ": " << error;
+    if (!sharding.flat.empty()) {
+      shape = SmallVector<int64_t>{
+          getFlatPieceElements(*shape, mesh.getGroupSize(sharding.flat))};
+      function.setArgAttr(arg.getArgNumber(),
+                          dist::DistDialect::kGlobalShapeAttrName,
+                          builder.getDenseI64ArrayAttr(global.getShape()));
+    }
     arg.setType(RankedTensorType::get(*shape, global.getElementType()));
   }
 
@@ -439,11 +649,16 @@ LogicalResult FunctionPartitioner::run() {
         unsigned index = operand.getOperandNumber();
         TensorSharding wanted =
             shardingOr(function.getResultAttr(index, attrName), type.getRank());
+        RankedTensorType global = globalTypes.lookup(operand.get());
         FailureOr<Value> local =
             reshard(op, "result #" + Twine(index), operand.get(), wanted);
         if (failed(local))
           return failure();
         operand.set(*local);
+        if (!wanted.flat.empty())
+          function.setResultAttr(
+              index, dist::DistDialect::kGlobalShapeAttrName,
+              builder.getDenseI64ArrayAttr(global.getShape()));
       }
       continue;
     }

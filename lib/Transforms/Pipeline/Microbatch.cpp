@@ -67,9 +67,9 @@ LogicalResult splitBatches(func::FuncOp function, dist::MeshOp mesh,
                                          dims[0].getPriority());
     function.setArgAttr(
         index, attrName,
-        sharding ? dist::ShardingAttr::get(context, meshName, dims,
-                                           sharding.getReplicatedAxes(),
-                                           sharding.getUnreducedAxes())
+        sharding ? dist::ShardingAttr::get(
+                       context, meshName, dims, sharding.getReplicatedAxes(),
+                       sharding.getUnreducedAxes(), sharding.getFlatAxes())
                  : dist::ShardingAttr::get(meshName, dims));
   }
   return success();

@@ -165,9 +165,9 @@ Attribute Pipeliner::dropMicrobatchAxis(Attribute attr) const {
     dims.push_back(dist::DimShardingAttr::get(context, axes, dim.getIsOpen(),
                                               dim.getPriority()));
   }
-  return dist::ShardingAttr::get(context, sharding.getMesh(), dims,
-                                 sharding.getReplicatedAxes(),
-                                 sharding.getUnreducedAxes());
+  return dist::ShardingAttr::get(
+      context, sharding.getMesh(), dims, sharding.getReplicatedAxes(),
+      sharding.getUnreducedAxes(), sharding.getFlatAxes());
 }
 
 LogicalResult Pipeliner::classify() {

@@ -171,6 +171,7 @@ void FunctionPropagator::applySeeds(std::optional<int64_t> round) {
         current.dims[dim] = user;
     current.replicated = seed.sharding.replicated;
     current.unreduced = seed.sharding.unreduced;
+    current.flat = seed.sharding.flat;
     origins[seed.value].assign(current.getRank(), seed.origin);
   }
 }
@@ -233,6 +234,46 @@ void FunctionPropagator::resolveSharedAxes(Operation *op, FactorAxes &chosen,
   }
 }
 
+/// A pointwise op computes on flat pieces where its operands are stored
+/// flat: each result takes the flat axes of the operands laid out as it is
+/// (same factors, all of them parallel), when those that are flat agree.
+/// Those that are not are cut to the flat layout by the partitioner, as an
+/// unsplit operand is sliced to a split one's dims. Flat layouts only move
+/// forward: a constraint's result keeps its own (it is a seed).
+static void propagateFlat(ShardingRuleOpInterface op, const ShardingRule &rule,
+                          function_ref<TensorSharding &(Value)> getState,
+                          SmallVectorImpl<Value> &changed) {
+  if (!llvm::all_of(rule.getFactors(), [](const Factor &factor) {
+        return factor.kind == FactorKind::Parallel;
+      }))
+    return;
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    std::optional<AxisList> flat;
+    for (auto [operandIndex, operand] : llvm::enumerate(op->getOperands())) {
+      if (rule.getOperandFactors()[operandIndex] !=
+              rule.getResultFactors()[index] ||
+          cast<ShapedType>(operand.getType()).getShape() !=
+              cast<ShapedType>(result.getType()).getShape())
+        continue;
+      const AxisList &axes = getState(operand).flat;
+      if (axes.empty())
+        continue;
+      if (flat && *flat != axes)
+        return;
+      flat = axes;
+    }
+    // A result that already uses a flat axis otherwise (annotated
+    // replicated over it, say) is computed whole.
+    TensorSharding &current = getState(result);
+    if (!flat || current.flat == *flat ||
+        llvm::any_of(*flat,
+                     [&](StringAttr axis) { return current.usesAxis(axis); }))
+      continue;
+    current.flat = *flat;
+    changed.push_back(result);
+  }
+}
+
 void FunctionPropagator::propagate(Operation *op,
                                    SmallVectorImpl<Value> &changed) {
   ShardingRule rule;
@@ -279,6 +320,11 @@ void FunctionPropagator::propagate(Operation *op,
     winners[factor] = resolution.winner;
   }
   resolveSharedAxes(op, chosen, projected, tensors);
+  if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op))
+    propagateFlat(
+        ruleOp, rule,
+        [&](Value value) -> TensorSharding & { return getState(value); },
+        changed);
 
   for (auto [index, value] : llvm::enumerate(tensors)) {
     SmallVector<AxisList> wanted =
@@ -327,7 +373,8 @@ void FunctionPropagator::propagate(Operation *op,
 
 /// The partial-sum axes that every reader of `value` keeps: a value read
 /// only by sharding constraints that leave the same axes unreduced (ZeRO-1's
-/// gradients, summed over the microbatches before they are reduce-scattered),
+/// gradients, summed over the microbatches before they are reduce-scattered)
+/// or store it flat over them (ZeRO-2's flat gradients, scattered there),
 /// or by linear ops whose results keep them, stays partial over them, so
 /// that the partitioner does not complete the sum at the producer.
 static AxisList getKeptPartialAxes(Value value,
@@ -338,7 +385,10 @@ static AxisList getKeptPartialAxes(Value value,
   for (Operation *user : value.getUsers()) {
     AxisList axes;
     if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(user)) {
-      axes = TensorSharding::fromAttr(constraint.getSharding()).unreduced;
+      // Storing a value flat scatters its sums over the flat axes.
+      TensorSharding wanted =
+          TensorSharding::fromAttr(constraint.getSharding());
+      axes = wanted.flat.empty() ? wanted.unreduced : wanted.flat;
     } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(user);
                rule && rule.isLinear() && user->getNumResults() == 1) {
       axes = getKeptPartialAxes(user->getResult(0), memo);
@@ -393,7 +443,8 @@ LogicalResult FunctionPropagator::writeBack() {
     SmallVector<Attribute> shardings;
     for (Value result : op->getResults()) {
       TensorSharding sharding = getState(result).getClosed();
-      sharding.unreduced = getKeptPartialAxes(result, keptPartial);
+      if (sharding.flat.empty())
+        sharding.unreduced = getKeptPartialAxes(result, keptPartial);
       shardings.push_back(sharding.toAttr(mesh.getName()));
     }
     op->setAttr(attrName, ArrayAttr::get(context, shardings));

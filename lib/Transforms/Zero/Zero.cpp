@@ -2,7 +2,8 @@
 //
 // ZeRO as shardings rather than a rewrite. Each stage splits one more part of
 // the model state of every optimizer update with state (OptimizerOpInterface:
-// AdamW) over the data-parallel axes:
+// AdamW) over the data-parallel axes, on the leading dim where the group
+// divides it and stored flat (padded, FSDP's FlatParameter) where not:
 //
 //  1. the state (AdamW's moments); the gradient is pinned to their split
 //     just before the update, so the whole gradient lives until then;
@@ -159,11 +160,12 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         return update.emitError("ZeRO expects the parameter and optimizer "
                                 "state of ")
                << update->getName() << " to be arguments of the train step";
-      // The first dim whose pieces (after the axes that already split it,
-      // which stay major) the data-parallel group divides, dims the
-      // parameter does not split first. A parameter without one (smaller
-      // than the group) keeps replicated state; DeepSpeed flattens and pads
-      // instead.
+      // The leading dim when the data-parallel group divides its pieces
+      // (after the axes that already split it, which stay major): a
+      // device's share of the piece is then one contiguous block, gathered
+      // without a copy. Otherwise the piece is stored flat, padded to a
+      // multiple of the group (FSDP's FlatParameter), which is the same
+      // block where the dim divides. A scalar keeps replicated state.
       TensorSharding sharding = getArgSharding(function, param);
       if (llvm::any_of(
               *axes, [&](StringAttr axis) { return sharding.usesAxis(axis); }))
@@ -171,35 +173,33 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
                << param.getArgNumber();
       ArrayRef<int64_t> shape =
           cast<RankedTensorType>(param.getType()).getShape();
-      std::optional<int64_t> dim;
-      for (bool unsplit : {true, false})
-        for (int64_t d = 0, e = shape.size(); d < e && !dim; ++d) {
-          const AxisList &existing = sharding.dims[d].axes;
-          int64_t pieces = shape[d] / mesh.getGroupSize(existing);
-          if (existing.empty() == unsplit && pieces % devices == 0)
-            dim = d;
-        }
-      LLVM_DEBUG(llvm::dbgs()
-                 << "zero-" << static_cast<int>(stage.getValue())
-                 << ": parameter #" << param.getArgNumber()
-                 << (dim ? " split on dim " + std::to_string(*dim)
-                         : std::string(" kept whole (no dim the group "
-                                       "divides)"))
-                 << "\n");
+      bool leading =
+          !shape.empty() &&
+          (shape[0] / mesh.getGroupSize(sharding.dims[0].axes)) % devices == 0;
+      LLVM_DEBUG(llvm::dbgs() << "zero-" << static_cast<int>(stage.getValue())
+                              << ": parameter #" << param.getArgNumber()
+                              << (shape.empty() ? " kept whole (a scalar)"
+                                  : leading     ? " split on dim 0"
+                                                : " stored flat")
+                              << "\n");
       FlatSymbolRefAttr meshName = mesh.getName();
       // Whole over the ZeRO axes, other dims propagating as before: how the
       // model reads the parameter.
       TensorSharding whole = sharding;
       llvm::append_range(whole.replicated, *axes);
       dist::ShardingAttr wholeAttr = whole.toAttr(meshName);
-      if (!dim) {
+      if (shape.empty()) {
         function.setArgAttr(param.getArgNumber(),
                             dist::DistDialect::kShardingAttrName, wholeAttr);
         continue;
       }
       TensorSharding split = sharding;
-      llvm::append_range(split.dims[*dim].axes, *axes);
-      split.dims[*dim].isOpen = false;
+      if (leading) {
+        llvm::append_range(split.dims[0].axes, *axes);
+        split.dims[0].isOpen = false;
+      } else {
+        split.flat = *axes;
+      }
       dist::ShardingAttr splitAttr = split.toAttr(meshName);
       for (BlockArgument value : state)
         function.setArgAttr(value.getArgNumber(),
@@ -243,12 +243,15 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       function.setArgAttr(param.getArgNumber(),
                           dist::DistDialect::kShardingAttrName, splitAttr);
       TensorSharding inner = whole;
-      inner.dims[*dim].axes = sharding.dims[*dim].axes;
-      llvm::append_range(inner.dims[*dim].axes, reads.innerAxes);
-      inner.dims[*dim].isOpen = false;
       llvm::erase_if(inner.replicated, [&](StringAttr axis) {
         return llvm::is_contained(reads.innerAxes, axis);
       });
+      if (leading) {
+        llvm::append_range(inner.dims[0].axes, reads.innerAxes);
+        inner.dims[0].isOpen = false;
+      } else {
+        inner.flat = reads.innerAxes;
+      }
       gatherForUses(param, update, forward, reads, wholeAttr,
                     inner.toAttr(meshName));
     }

@@ -62,10 +62,37 @@ func.func @split_and_unreduced(%x: tensor<8x8xf32> {dist.sharding = #dist.shardi
 
 // -----
 
-// Tests that only replicated and unreduced follow the dims.
+// Tests that only replicated, unreduced and flat follow the dims.
 dist.mesh @mesh ["dp"=2]
-// expected-error @+1 {{expected 'replicated' or 'unreduced', got 'partial'}}
+// expected-error @+1 {{expected 'replicated', 'unreduced' or 'flat', got 'partial'}}
 func.func @bad_field(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}], partial={"dp"}>}) {
+  return
+}
+
+// -----
+
+// Tests that a flat piece holds no pending sums.
+dist.mesh @mesh ["dp"=2, "tp"=2]
+// expected-error @+1 {{a flat sharding cannot be unreduced}}
+func.func @flat_unreduced(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{}], unreduced={"tp"}, flat={"dp"}>}) {
+  return
+}
+
+// -----
+
+// Tests that a flat axis does not also split a dim.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{mesh axis "dp" appears twice in the sharding}}
+func.func @flat_and_split(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}], flat={"dp"}>}) {
+  return
+}
+
+// -----
+
+// Tests that a global shape is an array of sizes.
+dist.mesh @mesh ["dp"=2]
+// expected-error @+1 {{expects 'dist.global_shape' of argument #0 to be an array of sizes, got [5, 6]}}
+func.func @bad_global_shape(%x: tensor<8xf32> {dist.global_shape = [5, 6]}) {
   return
 }
 

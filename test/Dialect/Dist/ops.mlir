@@ -34,6 +34,20 @@ func.func @fields(
 
 // -----
 
+// Tests that a flat sharding round-trips, on a global tensor and (with its
+// global shape) on the 1-d piece a partitioned program holds.
+dist.mesh @mesh_dp_3_tp_2 ["pp"=2, "dp"=3, "tp"=2]
+// CHECK-LABEL: func.func @flat
+// CHECK-SAME: #dist.sharding<@mesh_dp_3_tp_2, [{}, {"tp"}], replicated={"pp"}, flat={"dp"}>
+// CHECK-SAME: {dist.global_shape = array<i64: 5, 6>, dist.sharding = #dist.sharding<@mesh_dp_3_tp_2, [{}, {"tp"}], flat={"dp"}>}
+func.func @flat(
+    %a: tensor<5x6xf32> {dist.sharding = #dist.sharding<@mesh_dp_3_tp_2, [{}, {"tp"}], flat={"dp"}, replicated={"pp"}>},
+    %b: tensor<5xf32> {dist.global_shape = array<i64: 5, 6>, dist.sharding = #dist.sharding<@mesh_dp_3_tp_2, [{}, {"tp"}], flat={"dp"}>}) {
+  return
+}
+
+// -----
+
 // Tests that a scalar has an empty sharding and a one-device mesh is legal.
 // CHECK: dist.mesh @single []
 dist.mesh @single []

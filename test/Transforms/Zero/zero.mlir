@@ -6,26 +6,39 @@
 // parameter whole over "dp" (replicated={"dp"}); the gradient stays a
 // partial sum over "dp" until just before the update. Partitioned, it is
 // reduce-scattered there, the update runs on a quarter of the rows and the
-// new parameter is all-gathered back. The bias (2 rows) is not divisible by 4: its state
-// stays replicated and its gradient is all-reduced as in plain DP.
+// new parameter is all-gathered back. The bias (2 rows) is not divisible by
+// 4: its state is stored flat, padded to 4 elements, one per device; its
+// gradient is padded and reduce-scattered, the update runs on that element
+// and the new bias is gathered and cut back to 2.
 dist.mesh @mesh ["dp"=4, "tp"=2]
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: %[[W:.+]]: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}], replicated={"dp"}>}
 // CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
 // CHECK-SAME: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
 // CHECK-SAME: %[[B:.+]]: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{?}], replicated={"dp"}>}
-// CHECK-SAME: %[[BM:.+]]: tensor<2xf32>,
+// CHECK-SAME: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{?}], flat={"dp"}>}
+// CHECK-SAME: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{?}], flat={"dp"}>}
 // CHECK: %[[P:.+]] = dist.sharding_constraint %{{.+}} <@mesh, [{}, {"tp"}], unreduced={"dp"}> : tensor<8x6xf32>
 // CHECK-NEXT: %[[G:.+]] = dist.sharding_constraint %[[P]] <@mesh, [{"dp"}, {"tp"}]> : tensor<8x6xf32>
 // CHECK: nn.adamw %[[W]], %[[G]],
-// CHECK-NOT: dist.sharding_constraint
-// CHECK: nn.adamw %[[B]],
+// CHECK: %[[PB:.+]] = dist.sharding_constraint %{{.+}} <@mesh, [{?}], unreduced={"dp"}> : tensor<2xf32>
+// CHECK-NEXT: %[[GB:.+]] = dist.sharding_constraint %[[PB]] <@mesh, [{?}], flat={"dp"}> : tensor<2xf32>
+// CHECK: nn.adamw %[[B]], %[[GB]],
 // PARTITIONED-LABEL: func.func @step
-// PARTITIONED: dist.all_reduce %{{.+}} on @mesh ["dp"] sum : tensor<2xf32>
+// PARTITIONED-SAME: %[[LB:[^:]+]]: tensor<2xf32> {dist.sharding = #dist.sharding<@mesh, [{}], replicated={"dp"}>}
+// PARTITIONED-SAME: tensor<1xf32> {dist.global_shape = array<i64: 2>, dist.sharding = #dist.sharding<@mesh, [{}], flat={"dp"}>}
+// PARTITIONED: %[[ZEROS:.+]] = nn.constant dense<0.000000e+00> : tensor<2xf32>
 // PARTITIONED: dist.reduce_scatter %{{.+}} on @mesh ["dp"] dim = 0 sum : tensor<8x3xf32> -> tensor<2x3xf32>
 // PARTITIONED: %[[NEW:.+]], %{{.+}}, %{{.+}} = nn.adamw {{.+}} : tensor<2x3xf32>, tensor<2x3xf32>, tensor<i64>
+// PARTITIONED: %[[PADDED:.+]] = nn.concat %{{.+}}, %[[ZEROS]] dim = 0 : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+// PARTITIONED: %[[GSHARE:.+]] = dist.reduce_scatter %[[PADDED]] on @mesh ["dp"] dim = 0 sum : tensor<4xf32> -> tensor<1xf32>
+// PARTITIONED: %[[BPADDED:.+]] = nn.concat %[[LB]], %[[ZEROS]] dim = 0
+// PARTITIONED: %[[BSHARE:.+]] = dist.all_slice %[[BPADDED]] on @mesh ["dp"] dim = 0 : tensor<4xf32> -> tensor<1xf32>
+// PARTITIONED: %[[NEWB:.+]], %{{.+}}, %{{.+}} = nn.adamw %[[BSHARE]], %[[GSHARE]], {{.+}} : tensor<1xf32>, tensor<1xf32>, tensor<i64>
 // PARTITIONED: %[[FULL:.+]] = dist.all_gather %[[NEW]] on @mesh ["dp"] dim = 0 : tensor<2x3xf32> -> tensor<8x3xf32>
-// PARTITIONED: return %[[FULL]],
+// PARTITIONED: %[[FULLB:.+]] = dist.all_gather %[[NEWB]] on @mesh ["dp"] dim = 0 : tensor<1xf32> -> tensor<4xf32>
+// PARTITIONED: %[[CUT:.+]] = nn.slice %[[FULLB]] start = [0] limit = [2] : tensor<4xf32> -> tensor<2xf32>
+// PARTITIONED: return %[[FULL]], %{{.+}}, %{{.+}}, %[[CUT]],
 func.func @step(%w: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
                 %wm: tensor<8x6xf32>, %wv: tensor<8x6xf32>,
                 %b: tensor<2xf32>, %bm: tensor<2xf32>, %bv: tensor<2xf32>,

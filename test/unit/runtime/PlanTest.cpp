@@ -166,8 +166,22 @@ TEST(PlanTest, RejectsArgumentsWhoseGlobalShapeDoesNotFit) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_arguments(0)->set_global_shape(1, 12);
   EXPECT_EQ(getValidationError(plan),
-            "program 0: argument 'arg0' dim 1: local size "
-            "8 times 2 devices is not the global 12");
+            "program 0: argument 'arg0' has local shape [4, 8], not its "
+            "piece [4, 6] of global shape [4, 12]");
+}
+
+TEST(PlanTest, RejectsAFlatArgumentOfTheWrongShare) {
+  // [4, 16] over "tp" = 2, padded and split flat over the same 2 devices:
+  // 32 of 64 elements each.
+  plan::Plan plan = makePlan();
+  plan::Argument *argument = plan.mutable_programs(0)->mutable_arguments(0);
+  argument->clear_dim_axes();
+  argument->add_dim_axes();
+  argument->add_dim_axes();
+  argument->add_flat_axes("tp");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: argument 'arg0' has local shape [4, 8], not its "
+            "piece [32] of global shape [4, 16]");
 }
 
 TEST(PlanTest, RejectsRanksWithoutAProgram) {
@@ -265,7 +279,8 @@ TEST(PlanTest, AViewReadsTheBytesOfItsBuffer) {
 
 TEST(PlanTest, RejectsAViewOfAnotherSize) {
   plan::Plan plan = makeViewPlan();
-  plan.mutable_programs(0)->mutable_buffers(3)->set_shape(1, 4);
+  // Larger than its buffer (a smaller view is its first bytes).
+  plan.mutable_programs(0)->mutable_buffers(3)->set_shape(1, 64);
   EXPECT_EQ(getValidationError(plan),
             "program 0: view buffer 3 differs from "
             "buffer 1 in dtype, size or arena offset");
@@ -320,7 +335,7 @@ TEST(MeshTest, LocalPiecesRoundTrip) {
   OwnedTensor global(DType::F32, {4, 6});
   for (int i = 0; i < 24; ++i)
     global.view.as<float>()[i] = i;
-  std::vector<std::vector<std::string>> dims = {{"dp"}, {"tp"}};
+  PieceLayout dims{{{"dp"}, {"tp"}}, {}};
   OwnedTensor piece = takeLocalPiece(global.view, dims, mesh, /*rank=*/3);
   ASSERT_EQ(piece.view.shape, (std::vector<int64_t>{2, 3}));
   // Rank 3 is dp=1, tp=1: rows 2-3, columns 3-5.
@@ -330,6 +345,34 @@ TEST(MeshTest, LocalPiecesRoundTrip) {
   for (int64_t rank = 0; rank < 4; ++rank)
     placeLocalPiece(takeLocalPiece(global.view, dims, mesh, rank).view,
                     rebuilt.view, dims, mesh, rank);
+  EXPECT_EQ(rebuilt.storage, global.storage);
+}
+
+TEST(MeshTest, FlatPiecesRoundTrip) {
+  // A [5, 6] tensor split on dim 1 over tp = 2 and stored flat over dp = 4:
+  // each tp piece's 15 elements, padded to 16, are 4 per dp rank.
+  Mesh mesh({"dp", "tp"}, {4, 2});
+  OwnedTensor global(DType::F32, {5, 6});
+  for (int i = 0; i < 30; ++i)
+    global.view.as<float>()[i] = i + 1;
+  PieceLayout layout{{{}, {"tp"}}, {"dp"}};
+  // Rank 3 is dp=1, tp=1: elements 4-7 of the piece of columns 3-5.
+  OwnedTensor piece = takeLocalPiece(global.view, layout, mesh, /*rank=*/3);
+  ASSERT_EQ(piece.view.shape, (std::vector<int64_t>{4}));
+  std::vector<float> want = {11, 12, 16, 17};
+  EXPECT_EQ(
+      std::vector<float>(piece.view.as<float>(), piece.view.as<float>() + 4),
+      want);
+  // The last dp rank holds three elements and the padding.
+  OwnedTensor last = takeLocalPiece(global.view, layout, mesh, /*rank=*/7);
+  want = {28, 29, 30, 0};
+  EXPECT_EQ(
+      std::vector<float>(last.view.as<float>(), last.view.as<float>() + 4),
+      want);
+  OwnedTensor rebuilt(DType::F32, {5, 6});
+  for (int64_t rank = 0; rank < 8; ++rank)
+    placeLocalPiece(takeLocalPiece(global.view, layout, mesh, rank).view,
+                    rebuilt.view, layout, mesh, rank);
   EXPECT_EQ(rebuilt.storage, global.storage);
 }
 

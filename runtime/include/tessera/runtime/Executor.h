@@ -153,24 +153,14 @@ private:
 OwnedTensor makeGlobalInput(const plan::Argument &argument, uint64_t seed,
                             int64_t index);
 
-/// The piece of a global tensor that `rank` holds under `dimAxes`.
-OwnedTensor takeLocalPiece(const Tensor &global,
-                           const std::vector<std::vector<std::string>> &dimAxes,
+/// The piece of a global tensor that `rank` holds under `layout`.
+OwnedTensor takeLocalPiece(const Tensor &global, const PieceLayout &layout,
                            const Mesh &mesh, int64_t rank);
 
-/// Writes `local`, the piece of `rank` under `dimAxes`, into `global`.
+/// Writes `local`, the piece of `rank` under `layout`, into `global`. Of a
+/// flat piece only the elements, not the padding, are written.
 void placeLocalPiece(const Tensor &local, const Tensor &global,
-                     const std::vector<std::vector<std::string>> &dimAxes,
-                     const Mesh &mesh, int64_t rank);
-
-/// The dim axes of a plan argument or result.
-template <typename T>
-std::vector<std::vector<std::string>> getDimAxes(const T &message) {
-  std::vector<std::vector<std::string>> dims;
-  for (const auto &dim : message.dim_axes())
-    dims.emplace_back(dim.axes().begin(), dim.axes().end());
-  return dims;
-}
+                     const PieceLayout &layout, const Mesh &mesh, int64_t rank);
 
 } // namespace tessera::runtime
 

@@ -48,6 +48,25 @@ const plan::Program *getProgramOfRank(const plan::Plan &plan, int64_t rank);
 std::vector<std::pair<int64_t, int64_t>>
 getTransferChannels(const plan::Plan &plan);
 
+/// How a plan argument or result lays a global tensor out over the ranks:
+/// the axes that split each dim, and the axes its piece is stored flat over
+/// (padded with zeros to a multiple of their group, split evenly; empty:
+/// not flat).
+struct PieceLayout {
+  std::vector<std::vector<std::string>> dimAxes;
+  std::vector<std::string> flatAxes;
+};
+
+/// The layout of a plan argument or result.
+template <typename T> PieceLayout getLayout(const T &message) {
+  PieceLayout layout;
+  for (const auto &dim : message.dim_axes())
+    layout.dimAxes.emplace_back(dim.axes().begin(), dim.axes().end());
+  layout.flatAxes.assign(message.flat_axes().begin(),
+                         message.flat_axes().end());
+  return layout;
+}
+
 } // namespace tessera::runtime
 
 #endif // TESSERA_RUNTIME_PLAN_H

@@ -1,0 +1,39 @@
+// RUN: tessera-opt %s --split-input-file --tessera-export="text=true output=-" | FileCheck %s
+
+// Tests that an nn.slice of a buffer's first bytes (a gathered flat piece
+// cut to its elements) exports as a view of that buffer, with no
+// instruction.
+// CHECK: id: 1
+// CHECK: arena_offset_bytes: [[R:[0-9]+]]
+// CHECK: id: 2
+// CHECK: shape: 15
+// CHECK-NEXT: arena_offset_bytes: [[R]]
+// CHECK-NEXT: view_of: 1
+// CHECK-NOT: op: "nn.slice"
+// CHECK: source_model: "cut"
+func.func @cut(%x: tensor<16xf32>) -> tensor<15xf32> {
+  %r = nn.relu %x : tensor<16xf32>
+  %c = nn.slice %r start = [0] limit = [15] : tensor<16xf32> -> tensor<15xf32>
+  %e = nn.exp %c : tensor<15xf32>
+  return %e : tensor<15xf32>
+}
+
+// -----
+
+// Tests that the leading rows of a matrix are a view, but a slice of some
+// of its columns, or one that starts later, is copied.
+// CHECK: view_of: 1
+// CHECK: op: "nn.slice"
+// CHECK: op: "nn.slice"
+// CHECK-NOT: op: "nn.slice"
+// CHECK: source_model: "rows"
+func.func @rows(%x: tensor<4x8xf32>) -> (tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>) {
+  %r = nn.relu %x : tensor<4x8xf32>
+  %rows = nn.slice %r start = [0, 0] limit = [2, 8] : tensor<4x8xf32> -> tensor<2x8xf32>
+  %cols = nn.slice %r start = [0, 0] limit = [4, 4] : tensor<4x8xf32> -> tensor<4x4xf32>
+  %later = nn.slice %r start = [2, 0] limit = [4, 8] : tensor<4x8xf32> -> tensor<2x8xf32>
+  %a = nn.exp %rows : tensor<2x8xf32>
+  %b = nn.exp %cols : tensor<4x4xf32>
+  %c = nn.exp %later : tensor<2x8xf32>
+  return %a, %b, %c : tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>
+}
