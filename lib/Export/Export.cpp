@@ -68,6 +68,13 @@ private:
   /// schedule and gives each buffer its lifetime over the units and its
   /// copies (returned per buffer; 1 without a schedule).
   FailureOr<SmallVector<int64_t>> setSchedule(DictionaryAttr schedule);
+  /// The copies by microbatch that cross-unit buffer `id` (made in `unit`)
+  /// needs: the most of its lifetimes that overlap; 0 when they do not keep
+  /// the microbatch order (or a reader is outside the units).
+  int64_t
+  getRingCopies(int64_t id, int64_t unit,
+                const DenseMap<std::pair<int64_t, int64_t>, int64_t> &entryOf,
+                const DenseMap<std::pair<int64_t, int64_t>, int64_t> &waitOf);
 
   func::FuncOp function;
   dist::MeshOp mesh;
@@ -87,6 +94,8 @@ private:
   int64_t currentUnit = -1;
   SmallVector<int64_t> madeInUnit, sentBy;
   SmallVector<bool> readElsewhere;
+  /// Per buffer, the other units that read it (-1: outside the units).
+  SmallVector<SmallVector<int64_t, 2>> readInUnits;
   /// The instruction of each unit send, by number.
   SmallVector<int64_t> sendInstructions;
   /// Per buffer: bytes apart of a microbatch's rows (views of a batch).
@@ -141,6 +150,7 @@ int64_t PlanBuilder::addBuffer(Value value) {
   lastUse.push_back(program->instructions_size());
   madeInUnit.push_back(currentUnit);
   readElsewhere.push_back(false);
+  readInUnits.emplace_back();
   sentBy.push_back(-1);
   return id;
 }
@@ -150,8 +160,11 @@ FailureOr<int64_t> PlanBuilder::getBuffer(Value value) {
   if (it == buffers.end())
     return failure();
   lastUse[it->second] = program->instructions_size();
-  if (madeInUnit[it->second] != currentUnit)
+  if (madeInUnit[it->second] != currentUnit) {
     readElsewhere[it->second] = true;
+    if (!llvm::is_contained(readInUnits[it->second], currentUnit))
+      readInUnits[it->second].push_back(currentUnit);
+  }
   return it->second;
 }
 
@@ -374,6 +387,42 @@ int64_t PlanBuilder::getIndexBound(Value value) {
   return 0;
 }
 
+int64_t PlanBuilder::getRingCopies(
+    int64_t id, int64_t unit,
+    const DenseMap<std::pair<int64_t, int64_t>, int64_t> &entryOf,
+    const DenseMap<std::pair<int64_t, int64_t>, int64_t> &waitOf) {
+  // Microbatch k's copy lives from the entry that makes it to the last that
+  // reads it, or after which the send of it is waited for.
+  int64_t m = program->microbatches();
+  int64_t lastEntry = program->schedule_size() - 1;
+  SmallVector<int64_t> start(m), end(m);
+  for (int64_t k = 0; k < m; ++k) {
+    auto made = entryOf.find({unit, k});
+    if (made == entryOf.end())
+      return 0;
+    start[k] = end[k] = made->second;
+    for (int64_t reader : readInUnits[id]) {
+      auto read = entryOf.find({reader, k});
+      if (reader < 0 || read == entryOf.end())
+        return 0;
+      end[k] = std::max(end[k], read->second);
+    }
+    if (sentBy[id] >= 0)
+      end[k] = std::max(end[k], waitOf.lookup_or({sentBy[id], k}, lastEntry));
+    // Copy k mod n is free again only if the lifetimes keep the microbatch
+    // order.
+    if (k > 0 && (start[k] < start[k - 1] || end[k] < end[k - 1]))
+      return 0;
+  }
+  int64_t copies = 1;
+  for (int64_t k = 0, first = 0; k < m; ++k) {
+    while (end[first] < start[k])
+      ++first;
+    copies = std::max(copies, k - first + 1);
+  }
+  return copies;
+}
+
 FailureOr<SmallVector<int64_t>>
 PlanBuilder::setSchedule(DictionaryAttr schedule) {
   int64_t count = program->buffers_size();
@@ -384,17 +433,14 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
   auto stages = schedule.getAs<DenseI64ArrayAttr>("unit_stages");
   auto entries = schedule.getAs<DenseI64ArrayAttr>("entries");
   auto waits = schedule.getAs<DenseI64ArrayAttr>("send_waits");
-  auto sendSlots = schedule.getAs<DenseI64ArrayAttr>("send_slots");
   int64_t units = program->units_size();
   auto malformed = [&](const Twine &why) {
     return function.emitError("cannot export: malformed '")
            << dist::DistDialect::kScheduleAttrName << "': " << why;
   };
   if (units == 0 || static_cast<int64_t>(stages.size()) != units ||
-      entries.size() % 3 != 0 || waits.size() % 3 != 0 ||
-      sendSlots.size() != sendInstructions.size())
-    return malformed("expects one stage per unit, one copy count per unit "
-                     "send, and triples");
+      entries.size() % 3 != 0 || waits.size() % 3 != 0)
+    return malformed("expects one stage per unit and triples");
   int64_t m = microbatches.getInt();
   program->set_microbatches(m);
   // The slots each stage uses.
@@ -412,11 +458,17 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
     entry->set_microbatch(microbatch);
     entry->set_slot(slot);
   }
+  // Where each (unit, microbatch) runs and each (send, microbatch) is
+  // waited for, by entry.
+  DenseMap<std::pair<int64_t, int64_t>, int64_t> entryOf, waitOf;
+  for (auto [index, entry] : llvm::enumerate(program->schedule()))
+    entryOf[{entry.unit(), entry.microbatch()}] = index;
   for (size_t i = 0; i < waits.size(); i += 3) {
     int64_t entry = waits[i], send = waits[i + 1];
     if (entry < 0 || entry >= program->schedule_size() || send < 0 ||
         send >= static_cast<int64_t>(sendInstructions.size()))
       return malformed("send wait " + Twine(i / 3) + " is out of range");
+    waitOf[{send, waits[i + 2]}] = entry;
     plan::SendRun *run = program->mutable_schedule(entry)->add_wait_sends();
     run->set_instruction(sendInstructions[send]);
     run->set_microbatch(waits[i + 2]);
@@ -424,6 +476,7 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
 
   // The units run many times between unitsBegin and unitsEnd: what lives
   // across runs, or is read in them but made outside, lives over all of it.
+  bool bySlot = false;
   int64_t unitsBegin = program->units(0).begin();
   int64_t unitsEnd = program->units(units - 1).end();
   for (int64_t id = 0; id < count; ++id) {
@@ -442,12 +495,10 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
     }
     if (!readElsewhere[id] && sentBy[id] < 0)
       continue; // read in its own unit's run only
-    // A value later units read lives in its entry's slot; a send's operand
-    // that none reads has copies by microbatch.
-    int64_t byMicrobatch = sentBy[id] >= 0 ? sendSlots[sentBy[id]] : 0;
-    if (readElsewhere[id] && byMicrobatch > 0)
-      return function.emitError("internal error: a sent value that a later "
-                                "unit reads has copies by microbatch");
+    // A value later units read (or a send still reads) has a ring of copies
+    // by microbatch, as many as its lifetimes overlap; one whose lifetimes
+    // do not follow the microbatch order lives in its entry's slot.
+    int64_t byMicrobatch = getRingCopies(id, unit, entryOf, waitOf);
     copies[id] =
         byMicrobatch > 0 ? byMicrobatch : stageSlots.lookup(stages[unit]);
     firstUse[id] = unitsBegin;
@@ -458,8 +509,13 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
       buffer.set_slots(copies[id]);
       buffer.set_slot_stride_bytes((bytes + 63) / 64 * 64);
       buffer.set_slot_by_microbatch(byMicrobatch > 0);
+      bySlot = bySlot || byMicrobatch == 0;
     }
   }
+  // The entries' slots only address what lives in them.
+  if (!bySlot)
+    for (plan::ScheduleEntry &entry : *program->mutable_schedule())
+      entry.set_slot(0);
   return copies;
 }
 
@@ -692,6 +748,9 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     lastUse[root] = std::max(lastUse[root], lastUse[view]);
     firstUse[view] = firstUse[root];
     readElsewhere[root] = readElsewhere[root] || readElsewhere[view];
+    for (int64_t unit : readInUnits[view])
+      if (!llvm::is_contained(readInUnits[root], unit))
+        readInUnits[root].push_back(unit);
   }
   FailureOr<SmallVector<int64_t>> copies = setSchedule(schedule);
   if (failed(copies))

@@ -68,14 +68,13 @@ def Dist_Dialect : Dialect {
     ///  - `units`: the names of its units, in program order, and
     ///    `unit_stages`, the stage of each;
     ///  - `entries`: triples (unit, microbatch, slot) in the order they run;
-    ///    a unit's value that a later unit of its microbatch reads lives in
-    ///    the entry's slot, one per microbatch its stage holds;
+    ///    the slot is one per microbatch its stage holds, from its first
+    ///    entry to its last (or the wait of a send whose value a later unit
+    ///    reads), for the values whose lifetimes do not keep the microbatch
+    ///    order (the export gives the others rings of their own);
     ///  - `send_waits`: triples (entry, send, microbatch): after that entry
     ///    the run of that send (numbered in program order among the units'
-    ///    sends) on that microbatch is waited for;
-    ///  - `send_slots`: per send, the copies of its operand, microbatch k
-    ///    using copy k mod n (0: a value later units read, which the
-    ///    entry's slot holds until the wait).
+    ///    sends) on that microbatch is waited for.
     /// The ops before the first unit run once before the schedule, those
     /// from "update" on once after it.
     static constexpr ::llvm::StringLiteral kScheduleAttrName = "dist.schedule";

@@ -137,12 +137,11 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
         !has("units", ArrayAttr()) ||
         !has("unit_stages", DenseI64ArrayAttr()) ||
         !has("entries", DenseI64ArrayAttr()) ||
-        !has("send_waits", DenseI64ArrayAttr()) ||
-        !has("send_slots", DenseI64ArrayAttr()))
+        !has("send_waits", DenseI64ArrayAttr()))
       return op->emitError("expects '")
              << kScheduleAttrName
              << "' on a function, a dictionary of microbatches, units, "
-                "unit_stages, entries, send_waits and send_slots";
+                "unit_stages, entries and send_waits";
     return success();
   }
   if (attr.getName() != kShardingAttrName)

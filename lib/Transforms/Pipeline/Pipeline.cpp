@@ -1020,9 +1020,6 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
   // After which entry each unit send is waited for: the entry of the event
   // the simulation placed it after, or (after the schedule) the last.
   SmallVector<SmallVector<int64_t>> waits(entries);
-  // Per send, its runs in microbatch order: (entry, entry of its wait).
-  std::map<int64_t, SmallVector<std::pair<int64_t, int64_t>>> sendRuns;
-  llvm::DenseSet<int64_t> stashedSends;
   std::map<std::pair<int64_t, int64_t>, int64_t> lastEntry;
   for (auto [index, unit] : llvm::enumerate(schedule)) {
     int64_t &last = lastEntry[{unit.stage, unit.microbatch}];
@@ -1039,9 +1036,8 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
     int64_t number = sendNumber.lookup(message.tag);
     waits[entry].append({number, message.microbatch});
     const Unit &sender = schedule[event.unit];
-    sendRuns[number].push_back({event.unit, entry});
-    // A sent value that a later unit reads lives in its microbatch's slot,
-    // which then holds until the wait; any other has copies of its own.
+    // A sent value that a later unit reads holds its microbatch's slot
+    // until the wait.
     bool readLater =
         llvm::any_of(message.value.getUsers(), [&](Operation *user) {
           auto it = stageOf.find(user);
@@ -1049,27 +1045,9 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
                  (it->second != sender.stage || getKind(user) != sender.kind);
         });
     if (readLater) {
-      stashedSends.insert(number);
       int64_t &last = lastEntry[{sender.stage, sender.microbatch}];
       last = std::max(last, entry);
     }
-  }
-  // Copies of a send's operand: the fewest n for which the run of
-  // microbatch k + n writes it after the wait for microbatch k.
-  SmallVector<int64_t> sendSlots(sendNumber.size(), 0);
-  for (auto [number, runs] : sendRuns) {
-    if (stashedSends.contains(number))
-      continue;
-    int64_t n = 1;
-    auto fits = [&](int64_t n) {
-      for (size_t k = 0; k + n < runs.size(); ++k)
-        if (runs[k].second >= runs[k + n].first)
-          return false;
-      return true;
-    };
-    while (!fits(n))
-      ++n;
-    sendSlots[number] = n;
   }
   // Slots: per stage, the lowest free one from a microbatch's first unit
   // until its last entry (or the wait of its last send) is done.
@@ -1106,9 +1084,7 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
       builder.getNamedAttr("unit_stages", builder.getDenseI64ArrayAttr(stages)),
       builder.getNamedAttr("entries", builder.getDenseI64ArrayAttr(table)),
       builder.getNamedAttr("send_waits",
-                           builder.getDenseI64ArrayAttr(sendWaits)),
-      builder.getNamedAttr("send_slots",
-                           builder.getDenseI64ArrayAttr(sendSlots))};
+                           builder.getDenseI64ArrayAttr(sendWaits))};
   stage->setAttr(dist::DistDialect::kScheduleAttrName,
                  builder.getDictionaryAttr(attrs));
 }

@@ -507,7 +507,7 @@ func.func @source_index(%x: tensor<8xf32> {dist.source_index = "a"}) -> tensor<8
 // -----
 
 // Tests that a schedule names all its parts.
-// expected-error @+1 {{expects 'dist.schedule' on a function, a dictionary of microbatches, units, unit_stages, entries, send_waits and send_slots}}
+// expected-error @+1 {{expects 'dist.schedule' on a function, a dictionary of microbatches, units, unit_stages, entries and send_waits}}
 func.func @schedule(%x: tensor<8xf32>) -> tensor<8xf32> attributes {dist.schedule = {microbatches = 2 : i64}} {
   return %x : tensor<8xf32>
 }

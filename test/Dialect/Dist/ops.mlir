@@ -151,13 +151,13 @@ func.func @stage(%x: tensor<4x8xf32> {dist.source_index = 3 : i64})
 // accumulations round-trip, with a unit send that the schedule waits for.
 dist.mesh @mesh ["pp"=2]
 // CHECK-LABEL: func.func @units
-// CHECK-SAME: dist.schedule = {entries = array<i64: 0, 0, 0, 0, 1, 1>, microbatches = 2 : i64, send_slots = array<i64: 2>, send_waits = array<i64: 1, 0, 0, 1, 0, 1>, unit_stages = array<i64: 0>, units = ["F0"]}
+// CHECK-SAME: dist.schedule = {entries = array<i64: 0, 0, 0, 0, 1, 1>, microbatches = 2 : i64, send_waits = array<i64: 1, 0, 0, 1, 0, 1>, unit_stages = array<i64: 0>, units = ["F0"]}
 // CHECK: %[[X:.+]] = dist.microbatch_slice %{{.+}} of 2 {dist.unit = "F0"} : tensor<8x4xf32> -> tensor<4x4xf32>
 // CHECK: dist.send %[[X]] on @mesh "pp" to 1 tag 0 {dist.stream = 1 : i64} : tensor<4x4xf32>
 // CHECK: %[[SUM:.+]] = dist.accumulate %[[X]] : tensor<4x4xf32>
 // CHECK: nn.relu %[[SUM]] {dist.unit = "update"}
 func.func @units(%batch: tensor<8x4xf32>) -> tensor<4x4xf32>
-    attributes {dist.pipeline_rank = 0 : i64, dist.schedule = {entries = array<i64: 0, 0, 0, 0, 1, 1>, microbatches = 2 : i64, send_slots = array<i64: 2>, send_waits = array<i64: 1, 0, 0, 1, 0, 1>, unit_stages = array<i64: 0>, units = ["F0"]}} {
+    attributes {dist.pipeline_rank = 0 : i64, dist.schedule = {entries = array<i64: 0, 0, 0, 0, 1, 1>, microbatches = 2 : i64, send_waits = array<i64: 1, 0, 0, 1, 0, 1>, unit_stages = array<i64: 0>, units = ["F0"]}} {
   %x = dist.microbatch_slice %batch of 2 {dist.unit = "F0"} : tensor<8x4xf32> -> tensor<4x4xf32>
   %s = dist.send %x on @mesh "pp" to 1 tag 0 {dist.stream = 1 : i64} : tensor<4x4xf32>
   %sum = dist.accumulate %x : tensor<4x4xf32>

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @mlp_stage0
 // CHECK-SAME: dist.schedule = {entries = array<i64: 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 2, 0, 1, 1, 1, 0, 3, 1, 1, 2, 0, 1, 3, 1>
 // Forward output m is waited for once its gradient is back.
-// CHECK-SAME: send_slots = array<i64: 2>, send_waits = array<i64: 2, 0, 0, 4, 0, 1, 6, 0, 2, 7, 0, 3>
+// CHECK-SAME: send_waits = array<i64: 2, 0, 0, 4, 0, 1, 6, 0, 2, 7, 0, 3>
 // CHECK-SAME: units = ["F0", "B0"]
 // Rank 1 runs F1.0 B1.0 F1.1 B1.1 ... in one slot.
 // CHECK-LABEL: func.func @mlp_stage1

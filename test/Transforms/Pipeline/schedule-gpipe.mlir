@@ -11,7 +11,7 @@
 // Rank 0's sends of the four forward outputs complete once the first
 // gradient has arrived (rank 1 has received them all by then), after entry
 // 4 (B0.0): four copies of the sent value, one per microbatch in flight.
-// CHECK-SAME: send_slots = array<i64: 4>, send_waits = array<i64: 4, 0, 0, 4, 0, 1, 4, 0, 2, 4, 0, 3>, unit_stages = array<i64: 0, 0>, units = ["F0", "B0"]}
+// CHECK-SAME: send_waits = array<i64: 4, 0, 0, 4, 0, 1, 4, 0, 2, 4, 0, 3>, unit_stages = array<i64: 0, 0>, units = ["F0", "B0"]}
 // Each unit's first op names it; a run reads its microbatch's rows; one tag
 // per value that crosses, reused by every microbatch.
 // CHECK: dist.microbatch_slice %arg0 of 4 {dist.unit = "F0"} : tensor<8x4xf32> -> tensor<2x4xf32>
