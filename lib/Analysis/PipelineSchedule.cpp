@@ -5,7 +5,9 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
+#include <map>
 #include <tuple>
 
 using namespace tessera;
@@ -86,6 +88,52 @@ tessera::getPipelineSchedule(const PipelineSpec &spec, int64_t rank,
         units.push_back({Kind::Weight, rank, k});
   }
   return units;
+}
+
+/// The most of `intervals` (inclusive, in order of start and of end) that
+/// overlap.
+static int64_t
+getMostOverlapping(llvm::ArrayRef<std::pair<int64_t, int64_t>> intervals) {
+  int64_t most = 0;
+  for (size_t k = 0, first = 0; k < intervals.size(); ++k) {
+    while (intervals[first].second < intervals[k].first)
+      ++first;
+    most = std::max<int64_t>(most, k - first + 1);
+  }
+  return most;
+}
+
+llvm::SmallVector<std::pair<int64_t, StageInFlight>>
+tessera::getStagesInFlight(const PipelineSpec &spec, int64_t rank) {
+  using Kind = PipelineUnitKind;
+  // Per stage and microbatch, the entries of its F, B and W units.
+  std::map<int64_t, llvm::SmallVector<std::array<int64_t, 3>>> runs;
+  llvm::SmallVector<PipelineUnit> units =
+      getPipelineSchedule(spec, rank, /*hasBackward=*/true);
+  for (auto [entry, unit] : llvm::enumerate(units)) {
+    auto &stage = runs[unit.stage];
+    if (stage.size() <= static_cast<size_t>(unit.microbatch))
+      stage.resize(unit.microbatch + 1, {-1, -1, -1});
+    int kind = unit.kind == Kind::Forward    ? 0
+               : unit.kind == Kind::Backward ? 1
+                                             : 2;
+    stage[unit.microbatch][kind] = entry;
+  }
+  llvm::SmallVector<std::pair<int64_t, StageInFlight>> stages;
+  for (auto &[stage, microbatches] : runs) {
+    llvm::SmallVector<std::pair<int64_t, int64_t>> fb, fw, bw;
+    for (const std::array<int64_t, 3> &run : microbatches) {
+      fb.push_back({run[0], run[1]});
+      if (run[2] >= 0) {
+        fw.push_back({run[0], run[2]});
+        bw.push_back({run[1], run[2]});
+      }
+    }
+    stages.push_back({stage,
+                      {getMostOverlapping(fb), getMostOverlapping(fw),
+                       getMostOverlapping(bw)}});
+  }
+  return stages;
 }
 
 TransferSimulation tessera::simulateTransfers(

@@ -16,6 +16,7 @@
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/Sharding.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
@@ -172,6 +173,72 @@ double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
   return most;
 }
 
+/// What a microbatch keeps of a half-layer (or the LM head) for its
+/// backward, in elements of s b h: all of it until B (`kept`), the part of
+/// that the weight gradients read too (`read`), and what B makes for them
+/// (`made`); the last two matter only under ZB-H1, which runs the weight
+/// gradients apart.
+struct KeptActivations {
+  double kept = 0, read = 0, made = 0;
+};
+
+/// The activation bytes of the stage that holds the most, its transient
+/// aside: each stage's microbatches in flight under the schedule the
+/// compiler builds (getStagesInFlight), on the stage cut the pipeline pass
+/// makes, times what each keeps (with the stage's input as received and
+/// its output as sent). The export gives every value as many
+/// copies as its lifetimes overlap, for the whole schedule, so a rank's
+/// stages add up. On the last stage the microbatch in its backward is the
+/// logits transient's.
+static double getPipelinedActivations(const ModelShape &model,
+                                      const PlanChoice &choice,
+                                      const KeptActivations halves[2],
+                                      const KeptActivations &head,
+                                      double logits) {
+  PipelineSpec spec{choice.pp, choice.microbatches,
+                    choice.schedule == PipelineSchedule::Interleaved
+                        ? choice.virtualStages
+                        : 1,
+                    choice.schedule};
+  int64_t stages = spec.getNumStages();
+  llvm::SmallVector<double> costs = getHalfLayerCosts(model, choice.tp);
+  if (stages > static_cast<int64_t>(costs.size()))
+    return 0;
+  StageCuts cuts = balanceStages(costs, stages);
+  llvm::SmallVector<KeptActivations> kept(stages);
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    int64_t end = stage + 1 < stages ? cuts.starts[stage + 1]
+                                     : static_cast<int64_t>(costs.size());
+    for (int64_t half = cuts.starts[stage]; half < end; ++half) {
+      kept[stage].kept += halves[half % 2].kept;
+      kept[stage].read += halves[half % 2].read;
+      kept[stage].made += halves[half % 2].made;
+    }
+    // The stage's input as received and its output until its send is
+    // waited for: s b h each.
+    kept[stage].kept += (stage > 0) + (stage + 1 < stages);
+  }
+  kept.back().kept += head.kept;
+  kept.back().read += head.read;
+  kept.back().made += head.made;
+  bool weightApart = choice.schedule == PipelineSchedule::ZeroBubbleH1;
+  double most = 0;
+  for (int64_t rank : {int64_t(0), choice.pp - 1}) {
+    double held = 0;
+    for (auto [stage, inFlight] : getStagesInFlight(spec, rank)) {
+      const KeptActivations &k = kept[stage];
+      held += weightApart ? inFlight.forwardToBackward * (k.kept - k.read) +
+                                inFlight.forwardToWeight * k.read +
+                                inFlight.backwardToWeight * k.made
+                          : inFlight.forwardToBackward * k.kept;
+    }
+    if (rank == choice.pp - 1)
+      held += logits - head.kept;
+    most = std::max(most, held);
+  }
+  return most;
+}
+
 PlanEstimate
 tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                       const PlanChoice &choice,
@@ -216,17 +283,6 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t
                                                                : 1;
-  double inFlight = choice.pp == 1 ? 1
-                    : choice.schedule == PipelineSchedule::GPipe
-                        ? choice.microbatches
-                        : std::min<double>(choice.pp, choice.microbatches);
-  if (choice.schedule == PipelineSchedule::Interleaved && choice.pp > 1)
-    inFlight *= 1 + (choice.pp - 1.0) / (choice.pp * choice.virtualStages);
-  // ZB-H1 holds what 1F1B holds on its first stage: rank r keeps p - r
-  // microbatches between F and B and r more between B and W (the inputs of
-  // its deferred weight gradients).
-  estimate.activationBytes =
-      perLayer * sbh * bytes.activation * layersPerStage * inFlight;
   // Live once, in the backward: a layer's activations and their gradients
   // (and, recomputing it whole, the recomputed layer), and the last stage's
   // logits, probabilities and their gradient (split over TP with sequence
@@ -240,10 +296,39 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   if (choice.recompute == Recompute::Full)
     transient =
         choice.sequenceParallel ? 3.2 * layerNone : 4 * 12 / t + 3 * attention;
-  estimate.activationBytes += transient * sbh * bytes.activation +
-                              3 * s * microbatch * model.vocab *
-                                  bytes.activation /
-                                  (choice.sequenceParallel ? t : 1);
+  double sbv = s * microbatch * model.vocab / (choice.sequenceParallel ? t : 1);
+  double logits = 3 * sbv;
+  if (choice.pp == 1) {
+    estimate.activationBytes =
+        (perLayer * model.layers + transient) * sbh * bytes.activation +
+        logits * bytes.activation;
+  } else {
+    // Per half-layer (the attention block, the MLP), in s b h: kept until
+    // B (see perLayer: the norms' inputs and outputs, q, k, v, the
+    // attention output and the softmax; the MLP's 4h input and output);
+    // read by the weight gradients too (the norms' inputs and the
+    // projections' inputs); made by B for them (the projections' output
+    // gradients and the norms'). Recomputing layers whole, B remakes what
+    // the weight gradients read.
+    bool sp = choice.sequenceParallel,
+         full = choice.recompute == Recompute::Full;
+    double whole = sp ? 1 / t : 1;
+    double softmax = choice.recompute == Recompute::None ? attention : 0;
+    KeptActivations halves[2] = {
+        {sp ? 5 / t + softmax : 2 + 4 / t + softmax, 2 * whole + 1 / t,
+         2 * whole + 3 / t},
+        {sp ? 9 / t : 2 + 8 / t, 2 * whole + 4 / t, 2 * whole + 4 / t}};
+    if (full)
+      halves[0] = {whole, whole, 4 * whole + 4 / t},
+      halves[1] = {0, 0, 4 * whole + 8 / t};
+    // The LM head: the final norm's output and the logits twice (logits,
+    // log-probabilities); W reads the first and the logits' gradient.
+    KeptActivations head = {whole + 2 * sbv / sbh, whole, sbv / sbh};
+    estimate.activationBytes =
+        (getPipelinedActivations(model, choice, halves, head, logits / sbh) +
+         transient) *
+        sbh * bytes.activation;
+  }
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
                              estimate.optimizerBytes + estimate.activationBytes;
   estimate.fits = estimate.peakMemoryBytes <= machine.memoryBytes;

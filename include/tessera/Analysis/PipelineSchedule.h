@@ -65,6 +65,21 @@ int64_t getWarmupUnits(const PipelineSpec &spec, int64_t rank,
 llvm::SmallVector<PipelineUnit>
 getPipelineSchedule(const PipelineSpec &spec, int64_t rank, bool hasBackward);
 
+/// How many microbatches of one stage a rank holds at once, at most, from
+/// its forward unit to its backward unit, from its forward to its weight
+/// unit (ZB-H1) and from its backward to its weight unit. The export gives
+/// each value that lives across units as many copies as its lifetimes
+/// overlap, for the whole schedule: these are the copies of what the
+/// backward reads, of what both read, and of what the weight unit reads of
+/// the backward's.
+struct StageInFlight {
+  int64_t forwardToBackward = 0, forwardToWeight = 0, backwardToWeight = 0;
+};
+
+/// The stages `rank` runs, each with what it holds in flight.
+llvm::SmallVector<std::pair<int64_t, StageInFlight>>
+getStagesInFlight(const PipelineSpec &spec, int64_t rank);
+
 /// One step of a rank's program, as the transfer simulation sees it.
 struct PipelineEvent {
   enum Kind { Recv, Compute, Send } kind;
