@@ -27,6 +27,8 @@
 
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <tuple>
 
 using namespace mlir;
 using namespace tessera;
@@ -125,6 +127,22 @@ static llvm::SmallVector<double> getHalfLayerCosts(const ModelShape &model,
   return costs;
 }
 
+/// The pipeline pass's cut of the half-layers into `stages` stages under
+/// `tp`-way TP. The search asks for the same few cuts for every plan, and a
+/// cut is a dynamic program over the half-layers: they are kept.
+static const StageCuts &getStageCuts(const ModelShape &model, int64_t tp,
+                                     int64_t stages) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  static std::mutex mutex;
+  static std::map<Key, StageCuts> cuts;
+  std::lock_guard<std::mutex> lock(mutex);
+  Key key = {model.layers, model.hidden, model.seq, model.vocab, tp, stages};
+  auto [it, inserted] = cuts.try_emplace(key);
+  if (inserted)
+    it->second = balanceStages(getHalfLayerCosts(model, tp), stages);
+  return it->second;
+}
+
 double tessera::getStageImbalance(const ModelShape &model, int64_t stages,
                                   int64_t tp) {
   if (stages <= 1)
@@ -133,7 +151,7 @@ double tessera::getStageImbalance(const ModelShape &model, int64_t stages,
   double total = 0;
   for (double cost : costs)
     total += cost;
-  return balanceStages(costs, stages).maxStageCost / (total / stages);
+  return getStageCuts(model, tp, stages).maxStageCost / (total / stages);
 }
 
 double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
@@ -155,7 +173,7 @@ double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
   if (pp <= 1)
     return model.layers * (halves[0] + halves[1]) + embeddings + 2 * h + head;
   llvm::SmallVector<double> costs = getHalfLayerCosts(model, tp);
-  StageCuts cuts = balanceStages(costs, pp);
+  const StageCuts &cuts = getStageCuts(model, tp, pp);
   double most = 0;
   for (int64_t stage = 0; stage < pp; ++stage) {
     int64_t end = stage + 1 < pp ? cuts.starts[stage + 1] : costs.size();
@@ -182,19 +200,10 @@ struct KeptActivations {
   double kept = 0, read = 0, made = 0;
 };
 
-/// The activation bytes of the stage that holds the most, its transient
-/// aside: each stage's microbatches in flight under the schedule the
-/// compiler builds (getStagesInFlight), on the stage cut the pipeline pass
-/// makes, times what each keeps (with the stage's input as received and
-/// its output as sent). The export gives every value as many
-/// copies as its lifetimes overlap, for the whole schedule, so a rank's
-/// stages add up. On the last stage the microbatch in its backward is the
-/// logits transient's.
-static double getPipelinedActivations(const ModelShape &model,
-                                      const PlanChoice &choice,
-                                      const KeptActivations halves[2],
-                                      const KeptActivations &head,
-                                      double logits) {
+PipelineActivationLayout
+tessera::getPipelineActivationLayout(const ModelShape &model,
+                                     const PlanChoice &choice) {
+  PipelineActivationLayout layout;
   PipelineSpec spec{choice.pp, choice.microbatches,
                     choice.schedule == PipelineSchedule::Interleaved
                         ? choice.virtualStages
@@ -202,37 +211,63 @@ static double getPipelinedActivations(const ModelShape &model,
                     choice.schedule};
   int64_t stages = spec.getNumStages();
   llvm::SmallVector<double> costs = getHalfLayerCosts(model, choice.tp);
-  if (stages > static_cast<int64_t>(costs.size()))
-    return 0;
-  StageCuts cuts = balanceStages(costs, stages);
-  llvm::SmallVector<KeptActivations> kept(stages);
+  if (choice.pp <= 1 || stages > static_cast<int64_t>(costs.size()))
+    return layout;
+  const StageCuts &cuts = getStageCuts(model, choice.tp, stages);
   for (int64_t stage = 0; stage < stages; ++stage) {
     int64_t end = stage + 1 < stages ? cuts.starts[stage + 1]
                                      : static_cast<int64_t>(costs.size());
-    for (int64_t half = cuts.starts[stage]; half < end; ++half) {
-      kept[stage].kept += halves[half % 2].kept;
-      kept[stage].read += halves[half % 2].read;
-      kept[stage].made += halves[half % 2].made;
+    std::array<int64_t, 2> halves = {0, 0};
+    for (int64_t half = cuts.starts[stage]; half < end; ++half)
+      ++halves[half % 2];
+    layout.halves.push_back(halves);
+  }
+  layout.firstRank = getStagesInFlight(spec, 0);
+  layout.lastRank = getStagesInFlight(spec, choice.pp - 1);
+  return layout;
+}
+
+/// The activation bytes of the stage that holds the most, its transient
+/// aside: each stage's microbatches in flight under the schedule the
+/// compiler builds, on the stage cut the pipeline pass makes (`layout`),
+/// times what each keeps (with the stage's input as received and its
+/// output as sent). The export gives every value as many copies as its
+/// lifetimes overlap, for the whole schedule, so a rank's stages add up. On
+/// the last stage the microbatch in its backward is the logits transient's.
+static double getPipelinedActivations(const PipelineActivationLayout &layout,
+                                      bool weightApart,
+                                      const KeptActivations halves[2],
+                                      const KeptActivations &head,
+                                      double logits) {
+  int64_t stages = layout.halves.size();
+  auto getKept = [&](int64_t stage) {
+    KeptActivations kept;
+    for (int half = 0; half < 2; ++half) {
+      kept.kept += layout.halves[stage][half] * halves[half].kept;
+      kept.read += layout.halves[stage][half] * halves[half].read;
+      kept.made += layout.halves[stage][half] * halves[half].made;
     }
     // The stage's input as received and its output until its send is
     // waited for: s b h each.
-    kept[stage].kept += (stage > 0) + (stage + 1 < stages);
-  }
-  kept.back().kept += head.kept;
-  kept.back().read += head.read;
-  kept.back().made += head.made;
-  bool weightApart = choice.schedule == PipelineSchedule::ZeroBubbleH1;
+    kept.kept += (stage > 0) + (stage + 1 < stages);
+    if (stage + 1 == stages) {
+      kept.kept += head.kept;
+      kept.read += head.read;
+      kept.made += head.made;
+    }
+    return kept;
+  };
   double most = 0;
-  for (int64_t rank : {int64_t(0), choice.pp - 1}) {
+  for (const auto *rank : {&layout.firstRank, &layout.lastRank}) {
     double held = 0;
-    for (auto [stage, inFlight] : getStagesInFlight(spec, rank)) {
-      const KeptActivations &k = kept[stage];
+    for (auto [stage, inFlight] : *rank) {
+      KeptActivations k = getKept(stage);
       held += weightApart ? inFlight.forwardToBackward * (k.kept - k.read) +
                                 inFlight.forwardToWeight * k.read +
                                 inFlight.backwardToWeight * k.made
                           : inFlight.forwardToBackward * k.kept;
     }
-    if (rank == choice.pp - 1)
+    if (rank == &layout.lastRank)
       held += logits - head.kept;
     most = std::max(most, held);
   }
@@ -243,7 +278,8 @@ PlanEstimate
 tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                       const PlanChoice &choice,
                       std::optional<double> stageImbalance,
-                      const llvm::SmallVector<CollectiveUse> *forward) {
+                      const llvm::SmallVector<CollectiveUse> *forward,
+                      const PipelineActivationLayout *layout) {
   PlanEstimate estimate;
   estimate.choice = choice;
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
@@ -324,8 +360,14 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // The LM head: the final norm's output and the logits twice (logits,
     // log-probabilities); W reads the first and the logits' gradient.
     KeptActivations head = {whole + 2 * sbv / sbh, whole, sbv / sbh};
+    PipelineActivationLayout own;
+    if (!layout)
+      own = getPipelineActivationLayout(model, choice);
     estimate.activationBytes =
-        (getPipelinedActivations(model, choice, halves, head, logits / sbh) +
+        (getPipelinedActivations(layout ? *layout : own,
+                                 choice.schedule ==
+                                     PipelineSchedule::ZeroBubbleH1,
+                                 halves, head, logits / sbh) +
          transient) *
         sbh * bytes.activation;
   }
@@ -506,6 +548,23 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       for (int64_t m : getDivisors(model.batch / dp)) {
         if (!pinned(pins.microbatches, m))
           continue;
+        // The stage cut and the microbatches in flight, per schedule: the
+        // same for every ZeRO stage, recomputation and SP.
+        std::map<PipelineSchedule, PipelineActivationLayout> layouts;
+        auto getLayout = [&](PipelineSchedule schedule) {
+          auto [it, inserted] = layouts.try_emplace(schedule);
+          if (inserted && pp > 1) {
+            PlanChoice shape;
+            shape.tp = tp;
+            shape.pp = pp;
+            shape.microbatches = m;
+            shape.schedule = schedule;
+            shape.virtualStages =
+                schedule == PipelineSchedule::Interleaved ? 2 : 1;
+            it->second = getPipelineActivationLayout(model, shape);
+          }
+          return &it->second;
+        };
         for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
           if (!pinned(pins.zero, zero))
             continue;
@@ -547,7 +606,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                     sp,
                                     pins.precision};
                   PlanEstimate estimate =
-                      estimatePlan(model, machine, choice, imbalance, forward);
+                      estimatePlan(model, machine, choice, imbalance, forward,
+                                   getLayout(schedule));
                   ++result.considered;
                   if (!estimate.fits) {
                     ++result.overMemory;

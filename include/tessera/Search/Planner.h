@@ -12,9 +12,11 @@
 #define TESSERA_SEARCH_PLANNER_H
 
 #include "tessera/Analysis/CostModel.h"
+#include "tessera/Analysis/PipelineSchedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -106,15 +108,31 @@ double getStageImbalance(const ModelShape &model, int64_t stages,
 /// last. A model of another shape splits evenly.
 double getDeviceParameters(const ModelShape &model, int64_t tp, int64_t pp);
 
+/// What a pipelined plan's activations depend on but its recomputation,
+/// sequence parallelism and precision: per stage of the pipeline pass's
+/// cut, its attention and MLP half-layers; per stage of the first and the
+/// last rank, the microbatches it holds in flight under the schedule.
+struct PipelineActivationLayout {
+  llvm::SmallVector<std::array<int64_t, 2>> halves;
+  llvm::SmallVector<std::pair<int64_t, StageInFlight>> firstRank, lastRank;
+};
+
+/// The layout of `choice`'s tp, pp, microbatches and schedule (empty
+/// without a pipeline).
+PipelineActivationLayout getPipelineActivationLayout(const ModelShape &model,
+                                                     const PlanChoice &choice);
+
 /// The estimate of one plan (which must divide the model: see search);
-/// `stageImbalance` saves recomputing getStageImbalance for its stages.
-/// With `forward`, the forward's collectives come from the partitioned
-/// program (getPartitionedCollectives) rather than Megatron's formula.
+/// `stageImbalance` saves recomputing getStageImbalance for its stages, and
+/// `layout` getPipelineActivationLayout for its pipeline. With `forward`,
+/// the forward's collectives come from the partitioned program
+/// (getPartitionedCollectives) rather than Megatron's formula.
 PlanEstimate
 estimatePlan(const ModelShape &model, const MachineModel &machine,
              const PlanChoice &choice,
              std::optional<double> stageImbalance = std::nullopt,
-             const llvm::SmallVector<CollectiveUse> *forward = nullptr);
+             const llvm::SmallVector<CollectiveUse> *forward = nullptr,
+             const PipelineActivationLayout *layout = nullptr);
 
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {
