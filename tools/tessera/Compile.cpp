@@ -205,9 +205,16 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   std::optional<Recompute> recomputePin;
   if (recompute.getNumOccurrences())
     recomputePin = recompute.getValue();
+  SearchPins pins = getAutoPins(options, zero, reshard, recomputePin);
+  // What the command line gives of the pipeline, the search keeps.
+  if (pipelineStages.getNumOccurrences())
+    pins.pp = pipelineStages;
+  if (microbatches.getNumOccurrences())
+    pins.microbatches = microbatches;
+  if (pipelineSchedule.getNumOccurrences())
+    pins.schedule = pipelineSchedule.getValue();
   llvm::Expected<AutoPlan> plan =
-      applyAutoPlan(module, *machine, autoDevices,
-                    getAutoPins(options, zero, reshard, recomputePin), options);
+      applyAutoPlan(module, *machine, autoDevices, pins, options);
   if (!plan)
     return plan.takeError();
   const PlanChoice &choice = plan->estimate.choice;
