@@ -104,6 +104,10 @@ private:
   /// parameter or state with the buffer of its new value.
   SmallVector<std::pair<int64_t, SmallVector<std::pair<int64_t, int64_t>>>>
       updates;
+  /// Per padding (an nn.concat of a value and zeros along dim 0, as a flat
+  /// piece is padded): its instruction, the buffer of the value and that of
+  /// the padded result.
+  SmallVector<std::tuple<int64_t, int64_t, int64_t>> paddings;
 };
 
 } // namespace
@@ -728,6 +732,16 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       for (auto [before, after] : llvm::zip(old, op.getResults()))
         pairs.push_back({buffers.lookup(before), buffers.lookup(after)});
     }
+    if (auto concat = dyn_cast<nn::ConcatOp>(op);
+        concat && concat.getDim() == 0 &&
+        llvm::all_of(concat.getInputs().drop_front(), [](Value input) {
+          return isa_and_nonnull<nn::ConstantOp>(input.getDefiningOp());
+        })) {
+      int64_t input = buffers.lookup(concat.getInputs().front());
+      paddings.push_back({program->instructions_size(),
+                          viewOf.lookup_or(input, input),
+                          buffers.lookup(concat.getResult())});
+    }
     if (auto stream =
             op.getAttrOfType<IntegerAttr>(dist::DistDialect::kStreamAttrName)) {
       int64_t event = startEvents.size();
@@ -758,17 +772,36 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   // An update writes the new parameter and state over the old where the
   // update reads them last (all updates are elementwise): the memory plan
   // holds one copy, as frameworks update in place.
+  // A padding writes the value's elements where they are and the zeros
+  // after them, where the value's buffer is grown to hold them: the padded
+  // copy of a flat gradient costs no memory.
   DenseMap<int64_t, int64_t> overwrites;
   SmallVector<int64_t> plannedLast(lastUse);
+  auto overwrite = [&](int64_t instruction, int64_t before, int64_t after) {
+    if (viewOf.contains(before) || viewOf.contains(after) ||
+        lastUse[before] != instruction || (*copies)[before] != 1 ||
+        (*copies)[after] != 1 || overwrites.contains(before) ||
+        program->buffers(before).dtype() != program->buffers(after).dtype())
+      return;
+    overwrites[after] = before;
+    plannedLast[before] = lastUse[after];
+    program->mutable_buffers(after)->set_overwrites(before);
+  };
   for (auto &[instruction, pairs] : updates)
     for (auto [before, after] : pairs)
-      if (!viewOf.contains(before) && lastUse[before] == instruction &&
-          (*copies)[before] == 1 &&
-          program->buffers(before).dtype() == program->buffers(after).dtype()) {
-        overwrites[after] = before;
-        plannedLast[before] = lastUse[after];
-        program->mutable_buffers(after)->set_overwrites(before);
-      }
+      overwrite(instruction, before, after);
+  for (auto [instruction, before, after] : paddings)
+    overwrite(instruction, before, after);
+  // A buffer holds what overwrites it.
+  DenseMap<int64_t, int64_t> grownBytes;
+  auto getBytes = [&](int64_t id) {
+    const plan::Buffer &buffer = program->buffers(id);
+    return getTensorBytes(RankedTensorType::get(
+        SmallVector<int64_t>(buffer.shape().begin(), buffer.shape().end()),
+        getElementTypeOrSelf(values[id].getType())));
+  };
+  for (auto [after, before] : overwrites)
+    grownBytes[before] = std::max(getBytes(before), getBytes(after));
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
     int64_t last = lastUse[id];
     bool isResult = last == std::numeric_limits<int64_t>::max();
@@ -780,10 +813,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     const plan::Buffer &buffer = program->buffers(id);
     int64_t bytes = isView || overwrites.contains(id)
                         ? 0
-                        : getTensorBytes(RankedTensorType::get(
-                              SmallVector<int64_t>(buffer.shape().begin(),
-                                                   buffer.shape().end()),
-                              getElementTypeOrSelf(values[id].getType())));
+                        : grownBytes.lookup_or(id, getBytes(id));
     if (!isView && (*copies)[id] > 1)
       bytes = (*copies)[id] * buffer.slot_stride_bytes();
     MemoryCategory category =

@@ -37,3 +37,28 @@ func.func @rows(%x: tensor<4x8xf32>) -> (tensor<2x8xf32>, tensor<4x4xf32>, tenso
   %c = nn.exp %later : tensor<2x8xf32>
   return %a, %b, %c : tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>
 }
+
+// -----
+
+// Tests that a value padded with zeros where it dies (a flat gradient
+// before its reduce-scatter) is padded in place: the padded buffer
+// overwrites the value's, whose bytes the memory plan grows to hold it.
+// CHECK: id: 1
+// CHECK-NEXT: dtype: F32
+// CHECK-NEXT: shape: 3
+// CHECK-NEXT: shape: 5
+// CHECK-NEXT: arena_offset_bytes: [[P:[0-9]+]]
+// CHECK: id: 4
+// CHECK-NEXT: dtype: F32
+// CHECK-NEXT: shape: 16
+// CHECK-NEXT: arena_offset_bytes: [[P]]
+// CHECK-NEXT: overwrites: 1
+// CHECK: source_model: "pad"
+func.func @pad(%x: tensor<3x5xf32>) -> tensor<16xf32> {
+  %r = nn.relu %x : tensor<3x5xf32>
+  %flat = nn.reshape %r : tensor<3x5xf32> -> tensor<15xf32>
+  %zero = nn.constant dense<0.0> : tensor<1xf32>
+  %padded = nn.concat %flat, %zero dim = 0 : tensor<15xf32>, tensor<1xf32> -> tensor<16xf32>
+  %e = nn.exp %padded : tensor<16xf32>
+  return %e : tensor<16xf32>
+}

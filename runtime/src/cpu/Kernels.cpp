@@ -1021,7 +1021,11 @@ static void runConcat(KernelCall &c) {
     for (size_t index = 0; index < c.getNumInputs(); ++index) {
       const Tensor &input = c.in(index);
       size_t runBytes = input.getBytes() / std::max<int64_t>(outer, 1);
-      std::memcpy(dst, input.as<const uint8_t>() + o * runBytes, runBytes);
+      // A padding written in place (Buffer.overwrites): the first input's
+      // bytes are already there.
+      const uint8_t *src = input.as<const uint8_t>() + o * runBytes;
+      if (src != dst)
+        std::memcpy(dst, src, runBytes);
       dst += runBytes;
     }
   }
