@@ -365,8 +365,9 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   SmallVector<TensorSharding> wanted;
   for (Value result : op->getResults())
     wanted.push_back(shardings.lookup(result));
-  // Other ops compute laid out by the dims and store what is wanted flat
-  // after.
+  // A pointwise op wanted flat computes on the flat pieces; any other
+  // computes laid out by its dims, and reshardResults stores what is wanted
+  // flat.
   if (isFlatPointwise(op, rule, wanted))
     return partitionFlatOp(op, rule, wanted);
 
