@@ -2,7 +2,10 @@
 
 #include "tessera/Search/ApplyPlan.h"
 
+#include "dialects/NN/IR/NNOps.h"
 #include "tessera/Models/Models.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -48,6 +51,26 @@ SearchPins tessera::getAutoPins(const CompileOptions &options,
   return pins;
 }
 
+/// The precision the compile trains `module` in: mixed (f32 master weights
+/// for 16-bit parameters) when asked, else the parameters' own.
+static Precision getTrainedPrecision(ModuleOp module,
+                                     const CompileOptions &options) {
+  if (options.precision == TrainPrecision::Mixed)
+    return Precision::Mixed;
+  Precision precision = Precision::FP32;
+  module.walk([&](func::FuncOp function) {
+    for (BlockArgument arg : function.getArguments())
+      if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName)) {
+        Type element = getElementTypeOrSelf(arg.getType());
+        if (element.isBF16() || element.isF16())
+          precision = Precision::BF16;
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return precision;
+}
+
 llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                                                 const MachineModel &machine,
                                                 int64_t devices,
@@ -56,7 +79,10 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
   llvm::Expected<ModelShape> shape = getModelShape(module);
   if (!shape)
     return shape.takeError();
-  SearchResult result = searchPlans(*shape, machine, devices, pins, module);
+  // Priced in the types the compile trains in.
+  SearchPins trained = pins;
+  trained.precision = getTrainedPrecision(module, options);
+  SearchResult result = searchPlans(*shape, machine, devices, trained, module);
   // The interleaved schedule needs the microbatches to be a multiple of the
   // stages.
   auto buildable = [](const PlanEstimate &plan) {

@@ -220,7 +220,7 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   const PlanChoice &choice = plan->estimate.choice;
   llvm::errs() << llvm::formatv(
       "auto: dp={0} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, MFU "
-      "{7:f1}% on {8} x {9} (of {10} plans)\n",
+      "{7:f1}% on {8} x {9} in {11} (of {10} plans)\n",
       choice.dp, choice.tp, choice.sequenceParallel ? " sequence-parallel" : "",
       formatPipeline(choice), getZeroName(choice),
       choice.recompute == Recompute::None
@@ -228,7 +228,8 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
           : " recompute=" +
                 getEnumName(kRecomputeNames, choice.recompute).str(),
       plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
-      autoDevices.getValue(), machine->name, plan->considered);
+      autoDevices.getValue(), machine->name, plan->considered,
+      getEnumName(kPrecisionNames, choice.precision));
   return llvm::Error::success();
 }
 
