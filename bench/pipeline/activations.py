@@ -14,10 +14,10 @@ import subprocess
 import tempfile
 
 
-def compiled(tessera, model, pp, m, schedule, virtual):
+def compiled(tessera, model, pp, m, schedule, virtual, recompute):
     args = [tessera, "compile", model, "--mesh", "dp=1,tp=1", "--pp", str(pp),
             "--microbatches", str(m), "--schedule", schedule, "--train",
-            "adamw"]
+            "adamw", "--recompute", recompute]
     if schedule == "interleaved":
         args += ["--virtual", str(virtual)]
     with tempfile.NamedTemporaryFile(suffix=".plan") as plan:
@@ -27,11 +27,11 @@ def compiled(tessera, model, pp, m, schedule, virtual):
         r"each at its own peak: .*activations (\d+)", out))
 
 
-def planned(tessera, model, pp, m, schedule):
+def planned(tessera, model, pp, m, schedule, recompute):
     out = subprocess.run(
         [tessera, "plan", model, "--machine", "dgx-h100", "--devices",
          str(pp), "--dp", "1", "--tp", "1", "--pp", str(pp),
-         "--microbatches", str(m), "--zero", "0", "--recompute", "none",
+         "--microbatches", str(m), "--zero", "0", "--recompute", recompute,
          "--sequence-parallel", "off", "--precision", "fp32", "--schedule",
          schedule, "--json", "--top", "1"], capture_output=True, text=True,
         check=True).stdout
@@ -45,6 +45,8 @@ def main():
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=512)
+    parser.add_argument("--recompute", default="none",
+                        choices=["none", "selective", "full"])
     args = parser.parse_args()
     print(f"{'schedule':>11} {'pp':>2} {'m':>2} {'compiled MB':>11} "
           f"{'planned MB':>10} {'error':>6}")
@@ -60,8 +62,10 @@ def main():
                 for m in (4, 8):
                     if schedule == "interleaved" and m % pp:
                         continue
-                    c = compiled(args.tessera, model.name, pp, m, schedule, 2)
-                    p = planned(args.tessera, model.name, pp, m, schedule)
+                    c = compiled(args.tessera, model.name, pp, m, schedule, 2,
+                                 args.recompute)
+                    p = planned(args.tessera, model.name, pp, m, schedule,
+                                args.recompute)
                     print(f"{schedule:>11} {pp:>2} {m:>2} {c / 1e6:>11.1f} "
                           f"{p / 1e6:>10.1f} {100 * (p - c) / c:>+5.1f}%")
 

@@ -363,12 +363,19 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     PipelineActivationLayout own;
     if (!layout)
       own = getPipelineActivationLayout(model, choice);
+    // A unit's backward runs next to every copy the stage keeps, which the
+    // loop form holds for the whole schedule, where the unpipelined
+    // backward frees the layers it is done with: its transient is larger,
+    // by the gradient received and the one sent and the attention scores'
+    // gradients (fitted to compiled 1F1B stages, h 256-512, s 128-512:
+    // within 2 s b h; recomputing whole, half of it).
+    double unitTransient = (full ? 0.5 : 1) * (6 + 2 * attention);
     estimate.activationBytes =
         (getPipelinedActivations(layout ? *layout : own,
                                  choice.schedule ==
                                      PipelineSchedule::ZeroBubbleH1,
                                  halves, head, logits / sbh) +
-         transient) *
+         transient + unitTransient) *
         sbh * bytes.activation;
   }
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +

@@ -294,8 +294,7 @@ TEST(PlannerTest, PipelinedActivationsFollowTheSchedule) {
   // compiled stage that holds the most: each stage's microbatches in flight
   // under the schedule, as many copies as the export keeps. Compiled, not
   // run, for each schedule at 2 and 4 stages and 4 and 8 microbatches:
-  // within 8% (1F1B and ZB-H1 up to 6% low: a unit's backward holds more
-  // than the transient the search adds, fitted without a pipeline).
+  // within 8% (the backward's transient is a fit).
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
