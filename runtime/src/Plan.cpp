@@ -515,15 +515,12 @@ Status ProgramValidator::run() {
       int64_t of = b.overwrites();
       if (of < 0 || of >= id || buffer(of).has_view_of() || b.has_view_of() ||
           buffer(of).has_overwrites() || buffer(of).dtype() != b.dtype() ||
-          getNumElements({buffer(of).shape().begin(),
-                          buffer(of).shape().end()}) > elements ||
           buffer(of).arena_offset_bytes() != b.arena_offset_bytes() ||
           b.slots() > 1 || buffer(of).slots() > 1)
         return fail("buffer " + std::to_string(id) + " overwrites buffer " +
                     std::to_string(of) +
-                    ", expected an earlier buffer of its dtype, at most its "
-                    "size and at its arena offset, neither a view nor "
-                    "slotted");
+                    ", expected an earlier buffer of its dtype and arena "
+                    "offset, neither a view nor slotted");
     }
     if (!b.has_view_of()) {
       if (b.microbatch_stride_bytes() != 0)
