@@ -21,6 +21,64 @@ using namespace tessera;
 
 char DiagnosedError::ID;
 
+ModelDiagnosticHandler::ModelDiagnosticHandler(llvm::SourceMgr &sourceMgr,
+                                               MLIRContext *context)
+    : SourceMgrDiagnosticHandler(sourceMgr, context) {
+  setHandler([this](Diagnostic &diagnostic) {
+    emit(diagnostic);
+    return success();
+  });
+}
+
+std::optional<std::string> ModelDiagnosticHandler::getExcerpt(Location loc) {
+  constexpr int64_t kLongest = 160, kBefore = 40, kAfter = 100;
+  auto fileLoc = dyn_cast<FileLineColLoc>(loc);
+  if (!fileLoc)
+    return std::nullopt;
+  const llvm::MemoryBuffer *buffer = getBufferForFile(fileLoc.getFilename());
+  if (!buffer)
+    return std::nullopt;
+  StringRef text = buffer->getBuffer();
+  for (unsigned line = 1; line < fileLoc.getLine() && !text.empty(); ++line)
+    text = text.split('\n').second;
+  StringRef lineText = text.split('\n').first;
+  if (static_cast<int64_t>(lineText.size()) <= kLongest)
+    return std::nullopt;
+  int64_t column = std::max<int64_t>(fileLoc.getColumn(), 1) - 1;
+  int64_t begin = std::max<int64_t>(column - kBefore, 0);
+  StringRef window = lineText.substr(begin, kBefore + kAfter);
+  std::string excerpt = "\n  " + std::string(begin > 0 ? "..." : "") +
+                        window.str() +
+                        (begin + window.size() < lineText.size() ? "..." : "");
+  excerpt += "\n  " + std::string((begin > 0 ? 3 : 0) + column - begin, ' ') +
+             "^ (line " + std::to_string(fileLoc.getLine()) + " is " +
+             std::to_string(lineText.size()) + " characters long)";
+  return excerpt;
+}
+
+void ModelDiagnosticHandler::emitOne(Location loc, const llvm::Twine &message,
+                                     DiagnosticSeverity severity) {
+  if (std::optional<std::string> excerpt = getExcerpt(loc))
+    emitDiagnostic(loc, message + *excerpt, severity,
+                   /*displaySourceLine=*/false);
+  else
+    emitDiagnostic(loc, message, severity);
+}
+
+void ModelDiagnosticHandler::emit(Diagnostic &diagnostic) {
+  bool tooLong = getExcerpt(diagnostic.getLocation()).has_value() ||
+                 llvm::any_of(diagnostic.getNotes(), [&](Diagnostic &note) {
+                   return getExcerpt(note.getLocation()).has_value();
+                 });
+  if (!tooLong) {
+    SourceMgrDiagnosticHandler::emitDiagnostic(diagnostic);
+    return;
+  }
+  emitOne(diagnostic.getLocation(), diagnostic.str(), diagnostic.getSeverity());
+  for (Diagnostic &note : diagnostic.getNotes())
+    emitOne(note.getLocation(), note.str(), note.getSeverity());
+}
+
 llvm::Expected<std::unique_ptr<ModelFile>>
 tessera::loadModelFile(MLIRContext &context, StringRef path) {
   std::string error;
@@ -30,7 +88,7 @@ tessera::loadModelFile(MLIRContext &context, StringRef path) {
   auto file = std::make_unique<ModelFile>();
   file->sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   file->handler =
-      std::make_unique<SourceMgrDiagnosticHandler>(file->sourceMgr, &context);
+      std::make_unique<ModelDiagnosticHandler>(file->sourceMgr, &context);
   file->module = parseSourceFile<ModuleOp>(file->sourceMgr, &context);
   if (!file->module)
     return llvm::make_error<DiagnosedError>();

@@ -33,11 +33,29 @@ public:
   }
 };
 
+/// Prints diagnostics at their source lines, as mlir's SourceMgr handler
+/// does, but a line too long to read (a function's signature, which the
+/// printer writes on one line: several KB for a GPT) as an excerpt around
+/// the column instead.
+class ModelDiagnosticHandler : public mlir::SourceMgrDiagnosticHandler {
+public:
+  ModelDiagnosticHandler(llvm::SourceMgr &sourceMgr,
+                         mlir::MLIRContext *context);
+
+private:
+  void emit(mlir::Diagnostic &diagnostic);
+  void emitOne(mlir::Location loc, const llvm::Twine &message,
+               mlir::DiagnosticSeverity severity);
+  /// The excerpt of `loc`'s source line around its column, if the line is
+  /// too long to show whole.
+  std::optional<std::string> getExcerpt(mlir::Location loc);
+};
+
 /// A model parsed from a file, with the handler that prints the module's
 /// diagnostics at their source lines for as long as it lives.
 struct ModelFile {
   llvm::SourceMgr sourceMgr;
-  std::unique_ptr<mlir::SourceMgrDiagnosticHandler> handler;
+  std::unique_ptr<ModelDiagnosticHandler> handler;
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
 
