@@ -63,6 +63,14 @@ void tessera::runtime::slicePiece(const Tensor &in, const Tensor &out,
   copyPiece(in, out, dim, index, count, /*intoPiece=*/true);
 }
 
+bool tessera::runtime::isOutermost(const std::vector<int64_t> &shape,
+                                   int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d)
+    if (shape[d] != 1)
+      return false;
+  return true;
+}
+
 void tessera::runtime::placePiece(const Tensor &piece, const Tensor &out,
                                   int64_t dim, int64_t index, int64_t count) {
   copyPiece(out, piece, dim, index, count, /*intoPiece=*/false);

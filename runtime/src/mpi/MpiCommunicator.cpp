@@ -321,6 +321,12 @@ Pending MpiCommunicator::startAllGather(const Tensor &in, const Tensor &out,
                                         int64_t dim, const Axes &axes) {
   int64_t count = getGroupSize(axes);
   MPI_Comm comm = getComm(axes);
+  // Pieces along the outermost dim arrive where they belong.
+  if (isOutermost(out.shape, dim))
+    return post("MPI_Iallgather", [&](MPI_Request *request) {
+      return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, out.data,
+                            in.getBytes(), MPI_BYTE, comm, request);
+    });
   std::vector<uint8_t> gathered(in.getBytes() * count);
   auto pending = post("MPI_Iallgather", [&](MPI_Request *request) {
     return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, gathered.data(),
@@ -349,8 +355,18 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
                         getDTypeName(in.dtype) + " is not supported"));
   int64_t count = getGroupSize(axes);
   MPI_Comm comm = getComm(axes);
-  // Pieces along `dim`, packed one after another: MPI scatters contiguous
-  // blocks.
+  // MPI scatters contiguous blocks: pieces along the outermost dim are sent
+  // from where they lie (the input lives until the wait), others packed one
+  // after another first.
+  if (!half && isOutermost(in.shape, dim)) {
+    auto pending = post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
+      return MPI_Ireduce_scatter_block(in.data, out.data, out.getNumElements(),
+                                       type, getOp(reduction), comm, request);
+    });
+    if (reduction == Reduction::Avg)
+      pending->finish = [out, count] { divideBy(out, count); };
+    return pending;
+  }
   std::vector<uint8_t> packed(in.getBytes());
   for (int64_t i = 0; i < count; ++i)
     slicePiece(in, pieceOf(out, 0, 1, packed.data() + i * out.getBytes()), dim,

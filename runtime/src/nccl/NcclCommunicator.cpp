@@ -82,15 +82,6 @@ void movePieces(const void *src, void *dst, DType dtype,
               planPieces(pieceShape, dim, count, toPieces), stream);
 }
 
-/// Whether pieces along `dim` are already one after another: every dim
-/// before it has size 1.
-bool isOutermost(const std::vector<int64_t> &shape, int64_t dim) {
-  for (int64_t d = 0; d < dim; ++d)
-    if (shape[d] != 1)
-      return false;
-  return true;
-}
-
 class NcclCommunicator;
 
 /// A collective or transfer queued on a stream; done when `done` fires.

@@ -144,6 +144,11 @@ void slicePiece(const Tensor &in, const Tensor &out, int64_t dim, int64_t index,
 void placePiece(const Tensor &piece, const Tensor &out, int64_t dim,
                 int64_t index, int64_t count);
 
+/// Whether the pieces of a tensor of `shape` along `dim` lie one after
+/// another in its bytes (every dim before `dim` has size 1), so that a
+/// collective reads or writes them in place.
+bool isOutermost(const std::vector<int64_t> &shape, int64_t dim);
+
 /// The communicator of a one-rank run (every collective a copy), for
 /// running single-device plans in process without MPI.
 std::unique_ptr<Communicator> createLocalCommunicator();
