@@ -57,6 +57,14 @@ public:
 
   llvm::ArrayRef<Factor> getFactors() const { return factors; }
   int64_t getNumFactors() const { return factors.size(); }
+  /// Whether every factor is parallel (no reduction, none that needs
+  /// replication): tensors with the same factors are then laid out alike
+  /// element for element, as a pointwise op's operands and results are.
+  bool hasOnlyParallelFactors() const {
+    return llvm::all_of(factors, [](const Factor &factor) {
+      return factor.kind == FactorKind::Parallel;
+    });
+  }
   llvm::ArrayRef<TensorFactors> getOperandFactors() const { return operands; }
   llvm::ArrayRef<TensorFactors> getResultFactors() const { return results; }
 

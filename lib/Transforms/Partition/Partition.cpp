@@ -488,9 +488,7 @@ bool FunctionPartitioner::isFlatPointwise(ShardingRuleOpInterface op,
                                           const ShardingRule &rule,
                                           ArrayRef<TensorSharding> wanted) {
   if (wanted.empty() || wanted.front().flat.empty() ||
-      !llvm::all_of(rule.getFactors(), [](const Factor &factor) {
-        return factor.kind == FactorKind::Parallel;
-      }))
+      !rule.hasOnlyParallelFactors())
     return false;
   for (auto [index, result] : llvm::enumerate(op->getResults()))
     if (wanted[index] != wanted.front() ||

@@ -243,9 +243,7 @@ void FunctionPropagator::resolveSharedAxes(Operation *op, FactorAxes &chosen,
 static void propagateFlat(ShardingRuleOpInterface op, const ShardingRule &rule,
                           function_ref<TensorSharding &(Value)> getState,
                           SmallVectorImpl<Value> &changed) {
-  if (!llvm::all_of(rule.getFactors(), [](const Factor &factor) {
-        return factor.kind == FactorKind::Parallel;
-      }))
+  if (!rule.hasOnlyParallelFactors())
     return;
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
     std::optional<AxisList> flat;

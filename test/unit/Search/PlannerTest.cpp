@@ -193,6 +193,23 @@ runtime::Expected<plan::Plan> compileGpt(mlir::MLIRContext &context,
   return plan;
 }
 
+/// The peaks of the program that holds the most parameters.
+plan::MemoryBreakdown getLargestModelState(const plan::Plan &plan) {
+  plan::MemoryBreakdown most = plan.programs(0).category_peaks();
+  for (const plan::Program &program : plan.programs())
+    if (program.category_peaks().parameter_bytes() > most.parameter_bytes())
+      most = program.category_peaks();
+  return most;
+}
+
+/// The activations of the program that holds the most.
+double getLargestActivations(const plan::Plan &plan) {
+  double most = 0;
+  for (const plan::Program &program : plan.programs())
+    most = std::max<double>(most, program.category_peaks().activation_bytes());
+  return most;
+}
+
 plan::MemoryBreakdown getCompiledPeaks(mlir::MLIRContext &context,
                                        const GptConfig &config,
                                        CompileOptions &options,
@@ -200,12 +217,8 @@ plan::MemoryBreakdown getCompiledPeaks(mlir::MLIRContext &context,
   runtime::Expected<plan::Plan> plan = compileGpt(context, config, options);
   if (!plan.ok())
     return plan::MemoryBreakdown();
-  plan::MemoryBreakdown most = plan->programs(0).category_peaks();
-  for (const plan::Program &program : plan->programs())
-    if (largest &&
-        program.category_peaks().parameter_bytes() > most.parameter_bytes())
-      most = program.category_peaks();
-  return most;
+  return largest ? getLargestModelState(*plan)
+                 : plan->programs(0).category_peaks();
 }
 
 double getCompiledActivations(mlir::MLIRContext &context,
@@ -324,10 +337,7 @@ TEST(PlannerTest, PipelinedActivationsFollowTheSchedule) {
         runtime::Expected<plan::Plan> plan =
             compileGpt(context, config, options);
         ASSERT_TRUE(plan.ok());
-        double compiled = 0;
-        for (const plan::Program &program : plan->programs())
-          compiled = std::max<double>(
-              compiled, program.category_peaks().activation_bytes());
+        double compiled = getLargestActivations(*plan);
         double predicted = estimatePlan(*shape, dgx(), choice).activationBytes;
         EXPECT_NEAR(predicted, compiled, 0.08 * compiled);
       }
@@ -471,14 +481,8 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
       ASSERT_TRUE(plan.ok());
       // The model state of the program holding the most parameters, the
       // activations of the one holding the most activations.
-      plan::MemoryBreakdown compiled = plan->programs(0).category_peaks();
-      double activations = 0;
-      for (const plan::Program &program : plan->programs()) {
-        const plan::MemoryBreakdown &peaks = program.category_peaks();
-        if (peaks.parameter_bytes() > compiled.parameter_bytes())
-          compiled = peaks;
-        activations = std::max<double>(activations, peaks.activation_bytes());
-      }
+      plan::MemoryBreakdown compiled = getLargestModelState(*plan);
+      double activations = getLargestActivations(*plan);
       // Keeping the forward's gathers (ZeRO-3), the search counts the
       // gathered copies as parameters, the compiled plan as communication,
       // whose peak also holds a reduction's result or two (5%).
