@@ -13,29 +13,32 @@ DenseMap<Value, MemoryCategory>
 tessera::getMemoryCategories(func::FuncOp function) {
   DenseMap<Value, MemoryCategory> categories;
   // A value is what it was made from by collectives and constraints, and by
-  // the 1-d layout ops of a flat piece: a flattening reshape (or back), the
-  // cut of its padding, the padding with zeros.
+  // the 1-d layout ops of a flat piece or a unit's flat buffer: a flattening
+  // reshape (or back), the cut of its padding, the padding with zeros, the
+  // concatenation of the members.
   auto isFlatLayout = [](Operation *op) {
     auto isFlat = [](Value value) {
       return cast<RankedTensorType>(value.getType()).getRank() == 1;
     };
     if (isa<nn::ReshapeOp>(op))
       return isFlat(op->getOperand(0)) || isFlat(op->getResult(0));
-    if (isa<nn::SliceOp>(op))
-      return isFlat(op->getResult(0));
-    return isa<nn::ConcatOp>(op) && isFlat(op->getResult(0)) &&
-           llvm::all_of(op->getOperands().drop_front(), [](Value operand) {
-             return isa_and_nonnull<nn::ConstantOp>(operand.getDefiningOp());
-           });
+    return isa<nn::SliceOp, nn::ConcatOp>(op) && isFlat(op->getResult(0));
   };
   auto mark = [&](Value value, MemoryCategory category) {
-    while (categories.try_emplace(value, category).second) {
+    SmallVector<Value> made = {value};
+    while (!made.empty()) {
+      Value value = made.pop_back_val();
+      if (!categories.try_emplace(value, category).second)
+        continue;
       Operation *op = value.getDefiningOp();
-      if (!op ||
-          (!isa<dist::CollectiveOpInterface, dist::ShardingConstraintOp>(op) &&
-           !isFlatLayout(op)))
-        return;
-      value = op->getOperand(0);
+      if (!op)
+        continue;
+      if (isa<nn::ConcatOp>(op) && isFlatLayout(op))
+        llvm::append_range(made, op->getOperands());
+      else if (isa<dist::CollectiveOpInterface, dist::ShardingConstraintOp>(
+                   op) ||
+               isFlatLayout(op))
+        made.push_back(op->getOperand(0));
     }
   };
   for (BlockArgument arg : function.getArguments()) {

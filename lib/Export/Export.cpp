@@ -108,6 +108,10 @@ private:
   /// piece is padded): its instruction, the buffer of the value and that of
   /// the padded result.
   SmallVector<std::tuple<int64_t, int64_t, int64_t>> paddings;
+  /// Per other concatenation along dim 0 (a unit's gradient, its members'
+  /// in a row): its instruction, the buffer of the result and those of the
+  /// inputs.
+  SmallVector<std::tuple<int64_t, int64_t, SmallVector<int64_t>>> concats;
 };
 
 } // namespace
@@ -343,25 +347,46 @@ void PlanBuilder::setSharding(Attribute attr, Attribute globalShape,
   }
 }
 
-/// Whether `op` is an nn.slice whose result is the first bytes of its
-/// operand (the rows before the cut, as a gathered flat piece is cut to its
-/// elements), which is a view and needs no copy. Not of a microbatch's
-/// rows, whose bytes are strided.
-static bool isPrefixSlice(Operation &op) {
+/// Lists the members of a unit's flat buffer (`dist.members`), if `attr`
+/// is there.
+template <typename Message>
+static void setMembers(Attribute attr, Message *message) {
+  auto members = dyn_cast_or_null<ArrayAttr>(attr);
+  if (!members)
+    return;
+  for (Attribute member : members) {
+    auto dict = cast<DictionaryAttr>(member);
+    plan::Member *planMember = message->add_members();
+    planMember->set_name(dict.getAs<StringAttr>("name").str());
+    for (int64_t size : dict.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+      planMember->add_global_shape(size);
+    planMember->set_source_index(dict.getAs<IntegerAttr>("source").getInt());
+  }
+}
+
+/// Where the elements of `op`, an nn.slice, start in its operand's, if
+/// they are a contiguous run of them (leading dims of one index, then a cut
+/// dim, then whole dims), as a unit's member is of its gathered buffer or a
+/// gathered flat piece of its padding: a view, no copy. Not of a
+/// microbatch's rows, whose bytes are strided.
+static std::optional<int64_t> getContiguousSliceOffset(Operation &op) {
   auto slice = dyn_cast<nn::SliceOp>(op);
-  if (!slice ||
-      llvm::any_of(slice.getStart(), [](int64_t start) { return start != 0; }))
-    return false;
+  if (!slice)
+    return std::nullopt;
   ArrayRef<int64_t> shape = slice.getInput().getType().getShape();
-  ArrayRef<int64_t> limit = slice.getLimit();
-  // Dims of size 1, then the cut dim, then whole dims.
+  ArrayRef<int64_t> start = slice.getStart(), limit = slice.getLimit();
   size_t cut = 0;
-  while (cut < shape.size() && shape[cut] == 1)
+  while (cut + 1 < shape.size() && limit[cut] - start[cut] == 1)
     ++cut;
   for (size_t d = cut + 1; d < shape.size(); ++d)
-    if (limit[d] != shape[d])
-      return false;
-  return true;
+    if (start[d] != 0 || limit[d] != shape[d])
+      return std::nullopt;
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    offset += start[d] * stride;
+    stride *= shape[d];
+  }
+  return offset;
 }
 
 /// The values an integer data argument (or a piece of it) may take: the
@@ -531,6 +556,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   StringRef sourceName = dist::DistDialect::kSourceIndexAttrName;
   StringRef globalShapeName = dist::DistDialect::kGlobalShapeAttrName;
+  StringRef membersName = dist::DistDialect::kMembersAttrName;
 
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -561,6 +587,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     if (auto source = function.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                              sourceName))
       argument->set_source_index(source.getInt());
+    setMembers(function.getArgAttr(arg.getArgNumber(), membersName), argument);
   }
 
   auto schedule = function->getAttrOfType<DictionaryAttr>(
@@ -622,6 +649,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
         if (auto source =
                 function.getResultAttrOfType<IntegerAttr>(index, sourceName))
           planResult->set_source_index(source.getInt());
+        setMembers(function.getResultAttr(index, membersName), planResult);
         // Results stay live to the end.
         lastUse[*id] = std::numeric_limits<int64_t>::max();
       }
@@ -647,10 +675,11 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       auto it = buffers.find(value);
       return it != buffers.end() && microbatchStride.lookup(it->second) != 0;
     };
+    std::optional<int64_t> sliceOffset = getContiguousSliceOffset(op);
     if (isa<nn::ReshapeOp, dist::MicrobatchSliceOp>(op) ||
-        (isPrefixSlice(op) && !isStrided(op.getOperand(0)))) {
-      // A view of the operand's bytes (a microbatch's rows of it, or its
-      // first bytes): no copy, no instruction. The operand lives as long as the
+        (sliceOffset && !isStrided(op.getOperand(0)))) {
+      // A view of the operand's bytes (a microbatch's rows of it, or a run
+      // of them): no copy, no instruction. The operand lives as long as the
       // view is read (see below).
       FailureOr<int64_t> input = getBuffer(op.getOperand(0));
       if (failed(input))
@@ -659,6 +688,12 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       int64_t id = addBuffer(op.getResult(0));
       program->mutable_buffers(id)->set_view_of(root);
       viewOf[id] = root;
+      int64_t offsetBytes = program->buffers(*input).view_offset_bytes();
+      if (sliceOffset)
+        offsetBytes +=
+            *sliceOffset * getTensorBytes(RankedTensorType::get(
+                               {1}, getElementTypeOrSelf(op.getResult(0))));
+      program->mutable_buffers(id)->set_view_offset_bytes(offsetBytes);
       int64_t stride = microbatchStride.lookup(*input);
       if (isa<dist::MicrobatchSliceOp>(op))
         stride = getTensorBytes(cast<RankedTensorType>(op.getResultTypes()[0]));
@@ -733,14 +768,21 @@ LogicalResult PlanBuilder::build(plan::Program &result,
         pairs.push_back({buffers.lookup(before), buffers.lookup(after)});
     }
     if (auto concat = dyn_cast<nn::ConcatOp>(op);
-        concat && concat.getDim() == 0 &&
-        llvm::all_of(concat.getInputs().drop_front(), [](Value input) {
-          return isa_and_nonnull<nn::ConstantOp>(input.getDefiningOp());
-        })) {
-      int64_t input = buffers.lookup(concat.getInputs().front());
-      paddings.push_back({program->instructions_size(),
-                          viewOf.lookup_or(input, input),
-                          buffers.lookup(concat.getResult())});
+        concat && concat.getDim() == 0) {
+      if (llvm::all_of(concat.getInputs().drop_front(), [](Value input) {
+            return isa_and_nonnull<nn::ConstantOp>(input.getDefiningOp());
+          })) {
+        int64_t input = buffers.lookup(concat.getInputs().front());
+        paddings.push_back({program->instructions_size(),
+                            viewOf.lookup_or(input, input),
+                            buffers.lookup(concat.getResult())});
+      } else {
+        SmallVector<int64_t> inputs;
+        for (Value input : concat.getInputs())
+          inputs.push_back(buffers.lookup(input));
+        concats.push_back({program->instructions_size(),
+                           buffers.lookup(concat.getResult()), inputs});
+      }
     }
     if (auto stream =
             op.getAttrOfType<IntegerAttr>(dist::DistDialect::kStreamAttrName)) {
@@ -800,6 +842,41 @@ LogicalResult PlanBuilder::build(plan::Program &result,
         SmallVector<int64_t>(buffer.shape().begin(), buffer.shape().end()),
         getElementTypeOrSelf(values[id].getType())));
   };
+  // A concatenation's input made for it (read last there, all of its
+  // buffer, which is neither an argument nor shared) is made where the
+  // result holds it, which then lives from the first such input's making:
+  // the concat copies nothing of it, and a unit's gradient costs no more
+  // than its members'.
+  DenseMap<int64_t, std::pair<int64_t, int64_t>> placed;
+  DenseSet<int64_t> targets;
+  auto isPlain = [&](int64_t id) {
+    return !viewOf.contains(id) && (*copies)[id] == 1 &&
+           !microbatchStride.contains(id) && !overwrites.contains(id) &&
+           !placed.contains(id);
+  };
+  for (auto &[instruction, result, inputs] : concats) {
+    if (!isPlain(result))
+      continue;
+    int64_t offset = 0;
+    for (int64_t input : inputs) {
+      int64_t root = viewOf.lookup_or(input, input);
+      int64_t bytes = getBytes(input);
+      if (isPlain(root) &&
+          !llvm::is_contained(llvm::make_second_range(overwrites), root) &&
+          firstUse[root] >= 0 && lastUse[root] == instruction &&
+          getBytes(root) == bytes &&
+          program->buffers(input).view_offset_bytes() == 0 &&
+          program->buffers(root).dtype() == program->buffers(result).dtype() &&
+          !targets.contains(root)) {
+        targets.insert(result);
+        placed[root] = {result, offset};
+        firstUse[result] = std::min(firstUse[result], firstUse[root]);
+        program->mutable_buffers(root)->set_placed_in(result);
+        program->mutable_buffers(root)->set_placed_offset_bytes(offset);
+      }
+      offset += bytes;
+    }
+  }
   for (auto [after, before] : overwrites)
     grownBytes[before] = std::max(getBytes(before), getBytes(after));
   for (int64_t id = 0; id < program->buffers_size(); ++id) {
@@ -811,7 +888,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     last = plannedLast[id];
     isResult = last == std::numeric_limits<int64_t>::max();
     const plan::Buffer &buffer = program->buffers(id);
-    int64_t bytes = isView || overwrites.contains(id)
+    int64_t bytes = isView || overwrites.contains(id) || placed.contains(id)
                         ? 0
                         : grownBytes.lookup_or(id, getBytes(id));
     if (!isView && (*copies)[id] > 1)
@@ -824,10 +901,18 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   MemoryPlan memory = planMemory(lifetimes);
   setBreakdown(memory.peakBreakdown, *program->mutable_peak_memory());
   setBreakdown(memory.categoryPeaks, *program->mutable_category_peaks());
-  for (int64_t id = 0; id < program->buffers_size(); ++id)
+  // Views and placed inputs lie in buffers with their own offsets.
+  auto getOffset = [&](int64_t id) {
+    return memory.offsetsBytes[overwrites.lookup_or(id, id)];
+  };
+  for (int64_t id = 0; id < program->buffers_size(); ++id) {
+    int64_t root = viewOf.lookup_or(id, id);
+    int64_t offset = getOffset(root);
+    if (auto it = placed.find(root); it != placed.end())
+      offset = getOffset(it->second.first) + it->second.second;
     program->mutable_buffers(id)->set_arena_offset_bytes(
-        memory
-            .offsetsBytes[viewOf.lookup_or(id, overwrites.lookup_or(id, id))]);
+        offset + program->buffers(id).view_offset_bytes());
+  }
   program->set_arena_bytes(memory.arenaBytes);
   return success();
 }

@@ -66,6 +66,7 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
     zero.stage = options.zero;
     zero.dataAxes.assign(options.zeroAxes.begin(), options.zeroAxes.end());
     zero.reshardAfterForward = options.reshardAfterForward;
+    zero.units = options.zeroUnits;
     pm.addPass(createZeroPass(zero));
   }
   // Microbatches are a mesh axis in time: propagation and partition treat

@@ -584,6 +584,35 @@ static void movePiece(OwnedTensor *owned, const Tensor *local,
                 end, toGlobal);
 }
 
+OwnedTensor
+tessera::runtime::packMembers(const std::vector<const Tensor *> &members) {
+  int64_t elements = 0;
+  for (const Tensor *member : members)
+    elements += member->getNumElements();
+  OwnedTensor packed(members.front()->dtype, {elements});
+  auto *to = static_cast<uint8_t *>(packed.view.data);
+  for (const Tensor *member : members) {
+    std::memcpy(to, member->data, member->getBytes());
+    to += member->getBytes();
+  }
+  return packed;
+}
+
+std::vector<OwnedTensor> tessera::runtime::unpackMembers(
+    const Tensor &global,
+    const google::protobuf::RepeatedPtrField<plan::Member> &members) {
+  std::vector<OwnedTensor> unpacked;
+  const auto *from = static_cast<const uint8_t *>(global.data);
+  for (const plan::Member &member : members) {
+    OwnedTensor &tensor = unpacked.emplace_back(
+        global.dtype, std::vector<int64_t>(member.global_shape().begin(),
+                                           member.global_shape().end()));
+    std::memcpy(tensor.view.data, from, tensor.view.getBytes());
+    from += tensor.view.getBytes();
+  }
+  return unpacked;
+}
+
 OwnedTensor tessera::runtime::takeLocalPiece(const Tensor &global,
                                              const PieceLayout &layout,
                                              const Mesh &mesh, int64_t rank) {

@@ -323,7 +323,12 @@ Status ProgramValidator::checkMemoryPlan() const {
         return buffer(x.id).has_overwrites() &&
                buffer(x.id).overwrites() == y.id;
       };
-      if (overwrites(a, b) || overwrites(b, a))
+      // A concat's input made in place lies in its result.
+      auto placedIn = [&](const Interval &x, const Interval &y) {
+        return buffer(x.id).has_placed_in() && buffer(x.id).placed_in() == y.id;
+      };
+      if (overwrites(a, b) || overwrites(b, a) || placedIn(a, b) ||
+          placedIn(b, a))
         continue;
       if (a.start <= b.end && b.start <= a.end)
         return invalidPlan("buffers " + std::to_string(a.id) + " and " +
@@ -467,6 +472,17 @@ Status ProgramValidator::checkLayout(const Message &message,
     int64_t group = mesh.getGroup(0, layout.flatAxes).size;
     shape = {(getNumElements(shape) + group - 1) / group};
   }
+  if (!message.members().empty()) {
+    int64_t elements = 0;
+    for (const plan::Member &member : message.members())
+      elements += getNumElements(
+          {member.global_shape().begin(), member.global_shape().end()});
+    if (message.global_shape_size() != 1 || message.global_shape(0) != elements)
+      return invalidPlan(what + " of global shape " +
+                         shapeText(message.global_shape()) +
+                         " is not its members' " + std::to_string(elements) +
+                         " elements in a row");
+  }
   if (!std::equal(shape.begin(), shape.end(), b.shape().begin(),
                   b.shape().end())) {
     google::protobuf::RepeatedField<int64_t> piece(shape.begin(), shape.end());
@@ -522,10 +538,30 @@ Status ProgramValidator::run() {
                     ", expected an earlier buffer of its dtype and arena "
                     "offset, neither a view nor slotted");
     }
+    if (b.has_placed_in()) {
+      int64_t in = b.placed_in();
+      int64_t bytes = elements * getDTypeBytes(getDType(b.dtype()));
+      if (in <= id || in >= program.buffers_size() ||
+          buffer(in).has_view_of() || buffer(in).has_placed_in() ||
+          b.has_view_of() || b.slots() > 1 || buffer(in).slots() > 1 ||
+          buffer(in).dtype() != b.dtype() || b.placed_offset_bytes() < 0 ||
+          b.placed_offset_bytes() + bytes >
+              getNumElements(
+                  {buffer(in).shape().begin(), buffer(in).shape().end()}) *
+                  getDTypeBytes(getDType(b.dtype())) ||
+          buffer(in).arena_offset_bytes() + b.placed_offset_bytes() !=
+              b.arena_offset_bytes())
+        return fail("buffer " + std::to_string(id) + " is placed in buffer " +
+                    std::to_string(in) +
+                    ", expected a later buffer of its dtype, neither a view "
+                    "nor placed nor slotted, that holds it at its arena "
+                    "offset");
+    }
     if (!b.has_view_of()) {
-      if (b.microbatch_stride_bytes() != 0)
+      if (b.microbatch_stride_bytes() != 0 || b.view_offset_bytes() != 0)
         return fail("buffer " + std::to_string(id) +
-                    " has a microbatch stride but is not a view");
+                    " has a microbatch stride or view offset but is not a "
+                    "view");
       continue;
     }
     // A view: the same bytes as an earlier buffer that is not a view.
@@ -545,13 +581,16 @@ Status ProgramValidator::run() {
                     std::to_string(b.microbatch_stride_bytes()) +
                     " bytes, expected its size in a program of microbatches");
     }
-    // Its elements are all of the root's, or (a prefix) the first of them.
+    // Its elements are all of the root's, or a run of them from its view
+    // offset.
     int64_t rootElements =
         getNumElements({root.shape().begin(), root.shape().end()});
-    if (root.dtype() != b.dtype() ||
-        (parts > 1 ? rootElements != elements * parts
-                   : rootElements < elements) ||
-        root.arena_offset_bytes() != b.arena_offset_bytes())
+    int64_t elementBytes = getDTypeBytes(getDType(b.dtype()));
+    int64_t offset = b.view_offset_bytes();
+    if (root.dtype() != b.dtype() || offset < 0 || offset % elementBytes ||
+        (parts > 1 ? offset != 0 || rootElements != elements * parts
+                   : offset / elementBytes + elements > rootElements) ||
+        root.arena_offset_bytes() + offset != b.arena_offset_bytes())
       return fail(view + " differs from buffer " + std::to_string(of) +
                   " in dtype, size or arena offset");
   }
@@ -775,30 +814,52 @@ Status ProgramValidator::checkTransfer(const plan::SendRecv &transfer) const {
   return Status::success();
 }
 
+std::vector<std::pair<int64_t, plan::Argument>>
+tessera::runtime::getStepTensors(const plan::Argument &argument,
+                                 int64_t index) {
+  std::vector<std::pair<int64_t, plan::Argument>> tensors;
+  if (argument.members().empty()) {
+    tensors.emplace_back(argument.has_source_index() ? argument.source_index()
+                                                     : index,
+                         argument);
+    return tensors;
+  }
+  for (const plan::Member &member : argument.members()) {
+    plan::Argument one = argument;
+    one.clear_members();
+    one.set_name(member.name());
+    *one.mutable_global_shape() = member.global_shape();
+    tensors.emplace_back(member.source_index(), std::move(one));
+  }
+  return tensors;
+}
+
 /// Checks that the programs' arguments that stand for one argument of the
 /// unpipelined step (one source index) agree on what it is, so that every
 /// stage builds the same global input.
 static Status checkSourcesAgree(const plan::Plan &plan) {
-  std::map<int64_t, const plan::Argument *> sources;
+  std::map<int64_t, plan::Argument> sources;
   for (int index = 0; index < plan.programs_size(); ++index) {
-    for (const plan::Argument &argument : plan.programs(index).arguments()) {
-      if (!argument.has_source_index())
-        continue;
-      auto [it, inserted] = sources.emplace(argument.source_index(), &argument);
-      const plan::Argument &first = *it->second;
-      if (!inserted &&
-          (first.name() != argument.name() || first.role() != argument.role() ||
-           first.dtype() != argument.dtype() ||
-           first.index_bound() != argument.index_bound() ||
-           !std::equal(first.global_shape().begin(), first.global_shape().end(),
-                       argument.global_shape().begin(),
-                       argument.global_shape().end())))
-        return invalidPlan(
-            "program " + std::to_string(index) + ": argument '" +
-            argument.name() + "' (source index " +
-            std::to_string(argument.source_index()) +
-            ") differs from another program's in name, role, dtype, "
-            "global shape or index bound");
+    for (const plan::Argument &held : plan.programs(index).arguments()) {
+      for (const auto &[source, argument] : getStepTensors(held, -1)) {
+        if (source < 0)
+          continue;
+        auto [it, inserted] = sources.emplace(source, argument);
+        const plan::Argument &first = it->second;
+        if (!inserted && (first.name() != argument.name() ||
+                          first.role() != argument.role() ||
+                          first.dtype() != argument.dtype() ||
+                          first.index_bound() != argument.index_bound() ||
+                          !std::equal(first.global_shape().begin(),
+                                      first.global_shape().end(),
+                                      argument.global_shape().begin(),
+                                      argument.global_shape().end())))
+          return invalidPlan(
+              "program " + std::to_string(index) + ": argument '" +
+              argument.name() + "' (source index " + std::to_string(source) +
+              ") differs from another program's in name, role, dtype, "
+              "global shape or index bound");
+      }
     }
   }
   return Status::success();

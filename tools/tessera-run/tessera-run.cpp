@@ -351,56 +351,62 @@ int main(int argc, char **argv) {
       !status.ok())
     return fail(status.message());
 
-  // Arguments by their index in the step (pipeline stages read a part).
-  auto getSourceIndex = [&](int i) -> int64_t {
-    const plan::Argument &argument = program->arguments(i);
-    return argument.has_source_index() ? argument.source_index() : i;
-  };
+  // The step's inputs by their index in the step as written (pipeline
+  // stages read a part; a unit's flat buffer holds several): generated, or
+  // read from --inputs. Each argument's global tensor is its own or its
+  // members' packed.
   bool pipelined = plan.programs_size() > 1;
   if (pipelined && !options.dumpInputs.empty())
     return fail("--dump-inputs needs a plan of one program (this one has a "
                 "program per pipeline stage)");
-  std::vector<OwnedTensor> read, globals;
+  std::vector<std::vector<std::pair<int64_t, plan::Argument>>> stepTensors;
+  int64_t needed = 0;
+  for (int i = 0; i < program->arguments_size(); ++i) {
+    stepTensors.push_back(getStepTensors(program->arguments(i), i));
+    for (const auto &[source, tensor] : stepTensors.back())
+      needed = std::max(needed, source + 1);
+  }
+  std::vector<OwnedTensor> inputs(needed);
   if (!options.inputs.empty()) {
-    Expected<std::vector<OwnedTensor>> inputs = readTensors(options.inputs);
-    if (!inputs.ok())
-      return fail(inputs.message());
-    read = inputs.take();
-    int64_t needed = 0;
-    for (int i = 0; i < program->arguments_size(); ++i)
-      needed = std::max(needed, getSourceIndex(i) + 1);
-    bool fits =
-        pipelined ? static_cast<int64_t>(read.size()) >= needed
-                  : static_cast<int>(read.size()) == program->arguments_size();
+    Expected<std::vector<OwnedTensor>> read = readTensors(options.inputs);
+    if (!read.ok())
+      return fail(read.message());
+    inputs = read.take();
+    bool fits = pipelined ? static_cast<int64_t>(inputs.size()) >= needed
+                          : static_cast<int64_t>(inputs.size()) == needed;
     if (!fits)
-      return fail(
-          "'" + options.inputs + "' holds " + std::to_string(read.size()) +
-          " tensors, the plan takes " +
-          std::to_string(pipelined ? needed : program->arguments_size()) +
-          " arguments");
+      return fail("'" + options.inputs + "' holds " +
+                  std::to_string(inputs.size()) + " tensors, the plan takes " +
+                  std::to_string(needed) + " arguments");
   }
   std::vector<OwnedTensor> locals;
   for (int i = 0; i < program->arguments_size(); ++i) {
     const plan::Argument &argument = program->arguments(i);
-    int64_t source = getSourceIndex(i);
-    if (options.inputs.empty()) {
-      globals.push_back(makeGlobalInput(argument, options.seed, source));
-    } else {
-      globals.push_back(std::move(read[source]));
-      const Tensor &given = globals[i].view;
-      std::vector<int64_t> want(argument.global_shape().begin(),
-                                argument.global_shape().end());
-      if (given.dtype != getDType(argument.dtype()) || given.shape != want)
-        return fail("input #" + std::to_string(source) + " of '" +
-                    options.inputs + "' does not match argument '" +
-                    argument.name() + "'");
+    std::vector<const Tensor *> held;
+    for (const auto &[source, tensor] : stepTensors[i]) {
+      if (options.inputs.empty()) {
+        inputs[source] = makeGlobalInput(tensor, options.seed, source);
+      } else {
+        const Tensor &given = inputs[source].view;
+        std::vector<int64_t> want(tensor.global_shape().begin(),
+                                  tensor.global_shape().end());
+        if (given.dtype != getDType(tensor.dtype()) || given.shape != want)
+          return fail("input #" + std::to_string(source) + " of '" +
+                      options.inputs + "' does not match argument '" +
+                      tensor.name() + "'");
+      }
+      held.push_back(&inputs[source].view);
     }
+    OwnedTensor packed;
+    if (!argument.members().empty())
+      packed = packMembers(held);
     locals.push_back(
-        takeLocalPiece(globals[i].view, getLayout(argument), mesh, rank));
+        takeLocalPiece(argument.members().empty() ? *held.front() : packed.view,
+                       getLayout(argument), mesh, rank));
   }
 
   if (rank == 0 && !options.dumpInputs.empty())
-    if (Status status = writeTensors(options.dumpInputs, globals); !status.ok())
+    if (Status status = writeTensors(options.dumpInputs, inputs); !status.ok())
       return fail(status.message());
 
   Executor executor(*program, mesh, *communicator, device.get());
@@ -523,16 +529,22 @@ int main(int argc, char **argv) {
   }
 
   // Each global result, by its index in the step, from the ranks of the
-  // first program that returns it.
+  // first program that returns it (a unit's flat buffer returns several).
   std::map<int64_t, std::pair<int, int>> sources; // index -> program, result
   for (int p = 0; p < plan.programs_size(); ++p)
     for (int i = 0; i < plan.programs(p).results_size(); ++i) {
       const plan::Result &result = plan.programs(p).results(i);
-      sources.try_emplace(result.has_source_index() ? result.source_index() : i,
-                          p, i);
+      if (result.members().empty())
+        sources.try_emplace(
+            result.has_source_index() ? result.source_index() : i, p, i);
+      for (const plan::Member &member : result.members())
+        sources.try_emplace(member.source_index(), p, i);
     }
-  std::vector<OwnedTensor> globalResults;
+  std::map<int64_t, OwnedTensor> globalResults;
+  std::set<std::pair<int, int>> placed;
   for (const auto &[index, source] : sources) {
+    if (!placed.insert(source).second)
+      continue;
     const plan::Program &owner = plan.programs(source.first);
     const plan::Result &result = owner.results(source.second);
     const plan::Buffer &buffer = owner.buffers(result.buffer());
@@ -556,12 +568,23 @@ int main(int argc, char **argv) {
     // only what updates nothing (the loss).
     if (!result.has_updates_argument())
       printResult(index, global.view);
-    globalResults.push_back(std::move(global));
+    if (result.members().empty()) {
+      globalResults[index] = std::move(global);
+      continue;
+    }
+    std::vector<OwnedTensor> members =
+        unpackMembers(global.view, result.members());
+    for (int m = 0; m < result.members_size(); ++m)
+      globalResults.try_emplace(result.members(m).source_index(),
+                                std::move(members[m]));
   }
-  if (!options.dumpOutputs.empty())
-    if (Status status = writeTensors(options.dumpOutputs, globalResults);
-        !status.ok())
+  if (!options.dumpOutputs.empty()) {
+    std::vector<OwnedTensor> dumped;
+    for (auto &[index, global] : globalResults)
+      dumped.push_back(std::move(global));
+    if (Status status = writeTensors(options.dumpOutputs, dumped); !status.ok())
       return fail(status.message());
+  }
   communicator.reset();
   MPI_Finalize();
   return 0;

@@ -94,6 +94,14 @@ static cl::opt<ReshardAfterForward> reshardAfterForward(
              "and gather within them)"),
     cl::init(ReshardAfterForward::shard()), cl::sub(compileCommand()),
     cl::sub(verifyCommand()));
+static cl::opt<bool> zeroUnits(
+    "zero-units",
+    cl::desc("With --zero: store each unit's parameters that no other axis "
+             "splits (a transformer block's norms and biases; all of them "
+             "without tensor parallelism), and each of their optimizer "
+             "states, in one flat buffer, as FSDP's FlatParameter (false: "
+             "a buffer per parameter, as FSDP2)"),
+    cl::init(true), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<bool>
     overlap("overlap",
             cl::desc("Overlap communication with compute (--tessera-schedule): "
@@ -138,6 +146,7 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.zero = zeroStage;
   options.zeroAxes = SmallVector<std::string>(zeroAxes.begin(), zeroAxes.end());
   options.reshardAfterForward = reshardAfterForward;
+  options.zeroUnits = zeroUnits;
   options.overlap = overlap;
   options.prefetch = prefetch;
   options.bucketBytes = bucketBytes;

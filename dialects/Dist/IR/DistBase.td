@@ -59,6 +59,12 @@ def Dist_Dialect : Dialect {
     /// no longer shows.
     static constexpr ::llvm::StringLiteral kGlobalShapeAttrName =
         "dist.global_shape";
+    /// On an argument or result of a train step that is a unit's flat
+    /// buffer (the ZeRO pass's packing, FSDP's FlatParameter): its members
+    /// in order, each `{name, shape, source}`, their elements one after
+    /// another. `source` is the member's index in the step as written
+    /// (which `dist.source_index` gives the others).
+    static constexpr ::llvm::StringLiteral kMembersAttrName = "dist.members";
     /// On the first op of a unit of a pipeline schedule: its name, e.g.
     /// "F1" (the forward of stage 1), "B1", "W1" or "update" (the ops after
     /// the schedule); the ops after it belong to it until the next one.

@@ -40,6 +40,35 @@ static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
              << index << " to be an array of sizes, got " << attr.getValue();
     return success();
   }
+  if (attr.getName() == DistDialect::kMembersAttrName) {
+    auto members = dyn_cast<ArrayAttr>(attr.getValue());
+    for (Attribute member :
+         members ? members.getValue() : ArrayRef<Attribute>()) {
+      auto dict = dyn_cast<DictionaryAttr>(member);
+      auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+      auto shape =
+          dict ? dict.getAs<DenseI64ArrayAttr>("shape") : DenseI64ArrayAttr();
+      auto source = dict ? dict.getAs<IntegerAttr>("source") : IntegerAttr();
+      if (!name || !shape || !source || source.getInt() < 0 ||
+          llvm::any_of(shape.asArrayRef(),
+                       [](int64_t size) { return size < 0; })) {
+        members = {};
+        break;
+      }
+    }
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!members || members.empty())
+      return op->emitError("expects '")
+             << DistDialect::kMembersAttrName << "' of " << what << " #"
+             << index << " to be a list of {name, shape, source}, got "
+             << attr.getValue();
+    // (Partitioned, it is a device's piece of them.)
+    if (!tensor || tensor.getRank() != 1)
+      return op->emitError() << "expects " << what << " #" << index << " with '"
+                             << DistDialect::kMembersAttrName
+                             << "' to be a 1-d tensor, got " << type;
+    return success();
+  }
   if (attr.getName() != DistDialect::kShardingAttrName)
     return op->emitError("unknown dist attribute '")
            << attr.getName().getValue() << "' on " << what << " #" << index;

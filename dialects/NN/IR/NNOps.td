@@ -298,7 +298,7 @@ def NN_SliceOp : NN_ModelOp<"slice", [InferTypeOpAdaptor], [],
   let hasFolder = 1;
 }
 
-def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor]> {
+def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor], [], ["isLinear"]> {
   let summary = "concatenation along one dimension";
   let description = [{
     ```mlir

@@ -332,3 +332,5 @@ bool TransposeOp::isLinear() { return true; }
 /// Up to rounding: the sum of cast partial sums is at least as exact as the
 /// cast of their sum (mixed precision sums bf16 gradients in f32).
 bool CastOp::isLinear() { return true; }
+/// Of operands that are all partial sums over the same axes.
+bool ConcatOp::isLinear() { return true; }

@@ -103,6 +103,11 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("ZeRO-3: true (gather again for the backward), false "
                      "(keep the forward's gathers) or a group size"),
       llvm::cl::init(ReshardAfterForward::shard())};
+  Option<bool> zeroUnits{
+      *this, "zero-units",
+      llvm::cl::desc("Store each unit's unsplit parameters and their state "
+                     "in one flat buffer (FSDP's FlatParameter)"),
+      llvm::cl::init(true)};
 
   // Propagation (--tessera-propagate).
   Option<PropagationMode> propagation{

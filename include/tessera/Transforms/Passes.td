@@ -298,6 +298,10 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
            "Stage 3: gather the parameter again for the backward pass "
            "(true), keep the forward's gather (false), or keep a piece per "
            "group of this size (the trailing ZeRO axes) and gather in it">,
+    Option<"units", "units", "bool", /*default=*/"true",
+           "Store each unit's parameters that no other axis splits, and "
+           "each of their optimizer states, in one flat buffer (FSDP's "
+           "FlatParameter); false: each parameter its own (FSDP2)">,
   ];
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }

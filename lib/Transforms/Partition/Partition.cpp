@@ -136,14 +136,16 @@ FailureOr<Value> FunctionPartitioner::reshard(Operation *user,
   }
   if (wanted.flat.empty())
     return reshardDims(user, what, value, wanted, kind);
-  // The partial sums over the flat axes are scattered as the piece is cut.
+  // The partial sums over the flat axes are scattered as the piece is cut,
+  // and the others completed on the piece (a microbatch's gradient shards
+  // accumulate).
   TensorSharding dims = wanted;
   dims.flat.clear();
   TensorSharding have = getSharding(value);
   if (llvm::all_of(wanted.flat, [&](StringAttr axis) {
         return llvm::is_contained(have.unreduced, axis);
       }))
-    dims.unreduced = wanted.flat;
+    dims.unreduced = have.unreduced;
   FailureOr<Value> laidOut = reshardDims(user, what, value, dims, kind);
   if (failed(laidOut))
     return failure();
@@ -224,6 +226,14 @@ FailureOr<Value> FunctionPartitioner::flatten(Operation *user, Value local,
   else
     value = dist::AllSliceOp::create(builder, loc, pieceType, value, meshSymbol,
                                      builder.getArrayAttr(axes), 0);
+  SmallVector<Attribute> rest;
+  for (StringAttr axis : from.unreduced)
+    if (!llvm::is_contained(to.flat, axis) &&
+        !llvm::is_contained(to.unreduced, axis))
+      rest.push_back(axis);
+  if (!rest.empty())
+    value = dist::AllReduceOp::create(builder, loc, value, meshSymbol,
+                                      builder.getArrayAttr(rest), kind);
   if (explain)
     user->emitRemark() << (scatter ? "reduce-scattered" : "sliced")
                        << " a flat piece over " << formatAxes(to.flat);

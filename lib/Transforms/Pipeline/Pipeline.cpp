@@ -287,6 +287,23 @@ void Pipeliner::findForward() {
       forwardOps.insert(op);
 }
 
+/// The unit's flat buffer (an argument with `dist.members`) that `value`
+/// reads a member of (through its cast, gather and views), or null.
+static BlockArgument getFlatBuffer(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<nn::CastOp, nn::SliceOp, nn::ReshapeOp, nn::TransposeOp,
+             nn::BroadcastOp, dist::AllGatherOp>(op))
+      return {};
+    value = op->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(value);
+  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return function && function.getArgAttr(arg.getArgNumber(),
+                                         dist::DistDialect::kMembersAttrName)
+             ? arg
+             : BlockArgument();
+}
+
 LogicalResult Pipeliner::cutStages() {
   int64_t stages = spec.getNumStages();
   ArrayRef<Operation *> forward = forwardOps.getArrayRef();
@@ -334,12 +351,34 @@ LogicalResult Pipeliner::cutStages() {
       crossing[last + 1] -= 1;
     }
   }
-  SmallVector<int64_t> starts = {0};
-  for (int64_t i = 1, live = crossing[0]; i < n; ++i) {
-    live += crossing[i];
-    if (live <= 1)
-      starts.push_back(i);
+  // Not inside a unit's flat buffer (the ZeRO pass's packing): between the
+  // first and the last forward read of one, a cut would have both stages
+  // hold it. Where that leaves too few cuts, any layer boundary serves.
+  SmallVector<int64_t> unitReads(n + 1, 0);
+  DenseMap<BlockArgument, std::pair<int64_t, int64_t>> unitSpan;
+  for (auto [i, op] : llvm::enumerate(forward))
+    for (Value operand : op->getOperands())
+      if (BlockArgument unit = getFlatBuffer(operand)) {
+        auto [it, added] = unitSpan.try_emplace(unit, i, i);
+        it->second.second = i;
+      }
+  for (auto &[unit, span] : unitSpan) {
+    unitReads[span.first + 1] += 1;
+    unitReads[span.second + 1] -= 1;
   }
+  SmallVector<int64_t> starts = {0}, outsideUnits = {0};
+  for (int64_t i = 1, live = crossing[0], inUnits = unitReads[0]; i < n;
+       ++i) {
+    live += crossing[i];
+    inUnits += unitReads[i];
+    if (live > 1)
+      continue;
+    starts.push_back(i);
+    if (inUnits == 0)
+      outsideUnits.push_back(i);
+  }
+  if (static_cast<int64_t>(outsideUnits.size()) >= stages)
+    starts = std::move(outsideUnits);
   if (static_cast<int64_t>(starts.size()) < stages)
     return function.emitError("the forward pass has ")
            << starts.size()
@@ -378,8 +417,9 @@ LogicalResult Pipeliner::assignBackward() {
         stage = std::max(stage, stageOf.lookup(user));
     return stage;
   };
-  // Likewise for a weight (a parameter, or a pre op's result made from one,
-  // like its transpose): the latest stage whose forward ops read it.
+  // Likewise for a weight (a parameter, or pre ops' results made from one,
+  // like its transpose or a unit's member): the latest stage whose forward
+  // ops read it.
   DenseMap<Value, std::optional<int64_t>> weightStages;
   std::function<std::optional<int64_t>(Value)> getWeightStage =
       [&](Value value) -> std::optional<int64_t> {
@@ -399,17 +439,22 @@ LogicalResult Pipeliner::assignBackward() {
     }
     return weightStages[value] = stage;
   };
-  auto isWeight = [&](Value value) {
+  std::function<bool(Value)> isWeight = [&](Value value) {
     if (auto arg = dyn_cast<BlockArgument>(value))
       return static_cast<bool>(
           function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName));
     Operation *def = value.getDefiningOp();
     return def && classes.lookup(def) == OpClass::Pre &&
-           llvm::any_of(def->getOperands(), [&](Value operand) {
-             auto arg = dyn_cast<BlockArgument>(operand);
-             return arg &&
-                    function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
-           });
+           llvm::any_of(def->getOperands(), isWeight);
+  };
+  // A weight's stage is its parameter's: a view the backward reads (of a
+  // unit's buffer, made for the backward) runs where the forward's do.
+  std::function<Value(Value)> getParameter = [&](Value value) {
+    if (Operation *def = value.getDefiningOp())
+      for (Value operand : def->getOperands())
+        if (isWeight(operand))
+          return getParameter(operand);
+    return value;
   };
   SmallVector<Operation *> unplaced;
   for (Operation *op : bodyOps) {
@@ -420,7 +465,8 @@ LogicalResult Pipeliner::assignBackward() {
       if (!isBody(operand)) {
         if (!isWeight(operand))
           continue;
-        if (std::optional<int64_t> stage = getWeightStage(operand))
+        if (std::optional<int64_t> stage =
+                getWeightStage(getParameter(operand)))
           fromWeights = fromWeights ? std::max(*fromWeights, *stage) : *stage;
         continue;
       }
@@ -979,34 +1025,40 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   stage.setType(builder.getFunctionType(block->getArgumentTypes(),
                                         TypeRange(ValueRange(returned))));
 
+  // Each argument and result keeps the index it has in the step as written
+  // (the ZeRO pass's packing may have set it), or else gets the cut one's;
+  // a unit's flat buffer has its members'.
+  StringAttr sourceName =
+      StringAttr::get(context, dist::DistDialect::kSourceIndexAttrName);
+  auto setSource = [&](NamedAttrList &attrs, int64_t index) {
+    if (!attrs.get(sourceName) &&
+        !attrs.get(dist::DistDialect::kMembersAttrName))
+      attrs.set(sourceName, builder.getI64IntegerAttr(index));
+  };
   for (auto [local, index] : llvm::enumerate(args)) {
-    SmallVector<NamedAttribute> attrs;
+    NamedAttrList attrs;
     for (NamedAttribute attr : getAttrs(function.getArgAttrDict(index)))
       attrs.push_back(attr.getName() == shardingName
                           ? NamedAttribute(attr.getName(),
                                            dropMicrobatchAxis(attr.getValue()))
                           : attr);
-    attrs.emplace_back(
-        StringAttr::get(context, dist::DistDialect::kSourceIndexAttrName),
-        builder.getI64IntegerAttr(index));
-    stage.setArgAttrs(local, DictionaryAttr::get(context, attrs));
+    setSource(attrs, index);
+    stage.setArgAttrs(local, attrs.getDictionary(context));
   }
   for (auto [local, index] : llvm::enumerate(results)) {
-    SmallVector<NamedAttribute> attrs;
+    NamedAttrList attrs;
     for (NamedAttribute attr : getAttrs(function.getResultAttrDict(index))) {
       if (attr.getName() == shardingName)
-        attrs.emplace_back(attr.getName(), dropMicrobatchAxis(attr.getValue()));
+        attrs.append(attr.getName(), dropMicrobatchAxis(attr.getValue()));
       else if (attr.getName() == nn::kUpdatesAttrName)
-        attrs.emplace_back(attr.getName(),
-                           builder.getI64IntegerAttr(argIndex.lookup(
-                               cast<IntegerAttr>(attr.getValue()).getInt())));
+        attrs.append(attr.getName(),
+                     builder.getI64IntegerAttr(argIndex.lookup(
+                         cast<IntegerAttr>(attr.getValue()).getInt())));
       else
         attrs.push_back(attr);
     }
-    attrs.emplace_back(
-        StringAttr::get(context, dist::DistDialect::kSourceIndexAttrName),
-        builder.getI64IntegerAttr(index));
-    stage.setResultAttrs(local, DictionaryAttr::get(context, attrs));
+    setSource(attrs, index);
+    stage.setResultAttrs(local, attrs.getDictionary(context));
   }
   return stage;
 }
@@ -1091,7 +1143,8 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
 
 bool Pipeliner::moveGathersIntoUnits() {
   // A parameter's gather (an all_gather of it or of its cast, with the
-  // views and broadcasts the model reads of it) that only one phase reads:
+  // views and broadcasts the model reads of it: a flat piece's cut of its
+  // padding, a unit's members) that only one phase reads:
   // in reverse, so that an op's readers are classified before it.
   auto isParameter = [&](Value value) {
     if (auto cast = value.getDefiningOp<nn::CastOp>())
@@ -1100,7 +1153,8 @@ bool Pipeliner::moveGathersIntoUnits() {
     return arg && function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
   };
   auto isGathered = [&](Operation *op) {
-    while (op && isa<nn::TransposeOp, nn::ReshapeOp, nn::BroadcastOp>(op))
+    while (op && isa<nn::TransposeOp, nn::ReshapeOp, nn::BroadcastOp,
+                     nn::SliceOp>(op))
       op = op->getOperand(0).getDefiningOp();
     return isa_and_nonnull<dist::AllGatherOp>(op) &&
            isParameter(op->getOperand(0));

@@ -372,10 +372,11 @@ void FunctionPropagator::propagate(Operation *op,
 /// The partial-sum axes that every reader of `value` keeps: a value read
 /// only by sharding constraints that leave the same axes unreduced (ZeRO-1's
 /// gradients, summed over the microbatches before they are reduce-scattered)
-/// or store it flat over them (ZeRO-2's flat gradients, scattered there),
-/// or by linear ops whose results keep them, stays partial over them, so
-/// that the partitioner does not complete the sum at the producer.
-static AxisList getKeptPartialAxes(Value value,
+/// or store it flat (ZeRO-2's flat gradients, scattered there over the flat
+/// axes, the other sums, the microbatches', completed on the piece), or by
+/// linear ops whose results keep them, stays partial over them, so that the
+/// partitioner does not complete the sum at the producer.
+static AxisList getKeptPartialAxes(Value value, ArrayRef<StringAttr> meshAxes,
                                    DenseMap<Value, AxisList> &memo) {
   if (auto it = memo.find(value); it != memo.end())
     return it->second;
@@ -386,10 +387,10 @@ static AxisList getKeptPartialAxes(Value value,
       // Storing a value flat scatters its sums over the flat axes.
       TensorSharding wanted =
           TensorSharding::fromAttr(constraint.getSharding());
-      axes = wanted.flat.empty() ? wanted.unreduced : wanted.flat;
+      axes = wanted.flat.empty() ? wanted.unreduced : AxisList(meshAxes);
     } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(user);
                rule && rule.isLinear() && user->getNumResults() == 1) {
-      axes = getKeptPartialAxes(user->getResult(0), memo);
+      axes = getKeptPartialAxes(user->getResult(0), meshAxes, memo);
     }
     if (axes.empty() || (kept && *kept != axes)) {
       kept = AxisList();
@@ -442,7 +443,8 @@ LogicalResult FunctionPropagator::writeBack() {
     for (Value result : op->getResults()) {
       TensorSharding sharding = getState(result).getClosed();
       if (sharding.flat.empty())
-        sharding.unreduced = getKeptPartialAxes(result, keptPartial);
+        sharding.unreduced =
+            getKeptPartialAxes(result, mesh.getAxes(), keptPartial);
       shardings.push_back(sharding.toAttr(mesh.getName()));
     }
     op->setAttr(attrName, ArrayAttr::get(context, shardings));

@@ -26,6 +26,8 @@
 #include "tessera/Analysis/TrainStep.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
 namespace tessera {
@@ -91,6 +93,42 @@ struct Regather {
   AxisList innerAxes;
 };
 
+/// A parameter of a unit's flat buffer: its update, and the parameter and
+/// optimizer state that the update reads (arguments of the train step).
+struct Member {
+  OptimizerOpInterface update;
+  BlockArgument param;
+  SmallVector<BlockArgument> state;
+};
+
+/// Sets `dist.source_index` on each argument and result of `function` that
+/// has none to its position: the runtime generates and reads every input
+/// of the step by its index in the step as written, and packing moves them.
+void stampSourceIndices(func::FuncOp function) {
+  Builder builder(function.getContext());
+  StringRef name = dist::DistDialect::kSourceIndexAttrName;
+  for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+    if (!function.getArgAttr(i, name))
+      function.setArgAttr(i, name, builder.getI64IntegerAttr(i));
+  for (unsigned i = 0, e = function.getNumResults(); i < e; ++i)
+    if (!function.getResultAttr(i, name))
+      function.setResultAttr(i, name, builder.getI64IntegerAttr(i));
+}
+
+/// What a flat buffer says of one member argument or result: its name, the
+/// shape it has in the step and its index there.
+DictionaryAttr describeMember(MLIRContext *context, DictionaryAttr attrs,
+                              Type type, StringRef name) {
+  Builder builder(context);
+  return builder.getDictionaryAttr(
+      {builder.getNamedAttr("name", builder.getStringAttr(name)),
+       builder.getNamedAttr("shape",
+                            builder.getDenseI64ArrayAttr(
+                                cast<RankedTensorType>(type).getShape())),
+       builder.getNamedAttr(
+           "source", attrs.get(dist::DistDialect::kSourceIndexAttrName))});
+}
+
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   using ZeroPassBase::ZeroPassBase;
 
@@ -139,6 +177,13 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     FailureOr<AxisList> axes = getAxes(function, mesh);
     if (failed(axes))
       return failure();
+    if (units) {
+      packUnits(function, mesh);
+      updates.clear();
+      for (auto update : function.getOps<OptimizerOpInterface>())
+        if (!update.getState().empty())
+          updates.push_back(update);
+    }
     int64_t devices = mesh.getGroupSize(*axes);
     llvm::SetVector<Operation *> forward;
     Regather regather{Regather::FromShard, {}};
@@ -173,8 +218,14 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
                << param.getArgNumber();
       ArrayRef<int64_t> shape =
           cast<RankedTensorType>(param.getType()).getShape();
+      // A unit's buffer is stored flat even where the group divides it (the
+      // same split then): its gradient, a concatenation of partial sums,
+      // stays partial until it is stored, and is reduce-scattered there.
+      bool packed =
+          function.getArgAttr(param.getArgNumber(),
+                              dist::DistDialect::kMembersAttrName) != nullptr;
       bool leading =
-          !shape.empty() &&
+          !shape.empty() && !packed &&
           (shape[0] / mesh.getGroupSize(sharding.dims[0].axes)) % devices == 0;
       LLVM_DEBUG(llvm::dbgs() << "zero-" << static_cast<int>(stage.getValue())
                               << ": parameter #" << param.getArgNumber()
@@ -256,6 +307,340 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
                     inner.toAttr(meshName));
     }
     return success();
+  }
+
+  /// The key of the flat buffer that `update`'s parameter and state may
+  /// share with others of its unit, or none. A unit's members share the
+  /// update (its op and attributes: one update serves them all), the
+  /// element types, the mesh axes they are replicated over, and the way the
+  /// model reads them (directly, or through one 16-bit cast); no axis
+  /// splits them, and their new values are only returned.
+  std::optional<std::string> getUnitKey(func::FuncOp function,
+                                        const MeshShape &mesh,
+                                        OptimizerOpInterface update) {
+    auto param = dyn_cast<BlockArgument>(update.getParameter());
+    if (!param || param.getOwner() != &function.front())
+      return std::nullopt;
+    StringRef name = getParamName(param);
+    TensorSharding sharding = getArgSharding(function, param);
+    if (name.empty() || !sharding.flat.empty() || !sharding.unreduced.empty() ||
+        llvm::any_of(sharding.dims, [&](const DimSharding &dim) {
+          return mesh.getGroupSize(dim.axes) > 1;
+        }))
+      return std::nullopt;
+    for (Value result : update->getResults())
+      if (!result.hasOneUse() || !isa<func::ReturnOp>(*result.user_begin()) ||
+          !function.getResultAttr(result.use_begin()->getOperandNumber(),
+                                  nn::kUpdatesAttrName))
+        return std::nullopt;
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    os << getParameterUnit(name) << " " << update->getName() << " "
+       << update->getAttrDictionary() << " " << formatAxes(sharding.replicated);
+    for (OpOperand &operand : update->getOpOperands()) {
+      Value value = operand.get();
+      if (value == param || &operand == &update.getGradientOperand() ||
+          llvm::is_contained(update.getState(), value)) {
+        auto arg = dyn_cast<BlockArgument>(value);
+        if (value != update.getGradient() &&
+            (!arg || arg.getOwner() != &function.front()))
+          return std::nullopt;
+        os << " " << getElementTypeOrSelf(value.getType());
+      } else {
+        // Read alike by every member (the step counter).
+        os << " " << value.getAsOpaquePointer();
+      }
+    }
+    if (isMasterWeight(param)) {
+      Type narrow;
+      for (Operation *user : param.getUsers())
+        if (auto read = dyn_cast<nn::CastOp>(user)) {
+          if (narrow && narrow != read.getType().getElementType())
+            return std::nullopt;
+          narrow = read.getType().getElementType();
+        }
+      os << " read as " << narrow;
+    }
+    return key;
+  }
+
+  /// FSDP's FlatParameter: the parameters of each unit (and each of their
+  /// optimizer states) that getUnitKey matches, two or more, become one
+  /// 1-d argument, their elements one after another in argument order, and
+  /// their updates one update of it. The model reads each member as a view
+  /// of it (slice, reshape; of its 16-bit cast with mixed precision), one
+  /// per phase it is read in, so that stage 3 gathers the unit once per
+  /// phase; the update reads the concatenation of the members' gradients.
+  /// The unit's argument and result list their members (`dist.members`),
+  /// by the index each has in the step as written (`dist.source_index`,
+  /// which every argument and result then carries).
+  void packUnits(func::FuncOp function, const MeshShape &mesh) {
+    // By key, in the order of their first member.
+    SmallVector<std::pair<std::string, SmallVector<Member>>> units;
+    llvm::StringMap<size_t> unitOf;
+    for (auto update : function.getOps<OptimizerOpInterface>()) {
+      if (update.getState().empty())
+        continue;
+      std::optional<std::string> key = getUnitKey(function, mesh, update);
+      if (!key)
+        continue;
+      Member member{update, cast<BlockArgument>(update.getParameter()), {}};
+      for (Value state : update.getState())
+        member.state.push_back(cast<BlockArgument>(state));
+      auto [it, added] = unitOf.try_emplace(*key, units.size());
+      if (added)
+        units.emplace_back(*key, SmallVector<Member>());
+      units[it->second].second.push_back(std::move(member));
+    }
+    llvm::erase_if(units,
+                   [](const auto &unit) { return unit.second.size() < 2; });
+    if (units.empty())
+      return;
+    stampSourceIndices(function);
+    llvm::SetVector<Operation *> forward = getForwardOps(function);
+    unsigned numArgs = function.getNumArguments();
+    llvm::BitVector erasedArgs(numArgs),
+        erasedResults(function.getNumResults());
+    DenseMap<int64_t, int64_t> unitArgOf;
+    SmallVector<std::pair<Value, DictionaryAttr>> unitResults;
+    for (auto &[key, members] : units)
+      packUnit(function, members, mesh.getName(), forward, unitArgOf,
+               unitResults);
+    for (auto &[key, members] : units)
+      for (Member &member : members) {
+        erasedArgs.set(member.param.getArgNumber());
+        for (BlockArgument state : member.state)
+          erasedArgs.set(state.getArgNumber());
+        for (Value result : member.update->getResults())
+          erasedResults.set(result.getUses().begin()->getOperandNumber());
+      }
+
+    // The return: the results kept, then the units'; the updated arguments
+    // by their index once the members' are erased.
+    MLIRContext *context = function.getContext();
+    Builder builder(context);
+    erasedArgs.resize(function.getNumArguments());
+    SmallVector<int64_t> newIndex;
+    for (unsigned i = 0, e = function.getNumArguments(), erased = 0; i < e;
+         ++i) {
+      newIndex.push_back(i - erased);
+      erased += erasedArgs.test(i);
+    }
+    auto returnOp = cast<func::ReturnOp>(function.front().getTerminator());
+    SmallVector<Value> returned;
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (auto [index, operand] : llvm::enumerate(returnOp.getOperands()))
+      if (!erasedResults.test(index)) {
+        returned.push_back(operand);
+        resultAttrs.push_back(function.getResultAttrDict(index));
+      }
+    for (auto &[value, attrs] : unitResults) {
+      returned.push_back(value);
+      resultAttrs.push_back(attrs);
+    }
+    for (DictionaryAttr &attrs : resultAttrs) {
+      if (!attrs)
+        continue;
+      auto updates = attrs.getAs<IntegerAttr>(nn::kUpdatesAttrName);
+      if (!updates)
+        continue;
+      NamedAttrList list(attrs);
+      int64_t arg = unitArgOf.lookup_or(updates.getInt(), updates.getInt());
+      list.set(nn::kUpdatesAttrName, builder.getI64IntegerAttr(newIndex[arg]));
+      attrs = list.getDictionary(context);
+    }
+    OpBuilder after(returnOp);
+    func::ReturnOp::create(after, returnOp.getLoc(), returned);
+    returnOp.erase();
+    // The members' updates, and the casts their reads no longer use.
+    for (auto &[key, members] : units)
+      for (Member &member : members) {
+        member.update->erase();
+        for (Operation *read :
+             llvm::make_early_inc_range(member.param.getUsers()))
+          read->erase();
+      }
+    (void)function.eraseArguments(erasedArgs);
+    function.setType(FunctionType::get(context, function.getArgumentTypes(),
+                                       TypeRange(ValueRange(returned))));
+    function.setAllResultAttrs(resultAttrs);
+  }
+
+  /// Packs one unit (see packUnits): adds its arguments, reads each member
+  /// from them, and updates them at once. `unitArgOf` maps each member
+  /// argument to the unit's argument that holds it; `unitResults` gains the
+  /// new update's results and their attributes.
+  void packUnit(func::FuncOp function, MutableArrayRef<Member> members,
+                FlatSymbolRefAttr meshName,
+                const llvm::SetVector<Operation *> &forward,
+                DenseMap<int64_t, int64_t> &unitArgOf,
+                SmallVector<std::pair<Value, DictionaryAttr>> &unitResults) {
+    MLIRContext *context = function.getContext();
+    Block &block = function.front();
+    Member &first = members.front();
+    Location loc = first.update.getLoc();
+    OpBuilder builder(context);
+    StringRef paramName = getParamName(first.param);
+    std::string unit = getParameterUnit(paramName).str();
+    SmallVector<int64_t> offsets;
+    int64_t total = 0;
+    for (Member &member : members) {
+      offsets.push_back(total);
+      total += cast<RankedTensorType>(member.param.getType()).getNumElements();
+    }
+    auto flatOf = [&](Type type) {
+      return RankedTensorType::get({total}, getElementTypeOrSelf(type));
+    };
+    auto getName = [&](BlockArgument arg) {
+      for (StringRef attr : {nn::kParamAttrName, nn::kStateAttrName})
+        if (auto name =
+                function.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr))
+          return name.getValue();
+      return StringRef();
+    };
+    // The unit's argument for the members' `argOf`: named as the first
+    // member's, with the unit for the parameter.
+    auto addArgument = [&](function_ref<BlockArgument(Member &)> argOf,
+                           StringRef nameAttr) {
+      BlockArgument front = argOf(first);
+      StringRef name = getName(front);
+      std::string unitName = name.consume_front(paramName)
+                                 ? unit + name.str()
+                                 : unit + "." + name.str();
+      SmallVector<Attribute> described;
+      for (Member &member : members) {
+        BlockArgument arg = argOf(member);
+        described.push_back(
+            describeMember(context, function.getArgAttrDict(arg.getArgNumber()),
+                           arg.getType(), getName(arg)));
+      }
+      NamedAttrList attrs;
+      attrs.set(nameAttr, builder.getStringAttr(unitName));
+      attrs.set(dist::DistDialect::kMembersAttrName,
+                builder.getArrayAttr(described));
+      unsigned index = function.getNumArguments();
+      (void)function.insertArgument(index, flatOf(front.getType()),
+                                    attrs.getDictionary(context), loc);
+      for (Member &member : members)
+        unitArgOf[argOf(member).getArgNumber()] = index;
+      return function.getArgument(index);
+    };
+    BlockArgument param = addArgument(
+        [](Member &member) { return member.param; }, nn::kParamAttrName);
+    // Replicated over the axes its members are, split by none.
+    TensorSharding whole = TensorSharding::getReplicated(1);
+    whole.replicated = getArgSharding(function, first.param).replicated;
+    function.setArgAttr(param.getArgNumber(),
+                        dist::DistDialect::kShardingAttrName,
+                        whole.toAttr(meshName));
+    SmallVector<BlockArgument> state;
+    for (size_t i = 0; i < first.state.size(); ++i)
+      state.push_back(addArgument(
+          [&](Member &member) { return member.state[i]; }, nn::kStateAttrName));
+
+    // Reads: a view per member and phase, before the phase's first read.
+    Value read = param;
+    if (isMasterWeight(first.param)) {
+      auto narrow = cast<nn::CastOp>(
+          *llvm::find_if(first.param.getUsers(), llvm::IsaPred<nn::CastOp>));
+      builder.setInsertionPointToStart(&block);
+      read = nn::CastOp::create(builder, loc, flatOf(narrow.getType()), param);
+    }
+    for (auto [member, offset] : llvm::zip(members, offsets)) {
+      auto type = cast<RankedTensorType>(member.param.getType());
+      SmallVector<Value> reads = {member.param};
+      if (read != param) {
+        reads.clear();
+        for (Operation *user : member.param.getUsers())
+          if (isa<nn::CastOp>(user))
+            reads.push_back(user->getResult(0));
+      }
+      for (Value value : reads) {
+        SmallVector<OpOperand *> phases[2];
+        for (OpOperand &use : value.getUses())
+          if (use.getOwner() != member.update.getOperation())
+            phases[forward.contains(use.getOwner()) ? 0 : 1].push_back(&use);
+        for (ArrayRef<OpOperand *> uses : phases) {
+          if (uses.empty())
+            continue;
+          builder.setInsertionPoint(getFirstAndLastUser(uses).first);
+          Value view = nn::SliceOp::create(
+              builder, loc, read, builder.getDenseI64ArrayAttr({offset}),
+              builder.getDenseI64ArrayAttr({offset + type.getNumElements()}));
+          view = nn::ReshapeOp::create(
+              builder, loc,
+              RankedTensorType::get(type.getShape(),
+                                    getElementTypeOrSelf(read.getType())),
+              view);
+          for (OpOperand *use : uses)
+            use->set(view);
+        }
+      }
+    }
+
+    // The gradient, once the last member's is made.
+    Operation *last = nullptr;
+    for (Member &member : members)
+      if (Operation *producer = member.update.getGradient().getDefiningOp())
+        if (!last || last->isBeforeInBlock(producer))
+          last = producer;
+    if (last)
+      builder.setInsertionPointAfter(last);
+    else
+      builder.setInsertionPointToStart(&block);
+    SmallVector<Value> pieces;
+    for (Member &member : members) {
+      Value grad = member.update.getGradient();
+      auto type = cast<RankedTensorType>(grad.getType());
+      pieces.push_back(nn::ReshapeOp::create(
+          builder, loc,
+          RankedTensorType::get({type.getNumElements()}, type.getElementType()),
+          grad));
+    }
+    Value grad = nn::ConcatOp::create(builder, loc, pieces, 0);
+
+    OperationState merged(loc, first.update->getName());
+    for (OpOperand &operand : first.update->getOpOperands()) {
+      Value value = operand.get();
+      if (&operand == &first.update.getGradientOperand())
+        value = grad;
+      else if (value == first.param)
+        value = param;
+      else if (auto it = llvm::find(first.state, value);
+               it != first.state.end())
+        value = state[it - first.state.begin()];
+      merged.addOperands(value);
+    }
+    merged.addAttributes(first.update->getAttrs());
+    for (Type type : first.update->getResultTypes())
+      merged.addTypes(flatOf(type));
+    // Where the members' last update was: after the gradient, and where
+    // the step updates (stage 1 reduce-scatters there).
+    Operation *lastUpdate = first.update;
+    for (Member &member : members)
+      if (lastUpdate->isBeforeInBlock(member.update))
+        lastUpdate = member.update;
+    builder.setInsertionPoint(lastUpdate);
+    Operation *update = builder.create(merged);
+    for (auto [index, result] : llvm::enumerate(update->getResults())) {
+      SmallVector<Attribute> described;
+      DictionaryAttr attrs;
+      for (Member &member : members) {
+        Value old = member.update->getResult(index);
+        unsigned position = old.getUses().begin()->getOperandNumber();
+        attrs = function.getResultAttrDict(position);
+        described.push_back(describeMember(
+            context, attrs, old.getType(),
+            getName(function.getArgument(
+                attrs.getAs<IntegerAttr>(nn::kUpdatesAttrName).getInt()))));
+      }
+      NamedAttrList list(attrs);
+      list.erase(dist::DistDialect::kSourceIndexAttrName);
+      list.erase(dist::DistDialect::kShardingAttrName);
+      list.set(dist::DistDialect::kMembersAttrName,
+               builder.getArrayAttr(described));
+      unitResults.push_back({result, list.getDictionary(context)});
+    }
   }
 
   /// reshard-after-forward for this mesh: true, false, or a group size

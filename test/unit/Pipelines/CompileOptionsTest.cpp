@@ -96,7 +96,8 @@ TEST(CompileOptionsTest, TheReplayCommandCarriesEveryOption) {
                           0),
             0u);
   EXPECT_NE(command.find(" mesh=dp=2 "), std::string::npos);
-  EXPECT_NE(command.find(" zero=0' -o /dev/null"), std::string::npos);
+  EXPECT_NE(command.find(" zero=0 "), std::string::npos);
+  EXPECT_NE(command.find(" zero-units=true' -o /dev/null"), std::string::npos);
 }
 
 TEST(EnumNamesTest, OneTableNamesParsesAndJoins) {

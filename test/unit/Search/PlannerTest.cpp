@@ -60,11 +60,15 @@ TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
     PlanEstimate e = estimatePlan(model, dgx(), choice);
     return (e.paramBytes + e.gradBytes + e.optimizerBytes) / local;
   };
-  // Mixed precision: 2 + 2 + 12 bytes per parameter.
+  // Mixed precision: 2 + 2 + 12 bytes per parameter. From stage 2 the
+  // largest gradient is whole until its reduce-scatter (an MLP weight's TP
+  // piece, 4 h² / 8).
+  double h = model.hidden;
+  double whole = 2 * (4 * h * h / 8) / local;
   EXPECT_DOUBLE_EQ(state(0), 16);
   EXPECT_DOUBLE_EQ(state(1), 4 + 12.0 / 64);
-  EXPECT_DOUBLE_EQ(state(2), 2 + 14.0 / 64);
-  EXPECT_DOUBLE_EQ(state(3), 16.0 / 64);
+  EXPECT_DOUBLE_EQ(state(2), 2 + 14.0 / 64 + whole);
+  EXPECT_DOUBLE_EQ(state(3), 16.0 / 64 + whole);
 }
 
 TEST(PlannerTest, ZeroPricesAReduceScatterPerMicrobatch) {
@@ -350,10 +354,8 @@ TEST(PlannerTest, ZeroModelStateIsItsClosedForm) {
   // f32 master weights with the moments, the model's 16-bit casts of them
   // as its parameters), from 3 to 1024 data-parallel devices: where the
   // group divides no dim (3, 6) the state is stored flat and padded.
-  // Compiled, not run. From stage 2 a parameter's gradient is whole until its
-  // reduce-scatter: at the gradient peak the last the backward completes
-  // (the position embedding's) is whole next to every shard, and the closed
-  // form has no term for it.
+  // Compiled, not run. From stage 2 a unit's gradient is whole until its
+  // reduce-scatter, and the closed form has no term for it.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -392,20 +394,17 @@ TEST(PlannerTest, ZeroModelStateIsItsClosedForm) {
         EXPECT_NEAR(compiled.optimizer_state_bytes(),
                     closed.optimizerStateBytes,
                     0.01 * closed.optimizerStateBytes);
-        // Transients the closed form does not count, at most one
-        // parameter's at a time: stage 1's first update reduce-scatters a
-        // shard next to all whole gradients (at most a share of the
-        // largest, the MLP's 1024x4096); from stage 2 the last gradient the
-        // backward completes (the position embedding's) is whole next to
-        // every shard, and where the group divides no dim (3, 6) a
-        // gradient stored flat is whole as the wgrad made it (its padded
-        // copy is written in place): at most the largest.
+        // Transients the closed form does not count, at most one unit's
+        // at a time (without tensor parallelism a block's parameters are
+        // one flat buffer, FSDP's FlatParameter): stage 1's first update
+        // reduce-scatters a shard next to all whole gradients (at most a
+        // block's share); from stage 2 a block's gradient is whole until
+        // its reduce-scatter (its members made in place of their
+        // concatenation, its padding written in place), next to the shards.
         double elementBytes = mixed ? 2 : 4;
-        double wholeLargest = 1024.0 * 4096 * elementBytes;
-        double wholeLast = config.seq * 1024.0 * elementBytes;
-        bool padded = 1024 % dp != 0;
-        double transient = stage == 1   ? wholeLargest / dp
-                           : stage >= 2 ? (padded ? wholeLargest : wholeLast)
+        double wholeBlock = (12 * 1024.0 * 1024 + 13 * 1024) * elementBytes;
+        double transient = stage == 1   ? wholeBlock / dp + elementBytes
+                           : stage >= 2 ? wholeBlock
                                         : 0;
         EXPECT_GE(compiled.gradient_bytes(), closed.gradientBytes);
         EXPECT_LE(compiled.gradient_bytes(),

@@ -153,6 +153,16 @@ private:
 OwnedTensor makeGlobalInput(const plan::Argument &argument, uint64_t seed,
                             int64_t index);
 
+/// A unit's flat buffer from its members' global tensors: their elements
+/// one after another.
+OwnedTensor packMembers(const std::vector<const Tensor *> &members);
+
+/// The members' global tensors of a unit's flat buffer `global`, of the
+/// shapes `members` (plan::Member) give.
+std::vector<OwnedTensor>
+unpackMembers(const Tensor &global,
+              const google::protobuf::RepeatedPtrField<plan::Member> &members);
+
 /// The piece of a global tensor that `rank` holds under `layout`.
 OwnedTensor takeLocalPiece(const Tensor &global, const PieceLayout &layout,
                            const Mesh &mesh, int64_t rank);

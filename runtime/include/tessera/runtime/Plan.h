@@ -48,6 +48,12 @@ const plan::Program *getProgramOfRank(const plan::Plan &plan, int64_t rank);
 std::vector<std::pair<int64_t, int64_t>>
 getTransferChannels(const plan::Plan &plan);
 
+/// The step's tensors that an argument holds, with their index in
+/// the step as written: each member of a unit's flat buffer, or the tensor
+/// itself (its source_index, else `index`), as an Argument of that shape.
+std::vector<std::pair<int64_t, plan::Argument>>
+getStepTensors(const plan::Argument &argument, int64_t index);
+
 /// How a plan argument or result lays a global tensor out over the ranks:
 /// the axes that split each dim, and the axes its piece is stored flat over
 /// (padded with zeros to a multiple of their group, split evenly; empty:

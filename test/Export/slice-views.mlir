@@ -1,8 +1,8 @@
 // RUN: tessera-opt %s --split-input-file --tessera-export="text=true output=-" | FileCheck %s
 
-// Tests that an nn.slice of a buffer's first bytes (a gathered flat piece
-// cut to its elements) exports as a view of that buffer, with no
-// instruction.
+// Tests that an nn.slice of a run of a buffer's bytes (a gathered flat
+// piece cut to its elements, a unit's member of its gathered buffer)
+// exports as a view of that buffer, with no instruction.
 // CHECK: id: 1
 // CHECK: arena_offset_bytes: [[R:[0-9]+]]
 // CHECK: id: 2
@@ -20,10 +20,26 @@ func.func @cut(%x: tensor<16xf32>) -> tensor<15xf32> {
 
 // -----
 
-// Tests that the leading rows of a matrix are a view, but a slice of some
-// of its columns, or one that starts later, is copied.
-// CHECK: view_of: 1
-// CHECK: op: "nn.slice"
+// Tests that rows of a matrix are a view, from their first byte on (the
+// later rows 64 bytes in), but a slice of some of its columns is copied.
+// CHECK: id: 1
+// CHECK-NEXT: dtype: F32
+// CHECK-NEXT: shape: 4
+// CHECK-NEXT: shape: 8
+// CHECK-NEXT: arena_offset_bytes: [[R:[0-9]+]]
+// CHECK: id: 2
+// CHECK-NEXT: dtype: F32
+// CHECK-NEXT: shape: 2
+// CHECK-NEXT: shape: 8
+// CHECK-NEXT: arena_offset_bytes: [[R]]
+// CHECK-NEXT: view_of: 1
+// CHECK: id: 4
+// CHECK-NEXT: dtype: F32
+// CHECK-NEXT: shape: 2
+// CHECK-NEXT: shape: 8
+// CHECK-NEXT: arena_offset_bytes: [[LATER:[0-9]+]]
+// CHECK-NEXT: view_of: 1
+// CHECK-NEXT: view_offset_bytes: 64
 // CHECK: op: "nn.slice"
 // CHECK-NOT: op: "nn.slice"
 // CHECK: source_model: "rows"
