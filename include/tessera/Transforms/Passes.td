@@ -283,6 +283,27 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     the forward and the backward (stage 3 frees it after the forward as
     `reshard-after-forward` says).
 
+    Units (`units`, on by default; FSDP's FlatParameter): first, the
+    parameters of each unit (the name up to its first numbered component,
+    "blocks.3" for "blocks.3.attn.wq", else without its last) that no other
+    mesh axis of more than one device splits, updated alike (one optimizer
+    op and attributes, element types, replicated axes, read directly or
+    through one 16-bit cast), two or more, become one 1-d argument, their
+    elements one after another in argument order; so does each of their
+    optimizer states. The unit's argument and its new value list their
+    members (`dist.members`, each `{name, shape, source}`, the source being the
+    member's index in the step as written, which `dist.source_index` then
+    gives every other argument and result). The model reads each member as
+    a view of it (`nn.slice`, `nn.reshape`; with mixed precision, of its
+    16-bit cast), one per phase the member is read in, so stage 3 gathers
+    the whole unit once per phase; one update of the unit reads the
+    members' gradients flattened and concatenated (`nn.concat`, after the
+    last of them is made). The unit is then stored flat, as above, even
+    where the group divides it. The export makes each view a view of the
+    gathered buffer and each member's gradient in place in the
+    concatenation, so a unit's gather and its gradient copy nothing. With
+    tensor parallelism the split parameters keep a buffer each.
+
     Stage 0 changes nothing. A scalar parameter keeps replicated state,
     gradient and value.
   }];
@@ -530,7 +551,16 @@ def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
     - every SSA value becomes a numbered buffer with its local shape;
     - `nn.reshape` becomes a view: a buffer of the new shape over its
       operand's bytes (`view_of`), with no instruction and no copy; the
-      operand lives as long as its views are read;
+      operand lives as long as its views are read. So does an `nn.slice`
+      of a contiguous run of its operand's elements (a gathered flat
+      piece cut to its elements, a unit's member in its gathered buffer),
+      from its first byte (`view_offset_bytes`);
+    - an `nn.concat` along dim 0 finds in place each input made for it
+      alone (read last there, not an argument, not shared): its buffer is
+      placed in the result's (`placed_in`, `placed_offset_bytes`), which
+      lives from the first such input's making, so a unit's gradient costs
+      no copy; a concatenation with zeros (a padding) is written over its
+      value (`overwrites`);
     - every other `nn` op becomes a kernel launch with its attributes, every `dist`
       collective a collective on its mesh-axis group;
     - each buffer is freed after its last use, and a static memory plan

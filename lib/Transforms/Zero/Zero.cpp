@@ -101,6 +101,15 @@ struct Member {
   SmallVector<BlockArgument> state;
 };
 
+/// `value` in `shape` (its elements in the same order).
+Value reshapeTo(OpBuilder &builder, Location loc, Value value,
+                ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape)
+    return value;
+  return nn::ReshapeOp::create(builder, loc, type.clone(shape), value);
+}
+
 /// Sets `dist.source_index` on each argument and result of `function` that
 /// has none to its position: the runtime generates and reads every input
 /// of the step by its index in the step as written, and packing moves them.
@@ -567,11 +576,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
           Value view = nn::SliceOp::create(
               builder, loc, read, builder.getDenseI64ArrayAttr({offset}),
               builder.getDenseI64ArrayAttr({offset + type.getNumElements()}));
-          view = nn::ReshapeOp::create(
-              builder, loc,
-              RankedTensorType::get(type.getShape(),
-                                    getElementTypeOrSelf(read.getType())),
-              view);
+          view = reshapeTo(builder, loc, view, type.getShape());
           for (OpOperand *use : uses)
             use->set(view);
         }
@@ -591,11 +596,9 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     SmallVector<Value> pieces;
     for (Member &member : members) {
       Value grad = member.update.getGradient();
-      auto type = cast<RankedTensorType>(grad.getType());
-      pieces.push_back(nn::ReshapeOp::create(
-          builder, loc,
-          RankedTensorType::get({type.getNumElements()}, type.getElementType()),
-          grad));
+      pieces.push_back(
+          reshapeTo(builder, loc, grad,
+                    {cast<RankedTensorType>(grad.getType()).getNumElements()}));
     }
     Value grad = nn::ConcatOp::create(builder, loc, pieces, 0);
 

@@ -184,6 +184,54 @@ TEST(PlanTest, RejectsAFlatArgumentOfTheWrongShare) {
             "piece [32] of global shape [4, 16]");
 }
 
+TEST(PlanTest, RejectsAUnitBufferThatIsNotItsMembersInARow) {
+  // A unit's flat buffer of 64 elements, split flat over "tp", whose
+  // members hold 32 + 16.
+  plan::Plan plan = makePlan();
+  plan::Argument *argument = plan.mutable_programs(0)->mutable_arguments(0);
+  argument->clear_dim_axes();
+  argument->clear_global_shape();
+  argument->add_global_shape(64);
+  argument->add_dim_axes();
+  argument->add_flat_axes("tp");
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 8}, {16}}) {
+    plan::Member *member = argument->add_members();
+    member->set_name("w");
+    for (int64_t size : shape)
+      member->add_global_shape(size);
+  }
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: argument 'arg0' of global shape [64] is not its "
+            "members' 48 elements in a row");
+}
+
+TEST(PlanTest, RejectsAViewPastItsBuffer) {
+  // Rows 3 and 4 of the gathered [4, 16] are a view 128 bytes in; from 192
+  // bytes in they would run past it.
+  plan::Plan plan = makePlan();
+  plan::Program *program = plan.mutable_programs(0);
+  addBuffer(program, {2, 16}, 256 + 128);
+  program->mutable_buffers(3)->set_view_of(2);
+  program->mutable_buffers(3)->set_view_offset_bytes(128);
+  EXPECT_EQ(getValidationError(plan), "");
+  program->mutable_buffers(3)->set_view_offset_bytes(192);
+  program->mutable_buffers(3)->set_arena_offset_bytes(256 + 192);
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: view buffer 3 differs from buffer 2 in dtype, size or "
+            "arena offset");
+}
+
+TEST(PlanTest, RejectsABufferPlacedOutsideItsConcatenation) {
+  // The relu's result placed in the gather's: 128 bytes apart in the arena,
+  // but said to be 0 bytes into it.
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_buffers(1)->set_placed_in(2);
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: buffer 1 is placed in buffer 2, expected a later "
+            "buffer of its dtype, neither a view nor placed nor slotted, that "
+            "holds it at its arena offset");
+}
+
 TEST(PlanTest, RejectsRanksWithoutAProgram) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_ranks()->RemoveLast();
@@ -374,6 +422,51 @@ TEST(MeshTest, FlatPiecesRoundTrip) {
     placeLocalPiece(takeLocalPiece(global.view, layout, mesh, rank).view,
                     rebuilt.view, layout, mesh, rank);
   EXPECT_EQ(rebuilt.storage, global.storage);
+}
+
+TEST(MeshTest, UnitMembersRoundTrip) {
+  // A unit's flat buffer of a [2, 3] and a [2] member, stored flat over
+  // dp = 3: the step's tensors are its members, by their index in the step;
+  // a rank's share of 3 elements runs across both.
+  plan::Argument unit;
+  unit.set_name("fc");
+  unit.set_dtype(plan::F32);
+  unit.add_global_shape(8);
+  std::vector<std::vector<int64_t>> shapes = {{2, 3}, {2}};
+  for (size_t index = 0; index < shapes.size(); ++index) {
+    plan::Member *member = unit.add_members();
+    member->set_name(index ? "fc.b" : "fc.w");
+    member->set_source_index(4 + index);
+    for (int64_t size : shapes[index])
+      member->add_global_shape(size);
+  }
+  auto tensors = getStepTensors(unit, 0);
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[1].first, 5);
+  EXPECT_EQ(tensors[1].second.name(), "fc.b");
+  EXPECT_EQ(tensors[1].second.global_shape_size(), 1);
+  OwnedTensor w(DType::F32, {2, 3}), b(DType::F32, {2});
+  for (int i = 0; i < 6; ++i)
+    w.view.as<float>()[i] = i + 1;
+  b.view.as<float>()[0] = 7;
+  b.view.as<float>()[1] = 8;
+  OwnedTensor packed = packMembers({&w.view, &b.view});
+  Mesh mesh({"dp"}, {3});
+  PieceLayout layout{{{}}, {"dp"}};
+  OwnedTensor piece = takeLocalPiece(packed.view, layout, mesh, /*rank=*/1);
+  std::vector<float> want = {4, 5, 6};
+  EXPECT_EQ(
+      std::vector<float>(piece.view.as<float>(), piece.view.as<float>() + 3),
+      want);
+  OwnedTensor rebuilt(DType::F32, {8});
+  for (int64_t rank = 0; rank < 3; ++rank)
+    placeLocalPiece(takeLocalPiece(packed.view, layout, mesh, rank).view,
+                    rebuilt.view, layout, mesh, rank);
+  std::vector<OwnedTensor> members =
+      unpackMembers(rebuilt.view, unit.members());
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(members[0].storage, w.storage);
+  EXPECT_EQ(members[1].storage, b.storage);
 }
 
 } // namespace
