@@ -11,8 +11,10 @@ for 7.5B parameters at N_d = 64 with K = 12: 120, 31.4, 16.6 and 1.88 GB.
 Where Tessera's step differs from the paper's accounting, the columns say
 so: at stages 1 and 2 the bf16 copy of the parameters is the cast of the
 master shard gathered whole once per step (the communication buffer, which
-the model state column adds at those stages), and from stage 2 a
-gradient is whole until its reduce-scatter. Run from the repository root
+the model state column adds at those stages), and from stage 2 one unit's
+gradient is whole until its reduce-scatter: a block's, whose parameters
+are one flat buffer (FSDP's FlatParameter; DeepSpeed's ZeRO-2 holds a
+reduce bucket of 5e8 elements instead), which the paper does not count. Run from the repository root
 after building:
     python3 bench/zero/paper_table.py
 """
@@ -69,6 +71,10 @@ def main():
                   f"{optim / 1e9:6.2f} {communication / 1e9:14.2f} "
                   f"{state / 1e9:12.2f} {formula[stage] / 1e9:16.2f} "
                   f"{PAPER_GB[stage]:13}")
+        h = 4096
+        print(f"from stage 2 the gradients hold one block's whole, "
+              f"(12 h^2 + 13 h) * 2 bytes = {(12 * h * h + 13 * h) * 2 / 1e9:.2f}"
+              f" GB, next to the shards")
 
 
 if __name__ == "__main__":
