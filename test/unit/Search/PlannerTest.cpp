@@ -449,8 +449,8 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   // One truth for prices, on the plans the search picks: each of the top
   // plans for 4 and 8 devices, compiled (not run), holds the parameters and
   // optimizer state the search charged and moves the data-parallel bytes it
-  // charged, within 2%, on its largest program; its gradients and the
-  // activations of the stage holding the most within 4% and 8%.
+  // charged, within 2%, on its largest program, and its gradients; the
+  // activations of the stage holding the most within 8%.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -493,10 +493,11 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
                   (kept ? 0.05 : 0.02) * parameters);
       EXPECT_NEAR(estimate.optimizerBytes, compiled.optimizer_state_bytes(),
                   0.02 * compiled.optimizer_state_bytes());
-      // Gradients: the tied embedding's two terms reduced on both ends of a
-      // pipeline (4%). Activations: the search's fitted transient (8%).
+      // Gradients (from stage 2 with a unit's whole gradient): the tied
+      // embedding's two terms reduced on both ends of a pipeline (2%).
+      // Activations: the search's fitted transient (8%).
       EXPECT_NEAR(estimate.gradBytes, compiled.gradient_bytes(),
-                  0.04 * compiled.gradient_bytes());
+                  0.02 * compiled.gradient_bytes());
       EXPECT_NEAR(estimate.activationBytes, activations, 0.08 * activations);
       if (choice.dp == 1)
         continue;
