@@ -12,10 +12,10 @@ using namespace tessera;
 DenseMap<Value, MemoryCategory>
 tessera::getMemoryCategories(func::FuncOp function) {
   DenseMap<Value, MemoryCategory> categories;
-  // A value is what it was made from by collectives and constraints, and by
-  // the 1-d layout ops of a flat piece or a unit's flat buffer: a flattening
-  // reshape (or back), the cut of its padding, the padding with zeros, the
-  // concatenation of the members.
+  // A value is what it was made from by collectives (and their waits) and
+  // constraints, and by the 1-d layout ops of a flat piece or a unit's flat
+  // buffer: a flattening reshape (or back), the cut of its padding, the
+  // padding with zeros, the concatenation of the members.
   auto isFlatLayout = [](Operation *op) {
     auto isFlat = [](Value value) {
       return cast<RankedTensorType>(value.getType()).getRank() == 1;
@@ -35,8 +35,8 @@ tessera::getMemoryCategories(func::FuncOp function) {
         continue;
       if (isa<nn::ConcatOp>(op) && isFlatLayout(op))
         llvm::append_range(made, op->getOperands());
-      else if (isa<dist::CollectiveOpInterface, dist::ShardingConstraintOp>(
-                   op) ||
+      else if (isa<dist::CollectiveOpInterface, dist::ShardingConstraintOp,
+                   dist::WaitOp>(op) ||
                isFlatLayout(op))
         made.push_back(op->getOperand(0));
     }
