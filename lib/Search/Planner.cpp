@@ -18,6 +18,7 @@
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/Sharding.h"
+#include "tessera/Analysis/TrainStep.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
 
@@ -33,6 +34,76 @@
 using namespace mlir;
 using namespace tessera;
 
+/// The number of blocks of `function`'s model, found as its structure
+/// repeats: its ops that read the data (not what parameters and constants
+/// alone make), cut where one value they make crosses (a layer boundary,
+/// as the pipeline pass cuts), give a sequence of segments, each known by
+/// its ops and their result types; the blocks are the most repetitions of
+/// one run of segments, back to back, that cover the most segments (0: no
+/// run repeats).
+static int64_t countRepeatedBlocks(func::FuncOp function) {
+  llvm::DenseSet<Value> data;
+  for (BlockArgument arg : function.getArguments())
+    if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      data.insert(arg);
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, int64_t> position;
+  for (Operation &op : function.front().without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value value) { return data.contains(value); }))
+      continue;
+    position[&op] = ops.size();
+    ops.push_back(&op);
+    data.insert(op.result_begin(), op.result_end());
+  }
+  int64_t n = ops.size();
+  SmallVector<int64_t> crossing(n + 1, 0);
+  for (auto [i, op] : llvm::enumerate(ops))
+    for (Value result : op->getResults()) {
+      int64_t last = i;
+      for (Operation *user : result.getUsers())
+        if (auto it = position.find(user); it != position.end())
+          last = std::max(last, it->second);
+      crossing[i + 1] += 1;
+      crossing[last + 1] -= 1;
+    }
+  // Each segment's signature, numbered: equal numbers, equal structure.
+  llvm::StringMap<int64_t> signatures;
+  SmallVector<int64_t> segments;
+  std::string signature;
+  auto endSegment = [&]() {
+    if (!signature.empty())
+      segments.push_back(
+          signatures.try_emplace(signature, signatures.size()).first->second);
+    signature.clear();
+  };
+  for (int64_t i = 0, live = crossing[0]; i < n; ++i) {
+    live += crossing[i];
+    if (i > 0 && live <= 1)
+      endSegment();
+    llvm::raw_string_ostream os(signature);
+    os << ops[i]->getName() << ops[i]->getResultTypes() << ";";
+  }
+  endSegment();
+  int64_t count = segments.size(), best = 0, covered = 0;
+  for (int64_t period = 1; 2 * period <= count; ++period)
+    for (int64_t start = 0; start + 2 * period <= count; ++start) {
+      auto repeats = [&](int64_t k) {
+        return std::equal(segments.begin() + start,
+                          segments.begin() + start + period,
+                          segments.begin() + start + k * period);
+      };
+      int64_t runs = 1;
+      while (start + (runs + 1) * period <= count && repeats(runs))
+        ++runs;
+      if (runs >= 2 && runs * period > covered) {
+        covered = runs * period;
+        best = runs;
+      }
+    }
+  return best;
+}
+
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   ModelShape shape;
   func::FuncOp function;
@@ -41,51 +112,78 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
       function = candidate;
   if (!function)
     return llvm::createStringError("the model has no function");
-  llvm::StringSet<> blocks;
+  // From the structure, not the names: the token ids are the first integer
+  // data argument [batch, seq], and the token embedding the nn.embedding
+  // that looks them up in a parameter [vocab, hidden] (tied when a dot
+  // reads that table too, the LM head).
+  BlockArgument tokens;
+  llvm::StringSet<> numberedUnits;
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      nn::kParamAttrName);
     if (!type)
       continue;
-    if (!name) {
-      if (type.getRank() == 2 && isa<IntegerType>(type.getElementType()) &&
-          !shape.batch)
-        shape.batch = type.getDimSize(0);
-      continue;
-    }
-    shape.parameters += type.getNumElements();
-    StringRef param = name.getValue();
-    if (param == "wte") {
-      shape.vocab = type.getDimSize(0);
-      shape.hidden = type.getDimSize(1);
-      for (Operation *user : arg.getUsers())
-        shape.tiedEmbedding |=
-            isa<nn::DotOp>(user) ||
-            (isa<nn::CastOp>(user) &&
-             llvm::any_of(user->getUsers(), llvm::IsaPred<nn::DotOp>));
-    } else if (param == "wpe") {
-      shape.seq = type.getDimSize(0);
-    } else if (param.consume_front("blocks.")) {
-      blocks.insert(param.split('.').first);
+    if (auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          nn::kParamAttrName)) {
+      shape.parameters += type.getNumElements();
+      StringRef unit = getParameterUnit(name.getValue());
+      if (isNumberedUnit(unit))
+        numberedUnits.insert(unit);
+    } else if (!tokens && type.getRank() == 2 &&
+               isa<IntegerType>(type.getElementType())) {
+      tokens = arg;
+      shape.batch = type.getDimSize(0);
+      shape.seq = type.getDimSize(1);
     }
   }
-  shape.layers = blocks.size();
+  auto isTable = [&](Value value) {
+    if (auto cast = value.getDefiningOp<nn::CastOp>())
+      value = cast.getInput();
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName)
+               ? arg
+               : BlockArgument();
+  };
+  if (tokens)
+    for (Operation *user : tokens.getUsers()) {
+      auto lookup = dyn_cast<nn::EmbeddingOp>(user);
+      BlockArgument table = lookup ? isTable(lookup.getTable()) : nullptr;
+      if (!table || lookup.getIndices() != tokens)
+        continue;
+      auto type = cast<RankedTensorType>(table.getType());
+      shape.vocab = type.getDimSize(0);
+      shape.hidden = type.getDimSize(1);
+      for (Operation *reader : table.getUsers())
+        shape.tiedEmbedding |=
+            isa<nn::DotOp>(reader) ||
+            (isa<nn::CastOp>(reader) &&
+             llvm::any_of(reader->getUsers(), llvm::IsaPred<nn::DotOp>));
+      break;
+    }
+  // The blocks as the structure repeats; one block repeats nothing, and
+  // then the numbering of the parameters' names is the hint.
+  shape.layers = countRepeatedBlocks(function);
+  if (!shape.layers)
+    shape.layers = numberedUnits.size();
   // Heads: the reshape that splits the hidden dim as [b, s, heads, d].
   function.walk([&](nn::ReshapeOp reshape) {
     RankedTensorType result = reshape.getType();
-    if (!shape.heads && result.getRank() == 4 &&
+    if (!shape.heads && shape.hidden && result.getRank() == 4 &&
         result.getDimSize(2) * result.getDimSize(3) == shape.hidden)
       shape.heads = result.getDimSize(2);
   });
   function.walk(
       [&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
-  if (!shape.vocab || !shape.seq || !shape.layers || !shape.heads ||
-      !shape.batch)
+  if (!shape.vocab || !shape.layers || !shape.heads || !shape.batch)
     return llvm::createStringError(
         "the plan search reads GPT-style models (tessera model gpt): could "
-        "not find the token embedding 'wte', the position embedding 'wpe', "
-        "'blocks.<i>.' parameters, the heads or the token batch");
+        "not find " +
+        std::string(!tokens         ? "the token ids (an integer [batch, seq] "
+                                      "argument)"
+                    : !shape.vocab  ? "the token embedding (an nn.embedding "
+                                      "of the token ids in a parameter)"
+                    : !shape.layers ? "repeated blocks"
+                                    : "the attention heads (a reshape of the "
+                                      "hidden dim to [b, s, heads, d])"));
   return shape;
 }
 
@@ -306,8 +404,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // Without a pipeline, at the peak (the first block's) the embeddings'
   // shards, the backward's last, are not made yet; a pipeline's largest
   // stage is its last, whose tied embedding's shard the head made first.
-  double unmade = choice.pp == 1 ? (model.vocab + model.seq) * h / choice.dp
-                                 : 0;
+  double unmade =
+      choice.pp == 1 ? (model.vocab + model.seq) * h / choice.dp : 0;
   if (choice.zero >= 2)
     estimate.gradBytes +=
         bytes.gradient *

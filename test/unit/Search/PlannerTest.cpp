@@ -8,6 +8,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/NN/IR/NNDialect.h"
+#include "dialects/NN/IR/NNOps.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Plan.h"
@@ -46,6 +47,60 @@ MachineModel dgx() {
   machine.memoryBandwidthBytesPerSecond = 3.35e12;
   machine.levels = {{"nvlink", 8, 450e9, 3e-6}, {"ib", 32768, 50e9, 8e-6}};
   return machine;
+}
+
+TEST(PlannerTest, ModelShapeComesFromTheGraphNotTheNames) {
+  // The same GPT with its parameters renamed (no "wte", "wpe" or
+  // "blocks.<i>"): the token ids, their embedding and the repeated blocks
+  // give the same shape. With one block nothing repeats, and the numbering
+  // of the names is the hint; without it, the search says what it misses.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  GptConfig config;
+  config.layers = 5;
+  config.hidden = 64;
+  config.heads = 4;
+  config.seq = 16;
+  config.vocab = 128;
+  config.batch = 2;
+  mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
+  llvm::Expected<ModelShape> named = getModelShape(*model);
+  ASSERT_TRUE(static_cast<bool>(named)) << llvm::toString(named.takeError());
+  auto rename = [&](mlir::ModuleOp module, bool numbered) {
+    auto function = *module.getOps<mlir::func::FuncOp>().begin();
+    for (unsigned i = 0; i < function.getNumArguments(); ++i)
+      if (function.getArgAttr(i, nn::kParamAttrName))
+        function.setArgAttr(
+            i, nn::kParamAttrName,
+            mlir::StringAttr::get(&context, (numbered ? "layer.0.p" : "p") +
+                                                std::to_string(i)));
+  };
+  rename(*model, /*numbered=*/false);
+  llvm::Expected<ModelShape> renamed = getModelShape(*model);
+  ASSERT_TRUE(static_cast<bool>(renamed))
+      << llvm::toString(renamed.takeError());
+  EXPECT_EQ(renamed->layers, 5);
+  EXPECT_EQ(renamed->hidden, 64);
+  EXPECT_EQ(renamed->heads, 4);
+  EXPECT_EQ(renamed->seq, 16);
+  EXPECT_EQ(renamed->vocab, 128);
+  EXPECT_EQ(renamed->batch, 2);
+  EXPECT_EQ(renamed->parameters, named->parameters);
+  EXPECT_EQ(renamed->tiedEmbedding, named->tiedEmbedding);
+
+  config.layers = 1;
+  mlir::OwningOpRef<mlir::ModuleOp> one = buildGpt(&context, config);
+  rename(*one, /*numbered=*/true);
+  llvm::Expected<ModelShape> hinted = getModelShape(*one);
+  ASSERT_TRUE(static_cast<bool>(hinted)) << llvm::toString(hinted.takeError());
+  EXPECT_EQ(hinted->layers, 1);
+  rename(*one, /*numbered=*/false);
+  llvm::Expected<ModelShape> unknown = getModelShape(*one);
+  ASSERT_FALSE(static_cast<bool>(unknown));
+  EXPECT_EQ(llvm::toString(unknown.takeError()),
+            "the plan search reads GPT-style models (tessera model gpt): "
+            "could not find repeated blocks");
 }
 
 TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
