@@ -9,6 +9,32 @@
 using namespace mlir;
 using namespace tessera;
 
+bool tessera::isUnitDimView(Operation *op) {
+  if (!isa<nn::ReshapeOp, nn::TransposeOp>(op))
+    return false;
+  auto nonUnit = [](Value value) {
+    SmallVector<int64_t> sizes;
+    for (int64_t size : cast<RankedTensorType>(value.getType()).getShape())
+      if (size != 1)
+        sizes.push_back(size);
+    return sizes;
+  };
+  if (auto transpose = dyn_cast<nn::TransposeOp>(op)) {
+    // The dims of more than one element keep their order.
+    ArrayRef<int64_t> shape = transpose.getInput().getType().getShape();
+    int64_t last = -1;
+    for (int64_t d : transpose.getPermutation()) {
+      if (shape[d] == 1)
+        continue;
+      if (d < last)
+        return false;
+      last = d;
+    }
+    return true;
+  }
+  return nonUnit(op->getOperand(0)) == nonUnit(op->getResult(0));
+}
+
 DenseMap<Value, MemoryCategory>
 tessera::getMemoryCategories(func::FuncOp function) {
   DenseMap<Value, MemoryCategory> categories;
@@ -17,11 +43,16 @@ tessera::getMemoryCategories(func::FuncOp function) {
   // buffer: a flattening reshape (or back), the cut of its padding, the
   // padding with zeros, the concatenation of the members.
   auto isFlatLayout = [](Operation *op) {
+    // One dim of more than one element (a row of a unit's buffer is [1, n]).
     auto isFlat = [](Value value) {
-      return cast<RankedTensorType>(value.getType()).getRank() == 1;
+      return llvm::count_if(cast<RankedTensorType>(value.getType()).getShape(),
+                            [](int64_t size) { return size != 1; }) <= 1;
     };
     if (isa<nn::ReshapeOp>(op))
-      return isFlat(op->getOperand(0)) || isFlat(op->getResult(0));
+      return isFlat(op->getOperand(0)) || isFlat(op->getResult(0)) ||
+             isUnitDimView(op);
+    if (isa<nn::TransposeOp>(op))
+      return isUnitDimView(op);
     return isa<nn::SliceOp, nn::ConcatOp>(op) && isFlat(op->getResult(0));
   };
   auto mark = [&](Value value, MemoryCategory category) {

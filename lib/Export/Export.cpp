@@ -348,19 +348,32 @@ void PlanBuilder::setSharding(Attribute attr, Attribute globalShape,
 }
 
 /// Lists the members of a unit's flat buffer (`dist.members`), if `attr`
-/// is there.
+/// is there; a member split over the buffer's row axes (the axes of dim 0
+/// of `sharding`) on its `dim` has them there.
 template <typename Message>
-static void setMembers(Attribute attr, Message *message) {
+static void setMembers(Attribute attr, Attribute sharding, Message *message) {
   auto members = dyn_cast_or_null<ArrayAttr>(attr);
   if (!members)
     return;
+  auto unit = dyn_cast_or_null<dist::ShardingAttr>(sharding);
   for (Attribute member : members) {
     auto dict = cast<DictionaryAttr>(member);
     plan::Member *planMember = message->add_members();
     planMember->set_name(dict.getAs<StringAttr>("name").str());
-    for (int64_t size : dict.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+    ArrayRef<int64_t> shape =
+        dict.getAs<DenseI64ArrayAttr>("shape").asArrayRef();
+    for (int64_t size : shape)
       planMember->add_global_shape(size);
     planMember->set_source_index(dict.getAs<IntegerAttr>("source").getInt());
+    auto dim = dict.getAs<IntegerAttr>("dim");
+    if (!dim || !unit)
+      continue;
+    for (int64_t d = 0, e = shape.size(); d < e; ++d) {
+      plan::DimAxes *axes = planMember->add_dim_axes();
+      if (d == dim.getInt())
+        for (StringAttr axis : unit.getDims().front().getAxes())
+          axes->add_axes(axis.str());
+    }
   }
 }
 
@@ -587,7 +600,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     if (auto source = function.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                              sourceName))
       argument->set_source_index(source.getInt());
-    setMembers(function.getArgAttr(arg.getArgNumber(), membersName), argument);
+    setMembers(function.getArgAttr(arg.getArgNumber(), membersName),
+               function.getArgAttr(arg.getArgNumber(), attrName), argument);
   }
 
   auto schedule = function->getAttrOfType<DictionaryAttr>(
@@ -649,7 +663,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
         if (auto source =
                 function.getResultAttrOfType<IntegerAttr>(index, sourceName))
           planResult->set_source_index(source.getInt());
-        setMembers(function.getResultAttr(index, membersName), planResult);
+        setMembers(function.getResultAttr(index, membersName),
+                   function.getResultAttr(index, attrName), planResult);
         // Results stay live to the end.
         lastUse[*id] = std::numeric_limits<int64_t>::max();
       }
@@ -677,6 +692,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     };
     std::optional<int64_t> sliceOffset = getContiguousSliceOffset(op);
     if (isa<nn::ReshapeOp, dist::MicrobatchSliceOp>(op) ||
+        (isa<nn::TransposeOp>(op) && isUnitDimView(&op)) ||
         (sliceOffset && !isStrided(op.getOperand(0)))) {
       // A view of the operand's bytes (a microbatch's rows of it, or a run
       // of them): no copy, no instruction. The operand lives as long as the
@@ -767,8 +783,12 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       for (auto [before, after] : llvm::zip(old, op.getResults()))
         pairs.push_back({buffers.lookup(before), buffers.lookup(after)});
     }
+    // Along its outermost dim of more than one element: each input's
+    // bytes are one run of the result's.
     if (auto concat = dyn_cast<nn::ConcatOp>(op);
-        concat && concat.getDim() == 0) {
+        concat &&
+        llvm::all_of(concat.getType().getShape().take_front(concat.getDim()),
+                     [](int64_t size) { return size == 1; })) {
       if (llvm::all_of(concat.getInputs().drop_front(), [](Value input) {
             return isa_and_nonnull<nn::ConstantOp>(input.getDefiningOp());
           })) {

@@ -399,8 +399,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     estimate.paramBytes += localParams * bytes.weight;
   estimate.gradBytes = state.gradientBytes;
   // From stage 2 a unit's gradient is whole until its reduce-scatter: a
-  // block's flat buffer (the ZeRO pass packs the parameters no axis splits,
-  // all of a block's without TP), or the largest TP piece, an MLP weight's.
+  // block's flat buffer (the ZeRO pass packs a block's parameters that TP
+  // splits, their TP pieces, apart from those it does not, 6 h).
   // Without a pipeline, at the peak (the first block's) the embeddings'
   // shards, the backward's last, are not made yet; a pipeline's largest
   // stage is its last, whose tied embedding's shard the head made first.
@@ -409,9 +409,10 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   if (choice.zero >= 2)
     estimate.gradBytes +=
         bytes.gradient *
-        std::max(0.0, (choice.tp == 1 ? 12 * h * h + 13 * h
-                                      : std::max(6 * h, 4 * h * h / t)) -
-                          unmade);
+        std::max(0.0,
+                 (choice.tp == 1 ? 12 * h * h + 13 * h
+                                 : std::max(6 * h, (12 * h * h + 7 * h) / t)) -
+                     unmade);
   estimate.optimizerBytes = state.optimizerStateBytes;
 
   // Activations of one layer and microbatch, in elements of s b h, as the

@@ -584,34 +584,90 @@ static void movePiece(OwnedTensor *owned, const Tensor *local,
                 end, toGlobal);
 }
 
-OwnedTensor
-tessera::runtime::packMembers(const std::vector<const Tensor *> &members) {
-  int64_t elements = 0;
-  for (const Tensor *member : members)
-    elements += member->getNumElements();
-  OwnedTensor packed(members.front()->dtype, {elements});
-  auto *to = static_cast<uint8_t *>(packed.view.data);
-  for (const Tensor *member : members) {
-    std::memcpy(to, member->data, member->getBytes());
-    to += member->getBytes();
+namespace {
+/// How a unit's flat buffer lays out its members: its rows, a rank of each
+/// row's index over its dim 0 axes, and each member's piece layout.
+struct UnitRows {
+  int64_t rows = 1;
+  std::vector<int64_t> ranks = {0};
+  std::vector<PieceLayout> layouts;
+};
+
+template <typename Message>
+UnitRows getUnitRows(const Message &unit, const Mesh &mesh) {
+  UnitRows layout;
+  for (const plan::Member &member : unit.members()) {
+    PieceLayout piece;
+    for (const plan::DimAxes &dim : member.dim_axes())
+      piece.dimAxes.emplace_back(dim.axes().begin(), dim.axes().end());
+    layout.layouts.push_back(std::move(piece));
   }
+  if (unit.global_shape_size() != 2 || unit.dim_axes().empty())
+    return layout;
+  std::vector<std::string> axes(unit.dim_axes(0).axes().begin(),
+                                unit.dim_axes(0).axes().end());
+  layout.rows = unit.global_shape(0);
+  layout.ranks.assign(layout.rows, -1);
+  for (int64_t rank = 0; rank < mesh.getNumDevices(); ++rank) {
+    Group group = mesh.getGroup(rank, axes);
+    if (group.index < layout.rows && layout.ranks[group.index] < 0)
+      layout.ranks[group.index] = rank;
+  }
+  return layout;
+}
+} // namespace
+
+template <typename Message>
+OwnedTensor
+tessera::runtime::packMembers(const Message &unit,
+                              const std::vector<const Tensor *> &members,
+                              const Mesh &mesh) {
+  UnitRows layout = getUnitRows(unit, mesh);
+  OwnedTensor packed(members.front()->dtype,
+                     std::vector<int64_t>(unit.global_shape().begin(),
+                                          unit.global_shape().end()));
+  auto *to = static_cast<uint8_t *>(packed.view.data);
+  for (int64_t rank : layout.ranks)
+    for (size_t i = 0; i < members.size(); ++i) {
+      OwnedTensor piece =
+          takeLocalPiece(*members[i], layout.layouts[i], mesh, rank);
+      std::memcpy(to, piece.view.data, piece.view.getBytes());
+      to += piece.view.getBytes();
+    }
   return packed;
 }
 
-std::vector<OwnedTensor> tessera::runtime::unpackMembers(
-    const Tensor &global,
-    const google::protobuf::RepeatedPtrField<plan::Member> &members) {
+template <typename Message>
+std::vector<OwnedTensor> tessera::runtime::unpackMembers(const Message &unit,
+                                                         const Tensor &global,
+                                                         const Mesh &mesh) {
+  UnitRows layout = getUnitRows(unit, mesh);
   std::vector<OwnedTensor> unpacked;
-  const auto *from = static_cast<const uint8_t *>(global.data);
-  for (const plan::Member &member : members) {
-    OwnedTensor &tensor = unpacked.emplace_back(
-        global.dtype, std::vector<int64_t>(member.global_shape().begin(),
-                                           member.global_shape().end()));
-    std::memcpy(tensor.view.data, from, tensor.view.getBytes());
-    from += tensor.view.getBytes();
-  }
+  for (const plan::Member &member : unit.members())
+    unpacked.emplace_back(global.dtype,
+                          std::vector<int64_t>(member.global_shape().begin(),
+                                               member.global_shape().end()));
+  auto *from = static_cast<uint8_t *>(global.data);
+  for (int64_t rank : layout.ranks)
+    for (size_t i = 0; i < unpacked.size(); ++i) {
+      // The member's piece on this row's ranks, in place in the row.
+      OwnedTensor shape =
+          takeLocalPiece(unpacked[i].view, layout.layouts[i], mesh, rank);
+      Tensor piece{global.dtype, shape.view.shape, from};
+      placeLocalPiece(piece, unpacked[i].view, layout.layouts[i], mesh, rank);
+      from += piece.getBytes();
+    }
   return unpacked;
 }
+
+template OwnedTensor tessera::runtime::packMembers(
+    const plan::Argument &, const std::vector<const Tensor *> &, const Mesh &);
+template std::vector<OwnedTensor>
+tessera::runtime::unpackMembers(const plan::Argument &, const Tensor &,
+                                const Mesh &);
+template std::vector<OwnedTensor>
+tessera::runtime::unpackMembers(const plan::Result &, const Tensor &,
+                                const Mesh &);
 
 OwnedTensor tessera::runtime::takeLocalPiece(const Tensor &global,
                                              const PieceLayout &layout,

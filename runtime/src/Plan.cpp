@@ -473,11 +473,23 @@ Status ProgramValidator::checkLayout(const Message &message,
     shape = {(getNumElements(shape) + group - 1) / group};
   }
   if (!message.members().empty()) {
-    int64_t elements = 0;
-    for (const plan::Member &member : message.members())
-      elements += getNumElements(
-          {member.global_shape().begin(), member.global_shape().end()});
-    if (message.global_shape_size() != 1 || message.global_shape(0) != elements)
+    // Each row holds each member's piece (all of it in a 1-d buffer).
+    int64_t rank = message.global_shape_size();
+    int64_t rows = rank == 2 ? message.global_shape(0) : 1, elements = 0;
+    bool split = true;
+    for (const plan::Member &member : message.members()) {
+      int64_t pieces = 1;
+      for (const plan::DimAxes &dim : member.dim_axes())
+        if (dim.axes_size() > 0)
+          pieces *=
+              mesh.getGroup(0, {dim.axes().begin(), dim.axes().end()}).size;
+      split &= pieces == rows;
+      elements += getNumElements({member.global_shape().begin(),
+                                  member.global_shape().end()}) /
+                  pieces;
+    }
+    if (rank < 1 || rank > 2 || !split ||
+        message.global_shape(rank - 1) != elements)
       return invalidPlan(what + " of global shape " +
                          shapeText(message.global_shape()) +
                          " is not its members' " + std::to_string(elements) +

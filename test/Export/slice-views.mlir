@@ -78,3 +78,27 @@ func.func @pad(%x: tensor<3x5xf32>) -> tensor<16xf32> {
   %e = nn.exp %padded : tensor<16xf32>
   return %e : tensor<16xf32>
 }
+
+// -----
+
+// Tests that a transpose that moves only dims of one element (a unit's row
+// laid out as its member again) is a view too, and one that moves others is
+// a kernel.
+// CHECK: id: 2
+// CHECK-NEXT: dtype: F32
+// CHECK-NEXT: shape: 1
+// CHECK-NEXT: shape: 2
+// CHECK-NEXT: shape: 4
+// CHECK-NEXT: arena_offset_bytes: [[T:[0-9]+]]
+// CHECK-NEXT: view_of: 1
+// CHECK: op: "nn.transpose"
+// CHECK-NOT: op: "nn.transpose"
+// CHECK: source_model: "unit_dims"
+func.func @unit_dims(%x: tensor<2x1x4xf32>) -> (tensor<1x2x4xf32>, tensor<4x1x2xf32>) {
+  %r = nn.relu %x : tensor<2x1x4xf32>
+  %moved = nn.transpose %r permutation = [1, 0, 2] : tensor<2x1x4xf32> -> tensor<1x2x4xf32>
+  %swapped = nn.transpose %r permutation = [2, 1, 0] : tensor<2x1x4xf32> -> tensor<4x1x2xf32>
+  %a = nn.exp %moved : tensor<1x2x4xf32>
+  %b = nn.exp %swapped : tensor<4x1x2xf32>
+  return %a, %b : tensor<1x2x4xf32>, tensor<4x1x2xf32>
+}

@@ -399,7 +399,7 @@ int main(int argc, char **argv) {
     }
     OwnedTensor packed;
     if (!argument.members().empty())
-      packed = packMembers(held);
+      packed = packMembers(argument, held, mesh);
     locals.push_back(
         takeLocalPiece(argument.members().empty() ? *held.front() : packed.view,
                        getLayout(argument), mesh, rank));
@@ -572,8 +572,7 @@ int main(int argc, char **argv) {
       globalResults[index] = std::move(global);
       continue;
     }
-    std::vector<OwnedTensor> members =
-        unpackMembers(global.view, result.members());
+    std::vector<OwnedTensor> members = unpackMembers(result, global.view, mesh);
     for (int m = 0; m < result.members_size(); ++m)
       globalResults.try_emplace(result.members(m).source_index(),
                                 std::move(members[m]));

@@ -96,11 +96,11 @@ static cl::opt<ReshardAfterForward> reshardAfterForward(
     cl::sub(verifyCommand()));
 static cl::opt<bool> zeroUnits(
     "zero-units",
-    cl::desc("With --zero: store each unit's parameters that no other axis "
-             "splits (a transformer block's norms and biases; all of them "
-             "without tensor parallelism), and each of their optimizer "
-             "states, in one flat buffer, as FSDP's FlatParameter (false: "
-             "a buffer per parameter, as FSDP2)"),
+    cl::desc("With --zero: store each unit's parameters (a transformer "
+             "block's), and each of their optimizer states, in one flat "
+             "buffer, as FSDP's FlatParameter; with tensor parallelism, "
+             "one of the split parameters' pieces and one of the others "
+             "(false: a buffer per parameter, as FSDP2)"),
     cl::init(true), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<bool>
     overlap("overlap",

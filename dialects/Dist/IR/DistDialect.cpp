@@ -49,7 +49,12 @@ static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
       auto shape =
           dict ? dict.getAs<DenseI64ArrayAttr>("shape") : DenseI64ArrayAttr();
       auto source = dict ? dict.getAs<IntegerAttr>("source") : IntegerAttr();
+      Attribute dim = dict ? dict.get("dim") : Attribute();
       if (!name || !shape || !source || source.getInt() < 0 ||
+          (dim &&
+           (!isa<IntegerAttr>(dim) || cast<IntegerAttr>(dim).getInt() < 0 ||
+            cast<IntegerAttr>(dim).getInt() >=
+                static_cast<int64_t>(shape.size()))) ||
           llvm::any_of(shape.asArrayRef(),
                        [](int64_t size) { return size < 0; })) {
         members = {};
@@ -60,13 +65,14 @@ static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
     if (!members || members.empty())
       return op->emitError("expects '")
              << DistDialect::kMembersAttrName << "' of " << what << " #"
-             << index << " to be a list of {name, shape, source}, got "
+             << index << " to be a list of {name, shape, source[, dim]}, got "
              << attr.getValue();
-    // (Partitioned, it is a device's piece of them.)
-    if (!tensor || tensor.getRank() != 1)
+    // 1-d, or a row per device of the axes that split a dim of each
+    // member (partitioned, a device's piece).
+    if (!tensor || tensor.getRank() < 1 || tensor.getRank() > 2)
       return op->emitError() << "expects " << what << " #" << index << " with '"
                              << DistDialect::kMembersAttrName
-                             << "' to be a 1-d tensor, got " << type;
+                             << "' to be a 1-d or 2-d tensor, got " << type;
     return success();
   }
   if (attr.getName() != DistDialect::kShardingAttrName)

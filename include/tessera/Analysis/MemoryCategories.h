@@ -19,6 +19,10 @@ namespace tessera {
 llvm::DenseMap<mlir::Value, MemoryCategory>
 getMemoryCategories(mlir::func::FuncOp function);
 
+/// Whether `op`, an nn.reshape or nn.transpose, only adds, drops or moves
+/// dims of one element: its result has its operand's bytes in their order.
+bool isUnitDimView(mlir::Operation *op);
+
 } // namespace tessera
 
 #endif // TESSERA_ANALYSIS_MEMORYCATEGORIES_H

@@ -105,8 +105,8 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::init(ReshardAfterForward::shard())};
   Option<bool> zeroUnits{
       *this, "zero-units",
-      llvm::cl::desc("Store each unit's unsplit parameters and their state "
-                     "in one flat buffer (FSDP's FlatParameter)"),
+      llvm::cl::desc("Store each unit's parameters and their state in one "
+                     "flat buffer (FSDP's FlatParameter)"),
       llvm::cl::init(true)};
 
   // Propagation (--tessera-propagate).

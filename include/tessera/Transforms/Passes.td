@@ -285,24 +285,28 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
 
     Units (`units`, on by default; FSDP's FlatParameter): first, the
     parameters of each unit (the name up to its first numbered component,
-    "blocks.3" for "blocks.3.attn.wq", else without its last) that no other
-    mesh axis of more than one device splits, updated alike (one optimizer
-    op and attributes, element types, replicated axes, read directly or
-    through one 16-bit cast), two or more, become one 1-d argument, their
-    elements one after another in argument order; so does each of their
-    optimizer states. The unit's argument and its new value list their
+    "blocks.3" for "blocks.3.attn.wq", else without its last) updated alike
+    (one optimizer op and attributes, element types, replicated axes, read
+    directly or through one 16-bit cast) and split alike (by no mesh axis of
+    more than one device, or on one dim each by the same axes, TP's), two or
+    more, become one argument, their elements one after another in argument
+    order: 1-d, or split, `[rows, n]` with a row per device of those axes
+    (split on dim 0 by them), row r holding each member's r-th piece; so
+    does each of their optimizer states. The unit's argument and its new value list their
     members (`dist.members`, each `{name, shape, source}`, the source being the
     member's index in the step as written, which `dist.source_index` then
     gives every other argument and result). The model reads each member as
-    a view of it (`nn.slice`, `nn.reshape`; with mixed precision, of its
-    16-bit cast), one per phase the member is read in, so stage 3 gathers
-    the whole unit once per phase; one update of the unit reads the
-    members' gradients flattened and concatenated (`nn.concat`, after the
-    last of them is made). The unit is then stored flat, as above, even
-    where the group divides it. The export makes each view a view of the
-    gathered buffer and each member's gradient in place in the
-    concatenation, so a unit's gather and its gradient copy nothing. With
-    tensor parallelism the split parameters keep a buffer each.
+    a view of it (`nn.slice`, `nn.reshape`, and for a split member an
+    `nn.transpose` that moves the rows to its split dim; with mixed
+    precision, of its 16-bit cast), one per phase the member is read in, so
+    stage 3 gathers the whole unit once per phase; one update of the unit
+    reads the members' gradients laid out alike and concatenated
+    (`nn.concat`, after the last of them is made). The unit is then stored
+    flat, as above, even where the group divides it. Partitioned, a row is
+    a device's: the export makes each view (the transposes move only dims
+    of one element) a view of the gathered buffer and each member's
+    gradient in place in the concatenation, so a unit's gather and its
+    gradient copy nothing.
 
     Stage 0 changes nothing. A scalar parameter keeps replicated state,
     gradient and value.
@@ -320,9 +324,9 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
            "(true), keep the forward's gather (false), or keep a piece per "
            "group of this size (the trailing ZeRO axes) and gather in it">,
     Option<"units", "units", "bool", /*default=*/"true",
-           "Store each unit's parameters that no other axis splits, and "
-           "each of their optimizer states, in one flat buffer (FSDP's "
-           "FlatParameter); false: each parameter its own (FSDP2)">,
+           "Store each unit's parameters split alike, and each of their "
+           "optimizer states, in one flat buffer (FSDP's FlatParameter); "
+           "false: each parameter its own (FSDP2)">,
   ];
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }

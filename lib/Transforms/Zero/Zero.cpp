@@ -13,6 +13,8 @@
 //     it gathers it first, or one gather serves both
 //     (reshard-after-forward=false).
 //
+// First, a unit's parameters (a block's) and each of their states become
+// one flat buffer (packUnits), which the model reads through views.
 // Propagation and partitioning then derive the collectives, and the export's
 // liveness frees what is no longer read. See Passes.td for the contract.
 //
@@ -110,6 +112,71 @@ Value reshapeTo(OpBuilder &builder, Location loc, Value value,
   return nn::ReshapeOp::create(builder, loc, type.clone(shape), value);
 }
 
+/// The member of type `type` at `offset` of a unit's buffer `unit` ([S],
+/// or [rows, S] with the member split on `dim` over the rows' axes): its
+/// elements (its piece of each row) sliced out and laid out as the member
+/// again: a view of the buffer.
+Value readMember(OpBuilder &builder, Location loc, Value unit, int64_t offset,
+                 RankedTensorType type, int64_t dim, int64_t rows) {
+  int64_t piece = type.getNumElements() / rows;
+  Value value = nn::SliceOp::create(
+      builder, loc, unit,
+      rows > 1 ? builder.getDenseI64ArrayAttr({0, offset})
+               : builder.getDenseI64ArrayAttr({offset}),
+      rows > 1 ? builder.getDenseI64ArrayAttr({rows, offset + piece})
+               : builder.getDenseI64ArrayAttr({offset + piece}));
+  if (rows == 1)
+    return reshapeTo(builder, loc, value, type.getShape());
+  // [rows, piece dims...], the rows moved to the split dim, merged into it.
+  SmallVector<int64_t> pieces(type.getShape());
+  pieces[dim] /= rows;
+  SmallVector<int64_t> stacked = {rows};
+  llvm::append_range(stacked, pieces);
+  value = reshapeTo(builder, loc, value, stacked);
+  if (dim > 0) {
+    SmallVector<int64_t> permutation, moved;
+    for (int64_t d = 1; d <= dim; ++d)
+      permutation.push_back(d);
+    permutation.push_back(0);
+    for (int64_t d = dim + 1, e = stacked.size(); d < e; ++d)
+      permutation.push_back(d);
+    for (int64_t d : permutation)
+      moved.push_back(stacked[d]);
+    value = nn::TransposeOp::create(
+        builder, loc, cast<RankedTensorType>(value.getType()).clone(moved),
+        value, builder.getDenseI64ArrayAttr(permutation));
+  }
+  return reshapeTo(builder, loc, value, type.getShape());
+}
+
+/// A member's gradient `grad` as a unit's buffer holds it: flat ([n]), or
+/// split on `dim` over the rows' axes, its piece of each row ([rows, n /
+/// rows]).
+Value toRows(OpBuilder &builder, Location loc, Value grad, int64_t dim,
+             int64_t rows) {
+  auto type = cast<RankedTensorType>(grad.getType());
+  if (rows == 1)
+    return reshapeTo(builder, loc, grad, {type.getNumElements()});
+  SmallVector<int64_t> split;
+  for (auto [d, size] : llvm::enumerate(type.getShape())) {
+    if (static_cast<int64_t>(d) == dim)
+      split.push_back(rows);
+    split.push_back(static_cast<int64_t>(d) == dim ? size / rows : size);
+  }
+  Value value = reshapeTo(builder, loc, grad, split);
+  if (dim > 0) {
+    SmallVector<int64_t> permutation = {dim}, moved;
+    for (int64_t d = 0, e = split.size(); d < e; ++d)
+      if (d != dim)
+        permutation.push_back(d);
+    for (int64_t d : permutation)
+      moved.push_back(split[d]);
+    value = nn::TransposeOp::create(builder, loc, type.clone(moved), value,
+                                    builder.getDenseI64ArrayAttr(permutation));
+  }
+  return reshapeTo(builder, loc, value, {rows, type.getNumElements() / rows});
+}
+
 /// Sets `dist.source_index` on each argument and result of `function` that
 /// has none to its position: the runtime generates and reads every input
 /// of the step by its index in the step as written, and packing moves them.
@@ -125,17 +192,37 @@ void stampSourceIndices(func::FuncOp function) {
 }
 
 /// What a flat buffer says of one member argument or result: its name, the
-/// shape it has in the step and its index there.
+/// shape it has in the step and its index there, and the dim that the
+/// buffer's row axes split (-1: none).
 DictionaryAttr describeMember(MLIRContext *context, DictionaryAttr attrs,
-                              Type type, StringRef name) {
+                              Type type, StringRef name, int64_t dim) {
   Builder builder(context);
-  return builder.getDictionaryAttr(
-      {builder.getNamedAttr("name", builder.getStringAttr(name)),
-       builder.getNamedAttr("shape",
-                            builder.getDenseI64ArrayAttr(
-                                cast<RankedTensorType>(type).getShape())),
-       builder.getNamedAttr(
-           "source", attrs.get(dist::DistDialect::kSourceIndexAttrName))});
+  SmallVector<NamedAttribute> entries = {
+      builder.getNamedAttr("name", builder.getStringAttr(name)),
+      builder.getNamedAttr("shape",
+                           builder.getDenseI64ArrayAttr(
+                               cast<RankedTensorType>(type).getShape())),
+      builder.getNamedAttr("source",
+                           attrs.get(dist::DistDialect::kSourceIndexAttrName))};
+  if (dim >= 0)
+    entries.push_back(
+        builder.getNamedAttr("dim", builder.getI64IntegerAttr(dim)));
+  return builder.getDictionaryAttr(entries);
+}
+
+/// The one dim of `sharding` that axes of more than one device split
+/// (-1: none), or failure where several do.
+FailureOr<int64_t> getSplitDim(const TensorSharding &sharding,
+                               const MeshShape &mesh) {
+  int64_t split = -1;
+  for (auto [dim, dimSharding] : llvm::enumerate(sharding.dims)) {
+    if (mesh.getGroupSize(dimSharding.axes) == 1)
+      continue;
+    if (split >= 0)
+      return failure();
+    split = dim;
+  }
+  return split;
 }
 
 struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
@@ -321,9 +408,11 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   /// The key of the flat buffer that `update`'s parameter and state may
   /// share with others of its unit, or none. A unit's members share the
   /// update (its op and attributes: one update serves them all), the
-  /// element types, the mesh axes they are replicated over, and the way the
-  /// model reads them (directly, or through one 16-bit cast); no axis
-  /// splits them, and their new values are only returned.
+  /// element types, the mesh axes they are replicated over, the axes that
+  /// split one dim of each (none, or TP's: then the buffer has a row of
+  /// pieces per device of them), and the way the model reads them
+  /// (directly, or through one 16-bit cast); their new values are only
+  /// returned.
   std::optional<std::string> getUnitKey(func::FuncOp function,
                                         const MeshShape &mesh,
                                         OptimizerOpInterface update) {
@@ -332,10 +421,9 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       return std::nullopt;
     StringRef name = getParamName(param);
     TensorSharding sharding = getArgSharding(function, param);
+    FailureOr<int64_t> split = getSplitDim(sharding, mesh);
     if (name.empty() || !sharding.flat.empty() || !sharding.unreduced.empty() ||
-        llvm::any_of(sharding.dims, [&](const DimSharding &dim) {
-          return mesh.getGroupSize(dim.axes) > 1;
-        }))
+        failed(split))
       return std::nullopt;
     for (Value result : update->getResults())
       if (!result.hasOneUse() || !isa<func::ReturnOp>(*result.user_begin()) ||
@@ -345,7 +433,9 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     std::string key;
     llvm::raw_string_ostream os(key);
     os << getParameterUnit(name) << " " << update->getName() << " "
-       << update->getAttrDictionary() << " " << formatAxes(sharding.replicated);
+       << update->getAttrDictionary() << " " << formatAxes(sharding.replicated)
+       << " split by "
+       << (*split >= 0 ? formatAxes(sharding.dims[*split].axes) : "none");
     for (OpOperand &operand : update->getOpOperands()) {
       Value value = operand.get();
       if (value == param || &operand == &update.getGradientOperand() ||
@@ -413,8 +503,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     DenseMap<int64_t, int64_t> unitArgOf;
     SmallVector<std::pair<Value, DictionaryAttr>> unitResults;
     for (auto &[key, members] : units)
-      packUnit(function, members, mesh.getName(), forward, unitArgOf,
-               unitResults);
+      packUnit(function, members, mesh, forward, unitArgOf, unitResults);
     for (auto &[key, members] : units)
       for (Member &member : members) {
         erasedArgs.set(member.param.getArgNumber());
@@ -480,7 +569,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
   /// argument to the unit's argument that holds it; `unitResults` gains the
   /// new update's results and their attributes.
   void packUnit(func::FuncOp function, MutableArrayRef<Member> members,
-                FlatSymbolRefAttr meshName,
+                const MeshShape &mesh,
                 const llvm::SetVector<Operation *> &forward,
                 DenseMap<int64_t, int64_t> &unitArgOf,
                 SmallVector<std::pair<Value, DictionaryAttr>> &unitResults) {
@@ -491,14 +580,30 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     OpBuilder builder(context);
     StringRef paramName = getParamName(first.param);
     std::string unit = getParameterUnit(paramName).str();
-    SmallVector<int64_t> offsets;
+    FlatSymbolRefAttr meshName = mesh.getName();
+    // Split by TP (one dim of each member over the same axes), the buffer
+    // holds a row per device of those axes: each member's piece, in a row.
+    TensorSharding firstSharding = getArgSharding(function, first.param);
+    int64_t firstSplit = *getSplitDim(firstSharding, mesh);
+    AxisList rowAxes;
+    if (firstSplit >= 0)
+      rowAxes = firstSharding.dims[firstSplit].axes;
+    int64_t rows = mesh.getGroupSize(rowAxes);
+    SmallVector<int64_t> offsets, splitDims;
     int64_t total = 0;
     for (Member &member : members) {
       offsets.push_back(total);
-      total += cast<RankedTensorType>(member.param.getType()).getNumElements();
+      splitDims.push_back(
+          rows > 1 ? *getSplitDim(getArgSharding(function, member.param), mesh)
+                   : -1);
+      total += cast<RankedTensorType>(member.param.getType()).getNumElements() /
+               rows;
     }
+    SmallVector<int64_t> unitShape = {total};
+    if (rows > 1)
+      unitShape.insert(unitShape.begin(), rows);
     auto flatOf = [&](Type type) {
-      return RankedTensorType::get({total}, getElementTypeOrSelf(type));
+      return RankedTensorType::get(unitShape, getElementTypeOrSelf(type));
     };
     auto getName = [&](BlockArgument arg) {
       for (StringRef attr : {nn::kParamAttrName, nn::kStateAttrName})
@@ -517,11 +622,11 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
                                  ? unit + name.str()
                                  : unit + "." + name.str();
       SmallVector<Attribute> described;
-      for (Member &member : members) {
+      for (auto [member, dim] : llvm::zip(members, splitDims)) {
         BlockArgument arg = argOf(member);
         described.push_back(
             describeMember(context, function.getArgAttrDict(arg.getArgNumber()),
-                           arg.getType(), getName(arg)));
+                           arg.getType(), getName(arg), dim));
       }
       NamedAttrList attrs;
       attrs.set(nameAttr, builder.getStringAttr(unitName));
@@ -536,9 +641,11 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     };
     BlockArgument param = addArgument(
         [](Member &member) { return member.param; }, nn::kParamAttrName);
-    // Replicated over the axes its members are, split by none.
-    TensorSharding whole = TensorSharding::getReplicated(1);
-    whole.replicated = getArgSharding(function, first.param).replicated;
+    // Replicated over the axes its members are, its rows split by theirs.
+    TensorSharding whole = TensorSharding::getReplicated(unitShape.size());
+    whole.replicated = firstSharding.replicated;
+    if (rows > 1)
+      whole.dims[0].axes = rowAxes;
     function.setArgAttr(param.getArgNumber(),
                         dist::DistDialect::kShardingAttrName,
                         whole.toAttr(meshName));
@@ -555,7 +662,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       builder.setInsertionPointToStart(&block);
       read = nn::CastOp::create(builder, loc, flatOf(narrow.getType()), param);
     }
-    for (auto [member, offset] : llvm::zip(members, offsets)) {
+    for (auto [member, offset, dim] : llvm::zip(members, offsets, splitDims)) {
       auto type = cast<RankedTensorType>(member.param.getType());
       SmallVector<Value> reads = {member.param};
       if (read != param) {
@@ -573,10 +680,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
           if (uses.empty())
             continue;
           builder.setInsertionPoint(getFirstAndLastUser(uses).first);
-          Value view = nn::SliceOp::create(
-              builder, loc, read, builder.getDenseI64ArrayAttr({offset}),
-              builder.getDenseI64ArrayAttr({offset + type.getNumElements()}));
-          view = reshapeTo(builder, loc, view, type.getShape());
+          Value view = readMember(builder, loc, read, offset, type, dim, rows);
           for (OpOperand *use : uses)
             use->set(view);
         }
@@ -594,13 +698,11 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     else
       builder.setInsertionPointToStart(&block);
     SmallVector<Value> pieces;
-    for (Member &member : members) {
-      Value grad = member.update.getGradient();
+    for (auto [member, dim] : llvm::zip(members, splitDims))
       pieces.push_back(
-          reshapeTo(builder, loc, grad,
-                    {cast<RankedTensorType>(grad.getType()).getNumElements()}));
-    }
-    Value grad = nn::ConcatOp::create(builder, loc, pieces, 0);
+          toRows(builder, loc, member.update.getGradient(), dim, rows));
+    Value grad =
+        nn::ConcatOp::create(builder, loc, pieces, unitShape.size() - 1);
 
     OperationState merged(loc, first.update->getName());
     for (OpOperand &operand : first.update->getOpOperands()) {
@@ -628,14 +730,15 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
     for (auto [index, result] : llvm::enumerate(update->getResults())) {
       SmallVector<Attribute> described;
       DictionaryAttr attrs;
-      for (Member &member : members) {
+      for (auto [member, dim] : llvm::zip(members, splitDims)) {
         Value old = member.update->getResult(index);
         unsigned position = old.getUses().begin()->getOperandNumber();
         attrs = function.getResultAttrDict(position);
         described.push_back(describeMember(
             context, attrs, old.getType(),
             getName(function.getArgument(
-                attrs.getAs<IntegerAttr>(nn::kUpdatesAttrName).getInt()))));
+                attrs.getAs<IntegerAttr>(nn::kUpdatesAttrName).getInt())),
+            dim));
       }
       NamedAttrList list(attrs);
       list.erase(dist::DistDialect::kSourceIndexAttrName);

@@ -342,14 +342,16 @@ struct CudaDevice::Ops {
     Tensor &out = l.out(0);
     int64_t dim = *l.attrs.getInt("dim");
     int64_t offset = 0;
-    int64_t rowBytes = getDTypeBytes(out.dtype);
+    int64_t rowBytes = getDTypeBytes(out.dtype), outer = 1;
     for (int64_t d = dim + 1; d < static_cast<int64_t>(out.shape.size()); ++d)
       rowBytes *= out.shape[d];
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= out.shape[d];
     for (const Tensor *input : l.inputs) {
       // An input made in place (Buffer.placed_in, or a padding's value
-      // written over): along the leading dim its bytes are already there.
-      if (dim == 0 && input->data == static_cast<uint8_t *>(out.data) +
-                                         offset * rowBytes) {
+      // written over): along the outermost dim its bytes are already there.
+      if (outer == 1 &&
+          input->data == static_cast<uint8_t *>(out.data) + offset * rowBytes) {
         offset += input->shape[dim];
         continue;
       }

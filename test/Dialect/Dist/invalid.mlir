@@ -508,17 +508,17 @@ func.func @source_index(%x: tensor<8xf32> {dist.source_index = "a"}) -> tensor<8
 
 // Tests that a unit's flat buffer lists its members, each by name, shape
 // and index in the step.
-// expected-error @+1 {{expects 'dist.members' of argument #0 to be a list of {name, shape, source}, got [{name = "w", shape = array<i64: 8>}]}}
+// expected-error @+1 {{expects 'dist.members' of argument #0 to be a list of {name, shape, source[, dim]}, got [{name = "w", shape = array<i64: 8>}]}}
 func.func @members(%x: tensor<8xf32> {dist.members = [{name = "w", shape = array<i64: 8>}]}) -> tensor<8xf32> {
   return %x : tensor<8xf32>
 }
 
 // -----
 
-// Tests that a unit's flat buffer is 1-d.
-// expected-error @+1 {{expects result #0 with 'dist.members' to be a 1-d tensor, got 'tensor<2x4xf32>'}}
-func.func @members_rank(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {dist.members = [{name = "w", shape = array<i64: 8>, source = 0 : i64}]}) {
-  return %x : tensor<2x4xf32>
+// Tests that a unit's flat buffer is 1-d, or 2-d (a row per device).
+// expected-error @+1 {{expects result #0 with 'dist.members' to be a 1-d or 2-d tensor, got 'tensor<2x2x2xf32>'}}
+func.func @members_rank(%x: tensor<2x2x2xf32>) -> (tensor<2x2x2xf32> {dist.members = [{name = "w", shape = array<i64: 8>, source = 0 : i64}]}) {
+  return %x : tensor<2x2x2xf32>
 }
 
 // -----

@@ -115,11 +115,11 @@ TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
     PlanEstimate e = estimatePlan(model, dgx(), choice);
     return (e.paramBytes + e.gradBytes + e.optimizerBytes) / local;
   };
-  // Mixed precision: 2 + 2 + 12 bytes per parameter. From stage 2 the
-  // largest gradient is whole until its reduce-scatter (an MLP weight's TP
-  // piece, 4 h² / 8).
+  // Mixed precision: 2 + 2 + 12 bytes per parameter. From stage 2 a block's
+  // gradient is whole until its reduce-scatter (its TP piece, one flat
+  // buffer: (12 h² + 7 h) / 8).
   double h = model.hidden;
-  double whole = 2 * (4 * h * h / 8) / local;
+  double whole = 2 * ((12 * h * h + 7 * h) / 8) / local;
   EXPECT_DOUBLE_EQ(state(0), 16);
   EXPECT_DOUBLE_EQ(state(1), 4 + 12.0 / 64);
   EXPECT_DOUBLE_EQ(state(2), 2 + 14.0 / 64 + whole);

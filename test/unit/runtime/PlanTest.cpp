@@ -450,8 +450,8 @@ TEST(MeshTest, UnitMembersRoundTrip) {
     w.view.as<float>()[i] = i + 1;
   b.view.as<float>()[0] = 7;
   b.view.as<float>()[1] = 8;
-  OwnedTensor packed = packMembers({&w.view, &b.view});
   Mesh mesh({"dp"}, {3});
+  OwnedTensor packed = packMembers(unit, {&w.view, &b.view}, mesh);
   PieceLayout layout{{{}}, {"dp"}};
   OwnedTensor piece = takeLocalPiece(packed.view, layout, mesh, /*rank=*/1);
   std::vector<float> want = {4, 5, 6};
@@ -462,8 +462,47 @@ TEST(MeshTest, UnitMembersRoundTrip) {
   for (int64_t rank = 0; rank < 3; ++rank)
     placeLocalPiece(takeLocalPiece(packed.view, layout, mesh, rank).view,
                     rebuilt.view, layout, mesh, rank);
-  std::vector<OwnedTensor> members =
-      unpackMembers(rebuilt.view, unit.members());
+  std::vector<OwnedTensor> members = unpackMembers(unit, rebuilt.view, mesh);
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(members[0].storage, w.storage);
+  EXPECT_EQ(members[1].storage, b.storage);
+}
+
+TEST(MeshTest, UnitRowsRoundTrip) {
+  // A unit's buffer of a row per TP device (tp = 2): a [2, 4] member split
+  // on dim 1 and a [4] one split on dim 0; row r holds their r-th pieces.
+  plan::Argument unit;
+  unit.set_name("fc");
+  unit.set_dtype(plan::F32);
+  unit.add_global_shape(2);
+  unit.add_global_shape(6);
+  unit.add_dim_axes()->add_axes("tp");
+  unit.add_dim_axes();
+  std::vector<std::vector<int64_t>> shapes = {{2, 4}, {4}};
+  for (size_t index = 0; index < shapes.size(); ++index) {
+    plan::Member *member = unit.add_members();
+    member->set_name(index ? "fc.b" : "fc.w");
+    for (size_t d = 0; d < shapes[index].size(); ++d) {
+      member->add_global_shape(shapes[index][d]);
+      plan::DimAxes *axes = member->add_dim_axes();
+      if (d + 1 == shapes[index].size())
+        axes->add_axes("tp");
+    }
+  }
+  OwnedTensor w(DType::F32, {2, 4}), b(DType::F32, {4});
+  for (int i = 0; i < 8; ++i)
+    w.view.as<float>()[i] = i + 1;
+  for (int i = 0; i < 4; ++i)
+    b.view.as<float>()[i] = 10 + i;
+  Mesh mesh({"tp"}, {2});
+  OwnedTensor packed = packMembers(unit, {&w.view, &b.view}, mesh);
+  ASSERT_EQ(packed.view.shape, (std::vector<int64_t>{2, 6}));
+  // Row 1: columns 2-3 of w, then elements 2-3 of b.
+  std::vector<float> want = {3, 4, 7, 8, 12, 13};
+  EXPECT_EQ(std::vector<float>(packed.view.as<float>() + 6,
+                               packed.view.as<float>() + 12),
+            want);
+  std::vector<OwnedTensor> members = unpackMembers(unit, packed.view, mesh);
   ASSERT_EQ(members.size(), 2u);
   EXPECT_EQ(members[0].storage, w.storage);
   EXPECT_EQ(members[1].storage, b.storage);

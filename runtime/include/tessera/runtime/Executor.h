@@ -153,15 +153,20 @@ private:
 OwnedTensor makeGlobalInput(const plan::Argument &argument, uint64_t seed,
                             int64_t index);
 
-/// A unit's flat buffer from its members' global tensors: their elements
-/// one after another.
-OwnedTensor packMembers(const std::vector<const Tensor *> &members);
+/// A unit's flat buffer, of the layout `unit` gives (an Argument or Result
+/// with members), from its members' global tensors: their elements one
+/// after another, or (a buffer of a row per device of its dim 0 axes) in
+/// each row their pieces for the devices of that row's index.
+template <typename Message>
+OwnedTensor packMembers(const Message &unit,
+                        const std::vector<const Tensor *> &members,
+                        const Mesh &mesh);
 
 /// The members' global tensors of a unit's flat buffer `global`, of the
-/// shapes `members` (plan::Member) give.
-std::vector<OwnedTensor>
-unpackMembers(const Tensor &global,
-              const google::protobuf::RepeatedPtrField<plan::Member> &members);
+/// layout `unit` gives.
+template <typename Message>
+std::vector<OwnedTensor> unpackMembers(const Message &unit,
+                                       const Tensor &global, const Mesh &mesh);
 
 /// The piece of a global tensor that `rank` holds under `layout`.
 OwnedTensor takeLocalPiece(const Tensor &global, const PieceLayout &layout,
