@@ -2,6 +2,7 @@
 
 #include "tessera/Analysis/TrainStep.h"
 
+#include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -58,6 +59,21 @@ StringRef tessera::getParameterUnit(StringRef name) {
 bool tessera::isNumberedUnit(StringRef unit) {
   int64_t number;
   return !unit.rsplit('.').second.getAsInteger(10, number);
+}
+
+BlockArgument tessera::getFlatBuffer(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<nn::CastOp, nn::SliceOp, nn::ReshapeOp, nn::TransposeOp,
+             nn::BroadcastOp, dist::AllGatherOp>(op))
+      return {};
+    value = op->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(value);
+  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return function && function.getArgAttr(arg.getArgNumber(),
+                                         dist::DistDialect::kMembersAttrName)
+             ? arg
+             : BlockArgument();
 }
 
 bool tessera::isMasterWeight(BlockArgument param) {

@@ -31,6 +31,11 @@ llvm::StringRef getParameterUnit(llvm::StringRef name);
 /// layer, not the embedding or the head.
 bool isNumberedUnit(llvm::StringRef unit);
 
+/// The unit's flat buffer (a train step argument with `dist.members`, the
+/// ZeRO pass's packing) that `value` is, or reads a member of through its
+/// cast, gather and views; null for anything else.
+mlir::BlockArgument getFlatBuffer(mlir::Value value);
+
 /// Whether `param` is a mixed-precision master weight: an f32 argument that
 /// an optimizer update reads and the model reads only through casts to a
 /// 16-bit float type. The ZeRO paper counts it in the optimizer state.

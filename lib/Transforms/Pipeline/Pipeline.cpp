@@ -15,6 +15,7 @@
 #include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/StageCuts.h"
+#include "tessera/Analysis/TrainStep.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -285,23 +286,6 @@ void Pipeliner::findForward() {
   for (Operation *op : bodyOps)
     if (seen.contains(op))
       forwardOps.insert(op);
-}
-
-/// The unit's flat buffer (an argument with `dist.members`) that `value`
-/// reads a member of (through its cast, gather and views), or null.
-static BlockArgument getFlatBuffer(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<nn::CastOp, nn::SliceOp, nn::ReshapeOp, nn::TransposeOp,
-             nn::BroadcastOp, dist::AllGatherOp>(op))
-      return {};
-    value = op->getOperand(0);
-  }
-  auto arg = cast<BlockArgument>(value);
-  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return function && function.getArgAttr(arg.getArgNumber(),
-                                         dist::DistDialect::kMembersAttrName)
-             ? arg
-             : BlockArgument();
 }
 
 LogicalResult Pipeliner::cutStages() {

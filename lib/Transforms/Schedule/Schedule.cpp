@@ -254,17 +254,6 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
     return mesh ? collective.getGroupSize(mesh) : 1;
   }
 
-  /// Whether `value` is (the cast of) a unit's flat buffer.
-  static bool isFlatBuffer(Value value) {
-    if (auto cast = value.getDefiningOp<nn::CastOp>())
-      value = cast.getInput();
-    auto arg = dyn_cast<BlockArgument>(value);
-    auto function =
-        arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
-    return function && function.getArgAttr(arg.getArgNumber(),
-                                           dist::DistDialect::kMembersAttrName);
-  }
-
   /// Runs of parameter all_gathers of one unit over one group (as ZeRO-3
   /// reads its parameters; another unit's gather ends a run) become one
   /// all_gather at the run's first member: the unit's parameters arrive
@@ -286,7 +275,7 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
       auto gather = dyn_cast<dist::AllGatherOp>(op);
       StringRef name = gather ? getParamName(gather.getInput()) : StringRef();
       // A unit's flat buffer is gathered as it is, without a copy.
-      if (name.empty() || isFlatBuffer(gather.getInput()))
+      if (name.empty() || getFlatBuffer(gather.getInput()))
         continue;
       std::string key;
       llvm::raw_string_ostream os(key);
