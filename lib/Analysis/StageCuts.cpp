@@ -2,10 +2,41 @@
 
 #include "tessera/Analysis/StageCuts.h"
 
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+
 #include <algorithm>
 #include <limits>
 
 using namespace tessera;
+
+llvm::SmallVector<int64_t>
+tessera::getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops) {
+  int64_t n = ops.size();
+  llvm::DenseMap<mlir::Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = i;
+  // Per position, the change in the values live across it.
+  llvm::SmallVector<int64_t> crossing(n + 1, 0);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    for (mlir::Value result : op->getResults()) {
+      int64_t last = i;
+      for (mlir::Operation *user : result.getUsers())
+        if (auto it = position.find(user); it != position.end())
+          last = std::max(last, it->second);
+      // Live across the boundaries i+1 .. last.
+      crossing[i + 1] += 1;
+      crossing[last + 1] -= 1;
+    }
+  }
+  llvm::SmallVector<int64_t> boundaries = {0};
+  for (int64_t i = 1, live = crossing[0]; i < n; ++i) {
+    live += crossing[i];
+    if (live <= 1)
+      boundaries.push_back(i);
+  }
+  return boundaries;
+}
 
 StageCuts tessera::balanceStages(llvm::ArrayRef<double> costs, int64_t stages) {
   int64_t n = costs.size();

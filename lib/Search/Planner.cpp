@@ -47,44 +47,26 @@ static int64_t countRepeatedBlocks(func::FuncOp function) {
     if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
       data.insert(arg);
   SmallVector<Operation *> ops;
-  DenseMap<Operation *, int64_t> position;
   for (Operation &op : function.front().without_terminator()) {
     if (llvm::none_of(op.getOperands(),
                       [&](Value value) { return data.contains(value); }))
       continue;
-    position[&op] = ops.size();
     ops.push_back(&op);
     data.insert(op.result_begin(), op.result_end());
   }
-  int64_t n = ops.size();
-  SmallVector<int64_t> crossing(n + 1, 0);
-  for (auto [i, op] : llvm::enumerate(ops))
-    for (Value result : op->getResults()) {
-      int64_t last = i;
-      for (Operation *user : result.getUsers())
-        if (auto it = position.find(user); it != position.end())
-          last = std::max(last, it->second);
-      crossing[i + 1] += 1;
-      crossing[last + 1] -= 1;
-    }
   // Each segment's signature, numbered: equal numbers, equal structure.
+  SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
+  boundaries.push_back(ops.size());
   llvm::StringMap<int64_t> signatures;
   SmallVector<int64_t> segments;
-  std::string signature;
-  auto endSegment = [&]() {
-    if (!signature.empty())
-      segments.push_back(
-          signatures.try_emplace(signature, signatures.size()).first->second);
-    signature.clear();
-  };
-  for (int64_t i = 0, live = crossing[0]; i < n; ++i) {
-    live += crossing[i];
-    if (i > 0 && live <= 1)
-      endSegment();
+  for (size_t k = 0; k + 1 < boundaries.size(); ++k) {
+    std::string signature;
     llvm::raw_string_ostream os(signature);
-    os << ops[i]->getName() << ops[i]->getResultTypes() << ";";
+    for (int64_t i = boundaries[k]; i < boundaries[k + 1]; ++i)
+      os << ops[i]->getName() << ops[i]->getResultTypes() << ";";
+    segments.push_back(
+        signatures.try_emplace(signature, signatures.size()).first->second);
   }
-  endSegment();
   int64_t count = segments.size(), best = 0, covered = 0;
   for (int64_t period = 1; 2 * period <= count; ++period)
     for (int64_t start = 0; start + 2 * period <= count; ++start) {

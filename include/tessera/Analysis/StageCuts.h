@@ -8,7 +8,18 @@
 
 #include <cstdint>
 
+namespace mlir {
+class Operation;
+} // namespace mlir
+
 namespace tessera {
+
+/// The layer boundaries of `ops` (one block's ops in program order): the
+/// positions i (0 first) before which at most one value that an op of
+/// `ops` made before i is read at i or later, as one value (the residual
+/// stream) crosses between layers. Reads by ops outside `ops` do not count.
+llvm::SmallVector<int64_t>
+getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops);
 
 struct StageCuts {
   /// The first item of each stage; stage i holds items [starts[i],

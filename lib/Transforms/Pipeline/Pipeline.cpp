@@ -318,23 +318,8 @@ LogicalResult Pipeliner::cutStages() {
     return success();
   }
 
-  // Cut points: before op i when at most one forward value made before i
-  // is read at i or after (a boundary between layers).
-  DenseMap<Operation *, int64_t> position;
-  for (auto [i, op] : llvm::enumerate(forward))
-    position[op] = i;
-  SmallVector<int64_t> crossing(n + 1, 0);
-  for (auto [i, op] : llvm::enumerate(forward)) {
-    for (Value result : op->getResults()) {
-      int64_t last = i;
-      for (Operation *user : result.getUsers())
-        if (auto it = position.find(user); it != position.end())
-          last = std::max(last, it->second);
-      // Live across the cuts i+1 .. last.
-      crossing[i + 1] += 1;
-      crossing[last + 1] -= 1;
-    }
-  }
+  // Cut points: the layer boundaries of the forward.
+  SmallVector<int64_t> boundaries = getLayerBoundaries(forward);
   // Not inside a unit's flat buffer (the ZeRO pass's packing): between the
   // first and the last forward read of one, a cut would have both stages
   // hold it. Where that leaves too few cuts, any layer boundary serves.
@@ -350,17 +335,12 @@ LogicalResult Pipeliner::cutStages() {
     unitReads[span.first + 1] += 1;
     unitReads[span.second + 1] -= 1;
   }
-  SmallVector<int64_t> starts = {0}, outsideUnits = {0};
-  for (int64_t i = 1, live = crossing[0], inUnits = unitReads[0]; i < n;
-       ++i) {
-    live += crossing[i];
-    inUnits += unitReads[i];
-    if (live > 1)
-      continue;
-    starts.push_back(i);
-    if (inUnits == 0)
+  for (int64_t i = 1; i <= n; ++i)
+    unitReads[i] += unitReads[i - 1];
+  SmallVector<int64_t> starts = boundaries, outsideUnits;
+  for (int64_t i : boundaries)
+    if (unitReads[i] == 0)
       outsideUnits.push_back(i);
-  }
   if (static_cast<int64_t>(outsideUnits.size()) >= stages)
     starts = std::move(outsideUnits);
   if (static_cast<int64_t>(starts.size()) < stages)
@@ -1137,8 +1117,9 @@ bool Pipeliner::moveGathersIntoUnits() {
     return arg && function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
   };
   auto isGathered = [&](Operation *op) {
-    while (op && isa<nn::TransposeOp, nn::ReshapeOp, nn::BroadcastOp,
-                     nn::SliceOp>(op))
+    while (
+        op &&
+        isa<nn::TransposeOp, nn::ReshapeOp, nn::BroadcastOp, nn::SliceOp>(op))
       op = op->getOperand(0).getDefiningOp();
     return isa_and_nonnull<dist::AllGatherOp>(op) &&
            isParameter(op->getOperand(0));
