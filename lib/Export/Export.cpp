@@ -104,13 +104,13 @@ private:
   /// parameter or state with the buffer of its new value.
   SmallVector<std::pair<int64_t, SmallVector<std::pair<int64_t, int64_t>>>>
       updates;
-  /// Per padding (an nn.concat of a value and zeros along dim 0, as a flat
-  /// piece is padded): its instruction, the buffer of the value and that of
+  /// Per padding (an nn.concat of a value and zeros, as a flat piece is
+  /// padded): its instruction, the buffer of the value and that of
   /// the padded result.
   SmallVector<std::tuple<int64_t, int64_t, int64_t>> paddings;
-  /// Per other concatenation along dim 0 (a unit's gradient, its members'
-  /// in a row): its instruction, the buffer of the result and those of the
-  /// inputs.
+  /// Per other concatenation of runs of bytes (along its outermost dim of
+  /// more than one element: a unit's gradient, its members' in a row): its
+  /// instruction, the buffer of the result and those of the inputs.
   SmallVector<std::tuple<int64_t, int64_t, SmallVector<int64_t>>> concats;
 };
 
