@@ -112,6 +112,11 @@ private:
   /// more than one element: a unit's gradient, its members' in a row): its
   /// instruction, the buffer of the result and those of the inputs.
   SmallVector<std::tuple<int64_t, int64_t, SmallVector<int64_t>>> concats;
+  /// Splat constants made again for each kernel that reads them, and the
+  /// kernel the latest copy is for.
+  DenseSet<Value> remade;
+  DenseMap<Value, Operation *> remadeFor;
+  bool isRemadeConstant(Operation &op);
 };
 
 } // namespace
@@ -186,6 +191,20 @@ static std::string getConstantBytes(DenseElementsAttr elements) {
   }
   ArrayRef<char> raw = elements.getRawData();
   return std::string(raw.begin(), raw.end());
+}
+
+/// Whether `op` is a splat constant that only kernels read (no view,
+/// collective, transfer or result), outside a pipeline stage (whose units
+/// the pipeline pass makes their splat constants in).
+bool PlanBuilder::isRemadeConstant(Operation &op) {
+  auto constant = dyn_cast<nn::ConstantOp>(op);
+  if (!constant || !constant.getValue().isSplat() ||
+      function->hasAttr(dist::DistDialect::kScheduleAttrName))
+    return false;
+  return llvm::all_of(op.getUsers(), [](Operation *user) {
+    return isa_and_nonnull<nn::NNDialect>(user->getDialect()) &&
+           !isa<nn::ReshapeOp, nn::TransposeOp, nn::SliceOp>(user);
+  });
 }
 
 LogicalResult PlanBuilder::addKernel(Operation *op,
@@ -762,6 +781,24 @@ LogicalResult PlanBuilder::build(plan::Program &result,
              << "and transfers";
     if (!llvm::all_of(op.getResultTypes(), llvm::IsaPred<RankedTensorType>))
       return op.emitError("cannot export an op with non-tensor results");
+    // A splat constant that only kernels read is made again right before
+    // each of them, so it lives for that kernel alone (a GELU gradient's
+    // constants are as large as the activations): made once, it would live
+    // from its definition to its last reader.
+    if (isRemadeConstant(op)) {
+      remade.insert(op.getResult(0));
+      continue;
+    }
+    for (Value operand : llvm::to_vector(op.getOperands())) {
+      if (!remade.contains(operand) || remadeFor.lookup(operand) == &op)
+        continue;
+      plan::Instruction make;
+      if (failed(addKernel(operand.getDefiningOp(), make)))
+        return failure();
+      make.mutable_kernel()->add_outputs(addBuffer(operand));
+      *program->add_instructions() = std::move(make);
+      remadeFor[operand] = &op;
+    }
     plan::Instruction instruction;
     if (failed(isKernel ? addKernel(&op, instruction)
                         : addCollective(&op, instruction)))

@@ -414,25 +414,32 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t
                                                                : 1;
-  // Live once, in the backward: a layer's activations and their gradients
-  // (and, recomputing it whole, the recomputed layer), and the last stage's
-  // logits, probabilities and their gradient (split over TP with sequence
-  // parallelism, which runs the LM head on a slice of the sequence). Fitted
-  // to compiled plans (bench/search/activations.py, 16 layers, 30 plans):
-  // two layers' worth without recomputation and with selective; recomputing
-  // layers whole, 3.2 with sequence parallelism, and without it four
-  // times the layer's TP-split twelve s b h and three times its softmax
-  // (its whole inputs are freed before the peak).
-  double transient = 2 * layerNone;
-  if (choice.recompute == Recompute::Full)
-    transient =
-        choice.sequenceParallel ? 3.2 * layerNone : 4 * 12 / t + 3 * attention;
+  // The last stage's logits, probabilities and their gradient (split over
+  // TP with sequence parallelism, which runs the LM head on a slice of the
+  // sequence).
   double sbv = s * microbatch * model.vocab / (choice.sequenceParallel ? t : 1);
   double logits = 3 * sbv;
+  // The backward's peak, beyond what the layers keep, in s b h: the larger
+  // of the LM head's (the logits, their log-probabilities and gradients:
+  // 4 s b v, and the head's input and its gradient) and the first layer's
+  // MLP's (its 4h gradients, and, recomputing it whole, the layer again
+  // with its scores; on one device, a tied embedding's head term of the
+  // gradient, [V, h], which data parallelism reduces). Measured on compiled
+  // steps (bench/search/activations.py: h 256-512, s 64-512, V/h 1-8, TP
+  // 1-4, with and without SP and recomputation: within 1%).
+  bool sp = choice.sequenceParallel;
+  double headTransient = (4 * model.vocab / h + 2) / (sp ? t : 1);
+  double headGradient = model.tiedEmbedding && choice.dp == 1 && choice.pp == 1
+                            ? model.vocab / (s * microbatch)
+                            : 0;
+  double mlpTransient =
+      choice.recompute == Recompute::Full
+          ? (sp ? 34 / t : 32 / t + 4 + headGradient) + attention
+          : (sp ? 21 / t : 20 / t + 1 + headGradient);
   if (choice.pp == 1) {
     estimate.activationBytes =
-        (perLayer * model.layers + transient) * sbh * bytes.activation +
-        logits * bytes.activation;
+        (perLayer * model.layers + std::max(headTransient, mlpTransient)) *
+        sbh * bytes.activation;
   } else {
     // Per half-layer (the attention block, the MLP), in s b h: kept until
     // B (see perLayer: the norms' inputs and outputs, q, k, v, the
@@ -441,8 +448,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // projections' inputs); made by B for them (the projections' output
     // gradients and the norms'). Recomputing layers whole, B remakes what
     // the weight gradients read.
-    bool sp = choice.sequenceParallel,
-         full = choice.recompute == Recompute::Full;
+    bool full = choice.recompute == Recompute::Full;
     double whole = sp ? 1 / t : 1;
     double softmax = choice.recompute == Recompute::None ? attention : 0;
     KeptActivations halves[2] = {
@@ -458,6 +464,15 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     PipelineActivationLayout own;
     if (!layout)
       own = getPipelineActivationLayout(model, choice);
+    // Live once, in the backward, with the unit transient below (fitted to
+    // compiled 1F1B stages, bench/pipeline/activations.py): a layer's
+    // activations and their gradients, two layers' worth without
+    // recomputation and with selective; recomputing layers whole, 3.2 with
+    // sequence parallelism, and without it four times the layer's TP-split
+    // twelve s b h and three times its softmax.
+    double transient = 2 * layerNone;
+    if (full)
+      transient = sp ? 3.2 * layerNone : 4 * 12 / t + 3 * attention;
     // A unit's backward runs next to every copy the stage keeps, which the
     // loop form holds for the whole schedule, where the unpipelined
     // backward frees the layers it is done with: its transient is larger,

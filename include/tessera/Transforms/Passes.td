@@ -559,6 +559,9 @@ def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
       of a contiguous run of its operand's elements (a gathered flat
       piece cut to its elements, a unit's member in its gathered buffer),
       from its first byte (`view_offset_bytes`);
+    - a splat `nn.constant` that only kernels read is made again right
+      before each of them, so that it lives for that kernel alone (outside
+      a pipeline stage, whose units the pipeline pass makes them in);
     - an `nn.concat` along dim 0 finds in place each input made for it
       alone (read last there, not an argument, not shared): its buffer is
       placed in the result's (`placed_in`, `placed_offset_bytes`), which

@@ -314,8 +314,9 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
   // One truth for prices: what the search charges a layer's activations is
   // what the compiled train step keeps of each layer for the backward (the
   // peak's growth from 2 to 4 layers), for every recomputation mode, with and
-  // without tensor and sequence parallelism; the whole peak, whose transient
-  // part (a layer's backward, the logits) is fitted, within 6%.
+  // without tensor and sequence parallelism; the whole peak, with the
+  // backward's transient (the LM head's or the first layer's MLP's), within
+  // 2%.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -357,7 +358,7 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
     double compiledLayer = (compiled[1] - compiled[0]) / 2;
     double predictedLayer = (predicted[1] - predicted[0]) / 2;
     EXPECT_NEAR(predictedLayer, compiledLayer, 0.02 * compiledLayer);
-    EXPECT_NEAR(predicted[1], compiled[1], 0.06 * compiled[1]);
+    EXPECT_NEAR(predicted[1], compiled[1], 0.02 * compiled[1]);
   }
 }
 
@@ -505,7 +506,7 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   // plans for 4 and 8 devices, compiled (not run), holds the parameters and
   // optimizer state the search charged and moves the data-parallel bytes it
   // charged, within 2%, on its largest program, and its gradients; the
-  // activations of the stage holding the most within 8%.
+  // activations of the stage holding the most within 2% (8% pipelined).
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -550,10 +551,12 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
                   0.02 * compiled.optimizer_state_bytes());
       // Gradients (from stage 2 with a unit's whole gradient): the tied
       // embedding's two terms reduced on both ends of a pipeline (2%).
-      // Activations: the search's fitted transient (8%).
+      // Activations: without a pipeline 2%; with one, the search's fitted
+      // transient of a unit's backward (8%).
       EXPECT_NEAR(estimate.gradBytes, compiled.gradient_bytes(),
                   0.02 * compiled.gradient_bytes());
-      EXPECT_NEAR(estimate.activationBytes, activations, 0.08 * activations);
+      EXPECT_NEAR(estimate.activationBytes, activations,
+                  (choice.pp == 1 ? 0.02 : 0.08) * activations);
       if (choice.dp == 1)
         continue;
       mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
