@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Transforms/Layouts.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
@@ -129,14 +130,6 @@ void emitBucket(ArrayRef<Operation *> members, int64_t groupSize) {
 // Parameter gathers by unit
 //===----------------------------------------------------------------------===//
 
-/// `value` as `type` (same elements), reshaped only when the shapes differ.
-Value reshapeTo(OpBuilder &builder, Location loc, Value value,
-                RankedTensorType type) {
-  if (value.getType() == type)
-    return value;
-  return nn::ReshapeOp::create(builder, loc, type, value);
-}
-
 /// Replaces `members` (all_gathers of parameters over one group, in program
 /// order) by one all_gather of their concatenation at the first member:
 /// each input viewed as [1, n], the gathered [group, sum n] sliced per
@@ -167,28 +160,9 @@ void emitGatherBucket(ArrayRef<dist::AllGatherOp> members, int64_t group) {
         builder, loc, gathered, builder.getDenseI64ArrayAttr({0, offset}),
         builder.getDenseI64ArrayAttr({group, offset + width}));
     offset += width;
-    // [group, s0, ..., s(r-1)], then the group next to s(dim), merged.
-    ArrayRef<int64_t> shape = member.getInput().getType().getShape();
-    SmallVector<int64_t> split = {group};
-    llvm::append_range(split, shape);
-    piece =
-        reshapeTo(builder, loc, piece, RankedTensorType::get(split, element));
-    int64_t dim = member.getDim();
-    if (dim > 0) {
-      SmallVector<int64_t> permutation, moved;
-      for (int64_t d = 1; d <= dim; ++d)
-        permutation.push_back(d);
-      permutation.push_back(0);
-      for (int64_t d = dim + 1, e = shape.size(); d <= e; ++d)
-        permutation.push_back(d);
-      for (int64_t d : permutation)
-        moved.push_back(split[d]);
-      piece = nn::TransposeOp::create(
-          builder, loc, RankedTensorType::get(moved, element), piece,
-          builder.getDenseI64ArrayAttr(permutation));
-    }
     member.getResult().replaceAllUsesWith(
-        reshapeTo(builder, loc, piece, member.getType()));
+        unstackRows(builder, loc, piece, member.getInput().getType().getShape(),
+                    member.getDim()));
   }
   for (dist::AllGatherOp member : members)
     member.erase();

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Transforms/Layouts.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
@@ -103,15 +104,6 @@ struct Member {
   SmallVector<BlockArgument> state;
 };
 
-/// `value` in `shape` (its elements in the same order).
-Value reshapeTo(OpBuilder &builder, Location loc, Value value,
-                ArrayRef<int64_t> shape) {
-  auto type = cast<RankedTensorType>(value.getType());
-  if (type.getShape() == shape)
-    return value;
-  return nn::ReshapeOp::create(builder, loc, type.clone(shape), value);
-}
-
 /// The member of type `type` at `offset` of a unit's buffer `unit` ([S],
 /// or [rows, S] with the member split on `dim` over the rows' axes): its
 /// elements (its piece of each row) sliced out and laid out as the member
@@ -119,34 +111,19 @@ Value reshapeTo(OpBuilder &builder, Location loc, Value value,
 Value readMember(OpBuilder &builder, Location loc, Value unit, int64_t offset,
                  RankedTensorType type, int64_t dim, int64_t rows) {
   int64_t piece = type.getNumElements() / rows;
-  Value value = nn::SliceOp::create(
-      builder, loc, unit,
-      rows > 1 ? builder.getDenseI64ArrayAttr({0, offset})
-               : builder.getDenseI64ArrayAttr({offset}),
-      rows > 1 ? builder.getDenseI64ArrayAttr({rows, offset + piece})
-               : builder.getDenseI64ArrayAttr({offset + piece}));
   if (rows == 1)
-    return reshapeTo(builder, loc, value, type.getShape());
-  // [rows, piece dims...], the rows moved to the split dim, merged into it.
-  SmallVector<int64_t> pieces(type.getShape());
-  pieces[dim] /= rows;
-  SmallVector<int64_t> stacked = {rows};
-  llvm::append_range(stacked, pieces);
-  value = reshapeTo(builder, loc, value, stacked);
-  if (dim > 0) {
-    SmallVector<int64_t> permutation, moved;
-    for (int64_t d = 1; d <= dim; ++d)
-      permutation.push_back(d);
-    permutation.push_back(0);
-    for (int64_t d = dim + 1, e = stacked.size(); d < e; ++d)
-      permutation.push_back(d);
-    for (int64_t d : permutation)
-      moved.push_back(stacked[d]);
-    value = nn::TransposeOp::create(
-        builder, loc, cast<RankedTensorType>(value.getType()).clone(moved),
-        value, builder.getDenseI64ArrayAttr(permutation));
-  }
-  return reshapeTo(builder, loc, value, type.getShape());
+    return reshapeTo(
+        builder, loc,
+        nn::SliceOp::create(builder, loc, unit,
+                            builder.getDenseI64ArrayAttr({offset}),
+                            builder.getDenseI64ArrayAttr({offset + piece})),
+        type.getShape());
+  Value value = nn::SliceOp::create(
+      builder, loc, unit, builder.getDenseI64ArrayAttr({0, offset}),
+      builder.getDenseI64ArrayAttr({rows, offset + piece}));
+  SmallVector<int64_t> pieceShape(type.getShape());
+  pieceShape[dim] /= rows;
+  return unstackRows(builder, loc, value, pieceShape, dim);
 }
 
 /// A member's gradient `grad` as a unit's buffer holds it: flat ([n]), or
@@ -154,27 +131,10 @@ Value readMember(OpBuilder &builder, Location loc, Value unit, int64_t offset,
 /// rows]).
 Value toRows(OpBuilder &builder, Location loc, Value grad, int64_t dim,
              int64_t rows) {
-  auto type = cast<RankedTensorType>(grad.getType());
   if (rows == 1)
-    return reshapeTo(builder, loc, grad, {type.getNumElements()});
-  SmallVector<int64_t> split;
-  for (auto [d, size] : llvm::enumerate(type.getShape())) {
-    if (static_cast<int64_t>(d) == dim)
-      split.push_back(rows);
-    split.push_back(static_cast<int64_t>(d) == dim ? size / rows : size);
-  }
-  Value value = reshapeTo(builder, loc, grad, split);
-  if (dim > 0) {
-    SmallVector<int64_t> permutation = {dim}, moved;
-    for (int64_t d = 0, e = split.size(); d < e; ++d)
-      if (d != dim)
-        permutation.push_back(d);
-    for (int64_t d : permutation)
-      moved.push_back(split[d]);
-    value = nn::TransposeOp::create(builder, loc, type.clone(moved), value,
-                                    builder.getDenseI64ArrayAttr(permutation));
-  }
-  return reshapeTo(builder, loc, value, {rows, type.getNumElements() / rows});
+    return reshapeTo(builder, loc, grad,
+                     {cast<RankedTensorType>(grad.getType()).getNumElements()});
+  return stackRows(builder, loc, grad, dim, rows);
 }
 
 /// Sets `dist.source_index` on each argument and result of `function` that
