@@ -194,12 +194,10 @@ static std::string getConstantBytes(DenseElementsAttr elements) {
 }
 
 /// Whether `op` is a splat constant that only kernels read (no view,
-/// collective, transfer or result), outside a pipeline stage (whose units
-/// the pipeline pass makes their splat constants in).
+/// collective, transfer or result).
 bool PlanBuilder::isRemadeConstant(Operation &op) {
   auto constant = dyn_cast<nn::ConstantOp>(op);
-  if (!constant || !constant.getValue().isSplat() ||
-      function->hasAttr(dist::DistDialect::kScheduleAttrName))
+  if (!constant || !constant.getValue().isSplat())
     return false;
   return llvm::all_of(op.getUsers(), [](Operation *user) {
     return isa_and_nonnull<nn::NNDialect>(user->getDialect()) &&

@@ -537,12 +537,9 @@ TESSERA_GRADIENT(CrossEntropyOp) {
 }
 
 TESSERA_GRADIENT(CausalMaskOp) {
-  Grad g(builder, getLoc());
-  // The mask of kept entries is where masking zeros leaves them zero.
-  Value zero = g.zerosLike(getInput());
-  Value masked = CausalMaskOp::create(builder, getLoc(), zero);
-  Value kept = g.compare(ComparePredicate::eq, masked, zero);
-  operandGradients.assign({g.select(kept, resultGradients[0], zero)});
+  // Masked entries pass no gradient: the output gradient, masked with 0.
+  operandGradients.assign({CausalMaskOp::create(
+      builder, getLoc(), resultGradients[0], builder.getF32FloatAttr(0))});
   return success();
 }
 

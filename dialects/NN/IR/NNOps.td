@@ -469,15 +469,21 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
   let summary = "masks attention scores of future positions";
   let description = [{
     For scores `[..., query, key]`, sets every entry with `key > query` to
-    -infinity so that softmax gives it no weight.
+    `fill`: by default -infinity, so that softmax gives it no weight. The
+    gradient is the output gradient masked with `fill = 0`, so no mask of
+    kept entries (as large as the scores) is stored for the backward.
 
     ```mlir
     %m = nn.causal_mask %s : tensor<2x4x8x8xf32>
+    %g = nn.causal_mask %d fill = 0.0 : tensor<2x4x8x8xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$input);
+  let arguments = (ins NN_FloatTensor:$input,
+      DefaultValuedAttr<F32Attr,
+                        "-std::numeric_limits<float>::infinity()">:$fill);
   let results = (outs NN_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$input (`fill` `=` $fill^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

@@ -1340,16 +1340,17 @@ static void runCausalMask(KernelCall &c) {
            input.getRank());
     return;
   }
-  if (c.isCheckOnly())
+  std::optional<double> fill = c.getFloat("fill");
+  if (!fill || c.isCheckOnly())
     return;
   int64_t queries = input.shape[input.getRank() - 2];
   int64_t keys = input.shape.back();
   const float *x = input.as<float>();
   float *y = c.out(0).as<float>();
-  const float minusInfinity = -std::numeric_limits<float>::infinity();
+  const float masked = static_cast<float>(*fill);
   for (int64_t i = 0, e = input.getNumElements(); i < e; ++i) {
     int64_t key = i % keys, query = (i / keys) % queries;
-    y[i] = key > query ? minusInfinity : x[i];
+    y[i] = key > query ? masked : x[i];
   }
 }
 

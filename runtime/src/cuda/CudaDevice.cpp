@@ -447,7 +447,8 @@ struct CudaDevice::Ops {
   static Status causalMask(CudaDevice &d, const CudaKernel &, const Launch &l) {
     const std::vector<int64_t> &shape = l.in(0).shape;
     cuda::causalMask(f(l.in(0)), f(l.out(0)), l.out(0).getNumElements(),
-                     shape[shape.size() - 2], shape.back(), d.compute);
+                     shape[shape.size() - 2], shape.back(),
+                     static_cast<float>(getFloat(l, "fill")), d.compute);
     return Status::success();
   }
 

@@ -309,10 +309,10 @@ __global__ void oneHotKernel(const void *labels, bool labels64, float *y,
 }
 
 __global__ void causalMaskKernel(const float *x, float *y, int64_t count,
-                                 int64_t queries, int64_t keys) {
+                                 int64_t queries, int64_t keys, float fill) {
   GRID_STRIDE(i, count) {
     int64_t key = i % keys, query = (i / keys) % queries;
-    y[i] = key > query ? -INFINITY : x[i];
+    y[i] = key > query ? fill : x[i];
   }
 }
 
@@ -505,10 +505,10 @@ void oneHot(const void *labels, bool labels64, float *y, int64_t count,
 }
 
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,
-                int64_t keys, cudaStream_t stream) {
+                int64_t keys, float fill, cudaStream_t stream) {
   if (count > 0)
-    causalMaskKernel<<<getBlocks(count), kThreads, 0, stream>>>(x, y, count,
-                                                                queries, keys);
+    causalMaskKernel<<<getBlocks(count), kThreads, 0, stream>>>(
+        x, y, count, queries, keys, fill);
 }
 
 void sgd(const float *param, const float *grad, float *y, int64_t count,

@@ -89,9 +89,9 @@ void embeddingGrad(const float *grad, const void *indices, bool indices64,
                    cudaStream_t stream);
 void oneHot(const void *labels, bool labels64, float *y, int64_t count,
             int64_t depth, cudaStream_t stream);
-/// x with key > query set to -inf, over [..., queries, keys].
+/// x with key > query set to `fill`, over [..., queries, keys].
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,
-                int64_t keys, cudaStream_t stream);
+                int64_t keys, float fill, cudaStream_t stream);
 void sgd(const float *param, const float *grad, float *y, int64_t count,
          float lr, float weightDecay, cudaStream_t stream);
 /// AdamW with the step read from device memory (bias corrections per step);

@@ -302,10 +302,12 @@ func.func @cross_entropy(%logits: tensor<2x8x512xf32>, %labels: tensor<2x8xi64>)
 // CHECK-LABEL: func.func @causal_mask(
 // CHECK-SAME:      %[[S:.+]]: tensor<2x4x8x8xf32>)
 // CHECK:         %[[M:.+]] = nn.causal_mask %[[S]] : tensor<2x4x8x8xf32>
-// CHECK:         return %[[M]]
+// CHECK:         %[[Z:.+]] = nn.causal_mask %[[M]] fill = 0.000000e+00 : tensor<2x4x8x8xf32>
+// CHECK:         return %[[Z]]
 func.func @causal_mask(%s: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
   %m = nn.causal_mask %s : tensor<2x4x8x8xf32>
-  return %m : tensor<2x4x8x8xf32>
+  %z = nn.causal_mask %m fill = 0.0 : tensor<2x4x8x8xf32>
+  return %z : tensor<2x4x8x8xf32>
 }
 
 // -----

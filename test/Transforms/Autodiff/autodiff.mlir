@@ -74,6 +74,22 @@ func.func @lookup(%t: tensor<10x4xf32> {nn.param = "t"}, %ids: tensor<2x3xi32>,
 
 // -----
 
+// Tests that a causal mask's gradient is the output gradient masked with 0:
+// no mask of kept entries is made or kept for the backward.
+// CHECK-LABEL: func.func @causal_mask
+func.func @causal_mask(%s: tensor<2x4x4xf32> {nn.param = "s"}) -> tensor<f32> {
+  // CHECK: nn.causal_mask %arg0 : tensor<2x4x4xf32>
+  %m = nn.causal_mask %s : tensor<2x4x4xf32>
+  %l = nn.reduce_sum %m dims = [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32>
+  // CHECK: %[[DM:.+]] = nn.broadcast
+  // CHECK-NEXT: %[[DS:.+]] = nn.causal_mask %[[DM]] fill = 0.000000e+00 : tensor<2x4x4xf32>
+  // CHECK-NOT: nn.compare
+  // CHECK: return %{{.+}}, %[[DS]]
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that a layer norm's input gradient is one fused op, and that gamma's
 // and beta's gradients sum dy · x̂ and dy over the leading dims.
 // CHECK-LABEL: func.func @layer_norm

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace tessera::runtime;
@@ -460,7 +461,12 @@ TEST_F(CudaKernelsTest, Layers) {
         {random({DType::F32, {4, 3, 50}}, -4.0f, 4.0f),
          random({DType::I32, {4, 3}}, 0, 0, 50)},
         {{DType::F32, {4, 3}}}, 1e-4);
-  check("nn.causal_mask", {}, {random({DType::F32, {2, 5, 5}})},
+  KernelAttrs mask;
+  mask.floats["fill"] = -std::numeric_limits<float>::infinity();
+  check("nn.causal_mask", mask, {random({DType::F32, {2, 5, 5}})},
+        {{DType::F32, {2, 5, 5}}});
+  mask.floats["fill"] = 0;
+  check("nn.causal_mask", mask, {random({DType::F32, {2, 5, 5}})},
         {{DType::F32, {2, 5, 5}}});
 }
 

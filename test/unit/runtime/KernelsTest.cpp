@@ -676,15 +676,21 @@ TEST(KernelsTest, CrossEntropyIsLogSumExpMinusTheLabelLogit) {
 TEST(KernelsTest, CausalMaskHidesFutureKeys) {
   OwnedTensor scores = f32({2, 2, 3}, iota(12));
   OwnedTensor result(DType::F32, {2, 2, 3});
-  ASSERT_EQ(run("nn.causal_mask", {}, {&scores}, {&result}), "");
-  std::vector<float> x = read<float>(scores), y = read<float>(result);
-  const float inf = std::numeric_limits<float>::infinity();
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t query = 0; query < 2; ++query)
-      for (int64_t key = 0; key < 3; ++key) {
-        int64_t i = (b * 2 + query) * 3 + key;
-        EXPECT_EQ(y[i], key > query ? -inf : x[i]) << "at element " << i;
-      }
+  // -inf for the forward's scores, 0 for their gradient.
+  for (float fill : {-std::numeric_limits<float>::infinity(), 0.0f}) {
+    KernelAttrs attrs;
+    attrs.floats["fill"] = fill;
+    ASSERT_EQ(run("nn.causal_mask", attrs, {&scores}, {&result}), "");
+    std::vector<float> x = read<float>(scores), y = read<float>(result);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t query = 0; query < 2; ++query)
+        for (int64_t key = 0; key < 3; ++key) {
+          int64_t i = (b * 2 + query) * 3 + key;
+          EXPECT_EQ(y[i], key > query ? fill : x[i]) << "at element " << i;
+        }
+  }
+  EXPECT_EQ(run("nn.causal_mask", {}, {&scores}, {&result}),
+            "nn.causal_mask: missing float attribute 'fill'");
 }
 
 //===----------------------------------------------------------------------===//
