@@ -103,37 +103,158 @@ getMostOverlapping(llvm::ArrayRef<std::pair<int64_t, int64_t>> intervals) {
   return most;
 }
 
-llvm::SmallVector<std::pair<int64_t, StageInFlight>>
-tessera::getStagesInFlight(const PipelineSpec &spec, int64_t rank) {
+/// The unit that receives what `unit` sends (stage -1: none), as the
+/// pipeline pass sends a GPT's activations: the next stage's forward, or
+/// the previous stage's backward; under ZB-H1, whose first stage makes no
+/// input gradient, the first stage's weight unit.
+static PipelineUnit getReceiver(const PipelineSpec &spec,
+                                const PipelineUnit &unit) {
   using Kind = PipelineUnitKind;
-  // Per stage and microbatch, the entries of its F, B and W units.
-  std::map<int64_t, llvm::SmallVector<std::array<int64_t, 3>>> runs;
-  llvm::SmallVector<PipelineUnit> units =
-      getPipelineSchedule(spec, rank, /*hasBackward=*/true);
-  for (auto [entry, unit] : llvm::enumerate(units)) {
-    auto &stage = runs[unit.stage];
-    if (stage.size() <= static_cast<size_t>(unit.microbatch))
-      stage.resize(unit.microbatch + 1, {-1, -1, -1});
-    int kind = unit.kind == Kind::Forward    ? 0
-               : unit.kind == Kind::Backward ? 1
-                                             : 2;
-    stage[unit.microbatch][kind] = entry;
+  if (unit.kind == Kind::Forward)
+    return {Kind::Forward,
+            unit.stage + 1 < spec.getNumStages() ? unit.stage + 1 : -1,
+            unit.microbatch};
+  if (unit.kind == Kind::Weight || unit.stage == 0)
+    return {Kind::Backward, -1, unit.microbatch};
+  bool weightApart = spec.schedule == PipelineSchedule::ZeroBubbleH1;
+  return {weightApart && unit.stage == 1 ? Kind::Weight : Kind::Backward,
+          unit.stage - 1, unit.microbatch};
+}
+
+llvm::SmallVector<RankInFlight>
+tessera::getStagesInFlight(const PipelineSpec &spec) {
+  using Kind = PipelineUnitKind;
+  int64_t p = spec.ranks, m = spec.microbatches, stages = spec.getNumStages();
+  // Units by (kind, stage, microbatch): each runs on its stage's rank.
+  auto getIndex = [&](const PipelineUnit &unit) {
+    return (static_cast<int64_t>(unit.kind) * stages + unit.stage) * m +
+           unit.microbatch;
+  };
+  llvm::SmallVector<llvm::SmallVector<PipelineUnit>> schedules;
+  llvm::SmallVector<int64_t> entryOf(3 * stages * m, -1);
+  for (int64_t rank = 0; rank < p; ++rank) {
+    schedules.push_back(getPipelineSchedule(spec, rank, /*hasBackward=*/true));
+    for (auto [entry, unit] : llvm::enumerate(schedules.back()))
+      entryOf[getIndex(unit)] = entry;
   }
-  llvm::SmallVector<std::pair<int64_t, StageInFlight>> stages;
-  for (auto &[stage, microbatches] : runs) {
-    llvm::SmallVector<std::pair<int64_t, int64_t>> fb, fw, bw;
-    for (const std::array<int64_t, 3> &run : microbatches) {
-      fb.push_back({run[0], run[1]});
-      if (run[2] >= 0) {
-        fw.push_back({run[0], run[2]});
-        bw.push_back({run[1], run[2]});
+  // Per unit that sends, the entry of its rank at whose end the send is
+  // waited for: the last if the receipt is not known before.
+  llvm::SmallVector<int64_t> waitOf(3 * stages * m, -1);
+  if (spec.virtualStages == 1) {
+    // A line of ranks: any sign of a receipt comes back through the
+    // receiver, so a send is waited for where its sender receives the first
+    // message that the receiving rank sends it from the receiving unit on
+    // (as simulateTransfers finds, without its clocks). Per rank and entry,
+    // the first entry from there whose unit sends to the previous rank
+    // ([0]) and to the next ([1]).
+    llvm::SmallVector<std::array<llvm::SmallVector<int64_t>, 2>> nextSend(p);
+    for (int64_t rank = 0; rank < p; ++rank) {
+      int64_t n = schedules[rank].size();
+      for (llvm::SmallVector<int64_t> &next : nextSend[rank])
+        next.assign(n + 1, -1);
+      for (int64_t entry = n - 1; entry >= 0; --entry) {
+        for (llvm::SmallVector<int64_t> &next : nextSend[rank])
+          next[entry] = next[entry + 1];
+        PipelineUnit receiver = getReceiver(spec, schedules[rank][entry]);
+        if (receiver.stage >= 0)
+          nextSend[rank][receiver.stage > rank][entry] = entry;
       }
     }
-    stages.push_back({stage,
-                      {getMostOverlapping(fb), getMostOverlapping(fw),
-                       getMostOverlapping(bw)}});
+    for (int64_t rank = 0; rank < p; ++rank)
+      for (const PipelineUnit &unit : schedules[rank]) {
+        PipelineUnit receiver = getReceiver(spec, unit);
+        if (receiver.stage < 0)
+          continue;
+        int64_t peer = receiver.stage;
+        int64_t back = nextSend[peer][rank > peer][entryOf[getIndex(receiver)]];
+        waitOf[getIndex(unit)] =
+            back < 0
+                ? static_cast<int64_t>(schedules[rank].size()) - 1
+                : entryOf[getIndex(getReceiver(spec, schedules[peer][back]))];
+      }
+  } else {
+    // A ring (the last rank's chunks feed the first's): the transfer
+    // simulation, one message per unit that sends.
+    llvm::SmallVector<int64_t> receivers, senders, messageOf(3 * stages * m);
+    llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<int64_t, 1>>>
+        incoming(p);
+    for (int64_t rank = 0; rank < p; ++rank)
+      incoming[rank].resize(schedules[rank].size());
+    for (int64_t rank = 0; rank < p; ++rank)
+      for (const PipelineUnit &unit : schedules[rank]) {
+        PipelineUnit receiver = getReceiver(spec, unit);
+        if (receiver.stage < 0)
+          continue;
+        int64_t to = receiver.stage % p;
+        messageOf[getIndex(unit)] = receivers.size();
+        incoming[to][entryOf[getIndex(receiver)]].push_back(receivers.size());
+        receivers.push_back(to);
+        senders.push_back(rank);
+      }
+    llvm::SmallVector<llvm::SmallVector<PipelineEvent>> events(p);
+    for (int64_t rank = 0; rank < p; ++rank)
+      for (auto [entry, unit] : llvm::enumerate(schedules[rank])) {
+        int64_t e = entry;
+        for (int64_t message : incoming[rank][e])
+          events[rank].push_back({PipelineEvent::Recv, message, e});
+        events[rank].push_back({PipelineEvent::Compute, -1, e});
+        if (getReceiver(spec, unit).stage >= 0)
+          events[rank].push_back(
+              {PipelineEvent::Send, messageOf[getIndex(unit)], e});
+      }
+    TransferSimulation simulation = simulateTransfers(events, receivers);
+    assert(!simulation.deadlockedRank && "the schedules deadlock");
+    for (int64_t rank = 0; rank < p; ++rank)
+      for (const PipelineUnit &unit : schedules[rank]) {
+        if (getReceiver(spec, unit).stage < 0)
+          continue;
+        int64_t after = simulation.waitAfter[messageOf[getIndex(unit)]];
+        waitOf[getIndex(unit)] =
+            after >= 0 && events[rank][after].unit >= 0
+                ? events[rank][after].unit
+                : static_cast<int64_t>(schedules[rank].size()) - 1;
+      }
   }
-  return stages;
+
+  llvm::SmallVector<RankInFlight> ranks(p);
+  for (int64_t rank = 0; rank < p; ++rank) {
+    for (int64_t stage = rank; stage < stages; stage += p) {
+      // Per microbatch, the entries of the stage's F, B and W units.
+      auto getEntry = [&](Kind kind, int64_t k) {
+        return entryOf[getIndex({kind, stage, k})];
+      };
+      auto getWait = [&](Kind kind, int64_t k) {
+        return waitOf[getIndex({kind, stage, k})];
+      };
+      llvm::SmallVector<std::pair<int64_t, int64_t>> fb, fw, bw, fs, bs;
+      for (int64_t k = 0; k < m; ++k) {
+        int64_t f = getEntry(Kind::Forward, k), b = getEntry(Kind::Backward, k),
+                w = getEntry(Kind::Weight, k);
+        fb.push_back({f, b});
+        if (w >= 0) {
+          fw.push_back({f, w});
+          bw.push_back({b, w});
+        }
+        if (stage + 1 < stages)
+          fs.push_back({f, getWait(Kind::Forward, k)});
+        if (stage > 0)
+          bs.push_back({b, std::max(w, getWait(Kind::Backward, k))});
+      }
+      // The export gives a send waited for out of the microbatch order a
+      // copy per slot of its stage's entries instead.
+      auto getSent = [&](llvm::ArrayRef<std::pair<int64_t, int64_t>> sends) {
+        for (size_t k = 1; k < sends.size(); ++k)
+          if (sends[k].second < sends[k - 1].second)
+            return getMostOverlapping(fb);
+        return sends.empty() ? 0 : getMostOverlapping(sends);
+      };
+      ranks[rank].push_back(
+          {stage,
+           {getMostOverlapping(fb), getMostOverlapping(fw),
+            getMostOverlapping(bw), getSent(fs), getSent(bs)}});
+    }
+  }
+  return ranks;
 }
 
 TransferSimulation tessera::simulateTransfers(
@@ -145,8 +266,18 @@ TransferSimulation tessera::simulateTransfers(
   llvm::SmallVector<int64_t> next(p, 0);
   llvm::SmallVector<llvm::SmallVector<int64_t>> clock(
       p, llvm::SmallVector<int64_t>(p, -1));
-  // Per rank and event, the clock after it.
-  llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<int64_t>>> clocks(p);
+  // Per rank, the ranks it sends to and, after each of its events, what it
+  // knows of their progress (all a wait needs of its clock).
+  llvm::SmallVector<llvm::SmallVector<int64_t, 2>> targets(p);
+  for (int64_t rank = 0; rank < p; ++rank)
+    for (const PipelineEvent &event : events[rank])
+      if (event.kind == PipelineEvent::Send &&
+          !llvm::is_contained(targets[rank], receivers[event.message]))
+        targets[rank].push_back(receivers[event.message]);
+  llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<int64_t>, 2>> known(p);
+  for (int64_t rank = 0; rank < p; ++rank)
+    known[rank].resize(targets[rank].size());
+  // The clocks of the messages sent and not yet received.
   llvm::DenseMap<int64_t, llvm::SmallVector<int64_t>> sentClock;
   llvm::SmallVector<int64_t> recvEvent(receivers.size(), -1);
   for (bool progress = true; progress;) {
@@ -154,8 +285,8 @@ TransferSimulation tessera::simulateTransfers(
     for (int64_t rank = 0; rank < p; ++rank) {
       while (next[rank] < static_cast<int64_t>(events[rank].size())) {
         const PipelineEvent &event = events[rank][next[rank]];
-        if (event.kind == PipelineEvent::Recv &&
-            !sentClock.count(event.message))
+        auto sent = sentClock.find(event.message);
+        if (event.kind == PipelineEvent::Recv && sent == sentClock.end())
           break;
         clock[rank][rank] = next[rank];
         if (event.kind == PipelineEvent::Send)
@@ -164,10 +295,12 @@ TransferSimulation tessera::simulateTransfers(
           recvEvent[event.message] = next[rank];
           for (int64_t other = 0; other < p; ++other)
             clock[rank][other] =
-                std::max(clock[rank][other], sentClock[event.message][other]);
+                std::max(clock[rank][other], sent->second[other]);
           clock[rank][rank] = next[rank];
+          sentClock.erase(sent);
         }
-        clocks[rank].push_back(clock[rank]);
+        for (auto [target, history] : llvm::zip(targets[rank], known[rank]))
+          history.push_back(clock[rank][target]);
         ++next[rank];
         progress = true;
       }
@@ -185,13 +318,15 @@ TransferSimulation tessera::simulateTransfers(
       if (event.kind != PipelineEvent::Send)
         continue;
       int64_t to = receivers[event.message];
-      for (int64_t after = index + 1;
-           after < static_cast<int64_t>(events[rank].size()); ++after) {
-        if (clocks[rank][after][to] >= recvEvent[event.message]) {
-          simulation.waitAfter[event.message] = after;
-          break;
-        }
-      }
+      const llvm::SmallVector<int64_t> &history =
+          known[rank][llvm::find(targets[rank], to) - targets[rank].begin()];
+      // The first later event after which the sender knows of the receipt
+      // (what it knows only grows).
+      auto after = std::partition_point(
+          history.begin() + index + 1, history.end(),
+          [&](int64_t seen) { return seen < recvEvent[event.message]; });
+      if (after != history.end())
+        simulation.waitAfter[event.message] = after - history.begin();
     }
   }
   return simulation;

@@ -271,18 +271,38 @@ double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
   return most;
 }
 
-/// What a microbatch keeps of a half-layer (or the LM head) for its
-/// backward, in elements of s b h: all of it until B (`kept`), the part of
-/// that the weight gradients read too (`read`), and what B makes for them
-/// (`made`); the last two matter only under ZB-H1, which runs the weight
+/// What a microbatch keeps of a half-layer (or the LM head, or a stage's
+/// ends) for its backward, in elements of s b h: what F makes and B or W
+/// reads (`kept`), the part of that W reads (`read`), and what B makes for
+/// W (`made`); the last two matter only under ZB-H1, which runs the weight
 /// gradients apart.
 struct KeptActivations {
   double kept = 0, read = 0, made = 0;
 };
 
-PipelineActivationLayout
-tessera::getPipelineActivationLayout(const ModelShape &model,
-                                     const PlanChoice &choice) {
+/// What a stage keeps at its ends, in s b h: its output until the send is
+/// waited for (but the last stage), the input gradient it sends likewise
+/// (but the first), and, under ZB-H1, the gradient it receives, which W
+/// reads (but the last).
+struct StageEnds {
+  double output = 0, inputGradient = 0, receivedGradient = 0;
+};
+
+/// The transients of a stage's units, in s b h: each runs next to every
+/// copy its rank keeps (the loop form holds them for the whole schedule),
+/// one at a time.
+struct UnitTransients {
+  /// A layer's backward: B, or W where it runs whole (ZB-H1's first stage,
+  /// whose B has no input gradient to make), and ZB-H1's B without the
+  /// weight gradients.
+  double backward = 0, inputBackward = 0;
+  /// The first stage's embedding gradients, the last's LM head backward.
+  double embedding = 0, head = 0;
+};
+
+PipelineActivationLayout tessera::getPipelineActivationLayout(
+    const ModelShape &model, const PlanChoice &choice,
+    const llvm::SmallVector<RankInFlight> *ranks) {
   PipelineActivationLayout layout;
   PipelineSpec spec{choice.pp, choice.microbatches,
                     choice.schedule == PipelineSchedule::Interleaved
@@ -302,23 +322,22 @@ tessera::getPipelineActivationLayout(const ModelShape &model,
       ++halves[half % 2];
     layout.halves.push_back(halves);
   }
-  layout.firstRank = getStagesInFlight(spec, 0);
-  layout.lastRank = getStagesInFlight(spec, choice.pp - 1);
+  layout.ranks = ranks ? *ranks : getStagesInFlight(spec);
   return layout;
 }
 
-/// The activation bytes of the stage that holds the most, its transient
-/// aside: each stage's microbatches in flight under the schedule the
+/// The activation elements (in s b h) of the rank that holds the most:
+/// each of its stages' microbatches in flight under the schedule the
 /// compiler builds, on the stage cut the pipeline pass makes (`layout`),
-/// times what each keeps (with the stage's input as received and its
-/// output as sent). The export gives every value as many copies as its
-/// lifetimes overlap, for the whole schedule, so a rank's stages add up. On
-/// the last stage the microbatch in its backward is the logits transient's.
+/// times what each keeps, and the largest transient of its units. The
+/// export gives every value as many copies as its lifetimes overlap, for
+/// the whole schedule, so a rank's stages add up.
 static double getPipelinedActivations(const PipelineActivationLayout &layout,
                                       bool weightApart,
                                       const KeptActivations halves[2],
                                       const KeptActivations &head,
-                                      double logits) {
+                                      const StageEnds &ends,
+                                      const UnitTransients &transients) {
   int64_t stages = layout.halves.size();
   auto getKept = [&](int64_t stage) {
     KeptActivations kept;
@@ -327,29 +346,40 @@ static double getPipelinedActivations(const PipelineActivationLayout &layout,
       kept.read += layout.halves[stage][half] * halves[half].read;
       kept.made += layout.halves[stage][half] * halves[half].made;
     }
-    // The stage's input as received and its output until its send is
-    // waited for: s b h each.
-    kept.kept += (stage > 0) + (stage + 1 < stages);
     if (stage + 1 == stages) {
       kept.kept += head.kept;
       kept.read += head.read;
       kept.made += head.made;
+    } else {
+      kept.made += ends.receivedGradient;
     }
     return kept;
   };
   double most = 0;
-  for (const auto *rank : {&layout.firstRank, &layout.lastRank}) {
-    double held = 0;
-    for (auto [stage, inFlight] : *rank) {
+  for (const auto &rank : layout.ranks) {
+    double held = 0, transient = 0;
+    for (auto [stage, inFlight] : rank) {
       KeptActivations k = getKept(stage);
-      held += weightApart ? inFlight.forwardToBackward * (k.kept - k.read) +
-                                inFlight.forwardToWeight * k.read +
-                                inFlight.backwardToWeight * k.made
-                          : inFlight.forwardToBackward * k.kept;
+      // ZB-H1's first stage makes no input gradient: W runs its whole
+      // backward.
+      bool split = weightApart && stage > 0;
+      // Under ZB-H1 the input gradient sent is one of what B makes for W
+      // (the first half's residual gradient).
+      double sent = stage > 0 ? ends.inputGradient : 0;
+      held += split ? inFlight.forwardToBackward * (k.kept - k.read) +
+                          inFlight.forwardToWeight * k.read +
+                          inFlight.backwardToWeight * (k.made - sent)
+              : weightApart ? inFlight.forwardToWeight * k.kept
+                            : inFlight.forwardToBackward * k.kept;
+      held += inFlight.forwardSent * ends.output + inFlight.backwardSent * sent;
+      transient = std::max(transient, split ? transients.inputBackward
+                                            : transients.backward);
+      if (stage == 0)
+        transient = std::max(transient, transients.embedding);
+      if (stage + 1 == stages)
+        transient = std::max(transient, transients.head);
     }
-    if (rank == &layout.lastRank)
-      held += logits - head.kept;
-    most = std::max(most, held);
+    most = std::max(most, held + transient);
   }
   return most;
 }
@@ -414,11 +444,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t
                                                                : 1;
-  // The last stage's logits, probabilities and their gradient (split over
-  // TP with sequence parallelism, which runs the LM head on a slice of the
-  // sequence).
+  // The logits (split over TP with sequence parallelism, which runs the LM
+  // head on a slice of the sequence).
   double sbv = s * microbatch * model.vocab / (choice.sequenceParallel ? t : 1);
-  double logits = 3 * sbv;
   // The backward's peak, beyond what the layers keep, in s b h: the larger
   // of the LM head's (the logits, their log-probabilities and gradients:
   // 4 s b v, and the head's input and its gradient) and the first layer's
@@ -441,51 +469,63 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
         (perLayer * model.layers + std::max(headTransient, mlpTransient)) *
         sbh * bytes.activation;
   } else {
-    // Per half-layer (the attention block, the MLP), in s b h: kept until
-    // B (see perLayer: the norms' inputs and outputs, q, k, v, the
-    // attention output and the softmax; the MLP's 4h input and output);
-    // read by the weight gradients too (the norms' inputs and the
-    // projections' inputs); made by B for them (the projections' output
-    // gradients and the norms'). Recomputing layers whole, B remakes what
-    // the weight gradients read.
+    // Per half-layer (the attention block, the MLP), in s b h, as the
+    // compiled stages keep them (bench/pipeline/activations.py): F makes
+    // for B the norm's input, the projections' TP-split inputs and outputs
+    // (q, k, v and the softmax; the 4h input of the GELU) and, but with
+    // sequence parallelism, whose projections read a gathered copy, the
+    // norm's output. W reads of these the projections' inputs (the norm's
+    // output, the attention output; the GELU's output) and what B makes
+    // for it: the projections' output gradients (q, k, v; the GELU's
+    // input), the norm's normalised input and its output's gradient, and
+    // the residual gradient (in the MLP with TP, and in both halves with
+    // SP, the reduced gradient is a collective's). Recomputing layers
+    // whole, F keeps only the layer's input, and B makes for W what F
+    // would have kept.
     bool full = choice.recompute == Recompute::Full;
-    double whole = sp ? 1 / t : 1;
+    double whole = sp ? 1 / t : 1, norm = sp ? 0 : whole;
     double softmax = choice.recompute == Recompute::None ? attention : 0;
     KeptActivations halves[2] = {
-        {sp ? 5 / t + softmax : 2 + 4 / t + softmax, 2 * whole + 1 / t,
-         2 * whole + 3 / t},
-        {sp ? 9 / t : 2 + 8 / t, 2 * whole + 4 / t, 2 * whole + 4 / t}};
+        {whole + norm + 4 / t + softmax, norm + 1 / t,
+         (sp ? 2 : 3) * whole + 3 / t},
+        {whole + norm + 8 / t, norm + 4 / t, (t > 1 ? 2 : 3) * whole + 4 / t}};
     if (full)
-      halves[0] = {whole, whole, 4 * whole + 4 / t},
-      halves[1] = {0, 0, 4 * whole + 8 / t};
-    // The LM head: the final norm's output and the logits twice (logits,
-    // log-probabilities); W reads the first and the logits' gradient.
-    KeptActivations head = {whole + 2 * sbv / sbh, whole, sbv / sbh};
+      halves[0] = {whole, 0, halves[0].read + halves[0].made},
+      halves[1] = {0, 0, halves[1].read + halves[1].made};
+    // The LM head: the final norm's input and output and the logits; its
+    // backward makes for W the logits' gradient, the norm's normalised
+    // input, its output's gradient and the residual gradient. The ends'
+    // values are the residual stream's; with SP, W reads a collective's
+    // copy of the received gradient.
+    double logits = sbv / sbh;
+    KeptActivations head = {2 * whole + logits, whole, 3 * whole + logits};
+    StageEnds ends = {whole, whole, norm};
+    // The units' transients, measured as the stages' activation peaks less
+    // what their ranks keep (h 256, s 128-512, V/h 2-16, TP 1-2, with and
+    // without SP and recomputation): a layer's backward, at the MLP's (the
+    // GELU's gradient: six 4h/t values) or the attention's (the scores'
+    // gradients: three softmaxes, four recomputing them), next to the
+    // gradient it receives; recomputing whole, the unpipelined backward's
+    // (see mlpTransient), less 5/t + 3 without its weight gradients. The
+    // embeddings' gradients (the token embedding's [V, h]); the LM head's
+    // logits gradient, softmax and one-hot.
+    double scores = (choice.recompute == Recompute::None ? 3 : 4) * attention;
+    UnitTransients transients;
+    transients.backward = full ? (sp ? 34 / t : 32 / t + 4) + attention
+                               : std::max(24 / t, scores + 1 / t) + whole;
+    transients.inputBackward =
+        full ? 27 / t + 1 + attention
+             : std::max(24 / t + (sp ? whole : 0), scores + 1 / t);
+    transients.embedding = model.vocab / (s * microbatch) + whole;
+    transients.head = 3 * logits;
     PipelineActivationLayout own;
     if (!layout)
       own = getPipelineActivationLayout(model, choice);
-    // Live once, in the backward, with the unit transient below (fitted to
-    // compiled 1F1B stages, bench/pipeline/activations.py): a layer's
-    // activations and their gradients, two layers' worth without
-    // recomputation and with selective; recomputing layers whole, 3.2 with
-    // sequence parallelism, and without it four times the layer's TP-split
-    // twelve s b h and three times its softmax.
-    double transient = 2 * layerNone;
-    if (full)
-      transient = sp ? 3.2 * layerNone : 4 * 12 / t + 3 * attention;
-    // A unit's backward runs next to every copy the stage keeps, which the
-    // loop form holds for the whole schedule, where the unpipelined
-    // backward frees the layers it is done with: its transient is larger,
-    // by the gradient received and the one sent and the attention scores'
-    // gradients (fitted to compiled 1F1B stages, h 256-512, s 128-512:
-    // within 2 s b h; recomputing whole, half of it).
-    double unitTransient = (full ? 0.5 : 1) * (6 + 2 * attention);
     estimate.activationBytes =
-        (getPipelinedActivations(layout ? *layout : own,
-                                 choice.schedule ==
-                                     PipelineSchedule::ZeroBubbleH1,
-                                 halves, head, logits / sbh) +
-         transient + unitTransient) *
+        getPipelinedActivations(layout ? *layout : own,
+                                choice.schedule ==
+                                    PipelineSchedule::ZeroBubbleH1,
+                                halves, head, ends, transients) *
         sbh * bytes.activation;
   }
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
@@ -651,6 +691,10 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   auto pinned = [](const auto &pin, auto value) {
     return !pin || *pin == value;
   };
+  // The microbatches in flight of each pipeline, the same at every TP.
+  std::map<std::tuple<int64_t, int64_t, PipelineSchedule>,
+           llvm::SmallVector<RankInFlight>>
+      inFlight;
   for (int64_t tp : getDivisors(devices)) {
     if (model.heads % tp != 0 || !pinned(pins.tp, tp))
       continue;
@@ -678,7 +722,12 @@ SearchResult tessera::searchPlans(const ModelShape &model,
             shape.schedule = schedule;
             shape.virtualStages =
                 schedule == PipelineSchedule::Interleaved ? 2 : 1;
-            it->second = getPipelineActivationLayout(model, shape);
+            auto [ranks, added] = inFlight.try_emplace({pp, m, schedule});
+            if (added)
+              ranks->second =
+                  getStagesInFlight({pp, m, shape.virtualStages, schedule});
+            it->second =
+                getPipelineActivationLayout(model, shape, &ranks->second);
           }
           return &it->second;
         };

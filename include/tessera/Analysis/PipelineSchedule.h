@@ -71,14 +71,22 @@ getPipelineSchedule(const PipelineSpec &spec, int64_t rank, bool hasBackward);
 /// each value that lives across units as many copies as its lifetimes
 /// overlap, for the whole schedule: these are the copies of what the
 /// backward reads, of what both read, and of what the weight unit reads of
-/// the backward's.
+/// the backward's. A value sent to another rank lives until its send is
+/// waited for: the forward's output and the backward's input gradient
+/// (which ZB-H1's weight unit reads too) have as many copies as those
+/// lifetimes overlap (0 for a stage that sends none).
 struct StageInFlight {
   int64_t forwardToBackward = 0, forwardToWeight = 0, backwardToWeight = 0;
+  int64_t forwardSent = 0, backwardSent = 0;
 };
 
-/// The stages `rank` runs, each with what it holds in flight.
-llvm::SmallVector<std::pair<int64_t, StageInFlight>>
-getStagesInFlight(const PipelineSpec &spec, int64_t rank);
+/// The stages a rank runs, each with what it holds in flight.
+using RankInFlight = llvm::SmallVector<std::pair<int64_t, StageInFlight>>;
+
+/// Per rank, its stages in flight; the sends' waits as simulateTransfers
+/// places them for a GPT's activations (a forward's output to the next
+/// stage's forward, an input gradient to the previous stage's backward).
+llvm::SmallVector<RankInFlight> getStagesInFlight(const PipelineSpec &spec);
 
 /// One step of a rank's program, as the transfer simulation sees it.
 struct PipelineEvent {

@@ -110,17 +110,19 @@ double getDeviceParameters(const ModelShape &model, int64_t tp, int64_t pp);
 
 /// What a pipelined plan's activations depend on but its recomputation,
 /// sequence parallelism and precision: per stage of the pipeline pass's
-/// cut, its attention and MLP half-layers; per stage of the first and the
-/// last rank, the microbatches it holds in flight under the schedule.
+/// cut, its attention and MLP half-layers; per rank, its stages, each with
+/// the microbatches it holds in flight under the schedule.
 struct PipelineActivationLayout {
   llvm::SmallVector<std::array<int64_t, 2>> halves;
-  llvm::SmallVector<std::pair<int64_t, StageInFlight>> firstRank, lastRank;
+  llvm::SmallVector<RankInFlight> ranks;
 };
 
 /// The layout of `choice`'s tp, pp, microbatches and schedule (empty
-/// without a pipeline).
-PipelineActivationLayout getPipelineActivationLayout(const ModelShape &model,
-                                                     const PlanChoice &choice);
+/// without a pipeline); `ranks`, if given, is getStagesInFlight of its
+/// pipeline (the same at every TP).
+PipelineActivationLayout getPipelineActivationLayout(
+    const ModelShape &model, const PlanChoice &choice,
+    const llvm::SmallVector<RankInFlight> *ranks = nullptr);
 
 /// The estimate of one plan (which must divide the model: see search);
 /// `stageImbalance` saves recomputing getStageImbalance for its stages, and

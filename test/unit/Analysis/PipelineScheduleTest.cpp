@@ -418,6 +418,29 @@ TEST(PipelineScheduleTest, SendsAreWaitedOnceTheReceiverIsKnownToHavePosted) {
   EXPECT_EQ(simulation.waitAfter, (llvm::SmallVector<int64_t>{4, -1}));
 }
 
+TEST(PipelineScheduleTest, SentValuesLiveUntilTheirWaits) {
+  // GPipe's last rank runs its backwards back to back, and nothing comes
+  // back from the first after them: every input gradient it sends is waited
+  // for at the end, m copies. Under 1F1B rank r learns of a receipt from
+  // the forward output that rank r - 1 sends it next, but its cool-down has
+  // none: p - r + 1 copies (as the export gives them).
+  PipelineSpec gpipe{2, 4, 1, Schedule::GPipe};
+  auto ranks = getStagesInFlight(gpipe);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1][0].second.backwardSent, 4);
+  EXPECT_EQ(ranks[1][0].second.forwardSent, 0);
+  EXPECT_EQ(ranks[0][0].second.backwardSent, 0);
+  EXPECT_EQ(ranks[0][0].second.forwardSent, 4);
+  PipelineSpec oneFOneB{4, 8, 1, Schedule::OneFOneB};
+  ranks = getStagesInFlight(oneFOneB);
+  for (int64_t rank = 1; rank < 4; ++rank)
+    EXPECT_EQ(ranks[rank][0].second.backwardSent, 4 - rank + 1)
+        << "rank " << rank;
+  // Between F and B, 1F1B holds p - r microbatches.
+  for (int64_t rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(ranks[rank][0].second.forwardToBackward, 4 - rank);
+}
+
 TEST(PipelineScheduleTest, OneFOneBTimeline) {
   // Two ranks, two microbatches, forwards of 1 s and backwards of 2 s:
   // F0.0 [0,1] F0.1 [1,2] on rank 0; F1.0 [1,2] B1.0 [2,4] F1.1 [4,5]
