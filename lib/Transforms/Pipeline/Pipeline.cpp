@@ -81,6 +81,8 @@ private:
   void findForward();
   bool moveGathersIntoUnits();
   LogicalResult cutStages();
+  LogicalResult cutForward(ArrayRef<Operation *> forward);
+  void placeGathers();
   LogicalResult assignBackward();
   void splitWeightGradients();
   void assignRanks();
@@ -126,6 +128,9 @@ private:
   /// Body ops in program order, and the forward ones among them.
   SmallVector<Operation *> bodyOps;
   llvm::SetVector<Operation *> forwardOps;
+  /// The parameters' gathers (and their views) moved into the forward
+  /// units: they run where they are read.
+  llvm::DenseSet<Operation *> forwardGathers;
   /// With ZB-H1: the backward ops that make no gradient another stage reads
   /// (weight gradients), which run in their own units.
   llvm::DenseSet<Operation *> weightOps;
@@ -289,8 +294,61 @@ void Pipeliner::findForward() {
 }
 
 LogicalResult Pipeliner::cutStages() {
+  // The gathers moved into the forward units carry no activation between
+  // layers: they are not cut, and each runs where it is read.
+  SmallVector<Operation *> forward;
+  for (Operation *op : forwardOps)
+    if (!forwardGathers.contains(op))
+      forward.push_back(op);
+  if (failed(cutForward(forward)))
+    return failure();
+  placeGathers();
+  return success();
+}
+
+void Pipeliner::placeGathers() {
+  // In reverse, so that an op's readers are placed before it: at the first
+  // stage that reads it, and cloned for each later one (a tied embedding's
+  // gather, for the embedding and for the LM head), so that no stage sends
+  // a parameter it gathered to another.
+  SmallVector<Operation *> gathers;
+  for (Operation &op : body->without_terminator())
+    if (forwardGathers.contains(&op))
+      gathers.push_back(&op);
+  for (Operation *op : llvm::reverse(gathers)) {
+    std::set<int64_t> readers;
+    for (Operation *user : op->getUsers())
+      if (auto it = stageOf.find(user); it != stageOf.end())
+        readers.insert(it->second);
+    if (readers.empty())
+      continue;
+    stageOf[op] = *readers.begin();
+    OpBuilder builder(op);
+    for (int64_t stage : llvm::drop_begin(readers)) {
+      Operation *clone = builder.clone(*op);
+      op->replaceUsesWithIf(clone->getResults(), [&](OpOperand &use) {
+        return stageOf.lookup(use.getOwner()) == stage;
+      });
+      classes[clone] = OpClass::Body;
+      forwardGathers.insert(clone);
+      stageOf[clone] = stage;
+    }
+  }
+  // The clones in program order.
+  llvm::SetVector<Operation *> forward;
+  bodyOps.clear();
+  for (Operation &op : body->without_terminator()) {
+    if (classes.lookup(&op) != OpClass::Body)
+      continue;
+    bodyOps.push_back(&op);
+    if (forwardOps.contains(&op) || forwardGathers.contains(&op))
+      forward.insert(&op);
+  }
+  forwardOps = std::move(forward);
+}
+
+LogicalResult Pipeliner::cutForward(ArrayRef<Operation *> forward) {
   int64_t stages = spec.getNumStages();
-  ArrayRef<Operation *> forward = forwardOps.getArrayRef();
   int64_t n = forward.size();
   if (n < stages)
     return function.emitError("cannot cut ")
@@ -1148,6 +1206,8 @@ bool Pipeliner::moveGathersIntoUnits() {
       continue;
     classes[op] = OpClass::Body;
     movedForward[op] = *forward;
+    if (*forward)
+      forwardGathers.insert(op);
   }
   if (movedForward.empty())
     return false;
