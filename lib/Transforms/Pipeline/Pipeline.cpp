@@ -401,6 +401,37 @@ LogicalResult Pipeliner::cutForward(ArrayRef<Operation *> forward) {
       outsideUnits.push_back(i);
   if (static_cast<int64_t>(outsideUnits.size()) >= stages)
     starts = std::move(outsideUnits);
+  // Where the backward reads what crosses (a checkpoint): inside a layer
+  // that full recomputation remakes, a later stage's backward would remake
+  // the earlier stage's ops there, and the ops between would run on the
+  // earlier stage. Where that leaves too few cuts, the others serve.
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(forward))
+    position[op] = i;
+  SmallVector<int64_t> unread(n + 1, 0);
+  for (auto [i, op] : llvm::enumerate(forward))
+    for (Value result : op->getResults()) {
+      int64_t last = i;
+      bool readBackward = false;
+      for (Operation *user : result.getUsers()) {
+        if (auto it = position.find(user); it != position.end())
+          last = std::max<int64_t>(last, it->second);
+        readBackward |=
+            classes.lookup(user) == OpClass::Body && !forwardOps.contains(user);
+      }
+      if (!readBackward && last > static_cast<int64_t>(i)) {
+        unread[i + 1] += 1;
+        unread[last + 1] -= 1;
+      }
+    }
+  for (int64_t i = 1; i <= n; ++i)
+    unread[i] += unread[i - 1];
+  SmallVector<int64_t> checkpoints;
+  for (int64_t i : starts)
+    if (unread[i] == 0)
+      checkpoints.push_back(i);
+  if (static_cast<int64_t>(checkpoints.size()) >= stages)
+    starts = std::move(checkpoints);
   if (static_cast<int64_t>(starts.size()) < stages)
     return function.emitError("the forward pass has ")
            << starts.size()
