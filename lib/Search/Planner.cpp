@@ -190,53 +190,112 @@ PrecisionBytes getPrecisionBytes(Precision precision) {
 }
 } // namespace
 
-/// What the pipeline pass balances when it cuts a GPT into stages: the
-/// forward's FLOPs of each half-layer (the attention block, the MLP; one
-/// value crosses after each residual add), a device's share of them under
-/// Megatron-LM's TP, and the LM head on the last (whole: the embedding it
-/// reads is not split).
-static llvm::SmallVector<double> getHalfLayerCosts(const ModelShape &model,
-                                                   int64_t tp) {
-  double h = model.hidden, s = model.seq, t = tp;
+StageCutShape StageCutShape::get(const PlanChoice &choice) {
+  return {choice.tp, choice.sequenceParallel,
+          choice.recompute == Recompute::Full || choice.zero >= 1};
+}
+
+/// What the pipeline pass balances when it cuts a GPT into stages, per item
+/// it may cut between (the attention block and the MLP of each layer, one
+/// value crossing after each residual add, or whole layers; then the LM
+/// head): the forward's FLOPs as the ops count them (CostOpInterface), per
+/// token, of a device under Megatron-LM's TP. The projections, the scores
+/// and the elementwise ops on their split outputs are split; the layer
+/// norms, the residual adds, the output projections' biases and the LM
+/// head (whose embedding is whole) are not, but with sequence parallelism.
+static llvm::SmallVector<double> getStageItemCosts(const ModelShape &model,
+                                                   const StageCutShape &shape) {
+  double h = model.hidden, s = model.seq, a = model.heads, v = model.vocab;
+  double t = shape.tp, whole = shape.sequenceParallel ? 1 / t : 1;
+  // Attention: q, k, v and the output projection, the scores and their
+  // weighted sum; q, k and v's biases, the scaling and the softmax (5 per
+  // score); the norm (7), the output bias and the residual.
+  double attention =
+      (8 * h * h + 4 * s * h + 3 * h + 6 * a * s) / t + 9 * h * whole;
+  // MLP: its two projections, the first's bias and the GELU (9 per
+  // element); the norm, the second's bias and the residual.
+  double mlp = (16 * h * h + 40 * h) / t + 9 * h * whole;
   llvm::SmallVector<double> costs;
   for (int64_t layer = 0; layer < model.layers; ++layer) {
-    costs.push_back((8 * h * h + 4 * s * h) / t);
-    costs.push_back(16 * h * h / t);
+    if (shape.wholeLayers) {
+      costs.push_back(attention + mlp);
+      continue;
+    }
+    costs.push_back(attention);
+    costs.push_back(mlp);
   }
-  costs.back() += 2 * h * model.vocab;
+  // The embeddings' sum, with the first layer; the final norm, the logits
+  // and the cross-entropy (4 per logit, 2 per token).
+  costs.front() += h * whole;
+  costs.push_back((7 * h + 2 * h * v + 4 * v + 2) * whole);
   return costs;
 }
 
-/// The pipeline pass's cut of the half-layers into `stages` stages under
-/// `tp`-way TP. The search asks for the same few cuts for every plan, and a
-/// cut is a dynamic program over the half-layers: they are kept.
-static const StageCuts &getStageCuts(const ModelShape &model, int64_t tp,
+/// The pipeline pass's cut of a GPT into `stages` stages for `shape`. The
+/// search asks for the same few cuts for every plan, and a cut is a dynamic
+/// program over the items: they are kept.
+static const StageCuts &getStageCuts(const ModelShape &model,
+                                     const StageCutShape &shape,
                                      int64_t stages) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         bool, bool, int64_t>;
   static std::mutex mutex;
   static std::map<Key, StageCuts> cuts;
   std::lock_guard<std::mutex> lock(mutex);
-  Key key = {model.layers, model.hidden, model.seq, model.vocab, tp, stages};
+  Key key = {model.layers,
+             model.hidden,
+             model.seq,
+             model.vocab,
+             model.heads,
+             shape.tp,
+             shape.sequenceParallel,
+             shape.wholeLayers,
+             stages};
   auto [it, inserted] = cuts.try_emplace(key);
   if (inserted)
-    it->second = balanceStages(getHalfLayerCosts(model, tp), stages);
+    it->second = balanceStages(getStageItemCosts(model, shape), stages);
   return it->second;
 }
 
+/// Per stage of that cut, its attention and MLP half-layers; the last
+/// stage holds the LM head.
+static llvm::SmallVector<std::array<int64_t, 2>>
+getStageHalves(const ModelShape &model, const StageCutShape &shape,
+               int64_t stages) {
+  const StageCuts &cuts = getStageCuts(model, shape, stages);
+  int64_t layerItems = shape.wholeLayers ? model.layers : 2 * model.layers;
+  llvm::SmallVector<std::array<int64_t, 2>> halves;
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    int64_t end = stage + 1 < stages ? cuts.starts[stage + 1] : layerItems + 1;
+    std::array<int64_t, 2> count = {0, 0};
+    for (int64_t item = cuts.starts[stage]; item < std::min(end, layerItems);
+         ++item) {
+      if (shape.wholeLayers) {
+        ++count[0];
+        ++count[1];
+      } else {
+        ++count[item % 2];
+      }
+    }
+    halves.push_back(count);
+  }
+  return halves;
+}
+
 double tessera::getStageImbalance(const ModelShape &model, int64_t stages,
-                                  int64_t tp) {
+                                  const StageCutShape &shape) {
   if (stages <= 1)
     return 1.0;
-  llvm::SmallVector<double> costs = getHalfLayerCosts(model, tp);
+  llvm::SmallVector<double> costs = getStageItemCosts(model, shape);
   double total = 0;
   for (double cost : costs)
     total += cost;
-  return getStageCuts(model, tp, stages).maxStageCost / (total / stages);
+  return getStageCuts(model, shape, stages).maxStageCost / (total / stages);
 }
 
-double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
-                                    int64_t pp) {
-  double h = model.hidden, t = tp;
+double tessera::getDeviceParameters(const ModelShape &model, int64_t pp,
+                                    const StageCutShape &shape) {
+  double h = model.hidden, t = shape.tp;
   double embeddings = (model.vocab + model.seq) * h;
   double head = model.tiedEmbedding ? 0 : model.vocab * h;
   // A model of another shape than GPT's: its parameters split evenly.
@@ -252,19 +311,15 @@ double tessera::getDeviceParameters(const ModelShape &model, int64_t tp,
                       (8 * h * h + 4 * h) / t + 3 * h};
   if (pp <= 1)
     return model.layers * (halves[0] + halves[1]) + embeddings + 2 * h + head;
-  llvm::SmallVector<double> costs = getHalfLayerCosts(model, tp);
-  const StageCuts &cuts = getStageCuts(model, tp, pp);
   double most = 0;
-  for (int64_t stage = 0; stage < pp; ++stage) {
-    int64_t end = stage + 1 < pp ? cuts.starts[stage + 1] : costs.size();
-    double params = 0;
-    for (int64_t half = cuts.starts[stage]; half < end; ++half)
-      params += halves[half % 2];
+  for (auto [stage, count] :
+       llvm::enumerate(getStageHalves(model, shape, pp))) {
+    double params = count[0] * halves[0] + count[1] * halves[1];
     if (stage == 0)
       params += embeddings;
     // The last stage's final layer norm and LM head: the token embedding
     // again when tied.
-    if (stage == pp - 1)
+    if (static_cast<int64_t>(stage) == pp - 1)
       params += 2 * h + (model.tiedEmbedding ? model.vocab * h : head);
     most = std::max(most, params);
   }
@@ -310,18 +365,11 @@ PipelineActivationLayout tessera::getPipelineActivationLayout(
                         : 1,
                     choice.schedule};
   int64_t stages = spec.getNumStages();
-  llvm::SmallVector<double> costs = getHalfLayerCosts(model, choice.tp);
-  if (choice.pp <= 1 || stages > static_cast<int64_t>(costs.size()))
+  StageCutShape shape = StageCutShape::get(choice);
+  if (choice.pp <= 1 ||
+      stages > static_cast<int64_t>(getStageItemCosts(model, shape).size()))
     return layout;
-  const StageCuts &cuts = getStageCuts(model, choice.tp, stages);
-  for (int64_t stage = 0; stage < stages; ++stage) {
-    int64_t end = stage + 1 < stages ? cuts.starts[stage + 1]
-                                     : static_cast<int64_t>(costs.size());
-    std::array<int64_t, 2> halves = {0, 0};
-    for (int64_t half = cuts.starts[stage]; half < end; ++half)
-      ++halves[half % 2];
-    layout.halves.push_back(halves);
-  }
+  layout.halves = getStageHalves(model, shape, stages);
   layout.ranks = ranks ? *ranks : getStagesInFlight(spec);
   return layout;
 }
@@ -400,7 +448,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   int64_t layersPerStage = (model.layers + choice.pp - 1) / choice.pp;
 
   // Model state: parameters split over TP and PP, then ZeRO over DP.
-  double localParams = getDeviceParameters(model, choice.tp, choice.pp);
+  double localParams =
+      getDeviceParameters(model, choice.pp, StageCutShape::get(choice));
   ModelStateMemory state = getZeroModelState(
       localParams, {bytes.weight, bytes.gradient, bytes.optimizer}, choice.zero,
       choice.dp);
@@ -638,8 +687,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // The slowest stage sets the pipeline's pace: layers are cut by dynamic
   // programming, the LM head (and its loss) weighing on the last stage.
   estimate.stageImbalance =
-      stageImbalance ? *stageImbalance
-                     : getStageImbalance(model, choice.pp, choice.tp);
+      stageImbalance
+          ? *stageImbalance
+          : getStageImbalance(model, choice.pp, StageCutShape::get(choice));
   estimate.computeSeconds *= estimate.stageImbalance;
   // The DP reduction overlaps the backward pass (two thirds of compute),
   // bucket by bucket; what does not fit is exposed.
@@ -701,7 +751,16 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     for (int64_t pp : getDivisors(devices / tp)) {
       if (pp > model.layers || !pinned(pins.pp, pp))
         continue;
-      double imbalance = getStageImbalance(model, pp, tp);
+      // The slowest stage's share, per shape of the cut.
+      std::map<std::pair<bool, bool>, double> imbalances;
+      auto getImbalance = [&](const PlanChoice &choice) {
+        StageCutShape shape = StageCutShape::get(choice);
+        auto [it, inserted] =
+            imbalances.try_emplace({shape.sequenceParallel, shape.wholeLayers});
+        if (inserted)
+          it->second = getStageImbalance(model, pp, shape);
+        return it->second;
+      };
       int64_t dp = devices / tp / pp;
       if (model.batch % dp != 0 || !pinned(pins.dp, dp))
         continue;
@@ -709,25 +768,23 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       for (int64_t m : getDivisors(model.batch / dp)) {
         if (!pinned(pins.microbatches, m))
           continue;
-        // The stage cut and the microbatches in flight, per schedule: the
-        // same for every ZeRO stage, recomputation and SP.
-        std::map<PipelineSchedule, PipelineActivationLayout> layouts;
-        auto getLayout = [&](PipelineSchedule schedule) {
-          auto [it, inserted] = layouts.try_emplace(schedule);
+        // The stage cut and the microbatches in flight, per schedule and
+        // shape of the cut.
+        std::map<std::tuple<PipelineSchedule, bool, bool>,
+                 PipelineActivationLayout>
+            layouts;
+        auto getLayout = [&](const PlanChoice &choice) {
+          StageCutShape shape = StageCutShape::get(choice);
+          auto [it, inserted] = layouts.try_emplace(
+              {choice.schedule, shape.sequenceParallel, shape.wholeLayers});
           if (inserted && pp > 1) {
-            PlanChoice shape;
-            shape.tp = tp;
-            shape.pp = pp;
-            shape.microbatches = m;
-            shape.schedule = schedule;
-            shape.virtualStages =
-                schedule == PipelineSchedule::Interleaved ? 2 : 1;
-            auto [ranks, added] = inFlight.try_emplace({pp, m, schedule});
+            auto [ranks, added] =
+                inFlight.try_emplace({pp, m, choice.schedule});
             if (added)
-              ranks->second =
-                  getStagesInFlight({pp, m, shape.virtualStages, schedule});
+              ranks->second = getStagesInFlight(
+                  {pp, m, choice.virtualStages, choice.schedule});
             it->second =
-                getPipelineActivationLayout(model, shape, &ranks->second);
+                getPipelineActivationLayout(model, choice, &ranks->second);
           }
           return &it->second;
         };
@@ -772,8 +829,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                     sp,
                                     pins.precision};
                   PlanEstimate estimate =
-                      estimatePlan(model, machine, choice, imbalance, forward,
-                                   getLayout(schedule));
+                      estimatePlan(model, machine, choice, getImbalance(choice),
+                                   forward, getLayout(choice));
                   ++result.considered;
                   if (!estimate.fits) {
                     ++result.overMemory;

@@ -92,12 +92,23 @@ struct CollectiveUse {
 llvm::Expected<llvm::SmallVector<CollectiveUse>>
 getPartitionedCollectives(mlir::ModuleOp model, int64_t dp, int64_t tp);
 
-/// The slowest pipeline stage's compute over the average when a device of
-/// `tp`-way tensor parallelism cuts the layers into `stages` as the pipeline
-/// pass does: balanceStages over half-layers' forward FLOPs, the LM head
-/// (whole) on the last.
+/// How the pipeline pass may cut a GPT for a plan: under `tp`-way TP, with
+/// or without sequence parallelism, and between layers only
+/// (`wholeLayers`: recomputing them whole, the backward reads nothing in
+/// them; with ZeRO's units, a block's parameters are one buffer) or also
+/// between a layer's attention and its MLP.
+struct StageCutShape {
+  int64_t tp = 1;
+  bool sequenceParallel = false, wholeLayers = false;
+  static StageCutShape get(const PlanChoice &choice);
+};
+
+/// The slowest pipeline stage's compute over the average when the pipeline
+/// pass cuts the layers into `stages` for `shape`: balanceStages over the
+/// forward's FLOPs (as the pass counts them) of the half-layers or layers,
+/// and of the LM head.
 double getStageImbalance(const ModelShape &model, int64_t stages,
-                         int64_t tp = 1);
+                         const StageCutShape &shape = {});
 
 /// The parameters a device of the largest of `pp` pipeline stages holds
 /// under `tp`-way tensor parallelism, as the compiler lays out a GPT:
@@ -106,7 +117,8 @@ double getStageImbalance(const ModelShape &model, int64_t stages,
 /// and the embeddings whole), the embeddings on the first stage, the final
 /// layer norm and the LM head (the token embedding again, when tied) on the
 /// last. A model of another shape splits evenly.
-double getDeviceParameters(const ModelShape &model, int64_t tp, int64_t pp);
+double getDeviceParameters(const ModelShape &model, int64_t pp,
+                           const StageCutShape &shape = {});
 
 /// What a pipelined plan's activations depend on but its recomputation,
 /// sequence parallelism and precision: per stage of the pipeline pass's
