@@ -38,8 +38,9 @@ bool tessera::isUnitDimView(Operation *op) {
 DenseMap<Value, MemoryCategory>
 tessera::getMemoryCategories(func::FuncOp function) {
   DenseMap<Value, MemoryCategory> categories;
-  // A value is what it was made from by collectives (and their waits) and
-  // constraints, and by the 1-d layout ops of a flat piece or a unit's flat
+  // A value is what it was made from by collectives (and their waits),
+  // constraints and a pipeline's sums over microbatches, and by the 1-d
+  // layout ops of a flat piece or a unit's flat
   // buffer: a flattening reshape (or back), the cut of its padding, the
   // padding with zeros, the concatenation of the members.
   auto isFlatLayout = [](Operation *op) {
@@ -67,7 +68,7 @@ tessera::getMemoryCategories(func::FuncOp function) {
       if (isa<nn::ConcatOp>(op) && isFlatLayout(op))
         llvm::append_range(made, op->getOperands());
       else if (isa<dist::CollectiveOpInterface, dist::ShardingConstraintOp,
-                   dist::WaitOp>(op) ||
+                   dist::WaitOp, dist::AccumulateOp>(op) ||
                isFlatLayout(op))
         made.push_back(op->getOperand(0));
     }

@@ -226,7 +226,7 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
       auto getWait = [&](Kind kind, int64_t k) {
         return waitOf[getIndex({kind, stage, k})];
       };
-      llvm::SmallVector<std::pair<int64_t, int64_t>> fb, fw, bw, fs, bs;
+      llvm::SmallVector<std::pair<int64_t, int64_t>> fb, fw, bw, fs, bs, bsw;
       for (int64_t k = 0; k < m; ++k) {
         int64_t f = getEntry(Kind::Forward, k), b = getEntry(Kind::Backward, k),
                 w = getEntry(Kind::Weight, k);
@@ -237,8 +237,10 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
         }
         if (stage + 1 < stages)
           fs.push_back({f, getWait(Kind::Forward, k)});
-        if (stage > 0)
-          bs.push_back({b, std::max(w, getWait(Kind::Backward, k))});
+        if (stage > 0) {
+          bs.push_back({b, getWait(Kind::Backward, k)});
+          bsw.push_back({b, std::max(w, bs.back().second)});
+        }
       }
       // The export gives a send waited for out of the microbatch order a
       // copy per slot of its stage's entries instead.
@@ -251,7 +253,7 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
       ranks[rank].push_back(
           {stage,
            {getMostOverlapping(fb), getMostOverlapping(fw),
-            getMostOverlapping(bw), getSent(fs), getSent(bs)}});
+            getMostOverlapping(bw), getSent(fs), getSent(bs), getSent(bsw)}});
     }
   }
   return ranks;

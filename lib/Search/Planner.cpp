@@ -338,9 +338,11 @@ struct KeptActivations {
 /// What a stage keeps at its ends, in s b h: its output until the send is
 /// waited for (but the last stage), the input gradient it sends likewise
 /// (but the first), and, under ZB-H1, the gradient it receives, which W
-/// reads (but the last).
+/// reads (but the last). Under ZB-H1 W reads the input gradient too, but
+/// where ZeRO reduce-scatters each microbatch's gradients (from stage 2).
 struct StageEnds {
   double output = 0, inputGradient = 0, receivedGradient = 0;
+  bool weightReadsInputGradient = true;
 };
 
 /// The transients of a stage's units, in s b h: each runs next to every
@@ -419,7 +421,11 @@ static double getPipelinedActivations(const PipelineActivationLayout &layout,
                           inFlight.backwardToWeight * (k.made - sent)
               : weightApart ? inFlight.forwardToWeight * k.kept
                             : inFlight.forwardToBackward * k.kept;
-      held += inFlight.forwardSent * ends.output + inFlight.backwardSent * sent;
+      held +=
+          inFlight.forwardSent * ends.output +
+          (split && ends.weightReadsInputGradient ? inFlight.backwardSentOrRead
+                                                  : inFlight.backwardSent) *
+              sent;
       transient = std::max(transient, split ? transients.inputBackward
                                             : transients.backward);
       if (stage == 0)
@@ -465,15 +471,17 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // Without a pipeline, at the peak (the first block's) the embeddings'
   // shards, the backward's last, are not made yet; a pipeline's largest
   // stage is its last, whose tied embedding's shard the head made first.
+  // A pipeline stage sums a microbatch's shard into the step's after the
+  // reduce-scatter: that shard too.
+  double unit = choice.tp == 1 ? 12 * h * h + 13 * h
+                               : std::max(6 * h, (12 * h * h + 7 * h) / t);
   double unmade =
       choice.pp == 1 ? (model.vocab + model.seq) * h / choice.dp : 0;
+  double summed =
+      choice.pp > 1 && choice.microbatches > 1 ? unit / choice.dp : 0;
   if (choice.zero >= 2)
     estimate.gradBytes +=
-        bytes.gradient *
-        std::max(0.0,
-                 (choice.tp == 1 ? 12 * h * h + 13 * h
-                                 : std::max(6 * h, (12 * h * h + 7 * h) / t)) -
-                     unmade);
+        bytes.gradient * (std::max(0.0, unit - unmade) + summed);
   estimate.optimizerBytes = state.optimizerStateBytes;
 
   // Activations of one layer and microbatch, in elements of s b h, as the
@@ -548,7 +556,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // copy of the received gradient.
     double logits = sbv / sbh;
     KeptActivations head = {2 * whole + logits, whole, 3 * whole + logits};
-    StageEnds ends = {whole, whole, norm};
+    StageEnds ends = {whole, whole, norm, choice.zero < 2};
     // The units' transients, measured as the stages' activation peaks less
     // what their ranks keep (h 256, s 128-512, V/h 2-16, TP 1-2, with and
     // without SP and recomputation): a layer's backward, at the MLP's (the

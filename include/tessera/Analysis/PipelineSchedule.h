@@ -72,12 +72,13 @@ getPipelineSchedule(const PipelineSpec &spec, int64_t rank, bool hasBackward);
 /// overlap, for the whole schedule: these are the copies of what the
 /// backward reads, of what both read, and of what the weight unit reads of
 /// the backward's. A value sent to another rank lives until its send is
-/// waited for: the forward's output and the backward's input gradient
-/// (which ZB-H1's weight unit reads too) have as many copies as those
-/// lifetimes overlap (0 for a stage that sends none).
+/// waited for: the forward's output and the backward's input gradient have
+/// as many copies as those lifetimes overlap (0 for a stage that sends
+/// none); the input gradient, if ZB-H1's weight unit reads it too, until
+/// that unit if later (`backwardSentOrRead`).
 struct StageInFlight {
   int64_t forwardToBackward = 0, forwardToWeight = 0, backwardToWeight = 0;
-  int64_t forwardSent = 0, backwardSent = 0;
+  int64_t forwardSent = 0, backwardSent = 0, backwardSentOrRead = 0;
 };
 
 /// The stages a rank runs, each with what it holds in flight.
