@@ -556,6 +556,14 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // copy of the received gradient.
     double logits = sbv / sbh;
     KeptActivations head = {2 * whole + logits, whole, 3 * whole + logits};
+    // With one microbatch nothing sums the LM head's term of a tied
+    // embedding's gradient ([V, h]) over microbatches: it lives from B to
+    // the update, and under ZB-H1 the head's weight gradient runs in B,
+    // which then keeps no logits' gradient for W.
+    if (choice.microbatches == 1 && model.tiedEmbedding) {
+      head.kept += model.vocab / (s * microbatch);
+      head.made -= logits;
+    }
     StageEnds ends = {whole, whole, norm, choice.zero < 2};
     // The units' transients, measured as the stages' activation peaks less
     // what their ranks keep (h 256, s 128-512, V/h 2-16, TP 1-2, with and
