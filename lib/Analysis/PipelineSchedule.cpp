@@ -175,7 +175,7 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
   } else {
     // A ring (the last rank's chunks feed the first's): the transfer
     // simulation, one message per unit that sends.
-    llvm::SmallVector<int64_t> receivers, senders, messageOf(3 * stages * m);
+    llvm::SmallVector<int64_t> receivers, messageOf(3 * stages * m);
     llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<int64_t, 1>>>
         incoming(p);
     for (int64_t rank = 0; rank < p; ++rank)
@@ -189,7 +189,6 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
         messageOf[getIndex(unit)] = receivers.size();
         incoming[to][entryOf[getIndex(receiver)]].push_back(receivers.size());
         receivers.push_back(to);
-        senders.push_back(rank);
       }
     llvm::SmallVector<llvm::SmallVector<PipelineEvent>> events(p);
     for (int64_t rank = 0; rank < p; ++rank)
