@@ -504,7 +504,7 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
   program->set_microbatches(m);
   // The slots each stage uses.
   DenseMap<int64_t, int64_t> stageSlots;
-  for (size_t i = 0; i < entries.size(); i += 3) {
+  for (int64_t i = 0; i < entries.size(); i += 3) {
     int64_t unit = entries[i], microbatch = entries[i + 1],
             slot = entries[i + 2];
     if (unit < 0 || unit >= units || microbatch < 0 || microbatch >= m ||
@@ -522,7 +522,7 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
   DenseMap<std::pair<int64_t, int64_t>, int64_t> entryOf, waitOf;
   for (auto [index, entry] : llvm::enumerate(program->schedule()))
     entryOf[{entry.unit(), entry.microbatch()}] = index;
-  for (size_t i = 0; i < waits.size(); i += 3) {
+  for (int64_t i = 0; i < waits.size(); i += 3) {
     int64_t entry = waits[i], send = waits[i + 1];
     if (entry < 0 || entry >= program->schedule_size() || send < 0 ||
         send >= static_cast<int64_t>(sendInstructions.size()))
