@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -207,10 +208,17 @@ std::string shardPath(const std::string &dir, int rank) {
   return dir + "/rank-" + std::to_string(rank) + ".tensors";
 }
 
-/// Writes this rank's shard, and on rank 0 the index.
+/// Writes this rank's shard, and on rank 0 the index, into `dir` (made if
+/// missing).
 Status saveCheckpoint(const std::string &dir, const plan::Program &program,
                       const std::vector<OwnedTensor> &locals, int rank,
                       int64_t step) {
+  // Every rank may make it; another's doing so first is no error.
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error && !std::filesystem::is_directory(dir))
+    return dataError("cannot make the checkpoint directory '" + dir +
+                     "': " + error.message());
   std::vector<int> indices = getCheckpointed(program);
   std::vector<OwnedTensor> shard;
   for (int i : indices)
