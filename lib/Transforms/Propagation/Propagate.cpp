@@ -474,10 +474,38 @@ LogicalResult FunctionPropagator::writeBack() {
       function.setResultAttr(index, attrName, argument);
       continue;
     }
-    if (!given)
+    if (!given) {
       function.setResultAttr(
           index, attrName,
           getState(operand).getClosed().toAttr(mesh.getName()));
+      continue;
+    }
+    // An annotation's open dims take the axes the value has there beyond
+    // the annotation's own (as far as no other part of the annotation uses
+    // them), so that the value leaves as it is rather than resharded.
+    auto annotation = dyn_cast<dist::ShardingAttr>(given);
+    if (!annotation)
+      continue;
+    TensorSharding result = TensorSharding::fromAttr(annotation);
+    const TensorSharding &value = getState(operand);
+    if (value.getRank() != result.getRank() ||
+        llvm::none_of(result.dims,
+                      [](const DimSharding &dim) { return dim.isOpen; }))
+      continue;
+    for (int64_t dim = 0; dim < result.getRank(); ++dim) {
+      DimSharding &want = result.dims[dim];
+      const AxisList &have = value.dims[dim].axes;
+      if (!want.isOpen || have.size() <= want.axes.size() ||
+          !std::equal(want.axes.begin(), want.axes.end(), have.begin()))
+        continue;
+      for (StringAttr axis : llvm::drop_begin(have, want.axes.size())) {
+        if (result.usesAxis(axis))
+          break;
+        want.axes.push_back(axis);
+      }
+    }
+    function.setResultAttr(index, attrName,
+                           result.getClosed().toAttr(mesh.getName()));
   }
   for (auto &[key, text] : conflicts)
     key.first->emitRemark() << text;
