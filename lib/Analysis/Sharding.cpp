@@ -260,24 +260,31 @@ SmallVector<ReshardStep> tessera::planReshard(const TensorSharding &from,
   if (!pending.empty())
     steps.push_back({Kind::AllReduce, pending});
 
-  // An axis that is the minor-most of one dim and the next of another moves
-  // with one all_to_all.
+  // Axes that are the minor-most of one dim and, in that order, the next of
+  // another move with one all_to_all (over all of them at once: each device
+  // sends the others their pieces, not a gather then a slice).
   for (bool moved = true; moved;) {
     moved = false;
     for (int64_t from = 0; from < rank && !moved; ++from) {
       if (isAxesPrefix(state[from], target[from]))
         continue;
-      StringAttr axis = state[from].back();
-      for (int64_t into = 0; into < rank; ++into) {
-        if (into == from || !isAxesPrefix(state[into], target[into]) ||
-            target[into].size() <= state[into].size() ||
-            target[into][state[into].size()] != axis)
+      for (int64_t into = 0; into < rank && !moved; ++into) {
+        if (into == from || !isAxesPrefix(state[into], target[into]))
           continue;
-        steps.push_back({Kind::AllToAll, {axis}, into, from});
-        state[from].pop_back();
-        state[into].push_back(axis);
-        moved = true;
-        break;
+        ArrayRef<StringAttr> next =
+            ArrayRef<StringAttr>(target[into]).drop_front(state[into].size());
+        // The most minor-most axes of `from` that `into` takes next.
+        for (size_t count = std::min(state[from].size(), next.size());
+             count > 0 && !moved; --count) {
+          ArrayRef<StringAttr> axes =
+              ArrayRef<StringAttr>(state[from]).take_back(count);
+          if (axes != next.take_front(count))
+            continue;
+          steps.push_back({Kind::AllToAll, AxisList(axes), into, from});
+          llvm::append_range(state[into], axes);
+          state[from].resize(state[from].size() - count);
+          moved = true;
+        }
       }
     }
   }

@@ -284,8 +284,9 @@ FailureOr<Value> FunctionPartitioner::reshardDims(Operation *user,
       dims[step.dim].resize(dims[step.dim].size() - step.axes.size());
       break;
     case Kind::AllToAll:
-      dims[step.concatDim].pop_back();
-      dims[step.dim].push_back(step.axes.front());
+      dims[step.concatDim].resize(dims[step.concatDim].size() -
+                                  step.axes.size());
+      llvm::append_range(dims[step.dim], step.axes);
       break;
     }
     if (step.kind == Kind::AllReduce)

@@ -43,6 +43,43 @@ func.func @all_to_all(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_
 
 // -----
 
+// Tests that axes moving from one dim to another in the same order move
+// with one all_to_all over all of them: [{"a", "b"}, {}] to
+// [{}, {"a", "b"}] on a 2x2x2 mesh receives 3/4 of a device's 16 elements
+// (before: an all_gather of 48 and a slice). Under "c" too, and one axis of
+// two moving (a regroup) is the single-axis all_to_all.
+dist.mesh @mesh_2x2x2 ["a"=2, "b"=2, "c"=2]
+// CHECK-LABEL: func.func @all_to_all_two_axes
+// CHECK-SAME: (%[[A:.+]]: tensor<2x8xf32>
+func.func @all_to_all_two_axes(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2x2, [{"a", "b"}, {}]>})
+    -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2x2, [{}, {"a", "b"}]>}) {
+  // CHECK: %[[T:.+]] = dist.all_to_all %[[A]] on @mesh_2x2x2 ["a", "b"] split_dim = 1 concat_dim = 0 : tensor<2x8xf32> -> tensor<8x2xf32>
+  // CHECK: nn.softmax %[[T]] dim = 0 : tensor<8x2xf32>
+  // CHECK-NOT: = dist.
+  %p = nn.softmax %a dim = 0 : tensor<8x8xf32>
+  return %p : tensor<8x8xf32>
+}
+// CHECK-LABEL: func.func @all_to_all_under_c
+// CHECK-SAME: (%[[A:.+]]: tensor<4x2x8xf32>
+func.func @all_to_all_under_c(%a: tensor<8x8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2x2, [{"c"}, {"a", "b"}, {}]>})
+    -> (tensor<8x8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2x2, [{"c"}, {}, {"a", "b"}]>}) {
+  // CHECK: dist.all_to_all %[[A]] on @mesh_2x2x2 ["a", "b"] split_dim = 2 concat_dim = 1 : tensor<4x2x8xf32> -> tensor<4x8x2xf32>
+  // CHECK-NOT: = dist.
+  %p = nn.softmax %a dim = 1 : tensor<8x8x8xf32>
+  return %p : tensor<8x8x8xf32>
+}
+// CHECK-LABEL: func.func @regroup
+// CHECK-SAME: (%[[A:.+]]: tensor<4x4xf32>
+func.func @regroup(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2x2, [{"a"}, {"b"}]>})
+    -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2x2, [{"a", "b"}, {}]>}) {
+  // CHECK: dist.all_to_all %[[A]] on @mesh_2x2x2 ["b"] split_dim = 0 concat_dim = 1 : tensor<4x4xf32> -> tensor<2x8xf32>
+  // CHECK-NOT: = dist.
+  %p = nn.softmax %a dim = 1 : tensor<8x8xf32>
+  return %p : tensor<8x8xf32>
+}
+
+// -----
+
 // Tests that a value whose dim keeps its major axis only gathers the minor
 // one, never replicating the whole dim (here before the relu, which computes
 // in its annotated result sharding).
