@@ -2,9 +2,9 @@
 
 #include "tessera/Pipelines/Driver.h"
 
-#include "dialects/Dist/IR/DistOps.h"
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Dump.h"
+#include "tessera/runtime/Plan.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -58,14 +58,10 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
                                           const VerifyOptions &verify,
                                           const Launcher &launcher,
                                           llvm::raw_ostream &os) {
-  // Both programs start from the mesh as sized, and the ranks are its
-  // devices.
+  // Both programs start from the mesh as sized.
   if (llvm::Error error = runPipeline(
           model, [&](OpPassManager &pm) { buildMeshPipeline(pm, options); }))
     return std::move(error);
-  int64_t numRanks = 1;
-  for (auto mesh : model.getOps<dist::MeshOp>())
-    numRanks = mesh.getNumDevices();
 
   SmallString<128> dir;
   if (std::error_code ec =
@@ -91,6 +87,13 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
         buildSingleDevicePipeline(pm, reference);
       }))
     return std::move(error);
+
+  // The ranks are the sharded plan's devices: a function that annotates
+  // nothing runs on one, whatever meshes its module declares.
+  runtime::Expected<plan::Plan> plan = runtime::loadPlan(path("sharded.plan"));
+  if (!plan.ok())
+    return llvm::createStringError(plan.message());
+  int64_t numRanks = runtime::getMesh(*plan).getNumDevices();
 
   std::string seed = std::to_string(verify.seed),
               steps = std::to_string(verify.steps);
