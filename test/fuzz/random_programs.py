@@ -2,7 +2,8 @@
 """Differential testing of propagation and partition on random programs.
 
 Generates small random `nn` programs (chains and DAGs of elementwise ops,
-dots, transposes, softmaxes and reductions over random shapes) with random
+dots, transposes, reshapes, concatenations, slices, softmaxes and
+reductions over random shapes) with random
 partial sharding annotations (arguments, results, dist.sharding_constraint;
 open and closed dims) on random 1-D, 2-D and 3-D meshes, and runs each
 through `tessera verify`, which propagates, partitions and runs it on as
@@ -87,7 +88,8 @@ class Program:
     def step(self):
         rng = self.rng
         kind = rng.choice(["unary", "binary", "binary", "dot", "transpose",
-                           "softmax", "constraint", "reduce"])
+                           "softmax", "constraint", "reduce", "reshape",
+                           "concat", "slice"])
         value = self.pick(rank=2)
         if value is None:
             return
@@ -120,12 +122,50 @@ class Program:
         elif kind == "constraint":
             self.add(f"dist.sharding_constraint {name} <@mesh, "
                      f"{self.sharding(shape)}> : {t}", shape)
+        elif kind == "reshape":
+            # To another rank-2 shape of as many elements.
+            total = shape[0] * shape[1]
+            shapes = [[r, total // r] for r in (4, 8, 16, 32)
+                      if total % r == 0 and total // r in (4, 8, 16, 32)
+                      and [r, total // r] != shape]
+            if not shapes:
+                return
+            out = rng.choice(shapes)
+            self.add(f"nn.reshape {name} : {t} -> {self.type(out)}", out)
+        elif kind == "concat":
+            dim = rng.randrange(2)
+            other = [v for v in self.values if len(v[1]) == 2 and
+                     v[1][1 - dim] == shape[1 - dim] and
+                     v[1][dim] + shape[dim] <= 32]
+            if not other:
+                return
+            name2, shape2 = rng.choice(other)
+            out = list(shape)
+            out[dim] += shape2[dim]
+            self.add(f"nn.concat {name}, {name2} dim = {dim} : {t}, "
+                     f"{self.type(shape2)} -> {self.type(out)}", out)
+        elif kind == "slice":
+            # The first or the second half of a dim.
+            dim = rng.randrange(2)
+            if shape[dim] < 8:
+                return
+            half = shape[dim] // 2
+            start, limit = [0, 0], list(shape)
+            if rng.random() < 0.5:
+                start[dim] = half
+            else:
+                limit[dim] = half
+            out = list(shape)
+            out[dim] = half
+            self.add(f"nn.slice {name} start = {start} limit = {limit} : "
+                     f"{t} -> {self.type(out)}", out)
         elif kind == "reduce":
-            # Summed back to rank 2 by a broadcast, so chains go on.
+            # Reduced back to rank 2 by a broadcast, so chains go on.
             dim = rng.randrange(2)
             kept = [shape[1 - dim]]
+            op = rng.choice(["reduce_sum", "reduce_max"])
             reduced, _ = self.add(
-                f"nn.reduce_sum {name} dims = [{dim}] : {t} -> "
+                f"nn.{op} {name} dims = [{dim}] : {t} -> "
                 f"{self.type(kept)}", kept)
             self.values.pop()  # rank 1: not an operand for the others
             self.add(f"nn.broadcast {reduced} dims = [{1 - dim}] : "
