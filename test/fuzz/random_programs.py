@@ -225,9 +225,10 @@ def classify(result):
     if "a run failed" in out:
         return "run-failed", out[-2000:]
     # A diagnostic: one clear error naming the problem is fine; a module
-    # dump after it (a verifier failure) is not.
+    # dump after it, or an op's verifier failing on what a pass made of a
+    # valid program, is not.
     errors = [line for line in out.splitlines() if "error: " in line]
-    if errors and "module {" not in out:
+    if errors and "module {" not in out and "' op " not in errors[0]:
         return "diagnostic", errors[0][:200]
     return "bad-error", out[-2000:]
 

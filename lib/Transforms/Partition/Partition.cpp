@@ -433,6 +433,31 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
     claim(factor, axes);
   }
 
+  // Every operand and result holds each factor's axes: on a dim, a factor
+  // minor to one not split whole cannot be split (a reshape's dim made of
+  // the major part of another and a dim of its own), so it takes no axes on
+  // either side, as the dim's layout would not be a block of the tensor.
+  for (bool clipped = true; clipped;) {
+    clipped = false;
+    auto clip = [&](const TensorFactors &tensor) {
+      for (ArrayRef<int64_t> dimFactors : tensor) {
+        bool whole = true;
+        for (int64_t factor : dimFactors) {
+          if (!whole && !chosen[factor].empty()) {
+            chosen[factor].clear();
+            clipped = true;
+          }
+          whole = whole && rule.getFactors()[factor].size ==
+                               mesh.getGroupSize(chosen[factor]);
+        }
+      }
+    };
+    for (const TensorFactors &tensor : rule.getOperandFactors())
+      clip(tensor);
+    for (const TensorFactors &tensor : rule.getResultFactors())
+      clip(tensor);
+  }
+
   // A linear op carries the pending sums its result is wanted with, where
   // every operand has them: it computes on the partial sums.
   AxisList carried;

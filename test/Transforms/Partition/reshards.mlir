@@ -80,6 +80,24 @@ func.func @regroup(%a: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh_2x2
 
 // -----
 
+// Tests that a reshape splits no factor that is minor to an unsplit one on
+// either side: [16, 16] to [32, 8] makes dim 1's major part of 2 the minor
+// part of the result's dim 0, whose major 16 is whole, so "z" on it (and
+// "y" on the part after it) cannot stay; the reshape computes whole and the
+// result is sliced (before: a [16, 16] input reshaped into a [32, 4] local
+// result, which the verifier rejected). Found by test/fuzz/random_programs.py.
+dist.mesh @mesh_y_z ["y"=2, "z"=2]
+// CHECK-LABEL: func.func @split_minor
+// CHECK: %[[G:.+]] = dist.all_gather %arg0 on @mesh_y_z ["z", "y"] dim = 1 : tensor<16x4xf32> -> tensor<16x16xf32>
+// CHECK: %[[R:.+]] = nn.reshape %[[G]] : tensor<16x16xf32> -> tensor<32x8xf32>
+// CHECK: dist.all_slice %[[R]] on @mesh_y_z ["y"] dim = 1 : tensor<32x8xf32> -> tensor<32x4xf32>
+func.func @split_minor(%a: tensor<16x16xf32> {dist.sharding = #dist.sharding<@mesh_y_z, [{}, {"z", "y"}]>}) -> tensor<32x8xf32> {
+  %r = nn.reshape %a : tensor<16x16xf32> -> tensor<32x8xf32>
+  return %r : tensor<32x8xf32>
+}
+
+// -----
+
 // Tests that a value whose dim keeps its major axis only gathers the minor
 // one, never replicating the whole dim (here before the relu, which computes
 // in its annotated result sharding).
