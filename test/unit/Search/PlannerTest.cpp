@@ -269,6 +269,14 @@ double getLargestActivations(const plan::Plan &plan) {
   return most;
 }
 
+/// The gradients of the program that holds the most.
+double getLargestGradients(const plan::Plan &plan) {
+  double most = 0;
+  for (const plan::Program &program : plan.programs())
+    most = std::max<double>(most, program.category_peaks().gradient_bytes());
+  return most;
+}
+
 plan::MemoryBreakdown getCompiledPeaks(mlir::MLIRContext &context,
                                        const GptConfig &config,
                                        CompileOptions &options,
@@ -440,10 +448,7 @@ TEST(PlannerTest, PipelinedZeroIsPricedAsTheStagesHoldIt) {
           runtime::Expected<plan::Plan> plan =
               compileGpt(context, config, options);
           ASSERT_TRUE(plan.ok());
-          double gradients = 0;
-          for (const plan::Program &program : plan->programs())
-            gradients = std::max<double>(
-                gradients, program.category_peaks().gradient_bytes());
+          double gradients = getLargestGradients(*plan);
           double activations = getLargestActivations(*plan);
           PlanEstimate estimate = estimatePlan(*shape, dgx(), choice);
           EXPECT_NEAR(estimate.gradBytes, gradients, 0.02 * gradients);
