@@ -190,3 +190,49 @@ double tessera::getOverlappedSeconds(double computeSeconds, double commSeconds,
   double hidden = std::min(commSeconds * overlapFraction, computeSeconds);
   return computeSeconds + commSeconds - hidden;
 }
+
+ReshardCost
+tessera::getReshardCost(const MachineModel &machine, const MeshShape &mesh,
+                        llvm::ArrayRef<int64_t> shape, double elementBytes,
+                        const TensorSharding &from, const TensorSharding &to) {
+  llvm::SmallVector<AxisList> dims = from.getDimAxes();
+  auto localBytes = [&] {
+    double bytes = elementBytes;
+    for (auto [size, axes] : llvm::zip(shape, dims))
+      bytes *= static_cast<double>(size) / mesh.getGroupSize(axes);
+    return bytes;
+  };
+  ReshardCost cost;
+  auto add = [&](CollectiveKind kind, llvm::ArrayRef<mlir::StringAttr> axes,
+                 double bytes) {
+    cost.seconds +=
+        getCollectiveSeconds(machine, kind, bytes, mesh.getDeviceGroup(axes));
+    cost.bytes += bytes;
+  };
+  using Kind = ReshardStep::Kind;
+  for (const ReshardStep &step : planReshard(from, to)) {
+    switch (step.kind) {
+    case Kind::AllReduce:
+      add(CollectiveKind::AllReduce, step.axes, localBytes());
+      break;
+    case Kind::ReduceScatter:
+      add(CollectiveKind::ReduceScatter, step.axes, localBytes());
+      llvm::append_range(dims[step.dim], step.axes);
+      break;
+    case Kind::AllToAll:
+      add(CollectiveKind::AllToAll, step.axes, localBytes());
+      dims[step.concatDim].resize(dims[step.concatDim].size() -
+                                  step.axes.size());
+      llvm::append_range(dims[step.dim], step.axes);
+      break;
+    case Kind::AllGather:
+      dims[step.dim].resize(dims[step.dim].size() - step.axes.size());
+      add(CollectiveKind::AllGather, step.axes, localBytes());
+      break;
+    case Kind::AllSlice:
+      llvm::append_range(dims[step.dim], step.axes);
+      break;
+    }
+  }
+  return cost;
+}

@@ -1,13 +1,19 @@
-//===- StageCuts.cpp - Balanced pipeline stage cuts -----------------------===//
+//===- StageCuts.cpp - Layers, repeated blocks and pipeline stage cuts ----===//
 
 #include "tessera/Analysis/StageCuts.h"
 
+#include "dialects/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
 #include <limits>
 
+using namespace mlir;
 using namespace tessera;
 
 llvm::SmallVector<int64_t>
@@ -36,6 +42,67 @@ tessera::getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops) {
       boundaries.push_back(i);
   }
   return boundaries;
+}
+
+/// The blocks of `function`'s model, found as its structure repeats: its
+/// ops that read the data (not what parameters and constants alone make),
+/// cut where one value they make crosses (a layer boundary, as the pipeline
+/// pass cuts), give a sequence of segments, each known by its ops and their
+/// result types; the blocks are the most repetitions of one run of segments,
+/// back to back, that cover the most segments.
+llvm::SmallVector<llvm::SmallVector<Operation *>>
+tessera::findRepeatedBlocks(func::FuncOp function) {
+  llvm::DenseSet<Value> data;
+  for (BlockArgument arg : function.getArguments())
+    if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      data.insert(arg);
+  llvm::SmallVector<Operation *> ops;
+  for (Operation &op : function.front().without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value value) { return data.contains(value); }))
+      continue;
+    ops.push_back(&op);
+    data.insert(op.result_begin(), op.result_end());
+  }
+  // Each segment's signature, numbered: equal numbers, equal structure.
+  llvm::SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
+  boundaries.push_back(ops.size());
+  llvm::StringMap<int64_t> signatures;
+  llvm::SmallVector<int64_t> segments;
+  for (size_t k = 0; k + 1 < boundaries.size(); ++k) {
+    std::string signature;
+    llvm::raw_string_ostream os(signature);
+    for (int64_t i = boundaries[k]; i < boundaries[k + 1]; ++i)
+      os << ops[i]->getName() << ops[i]->getResultTypes() << ";";
+    segments.push_back(
+        signatures.try_emplace(signature, signatures.size()).first->second);
+  }
+  int64_t count = segments.size(), best = 0, bestStart = 0, bestPeriod = 0,
+          covered = 0;
+  for (int64_t period = 1; 2 * period <= count; ++period)
+    for (int64_t start = 0; start + 2 * period <= count; ++start) {
+      auto repeats = [&](int64_t k) {
+        return std::equal(segments.begin() + start,
+                          segments.begin() + start + period,
+                          segments.begin() + start + k * period);
+      };
+      int64_t runs = 1;
+      while (start + (runs + 1) * period <= count && repeats(runs))
+        ++runs;
+      if (runs >= 2 && runs * period > covered) {
+        covered = runs * period;
+        best = runs;
+        bestStart = start;
+        bestPeriod = period;
+      }
+    }
+  llvm::SmallVector<llvm::SmallVector<Operation *>> blocks;
+  for (int64_t run = 0; run < best; ++run) {
+    int64_t first = bestStart + run * bestPeriod;
+    blocks.emplace_back(ops.begin() + boundaries[first],
+                        ops.begin() + boundaries[first + bestPeriod]);
+  }
+  return blocks;
 }
 
 StageCuts tessera::balanceStages(llvm::ArrayRef<double> costs, int64_t stages) {

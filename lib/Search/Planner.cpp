@@ -34,58 +34,6 @@
 using namespace mlir;
 using namespace tessera;
 
-/// The number of blocks of `function`'s model, found as its structure
-/// repeats: its ops that read the data (not what parameters and constants
-/// alone make), cut where one value they make crosses (a layer boundary,
-/// as the pipeline pass cuts), give a sequence of segments, each known by
-/// its ops and their result types; the blocks are the most repetitions of
-/// one run of segments, back to back, that cover the most segments (0: no
-/// run repeats).
-static int64_t countRepeatedBlocks(func::FuncOp function) {
-  llvm::DenseSet<Value> data;
-  for (BlockArgument arg : function.getArguments())
-    if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
-      data.insert(arg);
-  SmallVector<Operation *> ops;
-  for (Operation &op : function.front().without_terminator()) {
-    if (llvm::none_of(op.getOperands(),
-                      [&](Value value) { return data.contains(value); }))
-      continue;
-    ops.push_back(&op);
-    data.insert(op.result_begin(), op.result_end());
-  }
-  // Each segment's signature, numbered: equal numbers, equal structure.
-  SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
-  boundaries.push_back(ops.size());
-  llvm::StringMap<int64_t> signatures;
-  SmallVector<int64_t> segments;
-  for (size_t k = 0; k + 1 < boundaries.size(); ++k) {
-    std::string signature;
-    llvm::raw_string_ostream os(signature);
-    for (int64_t i = boundaries[k]; i < boundaries[k + 1]; ++i)
-      os << ops[i]->getName() << ops[i]->getResultTypes() << ";";
-    segments.push_back(
-        signatures.try_emplace(signature, signatures.size()).first->second);
-  }
-  int64_t count = segments.size(), best = 0, covered = 0;
-  for (int64_t period = 1; 2 * period <= count; ++period)
-    for (int64_t start = 0; start + 2 * period <= count; ++start) {
-      auto repeats = [&](int64_t k) {
-        return std::equal(segments.begin() + start,
-                          segments.begin() + start + period,
-                          segments.begin() + start + k * period);
-      };
-      int64_t runs = 1;
-      while (start + (runs + 1) * period <= count && repeats(runs))
-        ++runs;
-      if (runs >= 2 && runs * period > covered) {
-        covered = runs * period;
-        best = runs;
-      }
-    }
-  return best;
-}
-
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   ModelShape shape;
   func::FuncOp function;
@@ -143,7 +91,7 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
     }
   // The blocks as the structure repeats; one block repeats nothing, and
   // then the numbering of the parameters' names is the hint.
-  shape.layers = countRepeatedBlocks(function);
+  shape.layers = findRepeatedBlocks(function).size();
   if (!shape.layers)
     shape.layers = numberedUnits.size();
   // Heads: the reshape that splits the hidden dim as [b, s, heads, d].

@@ -56,6 +56,29 @@ double getTreeAllReduceSeconds(int64_t devices, double bytes,
 double getCollectiveSeconds(const MachineModel &machine, CollectiveKind kind,
                             double bytes, DeviceGroup group);
 
+/// What one reshard costs: its collectives' time and the bytes each moves
+/// (the full buffer, as getCollectiveSeconds takes it).
+struct ReshardCost {
+  double seconds = 0;
+  double bytes = 0;
+
+  ReshardCost &operator+=(const ReshardCost &other) {
+    seconds += other.seconds;
+    bytes += other.bytes;
+    return *this;
+  }
+};
+
+/// The cost of the collectives planReshard plans from `from` to `to` on a
+/// tensor of `shape` with elements of `elementBytes`, as the partitioner
+/// inserts them: each over the device group its axes form, on the buffer it
+/// moves (an all-reduce's or all-to-all's local piece, a reduce-scatter's
+/// input, an all-gather's output); slices are free.
+ReshardCost getReshardCost(const MachineModel &machine, const MeshShape &mesh,
+                           llvm::ArrayRef<int64_t> shape, double elementBytes,
+                           const TensorSharding &from,
+                           const TensorSharding &to);
+
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {"gpipe", PipelineSchedule::GPipe, "all forwards, then all backwards"},

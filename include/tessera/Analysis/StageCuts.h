@@ -1,4 +1,4 @@
-//===- StageCuts.h - Balanced pipeline stage cuts ---------------*- C++ -*-===//
+//===- StageCuts.h - Layers, repeated blocks and stage cuts -----*- C++ -*-===//
 
 #ifndef TESSERA_ANALYSIS_STAGECUTS_H
 #define TESSERA_ANALYSIS_STAGECUTS_H
@@ -10,6 +10,9 @@
 
 namespace mlir {
 class Operation;
+namespace func {
+class FuncOp;
+} // namespace func
 } // namespace mlir
 
 namespace tessera {
@@ -20,6 +23,13 @@ namespace tessera {
 /// stream) crosses between layers. Reads by ops outside `ops` do not count.
 llvm::SmallVector<int64_t>
 getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops);
+
+/// The repeated blocks of `function`'s model (its layers), each as its ops
+/// that read the data, in program order: the ops at one position of two
+/// blocks have the same name and result types. Empty when no run of layers
+/// repeats.
+llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
+findRepeatedBlocks(mlir::func::FuncOp function);
 
 struct StageCuts {
   /// The first item of each stage; stage i holds items [starts[i],

@@ -398,6 +398,71 @@ def SchedulePass : Pass<"tessera-schedule", "mlir::ModuleOp"> {
                            "::tessera::nn::NNDialect"];
 }
 
+def AutoShardPass : Pass<"tessera-auto-shard", "mlir::ModuleOp"> {
+  let summary = "Chooses every op's sharding by integer programming";
+  let description = [{
+    Alpa's intra-operator search (Zheng et al., OSDI 2022) on the ops'
+    sharding rules. For each op, the choices are the ways the mesh axes may
+    split its factors (`ShardingRuleOpInterface`: an axis splits at most one
+    factor, one the op partitions and that it divides), each reduction's
+    partial sums completed whole or scattered onto a result dim; for each
+    function argument, the ways the axes may split its dims. Each choice
+    costs its compute on the machine divided by its split (three times the
+    forward when training: the backward computes twice as much), and each
+    edge the reshards the partitioner inserts between the producer's result
+    and the consumer's need (`planReshard`), plus, when training, those of
+    the gradient back (partial over the consumer's split factors that the
+    operand lacks). The model state (`state-bytes` per parameter byte) and
+    the forward's values must fit `memory-limit` per device. Annotations
+    (arguments, results, `dist.sharding_constraint`) are hard constraints.
+    The repeated blocks of the model (its layers) share their variables, so
+    the program is the size of one block. COIN-OR CBC solves it.
+
+    The choice is written as annotations: each argument's `dist.sharding`,
+    a `dist.sharding_constraint` on each op's result and before each
+    consumer that needs another sharding. Propagation and partition then
+    build the program as priced. With `axes` naming only some of the mesh's
+    axes, the others are left to propagation: dims stay open, and the
+    solved axes a value does not use are marked `replicated`.
+
+    With `explain=true`, a remark at each op gives its chosen sharding, its
+    cost and how much more its cheapest other choice would cost, and one at
+    the function the program's size, objective and solve time.
+
+    Before, on `dist.mesh @mesh ["tp"=2]`:
+    ```mlir
+    func.func @mlp(%x: tensor<8x1024xf32>,
+                   %w1: tensor<1024x4096xf32> {nn.param = "w1"},
+                   %w2: tensor<4096x1024xf32> {nn.param = "w2"}) -> tensor<8x1024xf32> {
+      %h = nn.dot %x, %w1 contracting_dims = [1] x [0] : ...
+      %y = nn.dot %h, %w2 contracting_dims = [1] x [0] : ...
+      return %y : tensor<8x1024xf32>
+    }
+    ```
+    After: `%w1` is split `[{}, {"tp"} ]`, `%w2` `[{"tp"}, {} ]`, `%h` is
+    constrained to `[{}, {"tp"} ]` and `%y` to `[{}, {} ]` (one all-reduce).
+  }];
+  let options = [
+    ListOption<"axes", "axes", "std::string",
+               "The mesh axes to assign (default: all of them)">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"dgx-h100\"",
+           "A machine file or preset name to price compute and reshards on">,
+    Option<"memoryLimit", "memory-limit", "double", /*default=*/"0",
+           "Bytes per device for the model state and activations (0: the "
+           "machine's device memory)">,
+    Option<"stateBytes", "state-bytes", "double", /*default=*/"4",
+           "Bytes of model state per parameter byte when training (weights, "
+           "gradients, AdamW's moments)">,
+    Option<"inference", "inference", "bool", /*default=*/"false",
+           "Price the forward alone, without gradients or optimizer state">,
+    Option<"shareBlocks", "share-blocks", "bool", /*default=*/"true",
+           "Solve repeated blocks once, their variables shared">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Report each op's choice, its cost and its runner-up's">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
 def SetMeshPass : Pass<"tessera-set-mesh", "mlir::ModuleOp"> {
   let summary = "Sizes the module's mesh, and adds the pipeline axis";
   let description = [{

@@ -2,6 +2,8 @@
 
 #include "tessera/Analysis/Sharding.h"
 
+#include "tessera/Analysis/CostModel.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -172,3 +174,32 @@ TEST_F(ShardingTest, LocalShapeNamesTheDimThatDoesNotDivide) {
 }
 
 } // namespace
+
+TEST_F(ShardingTest, ReshardCostsEachCollectiveOnTheBufferItMoves) {
+  MachineModel machine;
+  machine.levels = {{"nvlink", 16, 100e9, 1e-6}};
+  // [16, 8] f32 split [{y}, {}]: gathering "y" moves the whole 512 bytes
+  // (the all-gather's output), over the 4 devices of "y".
+  ReshardCost gather =
+      getReshardCost(machine, mesh, {16, 8}, 4, sharding({axes({"y"}), {}}),
+                     sharding({{}, {}}));
+  EXPECT_DOUBLE_EQ(gather.bytes, 512);
+  EXPECT_DOUBLE_EQ(gather.seconds,
+                   getCollectiveSeconds(machine, CollectiveKind::AllGather, 512,
+                                        mesh.getDeviceGroup(axes({"y"}))));
+  // Partial sums over "x" scattered onto dim 1: the input, split [{y}, {}],
+  // is 128 bytes.
+  ReshardCost scatter = getReshardCost(machine, mesh, {16, 8}, 4,
+                                       sharding({axes({"y"}), {}}, axes({"x"})),
+                                       sharding({axes({"y"}), axes({"x"})}));
+  EXPECT_DOUBLE_EQ(scatter.bytes, 128);
+  EXPECT_DOUBLE_EQ(scatter.seconds,
+                   getCollectiveSeconds(machine, CollectiveKind::ReduceScatter,
+                                        128, mesh.getDeviceGroup(axes({"x"}))));
+  // A slice is free.
+  ReshardCost slice =
+      getReshardCost(machine, mesh, {16, 8}, 4, sharding({{}, {}}),
+                     sharding({axes({"y"}), axes({"z"})}));
+  EXPECT_DOUBLE_EQ(slice.bytes, 0);
+  EXPECT_DOUBLE_EQ(slice.seconds, 0);
+}

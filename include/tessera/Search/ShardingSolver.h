@@ -1,0 +1,120 @@
+//===- ShardingSolver.h - Per-op shardings as an integer program -*- C++
+//-*-===//
+//
+// Alpa's intra-operator pass (Zheng et al., OSDI 2022) on Tessera's factor
+// rules: each op chooses how the mesh axes split its factors, each function
+// argument how they split its dims; the choices pay compute divided by the
+// split and, on every edge, the partitioner's reshards forward and their
+// gradients' backward, priced on a machine; the model state and the
+// activations must fit a device. COIN-OR CBC solves it. Identical blocks
+// share their variables, so that the program is as large as one block.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_SEARCH_SHARDINGSOLVER_H
+#define TESSERA_SEARCH_SHARDINGSOLVER_H
+
+#include "tessera/Analysis/MachineModel.h"
+#include "tessera/Analysis/Sharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct ShardingSolverOptions {
+  /// The mesh axes the solver assigns; every axis of the mesh when empty.
+  /// The others are left to propagation, and not priced.
+  llvm::SmallVector<std::string> axes;
+  /// Price the backward and the optimizer's state too: the gradients'
+  /// reshards, twice the forward's compute, and per parameter byte
+  /// `stateBytesPerParameterByte` of model state.
+  bool training = true;
+  /// The weights, their gradients and AdamW's two moments.
+  double stateBytesPerParameterByte = 4;
+  /// What the model state and the activations (every forward value, kept
+  /// for the backward when training) may take per device; the machine's
+  /// device memory when unset.
+  std::optional<double> memoryLimitBytes;
+  /// Solve the repeated blocks of the model once (their variables shared).
+  bool shareBlocks = true;
+};
+
+/// One way to shard an op or an argument.
+struct ShardingAlternative {
+  /// The axes of each of the op's factors (empty for an argument).
+  FactorAxes factorAxes;
+  /// The sharding of each result (of the argument).
+  llvm::SmallVector<TensorSharding> results;
+};
+
+/// What the solver chose for one op or function argument.
+struct ShardingChoice {
+  /// The op, or null for the function's argument `argument`.
+  mlir::Operation *op = nullptr;
+  int64_t argument = -1;
+  ShardingAlternative chosen;
+  /// The results as the op computes them, partial over its split
+  /// reductions: the solver completes them into `chosen`'s.
+  llvm::SmallVector<TensorSharding> partialResults;
+  /// Its compute and own reshards (partial sums completed).
+  double seconds = 0;
+  /// Whether the op follows its operand's producer (a pointwise op merged
+  /// into it), and so has no choice of its own.
+  bool follows = false;
+  /// The cheapest other choice, every other op kept as chosen (with those
+  /// that follow it, and its copies in the other blocks), and how much more
+  /// the program then costs per copy; none without another choice.
+  std::optional<ShardingAlternative> runnerUp;
+  double runnerUpExtraSeconds = 0;
+};
+
+struct ShardingSolution {
+  /// The solved mesh axes, major to minor.
+  llvm::SmallVector<mlir::StringAttr> axes;
+  /// The chosen shardings' price: a step's compute and reshards.
+  double objectiveSeconds = 0;
+  /// What its collectives move per device, forward and backward: the full
+  /// buffers, as getReshardCost counts them.
+  double reshardBytes = 0;
+  double memoryBytes = 0;
+  /// The integer program's size and solve.
+  int64_t variables = 0, constraints = 0;
+  double solveSeconds = 0;
+  bool optimal = false;
+  /// Ops and arguments, and how many distinct ones the program has after
+  /// the blocks share theirs.
+  int64_t nodes = 0, distinctNodes = 0;
+  /// The repeated blocks that share variables (0: none).
+  int64_t sharedBlocks = 0;
+  /// One per argument (ranked tensors) and op, in program order.
+  std::vector<ShardingChoice> choices;
+  /// The operand shardings consumers need that differ from their producer's
+  /// result: the solver reshards them there.
+  llvm::DenseMap<mlir::OpOperand *, TensorSharding> operands;
+};
+
+/// Solves the shardings of `function` on `mesh`; the function's annotations
+/// (arguments, results, dist.sharding_constraint) are hard constraints.
+/// Fails naming the cause: an unknown axis, a program no choice fits in
+/// memory, a solver failure.
+llvm::Expected<ShardingSolution>
+solveShardings(mlir::func::FuncOp function, dist::MeshOp mesh,
+               const MachineModel &machine,
+               const ShardingSolverOptions &options);
+
+/// Writes `solution` as annotations: each argument's dist.sharding, a
+/// dist.sharding_constraint on each op's result and where a consumer needs
+/// another sharding. With every mesh axis solved the dims are closed;
+/// otherwise they stay open to the other axes, and the solved axes a value
+/// does not use are marked replicated.
+void applyShardings(mlir::func::FuncOp function, dist::MeshOp mesh,
+                    const ShardingSolution &solution);
+
+} // namespace tessera
+
+#endif // TESSERA_SEARCH_SHARDINGSOLVER_H

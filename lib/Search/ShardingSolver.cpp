@@ -1,0 +1,1171 @@
+//===- ShardingSolver.cpp - Per-op shardings as an integer program --------===//
+//
+// The program (after Alpa's intra-op pass): a binary x per node (op or
+// function argument) and strategy, one per node; on an edge whose two ends
+// each have several distinct shardings, a continuous y per pair of the
+// producer's result sharding and the consumer's operand need, tied to the
+// x's by transport constraints (its rows and columns sum to the x's), so
+// that the y of the chosen pair is 1 and the edge costs its reshards.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Search/ShardingSolver.h"
+
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/Interfaces/ShardingRuleOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/CostModel.h"
+#include "tessera/Analysis/StageCuts.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <coin/CbcModel.hpp>
+#include <coin/CbcSolver.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
+
+#include <chrono>
+#include <limits>
+#include <map>
+#include <vector>
+
+using namespace mlir;
+using namespace tessera;
+
+/// How long CBC may search before the best sharding found is taken.
+constexpr int kSolveSeconds = 30;
+
+/// Bytes in the largest unit they fill: 1.50 GB, 820.00 KB.
+static std::string formatBytes(double bytes) {
+  if (bytes >= 1e9)
+    return llvm::formatv("{0:F2} GB", bytes / 1e9).str();
+  if (bytes >= 1e6)
+    return llvm::formatv("{0:F2} MB", bytes / 1e6).str();
+  return llvm::formatv("{0:F2} KB", bytes / 1e3).str();
+}
+
+namespace {
+
+/// One way to shard a node.
+struct Strategy {
+  FactorAxes factorAxes;
+  /// What the node needs of each operand; none where it needs nothing (a
+  /// value that is not a ranked tensor, an unannotated function result).
+  SmallVector<std::optional<TensorSharding>> operands;
+  /// Each operand's gradient as the node's backward makes it: the
+  /// operand's dims, partial over the axes of the split factors it lacks.
+  SmallVector<TensorSharding> operandGradients;
+  /// Each result's sharding (the argument's), and as the op computes it,
+  /// partial over its split reductions.
+  SmallVector<TensorSharding> results, partialResults;
+  /// Compute and the node's own reshards (its partial sums completed), and
+  /// the bytes those move.
+  double seconds = 0, reshardBytes = 0;
+  double memoryBytes = 0;
+};
+
+struct Node {
+  Operation *op = nullptr;
+  int64_t argument = -1;
+  std::vector<Strategy> strategies;
+  /// The node whose variables this one shares: itself but for the ops and
+  /// parameters of a repeated block.
+  int64_t representative = 0;
+  /// The node whose choice decides this one's (itself, or the producer it
+  /// follows), and this node's strategy for each of the root's.
+  int64_t root = 0;
+  SmallVector<int64_t> strategyMap;
+};
+
+/// A value read by an operand of a node.
+struct Edge {
+  int64_t producer, result, consumer, operand;
+  Value value;
+};
+
+double getElementBytes(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+}
+
+StringRef getDtypeName(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  if (element.isBF16())
+    return "bf16";
+  if (element.isF16())
+    return "fp16";
+  return "fp32";
+}
+
+/// `sharding` seen by the solver: only the solved axes.
+TensorSharding restrictTo(const TensorSharding &sharding,
+                          ArrayRef<StringAttr> axes) {
+  TensorSharding restricted = sharding;
+  auto keep = [&](AxisList &list) {
+    llvm::erase_if(
+        list, [&](StringAttr axis) { return !llvm::is_contained(axes, axis); });
+  };
+  for (DimSharding &dim : restricted.dims) {
+    keep(dim.axes);
+    dim.priority.reset();
+  }
+  keep(restricted.replicated);
+  keep(restricted.unreduced);
+  restricted.flat.clear();
+  return restricted;
+}
+
+/// The shardings a tensor of `shape` may take from `base` (what its
+/// annotation fixes): each solved axis `base` does not use on one of its
+/// open dims that it divides, or on none. Closed dims.
+SmallVector<TensorSharding> getTensorShardings(ArrayRef<int64_t> shape,
+                                               const TensorSharding &base,
+                                               ArrayRef<StringAttr> axes,
+                                               const MeshShape &mesh) {
+  SmallVector<StringAttr> free;
+  for (StringAttr axis : axes)
+    if (!base.usesAxis(axis))
+      free.push_back(axis);
+  SmallVector<TensorSharding> shardings;
+  TensorSharding current = base;
+  std::function<void(size_t)> place = [&](size_t index) {
+    if (index == free.size()) {
+      TensorSharding closed = current.getClosed();
+      closed.replicated = current.replicated;
+      shardings.push_back(closed);
+      return;
+    }
+    place(index + 1);
+    for (auto [dim, sharding] : llvm::enumerate(current.dims)) {
+      if (!sharding.isOpen)
+        continue;
+      sharding.axes.push_back(free[index]);
+      if (shape[dim] % mesh.getGroupSize(sharding.axes) == 0)
+        place(index + 1);
+      sharding.axes.pop_back();
+    }
+  };
+  place(0);
+  return shardings;
+}
+
+/// Builds the nodes of one function and prices them.
+class ProgramBuilder {
+public:
+  ProgramBuilder(func::FuncOp function, const MeshShape &mesh,
+                 ArrayRef<StringAttr> axes, const MachineModel &machine,
+                 const ShardingSolverOptions &options)
+      : function(function), mesh(mesh), axes(axes), machine(machine),
+        options(options) {}
+
+  LogicalResult build(std::string &error);
+  /// Returns the number of blocks that share variables.
+  int64_t shareBlocks();
+  /// Returns the number of ops merged into their operand's producer.
+  int64_t mergeFollowers();
+
+  /// The cost of resharding `value` from `from` to `to`, forward, and of
+  /// its gradient back, made as `gradient` by the consumer.
+  ReshardCost getEdgeCost(Value value, const TensorSharding &from,
+                          const TensorSharding &to,
+                          const TensorSharding &gradient) const;
+
+  func::FuncOp function;
+  const MeshShape &mesh;
+  ArrayRef<StringAttr> axes;
+  const MachineModel &machine;
+  const ShardingSolverOptions &options;
+
+  std::vector<Node> nodes;
+  std::vector<Edge> edges;
+  DenseMap<Operation *, int64_t> nodeOfOp;
+  DenseMap<int64_t, int64_t> nodeOfArgument;
+  /// Values a gradient flows to: those made from parameters.
+  DenseSet<Value> differentiable;
+  /// Values made from the data (not from parameters and constants alone).
+  DenseSet<Value> dataValues;
+
+private:
+  ReshardCost reshard(Value value, const TensorSharding &from,
+                      const TensorSharding &to) const;
+  double getLocalBytes(Value value, const TensorSharding &sharding) const;
+  double getComputeSeconds(Operation *op, double split) const;
+  std::vector<Strategy> getRuleStrategies(ShardingRuleOpInterface op,
+                                          const ShardingRule &rule) const;
+  Strategy getReplicatedStrategy(Operation *op) const;
+  std::optional<TensorSharding> getAnnotation(Attribute attr) const;
+};
+
+} // namespace
+
+ReshardCost ProgramBuilder::reshard(Value value, const TensorSharding &from,
+                                    const TensorSharding &to) const {
+  auto type = cast<RankedTensorType>(value.getType());
+  // A value keeps only the partial sums it has (see the partitioner).
+  TensorSharding target = to;
+  llvm::erase_if(target.unreduced, [&](StringAttr axis) {
+    return !llvm::is_contained(from.unreduced, axis);
+  });
+  return getReshardCost(machine, mesh, type.getShape(), getElementBytes(type),
+                        from, target);
+}
+
+double ProgramBuilder::getLocalBytes(Value value,
+                                     const TensorSharding &sharding) const {
+  auto type = cast<RankedTensorType>(value.getType());
+  double bytes = getElementBytes(type);
+  for (auto [size, dim] : llvm::zip(type.getShape(), sharding.dims))
+    bytes *= static_cast<double>(size) / mesh.getGroupSize(dim.axes);
+  return bytes;
+}
+
+ReshardCost ProgramBuilder::getEdgeCost(Value value, const TensorSharding &from,
+                                        const TensorSharding &to,
+                                        const TensorSharding &gradient) const {
+  ReshardCost cost = reshard(value, from, to);
+  // The gradient completes its sums into the consumer's layout, then goes
+  // back to the producer's: a slice's gradient is gathered, a gather's
+  // sliced.
+  if (options.training && differentiable.contains(value)) {
+    cost += reshard(value, gradient, to);
+    cost += reshard(value, to, from);
+  }
+  return cost;
+}
+
+double ProgramBuilder::getComputeSeconds(Operation *op, double split) const {
+  auto cost = dyn_cast<CostOpInterface>(op);
+  if (!cost || op->getNumResults() == 0)
+    return 0;
+  llvm::Expected<double> seconds = tessera::getComputeSeconds(
+      machine, getDtypeName(op->getResult(0).getType()),
+      cost.getFlops() / split, cost.getBytesAccessed() / split);
+  if (!seconds) {
+    llvm::consumeError(seconds.takeError());
+    return 0;
+  }
+  // The backward computes about twice the forward.
+  bool trained =
+      options.training && llvm::any_of(op->getResults(), [&](Value result) {
+        return differentiable.contains(result);
+      });
+  return *seconds * (trained ? 3 : 1);
+}
+
+std::optional<TensorSharding>
+ProgramBuilder::getAnnotation(Attribute attr) const {
+  auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr);
+  if (!sharding)
+    return std::nullopt;
+  return restrictTo(TensorSharding::fromAttr(sharding), axes);
+}
+
+Strategy ProgramBuilder::getReplicatedStrategy(Operation *op) const {
+  Strategy strategy;
+  for (Value operand : op->getOperands()) {
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    strategy.operands.push_back(
+        type ? std::optional(TensorSharding::getReplicated(type.getRank()))
+             : std::nullopt);
+    strategy.operandGradients.push_back(
+        TensorSharding::getReplicated(type ? type.getRank() : 0));
+  }
+  for (Value result : op->getResults()) {
+    auto type = dyn_cast<RankedTensorType>(result.getType());
+    strategy.results.push_back(
+        TensorSharding::getReplicated(type ? type.getRank() : 0));
+  }
+  strategy.seconds = getComputeSeconds(op, 1);
+  return strategy;
+}
+
+/// Every assignment of the solved axes to the op's factors (an axis to at
+/// most one factor that the op partitions and that it divides) under which
+/// each tensor's dims hold their factors' axes (a factor minor to one not
+/// split whole takes none); each reduction's partial results completed whole
+/// or, for a one-result op, scattered onto one of its dims.
+std::vector<Strategy>
+ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
+                                  const ShardingRule &rule) const {
+  SmallVector<FactorAxes> assignments;
+  FactorAxes current(rule.getNumFactors());
+  std::function<void(size_t)> assign = [&](size_t index) {
+    if (index == axes.size()) {
+      assignments.push_back(current);
+      return;
+    }
+    assign(index + 1);
+    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
+      const Factor &f = rule.getFactors()[factor];
+      if (f.kind == FactorKind::NeedReplication ||
+          !op.isFactorPartitionable(factor))
+        continue;
+      current[factor].push_back(axes[index]);
+      if (f.size % mesh.getGroupSize(current[factor]) == 0)
+        assign(index + 1);
+      current[factor].pop_back();
+    }
+  };
+  assign(0);
+
+  auto holdsAxes = [&](const FactorAxes &factorAxes,
+                       const TensorFactors &tensor) {
+    for (ArrayRef<int64_t> dimFactors : tensor) {
+      bool whole = true;
+      for (int64_t factor : dimFactors) {
+        if (!whole && !factorAxes[factor].empty())
+          return false;
+        whole = whole && rule.getFactors()[factor].size ==
+                             mesh.getGroupSize(factorAxes[factor]);
+      }
+    }
+    return true;
+  };
+  auto inTensor = [](const TensorFactors &tensor, int64_t factor) {
+    return llvm::any_of(tensor, [&](ArrayRef<int64_t> dimFactors) {
+      return llvm::is_contained(dimFactors, factor);
+    });
+  };
+  auto makeSharding = [&](const TensorFactors &tensor,
+                          const FactorAxes &factorAxes) {
+    TensorSharding sharding =
+        TensorSharding::getReplicated(static_cast<int64_t>(tensor.size()));
+    for (auto [dim, dimAxes] :
+         llvm::enumerate(projectFromFactors(rule, tensor, factorAxes, mesh)))
+      sharding.dims[dim].axes = dimAxes;
+    return sharding;
+  };
+
+  std::vector<Strategy> strategies;
+  for (const FactorAxes &factorAxes : assignments) {
+    if (!llvm::all_of(rule.getOperandFactors(),
+                      [&](const TensorFactors &tensor) {
+                        return holdsAxes(factorAxes, tensor);
+                      }) ||
+        !llvm::all_of(rule.getResultFactors(),
+                      [&](const TensorFactors &tensor) {
+                        return holdsAxes(factorAxes, tensor);
+                      }))
+      continue;
+    Strategy strategy;
+    strategy.factorAxes = factorAxes;
+    double split = 1;
+    AxisList partial;
+    for (auto [factor, factorAxesList] : llvm::enumerate(factorAxes)) {
+      split *= mesh.getGroupSize(factorAxesList);
+      if (rule.getFactors()[factor].kind == FactorKind::Reduction)
+        llvm::append_range(partial, factorAxesList);
+    }
+    for (auto [index, tensor] : llvm::enumerate(rule.getOperandFactors())) {
+      TensorSharding need = makeSharding(tensor, factorAxes);
+      TensorSharding gradient = need;
+      for (auto [factor, factorAxesList] : llvm::enumerate(factorAxes))
+        if (!inTensor(tensor, factor))
+          llvm::append_range(gradient.unreduced, factorAxesList);
+      strategy.operands.push_back(need);
+      strategy.operandGradients.push_back(gradient);
+    }
+    SmallVector<TensorSharding> raw;
+    for (const TensorFactors &tensor : rule.getResultFactors()) {
+      raw.push_back(makeSharding(tensor, factorAxes));
+      raw.back().unreduced = partial;
+    }
+    double computeSeconds = getComputeSeconds(op, split);
+    // Partial sums are completed from `raw` into `complete`; the
+    // gradient goes back the other way.
+    auto addStrategy = [&](ArrayRef<TensorSharding> complete) {
+      Strategy variant = strategy;
+      variant.seconds = computeSeconds;
+      variant.partialResults = raw;
+      for (auto [index, result] : llvm::enumerate(op->getResults())) {
+        variant.results.push_back(complete[index]);
+        if (raw[index] != complete[index]) {
+          ReshardCost cost = reshard(result, raw[index], complete[index]);
+          TensorSharding dims = raw[index];
+          dims.unreduced.clear();
+          if (options.training && differentiable.contains(result))
+            cost += reshard(result, complete[index], dims);
+          variant.seconds += cost.seconds;
+          variant.reshardBytes += cost.bytes;
+        }
+        if (options.training)
+          variant.memoryBytes += getLocalBytes(result, complete[index]);
+      }
+      strategies.push_back(std::move(variant));
+    };
+    SmallVector<TensorSharding> whole = raw;
+    for (TensorSharding &sharding : whole)
+      sharding.unreduced.clear();
+    addStrategy(whole);
+    if (partial.empty() || op->getNumResults() != 1)
+      continue;
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    // Onto a dim whose axes stay in mesh order, as every other choice
+    // orders them.
+    auto meshPosition = [&](StringAttr axis) {
+      return llvm::find(mesh.getAxes(), axis) - mesh.getAxes().begin();
+    };
+    for (int64_t dim = 0; dim < type.getRank(); ++dim) {
+      SmallVector<TensorSharding> scattered = whole;
+      AxisList &dimAxes = scattered[0].dims[dim].axes;
+      llvm::append_range(dimAxes, partial);
+      if (type.getDimSize(dim) % mesh.getGroupSize(dimAxes) == 0 &&
+          llvm::is_sorted(dimAxes, [&](StringAttr a, StringAttr b) {
+            return meshPosition(a) < meshPosition(b);
+          }))
+        addStrategy(scattered);
+    }
+  }
+  return strategies;
+}
+
+LogicalResult ProgramBuilder::build(std::string &error) {
+  // What gradients reach and what the data makes.
+  for (BlockArgument arg : function.getArguments()) {
+    if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      differentiable.insert(arg);
+    else
+      dataValues.insert(arg);
+  }
+  function.walk([&](Operation *op) {
+    auto reads = [&](const DenseSet<Value> &set) {
+      return llvm::any_of(op->getOperands(),
+                          [&](Value value) { return set.contains(value); });
+    };
+    if (reads(differentiable))
+      differentiable.insert(op->result_begin(), op->result_end());
+    if (reads(dataValues))
+      dataValues.insert(op->result_begin(), op->result_end());
+  });
+
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  for (BlockArgument arg : function.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      continue;
+    std::optional<TensorSharding> annotation =
+        getAnnotation(function.getArgAttr(arg.getArgNumber(), attrName));
+    Node node;
+    node.argument = arg.getArgNumber();
+    double stateBytes = options.training && differentiable.contains(arg)
+                            ? options.stateBytesPerParameterByte
+                            : 0;
+    for (const TensorSharding &sharding : getTensorShardings(
+             type.getShape(),
+             annotation ? *annotation : TensorSharding::getOpen(type.getRank()),
+             axes, mesh)) {
+      Strategy strategy;
+      strategy.results.push_back(sharding);
+      strategy.memoryBytes = getLocalBytes(arg, sharding) * stateBytes;
+      node.strategies.push_back(std::move(strategy));
+    }
+    if (node.strategies.empty()) {
+      error = llvm::formatv("argument #{0} has no sharding its annotation "
+                            "allows on the solved axes",
+                            arg.getArgNumber());
+      return failure();
+    }
+    nodeOfArgument[arg.getArgNumber()] = nodes.size();
+    nodes.push_back(std::move(node));
+  }
+
+  for (Operation &op : function.front()) {
+    Node node;
+    node.op = &op;
+    if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(&op)) {
+      auto type = constraint.getType();
+      TensorSharding annotation = *getAnnotation(constraint.getSharding());
+      TensorSharding base = annotation;
+      base.unreduced.clear();
+      for (const TensorSharding &sharding :
+           getTensorShardings(type.getShape(), base, axes, mesh)) {
+        Strategy strategy;
+        TensorSharding need = sharding;
+        need.unreduced = annotation.unreduced;
+        strategy.operands.push_back(need);
+        strategy.operandGradients.push_back(sharding);
+        strategy.results.push_back(sharding);
+        node.strategies.push_back(std::move(strategy));
+      }
+    } else if (auto ret = dyn_cast<func::ReturnOp>(&op)) {
+      // The function's annotated results are needed as annotated.
+      Strategy strategy;
+      for (auto [index, operand] : llvm::enumerate(ret.getOperands())) {
+        std::optional<TensorSharding> annotation =
+            getAnnotation(function.getResultAttr(index, attrName));
+        if (annotation)
+          *annotation = annotation->getClosed();
+        strategy.operands.push_back(annotation);
+        auto type = dyn_cast<RankedTensorType>(operand.getType());
+        strategy.operandGradients.push_back(
+            annotation
+                ? *annotation
+                : TensorSharding::getReplicated(type ? type.getRank() : 0));
+      }
+      node.strategies.push_back(std::move(strategy));
+    } else if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(&op)) {
+      node.strategies = getRuleStrategies(ruleOp, ruleOp.getShardingRule());
+    } else {
+      node.strategies.push_back(getReplicatedStrategy(&op));
+    }
+    if (node.strategies.empty()) {
+      // The rule allows nothing on these axes: computed whole.
+      node.strategies.push_back(getReplicatedStrategy(&op));
+    }
+    nodeOfOp[&op] = nodes.size();
+    nodes.push_back(std::move(node));
+  }
+
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    node.representative = index;
+    if (!node.op)
+      continue;
+    for (OpOperand &operand : node.op->getOpOperands()) {
+      if (!node.strategies.front().operands[operand.getOperandNumber()])
+        continue;
+      Value value = operand.get();
+      Edge edge;
+      edge.consumer = index;
+      edge.operand = operand.getOperandNumber();
+      edge.value = value;
+      if (auto arg = dyn_cast<BlockArgument>(value)) {
+        edge.producer = nodeOfArgument.lookup(arg.getArgNumber());
+        edge.result = 0;
+      } else {
+        edge.producer = nodeOfOp.lookup(value.getDefiningOp());
+        edge.result = cast<OpResult>(value).getResultNumber();
+      }
+      edges.push_back(edge);
+    }
+  }
+  return success();
+}
+
+/// Ties the ops of each repeated block after the first, and the parameters
+/// and parameter-only ops they read, to those of the first block. Gives up
+/// (nothing tied) where the blocks do not correspond one to one.
+int64_t ProgramBuilder::shareBlocks() {
+  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
+  if (blocks.size() < 2)
+    return 0;
+  auto nodeOf = [&](Value value) -> std::optional<int64_t> {
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      auto it = nodeOfArgument.find(arg.getArgNumber());
+      return it == nodeOfArgument.end() ? std::nullopt
+                                        : std::optional(it->second);
+    }
+    return nodeOfOp.lookup(value.getDefiningOp());
+  };
+  DenseMap<int64_t, int64_t> tied;
+  std::function<bool(Value, Value)> tieValues = [&](Value value,
+                                                    Value first) -> bool {
+    if (value == first || dataValues.contains(value) ||
+        dataValues.contains(first))
+      return true;
+    std::optional<int64_t> node = nodeOf(value), firstNode = nodeOf(first);
+    if (!node || !firstNode || value.getType() != first.getType())
+      return false;
+    auto [it, inserted] = tied.try_emplace(*node, *firstNode);
+    if (!inserted)
+      return it->second == *firstNode;
+    Operation *op = value.getDefiningOp();
+    Operation *firstOp = first.getDefiningOp();
+    if (!op || !firstOp)
+      return isa<BlockArgument>(value) && isa<BlockArgument>(first) &&
+             function.getArgAttr(cast<BlockArgument>(value).getArgNumber(),
+                                 nn::kParamAttrName);
+    if (op->getName() != firstOp->getName() ||
+        op->getNumOperands() != firstOp->getNumOperands())
+      return false;
+    for (auto [operand, firstOperand] :
+         llvm::zip(op->getOperands(), firstOp->getOperands()))
+      if (!tieValues(operand, firstOperand))
+        return false;
+    return true;
+  };
+  for (size_t block = 1; block < blocks.size(); ++block)
+    for (auto [op, firstOp] : llvm::zip(blocks[block], blocks[0])) {
+      auto [it, inserted] =
+          tied.try_emplace(nodeOfOp.lookup(op), nodeOfOp.lookup(firstOp));
+      if ((!inserted && it->second != nodeOfOp.lookup(firstOp)) ||
+          op->getAttrDictionary() != firstOp->getAttrDictionary())
+        return 0;
+      for (auto [operand, firstOperand] :
+           llvm::zip(op->getOperands(), firstOp->getOperands()))
+        if (!tieValues(operand, firstOperand))
+          return 0;
+    }
+  for (auto [node, first] : tied)
+    nodes[node].representative = first;
+  return blocks.size();
+}
+
+/// Merges each op that computes pointwise on one data operand (its other
+/// operands made of parameters and constants), as Alpa merges element-wise
+/// ops, transposes and reshapes, into that operand's producer: for each of
+/// the producer's choices it takes the one that needs the operand as made,
+/// so that it adds no variables. Then each op of parameters and constants
+/// alone with one reader into that reader, made as it needs. An op that
+/// cannot follow every choice keeps its own.
+int64_t ProgramBuilder::mergeFollowers() {
+  int64_t merged = 0;
+  for (Node &node : nodes) {
+    node.root = &node - nodes.data();
+    node.strategyMap.clear();
+    for (size_t s = 0; s < node.strategies.size(); ++s)
+      node.strategyMap.push_back(s);
+  }
+  for (Node &node : nodes) {
+    // Block copies follow their first block's node, merged or not.
+    if (!node.op || node.representative != &node - nodes.data())
+      continue;
+    auto ruleOp = dyn_cast<ShardingRuleOpInterface>(node.op);
+    if (!ruleOp || !ruleOp.getShardingRule().hasOnlyParallelFactors() ||
+        node.op->getNumResults() != 1)
+      continue;
+    std::optional<int64_t> dataOperand;
+    for (OpOperand &operand : node.op->getOpOperands()) {
+      if (!dataValues.contains(operand.get()))
+        continue;
+      if (dataOperand) {
+        dataOperand.reset();
+        break;
+      }
+      dataOperand = operand.getOperandNumber();
+    }
+    if (!dataOperand)
+      continue;
+    Value value = node.op->getOperand(*dataOperand);
+    Operation *producerOp = value.getDefiningOp();
+    if (!producerOp)
+      continue;
+    const Node &producer =
+        nodes[nodes[nodeOfOp.lookup(producerOp)].representative];
+    int64_t result = cast<OpResult>(value).getResultNumber();
+    const Node &root = nodes[producer.root];
+    SmallVector<int64_t> map;
+    for (size_t s = 0; s < root.strategies.size(); ++s) {
+      const TensorSharding &made =
+          producer.strategies[producer.strategyMap[s]].results[result];
+      auto match = llvm::find_if(node.strategies, [&](const Strategy &own) {
+        return own.operands[*dataOperand]->getDimAxes() == made.getDimAxes();
+      });
+      if (match == node.strategies.end())
+        break;
+      map.push_back(match - node.strategies.begin());
+    }
+    if (map.size() != root.strategies.size())
+      continue;
+    node.root = producer.root;
+    node.strategyMap = std::move(map);
+    ++merged;
+  }
+  // An op of parameters and constants alone read by one op (a bias's
+  // broadcast, a constant) is made as its reader needs it.
+  for (Node &node : llvm::reverse(nodes)) {
+    if (!node.op || node.representative != &node - nodes.data() ||
+        node.op->getNumResults() != 1 || !node.op->getResult(0).hasOneUse() ||
+        dataValues.contains(node.op->getResult(0)) ||
+        node.root != &node - nodes.data())
+      continue;
+    OpOperand &use = *node.op->getResult(0).use_begin();
+    auto it = nodeOfOp.find(use.getOwner());
+    if (it == nodeOfOp.end())
+      continue;
+    const Node &reader = nodes[nodes[it->second].representative];
+    const Node &root = nodes[reader.root];
+    SmallVector<int64_t> map;
+    for (size_t s = 0; s < root.strategies.size(); ++s) {
+      const std::optional<TensorSharding> &need =
+          reader.strategies[reader.strategyMap[s]]
+              .operands[use.getOperandNumber()];
+      if (!need)
+        break;
+      auto match = llvm::find_if(node.strategies, [&](const Strategy &own) {
+        return own.results.front().getDimAxes() == need->getDimAxes();
+      });
+      if (match == node.strategies.end())
+        break;
+      map.push_back(match - node.strategies.begin());
+    }
+    if (map.size() != root.strategies.size())
+      continue;
+    node.root = reader.root;
+    node.strategyMap = std::move(map);
+    ++merged;
+  }
+  for (Node &node : nodes) {
+    const Node &first = nodes[node.representative];
+    node.root = first.root;
+    node.strategyMap = first.strategyMap;
+  }
+  return merged;
+}
+
+namespace {
+
+/// The edges between two representatives, one cost matrix over their
+/// roots' choices.
+struct EdgeClass {
+  /// The representatives at its ends, and their roots.
+  int64_t producer, result, consumer, operand;
+  int64_t producerRoot, consumerRoot;
+  /// How many edges of the program it stands for.
+  int64_t count = 0;
+  Value value;
+  /// Per choice of each end's root, the index of its distinct sharding.
+  SmallVector<int64_t> producerIndex, consumerIndex;
+  /// The reshards per (producer sharding, consumer sharding).
+  SmallVector<SmallVector<ReshardCost>> costs;
+
+  const ReshardCost &get(int64_t producerChoice, int64_t consumerChoice) const {
+    return costs[producerIndex[producerChoice]][consumerIndex[consumerChoice]];
+  }
+  double getSeconds(int64_t producerChoice, int64_t consumerChoice) const {
+    return get(producerChoice, consumerChoice).seconds;
+  }
+};
+
+/// Numbers the distinct elements of `elements`; `index` gets each one's.
+template <typename T>
+std::vector<T> numberDistinct(ArrayRef<T> elements,
+                              SmallVectorImpl<int64_t> &index) {
+  std::vector<T> distinct;
+  for (const T &element : elements) {
+    auto it = llvm::find(distinct, element);
+    index.push_back(it - distinct.begin());
+    if (it == distinct.end())
+      distinct.push_back(element);
+  }
+  return distinct;
+}
+
+} // namespace
+
+llvm::Expected<ShardingSolution>
+tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
+                        const MachineModel &machine,
+                        const ShardingSolverOptions &options) {
+  auto started = std::chrono::steady_clock::now();
+  MeshShape mesh(meshOp);
+  SmallVector<StringAttr> axes;
+  if (options.axes.empty()) {
+    axes.assign(mesh.getAxes().begin(), mesh.getAxes().end());
+  } else {
+    // In mesh order, as an axis list of a dim is major to minor.
+    for (StringAttr axis : mesh.getAxes())
+      if (llvm::is_contained(options.axes, axis.getValue()))
+        axes.push_back(axis);
+    for (const std::string &axis : options.axes)
+      if (!llvm::any_of(axes,
+                        [&](StringAttr a) { return a.getValue() == axis; }))
+        return llvm::createStringError(
+            llvm::formatv("mesh @{0} has no axis '{1}'", meshOp.getSymName(),
+                          axis)
+                .str());
+  }
+  if (function.getBody().getBlocks().size() != 1)
+    return llvm::createStringError("the solver reads functions of one block");
+
+  ProgramBuilder program(function, mesh, axes, machine, options);
+  std::string error;
+  if (failed(program.build(error)))
+    return llvm::createStringError(error);
+  int64_t sharedBlocks = options.shareBlocks ? program.shareBlocks() : 0;
+  program.mergeFollowers();
+  std::vector<Node> &nodes = program.nodes;
+  auto strategyOf = [&](const Node &node,
+                        int64_t rootChoice) -> const Strategy & {
+    return node.strategies[node.strategyMap[rootChoice]];
+  };
+
+  // The roots carry the variables; every node adds its cost to its root's.
+  llvm::MapVector<int64_t, SmallVector<double>> rootSeconds, rootMemory;
+  for (const Node &node : nodes) {
+    size_t choices = nodes[node.root].strategies.size();
+    SmallVector<double> &seconds = rootSeconds[node.root];
+    SmallVector<double> &memory = rootMemory[node.root];
+    seconds.resize(choices, 0);
+    memory.resize(choices, 0);
+    for (size_t s = 0; s < choices; ++s) {
+      seconds[s] += strategyOf(node, s).seconds;
+      memory[s] += strategyOf(node, s).memoryBytes;
+    }
+  }
+
+  // Edges between representatives.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> classOf;
+  std::vector<EdgeClass> edgeClasses;
+  for (const Edge &edge : program.edges) {
+    int64_t producer = nodes[edge.producer].representative;
+    int64_t consumer = nodes[edge.consumer].representative;
+    auto key = std::make_tuple(producer, edge.result, consumer, edge.operand);
+    auto [it, inserted] = classOf.try_emplace(key, edgeClasses.size());
+    if (inserted) {
+      EdgeClass &edgeClass = edgeClasses.emplace_back();
+      edgeClass.producer = producer;
+      edgeClass.result = edge.result;
+      edgeClass.consumer = consumer;
+      edgeClass.operand = edge.operand;
+      edgeClass.producerRoot = nodes[producer].root;
+      edgeClass.consumerRoot = nodes[consumer].root;
+      edgeClass.value = edge.value;
+    }
+    ++edgeClasses[it->second].count;
+  }
+  // An edge's cost depends on the producer's result and on what the
+  // consumer needs and makes of the gradient.
+  using Need = std::pair<TensorSharding, TensorSharding>;
+  for (EdgeClass &edgeClass : edgeClasses) {
+    const Node &producer = nodes[edgeClass.producer];
+    const Node &consumer = nodes[edgeClass.consumer];
+    SmallVector<TensorSharding> from;
+    for (size_t s = 0; s < nodes[producer.root].strategies.size(); ++s)
+      from.push_back(strategyOf(producer, s).results[edgeClass.result]);
+    std::vector<Need> needs;
+    for (size_t t = 0; t < nodes[consumer.root].strategies.size(); ++t) {
+      const Strategy &strategy = strategyOf(consumer, t);
+      needs.push_back({*strategy.operands[edgeClass.operand],
+                       strategy.operandGradients[edgeClass.operand]});
+    }
+    std::vector<TensorSharding> distinctFrom =
+        numberDistinct<TensorSharding>(from, edgeClass.producerIndex);
+    std::vector<Need> distinctNeeds =
+        numberDistinct<Need>(needs, edgeClass.consumerIndex);
+    for (const TensorSharding &source : distinctFrom) {
+      SmallVector<ReshardCost> &row = edgeClass.costs.emplace_back();
+      for (const auto &[need, gradient] : distinctNeeds)
+        row.push_back(
+            program.getEdgeCost(edgeClass.value, source, need, gradient));
+    }
+  }
+
+  // The integer program, in microseconds (CBC's tolerances are absolute).
+  constexpr double kScale = 1e6;
+  std::vector<double> objective, colLower, colUpper, rowLower, rowUpper;
+  std::vector<bool> isInteger;
+  CoinPackedMatrix matrix(false, 0, 0);
+  auto addColumn = [&](double cost, bool integer) {
+    objective.push_back(cost * kScale);
+    colLower.push_back(0);
+    colUpper.push_back(1);
+    isInteger.push_back(integer);
+    return static_cast<int>(objective.size() - 1);
+  };
+  auto addRow = [&](ArrayRef<int> columns, ArrayRef<double> values,
+                    double lower, double upper) {
+    CoinPackedVector row(static_cast<int>(columns.size()), columns.data(),
+                         values.data());
+    matrix.appendRow(row);
+    rowLower.push_back(lower);
+    rowUpper.push_back(upper);
+  };
+  DenseMap<int64_t, SmallVector<int>> columnsOf;
+  double minimumMemory = 0;
+  SmallVector<int> memoryColumns;
+  SmallVector<double> memoryValues;
+  for (auto &[root, seconds] : rootSeconds) {
+    SmallVector<int> &columns = columnsOf[root];
+    const SmallVector<double> &memory = rootMemory[root];
+    for (auto [s, cost] : llvm::enumerate(seconds)) {
+      columns.push_back(addColumn(cost, true));
+      if (memory[s] > 0) {
+        memoryColumns.push_back(columns.back());
+        memoryValues.push_back(memory[s]);
+      }
+    }
+    minimumMemory += *llvm::min_element(memory);
+    SmallVector<double> ones(columns.size(), 1.0);
+    addRow(columns, ones, 1, 1);
+  }
+  for (EdgeClass &edgeClass : edgeClasses) {
+    SmallVector<int> &from = columnsOf[edgeClass.producerRoot];
+    SmallVector<int> &to = columnsOf[edgeClass.consumerRoot];
+    int64_t rows = edgeClass.costs.size();
+    int64_t cols = edgeClass.costs.front().size();
+    double n = edgeClass.count;
+    auto addToColumn = [&](int column, double seconds) {
+      objective[column] += n * seconds * kScale;
+    };
+    if (edgeClass.producerRoot == edgeClass.consumerRoot) {
+      // Both ends follow one root: the cost is its choice's alone.
+      for (size_t s = 0; s < from.size(); ++s)
+        addToColumn(from[s], edgeClass.getSeconds(s, s));
+      continue;
+    }
+    if (rows == 1 || cols == 1) {
+      // The cost is the other end's alone.
+      if (rows == 1)
+        for (size_t t = 0; t < to.size(); ++t)
+          addToColumn(to[t], edgeClass.getSeconds(0, t));
+      else
+        for (size_t s = 0; s < from.size(); ++s)
+          addToColumn(from[s], edgeClass.getSeconds(s, 0));
+      continue;
+    }
+    SmallVector<SmallVector<int>> pair(rows, SmallVector<int>(cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        pair[i][j] = addColumn(n * edgeClass.costs[i][j].seconds, false);
+    for (int64_t i = 0; i < rows; ++i) {
+      SmallVector<int> columns(pair[i].begin(), pair[i].end());
+      SmallVector<double> values(cols, 1.0);
+      for (size_t s = 0; s < from.size(); ++s)
+        if (edgeClass.producerIndex[s] == i) {
+          columns.push_back(from[s]);
+          values.push_back(-1.0);
+        }
+      addRow(columns, values, 0, 0);
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      SmallVector<int> columns;
+      SmallVector<double> values(rows, 1.0);
+      for (int64_t i = 0; i < rows; ++i)
+        columns.push_back(pair[i][j]);
+      for (size_t t = 0; t < to.size(); ++t)
+        if (edgeClass.consumerIndex[t] == j) {
+          columns.push_back(to[t]);
+          values.push_back(-1.0);
+        }
+      addRow(columns, values, 0, 0);
+    }
+  }
+  double memoryLimit = options.memoryLimitBytes.value_or(machine.memoryBytes);
+  if (minimumMemory > memoryLimit)
+    return llvm::createStringError(llvm::formatv(
+        "no sharding on {0} fits: the model state and activations take at "
+        "least {1} per device, over the limit of {2}",
+        formatAxes(axes), formatBytes(minimumMemory),
+        formatBytes(memoryLimit)));
+  if (!memoryColumns.empty())
+    addRow(memoryColumns, memoryValues, -COIN_DBL_MAX, memoryLimit);
+
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  solver.loadProblem(matrix, colLower.data(), colUpper.data(), objective.data(),
+                     rowLower.data(), rowUpper.data());
+  for (auto [column, integer] : llvm::enumerate(isInteger))
+    if (integer)
+      solver.setInteger(static_cast<int>(column));
+  // CBC as its command line runs it: presolve, cuts and heuristics, which a
+  // bare branch and bound lacks.
+  CbcModel model(solver);
+  CbcSolverUsefulData data;
+  CbcMain0(model, data);
+  std::string seconds = std::to_string(kSolveSeconds);
+  const char *arguments[] = {"tessera",       "-log",   "0",    "-sec",
+                             seconds.c_str(), "-solve", "-quit"};
+  CbcMain1(
+      std::size(arguments), arguments, model, [](CbcModel *, int) { return 0; },
+      data);
+  const double *values = model.bestSolution();
+  if (!values)
+    return llvm::createStringError(
+        model.isProvenInfeasible()
+            ? llvm::formatv("no sharding on {0} fits in {1} per device",
+                            formatAxes(axes), formatBytes(memoryLimit))
+                  .str()
+            : llvm::formatv("the solver found no sharding in {0} s",
+                            kSolveSeconds)
+                  .str());
+
+  ShardingSolution solution;
+  solution.axes = axes;
+  solution.variables = objective.size();
+  solution.constraints = rowLower.size();
+  solution.optimal = model.isProvenOptimal();
+  solution.nodes = nodes.size();
+  solution.distinctNodes = rootSeconds.size();
+  solution.sharedBlocks = sharedBlocks;
+  DenseMap<int64_t, int64_t> chosen;
+  for (auto &[root, columns] : columnsOf) {
+    int64_t best = 0;
+    for (auto [s, column] : llvm::enumerate(columns))
+      if (values[column] > values[columns[best]])
+        best = s;
+    chosen[root] = best;
+  }
+
+  // The objective at the chosen strategies, and per root how it changes
+  // when the root alone changes.
+  DenseMap<int64_t, SmallVector<const EdgeClass *>> incident;
+  double objectiveSeconds = 0;
+  auto edgeCost = [&](const EdgeClass &edgeClass, int64_t root,
+                      int64_t choice) {
+    int64_t producer = edgeClass.producerRoot == root
+                           ? choice
+                           : chosen[edgeClass.producerRoot];
+    int64_t consumer = edgeClass.consumerRoot == root
+                           ? choice
+                           : chosen[edgeClass.consumerRoot];
+    return edgeClass.count * edgeClass.getSeconds(producer, consumer);
+  };
+  for (const EdgeClass &edgeClass : edgeClasses) {
+    incident[edgeClass.producerRoot].push_back(&edgeClass);
+    if (edgeClass.consumerRoot != edgeClass.producerRoot)
+      incident[edgeClass.consumerRoot].push_back(&edgeClass);
+    objectiveSeconds += edgeCost(edgeClass, -1, 0);
+    solution.reshardBytes +=
+        edgeClass.count *
+        edgeClass
+            .get(chosen[edgeClass.producerRoot], chosen[edgeClass.consumerRoot])
+            .bytes;
+  }
+  for (const Node &node : nodes)
+    solution.reshardBytes += strategyOf(node, chosen[node.root]).reshardBytes;
+  for (auto &[root, seconds] : rootSeconds) {
+    objectiveSeconds += seconds[chosen[root]];
+    solution.memoryBytes += rootMemory[root][chosen[root]];
+  }
+  solution.objectiveSeconds = objectiveSeconds;
+  DenseMap<int64_t, std::pair<double, int64_t>> runnerUp;
+  for (auto &[root, seconds] : rootSeconds) {
+    auto costWith = [&](int64_t s) {
+      double cost = seconds[s];
+      for (const EdgeClass *edgeClass : incident[root])
+        cost += edgeCost(*edgeClass, root, s);
+      return cost;
+    };
+    int64_t current = chosen[root];
+    double here = costWith(current);
+    for (size_t s = 0; s < seconds.size(); ++s) {
+      if (static_cast<int64_t>(s) == current ||
+          solution.memoryBytes + rootMemory[root][s] -
+                  rootMemory[root][current] >
+              memoryLimit)
+        continue;
+      double extra = costWith(s) - here;
+      auto it = runnerUp.find(root);
+      if (it == runnerUp.end() || extra < it->second.first)
+        runnerUp[root] = {extra, s};
+    }
+  }
+
+  for (const Node &node : nodes) {
+    const Strategy &strategy = strategyOf(node, chosen[node.root]);
+    ShardingChoice &choice = solution.choices.emplace_back();
+    choice.op = node.op;
+    choice.argument = node.argument;
+    choice.chosen = {strategy.factorAxes, strategy.results};
+    choice.partialResults = strategy.partialResults;
+    choice.seconds = strategy.seconds;
+    choice.follows = node.root != node.representative;
+    if (choice.follows)
+      continue;
+    if (auto it = runnerUp.find(node.root); it != runnerUp.end()) {
+      const Strategy &other = strategyOf(node, it->second.second);
+      choice.runnerUp = {other.factorAxes, other.results};
+      choice.runnerUpExtraSeconds = it->second.first;
+    }
+  }
+  // Where a consumer needs another sharding than its producer gives.
+  for (const Edge &edge : program.edges) {
+    const Node &producer = nodes[edge.producer];
+    const Node &consumer = nodes[edge.consumer];
+    const TensorSharding &from =
+        strategyOf(producer, chosen[producer.root]).results[edge.result];
+    const TensorSharding &to =
+        *strategyOf(consumer, chosen[consumer.root]).operands[edge.operand];
+    if (from.getDimAxes() != to.getDimAxes() || from.unreduced != to.unreduced)
+      solution.operands[&consumer.op->getOpOperand(edge.operand)] = to;
+  }
+  solution.solveSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  return solution;
+}
+
+/// `solved` as an annotation: closed when every axis is solved; otherwise
+/// open to the others, the solved ones it does not use replicated, and what
+/// `annotation` had of the others kept.
+static dist::ShardingAttr
+getAnnotationAttr(const TensorSharding &solved,
+                  const std::optional<TensorSharding> &annotation,
+                  const MeshShape &mesh, ArrayRef<StringAttr> solvedAxes) {
+  bool allSolved = solvedAxes.size() == mesh.getAxes().size();
+  TensorSharding sharding = solved;
+  if (!allSolved) {
+    for (auto [dim, dimSharding] : llvm::enumerate(sharding.dims)) {
+      AxisList axes;
+      bool isOpen = true;
+      if (annotation) {
+        for (StringAttr axis : annotation->dims[dim].axes)
+          if (!llvm::is_contained(solvedAxes, axis))
+            axes.push_back(axis);
+        isOpen = annotation->dims[dim].isOpen;
+      }
+      llvm::append_range(axes, dimSharding.axes);
+      dimSharding.axes = axes;
+      dimSharding.isOpen = isOpen;
+    }
+    for (StringAttr axis : solvedAxes)
+      if (!sharding.usesAxis(axis))
+        sharding.replicated.push_back(axis);
+    if (annotation)
+      for (StringAttr axis : annotation->replicated)
+        if (!llvm::is_contained(sharding.replicated, axis))
+          sharding.replicated.push_back(axis);
+  } else {
+    for (DimSharding &dim : sharding.dims)
+      dim.isOpen = false;
+    sharding.replicated.clear();
+  }
+  return sharding.toAttr(mesh.getName());
+}
+
+void tessera::applyShardings(func::FuncOp function, dist::MeshOp meshOp,
+                             const ShardingSolution &solution) {
+  MeshShape mesh(meshOp);
+  ArrayRef<StringAttr> axes = solution.axes;
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  OpBuilder builder(function.getContext());
+  for (const ShardingChoice &choice : solution.choices) {
+    if (choice.op)
+      continue;
+    std::optional<TensorSharding> annotation;
+    if (auto attr = function.getArgAttrOfType<dist::ShardingAttr>(
+            choice.argument, attrName))
+      annotation = TensorSharding::fromAttr(attr);
+    function.setArgAttr(choice.argument, attrName,
+                        getAnnotationAttr(choice.chosen.results.front(),
+                                          annotation, mesh, axes));
+  }
+  for (const ShardingChoice &choice : solution.choices) {
+    if (!choice.op ||
+        isa<dist::ShardingConstraintOp, func::ReturnOp>(choice.op))
+      continue;
+    builder.setInsertionPointAfter(choice.op);
+    for (auto [index, result] : llvm::enumerate(choice.op->getResults())) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || type.getRank() == 0)
+        continue;
+      // Partial sums are completed as priced, and so is their gradient (an
+      // unreduced constraint's gradient is its dims): a scattered result's
+      // gradient is gathered before the op's backward reads it.
+      Value value = result;
+      if (index < choice.partialResults.size() &&
+          choice.partialResults[index] != choice.chosen.results[index])
+        value = dist::ShardingConstraintOp::create(
+            builder, result.getLoc(), value,
+            getAnnotationAttr(choice.partialResults[index], std::nullopt, mesh,
+                              axes));
+      auto constraint = dist::ShardingConstraintOp::create(
+          builder, result.getLoc(), value,
+          getAnnotationAttr(choice.chosen.results[index], std::nullopt, mesh,
+                            axes));
+      result.replaceAllUsesExcept(constraint, value == result
+                                                  ? constraint.getOperation()
+                                                  : value.getDefiningOp());
+    }
+  }
+  for (auto [operand, sharding] : solution.operands) {
+    Operation *user = operand->getOwner();
+    builder.setInsertionPoint(user);
+    auto constraint = dist::ShardingConstraintOp::create(
+        builder, user->getLoc(), operand->get(),
+        getAnnotationAttr(sharding, std::nullopt, mesh, axes));
+    operand->set(constraint);
+  }
+}

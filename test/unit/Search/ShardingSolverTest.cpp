@@ -1,0 +1,126 @@
+//===- ShardingSolverTest.cpp - the per-op sharding ILP on generated GPTs -===//
+
+#include "tessera/Search/ShardingSolver.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/NN/IR/NNOps.h"
+#include "tessera/Models/Models.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+/// A GPT large enough that tensor parallelism pays on one H100 node: a
+/// sequence of 2048 tokens, hidden 8192.
+GptConfig getLargeGpt(int64_t layers) {
+  GptConfig config;
+  config.layers = layers;
+  config.hidden = 8192;
+  config.heads = 64;
+  config.seq = 2048;
+  config.vocab = 32768;
+  config.batch = 1;
+  config.dtype = "bf16";
+  return config;
+}
+
+/// The model on a dp=1 x tp=4 mesh: with Megatron-LM's annotations, or none.
+OwningOpRef<ModuleOp> buildOnMesh(MLIRContext &context, const GptConfig &config,
+                                  bool megatron) {
+  OwningOpRef<ModuleOp> module = buildGpt(&context, config);
+  annotateMegatron(*module, 1, 4);
+  if (!megatron)
+    for (auto function : module->getOps<func::FuncOp>())
+      for (unsigned i = 0; i < function.getNumArguments(); ++i)
+        function.removeArgAttr(i, dist::DistDialect::kShardingAttrName);
+  return module;
+}
+
+struct Solved {
+  OwningOpRef<ModuleOp> module;
+  ShardingSolution solution;
+};
+
+Solved solve(MLIRContext &context, const GptConfig &config, bool megatron) {
+  Solved solved;
+  solved.module = buildOnMesh(context, config, megatron);
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel("dgx-h100", TESSERA_MACHINES_DIR);
+  EXPECT_TRUE(static_cast<bool>(machine));
+  ShardingSolverOptions options;
+  options.axes = {"tp"};
+  auto function = *solved.module->getOps<func::FuncOp>().begin();
+  auto mesh = *solved.module->getOps<dist::MeshOp>().begin();
+  llvm::Expected<ShardingSolution> solution =
+      solveShardings(function, mesh, *machine, options);
+  EXPECT_TRUE(static_cast<bool>(solution))
+      << llvm::toString(solution.takeError());
+  solved.solution = std::move(*solution);
+  return solved;
+}
+
+/// The chosen dims of the parameter `name`.
+SmallVector<AxisList> getParameter(Solved &solved, StringRef name) {
+  auto function = *solved.module->getOps<func::FuncOp>().begin();
+  for (const ShardingChoice &choice : solved.solution.choices) {
+    if (choice.op)
+      continue;
+    auto param = function.getArgAttrOfType<StringAttr>(choice.argument,
+                                                       nn::kParamAttrName);
+    if (param && param.getValue() == name)
+      return choice.chosen.results.front().getDimAxes();
+  }
+  ADD_FAILURE() << "no parameter " << name.str();
+  return {};
+}
+
+TEST(ShardingSolverTest, FindsMegatronsSplitAndIsNoCostlierThanIt) {
+  MLIRContext context;
+  context.loadDialect<nn::NNDialect, dist::DistDialect, func::FuncDialect>();
+  Solved free = solve(context, getLargeGpt(2), /*megatron=*/false);
+  Solved pinned = solve(context, getLargeGpt(2), /*megatron=*/true);
+  // Megatron's annotations are hard constraints of the same program: the
+  // free solution can only be as cheap or cheaper.
+  EXPECT_LE(free.solution.objectiveSeconds,
+            pinned.solution.objectiveSeconds * (1 + 1e-9));
+  // Column-parallel q, k, v and first MLP weight, row-parallel output
+  // projections: Megatron-LM's split, found from the graph alone.
+  StringAttr tp = StringAttr::get(&context, "tp");
+  for (int64_t layer : {0, 1}) {
+    std::string prefix = "blocks." + std::to_string(layer) + ".";
+    for (StringRef column : {"attn.wq", "attn.wk", "attn.wv", "mlp.w1"})
+      EXPECT_EQ(getParameter(free, prefix + column.str()),
+                (SmallVector<AxisList>{{}, {tp}}))
+          << column.str();
+    for (StringRef row : {"attn.wo", "mlp.w2"})
+      EXPECT_EQ(getParameter(free, prefix + row.str()),
+                (SmallVector<AxisList>{{tp}, {}}))
+          << row.str();
+  }
+}
+
+TEST(ShardingSolverTest, RepeatedBlocksKeepTheProgramTheSizeOfOne) {
+  MLIRContext context;
+  context.loadDialect<nn::NNDialect, dist::DistDialect, func::FuncDialect>();
+  Solved two = solve(context, getLargeGpt(2), /*megatron=*/false);
+  Solved eight = solve(context, getLargeGpt(8), /*megatron=*/false);
+  EXPECT_EQ(two.solution.sharedBlocks, 2);
+  EXPECT_EQ(eight.solution.sharedBlocks, 8);
+  EXPECT_EQ(two.solution.variables, eight.solution.variables);
+  EXPECT_EQ(two.solution.constraints, eight.solution.constraints);
+  EXPECT_EQ(two.solution.distinctNodes, eight.solution.distinctNodes);
+  EXPECT_GT(eight.solution.nodes, two.solution.nodes);
+  // Every block is sharded as the first.
+  for (int64_t layer = 1; layer < 8; ++layer)
+    EXPECT_EQ(
+        getParameter(eight, "blocks." + std::to_string(layer) + ".mlp.w2"),
+        getParameter(eight, "blocks.0.mlp.w2"));
+}
+
+} // namespace
