@@ -71,6 +71,64 @@ static Precision getTrainedPrecision(ModuleOp module,
   return precision;
 }
 
+ShardingSolverOptions
+tessera::getAutoShardOptions(ModuleOp module, const CompileOptions &options) {
+  ShardingSolverOptions solver;
+  switch (options.train) {
+  case Optimizer::None:
+    solver.training = false;
+    break;
+  case Optimizer::Sgd:
+    solver.stateBytesPerParameterByte = 2;
+    break;
+  case Optimizer::AdamW:
+    // 2 + 2 bytes of 16-bit weights and gradients, 12 of f32 master weights
+    // and moments, per 2-byte parameter.
+    solver.stateBytesPerParameterByte =
+        getTrainedPrecision(module, options) == Precision::Mixed ? 8 : 4;
+    break;
+  }
+  return solver;
+}
+
+/// --auto on a model that is not GPT-shaped: the fastest mesh of per-op
+/// shardings.
+static llvm::Expected<AutoPlan>
+applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
+                  const SearchPins &pins, CompileOptions &options,
+                  std::string notGpt) {
+  ShardingSolverOptions solver = getAutoShardOptions(module, options);
+  MeshShardingSearch search =
+      searchMeshShardings(module, machine, devices, solver);
+  const MeshShardingPlan *best =
+      llvm::find_if(search.plans, [&](const MeshShardingPlan &plan) {
+        return (!pins.dp || plan.dp == *pins.dp) &&
+               (!pins.tp || plan.tp == *pins.tp);
+      });
+  if (best == search.plans.end())
+    return llvm::createStringError(llvm::formatv(
+        "no dp x tp mesh of {0} devices{1} has a sharding that fits: {2}",
+        devices, pins.dp || pins.tp ? " as pinned" : "",
+        search.firstFailure.empty() ? std::string("none matches the pins")
+                                    : search.firstFailure));
+  llvm::Expected<ShardingSolution> solution =
+      applyMeshSharding(module, machine, best->dp, best->tp, solver);
+  if (!solution)
+    return solution.takeError();
+  AutoPlan plan;
+  plan.estimate.choice.dp = best->dp;
+  plan.estimate.choice.tp = best->tp;
+  plan.estimate.choice.zero = pins.zero.value_or(0);
+  plan.estimate.stepTimeSeconds = best->stepSeconds;
+  plan.estimate.peakMemoryBytes = best->memoryBytes;
+  plan.estimate.fits = true;
+  plan.considered = search.considered;
+  plan.sharding = *best;
+  plan.notGpt = std::move(notGpt);
+  applyPlanChoice(plan.estimate.choice, options);
+  return plan;
+}
+
 llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                                                 const MachineModel &machine,
                                                 int64_t devices,
@@ -78,7 +136,8 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                                                 CompileOptions &options) {
   llvm::Expected<ModelShape> shape = getModelShape(module);
   if (!shape)
-    return shape.takeError();
+    return applyAutoSharding(module, machine, devices, pins, options,
+                             llvm::toString(shape.takeError()));
   // Priced in the types the compile trains in.
   SearchPins trained = pins;
   trained.precision = getTrainedPrecision(module, options);

@@ -19,6 +19,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <coin/CbcModel.hpp>
@@ -766,6 +767,9 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
                           axis)
                 .str());
   }
+  // An axis of one device splits nothing.
+  llvm::erase_if(axes,
+                 [&](StringAttr axis) { return mesh.getAxisSize(axis) == 1; });
   if (function.getBody().getBlocks().size() != 1)
     return llvm::createStringError("the solver reads functions of one block");
 
@@ -1084,7 +1088,9 @@ static dist::ShardingAttr
 getAnnotationAttr(const TensorSharding &solved,
                   const std::optional<TensorSharding> &annotation,
                   const MeshShape &mesh, ArrayRef<StringAttr> solvedAxes) {
-  bool allSolved = solvedAxes.size() == mesh.getAxes().size();
+  bool allSolved = llvm::all_of(mesh.getAxes(), [&](StringAttr axis) {
+    return mesh.getAxisSize(axis) == 1 || llvm::is_contained(solvedAxes, axis);
+  });
   TensorSharding sharding = solved;
   if (!allSolved) {
     for (auto [dim, dimSharding] : llvm::enumerate(sharding.dims)) {
@@ -1168,4 +1174,111 @@ void tessera::applyShardings(func::FuncOp function, dist::MeshOp meshOp,
         getAnnotationAttr(sharding, std::nullopt, mesh, axes));
     operand->set(constraint);
   }
+}
+
+/// The results' shardings and the factors' axes of `alternative`:
+/// `#dist.sharding<@mesh, [{}, {"tp"}]> (k={"tp"})`.
+static std::string formatAlternative(const ShardingAlternative &alternative,
+                                     dist::MeshOp mesh) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto meshName = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  llvm::interleaveComma(
+      alternative.results, os,
+      [&](const TensorSharding &sharding) { os << sharding.toAttr(meshName); });
+  SmallVector<std::string> factors;
+  for (auto [factor, axes] : llvm::enumerate(alternative.factorAxes))
+    if (!axes.empty())
+      factors.push_back(ShardingRule::getFactorName(factor) + "=" +
+                        formatAxes(axes));
+  if (!factors.empty())
+    os << " (" << llvm::join(factors, ", ") << ")";
+  return text;
+}
+
+std::string tessera::describeChoice(const ShardingChoice &choice,
+                                    dist::MeshOp mesh) {
+  std::string text = "sharded " + formatAlternative(choice.chosen, mesh) +
+                     llvm::formatv(" at {0:F3} us", choice.seconds * 1e6).str();
+  if (choice.follows)
+    return text + "; follows its operand";
+  if (!choice.runnerUp)
+    return text + "; no other choice";
+  return text + "; runner-up " + formatAlternative(*choice.runnerUp, mesh) +
+         llvm::formatv(" costs {0:F3} us more",
+                       choice.runnerUpExtraSeconds * 1e6)
+             .str();
+}
+
+/// The model's one function with a body.
+static func::FuncOp getModelFunction(ModuleOp model) {
+  func::FuncOp function;
+  for (auto candidate : model.getOps<func::FuncOp>())
+    if (!candidate.isExternal())
+      function = candidate;
+  return function;
+}
+
+llvm::Expected<ShardingSolution>
+tessera::applyMeshSharding(ModuleOp model, const MachineModel &machine,
+                           int64_t dp, int64_t tp,
+                           const ShardingSolverOptions &options) {
+  func::FuncOp function = getModelFunction(model);
+  if (!function)
+    return llvm::createStringError("the model has no function");
+  MLIRContext *context = model.getContext();
+  context->loadDialect<dist::DistDialect>();
+  // The plan's mesh replaces whatever the model was annotated for.
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  for (auto mesh : llvm::make_early_inc_range(model.getOps<dist::MeshOp>()))
+    mesh.erase();
+  for (unsigned i = 0; i < function.getNumArguments(); ++i)
+    function.removeArgAttr(i, attrName);
+  for (unsigned i = 0; i < function.getNumResults(); ++i)
+    function.removeResultAttr(i, StringAttr::get(context, attrName));
+  function.walk([](dist::ShardingConstraintOp constraint) {
+    constraint.replaceAllUsesWith(constraint.getInput());
+    constraint.erase();
+  });
+  OpBuilder builder = OpBuilder::atBlockBegin(model.getBody());
+  auto mesh = dist::MeshOp::create(builder, model.getLoc(), "mesh",
+                                   builder.getStrArrayAttr({"dp", "tp"}),
+                                   builder.getDenseI64ArrayAttr({dp, tp}));
+  ShardingSolverOptions all = options;
+  all.axes.clear();
+  llvm::Expected<ShardingSolution> solution =
+      solveShardings(function, mesh, machine, all);
+  if (solution)
+    applyShardings(function, mesh, *solution);
+  return solution;
+}
+
+MeshShardingSearch
+tessera::searchMeshShardings(ModuleOp model, const MachineModel &machine,
+                             int64_t devices,
+                             const ShardingSolverOptions &options) {
+  MeshShardingSearch search;
+  for (int64_t dp = 1; dp <= devices; ++dp) {
+    if (devices % dp)
+      continue;
+    ++search.considered;
+    OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
+    llvm::Expected<ShardingSolution> solution =
+        applyMeshSharding(*copy, machine, dp, devices / dp, options);
+    if (!solution) {
+      ++search.failed;
+      std::string reason = llvm::toString(solution.takeError());
+      if (search.firstFailure.empty())
+        search.firstFailure = reason;
+      continue;
+    }
+    search.plans.push_back({dp, devices / dp, solution->objectiveSeconds,
+                            solution->reshardBytes, solution->memoryBytes,
+                            solution->variables, solution->solveSeconds});
+  }
+  llvm::stable_sort(search.plans,
+                    [](const MeshShardingPlan &a, const MeshShardingPlan &b) {
+                      return a.stepSeconds < b.stepSeconds;
+                    });
+  return search;
 }

@@ -227,6 +227,16 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   if (!plan)
     return plan.takeError();
   const PlanChoice &choice = plan->estimate.choice;
+  if (const std::optional<MeshShardingPlan> &sharding = plan->sharding) {
+    llvm::errs() << llvm::formatv(
+        "auto: dp={0} tp={1} zero={2}, every op sharded by the ILP ({3}): "
+        "predicted step {4:e3} s, {5:f1} MB of collectives, "
+        "{6:f2} GB per device on {7} x {8} (of {9} meshes)\n",
+        choice.dp, choice.tp, choice.zero, plan->notGpt, sharding->stepSeconds,
+        sharding->reshardBytes / 1e6, sharding->memoryBytes / 1e9,
+        autoDevices.getValue(), machine->name, plan->considered);
+    return llvm::Error::success();
+  }
   llvm::errs() << llvm::formatv(
       "auto: dp={0} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, MFU "
       "{7:f1}% on {8} x {9} in {11} (of {10} plans)\n",

@@ -2,8 +2,12 @@
 
 #include "Commands.h"
 
+#include "tessera/Search/ApplyPlan.h"
 #include "tessera/Search/PlanReport.h"
 #include "tessera/Search/Planner.h"
+#include "tessera/Search/ShardingSolver.h"
+
+#include "dialects/NN/IR/NNOps.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -14,8 +18,9 @@ namespace cl = llvm::cl;
 
 cl::SubCommand &cli::planCommand() {
   static cl::SubCommand command(
-      "plan", "Search the DP/TP/PP training plan of a GPT-style model "
-              "against a machine model");
+      "plan", "Search the training plan of a model against a machine "
+              "model: DP/TP/PP for a GPT, each op's sharding on every DP x TP "
+              "mesh for any other");
   return command;
 }
 
@@ -71,6 +76,12 @@ static cl::opt<int64_t> planTop("top", cl::desc("Plans to show"), cl::init(5),
                                 cl::sub(planCommand()));
 static cl::opt<bool> planJson("json", cl::desc("Print JSON"),
                               cl::sub(planCommand()));
+static cl::list<std::string> explainOps(
+    "explain-op",
+    cl::desc("Explain the ILP's choice for the ops NAME names on the best "
+             "plan's dp x tp mesh: a parameter (and its readers), an op name "
+             "(nn.dot) or a location (line:col, file:line:col)"),
+    cl::value_desc("NAME"), cl::sub(planCommand()));
 
 /// Sets `to` when `option` was given.
 template <typename T, typename U>
@@ -79,15 +90,128 @@ static void pin(const cl::opt<T> &option, std::optional<U> &to) {
     to = option.getValue();
 }
 
+/// The solver's options for the train step tessera plan prices (AdamW).
+static ShardingSolverOptions getPlanSolverOptions(ModuleOp model) {
+  CompileOptions options;
+  options.train = Optimizer::AdamW;
+  if (planPrecision == Precision::Mixed)
+    options.precision = TrainPrecision::Mixed;
+  return getAutoShardOptions(model, options);
+}
+
+/// `file:line:col`, or the location as it prints.
+static std::string formatLocation(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return llvm::formatv("{0}:{1}:{2}", file.getFilename().getValue(),
+                         file.getLine(), file.getColumn())
+        .str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
+/// Whether `op` is one --explain-op `name` names: by its op name, by its
+/// location (its end: line:col or file:line:col), or as a reader of the
+/// parameter `name`.
+static bool isNamedOp(Operation *op, func::FuncOp function, StringRef name) {
+  if (op->getName().getStringRef() == name)
+    return true;
+  if (StringRef(formatLocation(op->getLoc())).ends_with(name))
+    return true;
+  return llvm::any_of(op->getOperands(), [&](Value operand) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    auto param = arg ? function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                             nn::kParamAttrName)
+                     : nullptr;
+    return param && param.getValue() == name;
+  });
+}
+
+/// --explain-op: the ILP's choices on a copy of `model` on the dp x tp mesh.
+static int explainPlanOps(ModuleOp model, const MachineModel &machine,
+                          int64_t dp, int64_t tp) {
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
+  llvm::Expected<ShardingSolution> solution =
+      applyMeshSharding(*copy, machine, dp, tp, getPlanSolverOptions(model));
+  if (!solution)
+    return reportError(solution.takeError());
+  auto mesh = *copy->getOps<dist::MeshOp>().begin();
+  func::FuncOp function;
+  for (auto candidate : copy->getOps<func::FuncOp>())
+    if (!candidate.isExternal())
+      function = candidate;
+  for (const std::string &name : explainOps) {
+    int64_t matched = 0;
+    for (const ShardingChoice &choice : solution->choices) {
+      std::string what;
+      if (choice.op) {
+        if (choice.op->getNumResults() == 0 ||
+            !isNamedOp(choice.op, function, name))
+          continue;
+        what = choice.op->getName().getStringRef().str() + " at " +
+               formatLocation(choice.op->getLoc());
+      } else {
+        auto param = function.getArgAttrOfType<StringAttr>(choice.argument,
+                                                           nn::kParamAttrName);
+        if (!param || param.getValue() != name)
+          continue;
+        what = "parameter " + name;
+      }
+      ++matched;
+      llvm::outs() << "explain: " << what << " on dp=" << dp << " tp=" << tp
+                   << ": " << describeChoice(choice, mesh) << "\n";
+    }
+    if (!matched)
+      return reportError("--explain-op " + name +
+                         " names no op or parameter of the model");
+  }
+  return 0;
+}
+
+/// tessera plan of a model that is not GPT-shaped: every dp x tp mesh,
+/// each op's sharding solved on it.
+static int runShardingPlan(ModuleOp model, const MachineModel &machine,
+                           StringRef notGpt) {
+  MeshShardingSearch search = searchMeshShardings(model, machine, planDevices,
+                                                  getPlanSolverOptions(model));
+  llvm::erase_if(search.plans, [](const MeshShardingPlan &plan) {
+    return (pinDp.getNumOccurrences() && plan.dp != pinDp) ||
+           (pinTp.getNumOccurrences() && plan.tp != pinTp);
+  });
+  llvm::outs() << llvm::formatv(
+      "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} dp x "
+      "tp meshes considered, {5} with no sharding that fits\n",
+      planModel, planDevices.getValue(), machine.name, notGpt,
+      search.considered, search.failed);
+  if (search.plans.empty())
+    return reportError(search.firstFailure.empty()
+                           ? std::string("no mesh matches the pins")
+                           : search.firstFailure);
+  llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,10} {4,14} {5,10} "
+                                "{6,10} {7,10}\n",
+                                "rank", "dp", "tp", "step (s)", "collect. (MB)",
+                                "mem (GB)", "variables", "solve (s)");
+  size_t shown =
+      std::min<size_t>(std::max<int64_t>(planTop, 1), search.plans.size());
+  for (auto [rank, plan] :
+       llvm::enumerate(ArrayRef(search.plans).take_front(shown)))
+    llvm::outs() << llvm::formatv(
+        "{0,4} {1,5} {2,5} {3,10:e3} {4,14:f1} {5,10:f2} {6,10} {7,10:f3}\n",
+        rank + 1, plan.dp, plan.tp, plan.stepSeconds, plan.reshardBytes / 1e6,
+        plan.memoryBytes / 1e9, plan.variables, plan.solveSeconds);
+  if (!explainOps.empty())
+    return explainPlanOps(model, machine, search.plans.front().dp,
+                          search.plans.front().tp);
+  return 0;
+}
+
 int cli::runPlan(MLIRContext &context) {
   llvm::Expected<std::unique_ptr<ModelFile>> file =
       loadModelFile(context, planModel);
   if (!file)
     return reportError(file.takeError());
   ModuleOp model = *(*file)->module;
-  llvm::Expected<ModelShape> shape = getModelShape(model);
-  if (!shape)
-    return reportError(shape.takeError());
   llvm::Expected<MachineModel> machine =
       loadMachineModel(machineName, kMachinesDir);
   if (!machine)
@@ -97,6 +221,9 @@ int cli::runPlan(MLIRContext &context) {
     return reportError(
         llvm::formatv("--devices must be between 1 and {0} for machine '{1}'",
                       machine->getMaxDevices(), machine->name));
+  llvm::Expected<ModelShape> shape = getModelShape(model);
+  if (!shape)
+    return runShardingPlan(model, *machine, llvm::toString(shape.takeError()));
 
   SearchPins pins;
   pin(pinDp, pins.dp);
@@ -153,6 +280,11 @@ int cli::runPlan(MLIRContext &context) {
         getEnumName(kRecomputeNames, c.recompute),
         c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds, 100 * plan.mfu,
         plan.peakMemoryBytes / 1e9);
+  }
+  if (!explainOps.empty()) {
+    const PlanChoice &best = result.plans.front().choice;
+    if (int status = explainPlanOps(model, *machine, best.dp, best.tp))
+      return status;
   }
   if (std::optional<WinReason> why = getWinReason(result.plans)) {
     const PlanChoice &a = why->winner, &b = why->rival;

@@ -5,6 +5,7 @@
 
 #include "tessera/Pipelines/CompileOptions.h"
 #include "tessera/Search/Planner.h"
+#include "tessera/Search/ShardingSolver.h"
 
 #include "llvm/Support/Error.h"
 
@@ -28,13 +29,28 @@ struct AutoPlan {
   PlanEstimate estimate;
   /// The plans the search priced.
   int64_t considered = 0;
+  /// For a model the plan search does not read as a GPT: the mesh shape
+  /// whose per-op shardings (searchMeshShardings) won, and why the GPT
+  /// search did not apply.
+  std::optional<MeshShardingPlan> sharding;
+  std::string notGpt;
 };
+
+/// The sharding solver's options for a compile of `options`: a train
+/// step's gradients and optimizer state (AdamW's weights, gradients and two
+/// moments; with mixed precision, f32 master weights and state beside
+/// 16-bit weights and gradients; SGD's weights and gradients), or the
+/// forward alone.
+ShardingSolverOptions getAutoShardOptions(mlir::ModuleOp module,
+                                          const CompileOptions &options);
 
 /// --auto: searches the plans of `devices` devices on `machine` under
 /// `pins`, annotates `module` Megatron-style (with sequence parallelism
 /// when the plan has it) with the fastest that this compiler builds and
-/// sets `options` to build it. Fails when no such plan
-/// fits in device memory, or the model is not one the search reads.
+/// sets `options` to build it. A model that is not GPT-shaped gets the
+/// fastest dp x tp mesh of per-op shardings instead (searchMeshShardings,
+/// under the dp and tp pins; ZeRO only where pinned). Fails when no plan
+/// fits in device memory.
 llvm::Expected<AutoPlan> applyAutoPlan(mlir::ModuleOp module,
                                        const MachineModel &machine,
                                        int64_t devices, const SearchPins &pins,

@@ -12,7 +12,6 @@
 #include "tessera/Search/ShardingSolver.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace tessera {
@@ -25,54 +24,12 @@ namespace tessera {
 using namespace mlir;
 using namespace tessera;
 
-/// `sharding` as it prints in an annotation.
-static std::string formatSharding(const TensorSharding &sharding,
-                                  dist::MeshOp mesh) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << sharding.toAttr(FlatSymbolRefAttr::get(mesh.getSymNameAttr()));
-  return text;
-}
-
-/// The results' shardings and the factors' axes of `alternative`:
-/// `[{}, {"tp"} ] (k={"tp"})`.
-static std::string formatAlternative(const ShardingAlternative &alternative,
-                                     dist::MeshOp mesh) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(alternative.results, os,
-                        [&](const TensorSharding &sharding) {
-                          os << formatSharding(sharding, mesh);
-                        });
-  SmallVector<std::string> factors;
-  for (auto [factor, axes] : llvm::enumerate(alternative.factorAxes))
-    if (!axes.empty())
-      factors.push_back(ShardingRule::getFactorName(factor) + "=" +
-                        formatAxes(axes));
-  if (!factors.empty())
-    os << " (" << llvm::join(factors, ", ") << ")";
-  return text;
-}
-
 /// The remarks of explain=true.
 static void explainSolution(func::FuncOp function, dist::MeshOp mesh,
                             const ShardingSolution &solution) {
-  for (const ShardingChoice &choice : solution.choices) {
-    if (!choice.op || choice.op->getNumResults() == 0)
-      continue;
-    InFlightDiagnostic remark = choice.op->emitRemark();
-    remark << "sharded " << formatAlternative(choice.chosen, mesh)
-           << llvm::formatv(" at {0:F3} us", choice.seconds * 1e6).str();
-    if (choice.follows)
-      remark << "; follows its operand";
-    else if (choice.runnerUp)
-      remark << "; runner-up " << formatAlternative(*choice.runnerUp, mesh)
-             << llvm::formatv(" costs {0:F3} us more",
-                              choice.runnerUpExtraSeconds * 1e6)
-                    .str();
-    else
-      remark << "; no other choice";
-  }
+  for (const ShardingChoice &choice : solution.choices)
+    if (choice.op && choice.op->getNumResults() != 0)
+      choice.op->emitRemark(describeChoice(choice, mesh));
   function.emitRemark() << llvm::formatv(
       "auto-shard over {0}: {1:F3} us per step, {2:F3} MB of collectives, "
       "{3:F2} MB per device; {4} variables, {5} constraints for {6} nodes "
