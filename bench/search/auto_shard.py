@@ -80,7 +80,8 @@ def main():
             axes = ", ".join(f'"{a.split("=")[0]}"={a.split("=")[1]}'
                              for a in mesh.split(","))
             meshed = text.replace("module {", f"module {{\n  dist.mesh @mesh [{axes}]", 1)
-            shard = run([opt, "-", "--tessera-auto-shard=explain=true machine="
+            shard = run([opt, "-", "--mlir-print-op-on-diagnostic=false",
+                         "--tessera-auto-shard=explain=true machine="
                          f"{args.machine} memory-limit={args.memory_limit}"],
                         meshed)
             summary = re.search(

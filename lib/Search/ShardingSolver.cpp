@@ -68,6 +68,7 @@ struct Strategy {
 };
 
 struct Node {
+  /// The op, the argument, or neither: the sum of a value's gradients.
   Operation *op = nullptr;
   int64_t argument = -1;
   std::vector<Strategy> strategies;
@@ -80,10 +81,27 @@ struct Node {
   SmallVector<int64_t> strategyMap;
 };
 
-/// A value read by an operand of a node.
+/// What an edge prices between its two ends.
+enum class EdgeKind {
+  /// A value's reshard from the producer's result (`producer`'s result
+  /// `result`) into the consumer's need (`consumer`'s operand `operand`),
+  /// and its gradient's back.
+  Value,
+  /// The forward's reshard alone: the gradient goes through a sum node.
+  Forward,
+  /// A consumer's gradient (`producer`'s operand `result`) completed into
+  /// its need and resharded into the sum (`consumer`).
+  IntoSum,
+  /// The summed gradient (`producer`) resharded into the producer's result
+  /// (`consumer`'s result `operand`).
+  OutOfSum,
+};
+
+/// A value read by an operand of a node, or its gradient's way back.
 struct Edge {
   int64_t producer, result, consumer, operand;
   Value value;
+  EdgeKind kind = EdgeKind::Value;
 };
 
 double getElementBytes(Type type) {
@@ -166,6 +184,16 @@ public:
   int64_t shareBlocks();
   /// Returns the number of ops merged into their operand's producer.
   int64_t mergeFollowers();
+  /// Gives each trained value read more than once a node of its own that
+  /// sums its gradients: as the train step sums them before they go back,
+  /// each consumer's gradient is resharded into the sum, and the sum once
+  /// into the producer's result.
+  void addGradientSums();
+  /// The cost of `edge`'s kind between its ends' keys (see getEdgeKey).
+  ReshardCost
+  getEdgeCost(EdgeKind kind, Value value,
+              const std::pair<TensorSharding, TensorSharding> &from,
+              const std::pair<TensorSharding, TensorSharding> &to) const;
 
   /// The cost of resharding `value` from `from` to `to`, forward, and of
   /// its gradient back, made as `gradient` by the consumer.
@@ -705,11 +733,93 @@ int64_t ProgramBuilder::mergeFollowers() {
   return merged;
 }
 
+void ProgramBuilder::addGradientSums() {
+  if (!options.training)
+    return;
+  // The Value edges of each value, by its producer's end.
+  llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<size_t>> readers;
+  for (auto [index, edge] : llvm::enumerate(edges))
+    if (differentiable.contains(edge.value))
+      readers[{edge.producer, edge.result}].push_back(index);
+  std::map<std::pair<int64_t, int64_t>, int64_t> sumOf;
+  for (auto &[end, indices] : readers) {
+    if (indices.size() < 2)
+      continue;
+    Value value = edges[indices.front()].value;
+    auto type = cast<RankedTensorType>(value.getType());
+    Node sum;
+    int64_t index = nodes.size();
+    for (const TensorSharding &sharding : getTensorShardings(
+             type.getShape(), TensorSharding::getOpen(type.getRank()), axes,
+             mesh)) {
+      Strategy strategy;
+      strategy.results.push_back(sharding);
+      sum.strategies.push_back(std::move(strategy));
+    }
+    // A block copy's sum is its first block's.
+    int64_t producerFirst = nodes[end.first].representative;
+    auto first = sumOf.find({producerFirst, end.second});
+    sum.representative = first != sumOf.end() ? first->second : index;
+    sum.root = index;
+    for (size_t s = 0; s < sum.strategies.size(); ++s)
+      sum.strategyMap.push_back(s);
+    if (first != sumOf.end()) {
+      sum.root = nodes[first->second].root;
+      sum.strategyMap = nodes[first->second].strategyMap;
+    }
+    sumOf[end] = index;
+    nodes.push_back(std::move(sum));
+    for (size_t reader : indices) {
+      Edge &edge = edges[reader];
+      edge.kind = EdgeKind::Forward;
+      edges.push_back(
+          {edge.consumer, edge.operand, index, 0, value, EdgeKind::IntoSum});
+    }
+    edges.push_back(
+        {index, 0, end.first, end.second, value, EdgeKind::OutOfSum});
+  }
+}
+
+ReshardCost ProgramBuilder::getEdgeCost(
+    EdgeKind kind, Value value,
+    const std::pair<TensorSharding, TensorSharding> &from,
+    const std::pair<TensorSharding, TensorSharding> &to) const {
+  switch (kind) {
+  case EdgeKind::Value:
+    return getEdgeCost(value, from.first, to.first, to.second);
+  case EdgeKind::Forward:
+  case EdgeKind::OutOfSum:
+    return reshard(value, from.first, to.first);
+  case EdgeKind::IntoSum: {
+    ReshardCost cost = reshard(value, from.second, from.first);
+    cost += reshard(value, from.first, to.first);
+    return cost;
+  }
+  }
+  llvm_unreachable("unknown edge kind");
+}
+
+/// What of `strategy` an edge of `kind` reads at its end (`producerEnd`
+/// or not) and `slot`: the result or need, with the gradient a consumer
+/// makes where the edge prices it.
+static std::pair<TensorSharding, TensorSharding>
+getEdgeKey(const Strategy &strategy, EdgeKind kind, bool producerEnd,
+           int64_t slot) {
+  if (producerEnd && kind == EdgeKind::IntoSum)
+    return {*strategy.operands[slot], strategy.operandGradients[slot]};
+  if (producerEnd || kind == EdgeKind::IntoSum || kind == EdgeKind::OutOfSum)
+    return {strategy.results[slot], {}};
+  if (kind == EdgeKind::Value)
+    return {*strategy.operands[slot], strategy.operandGradients[slot]};
+  return {*strategy.operands[slot], {}};
+}
+
 namespace {
 
 /// The edges between two representatives, one cost matrix over their
 /// roots' choices.
 struct EdgeClass {
+  EdgeKind kind;
   /// The representatives at its ends, and their roots.
   int64_t producer, result, consumer, operand;
   int64_t producerRoot, consumerRoot;
@@ -779,6 +889,7 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     return llvm::createStringError(error);
   int64_t sharedBlocks = options.shareBlocks ? program.shareBlocks() : 0;
   program.mergeFollowers();
+  program.addGradientSums();
   std::vector<Node> &nodes = program.nodes;
   auto strategyOf = [&](const Node &node,
                         int64_t rootChoice) -> const Strategy & {
@@ -800,15 +911,18 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   }
 
   // Edges between representatives.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> classOf;
+  std::map<std::tuple<EdgeKind, int64_t, int64_t, int64_t, int64_t>, int64_t>
+      classOf;
   std::vector<EdgeClass> edgeClasses;
   for (const Edge &edge : program.edges) {
     int64_t producer = nodes[edge.producer].representative;
     int64_t consumer = nodes[edge.consumer].representative;
-    auto key = std::make_tuple(producer, edge.result, consumer, edge.operand);
+    auto key = std::make_tuple(edge.kind, producer, edge.result, consumer,
+                               edge.operand);
     auto [it, inserted] = classOf.try_emplace(key, edgeClasses.size());
     if (inserted) {
       EdgeClass &edgeClass = edgeClasses.emplace_back();
+      edgeClass.kind = edge.kind;
       edgeClass.producer = producer;
       edgeClass.result = edge.result;
       edgeClass.consumer = consumer;
@@ -819,30 +933,28 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     }
     ++edgeClasses[it->second].count;
   }
-  // An edge's cost depends on the producer's result and on what the
-  // consumer needs and makes of the gradient.
-  using Need = std::pair<TensorSharding, TensorSharding>;
+  // An edge's cost depends on what each end makes or needs of the value or
+  // of its gradient.
+  using Key = std::pair<TensorSharding, TensorSharding>;
   for (EdgeClass &edgeClass : edgeClasses) {
     const Node &producer = nodes[edgeClass.producer];
     const Node &consumer = nodes[edgeClass.consumer];
-    SmallVector<TensorSharding> from;
+    std::vector<Key> from, to;
     for (size_t s = 0; s < nodes[producer.root].strategies.size(); ++s)
-      from.push_back(strategyOf(producer, s).results[edgeClass.result]);
-    std::vector<Need> needs;
-    for (size_t t = 0; t < nodes[consumer.root].strategies.size(); ++t) {
-      const Strategy &strategy = strategyOf(consumer, t);
-      needs.push_back({*strategy.operands[edgeClass.operand],
-                       strategy.operandGradients[edgeClass.operand]});
-    }
-    std::vector<TensorSharding> distinctFrom =
-        numberDistinct<TensorSharding>(from, edgeClass.producerIndex);
-    std::vector<Need> distinctNeeds =
-        numberDistinct<Need>(needs, edgeClass.consumerIndex);
-    for (const TensorSharding &source : distinctFrom) {
+      from.push_back(getEdgeKey(strategyOf(producer, s), edgeClass.kind,
+                                /*producerEnd=*/true, edgeClass.result));
+    for (size_t t = 0; t < nodes[consumer.root].strategies.size(); ++t)
+      to.push_back(getEdgeKey(strategyOf(consumer, t), edgeClass.kind,
+                              /*producerEnd=*/false, edgeClass.operand));
+    std::vector<Key> distinctFrom =
+        numberDistinct<Key>(from, edgeClass.producerIndex);
+    std::vector<Key> distinctTo =
+        numberDistinct<Key>(to, edgeClass.consumerIndex);
+    for (const Key &source : distinctFrom) {
       SmallVector<ReshardCost> &row = edgeClass.costs.emplace_back();
-      for (const auto &[need, gradient] : distinctNeeds)
-        row.push_back(
-            program.getEdgeCost(edgeClass.value, source, need, gradient));
+      for (const Key &target : distinctTo)
+        row.push_back(program.getEdgeCost(edgeClass.kind, edgeClass.value,
+                                          source, target));
     }
   }
 
@@ -980,7 +1092,8 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   solution.variables = objective.size();
   solution.constraints = rowLower.size();
   solution.optimal = model.isProvenOptimal();
-  solution.nodes = nodes.size();
+  solution.nodes = llvm::count_if(
+      nodes, [](const Node &node) { return node.op || node.argument >= 0; });
   solution.distinctNodes = rootSeconds.size();
   solution.sharedBlocks = sharedBlocks;
   DenseMap<int64_t, int64_t> chosen;
@@ -1048,6 +1161,8 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   }
 
   for (const Node &node : nodes) {
+    if (!node.op && node.argument < 0)
+      continue;
     const Strategy &strategy = strategyOf(node, chosen[node.root]);
     ShardingChoice &choice = solution.choices.emplace_back();
     choice.op = node.op;
@@ -1066,6 +1181,8 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   }
   // Where a consumer needs another sharding than its producer gives.
   for (const Edge &edge : program.edges) {
+    if (edge.kind != EdgeKind::Value && edge.kind != EdgeKind::Forward)
+      continue;
     const Node &producer = nodes[edge.producer];
     const Node &consumer = nodes[edge.consumer];
     const TensorSharding &from =

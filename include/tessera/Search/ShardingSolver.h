@@ -86,8 +86,9 @@ struct ShardingSolution {
   int64_t variables = 0, constraints = 0;
   double solveSeconds = 0;
   bool optimal = false;
-  /// Ops and arguments, and how many distinct ones the program has after
-  /// the blocks share theirs.
+  /// Ops and arguments, and how many nodes have variables of their own
+  /// (the blocks' copies share their first block's, pointwise ops follow
+  /// their producer; the sums of gradients have theirs).
   int64_t nodes = 0, distinctNodes = 0;
   /// The repeated blocks that share variables (0: none).
   int64_t sharedBlocks = 0;
