@@ -79,15 +79,18 @@ tessera::getAutoShardOptions(ModuleOp module, const CompileOptions &options) {
     solver.training = false;
     break;
   case Optimizer::Sgd:
-    solver.stateBytesPerParameterByte = 2;
+    solver.optimizerBytesPerParameterByte = 0;
     break;
   case Optimizer::AdamW:
-    // 2 + 2 bytes of 16-bit weights and gradients, 12 of f32 master weights
-    // and moments, per 2-byte parameter.
-    solver.stateBytesPerParameterByte =
-        getTrainedPrecision(module, options) == Precision::Mixed ? 8 : 4;
+    // 12 bytes of f32 master weights and moments per 2-byte parameter.
+    solver.optimizerBytesPerParameterByte =
+        getTrainedPrecision(module, options) == Precision::Mixed ? 6 : 2;
     break;
   }
+  solver.zeroStage = static_cast<int64_t>(options.zero.getValue());
+  solver.zeroAxes.assign(options.zeroAxes.begin(), options.zeroAxes.end());
+  if (solver.zeroAxes.empty())
+    solver.zeroAxes = {"dp"};
   return solver;
 }
 
@@ -98,6 +101,7 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
                   const SearchPins &pins, CompileOptions &options,
                   std::string notGpt) {
   ShardingSolverOptions solver = getAutoShardOptions(module, options);
+  solver.zeroStage = pins.zero.value_or(0);
   MeshShardingSearch search =
       searchMeshShardings(module, machine, devices, solver);
   const MeshShardingPlan *best =

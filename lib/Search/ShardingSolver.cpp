@@ -177,7 +177,11 @@ public:
                  ArrayRef<StringAttr> axes, const MachineModel &machine,
                  const ShardingSolverOptions &options)
       : function(function), mesh(mesh), axes(axes), machine(machine),
-        options(options) {}
+        options(options) {
+    for (StringAttr axis : mesh.getAxes())
+      if (llvm::is_contained(options.zeroAxes, axis.getValue()))
+        zeroAxes.push_back(axis);
+  }
 
   LogicalResult build(std::string &error);
   /// Returns the number of blocks that share variables.
@@ -204,6 +208,8 @@ public:
   func::FuncOp function;
   const MeshShape &mesh;
   ArrayRef<StringAttr> axes;
+  /// ZeRO's axes on this mesh.
+  SmallVector<StringAttr> zeroAxes;
   const MachineModel &machine;
   const ShardingSolverOptions &options;
 
@@ -478,16 +484,36 @@ LogicalResult ProgramBuilder::build(std::string &error) {
         getAnnotation(function.getArgAttr(arg.getArgNumber(), attrName));
     Node node;
     node.argument = arg.getArgNumber();
-    double stateBytes = options.training && differentiable.contains(arg)
-                            ? options.stateBytesPerParameterByte
-                            : 0;
+    bool trained = options.training && differentiable.contains(arg);
     for (const TensorSharding &sharding : getTensorShardings(
              type.getShape(),
              annotation ? *annotation : TensorSharding::getOpen(type.getRank()),
              axes, mesh)) {
       Strategy strategy;
       strategy.results.push_back(sharding);
-      strategy.memoryBytes = getLocalBytes(arg, sharding) * stateBytes;
+      if (trained) {
+        // ZeRO's axes split the stored state, not the dims.
+        if (options.zeroStage > 0 &&
+            llvm::any_of(zeroAxes, [&](StringAttr axis) {
+              return sharding.usesAxis(axis);
+            }))
+          continue;
+        double bytes = getLocalBytes(arg, sharding);
+        double group = options.zeroStage > 0 ? mesh.getGroupSize(zeroAxes) : 1;
+        auto share = [&](int64_t stage) {
+          return options.zeroStage >= stage ? bytes / group : bytes;
+        };
+        strategy.memoryBytes =
+            share(3) + share(2) +
+            share(1) * options.optimizerBytesPerParameterByte;
+        if (options.zeroStage >= 3) {
+          double seconds =
+              getCollectiveSeconds(machine, CollectiveKind::AllGather, bytes,
+                                   mesh.getDeviceGroup(zeroAxes));
+          strategy.seconds += 2 * seconds;
+          strategy.reshardBytes += 2 * bytes;
+        }
+      }
       node.strategies.push_back(std::move(strategy));
     }
     if (node.strategies.empty()) {

@@ -31,11 +31,20 @@ struct ShardingSolverOptions {
   /// The others are left to propagation, and not priced.
   llvm::SmallVector<std::string> axes;
   /// Price the backward and the optimizer's state too: the gradients'
-  /// reshards, twice the forward's compute, and per parameter byte
-  /// `stateBytesPerParameterByte` of model state.
+  /// reshards, twice the forward's compute, and per parameter byte its
+  /// weight, its gradient and `optimizerBytesPerParameterByte` of
+  /// optimizer state.
   bool training = true;
-  /// The weights, their gradients and AdamW's two moments.
-  double stateBytesPerParameterByte = 4;
+  /// AdamW's two moments.
+  double optimizerBytesPerParameterByte = 2;
+  /// ZeRO over `zeroAxes` (--tessera-zero): the parameters' optimizer state
+  /// (stage 1), gradients (2) and weights (3) stored split over them, which
+  /// then split no parameter's dims; stage 3 gathers each weight for the
+  /// forward and again for the backward. The gradients' reduce-scatter and
+  /// the updated weights' gather of stages 1 and 2 move what the
+  /// all-reduce they replace moves.
+  int64_t zeroStage = 0;
+  llvm::SmallVector<std::string> zeroAxes = {"dp"};
   /// What the model state and the activations (every forward value, kept
   /// for the backward when training) may take per device; the machine's
   /// device memory when unset.

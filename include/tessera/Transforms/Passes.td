@@ -412,8 +412,10 @@ def AutoShardPass : Pass<"tessera-auto-shard", "mlir::ModuleOp"> {
     edge the reshards the partitioner inserts between the producer's result
     and the consumer's need (`planReshard`), plus, when training, those of
     the gradient back (partial over the consumer's split factors that the
-    operand lacks). The model state (`state-bytes` per parameter byte) and
-    the forward's values must fit `memory-limit` per device. Annotations
+    operand lacks; a value read several times sums its gradients first).
+    The model state (weights, gradients, `optimizer-bytes` per parameter
+    byte, split over `zero-axes` as `zero` stores them) and the forward's
+    values must fit `memory-limit` per device. Annotations
     (arguments, results, `dist.sharding_constraint`) are hard constraints.
     The repeated blocks of the model (its layers) share their variables, so
     the program is the size of one block. COIN-OR CBC solves it.
@@ -450,9 +452,15 @@ def AutoShardPass : Pass<"tessera-auto-shard", "mlir::ModuleOp"> {
     Option<"memoryLimit", "memory-limit", "double", /*default=*/"0",
            "Bytes per device for the model state and activations (0: the "
            "machine's device memory)">,
-    Option<"stateBytes", "state-bytes", "double", /*default=*/"4",
-           "Bytes of model state per parameter byte when training (weights, "
-           "gradients, AdamW's moments)">,
+    Option<"optimizerBytes", "optimizer-bytes", "double", /*default=*/"2",
+           "Bytes of optimizer state per parameter byte when training "
+           "(AdamW's two moments: 2; with f32 master weights for 16-bit "
+           "parameters: 6)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "The ZeRO stage the train step gets (--tessera-zero): its state "
+           "stored split over `zero-axes`, which then split no parameter">,
+    ListOption<"zeroAxes", "zero-axes", "std::string",
+               "ZeRO's data-parallel axes (default: dp)">,
     Option<"inference", "inference", "bool", /*default=*/"false",
            "Price the forward alone, without gradients or optimizer state">,
     Option<"shareBlocks", "share-blocks", "bool", /*default=*/"true",

@@ -60,7 +60,10 @@ struct AutoShardPass : tessera::impl::AutoShardPassBase<AutoShardPass> {
     ShardingSolverOptions options;
     options.axes.assign(axes.begin(), axes.end());
     options.training = !inference;
-    options.stateBytesPerParameterByte = stateBytes;
+    options.optimizerBytesPerParameterByte = optimizerBytes;
+    options.zeroStage = zero;
+    if (!zeroAxes.empty())
+      options.zeroAxes.assign(zeroAxes.begin(), zeroAxes.end());
     if (memoryLimit > 0)
       options.memoryLimitBytes = memoryLimit;
     options.shareBlocks = shareBlocks;
