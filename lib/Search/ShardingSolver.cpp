@@ -664,6 +664,22 @@ int64_t ProgramBuilder::shareBlocks() {
 /// so that it adds no variables. Then each op of parameters and constants
 /// alone with one reader into that reader, made as it needs. An op that
 /// cannot follow every choice keeps its own.
+/// For each of a root's `choices`, the first strategy of `node` that
+/// `matches` it; none when one has no match.
+static std::optional<SmallVector<int64_t>>
+mapStrategies(const Node &node, size_t choices,
+              llvm::function_ref<bool(const Strategy &, size_t)> matches) {
+  SmallVector<int64_t> map;
+  for (size_t s = 0; s < choices; ++s) {
+    auto match = llvm::find_if(
+        node.strategies, [&](const Strategy &own) { return matches(own, s); });
+    if (match == node.strategies.end())
+      return std::nullopt;
+    map.push_back(match - node.strategies.begin());
+  }
+  return map;
+}
+
 int64_t ProgramBuilder::mergeFollowers() {
   int64_t merged = 0;
   for (Node &node : nodes) {
@@ -700,21 +716,16 @@ int64_t ProgramBuilder::mergeFollowers() {
         nodes[nodes[nodeOfOp.lookup(producerOp)].representative];
     int64_t result = cast<OpResult>(value).getResultNumber();
     const Node &root = nodes[producer.root];
-    SmallVector<int64_t> map;
-    for (size_t s = 0; s < root.strategies.size(); ++s) {
-      const TensorSharding &made =
-          producer.strategies[producer.strategyMap[s]].results[result];
-      auto match = llvm::find_if(node.strategies, [&](const Strategy &own) {
-        return own.operands[*dataOperand]->getDimAxes() == made.getDimAxes();
-      });
-      if (match == node.strategies.end())
-        break;
-      map.push_back(match - node.strategies.begin());
-    }
-    if (map.size() != root.strategies.size())
+    std::optional<SmallVector<int64_t>> map = mapStrategies(
+        node, root.strategies.size(), [&](const Strategy &own, size_t s) {
+          const TensorSharding &made =
+              producer.strategies[producer.strategyMap[s]].results[result];
+          return own.operands[*dataOperand]->getDimAxes() == made.getDimAxes();
+        });
+    if (!map)
       continue;
     node.root = producer.root;
-    node.strategyMap = std::move(map);
+    node.strategyMap = std::move(*map);
     ++merged;
   }
   // An op of parameters and constants alone read by one op (a bias's
@@ -731,24 +742,17 @@ int64_t ProgramBuilder::mergeFollowers() {
       continue;
     const Node &reader = nodes[nodes[it->second].representative];
     const Node &root = nodes[reader.root];
-    SmallVector<int64_t> map;
-    for (size_t s = 0; s < root.strategies.size(); ++s) {
-      const std::optional<TensorSharding> &need =
-          reader.strategies[reader.strategyMap[s]]
-              .operands[use.getOperandNumber()];
-      if (!need)
-        break;
-      auto match = llvm::find_if(node.strategies, [&](const Strategy &own) {
-        return own.results.front().getDimAxes() == need->getDimAxes();
-      });
-      if (match == node.strategies.end())
-        break;
-      map.push_back(match - node.strategies.begin());
-    }
-    if (map.size() != root.strategies.size())
+    std::optional<SmallVector<int64_t>> map = mapStrategies(
+        node, root.strategies.size(), [&](const Strategy &own, size_t s) {
+          const std::optional<TensorSharding> &need =
+              reader.strategies[reader.strategyMap[s]]
+                  .operands[use.getOperandNumber()];
+          return need && own.results.front().getDimAxes() == need->getDimAxes();
+        });
+    if (!map)
       continue;
     node.root = reader.root;
-    node.strategyMap = std::move(map);
+    node.strategyMap = std::move(*map);
     ++merged;
   }
   for (Node &node : nodes) {
