@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libbenchmark-dev protobuf-compiler libprotobuf-dev
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   coinor-libcbc-dev pkgconf
+  libonnx-dev libonnx-testdata python3-onnx python3-torch
 )
 missing=()
 for package in "${packages[@]}"; do

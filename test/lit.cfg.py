@@ -57,3 +57,22 @@ if gpus >= 1:
     config.available_features.add("cuda-gpu")
 if gpus >= 2:
     config.available_features.add("cuda-multi-gpu")
+
+# ONNX import tests: a Python with the onnx package (Debian's python3-onnx,
+# which a pyenv or venv python3 on PATH may not see), and PyTorch
+# (python3-torch) for the models exported from it. Missing, the tests that
+# use them fail rather than skip: CI installs both.
+def find_python(modules):
+    for python in ["/usr/bin/python3", shutil.which("python3")]:
+        if python and subprocess.run(
+                [python, "-c", "import " + ", ".join(modules)],
+                capture_output=True).returncode == 0:
+            return python
+    return "python3"
+
+
+config.substitutions.append(("%onnx-python", find_python(["onnx", "numpy"])))
+config.substitutions.append(
+    ("%torch-python", find_python(["onnx", "numpy", "torch"])))
+config.substitutions.append(
+    ("%onnx-testdata", "/usr/share/libonnx-testdata/data/node"))

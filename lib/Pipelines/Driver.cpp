@@ -2,6 +2,8 @@
 
 #include "tessera/Pipelines/Driver.h"
 
+#include "tessera/Import/ONNX/Importer.h"
+
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Tensor.h"
@@ -81,6 +83,17 @@ void ModelDiagnosticHandler::emit(Diagnostic &diagnostic) {
 
 llvm::Expected<std::unique_ptr<ModelFile>>
 tessera::loadModelFile(MLIRContext &context, StringRef path) {
+  if (path.ends_with(".onnx")) {
+    llvm::Expected<onnx_import::ImportedModel> imported =
+        onnx_import::importFile(context, path, {}, /*readWeights=*/false);
+    if (!imported)
+      return imported.takeError();
+    auto file = std::make_unique<ModelFile>();
+    file->handler =
+        std::make_unique<ModelDiagnosticHandler>(file->sourceMgr, &context);
+    file->module = std::move(imported->module);
+    return std::move(file);
+  }
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
   if (!buffer)

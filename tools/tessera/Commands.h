@@ -19,6 +19,7 @@ namespace tessera::cli {
 // The subcommands, made on first use: options in other files name them.
 llvm::cl::SubCommand &modelCommand();
 llvm::cl::SubCommand &statsCommand();
+llvm::cl::SubCommand &importCommand();
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &verifyCommand();
 llvm::cl::SubCommand &runCommand();
@@ -28,6 +29,7 @@ llvm::cl::SubCommand &calibrateCommand();
 
 int runModel(mlir::MLIRContext &context);
 int runStats(mlir::MLIRContext &context);
+int runImport(mlir::MLIRContext &context);
 int runCompile(mlir::MLIRContext &context);
 int runVerify(mlir::MLIRContext &context);
 int runRun();

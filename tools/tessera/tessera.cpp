@@ -2,6 +2,7 @@
 //
 // tessera model gpt|mlp ...   emit a model in nn IR            (Model.cpp)
 // tessera stats FILE          parameters, ops and FLOPs         (Stats.cpp)
+// tessera import MODEL.onnx   an ONNX model as nn IR            (Import.cpp)
 // tessera compile FILE ...    shard, partition and export a plan (Compile.cpp)
 // tessera verify FILE ...     sharded plan on N ranks vs one device
 // (Verify.cpp) tessera run PLAN --ranks N  run a plan on N local ranks
@@ -61,8 +62,8 @@ int main(int argc, char **argv) {
       argv[0], reinterpret_cast<void *>(&formatCount));
   // Every subcommand exists before the options are parsed.
   for (llvm::cl::SubCommand *command :
-       {&modelCommand(), &statsCommand(), &compileCommand(), &verifyCommand(),
-        &runCommand(), &gradcheckCommand(), &planCommand(),
+       {&modelCommand(), &statsCommand(), &importCommand(), &compileCommand(),
+        &verifyCommand(), &runCommand(), &gradcheckCommand(), &planCommand(),
         &calibrateCommand()})
     (void)command;
   llvm::cl::ParseCommandLineOptions(
@@ -80,6 +81,8 @@ int main(int argc, char **argv) {
     return runModel(context);
   if (statsCommand())
     return runStats(context);
+  if (importCommand())
+    return runImport(context);
   if (compileCommand())
     return runCompile(context);
   if (verifyCommand())
@@ -92,8 +95,9 @@ int main(int argc, char **argv) {
     return runPlan(context);
   if (calibrateCommand())
     return runCalibrate();
-  llvm::errs() << "tessera: error: expected a subcommand: model, stats, "
-                  "compile, verify, run, gradcheck, plan or calibrate (see "
-                  "--help)\n";
+  llvm::errs()
+      << "tessera: error: expected a subcommand: model, stats, "
+         "import, compile, verify, run, gradcheck, plan or calibrate (see "
+         "--help)\n";
   return 1;
 }

@@ -59,7 +59,8 @@ struct ModelFile {
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
 
-/// Parses the model at `path`.
+/// Parses the model at `path`: nn IR, or an ONNX model (`.onnx`, imported
+/// with static shapes; `tessera import --input-shape` gives dynamic ones).
 llvm::Expected<std::unique_ptr<ModelFile>>
 loadModelFile(mlir::MLIRContext &context, llvm::StringRef path);
 

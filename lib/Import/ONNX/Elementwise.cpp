@@ -1,0 +1,418 @@
+//===- Elementwise.cpp - ONNX's elementwise ops and constants as nn -------===//
+//
+// Arithmetic with numpy broadcasting (nn.broadcast made explicit), the
+// activations nn has or composes exactly (Sigmoid as 1 / (1 + exp(-x)), Max,
+// Min, Abs and Clip as selects), comparisons and logic, casts, softmaxes,
+// and the
+// nodes that only name a value (Constant, Identity, inference Dropout).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphImporter.h"
+
+#include "dialects/NN/IR/NNOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::onnx_import;
+
+template <typename Op> static ConvertFn convertUnary() {
+  return
+      [](GraphImporter &importer, const onnx::NodeProto &node) -> llvm::Error {
+        llvm::Expected<Value> input = importer.getValue(node, 0);
+        if (!input)
+          return input.takeError();
+        if (llvm::Error error = requireFloat(*input, node))
+          return error;
+        importer.setOutput(node, 0,
+                           Op::create(importer.getBuilder(), importer.getLoc(),
+                                      input->getType(), *input));
+        return llvm::Error::success();
+      };
+}
+
+template <typename Op> static ConvertFn convertBinary() {
+  return
+      [](GraphImporter &importer, const onnx::NodeProto &node) -> llvm::Error {
+        auto operands = importer.getBroadcastValues(node, {0, 1});
+        if (!operands)
+          return operands.takeError();
+        if (llvm::Error error = requireFloat((*operands)[0], node))
+          return error;
+        Value lhs = (*operands)[0], rhs = (*operands)[1];
+        importer.setOutput(node, 0,
+                           Op::create(importer.getBuilder(), importer.getLoc(),
+                                      lhs.getType(), lhs, rhs));
+        return llvm::Error::success();
+      };
+}
+
+static Value compare(GraphImporter &importer, nn::ComparePredicate predicate,
+                     Value lhs, Value rhs) {
+  return nn::CompareOp::create(importer.getBuilder(), importer.getLoc(),
+                               predicate, lhs, rhs);
+}
+
+static Value select(GraphImporter &importer, Value condition, Value onTrue,
+                    Value onFalse) {
+  return nn::SelectOp::create(importer.getBuilder(), importer.getLoc(),
+                              condition, onTrue, onFalse);
+}
+
+static ConvertFn convertCompare(nn::ComparePredicate predicate) {
+  return [predicate](GraphImporter &importer,
+                     const onnx::NodeProto &node) -> llvm::Error {
+    auto operands = importer.getBroadcastValues(node, {0, 1});
+    if (!operands)
+      return operands.takeError();
+    importer.setOutput(
+        node, 0, compare(importer, predicate, (*operands)[0], (*operands)[1]));
+    return llvm::Error::success();
+  };
+}
+
+/// Max and Min of any number of inputs, pairwise: the first where the
+/// comparison holds (gt for Max, lt for Min).
+static ConvertFn convertExtremum(nn::ComparePredicate predicate) {
+  return [predicate](GraphImporter &importer,
+                     const onnx::NodeProto &node) -> llvm::Error {
+    SmallVector<int> indices;
+    for (int i = 0; i < node.input_size(); ++i)
+      indices.push_back(i);
+    auto operands = importer.getBroadcastValues(node, indices);
+    if (!operands)
+      return operands.takeError();
+    Value result = operands->front();
+    for (Value operand : llvm::drop_begin(*operands))
+      result = select(importer, compare(importer, predicate, result, operand),
+                      result, operand);
+    importer.setOutput(node, 0, result);
+    return llvm::Error::success();
+  };
+}
+
+static llvm::Error convertAbs(GraphImporter &importer,
+                              const onnx::NodeProto &node) {
+  llvm::Expected<Value> input = importer.getValue(node, 0);
+  if (!input)
+    return input.takeError();
+  if (llvm::Error error = requireFloat(*input, node))
+    return error;
+  OpBuilder &builder = importer.getBuilder();
+  Value negated =
+      nn::NegOp::create(builder, importer.getLoc(), input->getType(), *input);
+  Value negative = compare(importer, nn::ComparePredicate::lt, *input,
+                           importer.getSplat(*input, 0));
+  importer.setOutput(node, 0, select(importer, negative, negated, *input));
+  return llvm::Error::success();
+}
+
+static llvm::Error convertClip(GraphImporter &importer,
+                               const onnx::NodeProto &node) {
+  SmallVector<int> indices = {0};
+  for (int bound : {1, 2})
+    if (importer.getInput(node, bound))
+      indices.push_back(bound);
+  auto operands = importer.getBroadcastValues(node, indices);
+  if (!operands)
+    return operands.takeError();
+  Value result = (*operands)[0];
+  for (auto [index, bound] :
+       llvm::zip(llvm::drop_begin(indices), llvm::drop_begin(*operands))) {
+    nn::ComparePredicate outside =
+        index == 1 ? nn::ComparePredicate::lt : nn::ComparePredicate::gt;
+    result = select(importer, compare(importer, outside, result, bound), bound,
+                    result);
+  }
+  importer.setOutput(node, 0, result);
+  return llvm::Error::success();
+}
+
+static llvm::Error convertReciprocal(GraphImporter &importer,
+                                     const onnx::NodeProto &node) {
+  llvm::Expected<Value> input = importer.getValue(node, 0);
+  if (!input)
+    return input.takeError();
+  if (llvm::Error error = requireFloat(*input, node))
+    return error;
+  importer.setOutput(node, 0,
+                     nn::DivOp::create(importer.getBuilder(), importer.getLoc(),
+                                       input->getType(),
+                                       importer.getSplat(*input, 1), *input));
+  return llvm::Error::success();
+}
+
+static llvm::Error convertSigmoid(GraphImporter &importer,
+                                  const onnx::NodeProto &node) {
+  llvm::Expected<Value> input = importer.getValue(node, 0);
+  if (!input)
+    return input.takeError();
+  if (llvm::Error error = requireFloat(*input, node))
+    return error;
+  OpBuilder &builder = importer.getBuilder();
+  Location loc = importer.getLoc();
+  Type type = input->getType();
+  Value negated = nn::NegOp::create(builder, loc, type, *input);
+  Value exp = nn::ExpOp::create(builder, loc, type, negated);
+  Value one = importer.getSplat(*input, 1);
+  Value denominator = nn::AddOp::create(builder, loc, type, one, exp);
+  importer.setOutput(node, 0,
+                     nn::DivOp::create(builder, loc, type, one, denominator));
+  return llvm::Error::success();
+}
+
+/// x^y for the constant exponents that are products, roots and quotients.
+static llvm::Error convertPow(GraphImporter &importer,
+                              const onnx::NodeProto &node) {
+  llvm::Expected<HostTensor> exponent =
+      importer.getConstant(node, 1, "the exponent");
+  if (!exponent)
+    return exponent.takeError();
+  llvm::Expected<SmallVector<int64_t>> exponentShape =
+      importer.getShape(node, 1);
+  llvm::Expected<SmallVector<int64_t>> baseShape = importer.getShape(node, 0);
+  if (!exponentShape || !baseShape)
+    return makeError("input is missing");
+  auto shape = getBroadcastShape(*baseShape, *exponentShape);
+  if (!shape || !llvm::all_equal(exponent->values))
+    return makeError("the exponent must be one value broadcast to the base");
+  llvm::Expected<Value> base = importer.getValue(node, 0);
+  if (!base)
+    return base.takeError();
+  if (llvm::Error error = requireFloat(*base, node))
+    return error;
+  Value x = importer.broadcastTo(*base, *shape);
+  OpBuilder &builder = importer.getBuilder();
+  Location loc = importer.getLoc();
+  Type type = x.getType();
+  auto mul = [&](Value a, Value b) {
+    return nn::MulOp::create(builder, loc, type, a, b);
+  };
+  auto reciprocal = [&](Value a) -> Value {
+    return nn::DivOp::create(builder, loc, type, importer.getSplat(x, 1), a);
+  };
+  double y = exponent->values.empty() ? 1 : exponent->values.front();
+  Value result;
+  if (y == 0)
+    result = importer.getSplat(x, 1);
+  else if (y == 1)
+    result = x;
+  else if (y == 2)
+    result = mul(x, x);
+  else if (y == 3)
+    result = mul(mul(x, x), x);
+  else if (y == 0.5)
+    result = nn::SqrtOp::create(builder, loc, type, x);
+  else if (y == -0.5)
+    result = nn::RsqrtOp::create(builder, loc, type, x);
+  else if (y == -1)
+    result = reciprocal(x);
+  else if (y == -2)
+    result = reciprocal(mul(x, x));
+  else
+    return makeError("exponent " + llvm::formatv("{0}", y) +
+                     ": Tessera takes the constant exponents -2, -1, -0.5, 0, "
+                     "0.5, 1, 2 and 3");
+  importer.setOutput(node, 0, result);
+  return llvm::Error::success();
+}
+
+static llvm::Error convertWhere(GraphImporter &importer,
+                                const onnx::NodeProto &node) {
+  auto operands = importer.getBroadcastValues(node, {0, 1, 2});
+  if (!operands)
+    return operands.takeError();
+  importer.setOutput(
+      node, 0,
+      select(importer, (*operands)[0], (*operands)[1], (*operands)[2]));
+  return llvm::Error::success();
+}
+
+static llvm::Error convertCast(GraphImporter &importer,
+                               const onnx::NodeProto &node) {
+  int64_t to = getIntAttr(node, "to", onnx::TensorProto::UNDEFINED);
+  Type element = getElementType(importer.getContext(), to);
+  if (!element)
+    return makeError("cast to " + getElementTypeName(to) +
+                     ", which Tessera does not hold");
+  llvm::Expected<Value> input = importer.getValue(node, 0);
+  if (!input)
+    return input.takeError();
+  auto type = cast<RankedTensorType>(input->getType());
+  if (type.getElementType() == element) {
+    importer.setOutput(node, 0, *input);
+    return llvm::Error::success();
+  }
+  importer.setOutput(node, 0,
+                     nn::CastOp::create(importer.getBuilder(),
+                                        importer.getLoc(), type.clone(element),
+                                        *input));
+  return llvm::Error::success();
+}
+
+template <typename Op> static ConvertFn convertSoftmax() {
+  return
+      [](GraphImporter &importer, const onnx::NodeProto &node) -> llvm::Error {
+        llvm::Expected<Value> input = importer.getValue(node, 0);
+        if (!input)
+          return input.takeError();
+        if (llvm::Error error = requireFloat(*input, node))
+          return error;
+        auto type = cast<RankedTensorType>(input->getType());
+        llvm::Expected<int64_t> axis =
+            normalizeAxis(getIntAttr(node, "axis", -1), type.getRank(), "axis");
+        if (!axis)
+          return axis.takeError();
+        importer.setOutput(node, 0,
+                           Op::create(importer.getBuilder(), importer.getLoc(),
+                                      type, *input, *axis));
+        return llvm::Error::success();
+      };
+}
+
+static llvm::Error convertConstant(GraphImporter &importer,
+                                   const onnx::NodeProto &node) {
+  if (node.attribute_size() != 1)
+    return makeError("expected one attribute, got " +
+                     llvm::Twine(node.attribute_size()));
+  const onnx::AttributeProto &attr = node.attribute(0);
+  HostTensor tensor;
+  if (attr.name() == "value") {
+    llvm::Expected<HostTensor> read =
+        readTensor(attr.t(), importer.getDirectory());
+    if (!read)
+      return read.takeError();
+    tensor = std::move(*read);
+  } else if (attr.name() == "value_float") {
+    tensor.values = {attr.f()};
+  } else if (attr.name() == "value_floats") {
+    tensor.values.assign(attr.floats().begin(), attr.floats().end());
+    tensor.shape = {attr.floats_size()};
+  } else if (attr.name() == "value_int" || attr.name() == "value_ints") {
+    tensor.elementType = onnx::TensorProto::INT64;
+    if (attr.name() == "value_int") {
+      tensor.values = {static_cast<double>(attr.i())};
+    } else {
+      for (int64_t value : attr.ints())
+        tensor.values.push_back(static_cast<double>(value));
+      tensor.shape = {attr.ints_size()};
+    }
+  } else {
+    return makeError("a constant given by '" + attr.name() +
+                     "' (Tessera takes value, value_float(s), value_int(s))");
+  }
+  if (!getElementType(importer.getContext(), tensor.elementType))
+    return makeError("a constant of element type " +
+                     getElementTypeName(tensor.elementType) +
+                     ", which Tessera does not hold");
+  importer.setOutput(node, 0, std::move(tensor));
+  return llvm::Error::success();
+}
+
+/// Identity, and Dropout that keeps every element (at inference, or at
+/// ratio 0), which passes its input through.
+static llvm::Error convertPassThrough(GraphImporter &importer,
+                                      const onnx::NodeProto &node) {
+  // Dropout in training mode keeps every element only at ratio 0 (what a
+  // model trained without dropout exports).
+  if (node.op_type() == "Dropout") {
+    auto isKnown = [&](int index, double value) {
+      const GraphValue *input = importer.getInput(node, index);
+      return input && input->constant && !input->constant->values.empty() &&
+             llvm::all_of(input->constant->values,
+                          [&](double each) { return each == value; });
+    };
+    bool training = importer.getInput(node, 2) && !isKnown(2, 0);
+    if (training && !isKnown(1, 0))
+      return makeError("Dropout in training mode with a ratio other than a "
+                       "constant 0: Tessera does not drop activations");
+  }
+  const GraphValue *input = importer.getInput(node, 0);
+  if (!input)
+    return makeError("input #0 is missing");
+  GraphValue copy = *input;
+  importer.define(node.output(0), std::move(copy));
+  // At inference Dropout keeps every element: its mask is all true.
+  if (node.op_type() == "Dropout" && node.output_size() > 1 &&
+      !node.output(1).empty()) {
+    llvm::Expected<SmallVector<int64_t>> shape = importer.getShape(node, 0);
+    if (!shape)
+      return shape.takeError();
+    HostTensor mask;
+    mask.elementType = onnx::TensorProto::BOOL;
+    mask.shape = std::move(*shape);
+    mask.values.assign(mask.getSize(), 1);
+    importer.setOutput(node, 1, std::move(mask));
+  }
+  return llvm::Error::success();
+}
+
+/// And, Or, Xor and Not of booleans, as selects.
+static llvm::Error convertLogical(GraphImporter &importer,
+                                  const onnx::NodeProto &node) {
+  bool unary = node.op_type() == "Not";
+  SmallVector<int> indices =
+      unary ? SmallVector<int>{0} : SmallVector<int>{0, 1};
+  auto operands = importer.getBroadcastValues(node, indices);
+  if (!operands)
+    return operands.takeError();
+  Value lhs = (*operands)[0];
+  if (!cast<RankedTensorType>(lhs.getType()).getElementType().isInteger(1))
+    return makeError(node.op_type() + " of non-boolean values");
+  Value yes = importer.getSplat(lhs, 1), no = importer.getSplat(lhs, 0);
+  Value result;
+  if (unary) {
+    result = select(importer, lhs, no, yes);
+  } else {
+    Value rhs = (*operands)[1];
+    if (node.op_type() == "And")
+      result = select(importer, lhs, rhs, no);
+    else if (node.op_type() == "Or")
+      result = select(importer, lhs, yes, rhs);
+    else
+      result = select(importer, lhs, select(importer, rhs, no, yes), rhs);
+  }
+  importer.setOutput(node, 0, result);
+  return llvm::Error::success();
+}
+
+void onnx_import::addElementwiseConverters(ConverterTable &table) {
+  table["Add"] = convertBinary<nn::AddOp>();
+  table["Sub"] = convertBinary<nn::SubOp>();
+  table["Mul"] = convertBinary<nn::MulOp>();
+  table["Div"] = convertBinary<nn::DivOp>();
+  table["Neg"] = convertUnary<nn::NegOp>();
+  table["Exp"] = convertUnary<nn::ExpOp>();
+  table["Log"] = convertUnary<nn::LogOp>();
+  table["Sqrt"] = convertUnary<nn::SqrtOp>();
+  table["Tanh"] = convertUnary<nn::TanhOp>();
+  table["Relu"] = convertUnary<nn::ReluOp>();
+  table["Reciprocal"] = convertReciprocal;
+  table["Sigmoid"] = convertSigmoid;
+  table["Abs"] = convertAbs;
+  table["Clip"] = convertClip;
+  table["Pow"] = convertPow;
+  table["Max"] = convertExtremum(nn::ComparePredicate::gt);
+  table["Min"] = convertExtremum(nn::ComparePredicate::lt);
+  table["Equal"] = convertCompare(nn::ComparePredicate::eq);
+  table["Less"] = convertCompare(nn::ComparePredicate::lt);
+  table["Greater"] = convertCompare(nn::ComparePredicate::gt);
+  table["LessOrEqual"] = convertCompare(nn::ComparePredicate::le);
+  table["GreaterOrEqual"] = convertCompare(nn::ComparePredicate::ge);
+  table["And"] = convertLogical;
+  table["Or"] = convertLogical;
+  table["Xor"] = convertLogical;
+  table["Not"] = convertLogical;
+  table["Where"] = convertWhere;
+  table["Cast"] = convertCast;
+  table["Softmax"] = convertSoftmax<nn::SoftmaxOp>();
+  table["LogSoftmax"] = convertSoftmax<nn::LogSoftmaxOp>();
+  table["Constant"] = convertConstant;
+  table["Identity"] = convertPassThrough;
+  table["Dropout"] = convertPassThrough;
+}

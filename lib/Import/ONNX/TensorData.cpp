@@ -1,0 +1,338 @@
+//===- TensorData.cpp - ONNX tensors' elements and element types ----------===//
+
+#include "GraphImporter.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::onnx_import;
+
+llvm::Error onnx_import::makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+int64_t HostTensor::getSize() const {
+  int64_t size = 1;
+  for (int64_t dim : shape)
+    size *= dim;
+  return size;
+}
+
+bool onnx_import::isFloatType(int32_t elementType) {
+  return elementType == onnx::TensorProto::FLOAT ||
+         elementType == onnx::TensorProto::DOUBLE ||
+         elementType == onnx::TensorProto::FLOAT16 ||
+         elementType == onnx::TensorProto::BFLOAT16;
+}
+
+llvm::SmallVector<int64_t> HostTensor::getInts() const {
+  llvm::SmallVector<int64_t> ints;
+  ints.reserve(values.size());
+  for (double value : values) {
+    // INT64_MAX and INT64_MIN are ONNX's "to the end" in Slice.
+    if (value >= 9.2e18)
+      ints.push_back(std::numeric_limits<int64_t>::max());
+    else if (value <= -9.2e18)
+      ints.push_back(std::numeric_limits<int64_t>::min());
+    else
+      ints.push_back(static_cast<int64_t>(value));
+  }
+  return ints;
+}
+
+Type onnx_import::getElementType(MLIRContext *context, int32_t elementType) {
+  Builder builder(context);
+  switch (elementType) {
+  case onnx::TensorProto::FLOAT:
+    return builder.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return builder.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return builder.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return builder.getBF16Type();
+  case onnx::TensorProto::INT64:
+    return builder.getI64Type();
+  case onnx::TensorProto::INT32:
+    return builder.getI32Type();
+  case onnx::TensorProto::BOOL:
+    return builder.getI1Type();
+  default:
+    return nullptr;
+  }
+}
+
+std::string onnx_import::getElementTypeName(int32_t elementType) {
+  if (onnx::TensorProto::DataType_IsValid(elementType))
+    return onnx::TensorProto::DataType_Name(
+        static_cast<onnx::TensorProto::DataType>(elementType));
+  return "type " + std::to_string(elementType);
+}
+
+/// Bytes per element of the types Tessera holds; 0 for the others.
+static size_t getElementBytes(int32_t elementType) {
+  switch (elementType) {
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+    return 8;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+    return 4;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    return 2;
+  case onnx::TensorProto::BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static float halfToFloat(uint16_t bits) {
+  uint32_t sign = (bits >> 15) & 1, exponent = (bits >> 10) & 0x1f,
+           mantissa = bits & 0x3ff;
+  float magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN()
+                         : std::numeric_limits<float>::infinity();
+  else
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400),
+                           static_cast<int>(exponent) - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+static float bfloat16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+/// The largest tensor the importer reads: 2^40 elements.
+static constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+static llvm::Expected<int64_t> getElementCount(const onnx::TensorProto &tensor);
+
+llvm::Error onnx_import::checkElementCount(const onnx::TensorProto &tensor) {
+  llvm::Expected<int64_t> count = getElementCount(tensor);
+  return count ? llvm::Error::success() : count.takeError();
+}
+
+static llvm::Expected<int64_t>
+getElementCount(const onnx::TensorProto &tensor) {
+  int64_t count = 1;
+  for (int64_t dim : tensor.dims()) {
+    if (dim < 0)
+      return makeError("tensor '" + tensor.name() + "' has a negative dim (" +
+                       llvm::Twine(dim) + ")");
+    if (dim && count > kMaxElements / dim)
+      return makeError("tensor '" + tensor.name() +
+                       "' has more than 2^40 elements");
+    count *= dim;
+  }
+  return count;
+}
+
+llvm::Expected<std::vector<uint8_t>>
+onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
+                             llvm::StringRef directory) {
+  const std::string &name = tensor.name();
+  size_t elementBytes = getElementBytes(tensor.data_type());
+  if (!elementBytes)
+    return makeError("tensor '" + name + "' has element type " +
+                     getElementTypeName(tensor.data_type()) +
+                     ", which Tessera does not hold");
+  llvm::Expected<int64_t> count = getElementCount(tensor);
+  if (!count)
+    return count.takeError();
+  uint64_t bytes = *count * elementBytes;
+  std::vector<uint8_t> data;
+  auto sizeMismatch = [&](uint64_t got) {
+    return makeError("tensor '" + name + "' holds " + llvm::Twine(got) +
+                     " bytes of data, its shape needs " + llvm::Twine(bytes));
+  };
+
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    uint64_t offset = 0;
+    std::optional<uint64_t> length;
+    for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+      llvm::StringRef value = entry.value();
+      if (entry.key() == "location") {
+        location = entry.value();
+      } else if (entry.key() == "offset" || entry.key() == "length") {
+        uint64_t number;
+        if (value.getAsInteger(10, number))
+          return makeError("tensor '" + name + "': external data " +
+                           entry.key() + " '" + value + "' is not a number");
+        if (entry.key() == "offset")
+          offset = number;
+        else
+          length = number;
+      }
+    }
+    if (location.empty())
+      return makeError("tensor '" + name +
+                       "' has external data without a location");
+    llvm::SmallString<256> path(directory);
+    llvm::sys::path::append(path, location);
+    auto buffer = llvm::MemoryBuffer::getFileSlice(
+        path, length.value_or(bytes), offset, /*IsVolatile=*/false);
+    if (!buffer)
+      return makeError("tensor '" + name +
+                       "': cannot read its external data '" + path +
+                       "': " + buffer.getError().message());
+    if ((*buffer)->getBufferSize() != bytes)
+      return sizeMismatch((*buffer)->getBufferSize());
+    data.assign((*buffer)->getBufferStart(), (*buffer)->getBufferEnd());
+    return data;
+  }
+
+  if (tensor.has_raw_data()) {
+    const std::string &raw = tensor.raw_data();
+    if (raw.size() != bytes)
+      return sizeMismatch(raw.size());
+    data.assign(raw.begin(), raw.end());
+    return data;
+  }
+
+  data.resize(bytes);
+  auto copy = [&](const auto &field, auto cast) -> llvm::Error {
+    if (static_cast<uint64_t>(field.size()) != static_cast<uint64_t>(*count))
+      return sizeMismatch(field.size() * elementBytes);
+    for (int64_t i = 0; i < *count; ++i) {
+      auto value = cast(field.Get(i));
+      std::memcpy(data.data() + i * elementBytes, &value, elementBytes);
+    }
+    return llvm::Error::success();
+  };
+  llvm::Error error = llvm::Error::success();
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    error = copy(tensor.float_data(), [](float v) { return v; });
+    break;
+  case onnx::TensorProto::DOUBLE:
+    error = copy(tensor.double_data(), [](double v) { return v; });
+    break;
+  case onnx::TensorProto::INT64:
+    error = copy(tensor.int64_data(), [](int64_t v) { return v; });
+    break;
+  case onnx::TensorProto::INT32:
+    error = copy(tensor.int32_data(), [](int32_t v) { return v; });
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    error = copy(tensor.int32_data(),
+                 [](int32_t v) { return static_cast<uint16_t>(v); });
+    break;
+  case onnx::TensorProto::BOOL:
+    error = copy(tensor.int32_data(),
+                 [](int32_t v) { return static_cast<uint8_t>(v != 0); });
+    break;
+  }
+  if (error)
+    return std::move(error);
+  return data;
+}
+
+llvm::Expected<HostTensor>
+onnx_import::readTensor(const onnx::TensorProto &tensor,
+                        llvm::StringRef directory) {
+  llvm::Expected<std::vector<uint8_t>> bytes =
+      readTensorBytes(tensor, directory);
+  if (!bytes)
+    return bytes.takeError();
+  HostTensor host;
+  host.elementType = tensor.data_type();
+  host.shape.assign(tensor.dims().begin(), tensor.dims().end());
+  size_t elementBytes = getElementBytes(host.elementType);
+  size_t count = bytes->size() / elementBytes;
+  host.values.resize(count);
+  const uint8_t *data = bytes->data();
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t *element = data + i * elementBytes;
+    auto load = [&](auto value) {
+      std::memcpy(&value, element, sizeof(value));
+      return value;
+    };
+    switch (host.elementType) {
+    case onnx::TensorProto::FLOAT:
+      host.values[i] = load(float());
+      break;
+    case onnx::TensorProto::DOUBLE:
+      host.values[i] = load(double());
+      break;
+    case onnx::TensorProto::INT64:
+      host.values[i] = static_cast<double>(load(int64_t()));
+      break;
+    case onnx::TensorProto::INT32:
+      host.values[i] = load(int32_t());
+      break;
+    case onnx::TensorProto::FLOAT16:
+      host.values[i] = halfToFloat(load(uint16_t()));
+      break;
+    case onnx::TensorProto::BFLOAT16:
+      host.values[i] = bfloat16ToFloat(load(uint16_t()));
+      break;
+    case onnx::TensorProto::BOOL:
+      host.values[i] = load(uint8_t()) != 0;
+      break;
+    }
+  }
+  return host;
+}
+
+SmallVector<int64_t> onnx_import::getStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+std::optional<SmallVector<int64_t>>
+onnx_import::getBroadcastShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  SmallVector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t a = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
+    int64_t b = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
+    if (a != b && a != 1 && b != 1)
+      return std::nullopt;
+    shape[i] = a == 1 ? b : a;
+  }
+  return shape;
+}
+
+HostTensor onnx_import::broadcastHost(const HostTensor &tensor,
+                                      ArrayRef<int64_t> shape) {
+  if (ArrayRef<int64_t>(tensor.shape) == shape)
+    return tensor;
+  HostTensor result;
+  result.elementType = tensor.elementType;
+  result.shape.assign(shape.begin(), shape.end());
+  int64_t size = result.getSize();
+  result.values.resize(size);
+  size_t rank = shape.size(), offset = rank - tensor.shape.size();
+  SmallVector<int64_t> strides = getStrides(tensor.shape);
+  SmallVector<int64_t> resultStrides = getStrides(shape);
+  for (int64_t index = 0; index < size; ++index) {
+    int64_t source = 0;
+    for (size_t dim = offset; dim < rank; ++dim) {
+      int64_t coordinate = index / resultStrides[dim] % shape[dim];
+      if (tensor.shape[dim - offset] != 1)
+        source += coordinate * strides[dim - offset];
+    }
+    result.values[index] = tensor.values[source];
+  }
+  return result;
+}

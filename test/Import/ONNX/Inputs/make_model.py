@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Small ONNX models for the importer's lit tests: make_model.py NAME OUT.
+
+Each is built with onnx.helper the way exporters write the pattern it
+tests (PyTorch's shape subgraphs, a Gemm with transB, an embedding lookup),
+or broken in one way for a negative test.
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=17, check=True,
+          domains=()):
+    graph = helper.make_graph(nodes, "test", inputs, outputs,
+                              list(initializers))
+    made = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)] +
+        [helper.make_opsetid(domain, 1) for domain in domains])
+    if check:
+        onnx.checker.check_model(made)
+    return made
+
+
+def tensor(name, shape, seed=0):
+    values = np.random.default_rng(seed).standard_normal(shape)
+    return numpy_helper.from_array(values.astype(np.float32), name)
+
+
+def ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def value(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def mlp():
+    """torch.nn.Linear as PyTorch exports it: Gemm with transB."""
+    return model(
+        [helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"],
+                          transB=1),
+         helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "fc2.weight", "fc2.bias"], ["y"],
+                          transB=1)],
+        [value("x", F, [4, 16])], [value("y", F, [4, 8])],
+        [tensor("fc1.weight", [32, 16]), tensor("fc1.bias", [32]),
+         tensor("fc2.weight", [8, 32]), tensor("fc2.bias", [8])])
+
+
+def shape_subgraph():
+    """x.view(x.size(0), x.size(1), 4, -1): Shape, Gather, Unsqueeze,
+    Concat, Reshape, all folded."""
+    return model(
+        [helper.make_node("Shape", ["x"], ["shape"]),
+         helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+         helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+         helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]),
+         helper.make_node("Unsqueeze", ["s", "axes"], ["s1"]),
+         helper.make_node("Concat", ["b1", "s1", "heads"], ["target"],
+                          axis=0),
+         helper.make_node("Reshape", ["x", "target"], ["y"])],
+        [value("x", F, [2, 8, 64])], [value("y", F, [2, 8, 4, 16])],
+        [ints("zero", 0), ints("one", 1), ints("axes", [0]),
+         ints("heads", [4, -1])])
+
+
+def matmul():
+    """A projection ([b, s, h] x [h, f]) and attention scores (batched)."""
+    return model(
+        [helper.make_node("MatMul", ["x", "w"], ["p"]),
+         helper.make_node("MatMul", ["q", "k"], ["scores"])],
+        [value("x", F, [2, 8, 16]), value("q", F, [2, 4, 8, 16]),
+         value("k", F, [2, 4, 16, 8])],
+        [value("p", F, [2, 8, 32]), value("scores", F, [2, 4, 8, 8])],
+        [tensor("w", [16, 32])])
+
+
+def embedding():
+    """nn.Embedding: Gather of int64 ids from a [vocab, h] initializer, and
+    a positional table sliced to the sequence."""
+    return model(
+        [helper.make_node("Gather", ["wte", "ids"], ["tokens"]),
+         helper.make_node("Slice", ["wpe", "start", "end"], ["positions"]),
+         helper.make_node("Add", ["tokens", "positions"], ["y"])],
+        [value("ids", I64, [2, 8])], [value("y", F, [2, 8, 16])],
+        [tensor("wte", [64, 16]), tensor("wpe", [32, 16]), ints("start", [0]),
+         ints("end", [8])])
+
+
+def rope_tables():
+    """Rotary tables computed in the graph (Range, Unsqueeze, Mul, Sin,
+    Cos): folded to constants, then applied to x."""
+    return model(
+        [helper.make_node("Range", ["r0", "r8", "r1"], ["positions"]),
+         helper.make_node("Cast", ["positions"], ["p"], to=F),
+         helper.make_node("Unsqueeze", ["p", "axes"], ["column"]),
+         helper.make_node("Mul", ["column", "frequencies"], ["angles"]),
+         helper.make_node("Cos", ["angles"], ["cos"]),
+         helper.make_node("Sin", ["angles"], ["sin"]),
+         helper.make_node("Mul", ["x", "cos"], ["xc"]),
+         helper.make_node("Mul", ["x", "sin"], ["xs"]),
+         helper.make_node("Sub", ["xc", "xs"], ["y"])],
+        [value("x", F, [2, 8, 4])], [value("y", F, [2, 8, 4])],
+        [ints("r0", 0), ints("r8", 8), ints("r1", 1), ints("axes", [1]),
+         numpy_helper.from_array(
+             np.array([1.0, 0.1, 0.01, 0.001], np.float32), "frequencies")])
+
+
+def rms_norm():
+    """RMSNorm as PyTorch writes it out: Pow, ReduceMean, Add, Sqrt, Div."""
+    return model(
+        [helper.make_node("Pow", ["x", "two"], ["squares"]),
+         helper.make_node("ReduceMean", ["squares"], ["mean"], axes=[-1]),
+         helper.make_node("Add", ["mean", "eps"], ["shifted"]),
+         helper.make_node("Sqrt", ["shifted"], ["root"]),
+         helper.make_node("Div", ["x", "root"], ["normed"]),
+         helper.make_node("Mul", ["normed", "weight"], ["y"])],
+        [value("x", F, [2, 8, 16])], [value("y", F, [2, 8, 16])],
+        [numpy_helper.from_array(np.array(2, np.float32), "two"),
+         numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
+         tensor("weight", [16])])
+
+
+def layer_norm():
+    return model(
+        [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["y"],
+                          epsilon=1e-5)],
+        [value("x", F, [2, 8, 16])], [value("y", F, [2, 8, 16])],
+        [tensor("gamma", [16]), tensor("beta", [16])])
+
+
+def dynamic():
+    """A batch dim left symbolic, as exports with dynamic_axes write."""
+    return model([helper.make_node("Relu", ["x"], ["y"])],
+                 [value("x", F, ["batch", 16])], [value("y", F, ["batch", 16])])
+
+
+def unsupported():
+    """Ops Tessera does not import: Erf, Sin of an input, a foreign domain."""
+    return model(
+        [helper.make_node("Erf", ["x"], ["a"], name="gelu/erf"),
+         helper.make_node("Sin", ["a"], ["b"], name="rope/sin"),
+         helper.make_node("Sin", ["b"], ["c"], name="rope/sin2"),
+         helper.make_node("FusedGelu", ["c"], ["y"], name="fused",
+                          domain="com.microsoft")],
+        [value("x", F, [4])], [value("y", F, [4])], domains=["com.microsoft"])
+
+
+def old_opset():
+    return model([helper.make_node("Relu", ["x"], ["y"])],
+                 [value("x", F, [4])], [value("y", F, [4])], opset=11)
+
+
+def type_mismatch():
+    """Add of a float and an int64 input."""
+    return model([helper.make_node("Add", ["x", "n"], ["y"])],
+                 [value("x", F, [4]), value("n", I64, [4])],
+                 [value("y", F, [4])], check=False)
+
+
+def cycle():
+    """A node that reads its own output."""
+    return model([helper.make_node("Add", ["x", "y"], ["y"])],
+                 [value("x", F, [4])], [value("y", F, [4])], check=False)
+
+
+def missing_external_data():
+    made = mlp()
+    weight = made.graph.initializer[0]
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    entry = weight.external_data.add()
+    entry.key, entry.value = "location", "missing-weights.bin"
+    return made
+
+
+def oversized():
+    """An initializer that claims 2^50 elements."""
+    made = mlp()
+    weight = made.graph.initializer[0]
+    del weight.dims[:]
+    weight.dims.extend([1 << 25, 1 << 25])
+    return made
+
+
+def inference_dropout():
+    """Dropout at inference, with its mask read: the input, an all-true
+    mask."""
+    return model(
+        [helper.make_node("Dropout", ["x", "ratio"], ["y", "mask"])],
+        [value("x", F, [4, 8])],
+        [value("y", F, [4, 8]), value("mask", TensorProto.BOOL, [4, 8])],
+        [numpy_helper.from_array(np.array(0.1, np.float32), "ratio")])
+
+
+def main():
+    name, out = sys.argv[1], sys.argv[2]
+    made = globals()[name]()
+    with open(out, "wb") as file:
+        file.write(made.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()

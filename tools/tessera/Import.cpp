@@ -1,0 +1,93 @@
+//===- Import.cpp - tessera import ----------------------------------------===//
+
+#include "Commands.h"
+
+#include "tessera/Import/ONNX/Importer.h"
+#include "tessera/runtime/Dump.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::cli;
+namespace cl = llvm::cl;
+
+cl::SubCommand &cli::importCommand() {
+  static cl::SubCommand command(
+      "import", "Translate an ONNX model (opsets 13-17) into nn IR");
+  return command;
+}
+
+static cl::opt<std::string> importInput(cl::Positional, cl::Required,
+                                        cl::desc("<model.onnx>"),
+                                        cl::sub(importCommand()));
+static cl::opt<std::string> importOutput("o", cl::desc("Output file"),
+                                         cl::value_desc("file"), cl::init("-"),
+                                         cl::sub(importCommand()));
+static cl::opt<std::string> weightsOutput(
+    "weights-out",
+    cl::desc("Write the initializers' values, one tensor per parameter "
+             "argument in order, to this tensor file"),
+    cl::value_desc("file"), cl::sub(importCommand()));
+static cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Static shape of an input with dynamic dims: NAME=4x128 "
+             "(repeatable)"),
+    cl::sub(importCommand()));
+
+static runtime::DType getDType(Type type) {
+  if (type.isF64())
+    return runtime::DType::F64;
+  if (type.isF16())
+    return runtime::DType::F16;
+  if (type.isBF16())
+    return runtime::DType::BF16;
+  return runtime::DType::F32;
+}
+
+static cl::list<std::string> boundInputs(
+    "bind",
+    cl::desc("Fix an input's value at import: NAME=FILE.pb (a TensorProto; "
+             "repeatable), as a shape or an axes input that must be known"),
+    cl::sub(importCommand()));
+
+int cli::runImport(MLIRContext &context) {
+  onnx_import::ImportOptions options;
+  for (const std::string &shape : inputShapes)
+    if (llvm::Error error = onnx_import::parseInputShape(shape, options))
+      return reportError(std::move(error));
+  for (const std::string &bound : boundInputs)
+    if (llvm::Error error = onnx_import::parseBoundInput(bound, options))
+      return reportError(std::move(error));
+  llvm::Expected<onnx_import::ImportedModel> imported = onnx_import::importFile(
+      context, importInput, options, !weightsOutput.empty());
+  if (!imported)
+    return reportError(imported.takeError());
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(importOutput, &error);
+  if (!output)
+    return reportError(error);
+  imported->module->print(output->os());
+  output->os() << "\n";
+  if (!weightsOutput.empty()) {
+    std::vector<runtime::OwnedTensor> tensors;
+    for (onnx_import::Weight &weight : imported->weights) {
+      runtime::OwnedTensor tensor(
+          getDType(weight.elementType),
+          std::vector<int64_t>(weight.shape.begin(), weight.shape.end()));
+      if (tensor.storage.size() != weight.bytes.size())
+        return reportError("initializer '" + weight.name +
+                           "' does not fill its tensor");
+      std::copy(weight.bytes.begin(), weight.bytes.end(),
+                tensor.storage.begin());
+      tensors.push_back(std::move(tensor));
+    }
+    if (runtime::Status status = runtime::writeTensors(weightsOutput, tensors);
+        !status.ok())
+      return reportError(status.message());
+  }
+  output->keep();
+  return 0;
+}
