@@ -52,8 +52,17 @@ static cl::list<std::string> boundInputs(
              "repeatable), as a shape or an axes input that must be known"),
     cl::sub(importCommand()));
 
+static cl::opt<onnx_import::Loss> loss(
+    "loss", cl::desc("A loss to append to a graph that ends in logits"),
+    cl::values(clEnumValN(onnx_import::Loss::None, "none", "none"),
+               clEnumValN(onnx_import::Loss::CrossEntropy, "cross-entropy",
+                          "the mean cross-entropy against a labels argument "
+                          "(int64, the logits' shape without the last dim)")),
+    cl::init(onnx_import::Loss::None), cl::sub(importCommand()));
+
 int cli::runImport(MLIRContext &context) {
   onnx_import::ImportOptions options;
+  options.loss = loss;
   for (const std::string &shape : inputShapes)
     if (llvm::Error error = onnx_import::parseInputShape(shape, options))
       return reportError(std::move(error));

@@ -358,6 +358,13 @@ readBoundInput(const onnx::ValueInfoProto &input, llvm::StringRef path) {
   return readTensor(tensor, llvm::sys::path::parent_path(path));
 }
 
+static std::string formatType(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
 static std::string formatDims(const onnx::TensorShapeProto &shape) {
   SmallVector<std::string> dims;
   for (const onnx::TensorShapeProto::Dimension &dim : shape.dim())
@@ -744,6 +751,28 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
     argumentTypes.push_back(*type);
     importer.define(input.name(), GraphValue{arg, std::nullopt});
   }
+  // With a loss: the labels, after the data.
+  Value labels;
+  if (options.loss == Loss::CrossEntropy) {
+    if (graph.output_size() != 1)
+      return fail(makeError(
+          "--loss cross-entropy needs a graph of one output (the logits), "
+          "this one has " +
+          llvm::Twine(graph.output_size())));
+    llvm::Expected<RankedTensorType> logits =
+        getTensorType(&context, graph.output(0), "output");
+    if (!logits)
+      return fail(logits.takeError());
+    if (logits->getRank() < 2 || !isa<FloatType>(logits->getElementType()))
+      return fail(makeError("--loss cross-entropy needs float logits of "
+                            "rank 2 or more, the output is " +
+                            formatType(*logits)));
+    auto type = RankedTensorType::get(logits->getShape().drop_back(),
+                                      builder.getI64Type());
+    labels = body->addArgument(
+        type, NameLoc::get(builder.getStringAttr("labels"), fileLoc));
+    argumentTypes.push_back(type);
+  }
   for (const onnx::TensorProto &tensor : graph.initializer()) {
     if (!used.contains(tensor.name()))
       continue;
@@ -854,6 +883,20 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
       return fail(makeError("output '" + output.name() + "' is not defined"));
     results.push_back(*value);
     resultTypes.push_back(value->getType());
+  }
+  // The mean cross-entropy of the logits against the labels.
+  if (labels) {
+    importer.setLoc(NameLoc::get(builder.getStringAttr("loss"), fileLoc));
+    auto logitsType = cast<RankedTensorType>(results.front().getType());
+    Value losses =
+        nn::CrossEntropyOp::create(builder, fileLoc, results.front(), labels);
+    SmallVector<int64_t> dims;
+    for (int64_t dim = 0; dim + 1 < logitsType.getRank(); ++dim)
+      dims.push_back(dim);
+    auto scalar = RankedTensorType::get({}, logitsType.getElementType());
+    results = {nn::ReduceMeanOp::create(builder, fileLoc, scalar, losses,
+                                        builder.getDenseI64ArrayAttr(dims))};
+    resultTypes = {scalar};
   }
   func::ReturnOp::create(builder, fileLoc, results);
   function.setType(builder.getFunctionType(argumentTypes, resultTypes));

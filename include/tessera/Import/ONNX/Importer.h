@@ -24,6 +24,9 @@
 
 namespace tessera::onnx_import {
 
+/// A loss the import appends to a graph that ends in logits.
+enum class Loss { None, CrossEntropy };
+
 struct ImportOptions {
   /// Static shapes for graph inputs whose dims are dynamic (`dim_param` or
   /// unknown), by input name.
@@ -32,6 +35,11 @@ struct ImportOptions {
   /// of a TensorProto file. They are folded like constants (a Reshape's
   /// shape, a Slice's starts given as inputs).
   llvm::StringMap<std::string> boundInputs;
+  /// CrossEntropy: the graph's one output is logits [..., vocab]; a labels
+  /// argument (int64, the logits' shape without the last dim) follows the
+  /// data, and the function returns their mean cross-entropy, so that a
+  /// train step can minimize it.
+  Loss loss = Loss::None;
 };
 
 /// An initializer's values, for the parameter argument it became.
