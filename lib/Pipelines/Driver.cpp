@@ -84,14 +84,14 @@ void ModelDiagnosticHandler::emit(Diagnostic &diagnostic) {
 llvm::Expected<std::unique_ptr<ModelFile>>
 tessera::loadModelFile(MLIRContext &context, StringRef path) {
   if (path.ends_with(".onnx")) {
-    llvm::Expected<onnx_import::ImportedModel> imported =
-        onnx_import::importFile(context, path, {}, /*readWeights=*/false);
+    llvm::Expected<OwningOpRef<ModuleOp>> imported =
+        onnx_import::importFile(context, path);
     if (!imported)
       return imported.takeError();
     auto file = std::make_unique<ModelFile>();
     file->handler =
         std::make_unique<ModelDiagnosticHandler>(file->sourceMgr, &context);
-    file->module = std::move(imported->module);
+    file->module = std::move(*imported);
     return std::move(file);
   }
   std::string error;

@@ -10,29 +10,54 @@ using namespace tessera::runtime;
 static constexpr char kMagic[4] = {'T', 'S', 'R', 'T'};
 static constexpr uint32_t kVersion = 1;
 
-Status tessera::runtime::writeTensors(const std::string &path,
-                                      const std::vector<OwnedTensor> &tensors) {
-  std::ofstream file(path, std::ios::binary);
+Status TensorFileWriter::open(const std::string &name) {
+  path = name;
+  count = 0;
+  file = std::fopen(path.c_str(), "wb");
   if (!file)
     return dataError("cannot write '" + path + "'");
-  auto put = [&](const void *data, size_t bytes) {
-    file.write(static_cast<const char *>(data), bytes);
-  };
-  put(kMagic, 4);
-  put(&kVersion, 4);
-  uint64_t count = tensors.size();
-  put(&count, 8);
-  for (const OwnedTensor &tensor : tensors) {
-    uint32_t dtype = static_cast<uint32_t>(tensor.view.dtype);
-    uint32_t rank = tensor.view.shape.size();
-    put(&dtype, 4);
-    put(&rank, 4);
-    put(tensor.view.shape.data(), rank * 8);
-    put(tensor.view.data, tensor.view.getBytes());
-  }
-  if (!file)
+  uint64_t placeholder = 0;
+  if (std::fwrite(kMagic, 4, 1, file) != 1 ||
+      std::fwrite(&kVersion, 4, 1, file) != 1 ||
+      std::fwrite(&placeholder, 8, 1, file) != 1)
     return dataError("cannot write '" + path + "'");
   return Status::success();
+}
+
+Status TensorFileWriter::write(DType dtype, const std::vector<int64_t> &shape,
+                               const void *data, size_t bytes) {
+  uint32_t code = static_cast<uint32_t>(dtype);
+  uint32_t rank = shape.size();
+  if (!file || std::fwrite(&code, 4, 1, file) != 1 ||
+      std::fwrite(&rank, 4, 1, file) != 1 ||
+      (rank && std::fwrite(shape.data(), 8, rank, file) != rank) ||
+      (bytes && std::fwrite(data, 1, bytes, file) != bytes))
+    return dataError("cannot write '" + path + "'");
+  ++count;
+  return Status::success();
+}
+
+Status TensorFileWriter::close() {
+  if (!file)
+    return dataError("cannot write '" + path + "'");
+  bool written = std::fseek(file, 8, SEEK_SET) == 0 &&
+                 std::fwrite(&count, 8, 1, file) == 1;
+  written &= std::fclose(file) == 0;
+  file = nullptr;
+  return written ? Status::success() : dataError("cannot write '" + path + "'");
+}
+
+Status tessera::runtime::writeTensors(const std::string &path,
+                                      const std::vector<OwnedTensor> &tensors) {
+  TensorFileWriter writer;
+  if (Status status = writer.open(path); !status.ok())
+    return status;
+  for (const OwnedTensor &tensor : tensors)
+    if (Status status = writer.write(tensor.view.dtype, tensor.view.shape,
+                                     tensor.view.data, tensor.view.getBytes());
+        !status.ok())
+      return status;
+  return writer.close();
 }
 
 Expected<std::vector<OwnedTensor>>

@@ -6,6 +6,7 @@
 #include "tessera/runtime/Dump.h"
 
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -69,33 +70,42 @@ int cli::runImport(MLIRContext &context) {
   for (const std::string &bound : boundInputs)
     if (llvm::Error error = onnx_import::parseBoundInput(bound, options))
       return reportError(std::move(error));
-  llvm::Expected<onnx_import::ImportedModel> imported = onnx_import::importFile(
-      context, importInput, options, !weightsOutput.empty());
-  if (!imported)
-    return reportError(imported.takeError());
+  // The weights go to a file beside the target, renamed over it once the
+  // import succeeds.
+  std::string partial = weightsOutput + ".partial";
+  runtime::TensorFileWriter writer;
+  if (!weightsOutput.empty())
+    if (runtime::Status status = writer.open(partial); !status.ok())
+      return reportError(status.message());
+  auto writeWeight = [&](const onnx_import::Weight &weight) -> llvm::Error {
+    runtime::Status status = writer.write(
+        getDType(weight.elementType),
+        std::vector<int64_t>(weight.shape.begin(), weight.shape.end()),
+        weight.bytes.data(), weight.bytes.size());
+    return status.ok() ? llvm::Error::success()
+                       : llvm::createStringError(status.message());
+  };
+  llvm::Expected<OwningOpRef<ModuleOp>> module = onnx_import::importFile(
+      context, importInput, options,
+      weightsOutput.empty() ? onnx_import::WeightSink() : writeWeight);
+  if (!module) {
+    if (!weightsOutput.empty())
+      llvm::sys::fs::remove(partial);
+    return reportError(module.takeError());
+  }
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(importOutput, &error);
   if (!output)
     return reportError(error);
-  imported->module->print(output->os());
+  (*module)->print(output->os());
   output->os() << "\n";
   if (!weightsOutput.empty()) {
-    std::vector<runtime::OwnedTensor> tensors;
-    for (onnx_import::Weight &weight : imported->weights) {
-      runtime::OwnedTensor tensor(
-          getDType(weight.elementType),
-          std::vector<int64_t>(weight.shape.begin(), weight.shape.end()));
-      if (tensor.storage.size() != weight.bytes.size())
-        return reportError("initializer '" + weight.name +
-                           "' does not fill its tensor");
-      std::copy(weight.bytes.begin(), weight.bytes.end(),
-                tensor.storage.begin());
-      tensors.push_back(std::move(tensor));
-    }
-    if (runtime::Status status = runtime::writeTensors(weightsOutput, tensors);
-        !status.ok())
+    if (runtime::Status status = writer.close(); !status.ok())
       return reportError(status.message());
+    if (std::error_code code = llvm::sys::fs::rename(partial, weightsOutput))
+      return reportError("cannot write '" + weightsOutput +
+                         "': " + code.message());
   }
   output->keep();
   return 0;

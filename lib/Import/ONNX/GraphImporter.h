@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -51,9 +52,15 @@ llvm::Expected<HostTensor> readTensor(const onnx::TensorProto &tensor,
                                       llvm::StringRef directory);
 /// Fails when a tensor has a negative dim or more than 2^40 elements.
 llvm::Error checkElementCount(const onnx::TensorProto &tensor);
-/// Reads them as little-endian bytes of their own type.
-llvm::Expected<std::vector<uint8_t>>
-readTensorBytes(const onnx::TensorProto &tensor, llvm::StringRef directory);
+/// A tensor's elements as little-endian bytes of their own type: a view of
+/// the model's raw data, or read from its external data or typed fields.
+struct TensorBytes {
+  llvm::ArrayRef<uint8_t> bytes;
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  std::vector<uint8_t> converted;
+};
+llvm::Expected<TensorBytes> readTensorBytes(const onnx::TensorProto &tensor,
+                                            llvm::StringRef directory);
 
 /// Whether an ONNX element type is a float type.
 bool isFloatType(int32_t elementType);

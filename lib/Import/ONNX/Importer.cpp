@@ -666,9 +666,9 @@ checkInferredShape(const onnx::ValueInfoProto *info, ArrayRef<int64_t> shape) {
   return std::nullopt;
 }
 
-llvm::Expected<ImportedModel>
+llvm::Expected<OwningOpRef<ModuleOp>>
 onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
-                        const ImportOptions &options, bool readWeights) {
+                        const ImportOptions &options, WeightSink weights) {
   auto fail = [&](llvm::Error error) -> llvm::Error {
     return makeError("'" + path + "': " + llvm::toString(std::move(error)));
   };
@@ -696,11 +696,10 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
 
   context.loadDialect<nn::NNDialect, func::FuncDialect>();
   std::string directory = llvm::sys::path::parent_path(path).str();
-  ImportedModel imported;
   OpBuilder builder(&context);
   Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
-  imported.module = ModuleOp::create(fileLoc);
-  builder.setInsertionPointToEnd(imported.module->getBody());
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  builder.setInsertionPointToEnd(module->getBody());
   auto function = func::FuncOp::create(builder, fileLoc, getFunctionName(graph),
                                        builder.getFunctionType({}, {}));
   Block *body = function.addEntryBlock();
@@ -798,14 +797,14 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
     parameterNames.push_back({body->getNumArguments() - 1, tensor.name()});
     argumentTypes.push_back(type);
     importer.define(tensor.name(), GraphValue{arg, std::nullopt});
-    if (!readWeights)
+    if (!weights)
       continue;
-    llvm::Expected<std::vector<uint8_t>> bytes =
-        readTensorBytes(tensor, directory);
+    llvm::Expected<TensorBytes> bytes = readTensorBytes(tensor, directory);
     if (!bytes)
       return fail(bytes.takeError());
-    imported.weights.push_back(
-        {tensor.name(), element, shape, std::move(*bytes)});
+    if (llvm::Error error =
+            weights(Weight{tensor.name(), element, shape, bytes->bytes}))
+      return fail(std::move(error));
   }
 
   // What shape inference says of each value, to check the translation.
@@ -902,8 +901,8 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
   function.setType(builder.getFunctionType(argumentTypes, resultTypes));
   for (const auto &[index, name] : parameterNames)
     function.setArgAttr(index, nn::kParamAttrName, builder.getStringAttr(name));
-  if (failed(verify(*imported.module)))
+  if (failed(verify(*module)))
     return fail(makeError("internal error: the imported program does not "
                           "verify (see the diagnostics above)"));
-  return imported;
+  return module;
 }

@@ -143,7 +143,7 @@ getElementCount(const onnx::TensorProto &tensor) {
   return count;
 }
 
-llvm::Expected<std::vector<uint8_t>>
+llvm::Expected<TensorBytes>
 onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
                              llvm::StringRef directory) {
   const std::string &name = tensor.name();
@@ -156,7 +156,7 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
   if (!count)
     return count.takeError();
   uint64_t bytes = *count * elementBytes;
-  std::vector<uint8_t> data;
+  TensorBytes data;
   auto sizeMismatch = [&](uint64_t got) {
     return makeError("tensor '" + name + "' holds " + llvm::Twine(got) +
                      " bytes of data, its shape needs " + llvm::Twine(bytes));
@@ -194,7 +194,9 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
                        "': " + buffer.getError().message());
     if ((*buffer)->getBufferSize() != bytes)
       return sizeMismatch((*buffer)->getBufferSize());
-    data.assign((*buffer)->getBufferStart(), (*buffer)->getBufferEnd());
+    data.file = std::move(*buffer);
+    data.bytes = llvm::ArrayRef(
+        reinterpret_cast<const uint8_t *>(data.file->getBufferStart()), bytes);
     return data;
   }
 
@@ -202,17 +204,19 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
     const std::string &raw = tensor.raw_data();
     if (raw.size() != bytes)
       return sizeMismatch(raw.size());
-    data.assign(raw.begin(), raw.end());
+    data.bytes =
+        llvm::ArrayRef(reinterpret_cast<const uint8_t *>(raw.data()), bytes);
     return data;
   }
 
-  data.resize(bytes);
+  data.converted.resize(bytes);
   auto copy = [&](const auto &field, auto cast) -> llvm::Error {
     if (static_cast<uint64_t>(field.size()) != static_cast<uint64_t>(*count))
       return sizeMismatch(field.size() * elementBytes);
     for (int64_t i = 0; i < *count; ++i) {
       auto value = cast(field.Get(i));
-      std::memcpy(data.data() + i * elementBytes, &value, elementBytes);
+      std::memcpy(data.converted.data() + i * elementBytes, &value,
+                  elementBytes);
     }
     return llvm::Error::success();
   };
@@ -242,16 +246,17 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
   }
   if (error)
     return std::move(error);
+  data.bytes = data.converted;
   return data;
 }
 
 llvm::Expected<HostTensor>
 onnx_import::readTensor(const onnx::TensorProto &tensor,
                         llvm::StringRef directory) {
-  llvm::Expected<std::vector<uint8_t>> bytes =
-      readTensorBytes(tensor, directory);
-  if (!bytes)
-    return bytes.takeError();
+  llvm::Expected<TensorBytes> read = readTensorBytes(tensor, directory);
+  if (!read)
+    return read.takeError();
+  llvm::ArrayRef<uint8_t> *bytes = &read->bytes;
   HostTensor host;
   host.elementType = tensor.data_type();
   host.shape.assign(tensor.dims().begin(), tensor.dims().end());

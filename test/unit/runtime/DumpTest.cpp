@@ -40,6 +40,24 @@ TEST(DumpTest, TensorsReadBackAsWritten) {
   std::remove(path.c_str());
 }
 
+TEST(DumpTest, AStreamedFileCountsTheTensorsWrittenOneByOne) {
+  std::string path = getTempPath("streamed.bin");
+  TensorFileWriter writer;
+  ASSERT_TRUE(writer.open(path).ok());
+  float values[3] = {1, 2, 3};
+  int32_t index = 7;
+  ASSERT_TRUE(writer.write(DType::F32, {3}, values, sizeof(values)).ok());
+  ASSERT_TRUE(writer.write(DType::I32, {}, &index, sizeof(index)).ok());
+  ASSERT_TRUE(writer.close().ok());
+
+  Expected<std::vector<OwnedTensor>> read = readTensors(path);
+  ASSERT_TRUE(read.ok()) << read.message();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[0].view.as<float>()[2], 3.0f);
+  EXPECT_EQ((*read)[1].view.as<int32_t>()[0], 7);
+  std::remove(path.c_str());
+}
+
 TEST(DumpTest, AMissingFileIsADataErrorNamingIt) {
   Expected<std::vector<OwnedTensor>> read =
       readTensors(getTempPath("no-such-file.bin"));

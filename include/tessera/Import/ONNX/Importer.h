@@ -15,6 +15,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
@@ -42,22 +43,20 @@ struct ImportOptions {
   Loss loss = Loss::None;
 };
 
-/// An initializer's values, for the parameter argument it became.
+/// An initializer's values, for the parameter argument it became; the
+/// bytes live until the sink returns.
 struct Weight {
-  std::string name;
+  llvm::StringRef name;
   /// The argument's element type: f32, f64, f16, bf16.
   mlir::Type elementType;
-  llvm::SmallVector<int64_t> shape;
+  llvm::ArrayRef<int64_t> shape;
   /// Little-endian elements, row-major.
-  std::vector<uint8_t> bytes;
+  llvm::ArrayRef<uint8_t> bytes;
 };
 
-struct ImportedModel {
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  /// One per parameter argument, in argument order (they follow the data
-  /// arguments).
-  std::vector<Weight> weights;
-};
+/// Takes each parameter's weight, in argument order (the parameters follow
+/// the data arguments), one at a time: the import never holds them all.
+using WeightSink = llvm::function_ref<llvm::Error(const Weight &)>;
 
 /// Parses `text` as "name=4x128" (the syntax of --input-shape) into
 /// `options`; fails naming what is wrong.
@@ -69,10 +68,11 @@ llvm::Error parseBoundInput(llvm::StringRef text, ImportOptions &options);
 /// directory). Fails with one message naming the problem: a file that is
 /// not an ONNX model, an opset outside 13-17, dynamic dims without a shape,
 /// or every unsupported op of the graph at once, with its node and opset.
-llvm::Expected<ImportedModel> importFile(mlir::MLIRContext &context,
-                                         llvm::StringRef path,
-                                         const ImportOptions &options = {},
-                                         bool readWeights = true);
+/// With `weights`, their values are read (from the model or its external
+/// data) and given to it.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importFile(mlir::MLIRContext &context, llvm::StringRef path,
+           const ImportOptions &options = {}, WeightSink weights = nullptr);
 
 } // namespace tessera::onnx_import
 

@@ -14,10 +14,34 @@
 #include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
 namespace tessera::runtime {
+
+/// Writes a tensor file one tensor at a time, so that a writer holds one
+/// tensor at most (the importer's weights): the count is written on close.
+class TensorFileWriter {
+public:
+  TensorFileWriter() = default;
+  TensorFileWriter(const TensorFileWriter &) = delete;
+  TensorFileWriter &operator=(const TensorFileWriter &) = delete;
+  ~TensorFileWriter() {
+    if (file)
+      std::fclose(file);
+  }
+  /// Fails with a data error naming the file when it cannot be written.
+  Status open(const std::string &path);
+  Status write(DType dtype, const std::vector<int64_t> &shape, const void *data,
+               size_t bytes);
+  Status close();
+
+private:
+  std::string path;
+  std::FILE *file = nullptr;
+  uint64_t count = 0;
+};
 
 /// Fails with a data error naming the file when it cannot be written.
 Status writeTensors(const std::string &path,
