@@ -29,6 +29,14 @@
 
 #include <map>
 
+namespace onnx::checker {
+/// The checker with a context that names the model's directory, where it
+/// finds external data: libonnx 1.12 exports it, but its header declares
+/// only the forms that check external data against the working directory
+/// or read the whole file again.
+void check_model(const ModelProto &model, CheckerContext &context);
+} // namespace onnx::checker
+
 using namespace mlir;
 using namespace tessera;
 using namespace tessera::onnx_import;
@@ -201,26 +209,38 @@ void GraphImporter::setOutput(const onnx::NodeProto &node, int index,
 Value GraphImporter::materialize(const HostTensor &tensor) {
   Type element = getElementType(getContext(), tensor.elementType);
   auto type = RankedTensorType::get(tensor.shape, element);
-  auto toAttr = [&](double value) -> Attribute {
-    if (auto floatType = dyn_cast<FloatType>(element))
-      return builder.getFloatAttr(floatType, value);
-    return builder.getIntegerAttr(element,
-                                  APInt(element.getIntOrFloatBitWidth(),
-                                        static_cast<int64_t>(value),
-                                        /*isSigned=*/!element.isInteger(1)));
-  };
-  bool splat = llvm::all_equal(tensor.values);
-  DenseElementsAttr attr;
-  if (splat) {
-    attr = DenseElementsAttr::get(
-        type, toAttr(tensor.values.empty() ? 0 : tensor.values.front()));
-  } else {
-    SmallVector<Attribute> elements;
+  // Elements as the attribute stores them (no attribute per element: a
+  // folded mask or table has millions).
+  auto make = [&](auto convert) {
+    using Element = decltype(convert(0.0));
+    if (llvm::all_equal(tensor.values))
+      return DenseElementsAttr::get(
+          type, convert(tensor.values.empty() ? 0 : tensor.values.front()));
+    SmallVector<Element> elements;
     elements.reserve(tensor.values.size());
     for (double value : tensor.values)
-      elements.push_back(toAttr(value));
-    attr = DenseElementsAttr::get(type, elements);
-  }
+      elements.push_back(convert(value));
+    return DenseElementsAttr::get(type, llvm::ArrayRef(elements));
+  };
+  DenseElementsAttr attr;
+  if (element.isF32())
+    attr = make([](double value) { return static_cast<float>(value); });
+  else if (element.isF64())
+    attr = make([](double value) { return value; });
+  else if (auto floatType = dyn_cast<FloatType>(element))
+    attr = make([&](double value) {
+      bool lost;
+      APFloat converted(value);
+      converted.convert(floatType.getFloatSemantics(),
+                        APFloat::rmNearestTiesToEven, &lost);
+      return converted;
+    });
+  else if (element.isInteger(1))
+    attr = make([](double value) { return value != 0; });
+  else if (element.isInteger(32))
+    attr = make([](double value) { return static_cast<int32_t>(value); });
+  else
+    attr = make([](double value) { return static_cast<int64_t>(value); });
   return nn::ConstantOp::create(builder, loc, attr);
 }
 
@@ -610,9 +630,13 @@ static std::string getFunctionName(const onnx::GraphProto &graph) {
 /// The libonnx calls, which report by exceptions: the checker and shape
 /// inference, with the static input shapes given.
 static llvm::Error checkAndInferShapes(onnx::ModelProto &model,
+                                       llvm::StringRef directory,
                                        const ImportOptions &options) {
   try {
-    onnx::checker::check_model(model);
+    onnx::checker::CheckerContext context;
+    context.set_model_dir(directory.empty() ? std::string()
+                                            : directory.str() + "/");
+    onnx::checker::check_model(model, context);
   } catch (const std::exception &e) {
     return makeError("the model fails the ONNX checker: " +
                      llvm::Twine(e.what()));
@@ -687,7 +711,8 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
   llvm::Expected<int64_t> opset = getOpset(model);
   if (!opset)
     return fail(opset.takeError());
-  if (llvm::Error error = checkAndInferShapes(model, options))
+  std::string directory = llvm::sys::path::parent_path(path).str();
+  if (llvm::Error error = checkAndInferShapes(model, directory, options))
     return fail(std::move(error));
   const onnx::GraphProto &graph = model.graph();
   GraphAnalysis analysis = analyzeGraph(graph, options);
@@ -695,7 +720,6 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
     return fail(std::move(error));
 
   context.loadDialect<nn::NNDialect, func::FuncDialect>();
-  std::string directory = llvm::sys::path::parent_path(path).str();
   OpBuilder builder(&context);
   Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);

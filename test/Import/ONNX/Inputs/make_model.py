@@ -5,6 +5,7 @@ Each is built with onnx.helper the way exporters write the pattern it
 tests (PyTorch's shape subgraphs, a Gemm with transB, an embedding lookup),
 or broken in one way for a negative test.
 """
+import os
 import sys
 
 import numpy as np
@@ -200,6 +201,13 @@ def inference_dropout():
 
 def main():
     name, out = sys.argv[1], sys.argv[2]
+    if name == "external_data":
+        # The MLP with every initializer in one external file beside it.
+        onnx.save_model(mlp(), out, save_as_external_data=True,
+                        all_tensors_to_one_file=True,
+                        location=os.path.basename(out) + ".data",
+                        size_threshold=0)
+        return
     made = globals()[name]()
     with open(out, "wb") as file:
         file.write(made.SerializeToString())
