@@ -108,6 +108,8 @@ public:
   }
   bool isDefined(llvm::StringRef name) const { return values.count(name); }
   const GraphValue *lookup(llvm::StringRef name) const;
+  /// Forgets a value no node reads any more.
+  void release(llvm::StringRef name) { values.erase(name); }
   /// The value named `name` as an nn value (a constant materialized).
   std::optional<mlir::Value> getNamedValue(llvm::StringRef name);
 

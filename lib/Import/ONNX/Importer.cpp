@@ -693,21 +693,26 @@ checkInferredShape(const onnx::ValueInfoProto *info, ArrayRef<int64_t> shape) {
 llvm::Expected<OwningOpRef<ModuleOp>>
 onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
                         const ImportOptions &options, WeightSink weights) {
-  auto fail = [&](llvm::Error error) -> llvm::Error {
-    return makeError("'" + path + "': " + llvm::toString(std::move(error)));
-  };
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
   if (!buffer)
     return makeError("cannot read '" + path +
                      "': " + buffer.getError().message());
+  return importModel(context, (*buffer)->getBuffer(), path, options, weights);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
+                         llvm::StringRef path, const ImportOptions &options,
+                         WeightSink weights) {
+  auto fail = [&](llvm::Error error) -> llvm::Error {
+    return makeError("'" + path + "': " + llvm::toString(std::move(error)));
+  };
   onnx::ModelProto model;
-  if ((*buffer)->getBufferSize() > static_cast<size_t>(INT32_MAX) ||
-      !model.ParseFromArray((*buffer)->getBufferStart(),
-                            static_cast<int>((*buffer)->getBufferSize())))
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return fail(makeError(
         "not an ONNX model (its protobuf does not parse, or it is over 2 GB "
         "without external data)"));
-  buffer->reset();
   llvm::Expected<int64_t> opset = getOpset(model);
   if (!opset)
     return fail(opset.takeError());
@@ -838,9 +843,18 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
   for (const onnx::ValueInfoProto &info : graph.output())
     inferred[info.name()] = &info;
 
+  // Each value's last reader: a folded value (a mask, a table, as doubles)
+  // is dropped after it.
+  llvm::StringMap<int> lastReader;
+  for (auto [index, node] : llvm::enumerate(graph.node()))
+    for (const std::string &input : node.input())
+      lastReader[input] = index;
+  for (const onnx::ValueInfoProto &output : graph.output())
+    lastReader[output.name()] = graph.node_size();
+
   const ConverterTable &converters = getConverters();
   const FolderTable &folders = getFolders();
-  for (const onnx::NodeProto &node : graph.node()) {
+  for (auto [nodeIndex, node] : llvm::enumerate(graph.node())) {
     std::string name = node.name().empty() ? node.op_type() : node.name();
     importer.setLoc(NameLoc::get(builder.getStringAttr(name), fileLoc));
     auto nodeError = [&](llvm::Error error) {
@@ -894,6 +908,10 @@ onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
                        ", ") +
             "], ONNX infers " + *expected));
     }
+    for (const std::string &input : node.input())
+      if (!input.empty() &&
+          lastReader.lookup(input) == static_cast<int>(nodeIndex))
+        importer.release(input);
   }
 
   SmallVector<Value> results;

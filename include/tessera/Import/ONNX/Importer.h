@@ -74,6 +74,13 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importFile(mlir::MLIRContext &context, llvm::StringRef path,
            const ImportOptions &options = {}, WeightSink weights = nullptr);
 
+/// Imports a model held in memory; `path` names it in messages, and its
+/// directory holds the external data.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModel(mlir::MLIRContext &context, llvm::StringRef bytes,
+            llvm::StringRef path, const ImportOptions &options = {},
+            WeightSink weights = nullptr);
+
 } // namespace tessera::onnx_import
 
 #endif // TESSERA_IMPORT_ONNX_IMPORTER_H
