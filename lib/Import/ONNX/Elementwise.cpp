@@ -24,11 +24,9 @@ using namespace tessera::onnx_import;
 template <typename Op> static ConvertFn convertUnary() {
   return
       [](GraphImporter &importer, const onnx::NodeProto &node) -> llvm::Error {
-        llvm::Expected<Value> input = importer.getValue(node, 0);
+        llvm::Expected<Value> input = importer.getFloatValue(node, 0);
         if (!input)
           return input.takeError();
-        if (llvm::Error error = requireFloat(*input, node))
-          return error;
         importer.setOutput(node, 0,
                            Op::create(importer.getBuilder(), importer.getLoc(),
                                       input->getType(), *input));
@@ -98,11 +96,9 @@ static ConvertFn convertExtremum(nn::ComparePredicate predicate) {
 
 static llvm::Error convertAbs(GraphImporter &importer,
                               const onnx::NodeProto &node) {
-  llvm::Expected<Value> input = importer.getValue(node, 0);
+  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
   if (!input)
     return input.takeError();
-  if (llvm::Error error = requireFloat(*input, node))
-    return error;
   OpBuilder &builder = importer.getBuilder();
   Value negated =
       nn::NegOp::create(builder, importer.getLoc(), input->getType(), *input);
@@ -135,11 +131,9 @@ static llvm::Error convertClip(GraphImporter &importer,
 
 static llvm::Error convertReciprocal(GraphImporter &importer,
                                      const onnx::NodeProto &node) {
-  llvm::Expected<Value> input = importer.getValue(node, 0);
+  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
   if (!input)
     return input.takeError();
-  if (llvm::Error error = requireFloat(*input, node))
-    return error;
   importer.setOutput(node, 0,
                      nn::DivOp::create(importer.getBuilder(), importer.getLoc(),
                                        input->getType(),
@@ -149,11 +143,9 @@ static llvm::Error convertReciprocal(GraphImporter &importer,
 
 static llvm::Error convertSigmoid(GraphImporter &importer,
                                   const onnx::NodeProto &node) {
-  llvm::Expected<Value> input = importer.getValue(node, 0);
+  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
   if (!input)
     return input.takeError();
-  if (llvm::Error error = requireFloat(*input, node))
-    return error;
   OpBuilder &builder = importer.getBuilder();
   Location loc = importer.getLoc();
   Type type = input->getType();
@@ -181,11 +173,9 @@ static llvm::Error convertPow(GraphImporter &importer,
   auto shape = getBroadcastShape(*baseShape, *exponentShape);
   if (!shape || !llvm::all_equal(exponent->values))
     return makeError("the exponent must be one value broadcast to the base");
-  llvm::Expected<Value> base = importer.getValue(node, 0);
+  llvm::Expected<Value> base = importer.getFloatValue(node, 0);
   if (!base)
     return base.takeError();
-  if (llvm::Error error = requireFloat(*base, node))
-    return error;
   Value x = importer.broadcastTo(*base, *shape);
   OpBuilder &builder = importer.getBuilder();
   Location loc = importer.getLoc();
@@ -258,11 +248,9 @@ static llvm::Error convertCast(GraphImporter &importer,
 template <typename Op> static ConvertFn convertSoftmax() {
   return
       [](GraphImporter &importer, const onnx::NodeProto &node) -> llvm::Error {
-        llvm::Expected<Value> input = importer.getValue(node, 0);
+        llvm::Expected<Value> input = importer.getFloatValue(node, 0);
         if (!input)
           return input.takeError();
-        if (llvm::Error error = requireFloat(*input, node))
-          return error;
         auto type = cast<RankedTensorType>(input->getType());
         llvm::Expected<int64_t> axis =
             normalizeAxis(getIntAttr(node, "axis", -1), type.getRank(), "axis");

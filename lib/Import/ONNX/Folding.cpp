@@ -187,7 +187,8 @@ onnx_import::getReshapeShape(ArrayRef<int64_t> input, ArrayRef<int64_t> shape,
     }
     if (dim < 0)
       return makeError("shape dim " + llvm::Twine(dim) + " is negative");
-    known *= dim;
+    if (__builtin_mul_overflow(known, dim, &known))
+      return makeError("the shape has more than 2^63 elements");
     result.push_back(dim);
   }
   if (inferred >= 0) {
@@ -327,19 +328,29 @@ onnx_import::getUnsqueezedShape(ArrayRef<int64_t> shape,
 
 /// The elements of `input` at the coordinates `map` gives for each result
 /// element (a coordinate of the result to a flat index of the input).
-static HostTensor
+static llvm::Expected<HostTensor>
 gatherElements(const HostTensor &input, ArrayRef<int64_t> shape,
                llvm::function_ref<int64_t(ArrayRef<int64_t> coordinates)> map) {
+  llvm::Expected<int64_t> size =
+      getCheckedSize(shape, kMaxFoldedElements, "the result");
+  if (!size)
+    return size.takeError();
   HostTensor result = makeTensor(input.elementType, shape, {});
-  int64_t size = result.getSize();
-  result.values.resize(size);
+  result.values.resize(*size);
   SmallVector<int64_t> strides = getStrides(shape), coordinates(shape.size());
-  for (int64_t index = 0; index < size; ++index) {
+  for (int64_t index = 0; index < *size; ++index) {
     for (size_t dim = 0; dim < shape.size(); ++dim)
       coordinates[dim] = index / strides[dim] % shape[dim];
     result.values[index] = input.values[map(coordinates)];
   }
   return result;
+}
+
+/// One folded output, or the error that made none.
+static Outputs single(llvm::Expected<HostTensor> result) {
+  if (!result)
+    return result.takeError();
+  return SmallVector<HostTensor>{std::move(*result)};
 }
 
 static int64_t flatIndex(ArrayRef<int64_t> coordinates,
@@ -415,6 +426,9 @@ static void addShapeFolders(FolderTable &table) {
     for (auto [index, input] : llvm::enumerate(inputs))
       for (int64_t i = 0; i < input->shape[*axis]; ++i)
         sources.push_back({index, i});
+    if (auto size = getCheckedSize(shape, kMaxFoldedElements, "the result");
+        !size)
+      return size.takeError();
     HostTensor result = makeTensor(inputs[0]->elementType, shape, {});
     result.values.reserve(result.getSize());
     SmallVector<int64_t> strides = getStrides(shape), coordinates(rank);
@@ -452,17 +466,16 @@ static void addShapeFolders(FolderTable &table) {
     SmallVector<int64_t> strides = getStrides(data.shape);
     SmallVector<int64_t> indexStrides = getStrides(inputs[1]->shape);
     int64_t indexRank = inputs[1]->shape.size();
-    return SmallVector<HostTensor>{
-        gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
-          int64_t flat = 0;
-          for (int64_t dim = 0; dim < *axis; ++dim)
-            flat += at[dim] * strides[dim];
-          int64_t which = flatIndex(at.slice(*axis, indexRank), indexStrides);
-          flat += indices[which] * strides[*axis];
-          for (int64_t dim = *axis + 1; dim < rank; ++dim)
-            flat += at[dim + indexRank - 1] * strides[dim];
-          return flat;
-        })};
+    return single(gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
+      int64_t flat = 0;
+      for (int64_t dim = 0; dim < *axis; ++dim)
+        flat += at[dim] * strides[dim];
+      int64_t which = flatIndex(at.slice(*axis, indexRank), indexStrides);
+      flat += indices[which] * strides[*axis];
+      for (int64_t dim = *axis + 1; dim < rank; ++dim)
+        flat += at[dim + indexRank - 1] * strides[dim];
+      return flat;
+    }));
   };
   table["Slice"] = [](const onnx::NodeProto &node, Inputs inputs) -> Outputs {
     if (llvm::Error error = expectInput(inputs, 2))
@@ -485,14 +498,13 @@ static void addShapeFolders(FolderTable &table) {
     for (size_t dim = 0; dim < data.shape.size(); ++dim)
       shape.push_back(getSliceSize(*bounds, dim));
     SmallVector<int64_t> strides = getStrides(data.shape);
-    return SmallVector<HostTensor>{
-        gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
-          int64_t flat = 0;
-          for (size_t dim = 0; dim < at.size(); ++dim)
-            flat += (bounds->start[dim] + at[dim] * bounds->step[dim]) *
-                    strides[dim];
-          return flat;
-        })};
+    return single(gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
+      int64_t flat = 0;
+      for (size_t dim = 0; dim < at.size(); ++dim)
+        flat +=
+            (bounds->start[dim] + at[dim] * bounds->step[dim]) * strides[dim];
+      return flat;
+    }));
   };
   table["Transpose"] = [](const onnx::NodeProto &node,
                           Inputs inputs) -> Outputs {
@@ -509,13 +521,12 @@ static void addShapeFolders(FolderTable &table) {
       shape.push_back(data.shape[dim]);
     }
     SmallVector<int64_t> strides = getStrides(data.shape);
-    return SmallVector<HostTensor>{
-        gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
-          int64_t flat = 0;
-          for (int64_t dim = 0; dim < rank; ++dim)
-            flat += at[dim] * strides[permutation[dim]];
-          return flat;
-        })};
+    return single(gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
+      int64_t flat = 0;
+      for (int64_t dim = 0; dim < rank; ++dim)
+        flat += at[dim] * strides[permutation[dim]];
+      return flat;
+    }));
   };
   table["Expand"] = [](const onnx::NodeProto &node, Inputs inputs) -> Outputs {
     if (llvm::Error error = expectInput(inputs, 1))
@@ -523,6 +534,9 @@ static void addShapeFolders(FolderTable &table) {
     auto shape = getBroadcastShape(inputs[0]->shape, inputs[1]->getInts());
     if (!shape)
       return makeError("the input does not broadcast to the shape");
+    if (auto size = getCheckedSize(*shape, kMaxFoldedElements, "the result");
+        !size)
+      return size.takeError();
     return SmallVector<HostTensor>{broadcastHost(*inputs[0], *shape)};
   };
   table["Tile"] = [](const onnx::NodeProto &node, Inputs inputs) -> Outputs {
@@ -534,16 +548,19 @@ static void addShapeFolders(FolderTable &table) {
       return makeError("repeats has " + llvm::Twine(repeats.size()) +
                        " values for rank " + llvm::Twine(data.shape.size()));
     SmallVector<int64_t> shape;
-    for (auto [dim, repeat] : llvm::zip(data.shape, repeats))
-      shape.push_back(dim * repeat);
+    for (auto [dim, repeat] : llvm::zip(data.shape, repeats)) {
+      int64_t tiled;
+      if (repeat < 0 || __builtin_mul_overflow(dim, repeat, &tiled))
+        return makeError("a repeat count of " + llvm::Twine(repeat));
+      shape.push_back(tiled);
+    }
     SmallVector<int64_t> strides = getStrides(data.shape);
-    return SmallVector<HostTensor>{
-        gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
-          int64_t flat = 0;
-          for (size_t dim = 0; dim < at.size(); ++dim)
-            flat += at[dim] % data.shape[dim] * strides[dim];
-          return flat;
-        })};
+    return single(gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
+      int64_t flat = 0;
+      for (size_t dim = 0; dim < at.size(); ++dim)
+        flat += at[dim] % data.shape[dim] * strides[dim];
+      return flat;
+    }));
   };
   table["Trilu"] = [](const onnx::NodeProto &node, Inputs inputs) -> Outputs {
     HostTensor result = *inputs[0];
@@ -569,8 +586,11 @@ static void addShapeFolders(FolderTable &table) {
            delta = inputs[2]->values.at(0);
     if (delta == 0)
       return makeError("delta is 0");
-    int64_t count = std::max<int64_t>(
-        0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    double steps = std::ceil((limit - start) / delta);
+    if (!(steps <= static_cast<double>(kMaxFoldedElements)))
+      return makeError("the range has more than " +
+                       llvm::Twine(kMaxFoldedElements) + " elements");
+    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
     std::vector<double> values;
     for (int64_t i = 0; i < count; ++i)
       values.push_back(toElement(inputs[0]->elementType, start + i * delta));
@@ -600,12 +620,16 @@ static void addShapeFolders(FolderTable &table) {
     for (int64_t size : sizes) {
       SmallVector<int64_t> shape = data.shape;
       shape[*axis] = size;
-      results.push_back(gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
-        int64_t flat = 0;
-        for (int64_t dim = 0; dim < rank; ++dim)
-          flat += (at[dim] + (dim == *axis ? offset : 0)) * strides[dim];
-        return flat;
-      }));
+      llvm::Expected<HostTensor> part =
+          gatherElements(data, shape, [&](ArrayRef<int64_t> at) {
+            int64_t flat = 0;
+            for (int64_t dim = 0; dim < rank; ++dim)
+              flat += (at[dim] + (dim == *axis ? offset : 0)) * strides[dim];
+            return flat;
+          });
+      if (!part)
+        return part.takeError();
+      results.push_back(std::move(*part));
       offset += size;
     }
     return results;

@@ -69,6 +69,15 @@ mlir::Type getElementType(mlir::MLIRContext *context, int32_t elementType);
 /// ONNX's name of an element type ("FLOAT", "INT64").
 std::string getElementTypeName(int32_t elementType);
 
+/// The most elements of a tensor the importer folds on the host (as
+/// doubles: 512 MB), and of any tensor it types.
+inline constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
+inline constexpr int64_t kMaxElements = int64_t(1) << 40;
+/// The element count of `shape`, or an error naming `what` when a dim is
+/// negative or the count passes `limit` (or int64).
+llvm::Expected<int64_t> getCheckedSize(llvm::ArrayRef<int64_t> shape,
+                                       int64_t limit, llvm::StringRef what);
+
 /// Row-major strides of `shape`.
 llvm::SmallVector<int64_t> getStrides(llvm::ArrayRef<int64_t> shape);
 /// The shape two shapes broadcast to (numpy's rule), or none.
@@ -118,6 +127,9 @@ public:
   const GraphValue *getInput(const onnx::NodeProto &node, int index) const;
   /// The input's value as an nn value (constants materialized).
   llvm::Expected<mlir::Value> getValue(const onnx::NodeProto &node, int index);
+  /// The input as an nn value that holds floats (nn computes on floats).
+  llvm::Expected<mlir::Value> getFloatValue(const onnx::NodeProto &node,
+                                            int index);
   /// The input as a tensor known at import; fails saying that `what` must
   /// be a constant.
   llvm::Expected<HostTensor> getConstant(const onnx::NodeProto &node, int index,

@@ -142,6 +142,16 @@ llvm::Expected<Value> GraphImporter::getValue(const onnx::NodeProto &node,
   return *value;
 }
 
+llvm::Expected<Value> GraphImporter::getFloatValue(const onnx::NodeProto &node,
+                                                   int index) {
+  llvm::Expected<Value> value = getValue(node, index);
+  if (!value)
+    return value.takeError();
+  if (llvm::Error error = requireFloat(*value, node))
+    return std::move(error);
+  return *value;
+}
+
 llvm::Expected<HostTensor>
 GraphImporter::getConstant(const onnx::NodeProto &node, int index,
                            llvm::StringRef what) {
@@ -277,6 +287,8 @@ GraphImporter::getBroadcastValues(const onnx::NodeProto &node,
                        "] does not broadcast with the others");
     shape = std::move(*joined);
   }
+  if (auto size = getCheckedSize(shape, kMaxElements, "the result"); !size)
+    return size.takeError();
   SmallVector<Value> operands;
   for (int index : indices) {
     const GraphValue *input = getInput(node, index);
@@ -425,6 +437,9 @@ getTensorType(MLIRContext *context, const onnx::ValueInfoProto &info,
                      "x"));
     shape.push_back(dim.dim_value());
   }
+  std::string named = (what + " '" + info.name() + "'").str();
+  if (auto size = getCheckedSize(shape, kMaxElements, named); !size)
+    return size.takeError();
   return RankedTensorType::get(shape, element);
 }
 
@@ -854,7 +869,8 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
 
   const ConverterTable &converters = getConverters();
   const FolderTable &folders = getFolders();
-  for (auto [nodeIndex, node] : llvm::enumerate(graph.node())) {
+  for (int nodeIndex = 0; nodeIndex < graph.node_size(); ++nodeIndex) {
+    const onnx::NodeProto &node = graph.node(nodeIndex);
     std::string name = node.name().empty() ? node.op_type() : node.name();
     importer.setLoc(NameLoc::get(builder.getStringAttr(name), fileLoc));
     auto nodeError = [&](llvm::Error error) {
@@ -909,8 +925,7 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
             "], ONNX infers " + *expected));
     }
     for (const std::string &input : node.input())
-      if (!input.empty() &&
-          lastReader.lookup(input) == static_cast<int>(nodeIndex))
+      if (!input.empty() && lastReader.lookup(input) == nodeIndex)
         importer.release(input);
   }
 

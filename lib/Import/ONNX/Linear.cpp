@@ -29,14 +29,12 @@ static Value dot(GraphImporter &importer, Value lhs, Value rhs,
 
 static llvm::Error convertMatMul(GraphImporter &importer,
                                  const onnx::NodeProto &node) {
-  llvm::Expected<Value> lhsValue = importer.getValue(node, 0);
+  llvm::Expected<Value> lhsValue = importer.getFloatValue(node, 0);
   if (!lhsValue)
     return lhsValue.takeError();
   llvm::Expected<Value> rhsValue = importer.getValue(node, 1);
   if (!rhsValue)
     return rhsValue.takeError();
-  if (llvm::Error error = requireFloat(*lhsValue, node))
-    return error;
   Value lhs = *lhsValue, rhs = *rhsValue;
   auto lhsType = cast<RankedTensorType>(lhs.getType());
   auto rhsType = cast<RankedTensorType>(rhs.getType());
@@ -94,14 +92,12 @@ static llvm::Error convertMatMul(GraphImporter &importer,
 
 static llvm::Error convertGemm(GraphImporter &importer,
                                const onnx::NodeProto &node) {
-  llvm::Expected<Value> a = importer.getValue(node, 0);
+  llvm::Expected<Value> a = importer.getFloatValue(node, 0);
   if (!a)
     return a.takeError();
   llvm::Expected<Value> b = importer.getValue(node, 1);
   if (!b)
     return b.takeError();
-  if (llvm::Error error = requireFloat(*a, node))
-    return error;
   auto aType = cast<RankedTensorType>(a->getType());
   auto bType = cast<RankedTensorType>(b->getType());
   if (aType.getRank() != 2 || bType.getRank() != 2)

@@ -16,11 +16,9 @@ using namespace tessera::onnx_import;
 template <typename Op> static ConvertFn convertReduce() {
   return [](GraphImporter &importer,
             const onnx::NodeProto &node) -> llvm::Error {
-    llvm::Expected<Value> input = importer.getValue(node, 0);
+    llvm::Expected<Value> input = importer.getFloatValue(node, 0);
     if (!input)
       return input.takeError();
-    if (llvm::Error error = requireFloat(*input, node))
-      return error;
     std::optional<HostTensor> axesInput;
     if (importer.getInput(node, 1)) {
       llvm::Expected<HostTensor> axes =
@@ -60,11 +58,9 @@ template <typename Op> static ConvertFn convertReduce() {
 /// and inverse standard deviation outputs, where used, computed beside it.
 static llvm::Error convertLayerNorm(GraphImporter &importer,
                                     const onnx::NodeProto &node) {
-  llvm::Expected<Value> input = importer.getValue(node, 0);
+  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
   if (!input)
     return input.takeError();
-  if (llvm::Error error = requireFloat(*input, node))
-    return error;
   auto type = cast<RankedTensorType>(input->getType());
   int64_t rank = type.getRank();
   llvm::Expected<int64_t> axis =

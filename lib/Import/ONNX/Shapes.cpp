@@ -337,6 +337,8 @@ static llvm::Error convertExpand(GraphImporter &importer,
       getBroadcastShape(type->getShape(), shape->getInts());
   if (!target)
     return makeError("the input does not broadcast to the shape");
+  if (auto size = getCheckedSize(*target, kMaxElements, "the result"); !size)
+    return size.takeError();
   importer.setOutput(node, 0, importer.broadcastTo(input, *target));
   return llvm::Error::success();
 }
@@ -355,10 +357,17 @@ static llvm::Error convertTile(GraphImporter &importer,
   if (static_cast<int64_t>(counts.size()) != type->getRank())
     return makeError("repeats has " + llvm::Twine(counts.size()) +
                      " values for rank " + llvm::Twine(type->getRank()));
+  SmallVector<int64_t> tiled;
+  for (auto [dim, count] : llvm::zip(type->getShape(), counts)) {
+    if (count < 1 || count > 4096)
+      return makeError("a repeat count of " + llvm::Twine(count) +
+                       " (Tessera tiles 1 to 4096 copies)");
+    tiled.push_back(dim * count);
+  }
+  if (auto size = getCheckedSize(tiled, kMaxElements, "the result"); !size)
+    return size.takeError();
   Value result = input;
   for (auto [dim, count] : llvm::enumerate(counts)) {
-    if (count < 1)
-      return makeError("a repeat count of " + llvm::Twine(count));
     SmallVector<Value> copies(count, result);
     result = concat(importer, copies, dim);
   }
@@ -417,10 +426,11 @@ static llvm::Error convertConstantOfShape(GraphImporter &importer,
     result = std::move(*fill);
   }
   result.shape = shape->getInts();
-  for (int64_t dim : result.shape)
-    if (dim < 0)
-      return makeError("the shape has a negative dim");
-  result.values.assign(result.getSize(), result.values.front());
+  llvm::Expected<int64_t> size =
+      getCheckedSize(result.shape, kMaxFoldedElements, "the result");
+  if (!size)
+    return size.takeError();
+  result.values.assign(*size, result.values.front());
   importer.setOutput(node, 0, std::move(result));
   return llvm::Error::success();
 }

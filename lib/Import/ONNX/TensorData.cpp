@@ -19,6 +19,20 @@ llvm::Error onnx_import::makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+llvm::Expected<int64_t> onnx_import::getCheckedSize(ArrayRef<int64_t> shape,
+                                                    int64_t limit,
+                                                    llvm::StringRef what) {
+  int64_t size = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0)
+      return makeError(what + " has a negative dim (" + llvm::Twine(dim) + ")");
+    if (__builtin_mul_overflow(size, dim, &size) || size > limit)
+      return makeError(what + " has more than " + llvm::Twine(limit) +
+                       " elements");
+  }
+  return size;
+}
+
 int64_t HostTensor::getSize() const {
   int64_t size = 1;
   for (int64_t dim : shape)
@@ -117,9 +131,6 @@ static float bfloat16ToFloat(uint16_t bits) {
   std::memcpy(&value, &wide, 4);
   return value;
 }
-
-/// The largest tensor the importer reads: 2^40 elements.
-static constexpr int64_t kMaxElements = int64_t(1) << 40;
 
 static llvm::Expected<int64_t> getElementCount(const onnx::TensorProto &tensor);
 

@@ -189,6 +189,24 @@ def oversized():
     return made
 
 
+def huge_shapes():
+    """A Reshape to dims whose product overflows (a fuzzer's find) and a
+    ConstantOfShape of 2^60 elements."""
+    return model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape"),
+         helper.make_node("ConstantOfShape", ["big"], ["z"], name="fill")],
+        [value("x", F, [4])], [value("y", F, [1 << 60, 1 << 40]), value("z", F, [1 << 30, 1 << 30])],
+        [ints("shape", [1 << 60, 1 << 40]), ints("big", [1 << 30, 1 << 30])],
+        check=False)
+
+
+def huge_fill():
+    return model(
+        [helper.make_node("ConstantOfShape", ["big"], ["z"], name="fill")],
+        [], [value("z", F, [1 << 30, 1 << 30])], [ints("big", [1 << 30, 1 << 30])],
+        check=False)
+
+
 def inference_dropout():
     """Dropout at inference, with its mask read: the input, an all-true
     mask."""
