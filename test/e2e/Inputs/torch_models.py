@@ -10,6 +10,13 @@
                                      PyTorch tensor) over "tp"
   torch_models.py inputs DIR         all.tsrt: data.tsrt, then weights.tsrt
   torch_models.py compare GOT EXPECTED [--rtol 1e-4]
+  torch_models.py train NAME DIR [--steps 10]
+                                     DIR/train.tsrt (the train step's inputs:
+                                     the data, labels, the weights, zero
+                                     AdamW moments, the step) and
+                                     DIR/torch-losses.txt (the losses of as
+                                     many steps of torch.optim.AdamW on them)
+  torch_models.py compare-losses GOT EXPECTED [--rtol 1e-4]
 
 The models are exported as the README tells users to: in training mode (no
 dropout in them), so that torch.onnx.export does not merge parameters of
@@ -248,6 +255,53 @@ def compare(args):
     print("matches PyTorch")
 
 
+# The optimizer both sides run: Tessera's --train adamw with these.
+LR, WEIGHT_DECAY = 1e-3, 0.01
+
+
+def train(args):
+    model, inputs = build(args.name)
+    model.train()
+    with torch.no_grad():
+        logits = model(*inputs)
+    labels = torch.randint(0, logits.shape[-1], logits.shape[:-1],
+                           generator=torch.Generator().manual_seed(1))
+    weights = tsrt.read(os.path.join(args.dir, "weights.tsrt"))
+    moments = [np.zeros_like(w) for w in weights for _ in range(2)]
+    tsrt.write(os.path.join(args.dir, "train.tsrt"),
+               [x.numpy() for x in inputs] + [labels.numpy()] + weights +
+               moments + [np.array(0, dtype=np.int64)])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR,
+                                  betas=(0.9, 0.999), eps=1e-8,
+                                  weight_decay=WEIGHT_DECAY)
+    losses = []
+    for _ in range(args.steps):
+        logits = model(*inputs)
+        loss = nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with open(os.path.join(args.dir, "torch-losses.txt"), "w") as file:
+        file.write("".join(f"{loss:.9g}\n" for loss in losses))
+
+
+def compare_losses(args):
+    def read(path):
+        with open(path) as file:
+            return [float(line) for line in file if line.strip()]
+    got, expected = read(args.got), read(args.expected)
+    if len(got) != len(expected):
+        sys.exit(f"{len(got)} losses, expected {len(expected)}")
+    error = max(abs(a - b) / abs(b) for a, b in zip(got, expected))
+    print(f"{len(got)} steps, losses {expected[0]:.6f} to {expected[-1]:.6f}, "
+          f"max relative error {error:.2e}")
+    if not error <= args.rtol:
+        sys.exit(f"differs from PyTorch by {error:.2e} > {args.rtol}")
+    print("trains as PyTorch")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -265,9 +319,17 @@ def main():
     command.add_argument("got")
     command.add_argument("expected")
     command.add_argument("--rtol", type=float, default=1e-4)
+    command = commands.add_parser("train")
+    command.add_argument("name")
+    command.add_argument("dir")
+    command.add_argument("--steps", type=int, default=10)
+    command = commands.add_parser("compare-losses")
+    command.add_argument("got")
+    command.add_argument("expected")
+    command.add_argument("--rtol", type=float, default=1e-4)
     args = parser.parse_args()
-    {"export": export, "shard": shard, "inputs": inputs,
-     "compare": compare}[args.command](args)
+    {"export": export, "shard": shard, "inputs": inputs, "compare": compare,
+     "train": train, "compare-losses": compare_losses}[args.command](args)
 
 
 if __name__ == "__main__":
