@@ -705,6 +705,80 @@ checkInferredShape(const onnx::ValueInfoProto *info, ArrayRef<int64_t> shape) {
   return std::nullopt;
 }
 
+/// Folds `node` (its inputs all known and a folder for its op) or
+/// translates it, then checks each output's shape against ONNX's shape
+/// inference (`inferred`).
+static llvm::Error
+importNode(GraphImporter &importer, const onnx::NodeProto &node,
+           const llvm::StringMap<const onnx::ValueInfoProto *> &inferred) {
+  for (const std::string &input : node.input())
+    if (!input.empty() && !importer.isDefined(input))
+      return makeError("input '" + input + "' is not defined");
+  SmallVector<const HostTensor *> constants;
+  bool known = node.input_size() > 0;
+  for (int i = 0; i < node.input_size() && known; ++i) {
+    const GraphValue *input = importer.getInput(node, i);
+    if (!input) {
+      constants.push_back(nullptr);
+      continue;
+    }
+    known = input->constant.has_value();
+    constants.push_back(known ? &*input->constant : nullptr);
+  }
+  const FolderTable &folders = getFolders();
+  auto folder = folders.find(node.op_type());
+  if (known && folder != folders.end()) {
+    llvm::Expected<SmallVector<HostTensor>> outputs =
+        folder->second(node, constants);
+    if (!outputs)
+      return outputs.takeError();
+    for (auto [index, output] : llvm::enumerate(*outputs))
+      importer.setOutput(node, index, std::move(output));
+  } else {
+    auto converter = getConverters().find(node.op_type());
+    if (converter == getConverters().end())
+      return makeError("internal error: an input is not known at import, and "
+                       "the op has no translation");
+    if (llvm::Error error = converter->second(importer, node))
+      return error;
+  }
+  for (const std::string &output : node.output()) {
+    if (output.empty())
+      continue;
+    const GraphValue *made = importer.lookup(output);
+    if (!made)
+      return makeError("output '" + output + "' is not supported");
+    SmallVector<int64_t> shape =
+        made->constant
+            ? made->constant->shape
+            : SmallVector<int64_t>(
+                  cast<RankedTensorType>(made->value.getType()).getShape());
+    if (std::optional<std::string> expected =
+            checkInferredShape(inferred.lookup(output), shape))
+      return makeError(
+          "internal error: output '" + output + "' was made as [" +
+          llvm::join(llvm::map_range(
+                         shape, [](int64_t d) { return std::to_string(d); }),
+                     ", ") +
+          "], ONNX infers " + *expected);
+  }
+  return llvm::Error::success();
+}
+
+/// The mean over every position of the cross-entropy of `logits` against
+/// `labels`.
+static Value buildMeanCrossEntropy(OpBuilder &builder, Location loc,
+                                   Value logits, Value labels) {
+  auto logitsType = cast<RankedTensorType>(logits.getType());
+  Value losses = nn::CrossEntropyOp::create(builder, loc, logits, labels);
+  SmallVector<int64_t> dims;
+  for (int64_t dim = 0; dim + 1 < logitsType.getRank(); ++dim)
+    dims.push_back(dim);
+  auto scalar = RankedTensorType::get({}, logitsType.getElementType());
+  return nn::ReduceMeanOp::create(builder, loc, scalar, losses,
+                                  builder.getDenseI64ArrayAttr(dims));
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>>
 onnx_import::importFile(MLIRContext &context, llvm::StringRef path,
                         const ImportOptions &options, WeightSink weights) {
@@ -867,63 +941,13 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
   for (const onnx::ValueInfoProto &output : graph.output())
     lastReader[output.name()] = graph.node_size();
 
-  const ConverterTable &converters = getConverters();
-  const FolderTable &folders = getFolders();
   for (int nodeIndex = 0; nodeIndex < graph.node_size(); ++nodeIndex) {
     const onnx::NodeProto &node = graph.node(nodeIndex);
     std::string name = node.name().empty() ? node.op_type() : node.name();
     importer.setLoc(NameLoc::get(builder.getStringAttr(name), fileLoc));
-    auto nodeError = [&](llvm::Error error) {
+    if (llvm::Error error = importNode(importer, node, inferred))
       return fail(makeError("node '" + name + "' (" + node.op_type() +
                             "): " + llvm::toString(std::move(error))));
-    };
-    for (int i = 0; i < node.input_size(); ++i)
-      if (!node.input(i).empty() && !importer.isDefined(node.input(i)))
-        return nodeError(
-            makeError("input '" + node.input(i) + "' is not defined"));
-    SmallVector<const HostTensor *> constants;
-    bool known = node.input_size() > 0;
-    for (int i = 0; i < node.input_size() && known; ++i) {
-      const GraphValue *input = importer.getInput(node, i);
-      if (!input) {
-        constants.push_back(nullptr);
-        continue;
-      }
-      known = input->constant.has_value();
-      constants.push_back(known ? &*input->constant : nullptr);
-    }
-    auto folder = folders.find(node.op_type());
-    if (known && folder != folders.end()) {
-      llvm::Expected<SmallVector<HostTensor>> outputs =
-          folder->second(node, constants);
-      if (!outputs)
-        return nodeError(outputs.takeError());
-      for (auto [index, output] : llvm::enumerate(*outputs))
-        importer.setOutput(node, index, std::move(output));
-    } else if (llvm::Error error =
-                   converters.find(node.op_type())->second(importer, node)) {
-      return nodeError(std::move(error));
-    }
-    for (const std::string &output : node.output()) {
-      if (output.empty())
-        continue;
-      const GraphValue *made = importer.lookup(output);
-      if (!made)
-        return nodeError(makeError("output '" + output + "' is not supported"));
-      SmallVector<int64_t> shape =
-          made->constant
-              ? made->constant->shape
-              : SmallVector<int64_t>(
-                    cast<RankedTensorType>(made->value.getType()).getShape());
-      if (std::optional<std::string> expected =
-              checkInferredShape(inferred.lookup(output), shape))
-        return nodeError(makeError(
-            "internal error: output '" + output + "' was made as [" +
-            llvm::join(llvm::map_range(
-                           shape, [](int64_t d) { return std::to_string(d); }),
-                       ", ") +
-            "], ONNX infers " + *expected));
-    }
     for (const std::string &input : node.input())
       if (!input.empty() && lastReader.lookup(input) == nodeIndex)
         importer.release(input);
@@ -940,19 +964,11 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
     results.push_back(*value);
     resultTypes.push_back(value->getType());
   }
-  // The mean cross-entropy of the logits against the labels.
   if (labels) {
-    importer.setLoc(NameLoc::get(builder.getStringAttr("loss"), fileLoc));
-    auto logitsType = cast<RankedTensorType>(results.front().getType());
-    Value losses =
-        nn::CrossEntropyOp::create(builder, fileLoc, results.front(), labels);
-    SmallVector<int64_t> dims;
-    for (int64_t dim = 0; dim + 1 < logitsType.getRank(); ++dim)
-      dims.push_back(dim);
-    auto scalar = RankedTensorType::get({}, logitsType.getElementType());
-    results = {nn::ReduceMeanOp::create(builder, fileLoc, scalar, losses,
-                                        builder.getDenseI64ArrayAttr(dims))};
-    resultTypes = {scalar};
+    results = {buildMeanCrossEntropy(
+        builder, NameLoc::get(builder.getStringAttr("loss"), fileLoc),
+        results.front(), labels)};
+    resultTypes = {results.front().getType()};
   }
   func::ReturnOp::create(builder, fileLoc, results);
   function.setType(builder.getFunctionType(argumentTypes, resultTypes));
