@@ -1,7 +1,8 @@
 //===- tessera-run.cpp - Runs a plan on the ranks of an MPI job -----------===//
 //
 //   mpirun -np N tessera-run model.plan [--steps N] [--seed S]
-//                            [--inputs FILE] [--dump-inputs FILE]
+//                            [--inputs FILE] [--weights FILE]
+//                            [--dump-inputs FILE]
 //                            [--dump-outputs FILE] [--dump-losses FILE]
 //                            [--save-checkpoint DIR] [--load-checkpoint DIR]
 //                            [--device cpu|cuda] [--comm-timeout SECONDS]
@@ -19,7 +20,9 @@
 // loading it on the same plan resumes bit for bit.
 //
 // Every rank loads and validates the plan, builds the same global inputs
-// (seeded, or read from --inputs), keeps its piece, runs its program and
+// (seeded, or read from --inputs; the parameters from --weights, as
+// `tessera import --weights-out` writes them), keeps its piece, runs its
+// program and
 // sends its results to rank 0, which assembles and prints them. With
 // pipeline stages (one program per stage) every input and result is known
 // by its index in the unpipelined step, so a run feeds and reports them as
@@ -55,6 +58,7 @@ struct Options {
   int64_t steps = 1;
   uint64_t seed = 0;
   std::string inputs;
+  std::string weights;
   std::string dumpInputs;
   std::string dumpOutputs;
   std::string dumpLosses;
@@ -68,6 +72,7 @@ struct Options {
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
+    "[--weights FILE] "
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
     "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
     "[--time]\n"
@@ -114,6 +119,9 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--inputs") {
       if (!value(options.inputs))
         return invalidArgument("--inputs needs a file");
+    } else if (arg == "--weights") {
+      if (!value(options.weights))
+        return invalidArgument("--weights needs a file");
     } else if (arg == "--dump-inputs") {
       if (!value(options.dumpInputs))
         return invalidArgument("--dump-inputs needs a file");
@@ -374,35 +382,81 @@ int main(int argc, char **argv) {
     for (const auto &[source, tensor] : stepTensors.back())
       needed = std::max(needed, source + 1);
   }
-  std::vector<OwnedTensor> inputs(needed);
+  // Every step tensor's role, over every stage's program: --weights holds
+  // the parameters in the order of their indices in the step, and with it
+  // --inputs may hold the data arguments alone (optimizer state starts at
+  // zero, the step counter is the runtime's).
+  std::map<int64_t, plan::ArgumentRole> roles;
+  for (const plan::Program &each : plan.programs())
+    for (int i = 0; i < each.arguments_size(); ++i)
+      for (const auto &[source, tensor] : getStepTensors(each.arguments(i), i))
+        roles.emplace(source, tensor.role());
+  std::map<int64_t, int64_t> weightOf, dataOf; // step index -> file tensor
+  for (const auto &[source, role] : roles) {
+    if (role == plan::PARAM && !options.weights.empty())
+      weightOf.emplace(source, weightOf.size());
+    if (role == plan::DATA)
+      dataOf.emplace(source, dataOf.size());
+  }
+  std::vector<OwnedTensor> weights;
+  if (!options.weights.empty()) {
+    Expected<std::vector<OwnedTensor>> read = readTensors(options.weights);
+    if (!read.ok())
+      return fail(read.message());
+    weights = read.take();
+    if (weights.size() != weightOf.size())
+      return fail("'" + options.weights + "' holds " +
+                  std::to_string(weights.size()) + " tensors, the plan has " +
+                  std::to_string(weightOf.size()) + " parameters");
+  }
+  std::vector<OwnedTensor> inputs(needed), data;
+  bool dataOnly = false;
   if (!options.inputs.empty()) {
     Expected<std::vector<OwnedTensor>> read = readTensors(options.inputs);
     if (!read.ok())
       return fail(read.message());
-    inputs = read.take();
-    bool fits = pipelined ? static_cast<int64_t>(inputs.size()) >= needed
-                          : static_cast<int64_t>(inputs.size()) == needed;
+    data = read.take();
+    dataOnly = !options.weights.empty() && data.size() == dataOf.size() &&
+               dataOf.size() != roles.size();
+    bool fits =
+        dataOnly || (pipelined ? static_cast<int64_t>(data.size()) >= needed
+                               : static_cast<int64_t>(data.size()) == needed);
     if (!fits)
       return fail("'" + options.inputs + "' holds " +
-                  std::to_string(inputs.size()) + " tensors, the plan takes " +
-                  std::to_string(needed) + " arguments");
+                  std::to_string(data.size()) + " tensors, the plan takes " +
+                  std::to_string(needed) + " arguments" +
+                  (options.weights.empty()
+                       ? std::string()
+                       : " (or its " + std::to_string(dataOf.size()) +
+                             " data arguments, with --weights)"));
+    if (!dataOnly)
+      inputs = std::move(data);
   }
   std::vector<OwnedTensor> locals;
   for (int i = 0; i < program->arguments_size(); ++i) {
     const plan::Argument &argument = program->arguments(i);
     std::vector<const Tensor *> held;
     for (const auto &[source, tensor] : stepTensors[i]) {
-      if (options.inputs.empty()) {
+      // Given (a weight, a data tensor, or the whole step's input), or made.
+      const std::string *file = nullptr;
+      if (auto weight = weightOf.find(source); weight != weightOf.end()) {
+        inputs[source] = weights[weight->second];
+        file = &options.weights;
+      } else if (dataOnly && dataOf.count(source)) {
+        inputs[source] = std::move(data[dataOf[source]]);
+        file = &options.inputs;
+      } else if (options.inputs.empty() || dataOnly) {
         inputs[source] = makeGlobalInput(tensor, options.seed, source);
       } else {
-        const Tensor &given = inputs[source].view;
-        std::vector<int64_t> want(tensor.global_shape().begin(),
-                                  tensor.global_shape().end());
-        if (given.dtype != getDType(tensor.dtype()) || given.shape != want)
-          return fail("input #" + std::to_string(source) + " of '" +
-                      options.inputs + "' does not match argument '" +
-                      tensor.name() + "'");
+        file = &options.inputs;
       }
+      const Tensor &given = inputs[source].view;
+      std::vector<int64_t> want(tensor.global_shape().begin(),
+                                tensor.global_shape().end());
+      if (file &&
+          (given.dtype != getDType(tensor.dtype()) || given.shape != want))
+        return fail("input #" + std::to_string(source) + " of '" + *file +
+                    "' does not match argument '" + tensor.name() + "'");
       held.push_back(&inputs[source].view);
     }
     OwnedTensor packed;

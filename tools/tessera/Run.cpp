@@ -24,6 +24,11 @@ static cl::opt<int64_t> seed("seed", cl::desc("Seed of the generated inputs"),
 static cl::opt<std::string> inputsFile("inputs",
                                        cl::desc("Global inputs (tensor file)"),
                                        cl::sub(runCommand()));
+static cl::opt<std::string> weightsFile(
+    "weights",
+    cl::desc("The parameters' values, one tensor per parameter in the step's "
+             "order (tessera import --weights-out)"),
+    cl::sub(runCommand()));
 static cl::opt<std::string>
     device("device",
            cl::desc("Where the run runs: cpu, or cuda (a GPU per rank, NCCL "
@@ -41,6 +46,10 @@ int cli::runRun() {
   if (!inputsFile.empty()) {
     args.push_back("--inputs");
     args.push_back(inputsFile);
+  }
+  if (!weightsFile.empty()) {
+    args.push_back("--weights");
+    args.push_back(weightsFile);
   }
   llvm::Expected<int> code = getLauncher().run(ranks, args);
   if (!code)

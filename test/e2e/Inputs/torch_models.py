@@ -13,7 +13,9 @@
   torch_models.py train NAME DIR [--steps 10]
                                      DIR/train.tsrt (the train step's inputs:
                                      the data, labels, the weights, zero
-                                     AdamW moments, the step) and
+                                     AdamW moments, the step),
+                                     DIR/train-data.tsrt (the data and
+                                     labels, for tessera-run --weights) and
                                      DIR/torch-losses.txt (the losses of as
                                      many steps of torch.optim.AdamW on them)
   torch_models.py compare-losses GOT EXPECTED [--rtol 1e-4]
@@ -268,9 +270,10 @@ def train(args):
                            generator=torch.Generator().manual_seed(1))
     weights = tsrt.read(os.path.join(args.dir, "weights.tsrt"))
     moments = [np.zeros_like(w) for w in weights for _ in range(2)]
+    data = [x.numpy() for x in inputs] + [labels.numpy()]
     tsrt.write(os.path.join(args.dir, "train.tsrt"),
-               [x.numpy() for x in inputs] + [labels.numpy()] + weights +
-               moments + [np.array(0, dtype=np.int64)])
+               data + weights + moments + [np.array(0, dtype=np.int64)])
+    tsrt.write(os.path.join(args.dir, "train-data.tsrt"), data)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR,
                                   betas=(0.9, 0.999), eps=1e-8,
                                   weight_decay=WEIGHT_DECAY)
