@@ -3,10 +3,10 @@
 // Translates an ONNX ModelProto (opsets 13 to 17 of the default domain) into
 // one func.func of nn ops with global static shapes, through libonnx: its
 // protobuf classes, checker and shape inference. Graph inputs become data
-// arguments, float initializers parameters (`nn.param` = the initializer's
-// name, PyTorch's state-dict names), graph outputs the results. Shape
-// subgraphs and every other node whose inputs are all known at import are
-// folded to constants.
+// arguments, the float initializers that are trained parameters
+// (`nn.param` = the initializer's name, PyTorch's state-dict names), graph
+// outputs the results. Shape subgraphs and every other node whose inputs
+// are all known at import are folded to constants.
 //
 //===----------------------------------------------------------------------===//
 
