@@ -11,7 +11,8 @@ seconds=${1:-180}
 out=build/fuzz
 mkdir -p "$out/onnx-corpus"
 llvm=/usr/lib/llvm-22
-clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-rtti \
+clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined -fno-rtti \
   -DONNX_ML=1 -DONNX_NAMESPACE=onnx -I. -Iinclude -Ibuild -Ibuild/include \
   -isystem "$llvm/include" \
   test/fuzz/ONNXImportFuzzer.cpp lib/Import/ONNX/*.cpp \
@@ -29,5 +30,6 @@ for test in gemm_default_matrix_bias reshape_negative_dim slice gather_1 \
   cp "/usr/share/libonnx-testdata/data/node/test_$test/model.onnx" \
     "$out/onnx-corpus/$test.onnx"
 done
-"$out/onnx-import-fuzzer" "$out/onnx-corpus" -max_total_time="$seconds" \
+mkdir -p "$out/onnx-findings"
+"$out/onnx-import-fuzzer" "$out/onnx-corpus" -artifact_prefix="$out/onnx-findings/" -max_total_time="$seconds" \
   -max_len=16384 -rss_limit_mb=4096 -print_final_stats=1

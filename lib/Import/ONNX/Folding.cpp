@@ -24,8 +24,11 @@ static bool isIntegerType(int32_t type) {
 static double toElement(int32_t type, double value) {
   if (type == onnx::TensorProto::BOOL)
     return value != 0;
+  // A float that no integer holds (NaN, out of range) is 0, as the cast
+  // of ONNX's reference leaves it undefined.
   if (isIntegerType(type))
-    return std::trunc(value);
+    return std::isfinite(value) && std::fabs(value) < 9.2e18 ? std::trunc(value)
+                                                             : 0;
   if (type == onnx::TensorProto::FLOAT)
     return static_cast<float>(value);
   return value;
@@ -588,8 +591,7 @@ static void addShapeFolders(FolderTable &table) {
       return makeError("delta is 0");
     double steps = std::ceil((limit - start) / delta);
     if (!(steps <= static_cast<double>(kMaxFoldedElements)))
-      return makeError("the range has more than " +
-                       llvm::Twine(kMaxFoldedElements) + " elements");
+      return makeError("the range has more than 2^26 elements");
     int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
     std::vector<double> values;
     for (int64_t i = 0; i < count; ++i)

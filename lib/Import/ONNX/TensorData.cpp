@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -22,13 +23,17 @@ llvm::Error onnx_import::makeError(const llvm::Twine &message) {
 llvm::Expected<int64_t> onnx_import::getCheckedSize(ArrayRef<int64_t> shape,
                                                     int64_t limit,
                                                     llvm::StringRef what) {
-  int64_t size = 1;
+  // The dims but zeros must multiply within the limit too: strides are
+  // products of them.
+  int64_t size = 1, nonZero = 1;
   for (int64_t dim : shape) {
     if (dim < 0)
       return makeError(what + " has a negative dim (" + llvm::Twine(dim) + ")");
-    if (__builtin_mul_overflow(size, dim, &size) || size > limit)
-      return makeError(what + " has more than " + llvm::Twine(limit) +
-                       " elements");
+    if (__builtin_mul_overflow(nonZero, std::max<int64_t>(dim, 1), &nonZero) ||
+        nonZero > limit)
+      return makeError(what + " has more than 2^" +
+                       llvm::Twine(llvm::Log2_64(limit)) + " elements");
+    size *= dim;
   }
   return size;
 }
@@ -51,8 +56,11 @@ llvm::SmallVector<int64_t> HostTensor::getInts() const {
   llvm::SmallVector<int64_t> ints;
   ints.reserve(values.size());
   for (double value : values) {
-    // INT64_MAX and INT64_MIN are ONNX's "to the end" in Slice.
-    if (value >= 9.2e18)
+    // INT64_MAX and INT64_MIN are ONNX's "to the end" in Slice; a NaN
+    // (a float cast to an integer) is taken as 0.
+    if (std::isnan(value))
+      ints.push_back(0);
+    else if (value >= 9.2e18)
       ints.push_back(std::numeric_limits<int64_t>::max());
     else if (value <= -9.2e18)
       ints.push_back(std::numeric_limits<int64_t>::min());
@@ -141,17 +149,9 @@ llvm::Error onnx_import::checkElementCount(const onnx::TensorProto &tensor) {
 
 static llvm::Expected<int64_t>
 getElementCount(const onnx::TensorProto &tensor) {
-  int64_t count = 1;
-  for (int64_t dim : tensor.dims()) {
-    if (dim < 0)
-      return makeError("tensor '" + tensor.name() + "' has a negative dim (" +
-                       llvm::Twine(dim) + ")");
-    if (dim && count > kMaxElements / dim)
-      return makeError("tensor '" + tensor.name() +
-                       "' has more than 2^40 elements");
-    count *= dim;
-  }
-  return count;
+  return getCheckedSize(
+      SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()),
+      kMaxElements, "tensor '" + tensor.name() + "'");
 }
 
 llvm::Expected<TensorBytes>
