@@ -16,10 +16,10 @@ Status TensorFileWriter::open(const std::string &name) {
   file = std::fopen(path.c_str(), "wb");
   if (!file)
     return dataError("cannot write '" + path + "'");
-  uint64_t placeholder = 0;
+  // The count so far (none); close() writes the final one over it.
   if (std::fwrite(kMagic, 4, 1, file) != 1 ||
       std::fwrite(&kVersion, 4, 1, file) != 1 ||
-      std::fwrite(&placeholder, 8, 1, file) != 1)
+      std::fwrite(&count, 8, 1, file) != 1)
     return dataError("cannot write '" + path + "'");
   return Status::success();
 }

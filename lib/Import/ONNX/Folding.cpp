@@ -79,6 +79,9 @@ static FoldFn nary(std::function<double(ArrayRef<double>, int32_t)> apply,
             return makeError("the inputs' shapes do not broadcast");
           shape = *joined;
         }
+        if (auto size = getCheckedSize(shape, kMaxFoldedElements, "the result");
+            !size)
+          return size.takeError();
         SmallVector<HostTensor> operands;
         for (const HostTensor *input : inputs)
           operands.push_back(broadcastHost(*input, shape));

@@ -200,6 +200,17 @@ def huge_shapes():
         check=False)
 
 
+def huge_broadcast():
+    """A sum of two known tensors of 2^13 and 2^14 elements that broadcasts
+    to 2^27, more than the import folds."""
+    return model(
+        [helper.make_node("Add", ["rows", "columns"], ["sum"], name="add"),
+         helper.make_node("Cast", ["sum"], ["y"], to=F, name="cast")],
+        [], [value("y", F, [1 << 13, 1 << 14])],
+        [ints("rows", np.zeros((1 << 13, 1), np.int64)),
+         ints("columns", np.zeros((1, 1 << 14), np.int64))])
+
+
 def huge_fill():
     return model(
         [helper.make_node("ConstantOfShape", ["big"], ["z"], name="fill")],
