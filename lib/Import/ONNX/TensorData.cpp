@@ -2,6 +2,7 @@
 
 #include "GraphImporter.h"
 
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
@@ -118,26 +119,10 @@ static size_t getElementBytes(int32_t elementType) {
   }
 }
 
-static float halfToFloat(uint16_t bits) {
-  uint32_t sign = (bits >> 15) & 1, exponent = (bits >> 10) & 0x1f,
-           mantissa = bits & 0x3ff;
-  float magnitude;
-  if (exponent == 0)
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  else if (exponent == 31)
-    magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN()
-                         : std::numeric_limits<float>::infinity();
-  else
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400),
-                           static_cast<int>(exponent) - 25);
-  return sign ? -magnitude : magnitude;
-}
-
-static float bfloat16ToFloat(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, 4);
-  return value;
+/// A 16-bit float's value from its bits, by LLVM's APFloat.
+static double sixteenBitsToDouble(const llvm::fltSemantics &semantics,
+                                  uint16_t bits) {
+  return llvm::APFloat(semantics, llvm::APInt(16, bits)).convertToDouble();
 }
 
 static llvm::Expected<int64_t> getElementCount(const onnx::TensorProto &tensor);
@@ -295,10 +280,12 @@ onnx_import::readTensor(const onnx::TensorProto &tensor,
       host.values[i] = load(int32_t());
       break;
     case onnx::TensorProto::FLOAT16:
-      host.values[i] = halfToFloat(load(uint16_t()));
+      host.values[i] =
+          sixteenBitsToDouble(llvm::APFloat::IEEEhalf(), load(uint16_t()));
       break;
     case onnx::TensorProto::BFLOAT16:
-      host.values[i] = bfloat16ToFloat(load(uint16_t()));
+      host.values[i] =
+          sixteenBitsToDouble(llvm::APFloat::BFloat(), load(uint16_t()));
       break;
     case onnx::TensorProto::BOOL:
       host.values[i] = load(uint8_t()) != 0;

@@ -200,6 +200,22 @@ def huge_shapes():
         check=False)
 
 
+def half_constants():
+    """f16 and bf16 Constants (their elements as 16-bit patterns), folded
+    into f32 through Cast."""
+    half = numpy_helper.from_array(np.array([1.5, -2.25, 65504], np.float16))
+    brain = helper.make_tensor("b", TensorProto.BFLOAT16, [3],
+                               [0.5, -3.0, 256.0])
+    return model(
+        [helper.make_node("Constant", [], ["h"], value=half),
+         helper.make_node("Constant", [], ["b"], value=brain),
+         helper.make_node("Cast", ["h"], ["hf"], to=F),
+         helper.make_node("Cast", ["b"], ["bf"], to=F),
+         helper.make_node("Add", ["hf", "x"], ["y"]),
+         helper.make_node("Add", ["bf", "x"], ["z"])],
+        [value("x", F, [3])], [value("y", F, [3]), value("z", F, [3])])
+
+
 def huge_broadcast():
     """A sum of two known tensors of 2^13 and 2^14 elements that broadcasts
     to 2^27, more than the import folds."""
