@@ -81,16 +81,20 @@ llvm::Expected<int64_t> onnx_import::normalizeAxis(int64_t axis, int64_t rank,
   return axis < 0 ? axis + rank : axis;
 }
 
+static std::string formatType(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
 /// Fails unless `value` holds floats: nn computes on floats only.
 llvm::Error onnx_import::requireFloat(Value value,
                                       const onnx::NodeProto &node) {
   Type element = getElementTypeOrSelf(value.getType());
   if (isa<FloatType>(element))
     return llvm::Error::success();
-  std::string type;
-  llvm::raw_string_ostream os(type);
-  os << element;
-  return makeError(node.op_type() + " of " + type +
+  return makeError(node.op_type() + " of " + formatType(element) +
                    " values computed from the model's inputs: nn computes " +
                    "this on floats only");
 }
@@ -388,13 +392,6 @@ readBoundInput(const onnx::ValueInfoProto &input, llvm::StringRef path) {
     return makeError("--bind " + input.name() + ": '" + path +
                      "' does not have the input's shape");
   return readTensor(tensor, llvm::sys::path::parent_path(path));
-}
-
-static std::string formatType(Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << type;
-  return text;
 }
 
 static std::string formatDims(const onnx::TensorShapeProto &shape) {
