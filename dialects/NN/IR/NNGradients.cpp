@@ -171,6 +171,30 @@ TESSERA_GRADIENT(TanhOp) {
   return success();
 }
 
+TESSERA_GRADIENT(SinOp) {
+  Grad g(builder, getLoc());
+  Value cos = CosOp::create(builder, getLoc(), getInput());
+  operandGradients.assign({g.mul(resultGradients[0], cos)});
+  return success();
+}
+
+TESSERA_GRADIENT(CosOp) {
+  Grad g(builder, getLoc());
+  Value sin = SinOp::create(builder, getLoc(), getInput());
+  operandGradients.assign({g.mul(resultGradients[0], g.scale(sin, -1.0))});
+  return success();
+}
+
+TESSERA_GRADIENT(ErfOp) {
+  Grad g(builder, getLoc());
+  // d erf(x) = 2/sqrt(pi) exp(-x^2).
+  Value x = getInput();
+  Value gauss = ExpOp::create(builder, getLoc(), g.scale(g.mul(x, x), -1.0));
+  operandGradients.assign(
+      {g.mul(resultGradients[0], g.scale(gauss, 2.0 / std::sqrt(M_PI)))});
+  return success();
+}
+
 TESSERA_GRADIENT(ReluOp) {
   Grad g(builder, getLoc());
   Value zero = g.zerosLike(getInput());

@@ -106,6 +106,14 @@ def NN_LogOp : NN_UnaryOp<"log", "natural logarithm">;
 def NN_SqrtOp : NN_UnaryOp<"sqrt", "square root">;
 def NN_RsqrtOp : NN_UnaryOp<"rsqrt", "reciprocal square root">;
 def NN_TanhOp : NN_UnaryOp<"tanh", "hyperbolic tangent">;
+def NN_SinOp : NN_UnaryOp<"sin", "sine">;
+def NN_CosOp : NN_UnaryOp<"cos", "cosine">;
+def NN_ErfOp : NN_UnaryOp<"erf", "error function"> {
+  let description = [{
+    `erf(x) = 2/√π ∫₀ˣ exp(-t²) dt`, as in the exact GELU,
+    `0.5 · x · (1 + erf(x / √2))`.
+  }];
+}
 def NN_ReluOp : NN_UnaryOp<"relu", "rectified linear unit, max(x, 0)">;
 def NN_GeluOp : NN_UnaryOp<"gelu", "GELU in its tanh form"> {
   let description = [{

@@ -379,6 +379,9 @@ void onnx_import::addElementwiseConverters(ConverterTable &table) {
   table["Log"] = convertUnary<nn::LogOp>();
   table["Sqrt"] = convertUnary<nn::SqrtOp>();
   table["Tanh"] = convertUnary<nn::TanhOp>();
+  table["Sin"] = convertUnary<nn::SinOp>();
+  table["Cos"] = convertUnary<nn::CosOp>();
+  table["Erf"] = convertUnary<nn::ErfOp>();
   table["Relu"] = convertUnary<nn::ReluOp>();
   table["Reciprocal"] = convertReciprocal;
   table["Sigmoid"] = convertSigmoid;

@@ -527,11 +527,12 @@ static bool isDifferentiableInput(const onnx::NodeProto &node, int index) {
 
 /// A float initializer with a dim is a parameter (a trained argument) when
 /// an output depends on it differentiably, but where the graph needs its
-/// values at import: an op that only folds (Sin, Cos, Range: Folding.cpp)
-/// reads it, directly or through other ops. Exporters write buffers as
-/// initializers: rotary inverse frequencies, which such ops read, and
-/// masks, which only comparisons read, are then constants, as are scalars.
-/// Each demotion may let more nodes fold: to a fixed point.
+/// values at import: an op that only folds (Range, Floor: Folding.cpp)
+/// reads it, directly or through other ops, or a Sin or Cos reads values
+/// computed from initializers alone (a table of angles). Exporters write
+/// buffers as initializers: rotary inverse frequencies, which such ops
+/// read, and masks, which only comparisons read, are then constants, as are
+/// scalars. Each demotion may let more nodes fold: to a fixed point.
 static GraphAnalysis analyzeGraph(const onnx::GraphProto &graph,
                                   const ImportOptions &options) {
   const ConverterTable &converters = getConverters();
@@ -561,12 +562,34 @@ static GraphAnalysis analyzeGraph(const onnx::GraphProto &graph,
     for (const onnx::TensorProto &tensor : graph.initializer())
       if (!analysis.parameters.contains(tensor.name()))
         analysis.known.insert(tensor.name());
+    // The values computed from graph inputs (in the nodes' topological
+    // order): the rest are known at import or computed from parameters.
+    llvm::StringSet<> fromInputs;
+    for (const onnx::ValueInfoProto &input : graph.input())
+      if (!analysis.known.contains(input.name()) &&
+          !analysis.parameters.contains(input.name()))
+        fromInputs.insert(input.name());
+    auto readsInputs = [&](const onnx::NodeProto &node) {
+      return llvm::any_of(node.input(), [&](const std::string &input) {
+        return fromInputs.contains(input);
+      });
+    };
+    auto needsValues = [&](const onnx::NodeProto &node) {
+      const std::string &op = node.op_type();
+      return !converters.count(op) ||
+             ((op == "Sin" || op == "Cos") && !readsInputs(node));
+    };
     SmallVector<std::string> blocked;
     for (const onnx::NodeProto &node : graph.node()) {
       if (isKnownAtImport(node, analysis.known)) {
         for (const std::string &output : node.output())
           analysis.known.insert(output);
-      } else if (isDefaultDomain(node) && !converters.count(node.op_type())) {
+        continue;
+      }
+      if (readsInputs(node))
+        for (const std::string &output : node.output())
+          fromInputs.insert(output);
+      if (isDefaultDomain(node) && needsValues(node)) {
         for (const std::string &input : node.input())
           if (!input.empty() && !analysis.known.contains(input))
             blocked.push_back(input);

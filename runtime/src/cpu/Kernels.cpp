@@ -1487,6 +1487,18 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::tanh(x); });
               }},
+             {"nn.sin",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::sin(x); });
+              }},
+             {"nn.cos",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::cos(x); });
+              }},
+             {"nn.erf",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::erf(x); });
+              }},
              // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
              {"nn.relu",
               [](KernelCall &c) {

@@ -41,6 +41,9 @@ enum class MapOp : int32_t {
   Sqrt,
   Rsqrt,
   Tanh,
+  Sin,
+  Cos,
+  Erf,
   Relu,
   Gelu,
   Silu
@@ -68,6 +71,12 @@ TESSERA_HOST_DEVICE inline float applyMap(MapOp op, float a, float b) {
     return 1.0f / sqrtf(a);
   case MapOp::Tanh:
     return tanhf(a);
+  case MapOp::Sin:
+    return sinf(a);
+  case MapOp::Cos:
+    return cosf(a);
+  case MapOp::Erf:
+    return erff(a);
   case MapOp::Relu:
     return a < 0.0f ? 0.0f : a; // NaN stays NaN, as on the CPU.
   case MapOp::Gelu:

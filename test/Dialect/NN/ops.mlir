@@ -57,7 +57,10 @@ func.func @binary(%a: tensor<4x8xf16>, %b: tensor<4x8xf16>) -> tensor<4x8xf16> {
 // CHECK:         %[[RELU:.+]] = nn.relu %[[TANH]] : tensor<4x8xf32>
 // CHECK:         %[[GELU:.+]] = nn.gelu %[[RELU]] : tensor<4x8xf32>
 // CHECK:         %[[SILU:.+]] = nn.silu %[[GELU]] : tensor<4x8xf32>
-// CHECK:         return %[[SILU]]
+// CHECK:         %[[SIN:.+]] = nn.sin %[[SILU]] : tensor<4x8xf32>
+// CHECK:         %[[COS:.+]] = nn.cos %[[SIN]] : tensor<4x8xf32>
+// CHECK:         %[[ERF:.+]] = nn.erf %[[COS]] : tensor<4x8xf32>
+// CHECK:         return %[[ERF]]
 func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = nn.neg %x : tensor<4x8xf32>
   %1 = nn.exp %0 : tensor<4x8xf32>
@@ -68,7 +71,10 @@ func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %6 = nn.relu %5 : tensor<4x8xf32>
   %7 = nn.gelu %6 : tensor<4x8xf32>
   %8 = nn.silu %7 : tensor<4x8xf32>
-  return %8 : tensor<4x8xf32>
+  %9 = nn.sin %8 : tensor<4x8xf32>
+  %10 = nn.cos %9 : tensor<4x8xf32>
+  %11 = nn.erf %10 : tensor<4x8xf32>
+  return %11 : tensor<4x8xf32>
 }
 
 // -----

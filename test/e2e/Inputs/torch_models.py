@@ -187,6 +187,7 @@ def build(name):
         return Llama(), (ids,)
     if name == "encoder":
         layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0,
+                                           activation="gelu",
                                            batch_first=True)
         return layer, (torch.randn(4, 8, 32),)
     sys.exit(f"unknown model {name}")

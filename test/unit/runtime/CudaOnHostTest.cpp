@@ -320,8 +320,9 @@ TEST(CudaElementMathTest, MapMatchesTheCpuKernels) {
       {"nn.neg", MapOp::Neg},     {"nn.exp", MapOp::Exp},
       {"nn.log", MapOp::Log},     {"nn.sqrt", MapOp::Sqrt},
       {"nn.rsqrt", MapOp::Rsqrt}, {"nn.tanh", MapOp::Tanh},
-      {"nn.relu", MapOp::Relu},   {"nn.gelu", MapOp::Gelu},
-      {"nn.silu", MapOp::Silu}};
+      {"nn.sin", MapOp::Sin},     {"nn.cos", MapOp::Cos},
+      {"nn.erf", MapOp::Erf},     {"nn.relu", MapOp::Relu},
+      {"nn.gelu", MapOp::Gelu},   {"nn.silu", MapOp::Silu}};
   for (auto [op, map] : unary) {
     std::vector<float> want = values(runCpu(op, {}, {&x}, x.view.shape));
     for (size_t i = 0; i < xs.size(); ++i)

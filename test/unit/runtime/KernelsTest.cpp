@@ -263,6 +263,14 @@ TEST(KernelsTest, UnaryOpsApplyElementwise) {
   expectNear(apply("nn.rsqrt", positive), {2.0f, 1.0f, 0.5f, 1.0f / 3});
   expectNear(apply("nn.tanh", input), {std::tanh(-2.0f), std::tanh(-0.5f),
                                        std::tanh(0.25f), std::tanh(3.0f)});
+  expectNear(apply("nn.sin", input), {std::sin(-2.0f), std::sin(-0.5f),
+                                      std::sin(0.25f), std::sin(3.0f)});
+  expectNear(apply("nn.cos", input), {std::cos(-2.0f), std::cos(-0.5f),
+                                      std::cos(0.25f), std::cos(3.0f)});
+  // Hand values: erf(-2) = -0.995322, erf(-0.5) = -0.520500,
+  // erf(0.25) = 0.276326, erf(3) = 0.999978.
+  expectNear(apply("nn.erf", input),
+             {-0.995322f, -0.520500f, 0.276326f, 0.999978f});
   expectNear(apply("nn.relu", input), {0.0f, 0.0f, 0.25f, 3.0f});
   std::vector<float> gelu, silu;
   for (float v : x) {

@@ -112,6 +112,17 @@ def rope_tables():
              np.array([1.0, 0.1, 0.01, 0.001], np.float32), "frequencies")])
 
 
+def computed_trig():
+    """Sin, Cos and Erf of values computed from the input and a weight: nn
+    ops, and the weight stays a parameter."""
+    return model(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]),
+         helper.make_node("Sin", ["h"], ["s"]),
+         helper.make_node("Cos", ["s"], ["c"]),
+         helper.make_node("Erf", ["c"], ["y"])],
+        [value("x", F, [2, 4])], [value("y", F, [2, 4])], [tensor("w", [4, 4])])
+
+
 def rms_norm():
     """RMSNorm as PyTorch writes it out: Pow, ReduceMean, Add, Sqrt, Div."""
     return model(
@@ -142,11 +153,12 @@ def dynamic():
 
 
 def unsupported():
-    """Ops Tessera does not import: Erf, Sin of an input, a foreign domain."""
+    """Ops Tessera does not import: Floor and Ceil of an input (they fold
+    only), a foreign domain."""
     return model(
-        [helper.make_node("Erf", ["x"], ["a"], name="gelu/erf"),
-         helper.make_node("Sin", ["a"], ["b"], name="rope/sin"),
-         helper.make_node("Sin", ["b"], ["c"], name="rope/sin2"),
+        [helper.make_node("Floor", ["x"], ["a"], name="quant/floor"),
+         helper.make_node("Ceil", ["a"], ["b"], name="quant/ceil"),
+         helper.make_node("Ceil", ["b"], ["c"], name="quant/ceil2"),
          helper.make_node("FusedGelu", ["c"], ["y"], name="fused",
                           domain="com.microsoft")],
         [value("x", F, [4])], [value("y", F, [4])], domains=["com.microsoft"])

@@ -32,12 +32,12 @@ import tsrt  # noqa: E402
 # The op types the importer claims (lib/Import/ONNX).
 CLAIMED = {
     "Abs", "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
-    "Div", "Dropout", "Equal", "Exp", "Expand", "Flatten", "Gather", "Gemm",
-    "Greater", "Identity", "LayerNormalization", "Less", "Log", "LogSoftmax",
-    "MatMul", "Max", "Min", "Mul", "Neg", "Pow", "Range", "Reciprocal",
-    "ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape",
-    "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh",
-    "Tile", "Transpose", "Trilu", "Unsqueeze", "Where",
+    "Cos", "Div", "Dropout", "Equal", "Erf", "Exp", "Expand", "Flatten",
+    "Gather", "Gemm", "Greater", "Identity", "LayerNormalization", "Less",
+    "Log", "LogSoftmax", "MatMul", "Max", "Min", "Mul", "Neg", "Pow", "Range",
+    "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape",
+    "Shape", "Sigmoid", "Sin", "Slice", "Softmax", "Split", "Sqrt", "Squeeze",
+    "Sub", "Tanh", "Tile", "Transpose", "Trilu", "Unsqueeze", "Where",
 }
 
 
