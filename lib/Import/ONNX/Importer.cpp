@@ -11,6 +11,7 @@
 #include "tessera/Import/ONNX/Importer.h"
 
 #include "Folding.h"
+#include "FusedProjections.h"
 #include "GraphImporter.h"
 
 #include "dialects/NN/IR/NNOps.h"
@@ -853,9 +854,8 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
   for (const onnx::ValueInfoProto &output : graph.output())
     used.insert(output.name());
   llvm::StringMap<const onnx::TensorProto *> initializers;
-  // The parameters' argument numbers and names, set once the function has
-  // its arguments.
-  SmallVector<std::pair<unsigned, std::string>> parameterNames;
+  // Each parameter's argument number and initializer.
+  SmallVector<std::pair<unsigned, const onnx::TensorProto *>> parameters;
   for (const onnx::TensorProto &tensor : graph.initializer())
     initializers[tensor.name()] = &tensor;
 
@@ -932,17 +932,9 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
     auto type = RankedTensorType::get(shape, element);
     Value arg = body->addArgument(
         type, NameLoc::get(builder.getStringAttr(tensor.name()), fileLoc));
-    parameterNames.push_back({body->getNumArguments() - 1, tensor.name()});
+    parameters.push_back({body->getNumArguments() - 1, &tensor});
     argumentTypes.push_back(type);
     importer.define(tensor.name(), GraphValue{arg, std::nullopt});
-    if (!weights)
-      continue;
-    llvm::Expected<TensorBytes> bytes = readTensorBytes(tensor, directory);
-    if (!bytes)
-      return fail(bytes.takeError());
-    if (llvm::Error error =
-            weights(Weight{tensor.name(), element, shape, bytes->bytes}))
-      return fail(std::move(error));
   }
 
   // What shape inference says of each value, to check the translation.
@@ -992,10 +984,26 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
   }
   func::ReturnOp::create(builder, fileLoc, results);
   function.setType(builder.getFunctionType(argumentTypes, resultTypes));
-  for (const auto &[index, name] : parameterNames)
-    function.setArgAttr(index, nn::kParamAttrName, builder.getStringAttr(name));
+  for (const auto &[index, tensor] : parameters)
+    function.setArgAttr(index, nn::kParamAttrName,
+                        builder.getStringAttr(tensor->name()));
+  splitFusedProjections(function);
   if (failed(verify(*module)))
     return fail(makeError("internal error: the imported program does not "
                           "verify (see the diagnostics above)"));
+
+  // The weights, one at a time, in the parameters' shapes (which
+  // splitFusedProjections may give another dim).
+  if (weights)
+    for (const auto &[index, tensor] : parameters) {
+      auto type = cast<RankedTensorType>(function.getArgument(index).getType());
+      llvm::Expected<TensorBytes> bytes = readTensorBytes(*tensor, directory);
+      if (!bytes)
+        return fail(bytes.takeError());
+      if (llvm::Error error =
+              weights(Weight{tensor->name(), type.getElementType(),
+                             type.getShape(), bytes->bytes}))
+        return fail(std::move(error));
+    }
   return module;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks a --weights-out file against the model's initializers: the
 parameters in argument order (the order of the initializers that are
-parameters), with their values."""
+parameters), with their values in their order. A weight whose parts have
+a dim of their own (a fused projection) has the initializer's elements in
+another shape, which is printed."""
 import os
 import sys
 
@@ -19,7 +21,10 @@ initializers = [numpy_helper.to_array(tensor)
 if len(weights) != len(initializers):
     sys.exit(f"{len(weights)} weights, {len(initializers)} initializers")
 for index, (weight, initializer) in enumerate(zip(weights, initializers)):
-    if weight.shape != initializer.shape or not np.array_equal(weight,
-                                                                initializer):
+    if weight.size != initializer.size or not np.array_equal(
+            weight.reshape(initializer.shape), initializer):
         sys.exit(f"weight #{index} differs from its initializer")
+    if weight.shape != initializer.shape:
+        print(f"weight #{index} has shape {list(weight.shape)}, its "
+              f"initializer {list(initializer.shape)}")
 print(f"{len(weights)} weights match the initializers")

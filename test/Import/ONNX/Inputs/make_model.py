@@ -112,6 +112,31 @@ def rope_tables():
              np.array([1.0, 0.1, 0.01, 0.001], np.float32), "frequencies")])
 
 
+def fused_qkv(sizes=(16, 16, 16)):
+    """q, k and v from one weight, as torch.nn.Linear(h, 3h) and split(h)
+    export: Transpose of the [3h, h] weight, MatMul, Add of the bias, Split
+    in three."""
+    width = sum(sizes)
+    return model(
+        [helper.make_node("Constant", [], ["sizes"],
+                          value=ints("sizes", list(sizes))),
+         helper.make_node("Transpose", ["qkv.weight"], ["wt"], perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "wt"], ["proj"]),
+         helper.make_node("Add", ["proj", "qkv.bias"], ["biased"]),
+         helper.make_node("Split", ["biased", "sizes"], ["q", "k", "v"],
+                          axis=-1),
+         helper.make_node("Mul", ["q", "k"], ["qk"]),
+         helper.make_node("Concat", ["qk", "v"], ["y"], axis=-1)],
+        [value("x", F, [2, 8, 16])],
+        [value("y", F, [2, 8, sizes[0] + sizes[2]])],
+        [tensor("qkv.weight", [width, 16]), tensor("qkv.bias", [width], 1)])
+
+
+def uneven_qkv():
+    """A split in parts of different widths: the weight stays as it is."""
+    return fused_qkv((8, 8, 16))
+
+
 def computed_trig():
     """Sin, Cos and Erf of values computed from the input and a weight: nn
     ops, and the weight stays a parameter."""
