@@ -6,6 +6,7 @@
 #include "dialects/NN/IR/NNOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -340,32 +341,114 @@ OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
 // Megatron-LM annotations
 //===----------------------------------------------------------------------===//
 
-/// The Megatron-LM split of a parameter by its name: column-parallel
-/// projections (and their biases) and row-parallel ones; none for the rest.
-static std::optional<SmallVector<SmallVector<StringRef, 1>>>
-getMegatronDims(StringRef name) {
-  using Dims = SmallVector<SmallVector<StringRef, 1>>;
-  for (StringRef column : {"attn.wq", "attn.wk", "attn.wv", "mlp.w1"})
-    if (name.ends_with(column))
-      return Dims{{}, {"tp"}};
-  for (StringRef bias : {"attn.bq", "attn.bk", "attn.bv", "mlp.b1"})
-    if (name.ends_with(bias))
-      return Dims{{"tp"}};
-  for (StringRef row : {"attn.wo", "mlp.w2"})
-    if (name.ends_with(row))
-      return Dims{{"tp"}, {}};
-  // MLP layers alternate column- and row-parallel.
-  StringRef rest = name;
-  int64_t layer;
-  if (rest.consume_front("layers.") && !rest.consumeInteger(10, layer) &&
-      rest.consume_front(".")) {
-    bool column = layer % 2 == 0;
-    if (rest == "w")
-      return column ? Dims{{}, {"tp"}} : Dims{{"tp"}, {}};
-    if (rest == "b" && column)
-      return Dims{{"tp"}};
+namespace {
+/// A parameter's split: the dim over "tp" of each argument it is decided
+/// for.
+using MegatronDims = llvm::DenseMap<unsigned, int64_t>;
+} // namespace
+
+/// The parameter `value` reads (through transposes and casts), and the
+/// parameter's dim that `dim` of `value` is.
+static std::optional<std::pair<BlockArgument, int64_t>>
+traceParameter(func::FuncOp function, Value value, int64_t dim) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+        return std::nullopt;
+      return std::make_pair(arg, dim);
+    }
+    if (auto transpose = value.getDefiningOp<nn::TransposeOp>()) {
+      dim = transpose.getPermutation()[dim];
+      value = transpose.getInput();
+    } else if (auto cast = value.getDefiningOp<nn::CastOp>()) {
+      value = cast.getInput();
+    } else {
+      return std::nullopt;
+    }
   }
-  return std::nullopt;
+}
+
+/// Megatron-LM's tensor parallelism (Shoeybi et al. 2019) read from the
+/// dataflow, not from names. In program order:
+/// - a dot of a whole activation with a weight matrix is column-parallel:
+///   the weight's last output dim over "tp", and what is computed from the
+///   product is split (attention heads, GELU, SwiGLU's product);
+/// - a dot of a split activation with a weight is row-parallel: the
+///   weight's contracted dim over "tp"; its result is whole again (after
+///   the all-reduce), as is what is computed from whole values only;
+/// - a vector parameter added to a column-parallel product is split with
+///   it.
+/// Embedding tables stay whole, also where the LM head reads them. A
+/// parameter decided twice differently, or whose dim "tp" does not divide,
+/// stays whole, and what it computes is whole.
+static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp) {
+  MegatronDims dims;
+  llvm::DenseSet<unsigned> conflicts;
+  auto decide = [&](BlockArgument param, int64_t dim) {
+    auto type = cast<RankedTensorType>(param.getType());
+    if (type.getDimSize(dim) % tp != 0 ||
+        llvm::any_of(param.getUsers(), llvm::IsaPred<nn::EmbeddingOp>))
+      return false;
+    unsigned index = param.getArgNumber();
+    auto [it, inserted] = dims.try_emplace(index, dim);
+    if (!inserted && it->second != dim)
+      conflicts.insert(index);
+    return !conflicts.contains(index);
+  };
+  // Values computed from a column-parallel product, and those products
+  // with the dim the weight splits.
+  llvm::DenseSet<Value> split;
+  llvm::DenseMap<Value, int64_t> columnProducts;
+  function.walk([&](Operation *op) {
+    if (auto dot = dyn_cast<nn::DotOp>(op)) {
+      ArrayRef<int64_t> contracting = dot.getRhsContractingDims();
+      auto rhsType = cast<RankedTensorType>(dot.getRhs().getType());
+      SmallVector<int64_t> free;
+      for (int64_t dim = 0; dim < rhsType.getRank(); ++dim)
+        if (!llvm::is_contained(dot.getRhsBatchingDims(), dim) &&
+            !llvm::is_contained(contracting, dim))
+          free.push_back(dim);
+      bool weight = dot.getRhsBatchingDims().empty() && !free.empty() &&
+                    traceParameter(function, dot.getRhs(), 0) &&
+                    !traceParameter(function, dot.getLhs(), 0);
+      if (weight && split.contains(dot.getLhs())) {
+        if (contracting.size() == 1)
+          if (auto param =
+                  traceParameter(function, dot.getRhs(), contracting[0]))
+            decide(param->first, param->second);
+        return;
+      }
+      if (weight) {
+        auto param = traceParameter(function, dot.getRhs(), free.back());
+        if (param && decide(param->first, param->second)) {
+          split.insert(dot.getResult());
+          columnProducts[dot.getResult()] = dot.getType().getRank() - 1;
+        }
+        return;
+      }
+    }
+    if (auto add = dyn_cast<nn::AddOp>(op))
+      for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
+                                    std::pair(add.getRhs(), add.getLhs())}) {
+        auto splitDim = columnProducts.find(product);
+        auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
+        if (splitDim == columnProducts.end() || !broadcast)
+          continue;
+        ArrayRef<int64_t> landing = broadcast.getDims();
+        auto dim = llvm::find(landing, splitDim->second);
+        if (dim == landing.end())
+          continue;
+        if (auto param = traceParameter(function, broadcast.getInput(),
+                                        dim - landing.begin()))
+          decide(param->first, param->second);
+      }
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value operand) { return split.contains(operand); }))
+      split.insert(op->result_begin(), op->result_end());
+  });
+  for (unsigned index : conflicts)
+    dims.erase(index);
+  return dims;
 }
 
 void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
@@ -395,6 +478,7 @@ void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
   module.walk([&](func::FuncOp function) {
     for (unsigned i = 0; i < function.getNumResults(); ++i)
       function.removeResultAttr(i, builder.getStringAttr(attrName));
+    MegatronDims split = getMegatronDims(function, tp);
     for (BlockArgument arg : function.getArguments()) {
       unsigned index = arg.getArgNumber();
       function.removeArgAttr(index, attrName);
@@ -410,8 +494,11 @@ void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
         function.setArgAttr(index, attrName, sharding(dims));
         continue;
       }
-      if (auto dims = getMegatronDims(param.getValue()))
-        function.setArgAttr(index, attrName, sharding(*dims));
+      if (auto dim = split.find(index); dim != split.end()) {
+        SmallVector<SmallVector<StringRef, 1>> dims(type.getRank());
+        dims[dim->second] = {"tp"};
+        function.setArgAttr(index, attrName, sharding(dims));
+      }
     }
   });
 }

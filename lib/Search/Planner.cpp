@@ -82,11 +82,14 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
       auto type = cast<RankedTensorType>(table.getType());
       shape.vocab = type.getDimSize(0);
       shape.hidden = type.getDimSize(1);
-      for (Operation *reader : table.getUsers())
-        shape.tiedEmbedding |=
-            isa<nn::DotOp>(reader) ||
-            (isa<nn::CastOp>(reader) &&
-             llvm::any_of(reader->getUsers(), llvm::IsaPred<nn::DotOp>));
+      // Read by a dot, directly or through casts and transposes.
+      SmallVector<Value> views = {table};
+      while (!views.empty() && !shape.tiedEmbedding)
+        for (Operation *reader : views.pop_back_val().getUsers()) {
+          shape.tiedEmbedding |= isa<nn::DotOp>(reader);
+          if (isa<nn::CastOp, nn::TransposeOp>(reader))
+            views.push_back(reader->getResult(0));
+        }
       break;
     }
   // The blocks as the structure repeats; one block repeats nothing, and
@@ -483,8 +486,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // output, the attention output; the GELU's output) and what B makes
     // for it: the projections' output gradients (q, k, v; the GELU's
     // input), the norm's normalised input and its output's gradient, and
-    // the residual gradient (in the MLP with TP, and in both halves with
-    // SP, the reduced gradient is a collective's). Recomputing layers
+    // the residual gradient (with TP or SP the reduced gradient is a
+    // collective's: the attention's sums q, k and v's terms and reduces
+    // them once). Recomputing layers
     // whole, F keeps only the layer's input, and B makes for W what F
     // would have kept.
     bool full = choice.recompute == Recompute::Full;
@@ -492,7 +496,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     double softmax = choice.recompute == Recompute::None ? attention : 0;
     KeptActivations halves[2] = {
         {whole + norm + 4 / t + softmax, norm + 1 / t,
-         (sp ? 2 : 3) * whole + 3 / t},
+         (sp || t > 1 ? 2 : 3) * whole + 3 / t},
         {whole + norm + 8 / t, norm + 4 / t, (t > 1 ? 2 : 3) * whole + 4 / t}};
     if (full)
       halves[0] = {whole, 0, halves[0].read + halves[0].made},

@@ -37,7 +37,9 @@ static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
                                        cl::sub(compileCommand()),
                                        cl::sub(verifyCommand()));
 static cl::opt<std::string>
-    meshSpec("mesh", cl::desc("Axis sizes of the model's mesh: dp=2,tp=4"),
+    meshSpec("mesh",
+             cl::desc("Axis sizes of the model's mesh: dp=2,tp=4 (with --auto: "
+                      "pins the searched dp and tp)"),
              cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<int64_t> pipelineStages(
     "pp", cl::desc("Pipeline stages, run along the mesh axis \"pp\""),
@@ -222,6 +224,23 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     pins.microbatches = microbatches;
   if (pipelineSchedule.getNumOccurrences())
     pins.schedule = pipelineSchedule.getValue();
+  // --mesh pins the searched mesh, whose axes are "dp" and "tp"; the
+  // annotated model then has those sizes.
+  SmallVector<StringRef> entries;
+  StringRef(meshSpec).split(entries, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (StringRef entry : entries) {
+    auto [axis, size] = entry.split('=');
+    int64_t value = 0;
+    std::optional<int64_t> *pin = axis == "dp"   ? &pins.dp
+                                  : axis == "tp" ? &pins.tp
+                                                 : nullptr;
+    if (!pin || size.getAsInteger(10, value) || value < 1)
+      return llvm::createStringError(
+          "with --auto, --mesh pins the searched sizes of \"dp\" and \"tp\" "
+          "(dp=2,tp=4), not '" +
+          entry.str() + "'");
+    *pin = value;
+  }
   llvm::Expected<AutoPlan> plan =
       applyAutoPlan(module, *machine, autoDevices, pins, options);
   if (!plan)

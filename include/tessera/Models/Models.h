@@ -68,12 +68,15 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
 mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *context,
                                            const MlpConfig &config);
 
-/// Annotates a GPT or MLP model from these generators for Megatron-LM on a
-/// mesh @mesh ["dp"=dp, "tp"=tp] (replacing any mesh and argument shardings):
-/// data split on its first (batch) dim over "dp"; q/k/v and the first MLP
-/// projection (and their biases) split by columns over "tp", the attention
-/// output and second MLP projection by rows; MLP layers alternate column and
-/// row. Other parameters are left for propagation.
+/// Annotates a model for Megatron-LM on a mesh @mesh ["dp"=dp, "tp"=tp]
+/// (replacing any mesh and argument shardings), read from its dataflow, not
+/// its names: data split on its first (batch) dim over "dp"; a weight matrix
+/// that a dot reads with a whole activation split by columns over "tp" (q,
+/// k, v, each part of a fused q/k/v weight, the MLP's first projections),
+/// and its bias with it; one that a dot reads with an activation computed
+/// from such a product split by rows (the attention output, the MLP's last
+/// projection); MLP layers then alternate. Embedding tables and other
+/// parameters are left for propagation.
 void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp);
 
 /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022) on a model

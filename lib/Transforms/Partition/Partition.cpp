@@ -726,15 +726,31 @@ static bool isSummedIntoSlice(Value value, ArrayAttr axes) {
   return false;
 }
 
+/// Whether `value` is a parameter's gradient: summed on (by linear ops) and
+/// cast into an optimizer's update.
+static bool isSummedIntoUpdate(Value value) {
+  while (value.hasOneUse()) {
+    Operation *user = *value.getUsers().begin();
+    if (isa<nn::SgdOp, nn::AdamWOp>(user))
+      return true;
+    auto rule = dyn_cast<ShardingRuleOpInterface>(user);
+    if (!isa<nn::CastOp>(user) &&
+        (!rule || !rule.isLinear() || user->getNumResults() != 1))
+      return false;
+    value = user->getResult(0);
+  }
+  return false;
+}
+
 namespace {
 /// A sum of all_reduced terms (`f(all_reduce(a), all_reduce(b))` for an op f
 /// linear in its operands together, each term over the same axes and read
-/// only here) that is then sliced over those axes is one all_reduce of the
-/// sum of the terms, which the slice turns into a reduce_scatter: the
-/// gradients of q, k and v meeting at their input, under sequence
-/// parallelism. (Where the sum stays whole, as a tied embedding's two
-/// gradient terms, the terms are left to reduce one by one: that frees each
-/// partial term as it is reduced.)
+/// only here) is one all_reduce of the sum of the terms: the gradients of
+/// q, k and v meeting at their input, which the next op needs whole (or, as
+/// sequence parallelism slices it, one reduce_scatter). A parameter's
+/// gradient of several terms (a tied embedding's) is left to reduce term by
+/// term: the first term's reduction then runs behind the rest of the
+/// backward pass rather than after it.
 struct ReduceTheSum : OpInterfaceRewritePattern<ShardingRuleOpInterface> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
   LogicalResult matchAndRewrite(ShardingRuleOpInterface op,
@@ -743,7 +759,8 @@ struct ReduceTheSum : OpInterfaceRewritePattern<ShardingRuleOpInterface> {
       return failure();
     SmallVector<dist::AllReduceOp> terms;
     auto first = op->getOperand(0).getDefiningOp<dist::AllReduceOp>();
-    if (!first || !isSummedIntoSlice(op->getResult(0), first.getMeshAxes()))
+    if (!first || (!isSummedIntoSlice(op->getResult(0), first.getMeshAxes()) &&
+                   isSummedIntoUpdate(op->getResult(0))))
       return failure();
     for (Value operand : op->getOperands()) {
       auto reduce = operand.getDefiningOp<dist::AllReduceOp>();

@@ -1,9 +1,9 @@
 // RUN: tessera-opt %s --split-input-file --tessera-propagate --tessera-partition | FileCheck %s
 
-// Tests that partial sums added together and then wanted split are summed
-// locally and reduce-scattered once (the gradients of q, k and v meeting at
-// a layer norm under sequence parallelism), rather than all-reduced term by
-// term and sliced.
+// Tests that partial sums added together are summed locally and reduced
+// once (the gradients of q, k and v meeting at a layer norm): wanted split
+// (under sequence parallelism), reduce-scattered; wanted whole,
+// all-reduced; rather than all-reduced term by term.
 dist.mesh @mesh ["tp"=2]
 // CHECK-LABEL: func.func @sum_then_split
 // CHECK-NOT: dist.all_reduce
@@ -35,14 +35,14 @@ func.func @sum_then_split(
 
 // -----
 
-// Tests that a sum of reduced terms that stays whole (a tied embedding's two
-// gradient terms) keeps one all_reduce per term: each partial term is freed
-// as it is reduced.
 dist.mesh @mesh ["tp"=2]
 // CHECK-LABEL: func.func @sum_stays_whole
-// CHECK: dist.all_reduce
-// CHECK: dist.all_reduce
-// CHECK: nn.add
+// CHECK-NOT: dist.all_reduce
+// CHECK: %[[A:.+]] = nn.dot
+// CHECK: %[[B:.+]] = nn.dot
+// CHECK: %[[AB:.+]] = nn.add %[[A]], %[[B]] : tensor<8x16xf32>
+// CHECK-NEXT: dist.all_reduce %[[AB]] on @mesh ["tp"] sum : tensor<8x16xf32>
+// CHECK-NOT: dist.all_reduce
 func.func @sum_stays_whole(
     %x: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
     %wa: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
@@ -52,4 +52,28 @@ func.func @sum_stays_whole(
   %b = nn.dot %x, %wb contracting_dims = [1] x [0] : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
   %ab = nn.add %a, %b : tensor<8x16xf32>
   return %ab : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a parameter's gradient of two terms (a tied embedding's) that
+// an update reads whole keeps one all_reduce per term: the first term's
+// runs behind the rest of the backward pass.
+dist.mesh @mesh ["tp"=2]
+// CHECK-LABEL: func.func @gradient_terms
+// CHECK: dist.all_reduce
+// CHECK: dist.all_reduce
+// CHECK: nn.add
+// CHECK: nn.sgd
+func.func @gradient_terms(
+    %x: tensor<8x32xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+    %wa: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+    %wb: tensor<32x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+    %p: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>})
+    -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}]>}) {
+  %a = nn.dot %x, %wa contracting_dims = [1] x [0] : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %b = nn.dot %x, %wb contracting_dims = [1] x [0] : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %ab = nn.add %a, %b : tensor<8x16xf32>
+  %new = nn.sgd %p, %ab lr = 1.0e-01 : tensor<8x16xf32>
+  return %new : tensor<8x16xf32>
 }
