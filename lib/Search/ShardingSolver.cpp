@@ -82,6 +82,10 @@ struct Node {
 };
 
 /// What an edge prices between its two ends.
+/// The cost of an edge between choices that cannot meet: more than any
+/// step takes.
+constexpr double kForbiddenSeconds = 1e4;
+
 enum class EdgeKind {
   /// A value's reshard from the producer's result (`producer`'s result
   /// `result`) into the consumer's need (`consumer`'s operand `operand`),
@@ -90,7 +94,8 @@ enum class EdgeKind {
   /// The forward's reshard alone: the gradient goes through a sum node.
   Forward,
   /// A consumer's gradient (`producer`'s operand `result`) completed into
-  /// its need and resharded into the sum (`consumer`).
+  /// its need and resharded into the sum (`consumer`), or, into a sum of
+  /// partial terms, kept partial over the sum's axes.
   IntoSum,
   /// The summed gradient (`producer`) resharded into the producer's result
   /// (`consumer`'s result `operand`).
@@ -191,7 +196,9 @@ public:
   /// Gives each trained value read more than once a node of its own that
   /// sums its gradients: as the train step sums them before they go back,
   /// each consumer's gradient is resharded into the sum, and the sum once
-  /// into the producer's result.
+  /// into the producer's result. An activation's sum may also be taken on
+  /// partial terms and completed once (the partitioner's sum of q, k and
+  /// v's gradients); a parameter's is completed term by term.
   void addGradientSums();
   /// The cost of `edge`'s kind between its ends' keys (see getEdgeKey).
   ReshardCost
@@ -777,14 +784,31 @@ void ProgramBuilder::addGradientSums() {
       continue;
     Value value = edges[indices.front()].value;
     auto type = cast<RankedTensorType>(value.getType());
+    Value source = value;
+    while (auto cast = source.getDefiningOp<nn::CastOp>())
+      source = cast.getInput();
+    bool parameter = isa<BlockArgument>(source);
     Node sum;
     int64_t index = nodes.size();
     for (const TensorSharding &sharding : getTensorShardings(
              type.getShape(), TensorSharding::getOpen(type.getRank()), axes,
              mesh)) {
-      Strategy strategy;
-      strategy.results.push_back(sharding);
-      sum.strategies.push_back(std::move(strategy));
+      // Partial over each set of the axes its dims leave free.
+      SmallVector<StringAttr> free;
+      for (StringAttr axis : axes)
+        if (llvm::none_of(sharding.dims, [&](const DimSharding &dim) {
+              return llvm::is_contained(dim.axes, axis);
+            }))
+          free.push_back(axis);
+      uint64_t subsets = parameter ? 1 : uint64_t(1) << free.size();
+      for (uint64_t subset = 0; subset < subsets; ++subset) {
+        Strategy strategy;
+        strategy.results.push_back(sharding);
+        for (auto [bit, axis] : llvm::enumerate(free))
+          if (subset & (uint64_t(1) << bit))
+            strategy.results.back().unreduced.push_back(axis);
+        sum.strategies.push_back(std::move(strategy));
+      }
     }
     // A block copy's sum is its first block's.
     int64_t producerFirst = nodes[end.first].representative;
@@ -821,6 +845,15 @@ ReshardCost ProgramBuilder::getEdgeCost(
   case EdgeKind::OutOfSum:
     return reshard(value, from.first, to.first);
   case EdgeKind::IntoSum: {
+    if (!to.first.unreduced.empty()) {
+      // A term joins a partial sum only partial over its axes, as the
+      // partitioner sums terms that are all reduced over the same axes.
+      if (llvm::any_of(to.first.unreduced, [&](StringAttr axis) {
+            return !llvm::is_contained(from.second.unreduced, axis);
+          }))
+        return {kForbiddenSeconds, 0};
+      return reshard(value, from.second, to.first);
+    }
     ReshardCost cost = reshard(value, from.second, from.first);
     cost += reshard(value, from.first, to.first);
     return cost;
