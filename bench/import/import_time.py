@@ -19,16 +19,11 @@ import sys
 import tempfile
 import time
 
-import onnx
-import torch
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "e2e", "Inputs"))
 import torch_models  # noqa: E402
 
 BIN = os.path.join(HERE, "..", "..", "build", "bin")
-# GPT-2's shapes: layers, hidden, heads (seq 1024, vocab 50257).
-SHAPES = {"124M": (12, 768, 12), "350M": (24, 1024, 16), "tiny": (2, 64, 4)}
 
 
 def timed(command):
@@ -55,26 +50,10 @@ def main():
           f"{'peak MB':>8}")
     with tempfile.TemporaryDirectory() as scratch:
         for size in args.sizes.split(","):
-            layers, hidden, heads = SHAPES[size]
-            torch.manual_seed(0)
-            model = torch_models.GPT2(vocab=args.vocab, hidden=hidden,
-                                      heads=heads, layers=layers, seq=args.seq)
-            model.train()
-            ids = torch.randint(0, args.vocab, (1, args.seq))
             path = os.path.join(scratch, f"gpt2-{size}.onnx")
-            torch.onnx.export(model, (ids,), path, opset_version=17,
-                              do_constant_folding=False,
-                              training=torch.onnx.TrainingMode.PRESERVE)
-            parameters = sum(p.numel() for p in model.parameters())
-            del model
-            # Weights as external data, as large models ship.
-            proto = onnx.load(path)
-            onnx.save_model(proto, path, save_as_external_data=True,
-                            all_tensors_to_one_file=True,
-                            location=f"gpt2-{size}.weights")
-            del proto
-            weights_mb = os.path.getsize(
-                os.path.join(scratch, f"gpt2-{size}.weights")) / 2**20
+            parameters = torch_models.export_gpt2(path, size, args.seq,
+                                                  args.vocab)
+            weights_mb = os.path.getsize(path + ".weights") / 2**20
             wall, peak = timed([os.path.join(BIN, "tessera"), "import", path,
                                 "-o", os.path.join(scratch, "model.mlir"),
                                 "--weights-out",

@@ -531,19 +531,26 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
     value.replaceAllUsesExcept(constraint, constraint);
   };
   module.walk([&](func::FuncOp function) {
-    // Whether `dot` reads a matrix parameter split over "tp" on the dim it
-    // contracts (row-parallel: `contracted`) or on its other dim
-    // (column-parallel).
+    // Whether `dot` reads a weight (a parameter, through transposes and
+    // casts) split over "tp" on the dim it contracts (row-parallel:
+    // `contracted`) or on another (column-parallel).
     auto splitsWeight = [&](nn::DotOp dot, bool contracted) {
-      auto weight = dyn_cast<BlockArgument>(dot.getRhs());
-      auto sharding = weight ? function.getArgAttrOfType<dist::ShardingAttr>(
-                                   weight.getArgNumber(), attrName)
-                             : nullptr;
       ArrayRef<int64_t> contracting = dot.getRhsContractingDims();
-      if (!sharding || sharding.getRank() != 2 || contracting.size() != 1)
+      if (contracting.size() != 1 || !dot.getRhsBatchingDims().empty())
         return false;
-      int64_t dim = contracted ? contracting[0] : 1 - contracting[0];
-      return llvm::is_contained(sharding.getDims()[dim].getAxes(), tp);
+      int64_t rank = cast<RankedTensorType>(dot.getRhs().getType()).getRank();
+      for (int64_t dim = 0; dim < rank; ++dim) {
+        if ((dim == contracting[0]) != contracted)
+          continue;
+        auto param = traceParameter(function, dot.getRhs(), dim);
+        auto sharding = param ? function.getArgAttrOfType<dist::ShardingAttr>(
+                                    param->first.getArgNumber(), attrName)
+                              : nullptr;
+        if (sharding &&
+            llvm::is_contained(sharding.getDims()[param->second].getAxes(), tp))
+          return true;
+      }
+      return false;
     };
     SmallVector<Value> residuals, gathered;
     SmallVector<nn::DotOp> rowParallel;

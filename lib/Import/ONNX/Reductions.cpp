@@ -98,8 +98,10 @@ static llvm::Error convertLayerNorm(GraphImporter &importer,
   OpBuilder &builder = importer.getBuilder();
   Location loc = importer.getLoc();
   float epsilon = getFloatAttr(node, "epsilon", 1e-5f);
+  // nn.layer_norm normalizes the last dim: the residual stream keeps its
+  // [batch, seq, hidden] (which sequence parallelism reads).
   SmallVector<int64_t> flatShape = {outer, inner};
-  Value flat = importer.reshape(*input, flatShape);
+  Value flat = *axis == rank - 1 ? *input : importer.reshape(*input, flatShape);
   Value normalizedValue = nn::LayerNormOp::create(
       builder, loc, flat, *gamma, *beta, builder.getF32FloatAttr(epsilon));
   importer.setOutput(node, 0, importer.reshape(normalizedValue, shape));
@@ -115,6 +117,7 @@ static llvm::Error convertLayerNorm(GraphImporter &importer,
                                     builder.getDenseI64ArrayAttr({1}));
   };
   auto flatType = RankedTensorType::get(flatShape, element);
+  flat = importer.reshape(*input, flatShape);
   Value mean = reduceRows(flat);
   Value centered = nn::SubOp::create(
       builder, loc, flatType, flat,

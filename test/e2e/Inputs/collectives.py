@@ -2,7 +2,7 @@
 """The collectives of two partitioned programs (tessera compile --emit
 partitioned), side by side: per kind and mesh axes, how many and the bytes
 they move per device (an all-reduce's or all-to-all's buffer, an
-all-gather's output, a reduce-scatter's input).
+all-gather's output, a reduce-scatter's input, a pipeline send's tensor).
 
   collectives.py A.mlir B.mlir
 
@@ -14,8 +14,9 @@ import re
 import sys
 
 COLLECTIVE = re.compile(
-    r"dist\.(all_reduce|all_gather|reduce_scatter|all_to_all)\s.*?"
-    r"on @\w+ (\[[^\]]*\]).*?:\s*(tensor<[^>]*>)(?:\s*->\s*(tensor<[^>]*>))?")
+    r"dist\.(all_reduce|all_gather|reduce_scatter|all_to_all|send)\s.*?"
+    r"on @\w+ (\[[^\]]*\]|\"\w+\").*?:\s*(tensor<[^>]*>)"
+    r"(?:\s*->\s*(tensor<[^>]*>))?")
 BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "i32": 4, "i64": 8}
 
 

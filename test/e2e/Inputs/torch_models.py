@@ -193,6 +193,34 @@ def build(name):
     sys.exit(f"unknown model {name}")
 
 
+# GPT-2's published shapes: layers, hidden, heads (seq 1024, vocab 50257).
+GPT2_SHAPES = {"124M": (12, 768, 12), "350M": (24, 1024, 16),
+               "tiny": (2, 64, 4)}
+
+
+def export_gpt2(path, size, seq=1024, vocab=50257, batch=1):
+    """Exports a GPT2 of one of GPT2_SHAPES as the README tells users to,
+    its weights as external data (as large models ship); returns its
+    parameter count."""
+    import onnx
+    layers, hidden, heads = GPT2_SHAPES[size]
+    torch.manual_seed(0)
+    model = GPT2(vocab=vocab, hidden=hidden, heads=heads, layers=layers,
+                 seq=seq)
+    model.train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    torch.onnx.export(model, (ids,), path, opset_version=17,
+                      do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.PRESERVE)
+    parameters = sum(p.numel() for p in model.parameters())
+    del model
+    proto = onnx.load(path)
+    onnx.save_model(proto, path, save_as_external_data=True,
+                    all_tensors_to_one_file=True,
+                    location=os.path.basename(path) + ".weights")
+    return parameters
+
+
 def export(args):
     model, inputs = build(args.name)
     os.makedirs(args.dir, exist_ok=True)
