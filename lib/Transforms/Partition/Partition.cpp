@@ -9,6 +9,7 @@
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/OptimizerOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/Sharding.h"
@@ -731,7 +732,7 @@ static bool isSummedIntoSlice(Value value, ArrayAttr axes) {
 static bool isSummedIntoUpdate(Value value) {
   while (value.hasOneUse()) {
     Operation *user = *value.getUsers().begin();
-    if (isa<nn::SgdOp, nn::AdamWOp>(user))
+    if (isa<OptimizerOpInterface>(user))
       return true;
     auto rule = dyn_cast<ShardingRuleOpInterface>(user);
     if (!isa<nn::CastOp>(user) &&
