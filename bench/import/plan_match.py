@@ -3,8 +3,9 @@
 the search gives each, and the collectives compile --auto builds for each.
 
 GPT-2-shaped decoders (test/e2e/Inputs/torch_models.py's GPT2, fused q/k/v
-and PyTorch's names) are exported by torch.onnx.export, imported with
---loss cross-entropy, and set beside `tessera model gpt` of the same shape.
+and PyTorch's names) are exported by torch.onnx.export with a dynamic
+batch, imported with --input-shape and --loss cross-entropy, and set
+beside `tessera model gpt` of the same shape.
 Per device count: `tessera plan --json` of both (the same when their
 ranked plans are equal), the winner, and the per-device collectives of the
 train step compile --auto builds (per kind and axes: count and bytes, the
@@ -34,7 +35,7 @@ def tessera(*args):
                           capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"tessera {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    return done.stdout
+    return done
 
 
 def describe(plan):
@@ -59,11 +60,12 @@ def main():
             layers, hidden, heads = torch_models.GPT2_SHAPES[size]
             onnx_path = os.path.join(scratch, f"gpt2-{size}.onnx")
             torch_models.export_gpt2(onnx_path, size, args.seq, args.vocab,
-                                     args.batch)
+                                     dynamic_batch=True)
             models = {
                 "generated": os.path.join(scratch, "generated.mlir"),
                 "imported": os.path.join(scratch, "imported.mlir")}
-            tessera("import", onnx_path, "--loss", "cross-entropy", "-o",
+            tessera("import", onnx_path, "--loss", "cross-entropy",
+                    f"--input-shape=ids={args.batch}x{args.seq}", "-o",
                     models["imported"])
             tessera("model", "gpt", f"--layers={layers}",
                     f"--hidden={hidden}", f"--heads={heads}",
@@ -71,8 +73,11 @@ def main():
                     f"--batch={args.batch}", "-o", models["generated"])
             for devices in args.devices.split(","):
                 common = ["--machine", args.machine, "--devices", devices]
+                # In f32, the models' type, as compile --auto prices them.
                 plans = {name: json.loads(tessera("plan", path, "--json",
-                                                  "--top", "10", *common))
+                                                  "--top", "10",
+                                                  "--precision", "fp32",
+                                                  *common).stdout)
                          for name, path in models.items()}
                 same = plans["generated"]["plans"] == \
                     plans["imported"]["plans"]
@@ -83,9 +88,12 @@ def main():
                 parts = {}
                 for name, path in models.items():
                     parts[name] = os.path.join(scratch, f"{name}.part.mlir")
-                    tessera("compile", path, "--auto", *common, "--train",
-                            "adamw", "--emit", "partitioned", "-o",
-                            parts[name])
+                    built = tessera("compile", path, "--auto", *common,
+                                    "--train", "adamw", "--emit",
+                                    "partitioned", "-o", parts[name])
+                    print(f"  {name}: " + next(
+                        line for line in built.stderr.splitlines()
+                        if line.startswith("auto:")))
                 sys.argv = ["collectives.py", parts["generated"],
                             parts["imported"]]
                 collectives.main()

@@ -198,20 +198,25 @@ GPT2_SHAPES = {"124M": (12, 768, 12), "350M": (24, 1024, 16),
                "tiny": (2, 64, 4)}
 
 
-def export_gpt2(path, size, seq=1024, vocab=50257, batch=1):
+def export_gpt2(path, size, seq=1024, vocab=50257, dynamic_batch=False):
     """Exports a GPT2 of one of GPT2_SHAPES as the README tells users to,
-    its weights as external data (as large models ship); returns its
-    parameter count."""
+    its weights as external data (as large models ship), its input "ids"
+    of batch 1 or, with `dynamic_batch`, of a batch left to the importer
+    (--input-shape ids=BxS: tracing a large batch would hold its
+    activations); returns its parameter count."""
     import onnx
     layers, hidden, heads = GPT2_SHAPES[size]
     torch.manual_seed(0)
     model = GPT2(vocab=vocab, hidden=hidden, heads=heads, layers=layers,
                  seq=seq)
     model.train()
-    ids = torch.randint(0, vocab, (batch, seq))
+    ids = torch.randint(0, vocab, (1, seq))
     torch.onnx.export(model, (ids,), path, opset_version=17,
                       do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.PRESERVE)
+                      training=torch.onnx.TrainingMode.PRESERVE,
+                      input_names=["ids"],
+                      dynamic_axes={"ids": {0: "batch"}} if dynamic_batch
+                      else None)
     parameters = sum(p.numel() for p in model.parameters())
     del model
     proto = onnx.load(path)
