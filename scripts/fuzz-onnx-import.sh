@@ -21,7 +21,7 @@ clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -lonnx -lonnx_proto -lprotobuf -o "$out/onnx-import-fuzzer"
 # Seeds: the importer's test models and a sample of ONNX's node tests.
 for model in mlp shape_subgraph matmul embedding rope_tables rms_norm \
-    layer_norm inference_dropout unsupported; do
+    layer_norm inference_dropout unsupported fused_qkv computed_trig; do
   /usr/bin/python3 test/Import/ONNX/Inputs/make_model.py "$model" \
     "$out/onnx-corpus/$model.onnx"
 done

@@ -665,6 +665,59 @@ static std::string getFunctionName(const onnx::GraphProto &graph) {
 
 /// The libonnx calls, which report by exceptions: the checker and shape
 /// inference, with the static input shapes given.
+/// libonnx 1.12's LayerNormalization inference writes its statistics'
+/// shapes at dims [axis, rank) without checking the axis against the
+/// input's rank, and crashes on one outside it (a fuzzer's find). Where a
+/// LayerNormalization has statistics outputs, shapes are first inferred
+/// without them, and each axis is checked.
+static llvm::Error
+checkLayerNormAxes(onnx::ModelProto &model,
+                   const onnx::ShapeInferenceOptions &inference) {
+  onnx::GraphProto *graph = model.mutable_graph();
+  // Each such node and its statistics outputs, set aside.
+  SmallVector<std::pair<onnx::NodeProto *, SmallVector<std::string>>> norms;
+  for (onnx::NodeProto &node : *graph->mutable_node()) {
+    if (node.op_type() != "LayerNormalization" || node.output_size() < 2 ||
+        !(node.domain().empty() || node.domain() == "ai.onnx"))
+      continue;
+    norms.emplace_back(&node,
+                       SmallVector<std::string>(node.output().begin() + 1,
+                                                node.output().end()));
+    node.mutable_output()->DeleteSubrange(1, node.output_size() - 1);
+  }
+  if (norms.empty())
+    return llvm::Error::success();
+  std::string failure;
+  try {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), inference);
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  llvm::StringMap<int> ranks;
+  for (const auto *infos :
+       {&graph->input(), &graph->value_info(), &graph->output()})
+    for (const onnx::ValueInfoProto &info : *infos)
+      if (info.type().tensor_type().has_shape())
+        ranks[info.name()] = info.type().tensor_type().shape().dim_size();
+  for (auto &[norm, statistics] : norms)
+    for (const std::string &output : statistics)
+      norm->add_output(output);
+  if (!failure.empty())
+    return makeError("the model fails ONNX shape inference: " +
+                     llvm::Twine(failure));
+  for (auto &[norm, statistics] : norms) {
+    auto rank = ranks.find(norm->input(0));
+    int64_t axis = getIntAttr(*norm, "axis", -1);
+    if (rank != ranks.end() && (axis < -rank->second || axis >= rank->second))
+      return makeError("node '" + norm->name() +
+                       "' (LayerNormalization): axis " + llvm::Twine(axis) +
+                       " is outside its input's " + llvm::Twine(rank->second) +
+                       " dims");
+  }
+  return llvm::Error::success();
+}
+
 static llvm::Error checkAndInferShapes(onnx::ModelProto &model,
                                        llvm::StringRef directory,
                                        const ImportOptions &options) {
@@ -698,10 +751,12 @@ static llvm::Error checkAndInferShapes(onnx::ModelProto &model,
     for (int64_t dim : entry.getValue())
       shape->add_dim()->set_dim_value(dim);
   }
+  onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,
+                                        /*strict_mode_val=*/1,
+                                        /*data_prop_val=*/true);
+  if (llvm::Error error = checkLayerNormAxes(model, inference))
+    return error;
   try {
-    onnx::ShapeInferenceOptions inference(/*check_type_val=*/true,
-                                          /*strict_mode_val=*/1,
-                                          /*data_prop_val=*/true);
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), inference);
   } catch (const std::exception &e) {

@@ -7,7 +7,9 @@
                                      puts an imported model on a mesh: the
                                      data's batch over "dp", the parameters
                                      named (state-dict names; DIM of the
-                                     PyTorch tensor) over "tp"
+                                     imported argument: the PyTorch
+                                     tensor's, but a fused q/k/v weight
+                                     has its parts' dim first) over "tp"
   torch_models.py inputs DIR         all.tsrt: data.tsrt, then weights.tsrt
   torch_models.py compare GOT EXPECTED [--rtol 1e-4]
   torch_models.py train NAME DIR [--steps 10]

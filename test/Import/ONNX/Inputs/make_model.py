@@ -171,6 +171,17 @@ def layer_norm():
         [tensor("gamma", [16]), tensor("beta", [16])])
 
 
+def layer_norm_bad_axis():
+    """LayerNormalization over axis -5 of a rank-3 input, with its mean
+    output: libonnx 1.12's inference would write outside the shape."""
+    return model(
+        [helper.make_node("LayerNormalization", ["x", "gamma", "beta"],
+                          ["y", "mean"], axis=-5, name="norm")],
+        [value("x", F, [2, 8, 16])],
+        [value("y", F, [2, 8, 16]), value("mean", F, [2, 8, 1])],
+        [tensor("gamma", [16]), tensor("beta", [16])])
+
+
 def dynamic():
     """A batch dim left symbolic, as exports with dynamic_axes write."""
     return model([helper.make_node("Relu", ["x"], ["y"])],
