@@ -195,6 +195,29 @@ TESSERA_GRADIENT(ErfOp) {
   return success();
 }
 
+TESSERA_GRADIENT(SigmoidOp) {
+  Grad g(builder, getLoc());
+  // d sigmoid(x) = y (1 - y).
+  Value y = getResult();
+  Value one = g.splat(Grad::typeOf(y), 1.0);
+  operandGradients.assign({g.mul(resultGradients[0], g.mul(y, g.sub(one, y)))});
+  return success();
+}
+
+TESSERA_GRADIENT(AbsOp) {
+  Grad g(builder, getLoc());
+  // d |x| = sign(x), 0 at 0.
+  Value x = getInput();
+  Value zero = g.zerosLike(x);
+  Value gradient = resultGradients[0];
+  Value negated = g.scale(gradient, -1.0);
+  Value positive = g.compare(ComparePredicate::gt, x, zero);
+  Value negative = g.compare(ComparePredicate::lt, x, zero);
+  operandGradients.assign(
+      {g.select(positive, gradient, g.select(negative, negated, zero))});
+  return success();
+}
+
 TESSERA_GRADIENT(ReluOp) {
   Grad g(builder, getLoc());
   Value zero = g.zerosLike(getInput());

@@ -108,6 +108,8 @@ def NN_RsqrtOp : NN_UnaryOp<"rsqrt", "reciprocal square root">;
 def NN_TanhOp : NN_UnaryOp<"tanh", "hyperbolic tangent">;
 def NN_SinOp : NN_UnaryOp<"sin", "sine">;
 def NN_CosOp : NN_UnaryOp<"cos", "cosine">;
+def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "logistic sigmoid, 1 / (1 + exp(-x))">;
+def NN_AbsOp : NN_UnaryOp<"abs", "absolute value">;
 def NN_ErfOp : NN_UnaryOp<"erf", "error function"> {
   let description = [{
     `erf(x) = 2/√π ∫₀ˣ exp(-t²) dt`, as in the exact GELU,

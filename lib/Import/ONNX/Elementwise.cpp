@@ -1,10 +1,9 @@
 //===- Elementwise.cpp - ONNX's elementwise ops and constants as nn -------===//
 //
 // Arithmetic with numpy broadcasting (nn.broadcast made explicit), the
-// activations nn has or composes exactly (Sigmoid as 1 / (1 + exp(-x)), Max,
-// Min, Abs and Clip as selects), comparisons and logic, casts, softmaxes,
-// and the
-// nodes that only name a value (Constant, Identity, inference Dropout).
+// activations nn has or composes exactly (Max, Min and Clip as selects),
+// comparisons and logic, casts, softmaxes, and the nodes that only name a
+// value (Constant, Identity, inference Dropout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,20 +93,6 @@ static ConvertFn convertExtremum(nn::ComparePredicate predicate) {
   };
 }
 
-static llvm::Error convertAbs(GraphImporter &importer,
-                              const onnx::NodeProto &node) {
-  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
-  if (!input)
-    return input.takeError();
-  OpBuilder &builder = importer.getBuilder();
-  Value negated =
-      nn::NegOp::create(builder, importer.getLoc(), input->getType(), *input);
-  Value negative = compare(importer, nn::ComparePredicate::lt, *input,
-                           importer.getSplat(*input, 0));
-  importer.setOutput(node, 0, select(importer, negative, negated, *input));
-  return llvm::Error::success();
-}
-
 static llvm::Error convertClip(GraphImporter &importer,
                                const onnx::NodeProto &node) {
   SmallVector<int> indices = {0};
@@ -138,23 +123,6 @@ static llvm::Error convertReciprocal(GraphImporter &importer,
                      nn::DivOp::create(importer.getBuilder(), importer.getLoc(),
                                        input->getType(),
                                        importer.getSplat(*input, 1), *input));
-  return llvm::Error::success();
-}
-
-static llvm::Error convertSigmoid(GraphImporter &importer,
-                                  const onnx::NodeProto &node) {
-  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
-  if (!input)
-    return input.takeError();
-  OpBuilder &builder = importer.getBuilder();
-  Location loc = importer.getLoc();
-  Type type = input->getType();
-  Value negated = nn::NegOp::create(builder, loc, type, *input);
-  Value exp = nn::ExpOp::create(builder, loc, type, negated);
-  Value one = importer.getSplat(*input, 1);
-  Value denominator = nn::AddOp::create(builder, loc, type, one, exp);
-  importer.setOutput(node, 0,
-                     nn::DivOp::create(builder, loc, type, one, denominator));
   return llvm::Error::success();
 }
 
@@ -384,8 +352,8 @@ void onnx_import::addElementwiseConverters(ConverterTable &table) {
   table["Erf"] = convertUnary<nn::ErfOp>();
   table["Relu"] = convertUnary<nn::ReluOp>();
   table["Reciprocal"] = convertReciprocal;
-  table["Sigmoid"] = convertSigmoid;
-  table["Abs"] = convertAbs;
+  table["Sigmoid"] = convertUnary<nn::SigmoidOp>();
+  table["Abs"] = convertUnary<nn::AbsOp>();
   table["Clip"] = convertClip;
   table["Pow"] = convertPow;
   table["Max"] = convertExtremum(nn::ComparePredicate::gt);

@@ -1495,6 +1495,15 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::cos(x); });
               }},
+             {"nn.sigmoid",
+              [](KernelCall &c) {
+                runUnary(c,
+                         [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+              }},
+             {"nn.abs",
+              [](KernelCall &c) {
+                runUnary(c, [](float x) { return std::fabs(x); });
+              }},
              {"nn.erf",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::erf(x); });

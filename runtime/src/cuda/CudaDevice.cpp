@@ -492,6 +492,8 @@ struct CudaDevice::Ops {
           {"nn.sin", map, MapOp::Sin, false},
           {"nn.cos", map, MapOp::Cos, false},
           {"nn.erf", map, MapOp::Erf, false},
+          {"nn.sigmoid", map, MapOp::Sigmoid, false},
+          {"nn.abs", map, MapOp::Abs, false},
           {"nn.relu", map, MapOp::Relu, false},
           {"nn.gelu", map, MapOp::Gelu, false},
           {"nn.silu", map, MapOp::Silu, false},

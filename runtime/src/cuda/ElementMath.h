@@ -44,6 +44,8 @@ enum class MapOp : int32_t {
   Sin,
   Cos,
   Erf,
+  Sigmoid,
+  Abs,
   Relu,
   Gelu,
   Silu
@@ -77,6 +79,10 @@ TESSERA_HOST_DEVICE inline float applyMap(MapOp op, float a, float b) {
     return cosf(a);
   case MapOp::Erf:
     return erff(a);
+  case MapOp::Sigmoid:
+    return 1.0f / (1.0f + expf(-a));
+  case MapOp::Abs:
+    return fabsf(a);
   case MapOp::Relu:
     return a < 0.0f ? 0.0f : a; // NaN stays NaN, as on the CPU.
   case MapOp::Gelu:

@@ -60,7 +60,9 @@ func.func @binary(%a: tensor<4x8xf16>, %b: tensor<4x8xf16>) -> tensor<4x8xf16> {
 // CHECK:         %[[SIN:.+]] = nn.sin %[[SILU]] : tensor<4x8xf32>
 // CHECK:         %[[COS:.+]] = nn.cos %[[SIN]] : tensor<4x8xf32>
 // CHECK:         %[[ERF:.+]] = nn.erf %[[COS]] : tensor<4x8xf32>
-// CHECK:         return %[[ERF]]
+// CHECK:         %[[SIG:.+]] = nn.sigmoid %[[ERF]] : tensor<4x8xf32>
+// CHECK:         %[[ABS:.+]] = nn.abs %[[SIG]] : tensor<4x8xf32>
+// CHECK:         return %[[ABS]]
 func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = nn.neg %x : tensor<4x8xf32>
   %1 = nn.exp %0 : tensor<4x8xf32>
@@ -74,7 +76,9 @@ func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %9 = nn.sin %8 : tensor<4x8xf32>
   %10 = nn.cos %9 : tensor<4x8xf32>
   %11 = nn.erf %10 : tensor<4x8xf32>
-  return %11 : tensor<4x8xf32>
+  %12 = nn.sigmoid %11 : tensor<4x8xf32>
+  %13 = nn.abs %12 : tensor<4x8xf32>
+  return %13 : tensor<4x8xf32>
 }
 
 // -----

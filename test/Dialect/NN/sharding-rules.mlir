@@ -220,6 +220,12 @@ func.func @elementwise(%a: tensor<4x8xf32>) -> tensor<4x8xbf16> {
   // expected-remark @+1 {{cost: flops=32 bytes=256}}
   %erf = nn.erf %8 : tensor<4x8xf32>
   // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=96 bytes=256}}
+  %sigmoid = nn.sigmoid %8 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=256}}
+  %abs = nn.abs %8 : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
   // expected-remark @+1 {{cost: flops=32 bytes=256}}
   %9 = nn.relu %8 : tensor<4x8xf32>
   // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}

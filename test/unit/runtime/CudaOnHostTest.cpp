@@ -321,7 +321,8 @@ TEST(CudaElementMathTest, MapMatchesTheCpuKernels) {
       {"nn.log", MapOp::Log},     {"nn.sqrt", MapOp::Sqrt},
       {"nn.rsqrt", MapOp::Rsqrt}, {"nn.tanh", MapOp::Tanh},
       {"nn.sin", MapOp::Sin},     {"nn.cos", MapOp::Cos},
-      {"nn.erf", MapOp::Erf},     {"nn.relu", MapOp::Relu},
+      {"nn.erf", MapOp::Erf},     {"nn.sigmoid", MapOp::Sigmoid},
+      {"nn.abs", MapOp::Abs},     {"nn.relu", MapOp::Relu},
       {"nn.gelu", MapOp::Gelu},   {"nn.silu", MapOp::Silu}};
   for (auto [op, map] : unary) {
     std::vector<float> want = values(runCpu(op, {}, {&x}, x.view.shape));

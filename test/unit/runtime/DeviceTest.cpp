@@ -353,8 +353,9 @@ TEST_F(CudaKernelsTest, Elementwise) {
     for (const char *op : {"nn.add", "nn.sub", "nn.mul"})
       check(op, {}, {random(spec), random(spec)}, {spec});
     check("nn.div", {}, {random(spec), random(spec, 0.5f, 2.0f)}, {spec});
-    for (const char *op : {"nn.neg", "nn.exp", "nn.tanh", "nn.sin", "nn.cos",
-                           "nn.erf", "nn.relu", "nn.gelu", "nn.silu"})
+    for (const char *op :
+         {"nn.neg", "nn.exp", "nn.tanh", "nn.sin", "nn.cos", "nn.erf",
+          "nn.sigmoid", "nn.abs", "nn.relu", "nn.gelu", "nn.silu"})
       check(op, {}, {random(spec)}, {spec});
     for (const char *op : {"nn.log", "nn.sqrt", "nn.rsqrt"})
       check(op, {}, {random(spec, 0.1f, 4.0f)}, {spec});

@@ -271,6 +271,11 @@ TEST(KernelsTest, UnaryOpsApplyElementwise) {
   // erf(0.25) = 0.276326, erf(3) = 0.999978.
   expectNear(apply("nn.erf", input),
              {-0.995322f, -0.520500f, 0.276326f, 0.999978f});
+  expectNear(apply("nn.abs", input), {2.0f, 0.5f, 0.25f, 3.0f});
+  // Hand values: sigmoid(-2) = 0.119203, sigmoid(-0.5) = 0.377541,
+  // sigmoid(0.25) = 0.562177, sigmoid(3) = 0.952574.
+  expectNear(apply("nn.sigmoid", input),
+             {0.119203f, 0.377541f, 0.562177f, 0.952574f});
   expectNear(apply("nn.relu", input), {0.0f, 0.0f, 0.25f, 3.0f});
   std::vector<float> gelu, silu;
   for (float v : x) {
