@@ -81,11 +81,11 @@ struct Node {
   SmallVector<int64_t> strategyMap;
 };
 
-/// What an edge prices between its two ends.
 /// The cost of an edge between choices that cannot meet: more than any
 /// step takes.
 constexpr double kForbiddenSeconds = 1e4;
 
+/// What an edge prices between its two ends.
 enum class EdgeKind {
   /// A value's reshard from the producer's result (`producer`'s result
   /// `result`) into the consumer's need (`consumer`'s operand `operand`),

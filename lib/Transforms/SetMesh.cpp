@@ -17,6 +17,23 @@ namespace tessera {
 using namespace mlir;
 using namespace tessera;
 
+llvm::Expected<llvm::StringMap<int64_t>>
+tessera::parseMeshSizes(StringRef spec) {
+  llvm::StringMap<int64_t> sizes;
+  SmallVector<StringRef> entries;
+  spec.split(entries, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef entry : entries) {
+    auto [name, value] = entry.split('=');
+    int64_t size;
+    if (name.trim().empty() || value.trim().getAsInteger(10, size) || size < 1)
+      return llvm::createStringError(
+          "--mesh expects axis=size entries like dp=2,tp=4, got '" +
+          entry.str() + "'");
+    sizes[name.trim()] = size;
+  }
+  return sizes;
+}
+
 namespace {
 
 /// Gives `mesh` the pipeline axis of size `stages` as its most major axis,
@@ -38,19 +55,10 @@ void addPipelineAxis(dist::MeshOp mesh, int64_t stages) {
 /// Sets the axis sizes of `mesh` from "dp=2,tp=4", which must name exactly
 /// its axes; "pp" may be left out when `stages` gives it.
 LogicalResult applyShape(dist::MeshOp mesh, StringRef spec, int64_t stages) {
-  llvm::StringMap<int64_t> sizes;
-  SmallVector<StringRef> entries;
-  spec.split(entries, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef entry : entries) {
-    auto [name, value] = entry.split('=');
-    int64_t size;
-    if (name.trim().empty() || value.trim().getAsInteger(10, size) || size < 1)
-      return emitError(mesh.getLoc(),
-                       "--mesh expects axis=size entries like dp=2,tp=4, "
-                       "got '")
-             << entry << "'";
-    sizes[name.trim()] = size;
-  }
+  llvm::Expected<llvm::StringMap<int64_t>> parsed = parseMeshSizes(spec);
+  if (!parsed)
+    return emitError(mesh.getLoc(), llvm::toString(parsed.takeError()));
+  llvm::StringMap<int64_t> &sizes = *parsed;
   if (stages > 1)
     sizes.try_emplace(kPipelineAxis, stages);
   SmallVector<int64_t> shape;

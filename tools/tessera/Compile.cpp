@@ -5,6 +5,7 @@
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/Search/ApplyPlan.h"
 #include "tessera/Search/PlanReport.h"
+#include "tessera/Transforms/Passes.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -226,20 +227,20 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     pins.schedule = pipelineSchedule.getValue();
   // --mesh pins the searched mesh, whose axes are "dp" and "tp"; the
   // annotated model then has those sizes.
-  SmallVector<StringRef> entries;
-  StringRef(meshSpec).split(entries, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
-  for (StringRef entry : entries) {
-    auto [axis, size] = entry.split('=');
-    int64_t value = 0;
+  llvm::Expected<llvm::StringMap<int64_t>> sizes = parseMeshSizes(meshSpec);
+  if (!sizes)
+    return sizes.takeError();
+  for (const auto &entry : *sizes) {
+    StringRef axis = entry.getKey();
     std::optional<int64_t> *pin = axis == "dp"   ? &pins.dp
                                   : axis == "tp" ? &pins.tp
                                                  : nullptr;
-    if (!pin || size.getAsInteger(10, value) || value < 1)
+    if (!pin)
       return llvm::createStringError(
           "with --auto, --mesh pins the searched sizes of \"dp\" and \"tp\" "
           "(dp=2,tp=4), not '" +
-          entry.str() + "'");
-    *pin = value;
+          (axis + "=" + llvm::Twine(entry.getValue())).str() + "'");
+    *pin = entry.getValue();
   }
   llvm::Expected<AutoPlan> plan =
       applyAutoPlan(module, *machine, autoDevices, pins, options);

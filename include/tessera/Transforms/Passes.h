@@ -4,11 +4,16 @@
 #define TESSERA_TRANSFORMS_PASSES_H
 
 #include "dialects/Dist/IR/DistDialect.h"
-#include "tessera/Transforms/PassOptions.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "tessera/Transforms/PassOptions.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace tessera {
+
+/// The axis sizes of a mesh spec, "dp=2,tp=4" (--mesh); fails naming the
+/// entry that is not axis=size with a size of at least 1.
+llvm::Expected<llvm::StringMap<int64_t>> parseMeshSizes(llvm::StringRef spec);
 
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
