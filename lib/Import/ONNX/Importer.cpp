@@ -663,8 +663,6 @@ static std::string getFunctionName(const onnx::GraphProto &graph) {
   return name;
 }
 
-/// The libonnx calls, which report by exceptions: the checker and shape
-/// inference, with the static input shapes given.
 /// libonnx 1.12's LayerNormalization inference writes its statistics'
 /// shapes at dims [axis, rank) without checking the axis against the
 /// input's rank, and crashes on one outside it (a fuzzer's find). Where a
@@ -678,7 +676,7 @@ checkLayerNormAxes(onnx::ModelProto &model,
   SmallVector<std::pair<onnx::NodeProto *, SmallVector<std::string>>> norms;
   for (onnx::NodeProto &node : *graph->mutable_node()) {
     if (node.op_type() != "LayerNormalization" || node.output_size() < 2 ||
-        !(node.domain().empty() || node.domain() == "ai.onnx"))
+        !isDefaultDomain(node))
       continue;
     norms.emplace_back(&node,
                        SmallVector<std::string>(node.output().begin() + 1,
@@ -718,6 +716,8 @@ checkLayerNormAxes(onnx::ModelProto &model,
   return llvm::Error::success();
 }
 
+/// The libonnx calls, which report by exceptions: the checker and shape
+/// inference, with the static input shapes given.
 static llvm::Error checkAndInferShapes(onnx::ModelProto &model,
                                        llvm::StringRef directory,
                                        const ImportOptions &options) {
