@@ -10,6 +10,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 using namespace tessera;
@@ -37,6 +38,13 @@ static llvm::Error checkDtype(StringRef dtype) {
     return fieldError("dtype",
                       "must be f32, bf16, f16 or f64, got '" + dtype + "'");
   return llvm::Error::success();
+}
+
+/// A real option's value as the user would write it (%g).
+static std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
 }
 
 llvm::Error tessera::validate(const GptConfig &c) {
@@ -68,6 +76,65 @@ llvm::Error tessera::validate(const MlpConfig &c) {
   if (llvm::Error error = checkSharding(c.sharding))
     return error;
   return checkDtype(c.dtype);
+}
+
+llvm::Error tessera::validate(const LlamaConfig &c) {
+  for (auto [field, value] : {std::pair<StringRef, int64_t>{"layers", c.layers},
+                              {"hidden", c.hidden},
+                              {"heads", c.heads},
+                              {"kv-heads", c.kvHeads},
+                              {"seq", c.seq},
+                              {"vocab", c.vocab},
+                              {"batch", c.batch}})
+    if (llvm::Error error = checkPositive(field, value))
+      return error;
+  if (c.ffnHidden < 0)
+    return fieldError("ffn-hidden",
+                      "must be at least 1 (or 0 for Llama's rule), got " +
+                          llvm::Twine(c.ffnHidden));
+  if (c.hidden % c.heads != 0)
+    return fieldError("heads", llvm::formatv("({0}) must divide --hidden ({1})",
+                                             c.heads, c.hidden)
+                                   .str());
+  if (c.heads % c.kvHeads != 0)
+    return fieldError("kv-heads",
+                      llvm::formatv("({0}) must divide --heads ({1})",
+                                    c.kvHeads, c.heads)
+                          .str());
+  if ((c.hidden / c.heads) % 2 != 0)
+    return fieldError("heads",
+                      llvm::formatv("must leave an even head dim for the "
+                                    "rotary halves, got {0}",
+                                    c.hidden / c.heads)
+                          .str());
+  // The negations catch NaN too.
+  if (!(c.ropeTheta > 1))
+    return fieldError("rope-theta", "must be greater than 1, got " +
+                                        formatNumber(c.ropeTheta));
+  if (!(c.normEps > 0))
+    return fieldError("norm-eps",
+                      "must be positive, got " + formatNumber(c.normEps));
+  if (llvm::Error error = checkSharding(c.sharding))
+    return error;
+  return checkDtype(c.dtype);
+}
+
+int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
+  const int64_t multiple = 256;
+  int64_t width = 2 * (4 * hidden) / 3;
+  return (width + multiple - 1) / multiple * multiple;
+}
+
+/// The SwiGLU width `c` builds with.
+static int64_t getFfnHidden(const LlamaConfig &c) {
+  return c.ffnHidden ? c.ffnHidden : getLlamaFfnHidden(c.hidden);
+}
+
+int64_t tessera::getParameterCount(const LlamaConfig &c) {
+  int64_t h = c.hidden, kv = c.kvHeads * (c.hidden / c.heads),
+          f = getFfnHidden(c);
+  return c.layers * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) +
+         2 * c.vocab * h + h;
 }
 
 int64_t tessera::getParameterCount(const GptConfig &c) {
@@ -290,6 +357,157 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   // The LM head is the token embedding: [b, s, h] x [V, h] -> [b, s, V].
   Value logits = nn::DotOp::create(bld, loc, x, fb.arg(wte), dims({}), dims({}),
                                    dims({2}), dims({1}));
+  Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
+  Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
+  fb.finish(loss);
+  if (c.sharding != "none")
+    annotateMegatron(*module, 1, 1);
+  if (c.sharding == "megatron-sp")
+    annotateSequenceParallel(*module);
+  return module;
+}
+
+/// Hugging Face's rotary embedding of `x` [b, heads, s, d] with the angle
+/// tables `cos` and `sin` [s, d]: x·cos + rotate_half(x)·sin, where
+/// rotate_half(x) = concat(-x[..., d/2:], x[..., :d/2]).
+static Value applyRotary(FunctionBuilder &fb, Value x, Value cos, Value sin) {
+  OpBuilder &bld = fb.builder;
+  auto type = cast<RankedTensorType>(x.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t half = shape[3] / 2;
+  auto slice = [&](int64_t from, int64_t to) {
+    return nn::SliceOp::create(
+        bld, fb.loc, x, bld.getDenseI64ArrayAttr({0, 0, 0, from}),
+        bld.getDenseI64ArrayAttr({shape[0], shape[1], shape[2], to}));
+  };
+  Value low = slice(0, half), high = slice(half, shape[3]);
+  Value rotated = nn::ConcatOp::create(
+      bld, fb.loc, ValueRange{nn::NegOp::create(bld, fb.loc, high), low}, 3);
+  Value cosTerm =
+      nn::MulOp::create(bld, fb.loc, x, fb.broadcastTo(cos, x, {2, 3}));
+  Value sinTerm =
+      nn::MulOp::create(bld, fb.loc, rotated, fb.broadcastTo(sin, x, {2, 3}));
+  return nn::AddOp::create(bld, fb.loc, cosTerm, sinTerm);
+}
+
+OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
+                                          const LlamaConfig &c) {
+  context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
+  assert(!validate(c) && "invalid Llama configuration");
+  int64_t b = c.batch, s = c.seq, h = c.hidden, a = c.heads, kv = c.kvHeads,
+          d = h / a, f = getFfnHidden(c), group = a / kv;
+  FunctionBuilder fb(context, c.dtype);
+  Type i32 = fb.builder.getI32Type();
+  unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32));
+  unsigned labels = fb.addArgument(fb.tensor({b, s}, i32));
+  unsigned embeddings =
+      fb.addArgument(fb.tensor({c.vocab, h}), "tok_embeddings");
+  struct Block {
+    unsigned attentionNorm, wq, wk, wv, wo, ffnNorm, w1, w2, w3;
+  };
+  SmallVector<Block> blocks;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    std::string p = llvm::formatv("layers.{0}.", layer).str();
+    auto add = [&](ArrayRef<int64_t> shape, StringRef name) {
+      return fb.addArgument(fb.tensor(shape), p + name.str());
+    };
+    Block blk;
+    blk.attentionNorm = add({h}, "attention_norm");
+    blk.wq = add({h, a * d}, "attention.wq");
+    blk.wk = add({h, kv * d}, "attention.wk");
+    blk.wv = add({h, kv * d}, "attention.wv");
+    blk.wo = add({a * d, h}, "attention.wo");
+    blk.ffnNorm = add({h}, "ffn_norm");
+    blk.w1 = add({h, f}, "feed_forward.w1");
+    blk.w2 = add({f, h}, "feed_forward.w2");
+    blk.w3 = add({h, f}, "feed_forward.w3");
+    blocks.push_back(blk);
+  }
+  unsigned norm = fb.addArgument(fb.tensor({h}), "norm");
+  unsigned head = fb.addArgument(fb.tensor({h, c.vocab}), "output");
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fb.loc);
+  fb.begin(*module, "llama", {fb.tensor({})});
+  OpBuilder &bld = fb.builder;
+  Location loc = fb.loc;
+  auto dims = [&](ArrayRef<int64_t> values) {
+    return bld.getDenseI64ArrayAttr(values);
+  };
+  FloatAttr eps = bld.getF32FloatAttr(c.normEps);
+  auto project = [&](Value x, unsigned w) {
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    return nn::DotOp::create(bld, loc, x, fb.arg(w), dims({}), dims({}),
+                             dims({rank - 1}), dims({0}));
+  };
+  // The rotary angles [s, d] of position p and pair j < d/2, in f32 (a
+  // 16-bit position is not exact past 256): p · theta^(-2j/d), the pairs
+  // repeated over both halves. Each block computes its own, so that a
+  // pipeline stage needs nothing from another.
+  auto rotaryTables = [&]() {
+    Type f32 = bld.getF32Type();
+    RankedTensorType pairs = RankedTensorType::get({s, d / 2}, f32);
+    Value positions = nn::IotaOp::create(bld, loc, pairs, 0);
+    Value exponents = nn::IotaOp::create(bld, loc, pairs, 1);
+    Value frequencies = nn::ExpOp::create(
+        bld, loc,
+        nn::MulOp::create(
+            bld, loc, exponents,
+            fb.splat(pairs, -2.0 * std::log(c.ropeTheta) / double(d))));
+    Value angles = nn::MulOp::create(bld, loc, positions, frequencies);
+    angles = nn::ConcatOp::create(bld, loc, ValueRange{angles, angles}, 1);
+    auto asModelType = [&](Value table) -> Value {
+      if (fb.getElementType() == f32)
+        return table;
+      return nn::CastOp::create(bld, loc, fb.tensor({s, d}), table);
+    };
+    return std::pair(asModelType(nn::CosOp::create(bld, loc, angles)),
+                     asModelType(nn::SinOp::create(bld, loc, angles)));
+  };
+
+  Value x =
+      nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings), fb.arg(tokens));
+  RankedTensorType scoresType = fb.tensor({b, a, s, s});
+  for (const Block &blk : blocks) {
+    // Attention: [b, s, h] -> [b, heads, s, d].
+    Value y =
+        nn::RmsNormOp::create(bld, loc, x, fb.arg(blk.attentionNorm), eps);
+    auto heads = [&](unsigned w, int64_t count) {
+      return fb.transpose(fb.reshape(project(y, w), {b, s, count, d}),
+                          {0, 2, 1, 3});
+    };
+    auto [cos, sin] = rotaryTables();
+    Value q = applyRotary(fb, heads(blk.wq, a), cos, sin);
+    Value k = applyRotary(fb, heads(blk.wk, kv), cos, sin);
+    Value v = heads(blk.wv, kv);
+    // Grouped-query attention: each kv head serves `group` query heads.
+    auto repeat = [&](Value z) -> Value {
+      if (group == 1)
+        return z;
+      Value wide = nn::BroadcastOp::create(
+          bld, loc, fb.tensor({b, kv, group, s, d}), z, dims({0, 1, 3, 4}));
+      return fb.reshape(wide, {b, a, s, d});
+    };
+    k = repeat(k);
+    v = repeat(v);
+    Value scores = nn::DotOp::create(bld, loc, q, k, dims({0, 1}), dims({0, 1}),
+                                     dims({3}), dims({3}));
+    scores = nn::MulOp::create(bld, loc, scores,
+                               fb.splat(scoresType, 1.0 / std::sqrt(d)));
+    scores = nn::CausalMaskOp::create(bld, loc, scores);
+    Value probs = nn::SoftmaxOp::create(bld, loc, scores, 3);
+    Value context = nn::DotOp::create(bld, loc, probs, v, dims({0, 1}),
+                                      dims({0, 1}), dims({3}), dims({2}));
+    context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
+    x = nn::AddOp::create(bld, loc, x, project(context, blk.wo));
+
+    // SwiGLU MLP.
+    y = nn::RmsNormOp::create(bld, loc, x, fb.arg(blk.ffnNorm), eps);
+    Value gate = nn::SiluOp::create(bld, loc, project(y, blk.w1));
+    Value up = nn::MulOp::create(bld, loc, gate, project(y, blk.w3));
+    x = nn::AddOp::create(bld, loc, x, project(up, blk.w2));
+  }
+  x = nn::RmsNormOp::create(bld, loc, x, fb.arg(norm), eps);
+  Value logits = project(x, head);
   Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
   fb.finish(loss);
@@ -555,12 +773,12 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
     SmallVector<Value> residuals, gathered;
     SmallVector<nn::DotOp> rowParallel;
     function.walk([&](Operation *op) {
-      if (auto norm = dyn_cast<nn::LayerNormOp>(op)) {
-        if (norm.getType().getRank() != 3)
+      if (isa<nn::LayerNormOp, nn::RmsNormOp>(op)) {
+        Value input = op->getOperand(0), output = op->getResult(0);
+        if (cast<RankedTensorType>(output.getType()).getRank() != 3)
           return;
-        if (!llvm::is_contained(residuals, norm.getInput()))
-          residuals.push_back(norm.getInput());
-        Value output = norm.getResult();
+        if (!llvm::is_contained(residuals, input))
+          residuals.push_back(input);
         if (llvm::any_of(output.getUsers(), [&](Operation *user) {
               auto dot = dyn_cast<nn::DotOp>(user);
               return dot && dot.getLhs() == output &&

@@ -15,26 +15,44 @@ using namespace tessera::cli;
 namespace cl = llvm::cl;
 
 cl::SubCommand &cli::modelCommand() {
-  static cl::SubCommand command("model", "Emit a model in nn IR (gpt or mlp)");
+  static cl::SubCommand command("model",
+                                "Emit a model in nn IR (gpt, llama or mlp)");
   return command;
 }
 
 static cl::opt<std::string> modelKind(cl::Positional, cl::Required,
-                                      cl::desc("<gpt|mlp>"),
+                                      cl::desc("<gpt|llama|mlp>"),
                                       cl::sub(modelCommand()));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::sub(modelCommand()));
-static cl::opt<int64_t> layers("layers", cl::desc("Layers (blocks for gpt)"),
+static cl::opt<int64_t> layers("layers",
+                               cl::desc("Layers (blocks for gpt and llama)"),
                                cl::sub(modelCommand()));
 static cl::opt<int64_t> hidden("hidden", cl::desc("Hidden size"),
                                cl::sub(modelCommand()));
-static cl::opt<int64_t> heads("heads", cl::desc("Attention heads (gpt)"),
+static cl::opt<int64_t> heads("heads", cl::desc("Attention heads (gpt, llama)"),
                               cl::sub(modelCommand()));
-static cl::opt<int64_t> seq("seq", cl::desc("Sequence length (gpt)"),
+static cl::opt<int64_t> seq("seq", cl::desc("Sequence length (gpt, llama)"),
                             cl::sub(modelCommand()));
-static cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size (gpt)"),
+static cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size (gpt, llama)"),
                               cl::sub(modelCommand()));
+static cl::opt<int64_t>
+    kvHeads("kv-heads",
+            cl::desc("Key/value heads, dividing --heads (llama; grouped-query "
+                     "attention when fewer)"),
+            cl::sub(modelCommand()));
+static cl::opt<int64_t>
+    ffnHidden("ffn-hidden",
+              cl::desc("SwiGLU width (llama; default 2/3 of 4 x hidden, "
+                       "rounded up to a multiple of 256)"),
+              cl::sub(modelCommand()));
+static cl::opt<double> ropeTheta("rope-theta",
+                                 cl::desc("Rotary base (llama, default 10000)"),
+                                 cl::sub(modelCommand()));
+static cl::opt<double>
+    normEps("norm-eps", cl::desc("RMSNorm epsilon (llama, default 1e-5)"),
+            cl::sub(modelCommand()));
 static cl::opt<int64_t> input("input", cl::desc("Input width (mlp)"),
                               cl::sub(modelCommand()));
 static cl::opt<int64_t> output("output", cl::desc("Output width (mlp)"),
@@ -78,6 +96,25 @@ int cli::runModel(MLIRContext &context) {
     module = tessera::buildGpt(&context, config);
     expectedParams = tessera::getParameterCount(config);
     formula = "12·L·h² + 13·L·h + (V+s)·h + 2·h (final layer norm)";
+  } else if (modelKind == "llama") {
+    tessera::LlamaConfig config;
+    setIfGiven(layers, config.layers);
+    setIfGiven(hidden, config.hidden);
+    setIfGiven(heads, config.heads);
+    setIfGiven(kvHeads, config.kvHeads);
+    setIfGiven(ffnHidden, config.ffnHidden);
+    setIfGiven(seq, config.seq);
+    setIfGiven(vocab, config.vocab);
+    setIfGiven(batch, config.batch);
+    setIfGiven(ropeTheta, config.ropeTheta);
+    setIfGiven(normEps, config.normEps);
+    setIfGiven(dtype, config.dtype);
+    setIfGiven(sharding, config.sharding);
+    if (llvm::Error error = tessera::validate(config))
+      return reportError(std::move(error));
+    module = tessera::buildLlama(&context, config);
+    expectedParams = tessera::getParameterCount(config);
+    formula = "L·(2·h + 2·h² + 2·h·kv·d + 3·h·f) + 2·V·h + h (final norm)";
   } else if (modelKind == "mlp") {
     tessera::MlpConfig config;
     setIfGiven(layers, config.layers);
@@ -93,8 +130,8 @@ int cli::runModel(MLIRContext &context) {
     expectedParams = tessera::getParameterCount(config);
     formula = "Σ (in+1)·out over the layers";
   } else {
-    return reportError(llvm::createStringError("unknown model '" + modelKind +
-                                               "', expected gpt or mlp"));
+    return reportError(llvm::createStringError(
+        "unknown model '" + modelKind + "', expected gpt, llama or mlp"));
   }
   if (failed(verify(*module)))
     return reportError(

@@ -288,6 +288,8 @@ TESSERA_GRADIENT(CastOp) {
 
 TESSERA_GRADIENT(ConstantOp) { return success(); }
 
+TESSERA_GRADIENT(IotaOp) { return success(); }
+
 TESSERA_GRADIENT(BroadcastOp) {
   Grad g(builder, getLoc());
   RankedTensorType in = getInput().getType(), out = getResult().getType();

@@ -488,6 +488,16 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+LogicalResult IotaOp::verify() {
+  RankedTensorType type = getResult().getType();
+  if (getDim() < 0 || getDim() >= type.getRank())
+    return emitOpError("expects dim in [0, ")
+           << type.getRank() << "), got " << getDim();
+  if (type.getElementType().isInteger(1))
+    return emitOpError("expects a float or i32/i64 result, got i1");
+  return success();
+}
+
 LogicalResult CausalMaskOp::verify() {
   int64_t rank = getInput().getType().getRank();
   if (rank < 2)

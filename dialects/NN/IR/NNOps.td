@@ -198,6 +198,29 @@ def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor],
   let hasFolder = 1;
 }
 
+def NN_IotaOp : NN_ModelOp<"iota", [], [], ["isFactorPartitionable"]> {
+  let summary = "the index along one dimension";
+  let description = [{
+    Each element is its index along `dim`: `result[i0, ..., in] = i_dim`,
+    converted to the element type. Positions and frequencies (rotary
+    embeddings) are computed from it in the graph rather than stored as
+    tables.
+
+    A device's piece of `dim` would need its offset in the global index, so
+    that factor is computed whole (issue 23's `dist.axis_index` will let it
+    split); the other dims split freely.
+
+    ```mlir
+    // Positions 0..7 down the rows of a [seq, d/2] table.
+    %p = nn.iota dim = 0 : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def NN_BroadcastOp : NN_ModelOp<"broadcast"> {
   let summary = "explicit broadcast to a larger shape";
   let description = [{

@@ -99,6 +99,19 @@ void ConstantOp::updateLocalAttributes() {
         DenseElementsAttr::get(getType(), elements.getSplatValue<Attribute>()));
 }
 
+ShardingRule IotaOp::getShardingRule() {
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (auto [dim, size] : llvm::enumerate(getShape(getResult())))
+    builder.addFactor({}, {static_cast<int64_t>(dim)}, size);
+  return builder.build();
+}
+
+/// A piece of `dim` would need its global offset; the others are the same
+/// on every device.
+bool IotaOp::isFactorPartitionable(int64_t factor) {
+  return factor != getDim();
+}
+
 ShardingRule BroadcastOp::getShardingRule() {
   ArrayRef<int64_t> inShape = getShape(getInput());
   ArrayRef<int64_t> outShape = getShape(getResult());

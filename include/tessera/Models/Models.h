@@ -37,6 +37,43 @@ struct GptConfig {
   std::string sharding = "none";
 };
 
+/// A Llama-style decoder (Touvron et al. 2023): a token embedding,
+/// `layers` pre-norm blocks, a final RMSNorm, an untied LM head and the
+/// mean cross-entropy loss; no biases. A block is RMSNorm, grouped-query
+/// causal attention (`kvHeads` key/value heads, each read by heads /
+/// kvHeads query heads, repeated as Hugging Face's repeat_kv does) with
+/// rotary position embeddings computed in the graph (nn.iota, nn.sin,
+/// nn.cos, in f32, halves rotated as Hugging Face's rotate_half does), then
+/// RMSNorm and a SwiGLU MLP: w2(silu(w1 x) * w3 x).
+///
+/// Parameters are named as Meta's checkpoints name them, without the
+/// `.weight` suffix: `tok_embeddings`, `layers.<i>.attention_norm`,
+/// `layers.<i>.attention.{wq,wk,wv,wo}`, `layers.<i>.ffn_norm`,
+/// `layers.<i>.feed_forward.{w1,w2,w3}`, `norm`, `output`. Weights are
+/// [in, out].
+struct LlamaConfig {
+  int64_t layers = 2;
+  int64_t hidden = 64;
+  int64_t heads = 4;
+  int64_t kvHeads = 2;
+  /// The SwiGLU width; 0 takes Llama's rule (getLlamaFfnHidden).
+  int64_t ffnHidden = 0;
+  int64_t seq = 16;
+  int64_t vocab = 256;
+  int64_t batch = 2;
+  double ropeTheta = 10000;
+  double normEps = 1e-5;
+  std::string dtype = "f32";
+  /// "none", "megatron" or "megatron-sp" (see GptConfig::sharding): q, k,
+  /// v, w1 and w3 split by columns, wo and w2 by rows, the LM head by
+  /// vocabulary.
+  std::string sharding = "none";
+};
+
+/// Llama's SwiGLU width when none is given: 2/3 of 4·hidden, rounded up to
+/// a multiple of 256 (11008 for hidden 4096).
+int64_t getLlamaFfnHidden(int64_t hidden);
+
 /// A stack of `layers` linear layers with ReLU between them, trained on the
 /// mean squared error against a target.
 struct MlpConfig {
@@ -55,11 +92,15 @@ struct MlpConfig {
 /// dtype. The error names the offending field.
 llvm::Error validate(const GptConfig &config);
 llvm::Error validate(const MlpConfig &config);
+llvm::Error validate(const LlamaConfig &config);
 
 /// The parameter count in closed form: 12·L·h² + 13·L·h + (V+s)·h for the
 /// blocks and embeddings, plus 2·h for the final layer norm.
 int64_t getParameterCount(const GptConfig &config);
 int64_t getParameterCount(const MlpConfig &config);
+/// L·(2·h + 2·h² + 2·h·kv·d + 3·h·f) + 2·V·h + h, d = h / heads: with
+/// Llama-2 7B's shape 6,738,415,616, with Llama-3 8B's 8,030,261,248.
+int64_t getParameterCount(const LlamaConfig &config);
 
 /// Builds a module with one function, `@gpt` or `@mlp`, whose trainable
 /// arguments carry `nn.param` names. The configuration must validate.
@@ -67,6 +108,9 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
                                            const GptConfig &config);
 mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *context,
                                            const MlpConfig &config);
+/// Builds `@llama`.
+mlir::OwningOpRef<mlir::ModuleOp> buildLlama(mlir::MLIRContext *context,
+                                             const LlamaConfig &config);
 
 /// Annotates a model for Megatron-LM on a mesh @mesh ["dp"=dp, "tp"=tp]
 /// (replacing any mesh and argument shardings), read from its dataflow, not
@@ -81,8 +125,8 @@ void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp);
 
 /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022) on a model
 /// annotated by annotateMegatron, read from its structure: the input of
-/// every layer norm over [batch, sequence, hidden] (the residual stream) is
-/// constrained to the sequence split over "tp"; a layer norm's output that
+/// every layer norm or RMSNorm over [batch, sequence, hidden] (the residual
+/// stream) is constrained to the sequence split over "tp"; a norm's output that
 /// a column-parallel projection reads is constrained split, then whole on
 /// the sequence; a row-parallel projection's result is constrained to
 /// partial sums over "tp". The partitioner then all-gathers before each

@@ -801,6 +801,44 @@ static void runConstant(KernelCall &c) {
   copyBytes(result.data, value->data(), value->size());
 }
 
+/// nn.iota: each element its index along `dim`.
+static void runIota(KernelCall &c) {
+  if (!c.expectArity(0, 1))
+    return;
+  Tensor &result = c.out(0);
+  std::optional<int64_t> dim = c.getInt("dim");
+  if (!dim)
+    return;
+  if (*dim < 0 || *dim >= result.getRank()) {
+    c.fail("expects dim in [0, ", result.getRank(), "), got ", *dim);
+    return;
+  }
+  if (result.dtype != DType::F32 && !c.expectIndex(result, "result"))
+    return;
+  if (c.isCheckOnly())
+    return;
+  // Row-major: the index along dim repeats `inner` times and wraps at its
+  // size.
+  int64_t inner = 1;
+  for (int64_t d = *dim + 1; d < result.getRank(); ++d)
+    inner *= result.shape[d];
+  int64_t size = result.shape[*dim];
+  for (int64_t i = 0, e = result.getNumElements(); i < e; ++i) {
+    int64_t index = i / inner % size;
+    switch (result.dtype) {
+    case DType::F32:
+      result.as<float>()[i] = static_cast<float>(index);
+      break;
+    case DType::I32:
+      result.as<int32_t>()[i] = static_cast<int32_t>(index);
+      break;
+    default:
+      result.as<int64_t>()[i] = index;
+      break;
+    }
+  }
+}
+
 /// nn.broadcast: operand dim i is result dim dims[i]; a size-1 operand dim
 /// and every new dim read with stride 0.
 static void runBroadcast(KernelCall &c) {
@@ -1522,6 +1560,7 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              {"nn.compare", runCompare},
              {"nn.cast", runCast},
              {"nn.constant", runConstant},
+             {"nn.iota", runIota},
              {"nn.broadcast", runBroadcast},
              // Reductions.
              {"nn.reduce_sum",

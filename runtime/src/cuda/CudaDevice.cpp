@@ -6,8 +6,8 @@
 // accumulation, or f32); elementwise math on 16-bit floats widens each
 // element in the kernel; the other kernels compute in f32, with 16-bit float
 // tensors widened into scratch memory around them. Ops that only move
-// elements (reshape, transpose, slice, concat, broadcast, select, constant)
-// and casts work on any element type directly.
+// elements (reshape, transpose, slice, concat, broadcast, select, constant),
+// iota and casts work on any element type directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -296,6 +296,17 @@ struct CudaDevice::Ops {
                          k.getOp());
   }
 
+  static Status iota(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    Tensor &out = l.out(0);
+    int64_t dim = *l.attrs.getInt("dim");
+    int64_t inner = 1;
+    for (int64_t i = dim + 1; i < out.getRank(); ++i)
+      inner *= out.shape[i];
+    cuda::iota(out.dtype, out.data, out.getNumElements(), inner,
+               out.shape[dim], d.compute);
+    return Status::success();
+  }
+
   static Status reshape(CudaDevice &d, const CudaKernel &k, const Launch &l) {
     Tensor &out = l.out(0);
     if (out.data == l.in(0).data || out.getBytes() == 0)
@@ -501,6 +512,7 @@ struct CudaDevice::Ops {
           {"nn.select", select, std::nullopt, true},
           {"nn.cast", cast, std::nullopt, true},
           {"nn.constant", constant, std::nullopt, true},
+          {"nn.iota", iota, std::nullopt, true},
           {"nn.broadcast", broadcast, std::nullopt, true},
           {"nn.reduce_sum", reduce<RowReduce::Sum>, std::nullopt, false},
           {"nn.reduce_max", reduce<RowReduce::Max>, std::nullopt, false},

@@ -115,6 +115,14 @@ __global__ void castKernel(DType from, const void *x, DType to, void *y,
   GRID_STRIDE(i, count) { storeScalar(to, y, i, loadScalar(from, x, i)); }
 }
 
+/// The index along one dim, `inner` elements apart, wrapping at `size`.
+__global__ void iotaKernel(DType dtype, void *y, int64_t count, int64_t inner,
+                           int64_t size) {
+  GRID_STRIDE(i, count) {
+    storeScalar(dtype, y, i, Scalar{false, 0.0f, i / inner % size});
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Row kernels
 //===----------------------------------------------------------------------===//
@@ -430,6 +438,13 @@ void cast(DType from, const void *x, DType to, void *y, int64_t count,
   if (count > 0)
     castKernel<<<getBlocks(count), kThreads, 0, stream>>>(from, x, to, y,
                                                           count);
+}
+
+void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,
+          cudaStream_t stream) {
+  if (count > 0)
+    iotaKernel<<<getBlocks(count), kThreads, 0, stream>>>(dtype, y, count,
+                                                          inner, size);
 }
 
 void fill(void *y, int elementBytes, uint64_t pattern, int64_t count,

@@ -697,3 +697,21 @@ func.func @embedding_grad_vocab(%dy: tensor<2x8x64xf32>, %ids: tensor<2x8xi32>) 
   %g = nn.embedding_grad %dy, %ids vocab = 0 : tensor<2x8x64xf32>, tensor<2x8xi32>
   return %g : tensor<0x64xf32>
 }
+
+// -----
+
+// Tests that iota rejects a dim outside its result.
+func.func @iota_dim() -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.iota' op expects dim in [0, 2), got 2}}
+  %0 = nn.iota dim = 2 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that iota rejects a boolean result.
+func.func @iota_i1() -> tensor<4xi1> {
+  // expected-error @+1 {{'nn.iota' op expects a float or i32/i64 result, got i1}}
+  %0 = nn.iota dim = 0 : tensor<4xi1>
+  return %0 : tensor<4xi1>
+}

@@ -142,6 +142,19 @@ func.func @constant() -> (tensor<2x2xf32>, tensor<2x4x8x8xf32>, tensor<3xi32>) {
 
 // -----
 
+// Tests that iota round-trips in float and integer types.
+// CHECK-LABEL: func.func @iota(
+// CHECK:         %[[P:.+]] = nn.iota dim = 0 : tensor<8x4xf32>
+// CHECK:         %[[I:.+]] = nn.iota dim = 1 : tensor<2x3xi64>
+// CHECK:         return %[[P]], %[[I]]
+func.func @iota() -> (tensor<8x4xf32>, tensor<2x3xi64>) {
+  %p = nn.iota dim = 0 : tensor<8x4xf32>
+  %i = nn.iota dim = 1 : tensor<2x3xi64>
+  return %p, %i : tensor<8x4xf32>, tensor<2x3xi64>
+}
+
+// -----
+
 // Tests that broadcast round-trips, adding dims and expanding a size-1 dim.
 // CHECK-LABEL: func.func @broadcast(
 // CHECK-SAME:      %[[B:.+]]: tensor<64xf32>, %[[C:.+]]: tensor<1x64xf32>)

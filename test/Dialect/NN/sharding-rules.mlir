@@ -50,6 +50,16 @@ func.func @constant() -> tensor<4x8xf32> {
 
 // -----
 
+// Tests that iota has only result factors and moves its result's bytes.
+func.func @iota() -> tensor<4x8xf32> {
+  // expected-remark @+2 {{sharding rule: () -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=128}}
+  %0 = nn.iota dim = 1 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that an expanded size-1 dim and new dims get factors of their own.
 func.func @broadcast(%b: tensor<1x64xf32>) -> tensor<2x8x64xf32> {
   // expected-remark @+2 {{sharding rule: ([j, l]) -> ([i, k, l]) {i=2, j=1, k=8, l=64}}}

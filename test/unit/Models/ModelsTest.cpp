@@ -45,6 +45,43 @@ TEST(ModelsTest, GeneratedMlpHasTheClosedFormParameterCount) {
   EXPECT_EQ(countParameters(*module), getParameterCount(config));
 }
 
+/// A Llama shape: layers, hidden, heads, kv heads, SwiGLU width, vocab.
+static LlamaConfig llama(int64_t layers, int64_t hidden, int64_t heads,
+                         int64_t kvHeads, int64_t ffnHidden, int64_t vocab) {
+  LlamaConfig config;
+  config.layers = layers;
+  config.hidden = hidden;
+  config.heads = heads;
+  config.kvHeads = kvHeads;
+  config.ffnHidden = ffnHidden;
+  config.vocab = vocab;
+  return config;
+}
+
+TEST(ModelsTest, LlamaParameterCountsMatchThePublishedModels) {
+  // Llama-2 7B (Touvron et al. 2023, "6.7B"; 6,738,415,616 in Hugging
+  // Face's checkpoint); its SwiGLU width is Llama's rule for hidden 4096.
+  EXPECT_EQ(getLlamaFfnHidden(4096), 11008);
+  EXPECT_EQ(getParameterCount(llama(32, 4096, 32, 32, 0, 32000)),
+            6738415616);
+  // Llama-3 8B: 8 kv heads, width 14336, vocab 128256 (8,030,261,248).
+  EXPECT_EQ(getParameterCount(llama(32, 4096, 32, 8, 14336, 128256)),
+            8030261248);
+}
+
+TEST(ModelsTest, GeneratedLlamaHasTheClosedFormParameterCount) {
+  MLIRContext context;
+  LlamaConfig bf16 = llama(3, 48, 6, 2, 40, 100);
+  bf16.dtype = "bf16";
+  for (const LlamaConfig &config :
+       {LlamaConfig{}, bf16, llama(1, 32, 4, 4, 0, 7)}) {
+    ASSERT_FALSE(validate(config));
+    OwningOpRef<ModuleOp> module = buildLlama(&context, config);
+    ASSERT_TRUE(succeeded(verify(*module)));
+    EXPECT_EQ(countParameters(*module), getParameterCount(config));
+  }
+}
+
 TEST(ModelsTest, ValidationNamesTheOffendingOption) {
   GptConfig config;
   config.heads = 5;
@@ -59,6 +96,21 @@ TEST(ModelsTest, ValidationNamesTheOffendingOption) {
   ASSERT_TRUE(bool(error));
   EXPECT_EQ(llvm::toString(std::move(error)),
             "--dtype must be f32, bf16, f16 or f64, got 'f8'");
+}
+
+TEST(ModelsTest, LlamaValidationNamesTheOffendingOption) {
+  auto message = [](const LlamaConfig &config) {
+    return llvm::toString(validate(config));
+  };
+  EXPECT_EQ(message(llama(2, 64, 4, 3, 0, 256)),
+            "--kv-heads (3) must divide --heads (4)");
+  EXPECT_EQ(message(llama(2, 12, 4, 2, 0, 256)),
+            "--heads must leave an even head dim for the rotary halves, got 3");
+  LlamaConfig theta;
+  theta.ropeTheta = 0;
+  EXPECT_EQ(message(theta), "--rope-theta must be greater than 1, got 0");
+  EXPECT_EQ(message(llama(2, 64, 4, 2, -1, 256)),
+            "--ffn-hidden must be at least 1 (or 0 for Llama's rule), got -1");
 }
 
 } // namespace

@@ -393,6 +393,11 @@ TEST_F(CudaKernelsTest, SelectCompareCastConstant) {
   }
   full.bytes["value"] = values;
   check("nn.constant", full, {}, {{DType::BF16, {2, 3}}});
+  KernelAttrs iota;
+  iota.ints["dim"] = 1;
+  check("nn.iota", iota, {}, {f});
+  check("nn.iota", iota, {}, {{DType::I64, {2, 3}}});
+  check("nn.iota", iota, {}, {{DType::BF16, {2, 300}}});
 }
 
 TEST_F(CudaKernelsTest, ShapesAndReductions) {

@@ -394,6 +394,34 @@ TEST(KernelsTest, ConstantFillsSplatsAndDenseValues) {
             "i32 elements)");
 }
 
+TEST(KernelsTest, IotaCountsAlongItsDim) {
+  KernelAttrs attrs;
+  attrs.ints["dim"] = 1;
+  OwnedTensor columns(DType::F32, {2, 3});
+  ASSERT_EQ(run("nn.iota", attrs, {}, {&columns}), "");
+  EXPECT_EQ(read<float>(columns), (std::vector<float>{0, 1, 2, 0, 1, 2}));
+
+  attrs.ints["dim"] = 0;
+  OwnedTensor rows(DType::I32, {3, 2});
+  ASSERT_EQ(run("nn.iota", attrs, {}, {&rows}), "");
+  EXPECT_EQ(read<int32_t>(rows), (std::vector<int32_t>{0, 0, 1, 1, 2, 2}));
+
+  OwnedTensor half(DType::BF16, {4});
+  ASSERT_EQ(run("nn.iota", attrs, {}, {&half}), "");
+  std::vector<float> widened;
+  for (uint16_t bits : read<uint16_t>(half))
+    widened.push_back(halfToFloat(DType::BF16, bits));
+  EXPECT_EQ(widened, (std::vector<float>{0, 1, 2, 3}));
+
+  attrs.ints["dim"] = 2;
+  EXPECT_EQ(run("nn.iota", attrs, {}, {&rows}),
+            "nn.iota: expects dim in [0, 2), got 2");
+  attrs.ints["dim"] = 0;
+  OwnedTensor mask(DType::I1, {2});
+  EXPECT_EQ(run("nn.iota", attrs, {}, {&mask}),
+            "nn.iota: expects result of element type i32 or i64, got i1");
+}
+
 TEST(KernelsTest, BroadcastExpandsNewAndUnitDims) {
   KernelAttrs attrs;
   attrs.lists["dims"] = {1};
