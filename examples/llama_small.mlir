@@ -41,14 +41,14 @@ module {
     %37 = nn.transpose %36 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
     %38 = nn.broadcast %34 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
     %39 = nn.reshape %38 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %40 = nn.broadcast %37 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
-    %41 = nn.reshape %40 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %42 = nn.dot %22, %39 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %43 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %44 = nn.mul %42, %43 : tensor<8x4x16x16xf32>
-    %45 = nn.causal_mask %44 : tensor<8x4x16x16xf32>
-    %46 = nn.softmax %45 dim = 3 : tensor<8x4x16x16xf32>
-    %47 = nn.dot %46, %41 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %40 = nn.dot %22, %39 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %41 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
+    %42 = nn.mul %40, %41 : tensor<8x4x16x16xf32>
+    %43 = nn.causal_mask %42 : tensor<8x4x16x16xf32>
+    %44 = nn.softmax %43 dim = 3 : tensor<8x4x16x16xf32>
+    %45 = nn.broadcast %37 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
+    %46 = nn.reshape %45 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
+    %47 = nn.dot %44, %46 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
     %48 = nn.transpose %47 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
     %49 = nn.reshape %48 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
     %50 = nn.dot %49, %arg7 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
@@ -99,14 +99,14 @@ module {
     %95 = nn.transpose %94 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
     %96 = nn.broadcast %92 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
     %97 = nn.reshape %96 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %98 = nn.broadcast %95 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
-    %99 = nn.reshape %98 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %100 = nn.dot %80, %97 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %101 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %102 = nn.mul %100, %101 : tensor<8x4x16x16xf32>
-    %103 = nn.causal_mask %102 : tensor<8x4x16x16xf32>
-    %104 = nn.softmax %103 dim = 3 : tensor<8x4x16x16xf32>
-    %105 = nn.dot %104, %99 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %98 = nn.dot %80, %97 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %99 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
+    %100 = nn.mul %98, %99 : tensor<8x4x16x16xf32>
+    %101 = nn.causal_mask %100 : tensor<8x4x16x16xf32>
+    %102 = nn.softmax %101 dim = 3 : tensor<8x4x16x16xf32>
+    %103 = nn.broadcast %95 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
+    %104 = nn.reshape %103 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
+    %105 = nn.dot %102, %104 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
     %106 = nn.transpose %105 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
     %107 = nn.reshape %106 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
     %108 = nn.dot %107, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>

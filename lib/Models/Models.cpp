@@ -33,6 +33,13 @@ static llvm::Error checkSharding(StringRef sharding) {
   return llvm::Error::success();
 }
 
+static llvm::Error checkAttention(StringRef attention) {
+  if (attention != "fused" && attention != "unfused")
+    return fieldError("attention",
+                      "must be fused or unfused, got '" + attention + "'");
+  return llvm::Error::success();
+}
+
 static llvm::Error checkDtype(StringRef dtype) {
   if (dtype != "f32" && dtype != "bf16" && dtype != "f16" && dtype != "f64")
     return fieldError("dtype",
@@ -61,6 +68,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
                                              c.heads, c.hidden)
                                    .str());
   if (llvm::Error error = checkSharding(c.sharding))
+    return error;
+  if (llvm::Error error = checkAttention(c.attention))
     return error;
   return checkDtype(c.dtype);
 }
@@ -115,6 +124,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
     return fieldError("norm-eps",
                       "must be positive, got " + formatNumber(c.normEps));
   if (llvm::Error error = checkSharding(c.sharding))
+    return error;
+  if (llvm::Error error = checkAttention(c.attention))
     return error;
   return checkDtype(c.dtype);
 }
@@ -265,6 +276,43 @@ private:
 };
 } // namespace
 
+/// Causal attention of q [b, heads, s, d] over k and v [b, kv, s, d]
+/// scaled by 1/√d: one nn.attention when `fused`, else the scores, the
+/// mask, the softmax and the weighted sum as separate ops, with each kv
+/// head repeated for its query heads first (Hugging Face's repeat_kv).
+static Value buildCausalAttention(FunctionBuilder &fb, Value q, Value k,
+                                  Value v, bool fused) {
+  OpBuilder &bld = fb.builder;
+  Location loc = fb.loc;
+  auto qType = cast<RankedTensorType>(q.getType());
+  int64_t b = qType.getDimSize(0), a = qType.getDimSize(1),
+          s = qType.getDimSize(2), d = qType.getDimSize(3),
+          kv = cast<RankedTensorType>(k.getType()).getDimSize(1);
+  double scale = 1.0 / std::sqrt(d);
+  if (fused)
+    return nn::AttentionOp::create(bld, loc, qType, q, k, v,
+                                   bld.getBoolAttr(true),
+                                   bld.getF32FloatAttr(scale));
+  auto dims = [&](ArrayRef<int64_t> values) {
+    return bld.getDenseI64ArrayAttr(values);
+  };
+  auto repeat = [&](Value z) -> Value {
+    if (kv == a)
+      return z;
+    Value wide = nn::BroadcastOp::create(
+        bld, loc, fb.tensor({b, kv, a / kv, s, d}), z, dims({0, 1, 3, 4}));
+    return fb.reshape(wide, {b, a, s, d});
+  };
+  Value scores = nn::DotOp::create(bld, loc, q, repeat(k), dims({0, 1}),
+                                   dims({0, 1}), dims({3}), dims({3}));
+  scores = nn::MulOp::create(bld, loc, scores,
+                             fb.splat(fb.tensor({b, a, s, s}), scale));
+  scores = nn::CausalMaskOp::create(bld, loc, scores);
+  Value probs = nn::SoftmaxOp::create(bld, loc, scores, 3);
+  return nn::DotOp::create(bld, loc, probs, repeat(v), dims({0, 1}),
+                           dims({0, 1}), dims({3}), dims({2}));
+}
+
 OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
                                         const GptConfig &c) {
   context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
@@ -318,7 +366,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
 
   Value x = nn::EmbeddingOp::create(bld, loc, fb.arg(wte), fb.arg(tokens));
   x = nn::AddOp::create(bld, loc, x, fb.broadcastTo(fb.arg(wpe), x, {1, 2}));
-  RankedTensorType scoresType = fb.tensor({b, a, s, s});
+  bool fused = c.attention == "fused";
   for (const Block &blk : blocks) {
     // Attention: heads split the hidden dim, [b, s, h] -> [b, a, s, d].
     Value hIn =
@@ -331,14 +379,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
     Value q = heads(blk.wq, blk.bq);
     Value k = heads(blk.wk, blk.bk);
     Value v = heads(blk.wv, blk.bv);
-    Value scores = nn::DotOp::create(bld, loc, q, k, dims({0, 1}), dims({0, 1}),
-                                     dims({3}), dims({3}));
-    scores = nn::MulOp::create(bld, loc, scores,
-                               fb.splat(scoresType, 1.0 / std::sqrt(d)));
-    scores = nn::CausalMaskOp::create(bld, loc, scores);
-    Value probs = nn::SoftmaxOp::create(bld, loc, scores, 3);
-    Value context = nn::DotOp::create(bld, loc, probs, v, dims({0, 1}),
-                                      dims({0, 1}), dims({3}), dims({2}));
+    Value context = buildCausalAttention(fb, q, k, v, fused);
     context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
     x = nn::AddOp::create(bld, loc, x,
                           fb.linear(context, fb.arg(blk.wo), fb.arg(blk.bo)));
@@ -395,7 +436,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
   assert(!validate(c) && "invalid Llama configuration");
   int64_t b = c.batch, s = c.seq, h = c.hidden, a = c.heads, kv = c.kvHeads,
-          d = h / a, f = getFfnHidden(c), group = a / kv;
+          d = h / a, f = getFfnHidden(c);
   FunctionBuilder fb(context, c.dtype);
   Type i32 = fb.builder.getI32Type();
   unsigned tokens = fb.addArgument(fb.tensor({b, s}, i32));
@@ -466,7 +507,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
 
   Value x =
       nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings), fb.arg(tokens));
-  RankedTensorType scoresType = fb.tensor({b, a, s, s});
+  bool fused = c.attention == "fused";
   for (const Block &blk : blocks) {
     // Attention: [b, s, h] -> [b, heads, s, d].
     Value y =
@@ -479,24 +520,8 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
     Value q = applyRotary(fb, heads(blk.wq, a), cos, sin);
     Value k = applyRotary(fb, heads(blk.wk, kv), cos, sin);
     Value v = heads(blk.wv, kv);
-    // Grouped-query attention: each kv head serves `group` query heads.
-    auto repeat = [&](Value z) -> Value {
-      if (group == 1)
-        return z;
-      Value wide = nn::BroadcastOp::create(
-          bld, loc, fb.tensor({b, kv, group, s, d}), z, dims({0, 1, 3, 4}));
-      return fb.reshape(wide, {b, a, s, d});
-    };
-    k = repeat(k);
-    v = repeat(v);
-    Value scores = nn::DotOp::create(bld, loc, q, k, dims({0, 1}), dims({0, 1}),
-                                     dims({3}), dims({3}));
-    scores = nn::MulOp::create(bld, loc, scores,
-                               fb.splat(scoresType, 1.0 / std::sqrt(d)));
-    scores = nn::CausalMaskOp::create(bld, loc, scores);
-    Value probs = nn::SoftmaxOp::create(bld, loc, scores, 3);
-    Value context = nn::DotOp::create(bld, loc, probs, v, dims({0, 1}),
-                                      dims({0, 1}), dims({3}), dims({2}));
+    // Grouped-query attention: each kv head serves heads / kv query heads.
+    Value context = buildCausalAttention(fb, q, k, v, fused);
     context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
     x = nn::AddOp::create(bld, loc, x, project(context, blk.wo));
 

@@ -66,6 +66,11 @@ static cl::opt<std::string>
                       "1x1 mesh that --mesh resizes) or megatron-sp (and "
                       "sequence parallelism, gpt)"),
              cl::sub(modelCommand()));
+static cl::opt<std::string>
+    attention("attention",
+              cl::desc("Attention (gpt, llama): fused (one nn.attention, "
+                       "memory linear in the sequence) or unfused"),
+              cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
@@ -91,6 +96,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(batch, config.batch);
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
+    setIfGiven(attention, config.attention);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildGpt(&context, config);
@@ -110,6 +116,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(normEps, config.normEps);
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
+    setIfGiven(attention, config.attention);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildLlama(&context, config);

@@ -115,3 +115,35 @@ int64_t EmbeddingOp::getBytesAccessed() {
 
 /// One addition per gradient element scattered.
 int64_t EmbeddingGradOp::getFlops() { return numElements(getGrad()); }
+
+/// The scores attention computes per batch and head: every (query, key)
+/// pair, or with `causal` those of keys at or before their query (the
+/// kernels skip the rest).
+static int64_t getAttentionScores(Value query, Value key, bool causal) {
+  int64_t queries = cast<RankedTensorType>(query.getType()).getDimSize(2);
+  int64_t keys = cast<RankedTensorType>(key.getType()).getDimSize(2);
+  if (!causal)
+    return queries * keys;
+  // Query i sees min(i + 1, keys) keys.
+  int64_t seen = std::min(queries, keys);
+  return seen * (seen + 1) / 2 + (queries - seen) * keys;
+}
+
+int64_t AttentionOp::getFlops() {
+  auto q = getQuery().getType(), v = getValue().getType();
+  int64_t pairs = q.getDimSize(0) * q.getDimSize(1) *
+                  getAttentionScores(getQuery(), getKey(), getCausal());
+  // q kᵀ and p v (two per multiply-add), and per score the scale, the
+  // online max, exp, sum and the rescaling.
+  return pairs * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+}
+
+int64_t AttentionGradOp::getFlops() {
+  auto q = getQuery().getType(), v = getValue().getType();
+  int64_t pairs = q.getDimSize(0) * q.getDimSize(1) *
+                  getAttentionScores(getQuery(), getKey(), getCausal());
+  int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
+  // The log-sum-exp pass (q kᵀ again and 3 per score), then q kᵀ, pᵀ do,
+  // do vᵀ, ds k and dsᵀ q, and per score p, ds and the scales (6).
+  return pairs * (2 * d + 3 + 2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6);
+}

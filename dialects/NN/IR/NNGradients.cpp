@@ -585,6 +585,23 @@ TESSERA_GRADIENT(CrossEntropyOp) {
   return success();
 }
 
+TESSERA_GRADIENT(AttentionOp) {
+  auto fused = AttentionGradOp::create(
+      builder, getLoc(),
+      TypeRange{getQuery().getType(), getKey().getType(),
+                getValue().getType()},
+      getQuery(), getKey(), getValue(), getResult(), resultGradients[0],
+      getCausal(), getScale());
+  operandGradients.assign(
+      {fused.getQueryGrad(), fused.getKeyGrad(), fused.getValueGrad()});
+  return success();
+}
+
+TESSERA_GRADIENT(AttentionGradOp) {
+  return emitOpError("has no derivative (second derivatives of attention are "
+                     "not built)");
+}
+
 TESSERA_GRADIENT(CausalMaskOp) {
   // Masked entries pass no gradient: the output gradient, masked with 0.
   operandGradients.assign({CausalMaskOp::create(

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/SmallString.h"
@@ -488,11 +489,94 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+/// Checks attention's operands: q [b, heads, s, d], k [b, kv, t, d] and
+/// v [b, kv, t, dv] with kv dividing heads, one element type.
+static LogicalResult verifyAttention(Operation *op, Value query, Value key,
+                                     Value value) {
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  auto v = cast<RankedTensorType>(value.getType());
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return op->emitOpError("expects q, k and v of rank 4 ([batch, heads, "
+                           "seq, head dim]), got ranks ")
+           << q.getRank() << ", " << k.getRank() << ", " << v.getRank();
+  if (q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return op->emitOpError("expects q, k and v of one element type, got ")
+           << q.getElementType() << ", " << k.getElementType() << ", "
+           << v.getElementType();
+  if (k.getDimSize(0) != q.getDimSize(0) || v.getDimSize(0) != q.getDimSize(0))
+    return op->emitOpError("expects one batch size, got q ")
+           << q.getDimSize(0) << ", k " << k.getDimSize(0) << ", v "
+           << v.getDimSize(0);
+  if (k.getDimSize(1) != v.getDimSize(1) || k.getDimSize(2) != v.getDimSize(2))
+    return op->emitOpError("expects k and v with the same kv heads and "
+                           "keys, got ")
+           << k.getDimSize(1) << "x" << k.getDimSize(2) << " and "
+           << v.getDimSize(1) << "x" << v.getDimSize(2);
+  if (k.getDimSize(1) == 0 || q.getDimSize(1) % k.getDimSize(1) != 0)
+    return op->emitOpError("expects kv heads dividing the query heads, got ")
+           << k.getDimSize(1) << " kv heads for " << q.getDimSize(1)
+           << " heads";
+  if (k.getDimSize(3) != q.getDimSize(3))
+    return op->emitOpError("expects q and k of one head dim, got ")
+           << q.getDimSize(3) << " and " << k.getDimSize(3);
+  return success();
+}
+
+/// q's shape with v's head dim: the attention's result.
+static SmallVector<int64_t> getAttentionResultShape(Value query,
+                                                    Value value) {
+  SmallVector<int64_t> shape(
+      cast<RankedTensorType>(query.getType()).getShape());
+  shape[3] = cast<RankedTensorType>(value.getType()).getDimSize(3);
+  return shape;
+}
+
+/// Checks that `actual` is `expected` with the element type of `like`.
+static LogicalResult verifyType(Operation *op, StringRef what, Type actual,
+                                ArrayRef<int64_t> expected, Value like) {
+  auto type = RankedTensorType::get(expected, getElementTypeOrSelf(like));
+  if (actual != type)
+    return op->emitOpError("expects ")
+           << what << " of type " << type << ", got " << actual;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())))
+    return failure();
+  return verifyType(*this, "a result", getType(),
+                    getAttentionResultShape(getQuery(), getValue()),
+                    getQuery());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())))
+    return failure();
+  SmallVector<int64_t> result = getAttentionResultShape(getQuery(), getValue());
+  if (failed(verifyType(*this, "the forward's result",
+                        getResult().getType(), result, getQuery())) ||
+      failed(verifyType(*this, "a result gradient",
+                        getResultGrad().getType(), result, getQuery())))
+    return failure();
+  for (auto [what, gradient, operand] :
+       {std::tuple(StringRef("a q gradient"), getQueryGrad(), getQuery()),
+        std::tuple(StringRef("a k gradient"), getKeyGrad(), getKey()),
+        std::tuple(StringRef("a v gradient"), getValueGrad(), getValue())})
+    if (failed(verifyType(*this, what, gradient.getType(),
+                          cast<RankedTensorType>(operand.getType()).getShape(),
+                          operand)))
+      return failure();
+  return success();
+}
+
 LogicalResult IotaOp::verify() {
   RankedTensorType type = getResult().getType();
-  if (getDim() < 0 || getDim() >= type.getRank())
+  int64_t dim = getDimAttr().getInt();
+  if (dim < 0 || dim >= type.getRank())
     return emitOpError("expects dim in [0, ")
-           << type.getRank() << "), got " << getDim();
+           << type.getRank() << "), got " << dim;
   if (type.getElementType().isInteger(1))
     return emitOpError("expects a float or i32/i64 result, got i1");
   return success();

@@ -520,9 +520,84 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
   let hasVerifier = 1;
 }
 
+def NN_AttentionOp : NN_ModelOp<"attention"> {
+  let summary = "fused scaled-dot-product attention";
+  let description = [{
+    `softmax(scale · q kᵀ) v` per batch and head, without the scores: the
+    kernels walk the keys in tiles with an online softmax (FlashAttention,
+    Dao et al. 2022), so the extra memory grows with the sequence, not its
+    square. `q` is `[b, heads, s, d]`; `k` and `v` are `[b, kv_heads, t, d]`
+    and `[b, kv_heads, t, dv]` with `kv_heads` dividing `heads`: query head
+    `h` reads kv head `h / (heads / kv_heads)` (grouped-query attention;
+    multi-head when they are equal). With `causal`, key `j` is hidden from
+    query `i` when `j > i`, as nn.causal_mask does.
+
+    Its gradient is one nn.attention_grad, which recomputes the scores from
+    `q` and `k` tile by tile, so nothing of size s · t is kept for the
+    backward.
+
+    Sharding: the batch, the kv heads and `dv` split freely; the query
+    positions split when not causal (a causal piece would need its offset);
+    the keys and `d` are needed whole (the softmax and the scores read every
+    one), and the query heads of one kv head stay together.
+
+    ```mlir
+    // Causal GQA: 8 query heads on 2 kv heads.
+    %o = nn.attention %q, %k, %v causal = true scale = 0.125
+        : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
+           tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+      NN_FloatTensor:$value, DefaultValuedAttr<BoolAttr, "false">:$causal,
+      F32Attr:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` `=` $causal^)? `scale` `=` $scale
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward helpers
 //===----------------------------------------------------------------------===//
+
+def NN_AttentionGradOp : NN_ModelOp<"attention_grad"> {
+  let summary = "gradients of nn.attention, fused";
+  let description = [{
+    For `o = nn.attention q, k, v` and the gradient `do` of `o`, the
+    gradients of `q`, `k` and `v`: each tile of scores is recomputed from
+    `q` and `k` with the row's log-sum-exp (itself recomputed in a first
+    pass), `dv += pᵀ do`, `ds = p · (do vᵀ - rowsum(do · o))`,
+    `dq += scale · ds k`, `dk += scale · dsᵀ q`; a kv head's gradients sum
+    over the query heads that read it. Memory beyond the operands and
+    results grows with the sequence, not its square.
+
+    ```mlir
+    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true
+        scale = 0.125
+        : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
+           tensor<2x2x16x64xf32>, tensor<2x8x16x64xf32>,
+           tensor<2x8x16x64xf32>)
+        -> (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
+            tensor<2x2x16x64xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+      NN_FloatTensor:$value, NN_FloatTensor:$result,
+      NN_FloatTensor:$result_grad,
+      DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+      NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result `,` $result_grad
+    (`causal` `=` $causal^)? `scale` `=` $scale attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 
 def NN_OneHotOp : NN_ModelOp<"one_hot"> {
   let summary = "one-hot encoding of integer labels";

@@ -109,7 +109,7 @@ ShardingRule IotaOp::getShardingRule() {
 /// A piece of `dim` would need its global offset; the others are the same
 /// on every device.
 bool IotaOp::isFactorPartitionable(int64_t factor) {
-  return factor != getDim();
+  return factor != getDimAttr().getInt();
 }
 
 ShardingRule BroadcastOp::getShardingRule() {
@@ -301,6 +301,69 @@ ShardingRule CausalMaskOp::getShardingRule() {
   // split of them would mask the wrong entries.
   int64_t rank = getShape(getInput()).size();
   return getPointwiseRule(*this, {rank - 2, rank - 1});
+}
+
+namespace {
+/// Attention's sizes: q [b, heads, s, d], k [b, kv, t, d], v [b, kv, t, dv].
+struct AttentionSizes {
+  int64_t batch, heads, kvHeads, queries, keys, headDim, valueDim;
+  AttentionSizes(Value query, Value value) {
+    ArrayRef<int64_t> q = getShape(query), v = getShape(value);
+    batch = q[0];
+    heads = q[1];
+    kvHeads = v[1];
+    queries = q[2];
+    keys = v[2];
+    headDim = q[3];
+    valueDim = v[3];
+  }
+};
+} // namespace
+
+ShardingRule AttentionOp::getShardingRule() {
+  AttentionSizes n(getQuery(), getValue());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  builder.addFactor({0, 0, 0}, {0}, n.batch);
+  // A query head is (kv head, its place in the group), kv head major.
+  builder.addFactor({1, 1, 1}, {1}, n.kvHeads);
+  // The query heads of one kv head stay together: splitting them would
+  // leave the kv head's gradient partial over them.
+  if (n.heads != n.kvHeads)
+    builder.addFactor({1, kNoDim, kNoDim}, {1}, n.heads / n.kvHeads,
+                      FactorKind::NeedReplication);
+  // A causal piece of the queries would need its global offset.
+  builder.addFactor({2, kNoDim, kNoDim}, {2}, n.queries,
+                    getCausal() ? FactorKind::NeedReplication
+                                : FactorKind::Parallel);
+  // The softmax reads every key, and every score all of d.
+  builder.addFactor({kNoDim, 2, 2}, {kNoDim}, n.keys,
+                    FactorKind::NeedReplication);
+  builder.addFactor({3, 3, kNoDim}, {kNoDim}, n.headDim,
+                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim, kNoDim, 3}, {3}, n.valueDim);
+  return builder.build();
+}
+
+ShardingRule AttentionGradOp::getShardingRule() {
+  AttentionSizes n(getQuery(), getValue());
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  // Operands q, k, v, o, do; results dq, dk, dv. Only the batch and the kv
+  // heads split: dk and dv sum over the queries and their group, dq over
+  // the keys, and the scores need all of d and dv.
+  builder.addFactor({0, 0, 0, 0, 0}, {0, 0, 0}, n.batch);
+  builder.addFactor({1, 1, 1, 1, 1}, {1, 1, 1}, n.kvHeads);
+  if (n.heads != n.kvHeads)
+    builder.addFactor({1, kNoDim, kNoDim, 1, 1}, {1, kNoDim, kNoDim},
+                      n.heads / n.kvHeads, FactorKind::NeedReplication);
+  builder.addFactor({2, kNoDim, kNoDim, 2, 2}, {2, kNoDim, kNoDim}, n.queries,
+                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim, 2, 2, kNoDim, kNoDim}, {kNoDim, 2, 2}, n.keys,
+                    FactorKind::NeedReplication);
+  builder.addFactor({3, 3, kNoDim, kNoDim, kNoDim}, {3, 3, kNoDim}, n.headDim,
+                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim, kNoDim, 3, 3, 3}, {kNoDim, kNoDim, 3}, n.valueDim,
+                    FactorKind::NeedReplication);
+  return builder.build();
 }
 
 ShardingRule AdamWOp::getShardingRule() {

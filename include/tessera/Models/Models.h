@@ -29,6 +29,9 @@ struct GptConfig {
   int64_t batch = 2;
   /// Element type of parameters and activations: f32, bf16, f16 or f64.
   std::string dtype = "f32";
+  /// "fused" (one nn.attention per block, no s x s scores kept) or
+  /// "unfused" (the scores, mask, softmax and weighted sum as ops).
+  std::string attention = "unfused";
   /// "none", or "megatron": a mesh @mesh ["dp"=1, "tp"=1] (resize it with
   /// --mesh), the batch split over "dp", and Megatron-LM tensor parallelism
   /// over "tp": q/k/v and the first MLP weight split by columns, the output
@@ -64,6 +67,8 @@ struct LlamaConfig {
   double ropeTheta = 10000;
   double normEps = 1e-5;
   std::string dtype = "f32";
+  /// See GptConfig::attention.
+  std::string attention = "unfused";
   /// "none", "megatron" or "megatron-sp" (see GptConfig::sharding): q, k,
   /// v, w1 and w3 split by columns, wo and w2 by rows, the LM head by
   /// vocabulary.

@@ -1367,6 +1367,261 @@ static void runCrossEntropy(KernelCall &c) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// nn.attention's sizes: q [b, heads, s, d], k [b, kv, t, d], v [b, kv, t,
+/// dv], and its attributes.
+struct AttentionDims {
+  int64_t batch, heads, kvHeads, queries, keys, d, dv;
+  float scale;
+  bool causal;
+
+  /// The keys query `query` sees: all, or with `causal` those up to it.
+  int64_t getVisibleKeys(int64_t query) const {
+    return causal ? std::min(keys, query + 1) : keys;
+  }
+  /// Offsets of (batch, head)'s rows in q (and the result), and of its kv
+  /// head's in k and v.
+  int64_t getQueryOffset(int64_t b, int64_t h) const {
+    return (b * heads + h) * queries;
+  }
+  int64_t getKeyOffset(int64_t b, int64_t h) const {
+    return (b * kvHeads + h / (heads / kvHeads)) * keys;
+  }
+};
+
+/// The query and key tile of the CPU kernels: a 64 x 64 block of scores
+/// (16 KB) is the only memory beyond O(s).
+constexpr int64_t kAttentionTile = 64;
+} // namespace
+
+/// Checks nn.attention's or nn.attention_grad's tensors: q, k, v, then for
+/// the gradient the forward's result and its gradient; the outputs the
+/// result, or dq, dk and dv.
+static std::optional<AttentionDims> checkAttention(KernelCall &c,
+                                                   bool gradient) {
+  if (!c.expectArity(gradient ? 5 : 3, gradient ? 3 : 1))
+    return std::nullopt;
+  const char *names[] = {"q", "k", "v", "result", "result gradient"};
+  for (size_t i = 0; i < c.getNumInputs(); ++i)
+    if (!c.expectF32(c.in(i), names[i]))
+      return std::nullopt;
+  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4) {
+    c.fail("expects q, k and v of rank 4, got ranks ", q.getRank(), ", ",
+           k.getRank(), ", ", v.getRank());
+    return std::nullopt;
+  }
+  AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+                  k.shape[2], q.shape[3], v.shape[3], 0, false};
+  if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
+    c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
+           " for ", n.heads);
+    return std::nullopt;
+  }
+  std::vector<int64_t> result = {n.batch, n.heads, n.queries, n.dv};
+  if (!c.expectShape(k, {n.batch, n.kvHeads, n.keys, n.d}, "k") ||
+      !c.expectShape(v, {n.batch, n.kvHeads, n.keys, n.dv}, "v"))
+    return std::nullopt;
+  if (gradient) {
+    if (!c.expectShape(c.in(3), result, "result") ||
+        !c.expectShape(c.in(4), result, "result gradient"))
+      return std::nullopt;
+    for (size_t i = 0; i < 3; ++i)
+      if (!c.expectF32(c.out(i), names[i]) ||
+          !c.expectShape(c.out(i), c.in(i).shape, names[i]))
+        return std::nullopt;
+  } else if (!c.expectF32(c.out(0), "result") ||
+             !c.expectShape(c.out(0), result, "result")) {
+    return std::nullopt;
+  }
+  std::optional<double> scale = c.getFloat("scale");
+  std::optional<int64_t> causal = c.getInt("causal");
+  if (!scale || !causal)
+    return std::nullopt;
+  n.scale = static_cast<float>(*scale);
+  n.causal = *causal != 0;
+  return n;
+}
+
+/// scores[r][c] = scale · q[r] · k[c] for a tile of `rows` queries and
+/// `cols` keys (row-major, `cols` wide).
+static void scoreTile(const AttentionDims &n, const float *q, const float *k,
+                      int64_t rows, int64_t cols, float *scores) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.d,
+              n.scale, q, n.d, k, n.d, 0.0f, scores, cols);
+}
+
+/// nn.attention: per (batch, head), query tiles against key tiles with an
+/// online softmax (FlashAttention's forward): each tile's scores are made,
+/// exponentiated against the running row maximum, and multiplied into the
+/// running output, which is rescaled when the maximum grows.
+static void runAttention(KernelCall &c) {
+  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/false);
+  if (!dims || c.isCheckOnly())
+    return;
+  const AttentionDims &n = *dims;
+  const float *q = c.in(0).as<float>(), *k = c.in(1).as<float>(),
+              *v = c.in(2).as<float>();
+  float *out = c.out(0).as<float>();
+  const float minusInfinity = -std::numeric_limits<float>::infinity();
+  std::vector<float> scores(kAttentionTile * kAttentionTile);
+  std::vector<float> acc(kAttentionTile * n.dv), rowMax(kAttentionTile),
+      rowSum(kAttentionTile);
+  for (int64_t b = 0; b < n.batch; ++b)
+    for (int64_t h = 0; h < n.heads; ++h) {
+      const float *qh = q + n.getQueryOffset(b, h) * n.d;
+      const float *kh = k + n.getKeyOffset(b, h) * n.d;
+      const float *vh = v + n.getKeyOffset(b, h) * n.dv;
+      float *oh = out + n.getQueryOffset(b, h) * n.dv;
+      for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
+        int64_t rows = std::min(kAttentionTile, n.queries - i0);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(rowMax.begin(), rowMax.end(), minusInfinity);
+        std::fill(rowSum.begin(), rowSum.end(), 0.0f);
+        int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
+        for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
+          int64_t cols = std::min(kAttentionTile, keyEnd - j0);
+          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
+                    scores.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            float *row = scores.data() + r * cols;
+            int64_t visible =
+                std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+            float tileMax = minusInfinity;
+            for (int64_t col = 0; col < visible; ++col)
+              tileMax = std::max(tileMax, row[col]);
+            float newMax = std::max(rowMax[r], tileMax);
+            // A row that sees no key of this tile adds nothing.
+            float rescale = newMax == minusInfinity
+                                ? 1.0f
+                                : std::exp(rowMax[r] - newMax);
+            float sum = 0;
+            for (int64_t col = 0; col < cols; ++col) {
+              row[col] = col < visible ? std::exp(row[col] - newMax) : 0.0f;
+              sum += row[col];
+            }
+            rowSum[r] = rowSum[r] * rescale + sum;
+            rowMax[r] = newMax;
+            for (int64_t e = 0; e < n.dv; ++e)
+              acc[r * n.dv + e] *= rescale;
+          }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.dv,
+                      cols, 1.0f, scores.data(), cols, vh + j0 * n.dv, n.dv,
+                      1.0f, acc.data(), n.dv);
+        }
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t e = 0; e < n.dv; ++e)
+            oh[(i0 + r) * n.dv + e] =
+                rowSum[r] > 0 ? acc[r * n.dv + e] / rowSum[r] : 0.0f;
+      }
+    }
+}
+
+/// nn.attention_grad (FlashAttention's backward): a first pass recomputes
+/// each query row's log-sum-exp, then every tile's probabilities are made
+/// again from it, and the tile adds its terms to dv, dq and dk (a kv head's
+/// from each query head of its group).
+static void runAttentionGrad(KernelCall &c) {
+  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/true);
+  if (!dims || c.isCheckOnly())
+    return;
+  const AttentionDims &n = *dims;
+  const float *q = c.in(0).as<float>(), *k = c.in(1).as<float>(),
+              *v = c.in(2).as<float>(), *out = c.in(3).as<float>(),
+              *dout = c.in(4).as<float>();
+  float *dq = c.out(0).as<float>(), *dk = c.out(1).as<float>(),
+        *dv = c.out(2).as<float>();
+  std::fill(dq, dq + c.out(0).getNumElements(), 0.0f);
+  std::fill(dk, dk + c.out(1).getNumElements(), 0.0f);
+  std::fill(dv, dv + c.out(2).getNumElements(), 0.0f);
+  const float minusInfinity = -std::numeric_limits<float>::infinity();
+  std::vector<float> probs(kAttentionTile * kAttentionTile),
+      dprobs(kAttentionTile * kAttentionTile);
+  std::vector<float> logSumExp(n.queries), rowDot(n.queries);
+  for (int64_t b = 0; b < n.batch; ++b)
+    for (int64_t h = 0; h < n.heads; ++h) {
+      int64_t qOffset = n.getQueryOffset(b, h), kOffset = n.getKeyOffset(b, h);
+      const float *qh = q + qOffset * n.d, *kh = k + kOffset * n.d,
+                  *vh = v + kOffset * n.dv, *oh = out + qOffset * n.dv,
+                  *doh = dout + qOffset * n.dv;
+      float *dqh = dq + qOffset * n.d, *dkh = dk + kOffset * n.d,
+            *dvh = dv + kOffset * n.dv;
+      // The log-sum-exp of each query's scores, and rowsum(do · o).
+      for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
+        int64_t rows = std::min(kAttentionTile, n.queries - i0);
+        int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
+        std::vector<float> rowMax(rows, minusInfinity), rowSum(rows, 0.0f);
+        for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
+          int64_t cols = std::min(kAttentionTile, keyEnd - j0);
+          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
+                    probs.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            const float *row = probs.data() + r * cols;
+            int64_t visible =
+                std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+            float newMax = rowMax[r];
+            for (int64_t col = 0; col < visible; ++col)
+              newMax = std::max(newMax, row[col]);
+            if (newMax == minusInfinity)
+              continue;
+            float sum = 0;
+            for (int64_t col = 0; col < visible; ++col)
+              sum += std::exp(row[col] - newMax);
+            rowSum[r] = rowSum[r] * std::exp(rowMax[r] - newMax) + sum;
+            rowMax[r] = newMax;
+          }
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          logSumExp[i0 + r] = rowMax[r] + std::log(rowSum[r]);
+          float dot = 0;
+          for (int64_t e = 0; e < n.dv; ++e)
+            dot += doh[(i0 + r) * n.dv + e] * oh[(i0 + r) * n.dv + e];
+          rowDot[i0 + r] = dot;
+        }
+      }
+      for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
+        int64_t rows = std::min(kAttentionTile, n.queries - i0);
+        int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
+        for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
+          int64_t cols = std::min(kAttentionTile, keyEnd - j0);
+          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
+                    probs.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            float *row = probs.data() + r * cols;
+            int64_t visible =
+                std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+            for (int64_t col = 0; col < cols; ++col)
+              row[col] =
+                  col < visible ? std::exp(row[col] - logSumExp[i0 + r]) : 0;
+          }
+          // dv += pᵀ do; dp = do vᵀ.
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv,
+                      rows, 1.0f, probs.data(), cols, doh + i0 * n.dv, n.dv,
+                      1.0f, dvh + j0 * n.dv, n.dv);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols,
+                      n.dv, 1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv,
+                      0.0f, dprobs.data(), cols);
+          // ds = p · (dp - rowsum(do · o)), in place of dp.
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t col = 0; col < cols; ++col)
+              dprobs[r * cols + col] = probs[r * cols + col] *
+                                       (dprobs[r * cols + col] - rowDot[i0 + r]);
+          // dq += scale · ds k; dk += scale · dsᵀ q.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.d,
+                      cols, n.scale, dprobs.data(), cols, kh + j0 * n.d, n.d,
+                      1.0f, dqh + i0 * n.d, n.d);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.d, rows,
+                      n.scale, dprobs.data(), cols, qh + i0 * n.d, n.d, 1.0f,
+                      dkh + j0 * n.d, n.d);
+        }
+      }
+    }
+}
+
 static void runCausalMask(KernelCall &c) {
   if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
       !c.expectF32(c.out(0), "result") ||
@@ -1590,6 +1845,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              {"nn.one_hot", runOneHot},
              {"nn.cross_entropy", runCrossEntropy},
              {"nn.causal_mask", runCausalMask},
+             {"nn.attention", runAttention},
+             {"nn.attention_grad", runAttentionGrad},
              // Optimizer updates.
              {"nn.sgd", runSgd},
              {"nn.adamw", runAdamW},

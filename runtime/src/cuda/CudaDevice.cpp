@@ -13,6 +13,8 @@
 
 #include "CudaDevice.h"
 
+#include "AttentionMath.h"
+
 #include <cublas_api.h>
 #include <dlfcn.h>
 
@@ -463,6 +465,57 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  /// nn.attention's (or its gradient's) sizes, or why the GPU kernels do
+  /// not take them.
+  static Status getAttentionShape(const CudaKernel &k, const Launch &l,
+                                  AttentionShape &shape) {
+    const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
+    if (q[3] > kAttentionMaxHeadDim || v[3] > kAttentionMaxHeadDim)
+      return Status(StatusCode::Unavailable,
+                    k.getOp() + ": head dims above " +
+                        std::to_string(kAttentionMaxHeadDim) +
+                        " are not supported on the GPU, got " +
+                        std::to_string(q[3]) + " and " + std::to_string(v[3]));
+    shape = {q[0],
+             q[1],
+             v[1],
+             q[2],
+             v[2],
+             int(q[3]),
+             int(v[3]),
+             static_cast<float>(getFloat(l, "scale")),
+             *l.attrs.getInt("causal") != 0};
+    return Status::success();
+  }
+
+  static Status attention(CudaDevice &d, const CudaKernel &k,
+                          const Launch &l) {
+    AttentionShape shape;
+    if (Status status = getAttentionShape(k, l, shape); !status.ok())
+      return status;
+    cuda::attention(shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.out(0)),
+                    d.compute);
+    return Status::success();
+  }
+
+  static Status attentionGrad(CudaDevice &d, const CudaKernel &k,
+                              const Launch &l) {
+    AttentionShape shape;
+    if (Status status = getAttentionShape(k, l, shape); !status.ok())
+      return status;
+    // Two floats per query row: its log-sum-exp and rowsum(do · o).
+    size_t rows = size_t(shape.batch * shape.heads * shape.queries);
+    void *stats = nullptr;
+    if (Status status = d.scratch.take(2 * rows * sizeof(float), stats);
+        !status.ok())
+      return status;
+    float *lse = static_cast<float *>(stats);
+    cuda::attentionGrad(shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.in(3)),
+                        f(l.in(4)), f(l.out(0)), f(l.out(1)), f(l.out(2)), lse,
+                        lse + rows, d.compute);
+    return Status::success();
+  }
+
   static Status sgd(CudaDevice &d, const CudaKernel &, const Launch &l) {
     cuda::sgd(f(l.in(0)), f(l.in(1)), f(l.out(0)), l.out(0).getNumElements(),
               getFloat(l, "lr"), getFloat(l, "weight_decay"), d.compute);
@@ -532,6 +585,8 @@ struct CudaDevice::Ops {
           {"nn.one_hot", oneHot, std::nullopt, false},
           {"nn.cross_entropy", crossEntropy, std::nullopt, false},
           {"nn.causal_mask", causalMask, std::nullopt, false},
+          {"nn.attention", attention, std::nullopt, false},
+          {"nn.attention_grad", attentionGrad, std::nullopt, false},
           {"nn.sgd", sgd, std::nullopt, false},
           {"nn.adamw", adamw, std::nullopt, false},
       };

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
+#include "AttentionMath.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -325,6 +326,125 @@ __global__ void causalMaskKernel(const float *x, float *y, int64_t count,
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+constexpr int kAttentionRows = 64;
+constexpr int kAttentionKeys = 16;
+
+/// The keys query `query` sees.
+__device__ int64_t visibleKeys(const AttentionShape &n, int64_t query) {
+  return n.causal ? min(n.keys, query + 1) : n.keys;
+}
+
+/// The first row of (batch, head)'s kv head in k and v.
+__device__ int64_t kvRow(const AttentionShape &n, int64_t batchHead) {
+  int64_t b = batchHead / n.heads, h = batchHead % n.heads;
+  return (b * n.kvHeads + h / (n.heads / n.kvHeads)) * n.keys;
+}
+
+__global__ void attentionKernel(AttentionShape n, const float *q,
+                                const float *k, const float *v, float *out) {
+  __shared__ float tile[kAttentionKeys * 2 * kAttentionMaxHeadDim];
+  int64_t batchHead = blockIdx.x;
+  int64_t query = int64_t(blockIdx.y) * kAttentionRows + threadIdx.x;
+  bool active = query < n.queries;
+  int64_t keyBase = kvRow(n, batchHead);
+  float qRow[kAttentionMaxHeadDim], acc[kAttentionMaxHeadDim];
+  if (active)
+    for (int e = 0; e < n.d; ++e)
+      qRow[e] = q[(batchHead * n.queries + query) * n.d + e];
+  for (int e = 0; e < n.dv; ++e)
+    acc[e] = 0.0f;
+  AttentionRowState state;
+  int64_t lastQuery =
+      min(n.queries, int64_t(blockIdx.y + 1) * kAttentionRows) - 1;
+  int64_t keyEnd = visibleKeys(n, lastQuery);
+  float *keys = tile, *values = tile + kAttentionKeys * n.d;
+  for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+    int count = int(min(int64_t(kAttentionKeys), keyEnd - j0));
+    __syncthreads();
+    for (int i = threadIdx.x; i < count * n.d; i += blockDim.x)
+      keys[i] = k[(keyBase + j0) * n.d + i];
+    for (int i = threadIdx.x; i < count * n.dv; i += blockDim.x)
+      values[i] = v[(keyBase + j0) * n.dv + i];
+    __syncthreads();
+    if (active) {
+      int64_t visible = visibleKeys(n, query) - j0;
+      attentionRowUpdate(qRow, keys, values,
+                         int(max(int64_t(0), min(int64_t(count), visible))),
+                         n.d, n.dv, n.scale, acc, state);
+    }
+  }
+  if (active)
+    for (int e = 0; e < n.dv; ++e)
+      out[(batchHead * n.queries + query) * n.dv + e] =
+          state.sum > 0.0f ? acc[e] / state.sum : 0.0f;
+}
+
+/// Each query row's log-sum-exp and rowsum(do · o).
+__global__ void attentionRowStatsKernel(AttentionShape n, const float *q,
+                                        const float *k, const float *out,
+                                        const float *dout, float *lse,
+                                        float *rowDot) {
+  GRID_STRIDE(row, n.batch * n.heads * n.queries) {
+    int64_t batchHead = row / n.queries, query = row % n.queries;
+    AttentionRowState state;
+    attentionRowUpdate(q + row * n.d, k + kvRow(n, batchHead) * n.d, nullptr,
+                       int(visibleKeys(n, query)), n.d, n.dv, n.scale,
+                       nullptr, state);
+    lse[row] = attentionLogSumExp(state);
+    rowDot[row] = attentionDot(dout + row * n.dv, out + row * n.dv, n.dv);
+  }
+}
+
+__global__ void attentionQueryGradKernel(AttentionShape n, const float *q,
+                                         const float *k, const float *v,
+                                         const float *dout, const float *lse,
+                                         const float *rowDot, float *dq) {
+  GRID_STRIDE(row, n.batch * n.heads * n.queries) {
+    int64_t batchHead = row / n.queries, query = row % n.queries;
+    int64_t keyBase = kvRow(n, batchHead);
+    attentionQueryGrad(q + row * n.d, dout + row * n.dv, rowDot[row],
+                       lse[row], k + keyBase * n.d, v + keyBase * n.dv,
+                       int(visibleKeys(n, query)), n.d, n.dv, n.scale,
+                       dq + row * n.d);
+  }
+}
+
+/// A thread per key row: the terms of every query of every head of its
+/// group that sees it.
+__global__ void attentionKeyGradKernel(AttentionShape n, const float *q,
+                                       const float *k, const float *v,
+                                       const float *dout, const float *lse,
+                                       const float *rowDot, float *dk,
+                                       float *dv) {
+  GRID_STRIDE(row, n.batch * n.kvHeads * n.keys) {
+    int64_t batchKv = row / n.keys, key = row % n.keys;
+    int64_t b = batchKv / n.kvHeads, kvHead = batchKv % n.kvHeads;
+    int64_t group = n.heads / n.kvHeads;
+    float dkRow[kAttentionMaxHeadDim], dvRow[kAttentionMaxHeadDim];
+    for (int e = 0; e < n.d; ++e)
+      dkRow[e] = 0.0f;
+    for (int e = 0; e < n.dv; ++e)
+      dvRow[e] = 0.0f;
+    int64_t first = n.causal ? key : 0;
+    for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+      int64_t base = (b * n.heads + h) * n.queries + first;
+      if (first < n.queries)
+        attentionKeyGrad(k + row * n.d, v + row * n.dv, q + base * n.d,
+                         dout + base * n.dv, lse + base, rowDot + base,
+                         int(n.queries - first), n.d, n.dv, n.scale, dkRow,
+                         dvRow);
+    }
+    for (int e = 0; e < n.d; ++e)
+      dk[row * n.d + e] = dkRow[e];
+    for (int e = 0; e < n.dv; ++e)
+      dv[row * n.dv + e] = dvRow[e];
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
@@ -524,6 +644,32 @@ void causalMask(const float *x, float *y, int64_t count, int64_t queries,
   if (count > 0)
     causalMaskKernel<<<getBlocks(count), kThreads, 0, stream>>>(
         x, y, count, queries, keys, fill);
+}
+
+void attention(const AttentionShape &shape, const float *q, const float *k,
+               const float *v, float *out, cudaStream_t stream) {
+  if (shape.batch * shape.heads == 0 || shape.queries == 0)
+    return;
+  dim3 blocks(unsigned(shape.batch * shape.heads),
+              unsigned((shape.queries + kAttentionRows - 1) / kAttentionRows));
+  attentionKernel<<<blocks, kAttentionRows, 0, stream>>>(shape, q, k, v, out);
+}
+
+void attentionGrad(const AttentionShape &shape, const float *q, const float *k,
+                   const float *v, const float *out, const float *dout,
+                   float *dq, float *dk, float *dv, float *lse, float *rowDot,
+                   cudaStream_t stream) {
+  int64_t queryRows = shape.batch * shape.heads * shape.queries;
+  int64_t keyRows = shape.batch * shape.kvHeads * shape.keys;
+  if (queryRows > 0) {
+    attentionRowStatsKernel<<<getBlocks(queryRows), kThreads, 0, stream>>>(
+        shape, q, k, out, dout, lse, rowDot);
+    attentionQueryGradKernel<<<getBlocks(queryRows), kThreads, 0, stream>>>(
+        shape, q, k, v, dout, lse, rowDot, dq);
+  }
+  if (keyRows > 0)
+    attentionKeyGradKernel<<<getBlocks(keyRows), kThreads, 0, stream>>>(
+        shape, q, k, v, dout, lse, rowDot, dk, dv);
 }
 
 void sgd(const float *param, const float *grad, float *y, int64_t count,

@@ -95,6 +95,26 @@ void oneHot(const void *labels, bool labels64, float *y, int64_t count,
 /// x with key > query set to `fill`, over [..., queries, keys].
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,
                 int64_t keys, float fill, cudaStream_t stream);
+/// nn.attention's sizes: q [batch, heads, queries, d], k [batch, kvHeads,
+/// keys, d], v [batch, kvHeads, keys, dv]; d and dv at most
+/// kAttentionMaxHeadDim.
+struct AttentionShape {
+  int64_t batch, heads, kvHeads, queries, keys;
+  int d, dv;
+  float scale;
+  bool causal;
+};
+/// nn.attention: a block per (batch, head) and 64 queries, a thread per
+/// query, the keys and values staged through shared memory in tiles.
+void attention(const AttentionShape &shape, const float *q, const float *k,
+               const float *v, float *out, cudaStream_t stream);
+/// nn.attention_grad: each query row's log-sum-exp and rowsum(do · o) into
+/// `lse` and `rowDot` (batch · heads · queries floats each), then dq a
+/// thread per query row, and dk and dv a thread per key row.
+void attentionGrad(const AttentionShape &shape, const float *q, const float *k,
+                   const float *v, const float *out, const float *dout,
+                   float *dq, float *dk, float *dv, float *lse, float *rowDot,
+                   cudaStream_t stream);
 void sgd(const float *param, const float *grad, float *y, int64_t count,
          float lr, float weightDecay, cudaStream_t stream);
 /// AdamW with the step read from device memory (bias corrections per step);

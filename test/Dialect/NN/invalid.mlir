@@ -715,3 +715,57 @@ func.func @iota_i1() -> tensor<4xi1> {
   %0 = nn.iota dim = 0 : tensor<4xi1>
   return %0 : tensor<4xi1>
 }
+
+// -----
+
+// Tests that attention rejects kv heads that do not divide the query heads.
+func.func @attention_0(%q: tensor<1x4x8x16xf32>, %k: tensor<1x3x8x16xf32>, %v: tensor<1x3x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects kv heads dividing the query heads, got 3 kv heads for 4 heads}}
+  %0 = nn.attention %q, %k, %v scale = 1.0 : (tensor<1x4x8x16xf32>, tensor<1x3x8x16xf32>, tensor<1x3x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %0 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Tests that attention rejects q and k of different head dims.
+func.func @attention_1(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x8xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects q and k of one head dim, got 16 and 8}}
+  %0 = nn.attention %q, %k, %v scale = 1.0 : (tensor<1x4x8x16xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %0 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Tests that attention rejects k and v of different key counts.
+func.func @attention_2(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects k and v with the same kv heads and keys, got 2x8 and 2x4}}
+  %0 = nn.attention %q, %k, %v scale = 1.0 : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x4x8x16xf32>
+  return %0 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Tests that attention rejects a result of the wrong shape.
+func.func @attention_3(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects a result of type 'tensor<1x4x8x4xf32>', got 'tensor<1x4x8x16xf32>'}}
+  %0 = nn.attention %q, %k, %v scale = 1.0 : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x4xf32>) -> tensor<1x4x8x16xf32>
+  return %0 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Tests that attention rejects operands that are not [b, heads, seq, d].
+func.func @attention_4(%q: tensor<4x8x16xf32>, %k: tensor<4x8x16xf32>, %v: tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects q, k and v of rank 4 ([batch, heads, seq, head dim]), got ranks 3, 3, 3}}
+  %0 = nn.attention %q, %k, %v scale = 1.0 : (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  return %0 : tensor<4x8x16xf32>
+}
+
+// -----
+
+// Tests that attention_grad rejects a k gradient of another shape than k.
+func.func @attention_grad_shape(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>, %o: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention_grad' op expects a k gradient of type 'tensor<1x2x8x16xf32>', got 'tensor<1x4x8x16xf32>'}}
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %o scale = 1.0 : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>)
+  return %dq : tensor<1x4x8x16xf32>
+}

@@ -405,3 +405,18 @@ func.func @backward_helpers(%labels: tensor<2x8xi32>, %dy: tensor<2x8x64xf32>) -
   %g = nn.embedding_grad %dy, %labels vocab = 512 : tensor<2x8x64xf32>, tensor<2x8xi32>
   return %h, %g : tensor<2x8x512xf32>, tensor<512x64xf32>
 }
+
+// -----
+
+// Tests that fused attention and its gradient round-trip, causal with GQA
+// and not.
+// CHECK-LABEL: func.func @attention(
+// CHECK:         %[[O:.+]] = nn.attention %{{.+}}, %{{.+}}, %{{.+}} causal = true scale = 1.250000e-01 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
+// CHECK:         nn.attention %{{.+}}, %{{.+}}, %{{.+}} scale = 5.000000e-01 :
+// CHECK:         nn.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %[[O]], %{{.+}} causal = true scale = 1.250000e-01 :
+func.func @attention(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %do: tensor<2x8x16x64xf32>) -> (tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>) {
+  %o = nn.attention %q, %k, %v causal = true scale = 0.125 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
+  %p = nn.attention %q, %k, %v scale = 0.5 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true scale = 0.125 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>) -> (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>)
+  return %o, %p, %dq : tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>
+}

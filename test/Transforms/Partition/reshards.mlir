@@ -162,3 +162,23 @@ func.func @iota(%a: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y
   %m = nn.mul %s, %c : tensor<8x16xf32>
   return %m : tensor<8x16xf32>
 }
+
+// -----
+
+// Tests that fused attention with its kv heads split needs no collective
+// (each device holds its kv heads and their query heads), and that a
+// causal attention's queries split over "x" are gathered (a piece would
+// need its offset) and the result sliced back.
+dist.mesh @mesh_x_2_y_2 ["x"=2, "y"=2]
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {"x"}, {}]>},
+                     %k: tensor<2x2x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {}, {}]>},
+                     %v: tensor<2x2x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {}, {}]>})
+    -> (tensor<2x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {"x"}, {}]>}) {
+  // CHECK: %[[Q:.+]] = dist.all_gather %{{.+}} {{.*}}["x"]
+  // CHECK: %[[O:.+]] = nn.attention %[[Q]], %{{.+}}, %{{.+}} causal = true scale = 2.500000e-01 : (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x16xf32>
+  // CHECK: dist.all_slice %[[O]]
+  // CHECK-NOT: dist.all_reduce
+  %o = nn.attention %q, %k, %v causal = true scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}

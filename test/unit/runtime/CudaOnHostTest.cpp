@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/AttentionMath.h"
 #include "cuda/ElementMath.h"
 #include "cuda/Layouts.h"
 #include "tessera/runtime/Communicator.h"
@@ -436,6 +437,85 @@ TEST(CudaElementMathTest, ComparesMatchTheCpuKernel) {
       EXPECT_EQ(applyPredicate(static_cast<int>(predicate), as[i], bs[i]),
                 want.view.as<uint8_t>()[i] != 0)
           << "predicate " << predicate << " on " << as[i] << ", " << bs[i];
+  }
+}
+
+TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
+  // What attentionKernel and the three gradient kernels compute per thread,
+  // on the host: keys staged in tiles of 16 for the forward, every row of
+  // the gradient from its log-sum-exp. 2 batches, 4 heads on 2 kv heads,
+  // 40 queries and keys, d 8, dv 6.
+  const int64_t b = 2, a = 4, kv = 2, s = 40, t = 40, d = 8, dv = 6;
+  const float scale = 0.3f;
+  OwnedTensor q = randomTensor({b, a, s, d}, 11),
+              k = randomTensor({b, kv, t, d}, 12),
+              v = randomTensor({b, kv, t, dv}, 13),
+              dout = randomTensor({b, a, s, dv}, 14);
+  for (bool causal : {true, false}) {
+    KernelAttrs attrs;
+    attrs.floats["scale"] = scale;
+    attrs.ints["causal"] = causal;
+    OwnedTensor want = runCpu("nn.attention", attrs, {&q, &k, &v}, {b, a, s, dv});
+    OwnedTensor dq(DType::F32, q.view.shape), dk(DType::F32, k.view.shape),
+        dvWant(DType::F32, v.view.shape);
+    ASSERT_EQ(runCpuKernel("nn.attention_grad", attrs,
+                           {&q.view, &k.view, &v.view, &want.view, &dout.view},
+                           {&dq.view, &dk.view, &dvWant.view})
+                  .message(),
+              "");
+    const float *qs = q.view.as<float>(), *ks = k.view.as<float>(),
+                *vs = v.view.as<float>(), *os = want.view.as<float>(),
+                *gs = dout.view.as<float>();
+    auto visible = [&](int64_t query) {
+      return causal ? std::min(t, query + 1) : t;
+    };
+    std::vector<float> lse(b * a * s), rowDot(b * a * s);
+    for (int64_t row = 0; row < b * a * s; ++row) {
+      int64_t batchHead = row / s, query = row % s;
+      int64_t keyBase =
+          (batchHead / a * kv + batchHead % a / (a / kv)) * t;
+      // The forward, a tile of 16 keys at a time.
+      std::vector<float> acc(dv, 0.0f);
+      AttentionRowState state;
+      for (int64_t j0 = 0; j0 < visible(query); j0 += 16) {
+        int count = int(std::min<int64_t>(16, visible(query) - j0));
+        attentionRowUpdate(qs + row * d, ks + (keyBase + j0) * d,
+                           vs + (keyBase + j0) * dv, count, d, dv, scale,
+                           acc.data(), state);
+      }
+      for (int64_t e = 0; e < dv; ++e)
+        EXPECT_NEAR(acc[e] / state.sum, os[row * dv + e], 1e-5f)
+            << "row " << row << " causal " << causal;
+      // The gradient's statistics and dq.
+      AttentionRowState stats;
+      attentionRowUpdate(qs + row * d, ks + keyBase * d, nullptr,
+                         int(visible(query)), d, dv, scale, nullptr, stats);
+      lse[row] = attentionLogSumExp(stats);
+      rowDot[row] = attentionDot(gs + row * dv, os + row * dv, dv);
+      std::vector<float> dqRow(d);
+      attentionQueryGrad(qs + row * d, gs + row * dv, rowDot[row], lse[row],
+                         ks + keyBase * d, vs + keyBase * dv,
+                         int(visible(query)), d, dv, scale, dqRow.data());
+      for (int64_t e = 0; e < d; ++e)
+        EXPECT_NEAR(dqRow[e], dq.view.as<float>()[row * d + e], 1e-4f);
+    }
+    // dk and dv, a key row at a time over its group's query heads.
+    for (int64_t row = 0; row < b * kv * t; ++row) {
+      int64_t batch = row / (kv * t), kvHead = row / t % kv, key = row % t;
+      std::vector<float> dkRow(d, 0.0f), dvRow(dv, 0.0f);
+      int64_t first = causal ? key : 0;
+      for (int64_t h = kvHead * (a / kv); h < (kvHead + 1) * (a / kv); ++h) {
+        int64_t base = (batch * a + h) * s + first;
+        attentionKeyGrad(ks + row * d, vs + row * dv, qs + base * d,
+                         gs + base * dv, lse.data() + base,
+                         rowDot.data() + base, int(s - first), d, dv, scale,
+                         dkRow.data(), dvRow.data());
+      }
+      for (int64_t e = 0; e < d; ++e)
+        EXPECT_NEAR(dkRow[e], dk.view.as<float>()[row * d + e], 1e-4f);
+      for (int64_t e = 0; e < dv; ++e)
+        EXPECT_NEAR(dvRow[e], dvWant.view.as<float>()[row * dv + e], 1e-4f);
+    }
   }
 }
 

@@ -453,6 +453,24 @@ TEST_F(CudaKernelsTest, Layers) {
         {random(x), random({DType::F32, {513}}), random(x)}, {x, x}, 1e-4);
   check("nn.rms_norm_grad", rmsNorm,
         {random(x), random({DType::F32, {513}}), random(x)}, {x, x}, 1e-4);
+  // Attention across query blocks (64) and key tiles (16), GQA, causal and
+  // not, in f32 and bf16; its gradient from random o and do.
+  for (bool causal : {true, false}) {
+    KernelAttrs attention;
+    attention.floats["scale"] = 0.25;
+    attention.ints["causal"] = causal;
+    Spec q{DType::F32, {2, 4, 70, 16}}, kv{DType::F32, {2, 2, 70, 16}};
+    check("nn.attention", attention, {random(q), random(kv), random(kv)}, {q},
+          1e-4);
+    check("nn.attention", attention,
+          {random({DType::BF16, {1, 2, 33, 8}}),
+           random({DType::BF16, {1, 1, 33, 8}}),
+           random({DType::BF16, {1, 1, 33, 8}})},
+          {{DType::BF16, {1, 2, 33, 8}}}, 1e-2);
+    check("nn.attention_grad", attention,
+          {random(q), random(kv), random(kv), random(q), random(q)},
+          {q, kv, kv}, 1e-3);
+  }
   // Indices outside the table give zero rows.
   check("nn.embedding", {},
         {random({DType::F32, {10, 8}}), random({DType::I32, {4, 3}}, 0, 0, 12)},

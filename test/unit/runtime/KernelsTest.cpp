@@ -701,6 +701,129 @@ TEST(KernelsTest, OneHotMarksEachLabel) {
             (std::vector<float>{0, 1, 0, 1, 0, 0, 0, 0, 0}));
 }
 
+/// Pseudo-random values in [-1, 1), reproducible.
+std::vector<float> noise(int64_t count, uint32_t seed) {
+  std::vector<float> values(count);
+  uint32_t state = seed * 2654435761u + 1;
+  for (float &value : values) {
+    state = state * 1664525u + 1013904223u;
+    value = static_cast<float>(state >> 8) / float(1 << 23) - 1.0f;
+  }
+  return values;
+}
+
+/// Attention as the unfused ops compute it, the whole score matrix at
+/// once: o = softmax(scale q kᵀ, masked) v, and the gradients of
+/// sum(o · r) (so do = r).
+struct NaiveAttention {
+  int64_t b, a, kv, s, t, d, dv;
+  float scale;
+  bool causal;
+  std::vector<float> q, k, v, r, o, dq, dk, dvOut;
+
+  void run() {
+    o.assign(b * a * s * dv, 0);
+    dq.assign(q.size(), 0);
+    dk.assign(k.size(), 0);
+    dvOut.assign(v.size(), 0);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t h = 0; h < a; ++h) {
+        int64_t qh = (bi * a + h) * s, kh = (bi * kv + h / (a / kv)) * t;
+        std::vector<double> p(s * t, 0.0);
+        for (int64_t i = 0; i < s; ++i) {
+          double max = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < t; ++j) {
+            if (causal && j > i)
+              continue;
+            double score = 0;
+            for (int64_t e = 0; e < d; ++e)
+              score += q[(qh + i) * d + e] * k[(kh + j) * d + e];
+            p[i * t + j] = scale * score;
+            max = std::max(max, p[i * t + j]);
+          }
+          for (int64_t j = 0; j < t; ++j) {
+            p[i * t + j] =
+                causal && j > i ? 0.0 : std::exp(p[i * t + j] - max);
+            sum += p[i * t + j];
+          }
+          for (int64_t j = 0; j < t; ++j)
+            p[i * t + j] /= sum;
+        }
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t e = 0; e < dv; ++e) {
+            double sum = 0;
+            for (int64_t j = 0; j < t; ++j)
+              sum += p[i * t + j] * v[(kh + j) * dv + e];
+            o[(qh + i) * dv + e] = sum;
+          }
+        // dp = do vᵀ; ds = p (dp - rowsum(p dp)).
+        for (int64_t i = 0; i < s; ++i) {
+          std::vector<double> dp(t);
+          double rowDot = 0;
+          for (int64_t j = 0; j < t; ++j) {
+            for (int64_t e = 0; e < dv; ++e)
+              dp[j] += r[(qh + i) * dv + e] * v[(kh + j) * dv + e];
+            rowDot += p[i * t + j] * dp[j];
+          }
+          for (int64_t j = 0; j < t; ++j) {
+            double ds = p[i * t + j] * (dp[j] - rowDot);
+            for (int64_t e = 0; e < d; ++e) {
+              dq[(qh + i) * d + e] += scale * ds * k[(kh + j) * d + e];
+              dk[(kh + j) * d + e] += scale * ds * q[(qh + i) * d + e];
+            }
+            for (int64_t e = 0; e < dv; ++e)
+              dvOut[(kh + j) * dv + e] += p[i * t + j] * r[(qh + i) * dv + e];
+          }
+        }
+      }
+  }
+};
+
+TEST(KernelsTest, AttentionMatchesTheUnfusedFormulaAcrossTiles) {
+  // 130 queries and keys: three 64-wide tiles, the last partial; 4 heads
+  // on 2 kv heads; causal and not.
+  for (bool causal : {true, false}) {
+    NaiveAttention ref{2, 4, 2, 130, 130, 8, 6, 0.35f, causal};
+    ref.q = noise(ref.b * ref.a * ref.s * ref.d, 1);
+    ref.k = noise(ref.b * ref.kv * ref.t * ref.d, 2);
+    ref.v = noise(ref.b * ref.kv * ref.t * ref.dv, 3);
+    ref.r = noise(ref.b * ref.a * ref.s * ref.dv, 4);
+    ref.run();
+    OwnedTensor q = f32({ref.b, ref.a, ref.s, ref.d}, ref.q),
+                k = f32({ref.b, ref.kv, ref.t, ref.d}, ref.k),
+                v = f32({ref.b, ref.kv, ref.t, ref.dv}, ref.v),
+                r = f32({ref.b, ref.a, ref.s, ref.dv}, ref.r);
+    KernelAttrs attrs;
+    attrs.floats["scale"] = ref.scale;
+    attrs.ints["causal"] = causal;
+    OwnedTensor o(DType::F32, {ref.b, ref.a, ref.s, ref.dv});
+    ASSERT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}), "");
+    expectNear(read<float>(o), ref.o, 1e-5f);
+    OwnedTensor dq(DType::F32, q.view.shape), dk(DType::F32, k.view.shape),
+        dv(DType::F32, v.view.shape);
+    ASSERT_EQ(run("nn.attention_grad", attrs, {&q, &k, &v, &o, &r},
+                  {&dq, &dk, &dv}),
+              "");
+    expectNear(read<float>(dq), ref.dq, 1e-4f);
+    expectNear(read<float>(dk), ref.dk, 1e-4f);
+    expectNear(read<float>(dv), ref.dvOut, 1e-4f);
+  }
+}
+
+TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
+  KernelAttrs attrs;
+  attrs.floats["scale"] = 1.0;
+  attrs.ints["causal"] = 0;
+  OwnedTensor q(DType::F32, {1, 4, 8, 16}), k(DType::F32, {1, 3, 8, 16}),
+      v(DType::F32, {1, 3, 8, 16}), o(DType::F32, {1, 4, 8, 16});
+  EXPECT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}),
+            "nn.attention: expects kv heads dividing the query heads, got 3 "
+            "for 4");
+  OwnedTensor k2(DType::F32, {1, 2, 8, 8}), v2(DType::F32, {1, 2, 8, 16});
+  EXPECT_EQ(run("nn.attention", attrs, {&q, &k2, &v2}, {&o}),
+            "nn.attention: expects k of shape [1, 2, 8, 16], got [1, 2, 8, 8]");
+}
+
 TEST(KernelsTest, CrossEntropyIsLogSumExpMinusTheLabelLogit) {
   OwnedTensor logits = f32({2, 3}, {1, 2, 3, 0, 0, 0});
   OwnedTensor labels = i64({2}, {2, 0});
