@@ -20,32 +20,27 @@ module {
     %16 = nn.add %14, %15 : tensor<8x16x64xf32>
     %17 = nn.reshape %16 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
     %18 = nn.transpose %17 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
-    %19 = nn.dot %8, %13 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %20 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %21 = nn.mul %19, %20 : tensor<8x4x16x16xf32>
-    %22 = nn.causal_mask %21 : tensor<8x4x16x16xf32>
-    %23 = nn.softmax %22 dim = 3 : tensor<8x4x16x16xf32>
-    %24 = nn.dot %23, %18 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %25 = nn.transpose %24 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
-    %26 = nn.reshape %25 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
-    %27 = nn.dot %26, %arg12 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %28 = nn.broadcast %arg13 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
-    %29 = nn.add %27, %28 : tensor<8x16x64xf32>
-    %30 = nn.add %2, %29 : tensor<8x16x64xf32>
-    %31 = nn.layer_norm %30, %arg14, %arg15 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %32 = nn.dot %31, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
-    %33 = nn.broadcast %arg17 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
-    %34 = nn.add %32, %33 : tensor<8x16x256xf32>
-    %35 = nn.gelu %34 : tensor<8x16x256xf32>
-    %36 = nn.dot %35, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
-    %37 = nn.broadcast %arg19 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
-    %38 = nn.add %36, %37 : tensor<8x16x64xf32>
-    %39 = nn.add %30, %38 : tensor<8x16x64xf32>
-    %40 = nn.layer_norm %39, %arg20, %arg21 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %41 = nn.dot %40, %arg2 contracting_dims = [2] x [1] : (tensor<8x16x64xf32>, tensor<256x64xf32>) -> tensor<8x16x256xf32>
-    %42 = nn.cross_entropy %41, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
-    %43 = nn.reduce_mean %42 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
-    return %43 : tensor<f32>
+    %19 = nn.attention %8, %13, %18 causal = true scale = 2.500000e-01 : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %20 = nn.transpose %19 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %21 = nn.reshape %20 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %22 = nn.dot %21, %arg12 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %23 = nn.broadcast %arg13 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %24 = nn.add %22, %23 : tensor<8x16x64xf32>
+    %25 = nn.add %2, %24 : tensor<8x16x64xf32>
+    %26 = nn.layer_norm %25, %arg14, %arg15 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %27 = nn.dot %26, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
+    %28 = nn.broadcast %arg17 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
+    %29 = nn.add %27, %28 : tensor<8x16x256xf32>
+    %30 = nn.gelu %29 : tensor<8x16x256xf32>
+    %31 = nn.dot %30, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
+    %32 = nn.broadcast %arg19 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %33 = nn.add %31, %32 : tensor<8x16x64xf32>
+    %34 = nn.add %25, %33 : tensor<8x16x64xf32>
+    %35 = nn.layer_norm %34, %arg20, %arg21 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %36 = nn.dot %35, %arg2 contracting_dims = [2] x [1] : (tensor<8x16x64xf32>, tensor<256x64xf32>) -> tensor<8x16x256xf32>
+    %37 = nn.cross_entropy %36, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
+    %38 = nn.reduce_mean %37 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
+    return %38 : tensor<f32>
   }
 }
 

@@ -20,69 +20,59 @@ module {
     %16 = nn.add %14, %15 : tensor<8x16x64xf32>
     %17 = nn.reshape %16 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
     %18 = nn.transpose %17 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
-    %19 = nn.dot %8, %13 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %20 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %21 = nn.mul %19, %20 : tensor<8x4x16x16xf32>
-    %22 = nn.causal_mask %21 : tensor<8x4x16x16xf32>
-    %23 = nn.softmax %22 dim = 3 : tensor<8x4x16x16xf32>
-    %24 = nn.dot %23, %18 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %25 = nn.transpose %24 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
-    %26 = nn.reshape %25 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
-    %27 = nn.dot %26, %arg12 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %28 = nn.broadcast %arg13 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
-    %29 = nn.add %27, %28 : tensor<8x16x64xf32>
-    %30 = nn.add %2, %29 : tensor<8x16x64xf32>
-    %31 = nn.layer_norm %30, %arg14, %arg15 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %32 = nn.dot %31, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
-    %33 = nn.broadcast %arg17 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
-    %34 = nn.add %32, %33 : tensor<8x16x256xf32>
-    %35 = nn.gelu %34 : tensor<8x16x256xf32>
-    %36 = nn.dot %35, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
-    %37 = nn.broadcast %arg19 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %19 = nn.attention %8, %13, %18 causal = true scale = 2.500000e-01 : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %20 = nn.transpose %19 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %21 = nn.reshape %20 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %22 = nn.dot %21, %arg12 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %23 = nn.broadcast %arg13 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %24 = nn.add %22, %23 : tensor<8x16x64xf32>
+    %25 = nn.add %2, %24 : tensor<8x16x64xf32>
+    %26 = nn.layer_norm %25, %arg14, %arg15 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %27 = nn.dot %26, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
+    %28 = nn.broadcast %arg17 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
+    %29 = nn.add %27, %28 : tensor<8x16x256xf32>
+    %30 = nn.gelu %29 : tensor<8x16x256xf32>
+    %31 = nn.dot %30, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
+    %32 = nn.broadcast %arg19 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %33 = nn.add %31, %32 : tensor<8x16x64xf32>
+    %34 = nn.add %25, %33 : tensor<8x16x64xf32>
+    %35 = nn.layer_norm %34, %arg20, %arg21 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %36 = nn.dot %35, %arg22 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %37 = nn.broadcast %arg23 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
     %38 = nn.add %36, %37 : tensor<8x16x64xf32>
-    %39 = nn.add %30, %38 : tensor<8x16x64xf32>
-    %40 = nn.layer_norm %39, %arg20, %arg21 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %41 = nn.dot %40, %arg22 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %42 = nn.broadcast %arg23 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %39 = nn.reshape %38 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %40 = nn.transpose %39 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %41 = nn.dot %35, %arg24 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %42 = nn.broadcast %arg25 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
     %43 = nn.add %41, %42 : tensor<8x16x64xf32>
     %44 = nn.reshape %43 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
     %45 = nn.transpose %44 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
-    %46 = nn.dot %40, %arg24 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %47 = nn.broadcast %arg25 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %46 = nn.dot %35, %arg26 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %47 = nn.broadcast %arg27 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
     %48 = nn.add %46, %47 : tensor<8x16x64xf32>
     %49 = nn.reshape %48 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
     %50 = nn.transpose %49 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
-    %51 = nn.dot %40, %arg26 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %52 = nn.broadcast %arg27 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
-    %53 = nn.add %51, %52 : tensor<8x16x64xf32>
-    %54 = nn.reshape %53 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
-    %55 = nn.transpose %54 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
-    %56 = nn.dot %45, %50 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %57 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %58 = nn.mul %56, %57 : tensor<8x4x16x16xf32>
-    %59 = nn.causal_mask %58 : tensor<8x4x16x16xf32>
-    %60 = nn.softmax %59 dim = 3 : tensor<8x4x16x16xf32>
-    %61 = nn.dot %60, %55 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %62 = nn.transpose %61 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
-    %63 = nn.reshape %62 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
-    %64 = nn.dot %63, %arg28 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %65 = nn.broadcast %arg29 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
-    %66 = nn.add %64, %65 : tensor<8x16x64xf32>
-    %67 = nn.add %39, %66 : tensor<8x16x64xf32>
-    %68 = nn.layer_norm %67, %arg30, %arg31 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %69 = nn.dot %68, %arg32 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
-    %70 = nn.broadcast %arg33 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
-    %71 = nn.add %69, %70 : tensor<8x16x256xf32>
-    %72 = nn.gelu %71 : tensor<8x16x256xf32>
-    %73 = nn.dot %72, %arg34 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
-    %74 = nn.broadcast %arg35 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
-    %75 = nn.add %73, %74 : tensor<8x16x64xf32>
-    %76 = nn.add %67, %75 : tensor<8x16x64xf32>
-    %77 = nn.layer_norm %76, %arg36, %arg37 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
-    %78 = nn.dot %77, %arg2 contracting_dims = [2] x [1] : (tensor<8x16x64xf32>, tensor<256x64xf32>) -> tensor<8x16x256xf32>
-    %79 = nn.cross_entropy %78, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
-    %80 = nn.reduce_mean %79 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
-    return %80 : tensor<f32>
+    %51 = nn.attention %40, %45, %50 causal = true scale = 2.500000e-01 : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %52 = nn.transpose %51 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %53 = nn.reshape %52 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %54 = nn.dot %53, %arg28 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %55 = nn.broadcast %arg29 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %56 = nn.add %54, %55 : tensor<8x16x64xf32>
+    %57 = nn.add %34, %56 : tensor<8x16x64xf32>
+    %58 = nn.layer_norm %57, %arg30, %arg31 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %59 = nn.dot %58, %arg32 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
+    %60 = nn.broadcast %arg33 dims = [2] : tensor<256xf32> -> tensor<8x16x256xf32>
+    %61 = nn.add %59, %60 : tensor<8x16x256xf32>
+    %62 = nn.gelu %61 : tensor<8x16x256xf32>
+    %63 = nn.dot %62, %arg34 contracting_dims = [2] x [0] : (tensor<8x16x256xf32>, tensor<256x64xf32>) -> tensor<8x16x64xf32>
+    %64 = nn.broadcast %arg35 dims = [2] : tensor<64xf32> -> tensor<8x16x64xf32>
+    %65 = nn.add %63, %64 : tensor<8x16x64xf32>
+    %66 = nn.add %57, %65 : tensor<8x16x64xf32>
+    %67 = nn.layer_norm %66, %arg36, %arg37 : tensor<8x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    %68 = nn.dot %67, %arg2 contracting_dims = [2] x [1] : (tensor<8x16x64xf32>, tensor<256x64xf32>) -> tensor<8x16x256xf32>
+    %69 = nn.cross_entropy %68, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
+    %70 = nn.reduce_mean %69 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
+    return %70 : tensor<f32>
   }
 }
 

@@ -39,90 +39,72 @@ module {
     %35 = nn.dot %1, %arg6 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
     %36 = nn.reshape %35 : tensor<8x16x32xf32> -> tensor<8x16x2x16xf32>
     %37 = nn.transpose %36 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
-    %38 = nn.broadcast %34 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
-    %39 = nn.reshape %38 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %40 = nn.dot %22, %39 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %41 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %42 = nn.mul %40, %41 : tensor<8x4x16x16xf32>
-    %43 = nn.causal_mask %42 : tensor<8x4x16x16xf32>
-    %44 = nn.softmax %43 dim = 3 : tensor<8x4x16x16xf32>
-    %45 = nn.broadcast %37 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
-    %46 = nn.reshape %45 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %47 = nn.dot %44, %46 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %48 = nn.transpose %47 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
-    %49 = nn.reshape %48 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
-    %50 = nn.dot %49, %arg7 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %51 = nn.add %0, %50 : tensor<8x16x64xf32>
-    %52 = nn.rms_norm %51, %arg8 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
-    %53 = nn.dot %52, %arg9 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
-    %54 = nn.silu %53 : tensor<8x16x128xf32>
-    %55 = nn.dot %52, %arg11 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
-    %56 = nn.mul %54, %55 : tensor<8x16x128xf32>
-    %57 = nn.dot %56, %arg10 contracting_dims = [2] x [0] : (tensor<8x16x128xf32>, tensor<128x64xf32>) -> tensor<8x16x64xf32>
-    %58 = nn.add %51, %57 : tensor<8x16x64xf32>
-    %59 = nn.rms_norm %58, %arg12 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
-    %60 = nn.iota dim = 0 : tensor<16x8xf32>
-    %61 = nn.iota dim = 1 : tensor<16x8xf32>
-    %62 = nn.constant dense<-1.15129256> : tensor<16x8xf32>
-    %63 = nn.mul %61, %62 : tensor<16x8xf32>
-    %64 = nn.exp %63 : tensor<16x8xf32>
-    %65 = nn.mul %60, %64 : tensor<16x8xf32>
-    %66 = nn.concat %65, %65 dim = 1 : tensor<16x8xf32>, tensor<16x8xf32> -> tensor<16x16xf32>
-    %67 = nn.sin %66 : tensor<16x16xf32>
-    %68 = nn.cos %66 : tensor<16x16xf32>
-    %69 = nn.dot %59, %arg13 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %70 = nn.reshape %69 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
-    %71 = nn.transpose %70 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
-    %72 = nn.slice %71 start = [0, 0, 0, 0] limit = [8, 4, 16, 8] : tensor<8x4x16x16xf32> -> tensor<8x4x16x8xf32>
-    %73 = nn.slice %71 start = [0, 0, 0, 8] limit = [8, 4, 16, 16] : tensor<8x4x16x16xf32> -> tensor<8x4x16x8xf32>
-    %74 = nn.neg %73 : tensor<8x4x16x8xf32>
-    %75 = nn.concat %74, %72 dim = 3 : tensor<8x4x16x8xf32>, tensor<8x4x16x8xf32> -> tensor<8x4x16x16xf32>
-    %76 = nn.broadcast %68 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x4x16x16xf32>
-    %77 = nn.mul %71, %76 : tensor<8x4x16x16xf32>
-    %78 = nn.broadcast %67 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x4x16x16xf32>
-    %79 = nn.mul %75, %78 : tensor<8x4x16x16xf32>
-    %80 = nn.add %77, %79 : tensor<8x4x16x16xf32>
-    %81 = nn.dot %59, %arg14 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
-    %82 = nn.reshape %81 : tensor<8x16x32xf32> -> tensor<8x16x2x16xf32>
-    %83 = nn.transpose %82 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
-    %84 = nn.slice %83 start = [0, 0, 0, 0] limit = [8, 2, 16, 8] : tensor<8x2x16x16xf32> -> tensor<8x2x16x8xf32>
-    %85 = nn.slice %83 start = [0, 0, 0, 8] limit = [8, 2, 16, 16] : tensor<8x2x16x16xf32> -> tensor<8x2x16x8xf32>
-    %86 = nn.neg %85 : tensor<8x2x16x8xf32>
-    %87 = nn.concat %86, %84 dim = 3 : tensor<8x2x16x8xf32>, tensor<8x2x16x8xf32> -> tensor<8x2x16x16xf32>
-    %88 = nn.broadcast %68 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x2x16x16xf32>
-    %89 = nn.mul %83, %88 : tensor<8x2x16x16xf32>
-    %90 = nn.broadcast %67 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x2x16x16xf32>
-    %91 = nn.mul %87, %90 : tensor<8x2x16x16xf32>
-    %92 = nn.add %89, %91 : tensor<8x2x16x16xf32>
-    %93 = nn.dot %59, %arg15 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
-    %94 = nn.reshape %93 : tensor<8x16x32xf32> -> tensor<8x16x2x16xf32>
-    %95 = nn.transpose %94 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
-    %96 = nn.broadcast %92 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
-    %97 = nn.reshape %96 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %98 = nn.dot %80, %97 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [3] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %99 = nn.constant dense<2.500000e-01> : tensor<8x4x16x16xf32>
-    %100 = nn.mul %98, %99 : tensor<8x4x16x16xf32>
-    %101 = nn.causal_mask %100 : tensor<8x4x16x16xf32>
-    %102 = nn.softmax %101 dim = 3 : tensor<8x4x16x16xf32>
-    %103 = nn.broadcast %95 dims = [0, 1, 3, 4] : tensor<8x2x16x16xf32> -> tensor<8x2x2x16x16xf32>
-    %104 = nn.reshape %103 : tensor<8x2x2x16x16xf32> -> tensor<8x4x16x16xf32>
-    %105 = nn.dot %102, %104 batching_dims = [0, 1] x [0, 1] contracting_dims = [3] x [2] : (tensor<8x4x16x16xf32>, tensor<8x4x16x16xf32>) -> tensor<8x4x16x16xf32>
-    %106 = nn.transpose %105 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
-    %107 = nn.reshape %106 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
-    %108 = nn.dot %107, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
-    %109 = nn.add %58, %108 : tensor<8x16x64xf32>
-    %110 = nn.rms_norm %109, %arg17 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
-    %111 = nn.dot %110, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
-    %112 = nn.silu %111 : tensor<8x16x128xf32>
-    %113 = nn.dot %110, %arg20 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
-    %114 = nn.mul %112, %113 : tensor<8x16x128xf32>
-    %115 = nn.dot %114, %arg19 contracting_dims = [2] x [0] : (tensor<8x16x128xf32>, tensor<128x64xf32>) -> tensor<8x16x64xf32>
-    %116 = nn.add %109, %115 : tensor<8x16x64xf32>
-    %117 = nn.rms_norm %116, %arg21 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
-    %118 = nn.dot %117, %arg22 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
-    %119 = nn.cross_entropy %118, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
-    %120 = nn.reduce_mean %119 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
-    return %120 : tensor<f32>
+    %38 = nn.attention %22, %34, %37 causal = true scale = 2.500000e-01 : (tensor<8x4x16x16xf32>, tensor<8x2x16x16xf32>, tensor<8x2x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %39 = nn.transpose %38 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %40 = nn.reshape %39 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %41 = nn.dot %40, %arg7 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %42 = nn.add %0, %41 : tensor<8x16x64xf32>
+    %43 = nn.rms_norm %42, %arg8 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
+    %44 = nn.dot %43, %arg9 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
+    %45 = nn.silu %44 : tensor<8x16x128xf32>
+    %46 = nn.dot %43, %arg11 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
+    %47 = nn.mul %45, %46 : tensor<8x16x128xf32>
+    %48 = nn.dot %47, %arg10 contracting_dims = [2] x [0] : (tensor<8x16x128xf32>, tensor<128x64xf32>) -> tensor<8x16x64xf32>
+    %49 = nn.add %42, %48 : tensor<8x16x64xf32>
+    %50 = nn.rms_norm %49, %arg12 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
+    %51 = nn.iota dim = 0 : tensor<16x8xf32>
+    %52 = nn.iota dim = 1 : tensor<16x8xf32>
+    %53 = nn.constant dense<-1.15129256> : tensor<16x8xf32>
+    %54 = nn.mul %52, %53 : tensor<16x8xf32>
+    %55 = nn.exp %54 : tensor<16x8xf32>
+    %56 = nn.mul %51, %55 : tensor<16x8xf32>
+    %57 = nn.concat %56, %56 dim = 1 : tensor<16x8xf32>, tensor<16x8xf32> -> tensor<16x16xf32>
+    %58 = nn.sin %57 : tensor<16x16xf32>
+    %59 = nn.cos %57 : tensor<16x16xf32>
+    %60 = nn.dot %50, %arg13 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %61 = nn.reshape %60 : tensor<8x16x64xf32> -> tensor<8x16x4x16xf32>
+    %62 = nn.transpose %61 permutation = [0, 2, 1, 3] : tensor<8x16x4x16xf32> -> tensor<8x4x16x16xf32>
+    %63 = nn.slice %62 start = [0, 0, 0, 0] limit = [8, 4, 16, 8] : tensor<8x4x16x16xf32> -> tensor<8x4x16x8xf32>
+    %64 = nn.slice %62 start = [0, 0, 0, 8] limit = [8, 4, 16, 16] : tensor<8x4x16x16xf32> -> tensor<8x4x16x8xf32>
+    %65 = nn.neg %64 : tensor<8x4x16x8xf32>
+    %66 = nn.concat %65, %63 dim = 3 : tensor<8x4x16x8xf32>, tensor<8x4x16x8xf32> -> tensor<8x4x16x16xf32>
+    %67 = nn.broadcast %59 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x4x16x16xf32>
+    %68 = nn.mul %62, %67 : tensor<8x4x16x16xf32>
+    %69 = nn.broadcast %58 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x4x16x16xf32>
+    %70 = nn.mul %66, %69 : tensor<8x4x16x16xf32>
+    %71 = nn.add %68, %70 : tensor<8x4x16x16xf32>
+    %72 = nn.dot %50, %arg14 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
+    %73 = nn.reshape %72 : tensor<8x16x32xf32> -> tensor<8x16x2x16xf32>
+    %74 = nn.transpose %73 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
+    %75 = nn.slice %74 start = [0, 0, 0, 0] limit = [8, 2, 16, 8] : tensor<8x2x16x16xf32> -> tensor<8x2x16x8xf32>
+    %76 = nn.slice %74 start = [0, 0, 0, 8] limit = [8, 2, 16, 16] : tensor<8x2x16x16xf32> -> tensor<8x2x16x8xf32>
+    %77 = nn.neg %76 : tensor<8x2x16x8xf32>
+    %78 = nn.concat %77, %75 dim = 3 : tensor<8x2x16x8xf32>, tensor<8x2x16x8xf32> -> tensor<8x2x16x16xf32>
+    %79 = nn.broadcast %59 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x2x16x16xf32>
+    %80 = nn.mul %74, %79 : tensor<8x2x16x16xf32>
+    %81 = nn.broadcast %58 dims = [2, 3] : tensor<16x16xf32> -> tensor<8x2x16x16xf32>
+    %82 = nn.mul %78, %81 : tensor<8x2x16x16xf32>
+    %83 = nn.add %80, %82 : tensor<8x2x16x16xf32>
+    %84 = nn.dot %50, %arg15 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
+    %85 = nn.reshape %84 : tensor<8x16x32xf32> -> tensor<8x16x2x16xf32>
+    %86 = nn.transpose %85 permutation = [0, 2, 1, 3] : tensor<8x16x2x16xf32> -> tensor<8x2x16x16xf32>
+    %87 = nn.attention %71, %83, %86 causal = true scale = 2.500000e-01 : (tensor<8x4x16x16xf32>, tensor<8x2x16x16xf32>, tensor<8x2x16x16xf32>) -> tensor<8x4x16x16xf32>
+    %88 = nn.transpose %87 permutation = [0, 2, 1, 3] : tensor<8x4x16x16xf32> -> tensor<8x16x4x16xf32>
+    %89 = nn.reshape %88 : tensor<8x16x4x16xf32> -> tensor<8x16x64xf32>
+    %90 = nn.dot %89, %arg16 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x64xf32>) -> tensor<8x16x64xf32>
+    %91 = nn.add %49, %90 : tensor<8x16x64xf32>
+    %92 = nn.rms_norm %91, %arg17 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
+    %93 = nn.dot %92, %arg18 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
+    %94 = nn.silu %93 : tensor<8x16x128xf32>
+    %95 = nn.dot %92, %arg20 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x128xf32>) -> tensor<8x16x128xf32>
+    %96 = nn.mul %94, %95 : tensor<8x16x128xf32>
+    %97 = nn.dot %96, %arg19 contracting_dims = [2] x [0] : (tensor<8x16x128xf32>, tensor<128x64xf32>) -> tensor<8x16x64xf32>
+    %98 = nn.add %91, %97 : tensor<8x16x64xf32>
+    %99 = nn.rms_norm %98, %arg21 epsilon = 9.99999974E-6 : tensor<8x16x64xf32>, tensor<64xf32>
+    %100 = nn.dot %99, %arg22 contracting_dims = [2] x [0] : (tensor<8x16x64xf32>, tensor<64x256xf32>) -> tensor<8x16x256xf32>
+    %101 = nn.cross_entropy %100, %arg1 : tensor<8x16x256xf32>, tensor<8x16xi32>
+    %102 = nn.reduce_mean %101 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
+    return %102 : tensor<f32>
   }
 }
 

@@ -5,7 +5,8 @@ the search gives each, and the collectives compile --auto builds for each.
 GPT-2-shaped decoders (test/e2e/Inputs/torch_models.py's GPT2, fused q/k/v
 and PyTorch's names) are exported by torch.onnx.export with a dynamic
 batch, imported with --input-shape and --loss cross-entropy, and set
-beside `tessera model gpt` of the same shape.
+beside `tessera model gpt --attention unfused` of the same shape (PyTorch
+exports attention unfused).
 Per device count: `tessera plan --json` of both (the same when their
 ranked plans are equal), the winner, and the per-device collectives of the
 train step compile --auto builds (per kind and axes: count and bytes, the
@@ -70,7 +71,8 @@ def main():
             tessera("model", "gpt", f"--layers={layers}",
                     f"--hidden={hidden}", f"--heads={heads}",
                     f"--seq={args.seq}", f"--vocab={args.vocab}",
-                    f"--batch={args.batch}", "-o", models["generated"])
+                    f"--batch={args.batch}", "--attention=unfused", "-o",
+                    models["generated"])
             for devices in args.devices.split(","):
                 common = ["--machine", args.machine, "--devices", devices]
                 # In f32, the models' type, as compile --auto prices them.

@@ -44,6 +44,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tessera", default="build/bin/tessera")
     parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--attention", choices=["fused", "unfused"],
+                        default="fused")
     args = parser.parse_args()
     shapes = [(256, 4, 512, 4), (512, 8, 256, 2)]
     print(f"{'h':>4} {'s':>4} {'tp':>2} {'sp':>3} {'recompute':>9} "
@@ -60,7 +62,8 @@ def main():
                              str(layers), "--hidden", str(h), "--heads",
                              str(a), "--seq", str(s), "--vocab", "512",
                              "--batch", str(b), "--sharding",
-                             "megatron-sp" if sp else "megatron", "-o",
+                             "megatron-sp" if sp else "megatron",
+                             "--attention", args.attention, "-o",
                              model.name], check=True, capture_output=True)
                         for recompute in ("none", "selective", "full"):
                             peaks[layers, recompute] = (

@@ -106,6 +106,7 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   });
   function.walk(
       [&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
+  function.walk([&](nn::AttentionOp) { shape.fusedAttention = true; });
   if (!shape.vocab || !shape.layers || !shape.heads || !shape.batch)
     return llvm::createStringError(
         "the plan search reads GPT-style models (tessera model gpt): could "
@@ -443,10 +444,14 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // the MLP's 4h input and output), and the softmax's a s s b split over TP.
   // With sequence parallelism the layer norms' inputs are split too and the
   // gathered projection inputs are not kept (14/t); selective recomputation
-  // drops the softmax, full keeps only the layer's input.
+  // drops the softmax, full keeps only the layer's input. Fused attention
+  // keeps no softmax (its backward recomputes the scores tile by tile) but
+  // its result in the [b, heads, s, d] layout its gradient reads, beside
+  // the transpose the output projection reads (1/t).
   double sbh = s * microbatch * h;
-  double attention = a * s / h / t;
-  double kept = choice.sequenceParallel ? 14 / t : 4 + 12 / t;
+  double attention = model.fusedAttention ? 0 : a * s / h / t;
+  double fusedKept = model.fusedAttention ? 1 / t : 0;
+  double kept = (choice.sequenceParallel ? 14 / t : 4 + 12 / t) + fusedKept;
   double layerNone = kept + attention;
   double perLayer = choice.recompute == Recompute::None        ? layerNone
                     : choice.recompute == Recompute::Selective ? kept
@@ -470,7 +475,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                             : 0;
   double mlpTransient =
       choice.recompute == Recompute::Full
-          ? (sp ? 34 / t : 32 / t + 4 + headGradient) + attention
+          ? (sp ? 34 / t : 32 / t + 4 + headGradient) + attention + fusedKept
           : (sp ? 21 / t : 20 / t + 1 + headGradient);
   if (choice.pp == 1) {
     estimate.activationBytes =
@@ -495,7 +500,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     double whole = sp ? 1 / t : 1, norm = sp ? 0 : whole;
     double softmax = choice.recompute == Recompute::None ? attention : 0;
     KeptActivations halves[2] = {
-        {whole + norm + 4 / t + softmax, norm + 1 / t,
+        {whole + norm + 4 / t + softmax + fusedKept, norm + 1 / t,
          (sp || t > 1 ? 2 : 3) * whole + 3 / t},
         {whole + norm + 8 / t, norm + 4 / t, (t > 1 ? 2 : 3) * whole + 4 / t}};
     if (full)
@@ -528,10 +533,11 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // logits gradient, softmax and one-hot.
     double scores = (choice.recompute == Recompute::None ? 3 : 4) * attention;
     UnitTransients transients;
-    transients.backward = full ? (sp ? 34 / t : 32 / t + 4) + attention
+    transients.backward = full ? (sp ? 34 / t : 32 / t + 4) + attention +
+                                     fusedKept
                                : std::max(24 / t, scores + 1 / t) + whole;
     transients.inputBackward =
-        full ? 27 / t + 1 + attention
+        full ? 27 / t + 1 + attention + fusedKept
              : std::max(24 / t + (sp ? whole : 0), scores + 1 / t);
     transients.embedding = model.vocab / (s * microbatch) + whole;
     transients.head = 3 * logits;

@@ -31,7 +31,7 @@ struct GptConfig {
   std::string dtype = "f32";
   /// "fused" (one nn.attention per block, no s x s scores kept) or
   /// "unfused" (the scores, mask, softmax and weighted sum as ops).
-  std::string attention = "unfused";
+  std::string attention = "fused";
   /// "none", or "megatron": a mesh @mesh ["dp"=1, "tp"=1] (resize it with
   /// --mesh), the batch split over "dp", and Megatron-LM tensor parallelism
   /// over "tp": q/k/v and the first MLP weight split by columns, the output
@@ -44,7 +44,8 @@ struct GptConfig {
 /// `layers` pre-norm blocks, a final RMSNorm, an untied LM head and the
 /// mean cross-entropy loss; no biases. A block is RMSNorm, grouped-query
 /// causal attention (`kvHeads` key/value heads, each read by heads /
-/// kvHeads query heads, repeated as Hugging Face's repeat_kv does) with
+/// kvHeads query heads: nn.attention takes them so, the unfused ops repeat
+/// them as Hugging Face's repeat_kv does) with
 /// rotary position embeddings computed in the graph (nn.iota, nn.sin,
 /// nn.cos, in f32, halves rotated as Hugging Face's rotate_half does), then
 /// RMSNorm and a SwiGLU MLP: w2(silu(w1 x) * w3 x).
@@ -68,7 +69,7 @@ struct LlamaConfig {
   double normEps = 1e-5;
   std::string dtype = "f32";
   /// See GptConfig::attention.
-  std::string attention = "unfused";
+  std::string attention = "fused";
   /// "none", "megatron" or "megatron-sp" (see GptConfig::sharding): q, k,
   /// v, w1 and w3 split by columns, wo and w2 by rows, the LM head by
   /// vocabulary.

@@ -32,6 +32,9 @@ struct ModelShape {
   /// two terms, which the compiled step reduces one by one (but at ZeRO-1,
   /// which sums them while they are pending).
   bool tiedEmbedding = false;
+  /// Whether attention is nn.attention, which keeps no [s, s] scores for
+  /// the backward.
+  bool fusedAttention = false;
   /// Forward FLOPs of one global batch.
   double forwardFlops = 0;
 };

@@ -322,9 +322,9 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
   // One truth for prices: what the search charges a layer's activations is
   // what the compiled train step keeps of each layer for the backward (the
   // peak's growth from 2 to 4 layers), for every recomputation mode, with and
-  // without tensor and sequence parallelism; the whole peak, with the
-  // backward's transient (the LM head's or the first layer's MLP's), within
-  // 2%.
+  // without tensor and sequence parallelism, unfused and fused attention;
+  // the whole peak, with the backward's transient (the LM head's or the
+  // first layer's MLP's), within 2%.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -332,15 +332,19 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
     int64_t tp;
     bool sequenceParallel;
     Recompute recompute;
+    bool fused = false;
   } cases[] = {
       {1, false, Recompute::None},     {2, false, Recompute::None},
       {2, true, Recompute::None},      {1, false, Recompute::Selective},
       {2, true, Recompute::Selective}, {2, false, Recompute::Full},
-      {2, true, Recompute::Full}};
+      {2, true, Recompute::Full},      {1, false, Recompute::None, true},
+      {2, false, Recompute::None, true}, {2, true, Recompute::None, true},
+      {2, false, Recompute::Full, true}};
   for (const Case &c : cases) {
     SCOPED_TRACE("tp " + std::to_string(c.tp) + " sp " +
                  std::to_string(c.sequenceParallel) + " recompute " +
-                 getEnumName(kRecomputeNames, c.recompute).str());
+                 getEnumName(kRecomputeNames, c.recompute).str() +
+                 (c.fused ? " fused" : ""));
     double compiled[2], predicted[2];
     for (int64_t layers : {2, 4}) {
       GptConfig config;
@@ -350,6 +354,7 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
       config.vocab = 64;
       config.batch = 2;
       config.sharding = c.sequenceParallel ? "megatron-sp" : "megatron";
+      config.attention = c.fused ? "fused" : "unfused";
       mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
       llvm::Expected<ModelShape> shape = getModelShape(*module);
       ASSERT_TRUE(static_cast<bool>(shape))
@@ -375,41 +380,46 @@ TEST(PlannerTest, PipelinedActivationsFollowTheSchedule) {
   // compiled rank that holds the most: each of its stages' microbatches in
   // flight under the schedule, as many copies as the export keeps (the
   // sends' until their waits), and its units' largest transient. Compiled,
-  // not run, for each schedule at 2 and 4 stages and 4 and 8 microbatches:
-  // within 2%.
+  // not run, for each schedule at 2 and 4 stages and 4 and 8 microbatches,
+  // with unfused and fused attention: within 2%.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
-  GptConfig config = getSmallGpt();
-  config.layers = 8;
-  mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
-  llvm::Expected<ModelShape> shape = getModelShape(*model);
-  ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
-  for (PipelineSchedule schedule :
-       {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
-        PipelineSchedule::Interleaved, PipelineSchedule::ZeroBubbleH1})
-    for (int64_t pp : {2, 4})
-      for (int64_t m : {4, 8}) {
-        SCOPED_TRACE(getEnumName(kPipelineScheduleNames, schedule).str() +
-                     " pp " + std::to_string(pp) + " m " + std::to_string(m));
-        PlanChoice choice;
-        choice.pp = pp;
-        choice.microbatches = m;
-        choice.schedule = schedule;
-        choice.virtualStages =
-            schedule == PipelineSchedule::Interleaved ? 2 : 1;
-        choice.precision = Precision::FP32;
-        CompileOptions options;
-        options.mesh = getMesh(1, 1, pp);
-        options.train = Optimizer::AdamW;
-        applyPlanChoice(choice, options);
-        runtime::Expected<plan::Plan> plan =
-            compileGpt(context, config, options);
-        ASSERT_TRUE(plan.ok());
-        double compiled = getLargestActivations(*plan);
-        double predicted = estimatePlan(*shape, dgx(), choice).activationBytes;
-        EXPECT_NEAR(predicted, compiled, 0.02 * compiled);
-      }
+  for (const char *attention : {"unfused", "fused"}) {
+    GptConfig config = getSmallGpt();
+    config.layers = 8;
+    config.attention = attention;
+    mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
+    llvm::Expected<ModelShape> shape = getModelShape(*model);
+    ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+    for (PipelineSchedule schedule :
+         {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
+          PipelineSchedule::Interleaved, PipelineSchedule::ZeroBubbleH1})
+      for (int64_t pp : {2, 4})
+        for (int64_t m : {4, 8}) {
+          SCOPED_TRACE(getEnumName(kPipelineScheduleNames, schedule).str() +
+                       " pp " + std::to_string(pp) + " m " + std::to_string(m) +
+                       " " + attention);
+          PlanChoice choice;
+          choice.pp = pp;
+          choice.microbatches = m;
+          choice.schedule = schedule;
+          choice.virtualStages =
+              schedule == PipelineSchedule::Interleaved ? 2 : 1;
+          choice.precision = Precision::FP32;
+          CompileOptions options;
+          options.mesh = getMesh(1, 1, pp);
+          options.train = Optimizer::AdamW;
+          applyPlanChoice(choice, options);
+          runtime::Expected<plan::Plan> plan =
+              compileGpt(context, config, options);
+          ASSERT_TRUE(plan.ok());
+          double compiled = getLargestActivations(*plan);
+          double predicted =
+              estimatePlan(*shape, dgx(), choice).activationBytes;
+          EXPECT_NEAR(predicted, compiled, 0.02 * compiled);
+        }
+  }
 }
 
 TEST(PlannerTest, PipelinedZeroIsPricedAsTheStagesHoldIt) {
