@@ -8,7 +8,8 @@
 #      reference's losses and results (tessera verify --device cuda, and
 #      lit's GPU tests);
 #   4. prints GEMM TFLOP/s of nn.dot against cuBLAS alone and the
-#      datasheet peak (machines/), and a bf16 GPT train step's MFU.
+#      datasheet peak (machines/), and a bf16 GPT train step's MFU;
+#   5. times fused against unfused attention in a bf16 GPT train step.
 # Every step runs even when an earlier one fails; the exit status says
 # whether all passed.
 set -uo pipefail
@@ -95,6 +96,11 @@ print(f"forward {flops:.3e} FLOP, step {ms:.2f} ms: {achieved / 1e12:.1f} TFLOP/
 }
 check mfu mfu
 rm -rf "$work"
+
+step "fused against unfused attention: bf16 GPT train step (seq 2048, 4096)"
+check attention python3 bench/attention/fused_vs_unfused.py --device cuda \
+  --dtype bf16 --layers 2 --hidden 1024 --heads 16 --seqs 2048 4096 \
+  --batch 2 --vocab 8192 --steps 5 --runs 2
 
 step "done in $((SECONDS - begin)) s"
 if [ ${#failed[@]} -gt 0 ]; then

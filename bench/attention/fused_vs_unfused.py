@@ -12,6 +12,7 @@ for one device, and reports from one run:
 
 Run from the repository root after building:
     python3 bench/attention/fused_vs_unfused.py [--model gpt|llama]
+        [--device cpu|cuda] [--dtype f32|bf16]
 """
 
 import argparse
@@ -30,18 +31,21 @@ def compile_step(args, attention, seq, directory):
              str(args.vocab), "--batch", str(args.batch)]
     if args.model == "llama":
         shape += ["--kv-heads", str(args.kv_heads)]
-    subprocess.run([args.tessera, "model", args.model, *shape, "--attention",
-                    attention, "-o", model], check=True, capture_output=True)
+    subprocess.run([args.tessera, "model", args.model, *shape, "--dtype",
+                    args.dtype, "--attention", attention, "-o", model],
+                   check=True, capture_output=True)
+    precision = ["--precision", "mixed"] if args.dtype != "f32" else []
     out = subprocess.run([args.tessera, "compile", model, "--train", "adamw",
-                          "-o", plan], check=True, capture_output=True,
-                         text=True).stdout
+                          *precision, "-o", plan], check=True,
+                         capture_output=True, text=True).stdout
     peak = re.search(r"each at its own peak: .*activations (\d+)", out)
     return plan, int(peak.group(1))
 
 
 def step_time(args, plan):
     out = subprocess.run([args.runner, plan, "--steps", str(args.steps),
-                          "--time"], check=True, capture_output=True,
+                          "--time", "--device", args.device], check=True,
+                         capture_output=True,
                          text=True, env=dict(os.environ,
                                              OPENBLAS_NUM_THREADS="1")).stdout
     return float(re.search(r"time: ([0-9.]+) ms per step", out).group(1))
@@ -59,13 +63,16 @@ def main():
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tessera", default="build/bin/tessera")
     parser.add_argument("--runner", default="build/bin/tessera-run")
     args = parser.parse_args()
+    where = "one CPU thread" if args.device == "cpu" else "one GPU"
     print(f"{args.model}: {args.layers} layers, hidden {args.hidden}, "
-          f"{args.heads} heads, batch {args.batch}, AdamW step on one CPU "
-          f"thread; median of {args.runs} runs of {args.steps} steps")
+          f"{args.heads} heads, batch {args.batch}, {args.dtype}, AdamW step "
+          f"on {where}; median of {args.runs} runs of {args.steps} steps")
     print(f"{'seq':>6} {'fused ms':>10} {'unfused ms':>11} {'time ratio':>11} "
           f"{'fused act MB':>13} {'unfused act MB':>15} {'mem ratio':>10}")
     with tempfile.TemporaryDirectory() as directory:
