@@ -128,6 +128,68 @@ TESSERA_GRADIENT(DivOp) {
   return success();
 }
 
+/// The gradients of max (`larger`: gt) or min (lt): all of dy to the
+/// winning operand, half to each on a tie (as PyTorch's maximum and
+/// minimum).
+static void buildExtremumGradients(OpBuilder &builder, Location loc,
+                                   ComparePredicate wins, Value lhs, Value rhs,
+                                   Value dy,
+                                   SmallVectorImpl<Value> &operandGradients) {
+  Grad g(builder, loc);
+  Value zero = g.zerosLike(dy), half = g.scale(dy, 0.5);
+  Value tie = g.compare(ComparePredicate::eq, lhs, rhs);
+  operandGradients.assign(
+      {g.select(g.compare(wins, lhs, rhs), dy, g.select(tie, half, zero)),
+       g.select(g.compare(wins, rhs, lhs), dy, g.select(tie, half, zero))});
+}
+
+TESSERA_GRADIENT(MaxOp) {
+  buildExtremumGradients(builder, getLoc(), ComparePredicate::gt, getLhs(),
+                         getRhs(), resultGradients[0], operandGradients);
+  return success();
+}
+
+TESSERA_GRADIENT(MinOp) {
+  buildExtremumGradients(builder, getLoc(), ComparePredicate::lt, getLhs(),
+                         getRhs(), resultGradients[0], operandGradients);
+  return success();
+}
+
+TESSERA_GRADIENT(PowOp) {
+  Grad g(builder, getLoc());
+  Value dy = resultGradients[0], x = getLhs(), p = getRhs();
+  // d(x^p)/dx = p x^(p-1); d(x^p)/dp = x^p log(x), 0 where x <= 0.
+  Value ones = g.splat(Grad::typeOf(p), 1.0);
+  Value dx = g.mul(dy, g.mul(p, PowOp::create(builder, getLoc(), x,
+                                              g.sub(p, ones))));
+  Value zero = g.zerosLike(x);
+  Value positive = g.compare(ComparePredicate::gt, x, zero);
+  // log of a clamped base, so that the masked lanes hold no NaN.
+  Value safe = g.select(positive, x, g.splat(Grad::typeOf(x), 1.0));
+  Value dp = g.select(positive,
+                      g.mul(dy, g.mul(getResult(), LogOp::create(
+                                                       builder, getLoc(),
+                                                       safe))),
+                      zero);
+  operandGradients.assign({dx, dp});
+  return success();
+}
+
+TESSERA_GRADIENT(ClampOp) {
+  Grad g(builder, getLoc());
+  Value x = getInput(), dy = resultGradients[0];
+  auto type = Grad::typeOf(x);
+  Value inside = g.select(
+      g.compare(ComparePredicate::ge, x,
+                g.splat(type, getMin().convertToDouble())),
+      dy, g.zerosLike(dy));
+  operandGradients.assign(
+      {g.select(g.compare(ComparePredicate::le, x,
+                          g.splat(type, getMax().convertToDouble())),
+                inside, g.zerosLike(dy))});
+  return success();
+}
+
 TESSERA_GRADIENT(NegOp) {
   Grad g(builder, getLoc());
   operandGradients.assign({g.neg(resultGradients[0])});

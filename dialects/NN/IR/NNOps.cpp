@@ -571,6 +571,15 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+LogicalResult ClampOp::verify() {
+  // The negation catches NaN bounds too.
+  if (!(getMin().convertToFloat() <= getMax().convertToFloat()))
+    return emitOpError("expects min <= max, got ")
+           << getMin().convertToFloat() << " > "
+           << getMax().convertToFloat();
+  return success();
+}
+
 LogicalResult IotaOp::verify() {
   RankedTensorType type = getResult().getType();
   int64_t dim = getDimAttr().getInt();

@@ -97,6 +97,25 @@ def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative], ["isLinear"]>;
 def NN_SubOp : NN_BinaryOp<"sub", "subtraction", [], ["isLinear"]>;
 def NN_MulOp : NN_BinaryOp<"mul", "multiplication", [Commutative]>;
 def NN_DivOp : NN_BinaryOp<"div", "division">;
+def NN_MaxOp : NN_BinaryOp<"max", "maximum", [Commutative]> {
+  let description = [{
+    The larger operand; NaN if either is NaN (as `torch.maximum`). The
+    gradient goes to the larger operand, half to each on a tie.
+  }];
+}
+def NN_MinOp : NN_BinaryOp<"min", "minimum", [Commutative]> {
+  let description = [{
+    The smaller operand; NaN if either is NaN (as `torch.minimum`). The
+    gradient goes to the smaller operand, half to each on a tie.
+  }];
+}
+def NN_PowOp : NN_BinaryOp<"pow", "power, lhs ** rhs"> {
+  let description = [{
+    `lhs ** rhs` as C's `powf` computes it (a negative base takes integer
+    exponents only). The gradient of the exponent, `y · log(lhs)`, is taken
+    as 0 where `lhs <= 0`.
+  }];
+}
 
 def NN_NegOp : NN_UnaryOp<"neg", "negation", [], ["isLinear"]> {
   let hasFolder = 1;
@@ -124,6 +143,27 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "GELU in its tanh form"> {
   }];
 }
 def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), x · sigmoid(x)">;
+
+def NN_ClampOp : NN_ModelOp<"clamp",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "elementwise clamp to [min, max]";
+  let description = [{
+    `min(max(x, min), max)`; either bound may be left out (then ±infinity).
+    NaN stays NaN. The gradient passes where `min <= x <= max`.
+
+    ```mlir
+    %y = nn.clamp %x min = -1.0 max = 1.0 : tensor<4x8xf32>
+    %r = nn.clamp %x min = 0.0 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+      DefaultValuedAttr<F32Attr, "-std::numeric_limits<float>::infinity()">:$min,
+      DefaultValuedAttr<F32Attr, "std::numeric_limits<float>::infinity()">:$max);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$input (`min` `=` $min^)? (`max` `=` $max^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
 
 def NN_SelectOp : NN_ModelOp<"select", [InferTypeOpAdaptor,
     AllTypesMatch<["on_true", "on_false"]>]> {

@@ -576,6 +576,18 @@ template <typename Fn> static void runBinary(KernelCall &c, Fn fn) {
     result[i] = fn(lhs[i], rhs[i]);
 }
 
+/// nn.clamp: NaN stays NaN.
+static void runClamp(KernelCall &c) {
+  std::optional<double> min = c.getFloat("min"), max = c.getFloat("max");
+  if (!min || !max)
+    return;
+  float lo = static_cast<float>(*min), hi = static_cast<float>(*max);
+  runUnary(c, [lo, hi](float x) {
+    return x != x ? x : std::min(std::max(x, lo), hi);
+  });
+}
+
+
 static float gelu(float x) {
   const float sqrtTwoOverPi = 0.7978845608028654f;
   return 0.5f * x *
@@ -1758,6 +1770,24 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
               [](KernelCall &c) {
                 runBinary(c, [](float a, float b) { return a / b; });
               }},
+             // NaN wins, as in torch.maximum and torch.minimum.
+             {"nn.max",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) {
+                  return a != a || b != b ? a + b : std::max(a, b);
+                });
+              }},
+             {"nn.min",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) {
+                  return a != a || b != b ? a + b : std::min(a, b);
+                });
+              }},
+             {"nn.pow",
+              [](KernelCall &c) {
+                runBinary(c, [](float a, float b) { return std::pow(a, b); });
+              }},
+             {"nn.clamp", runClamp},
              {"nn.neg",
               [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
              {"nn.exp",

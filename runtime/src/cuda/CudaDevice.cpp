@@ -262,6 +262,13 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  static Status clamp(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::clamp(f(l.in(0)), f(l.out(0)), l.out(0).getNumElements(),
+                static_cast<float>(getFloat(l, "min")),
+                static_cast<float>(getFloat(l, "max")), d.compute);
+    return Status::success();
+  }
+
   static Status compare(CudaDevice &d, const CudaKernel &, const Launch &l) {
     cuda::compare(*l.attrs.getInt("predicate"), l.in(0).dtype, l.in(0).data,
                   l.in(1).data, l.out(0).as<uint8_t>(),
@@ -547,6 +554,10 @@ struct CudaDevice::Ops {
           {"nn.sub", map, MapOp::Sub, false},
           {"nn.mul", map, MapOp::Mul, false},
           {"nn.div", map, MapOp::Div, false},
+          {"nn.max", map, MapOp::Max, false},
+          {"nn.min", map, MapOp::Min, false},
+          {"nn.pow", map, MapOp::Pow, false},
+          {"nn.clamp", clamp, std::nullopt, false},
           {"nn.neg", map, MapOp::Neg, false},
           {"nn.exp", map, MapOp::Exp, false},
           {"nn.log", map, MapOp::Log, false},

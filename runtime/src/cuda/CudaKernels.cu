@@ -116,6 +116,11 @@ __global__ void castKernel(DType from, const void *x, DType to, void *y,
   GRID_STRIDE(i, count) { storeScalar(to, y, i, loadScalar(from, x, i)); }
 }
 
+__global__ void clampKernel(const float *x, float *y, int64_t count, float lo,
+                            float hi) {
+  GRID_STRIDE(i, count) { y[i] = applyClamp(x[i], lo, hi); }
+}
+
 /// The index along one dim, `inner` elements apart, wrapping at `size`.
 __global__ void iotaKernel(DType dtype, void *y, int64_t count, int64_t inner,
                            int64_t size) {
@@ -558,6 +563,12 @@ void cast(DType from, const void *x, DType to, void *y, int64_t count,
   if (count > 0)
     castKernel<<<getBlocks(count), kThreads, 0, stream>>>(from, x, to, y,
                                                           count);
+}
+
+void clamp(const float *x, float *y, int64_t count, float lo, float hi,
+           cudaStream_t stream) {
+  if (count > 0)
+    clampKernel<<<getBlocks(count), kThreads, 0, stream>>>(x, y, count, lo, hi);
 }
 
 void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,

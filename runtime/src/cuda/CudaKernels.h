@@ -55,6 +55,9 @@ void select(const uint8_t *condition, const void *onTrue, const void *onFalse,
 /// `!= 0`).
 void cast(DType from, const void *x, DType to, void *y, int64_t count,
           cudaStream_t stream);
+/// nn.clamp (applyClamp) of each element.
+void clamp(const float *x, float *y, int64_t count, float lo, float hi,
+           cudaStream_t stream);
 /// nn.iota in any element type: y[i] is (i / inner) % size.
 void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,
           cudaStream_t stream);

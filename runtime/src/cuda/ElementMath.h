@@ -34,6 +34,9 @@ enum class MapOp : int32_t {
   Sub,
   Mul,
   Div,
+  Max,
+  Min,
+  Pow,
   // Unary.
   Neg,
   Exp,
@@ -61,6 +64,13 @@ TESSERA_HOST_DEVICE inline float applyMap(MapOp op, float a, float b) {
     return a * b;
   case MapOp::Div:
     return a / b;
+  // NaN wins, as in torch.maximum and torch.minimum.
+  case MapOp::Max:
+    return a != a || b != b ? a + b : (a > b ? a : b);
+  case MapOp::Min:
+    return a != a || b != b ? a + b : (a < b ? a : b);
+  case MapOp::Pow:
+    return powf(a, b);
   case MapOp::Neg:
     return -a;
   case MapOp::Exp:
@@ -92,6 +102,11 @@ TESSERA_HOST_DEVICE inline float applyMap(MapOp op, float a, float b) {
     return a / (1.0f + expf(-a));
   }
   return 0.0f;
+}
+
+/// nn.clamp: NaN stays NaN.
+TESSERA_HOST_DEVICE inline float applyClamp(float x, float lo, float hi) {
+  return x != x ? x : (x < lo ? lo : (x > hi ? hi : x));
 }
 
 /// nn.compare's predicates 0..5: eq, ne, lt, le, gt, ge.

@@ -769,3 +769,12 @@ func.func @attention_grad_shape(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf3
   %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %o scale = 1.0 : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>)
   return %dq : tensor<1x4x8x16xf32>
 }
+
+// -----
+
+// Tests that clamp rejects an empty range.
+func.func @clamp_range(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.clamp' op expects min <= max, got 2.000000e+00 > 1.000000e+00}}
+  %0 = nn.clamp %x min = 2.0 max = 1.0 : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -34,13 +34,33 @@ func.func @dot_batching(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x8x16xbf16>) ->
 // CHECK:         %[[SUB:.+]] = nn.sub %[[ADD]], %[[B]] : tensor<4x8xf16>
 // CHECK:         %[[MUL:.+]] = nn.mul %[[SUB]], %[[A]] : tensor<4x8xf16>
 // CHECK:         %[[DIV:.+]] = nn.div %[[MUL]], %[[B]] : tensor<4x8xf16>
-// CHECK:         return %[[DIV]]
+// CHECK:         %[[MAX:.+]] = nn.max %[[DIV]], %[[B]] : tensor<4x8xf16>
+// CHECK:         %[[MIN:.+]] = nn.min %[[MAX]], %[[A]] : tensor<4x8xf16>
+// CHECK:         %[[POW:.+]] = nn.pow %[[MIN]], %[[B]] : tensor<4x8xf16>
+// CHECK:         return %[[POW]]
 func.func @binary(%a: tensor<4x8xf16>, %b: tensor<4x8xf16>) -> tensor<4x8xf16> {
   %0 = nn.add %a, %b : tensor<4x8xf16>
   %1 = nn.sub %0, %b : tensor<4x8xf16>
   %2 = nn.mul %1, %a : tensor<4x8xf16>
   %3 = nn.div %2, %b : tensor<4x8xf16>
-  return %3 : tensor<4x8xf16>
+  %4 = nn.max %3, %b : tensor<4x8xf16>
+  %5 = nn.min %4, %a : tensor<4x8xf16>
+  %6 = nn.pow %5, %b : tensor<4x8xf16>
+  return %6 : tensor<4x8xf16>
+}
+
+// -----
+
+// Tests that clamp round-trips with both bounds, one, or none.
+// CHECK-LABEL: func.func @clamp(
+// CHECK:         nn.clamp %{{.+}} min = -1.000000e+00 max = 1.000000e+00 : tensor<4xf32>
+// CHECK:         nn.clamp %{{.+}} min = 0.000000e+00 : tensor<4xf32>
+// CHECK:         nn.clamp %{{.+}} : tensor<4xf32>
+func.func @clamp(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = nn.clamp %x min = -1.0 max = 1.0 : tensor<4xf32>
+  %1 = nn.clamp %0 min = 0.0 : tensor<4xf32>
+  %2 = nn.clamp %1 : tensor<4xf32>
+  return %2 : tensor<4xf32>
 }
 
 // -----

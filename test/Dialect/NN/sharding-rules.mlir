@@ -202,6 +202,18 @@ func.func @elementwise(%a: tensor<4x8xf32>) -> tensor<4x8xbf16> {
   // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
   // expected-remark @+1 {{cost: flops=32 bytes=384}}
   %2 = nn.div %1, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %max = nn.max %1, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %min = nn.min %1, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=32 bytes=384}}
+  %pow = nn.pow %1, %a : tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=64 bytes=256}}
+  %clamp = nn.clamp %1 min = 0.0 max = 1.0 : tensor<4x8xf32>
   // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j]) {i=4, j=8}}}
   // expected-remark @+1 {{cost: flops=32 bytes=256}}
   %3 = nn.neg %2 : tensor<4x8xf32>

@@ -334,16 +334,24 @@ TEST(CudaElementMathTest, MapMatchesTheCpuKernels) {
   OwnedTensor y(DType::F32, x.view.shape);
   for (size_t i = 0; i < xs.size(); ++i)
     y.view.as<float>()[i] = xs[xs.size() - 1 - i];
-  const std::pair<const char *, MapOp> binary[] = {{"nn.add", MapOp::Add},
-                                                   {"nn.sub", MapOp::Sub},
-                                                   {"nn.mul", MapOp::Mul},
-                                                   {"nn.div", MapOp::Div}};
+  const std::pair<const char *, MapOp> binary[] = {
+      {"nn.add", MapOp::Add}, {"nn.sub", MapOp::Sub}, {"nn.mul", MapOp::Mul},
+      {"nn.div", MapOp::Div}, {"nn.max", MapOp::Max}, {"nn.min", MapOp::Min},
+      {"nn.pow", MapOp::Pow}};
   for (auto [op, map] : binary) {
     std::vector<float> want = values(runCpu(op, {}, {&x, &y}, x.view.shape));
     for (size_t i = 0; i < xs.size(); ++i)
       EXPECT_TRUE(same(applyMap(map, xs[i], y.view.as<float>()[i]), want[i]))
           << op << "(" << xs[i] << ", " << y.view.as<float>()[i] << ")";
   }
+  KernelAttrs bounds;
+  bounds.floats["min"] = -1.0;
+  bounds.floats["max"] = 2.5;
+  std::vector<float> clamped =
+      values(runCpu("nn.clamp", bounds, {&x}, x.view.shape));
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_TRUE(same(applyClamp(xs[i], -1.0f, 2.5f), clamped[i]))
+        << "clamp(" << xs[i] << ")";
 }
 
 /// A tensor of `dtype` holding `values` (converted as nn.cast would read

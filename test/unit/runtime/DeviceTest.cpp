@@ -353,6 +353,13 @@ TEST_F(CudaKernelsTest, Elementwise) {
     for (const char *op : {"nn.add", "nn.sub", "nn.mul"})
       check(op, {}, {random(spec), random(spec)}, {spec});
     check("nn.div", {}, {random(spec), random(spec, 0.5f, 2.0f)}, {spec});
+    for (const char *op : {"nn.max", "nn.min"})
+      check(op, {}, {random(spec), random(spec)}, {spec});
+    check("nn.pow", {}, {random(spec, 0.1f, 4.0f), random(spec)}, {spec});
+    KernelAttrs bounds;
+    bounds.floats["min"] = -0.5;
+    bounds.floats["max"] = 0.25;
+    check("nn.clamp", bounds, {random(spec)}, {spec});
     for (const char *op :
          {"nn.neg", "nn.exp", "nn.tanh", "nn.sin", "nn.cos", "nn.erf",
           "nn.sigmoid", "nn.abs", "nn.relu", "nn.gelu", "nn.silu"})

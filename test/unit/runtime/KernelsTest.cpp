@@ -394,6 +394,33 @@ TEST(KernelsTest, ConstantFillsSplatsAndDenseValues) {
             "i32 elements)");
 }
 
+TEST(KernelsTest, MaxMinPowAndClamp) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  OwnedTensor a = f32({4}, {1.0f, -2.0f, 3.0f, nan}),
+              b = f32({4}, {2.0f, -3.0f, 3.0f, 0.0f});
+  OwnedTensor out(DType::F32, {4});
+  ASSERT_EQ(run("nn.max", {}, {&a, &b}, {&out}), "");
+  std::vector<float> max = read<float>(out);
+  expectNear({max[0], max[1], max[2]}, {2.0f, -2.0f, 3.0f});
+  EXPECT_TRUE(std::isnan(max[3]));
+  ASSERT_EQ(run("nn.min", {}, {&a, &b}, {&out}), "");
+  std::vector<float> min = read<float>(out);
+  expectNear({min[0], min[1], min[2]}, {1.0f, -3.0f, 3.0f});
+  EXPECT_TRUE(std::isnan(min[3]));
+  OwnedTensor base = f32({3}, {2.0f, 9.0f, -2.0f}),
+              exponent = f32({3}, {3.0f, 0.5f, 2.0f}), powers(DType::F32, {3});
+  ASSERT_EQ(run("nn.pow", {}, {&base, &exponent}, {&powers}), "");
+  expectNear(read<float>(powers), {8.0f, 3.0f, 4.0f});
+  KernelAttrs bounds;
+  bounds.floats["min"] = -1.0;
+  bounds.floats["max"] = 2.0;
+  OwnedTensor x = f32({4}, {-5.0f, 0.5f, 7.0f, nan});
+  ASSERT_EQ(run("nn.clamp", bounds, {&x}, {&out}), "");
+  std::vector<float> clamped = read<float>(out);
+  expectNear({clamped[0], clamped[1], clamped[2]}, {-1.0f, 0.5f, 2.0f});
+  EXPECT_TRUE(std::isnan(clamped[3]));
+}
+
 TEST(KernelsTest, IotaCountsAlongItsDim) {
   KernelAttrs attrs;
   attrs.ints["dim"] = 1;
