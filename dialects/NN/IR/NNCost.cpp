@@ -77,6 +77,7 @@ TESSERA_ELEMENTWISE_FLOPS(RmsNormGradOp, 9)
 // A gather computes nothing, nor does a one-hot encoding.
 TESSERA_ELEMENTWISE_FLOPS(EmbeddingOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(OneHotOp, 0)
+TESSERA_ELEMENTWISE_FLOPS(GatherOp, 0)
 #undef TESSERA_ELEMENTWISE_FLOPS
 
 int64_t DotOp::getFlops() {
@@ -151,4 +152,12 @@ int64_t AttentionGradOp::getFlops() {
   // The log-sum-exp pass (q kᵀ again and 3 per score), then q kᵀ, pᵀ do,
   // do vᵀ, ds k and dsᵀ q, and per score p, ds and the scales (6).
   return pairs * (2 * d + 3 + 2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6);
+}
+
+/// One addition per source element.
+int64_t ScatterAddOp::getFlops() { return numElements(getSource()); }
+
+/// One comparison per input element for each of the k picks.
+int64_t TopKOp::getFlops() {
+  return numElements(getInput()) * getKAttr().getInt();
 }

@@ -635,6 +635,31 @@ TESSERA_GRADIENT(EmbeddingOp) {
   return success();
 }
 
+TESSERA_GRADIENT(GatherOp) {
+  operandGradients.assign(
+      {ScatterAddOp::create(builder, getLoc(), getInput().getType(),
+                            resultGradients[0], getIndices(), getAxisAttr()),
+       Value()});
+  return success();
+}
+
+TESSERA_GRADIENT(ScatterAddOp) {
+  operandGradients.assign(
+      {GatherOp::create(builder, getLoc(), getSource().getType(),
+                        resultGradients[0], getIndices(), getAxisAttr()),
+       Value()});
+  return success();
+}
+
+TESSERA_GRADIENT(TopKOp) {
+  // The indices carry no gradient; each value's goes back to its index.
+  int64_t last = getInput().getType().getRank() - 1;
+  operandGradients.assign({ScatterAddOp::create(
+      builder, getLoc(), getInput().getType(), resultGradients[0],
+      getIndices(), builder.getI64IntegerAttr(last))});
+  return success();
+}
+
 TESSERA_GRADIENT(CrossEntropyOp) {
   Grad g(builder, getLoc());
   // d/dlogits = (softmax(logits) - onehot(labels)) dloss.

@@ -580,6 +580,68 @@ LogicalResult ClampOp::verify() {
   return success();
 }
 
+/// Checks gather's or scatter_add's operands: `indices` of the rank of
+/// `whole` (the gathered input, the scattered result) and its dims but at
+/// `axis`, where `picked` (the gathered result, the scattered source) has
+/// the shape of `indices`.
+static LogicalResult verifyIndexedAxis(Operation *op, int64_t axis,
+                                       RankedTensorType whole,
+                                       RankedTensorType indices,
+                                       RankedTensorType picked,
+                                       StringRef pickedName) {
+  if (axis < 0 || axis >= whole.getRank())
+    return op->emitOpError("expects axis in [0, ")
+           << whole.getRank() << "), got " << axis;
+  if (indices.getRank() != whole.getRank())
+    return op->emitOpError("expects indices of rank ")
+           << whole.getRank() << ", got " << indices.getRank();
+  for (int64_t dim = 0; dim < whole.getRank(); ++dim)
+    if (dim != axis && indices.getDimSize(dim) != whole.getDimSize(dim))
+      return op->emitOpError("expects indices of size ")
+             << whole.getDimSize(dim) << " in dim " << dim << ", got "
+             << indices.getDimSize(dim);
+  if (picked.getShape() != indices.getShape())
+    return op->emitOpError("expects the ")
+           << pickedName << " in the shape of the indices, got " << picked;
+  if (picked.getElementType() != whole.getElementType())
+    return op->emitOpError("expects one element type, got ")
+           << whole.getElementType() << " and " << picked.getElementType();
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  return verifyIndexedAxis(*this, getAxisAttr().getInt(),
+                           getInput().getType(), getIndices().getType(),
+                           getResult().getType(), "result");
+}
+
+LogicalResult ScatterAddOp::verify() {
+  return verifyIndexedAxis(*this, getAxisAttr().getInt(),
+                           getResult().getType(), getIndices().getType(),
+                           getSource().getType(), "source");
+}
+
+LogicalResult TopKOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t k = getKAttr().getInt();
+  if (input.getRank() == 0)
+    return emitOpError("expects an input of rank at least 1");
+  int64_t size = input.getShape().back();
+  if (k < 1 || k > size)
+    return emitOpError("expects k in [1, ") << size << "], got " << k;
+  SmallVector<int64_t> shape(input.getShape());
+  shape.back() = k;
+  auto values = RankedTensorType::get(shape, input.getElementType());
+  if (getValues().getType() != values)
+    return emitOpError("expects values of type ")
+           << values << ", got " << getValues().getType();
+  if (getIndices().getType().getShape() != ArrayRef<int64_t>(shape) ||
+      !getIndices().getType().getElementType().isInteger(64))
+    return emitOpError("expects i64 indices of shape [..., k], got ")
+           << getIndices().getType();
+  return success();
+}
+
 LogicalResult IotaOp::verify() {
   RankedTensorType type = getResult().getType();
   int64_t dim = getDimAttr().getInt();

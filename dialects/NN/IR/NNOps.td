@@ -519,6 +519,76 @@ def NN_EmbeddingOp : NN_ModelOp<"embedding", [InferTypeOpAdaptor],
   }];
 }
 
+def NN_GatherOp : NN_ModelOp<"gather"> {
+  let summary = "elements picked along one axis by indices";
+  let description = [{
+    `result[..., j, ...] = input[..., indices[..., j, ...], ...]` with `j` at
+    `axis` (as `torch.gather`): `indices` has the input's rank and its dims
+    but at `axis`; the result has the shape of `indices`. An index outside
+    `[0, input's axis size)` is a runtime error. The gradient is
+    nn.scatter_add of the result's gradient.
+
+    ```mlir
+    %g = nn.gather %x, %idx axis = 1
+        : (tensor<4x10xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$indices,
+      I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_ScatterAddOp : NN_ModelOp<"scatter_add"> {
+  let summary = "sums of elements sent along one axis by indices";
+  let description = [{
+    Zeros of the result's type, then
+    `result[..., indices[..., j, ...], ...] += source[..., j, ...]` with `j`
+    at `axis` (as `torch.Tensor.scatter_add_` into zeros): `indices` has the
+    source's shape; the result has it too but at `axis`. An index outside
+    `[0, result's axis size)` is a runtime error. The gradient of `source`
+    is nn.gather of the result's gradient.
+
+    ```mlir
+    %s = nn.scatter_add %src, %idx axis = 1
+        : (tensor<4x3xf32>, tensor<4x3xi64>) -> tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$source, NN_IndexTensor:$indices,
+      I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $source `,` $indices `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_TopKOp : NN_ModelOp<"top_k"> {
+  let summary = "the k largest elements along the last dim, and where";
+  let description = [{
+    The `k` largest elements of each row (the last dim) in descending
+    order, NaN above every number and ties by lower index, with their i64
+    indices (as `torch.topk`). The gradient sends each value's gradient back
+    to its index (nn.scatter_add).
+
+    ```mlir
+    %v, %i = nn.top_k %x k = 2 : tensor<4x10xf32> -> (tensor<4x2xf32>, tensor<4x2xi64>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$k);
+  let results = (outs NN_FloatTensor:$values, NN_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input `k` `=` $k attr-dict `:` type($input) `->`
+    `(` type($values) `,` type($indices) `)`
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy with integer labels";
   let description = [{

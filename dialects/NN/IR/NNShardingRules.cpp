@@ -370,6 +370,54 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return builder.build();
 }
 
+ShardingRule GatherOp::getShardingRule() {
+  ArrayRef<int64_t> in = getShape(getInput()), out = getShape(getResult());
+  int64_t axis = getAxisAttr().getInt();
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t dim = 0, e = in.size(); dim < e; ++dim) {
+    if (dim != axis) {
+      builder.addFactor({dim, dim}, {dim}, in[dim]);
+      continue;
+    }
+    // An index may pick any element of the input's axis.
+    builder.addFactor({dim, kNoDim}, {kNoDim}, in[dim],
+                      FactorKind::NeedReplication);
+    builder.addFactor({kNoDim, dim}, {dim}, out[dim]);
+  }
+  return builder.build();
+}
+
+ShardingRule ScatterAddOp::getShardingRule() {
+  ArrayRef<int64_t> in = getShape(getSource()), out = getShape(getResult());
+  int64_t axis = getAxisAttr().getInt();
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t dim = 0, e = in.size(); dim < e; ++dim) {
+    if (dim != axis) {
+      builder.addFactor({dim, dim}, {dim}, in[dim]);
+      continue;
+    }
+    // A piece of the sources scatters into the whole axis: partial sums.
+    builder.addFactor({dim, dim}, {kNoDim}, in[dim], FactorKind::Reduction);
+    builder.addFactor({kNoDim, kNoDim}, {dim}, out[dim],
+                      FactorKind::NeedReplication);
+  }
+  return builder.build();
+}
+
+ShardingRule TopKOp::getShardingRule() {
+  ArrayRef<int64_t> in = getShape(getInput());
+  int64_t last = in.size() - 1;
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t dim = 0; dim < last; ++dim)
+    builder.addFactor({dim}, {dim, dim}, in[dim]);
+  // A row's k largest need the whole row.
+  builder.addFactor({last}, {kNoDim, kNoDim}, in[last],
+                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim}, {last, last}, getKAttr().getInt(),
+                    FactorKind::NeedReplication);
+  return builder.build();
+}
+
 ShardingRule AdamWOp::getShardingRule() {
   ShardingRuleBuilder builder = makeBuilder(*this);
   for (auto [dim, size] : llvm::enumerate(getShape(getParam()))) {

@@ -1346,6 +1346,140 @@ static void runOneHot(KernelCall &c) {
   }
 }
 
+namespace {
+/// gather's and scatter_add's layout around `axis`: `outer` rows before it,
+/// `inner` elements after it, `whole` the full tensor's size along it
+/// (gathered from, scattered into) and `picked` the indices' size.
+struct AxisLayout {
+  int64_t outer = 1, inner = 1, whole = 0, picked = 0;
+};
+} // namespace
+
+/// Checks a gather (`gather`) or scatter_add: the whole tensor (the input,
+/// the result), the indices and the picked tensor (the result, the source),
+/// the indices with the whole tensor's dims but at `axis`, the picked
+/// tensor with the indices' shape.
+static std::optional<AxisLayout>
+checkIndexedAxis(KernelCall &c, const Tensor &whole, const Tensor &indices,
+                 const Tensor &picked) {
+  std::optional<int64_t> axis = c.getInt("axis");
+  if (!axis || !c.expectF32(whole, "values") ||
+      !c.expectIndex(indices, "indices") || !c.expectF32(picked, "values"))
+    return std::nullopt;
+  if (*axis < 0 || *axis >= whole.getRank()) {
+    c.fail("expects axis in [0, ", whole.getRank(), "), got ", *axis);
+    return std::nullopt;
+  }
+  std::vector<int64_t> shape = whole.shape;
+  if (indices.getRank() == whole.getRank())
+    shape[*axis] = indices.shape[*axis];
+  if (!c.expectShape(indices, shape, "indices") ||
+      !c.expectShape(picked, shape, "values"))
+    return std::nullopt;
+  AxisLayout layout;
+  for (int64_t dim = 0; dim < *axis; ++dim)
+    layout.outer *= whole.shape[dim];
+  for (int64_t dim = *axis + 1; dim < whole.getRank(); ++dim)
+    layout.inner *= whole.shape[dim];
+  layout.whole = whole.shape[*axis];
+  layout.picked = shape[*axis];
+  return layout;
+}
+
+/// The flat offsets of indices element `i` in the picked tensor (itself)
+/// and in the whole tensor, or nothing (recorded) when its index is out of
+/// range.
+static std::optional<int64_t> getWholeOffset(KernelCall &c,
+                                             const AxisLayout &layout,
+                                             const Tensor &indices,
+                                             int64_t i) {
+  int64_t index = readIndex(indices, i);
+  if (index < 0 || index >= layout.whole) {
+    c.failOnData("index ", index, " at position ", i, " is outside [0, ",
+                 layout.whole, ")");
+    return std::nullopt;
+  }
+  int64_t inner = i % layout.inner, row = i / layout.inner / layout.picked;
+  return (row * layout.whole + index) * layout.inner + inner;
+}
+
+static void runGather(KernelCall &c) {
+  if (!c.expectArity(2, 1))
+    return;
+  std::optional<AxisLayout> layout =
+      checkIndexedAxis(c, c.in(0), c.in(1), c.out(0));
+  if (!layout || c.isCheckOnly())
+    return;
+  const float *input = c.in(0).as<float>();
+  float *result = c.out(0).as<float>();
+  for (int64_t i = 0, e = c.out(0).getNumElements(); i < e; ++i) {
+    std::optional<int64_t> from = getWholeOffset(c, *layout, c.in(1), i);
+    if (!from)
+      return;
+    result[i] = input[*from];
+  }
+}
+
+static void runScatterAdd(KernelCall &c) {
+  if (!c.expectArity(2, 1))
+    return;
+  std::optional<AxisLayout> layout =
+      checkIndexedAxis(c, c.out(0), c.in(1), c.in(0));
+  if (!layout || c.isCheckOnly())
+    return;
+  const float *source = c.in(0).as<float>();
+  float *result = c.out(0).as<float>();
+  std::fill(result, result + c.out(0).getNumElements(), 0.0f);
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i) {
+    std::optional<int64_t> to = getWholeOffset(c, *layout, c.in(1), i);
+    if (!to)
+      return;
+    result[*to] += source[i];
+  }
+}
+
+/// nn.top_k along the last dim: descending, NaN first, ties by index.
+static void runTopK(KernelCall &c) {
+  if (!c.expectArity(1, 2) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "values") ||
+      !c.expectDType(c.out(1), DType::I64, "indices"))
+    return;
+  const Tensor &input = c.in(0);
+  std::optional<int64_t> k = c.getInt("k");
+  if (!k)
+    return;
+  if (input.getRank() == 0 || *k < 1 || *k > input.shape.back()) {
+    c.fail("expects k in [1, ", input.getRank() ? input.shape.back() : 0,
+           "], got ", *k);
+    return;
+  }
+  std::vector<int64_t> shape = input.shape;
+  shape.back() = *k;
+  if (!c.expectShape(c.out(0), shape, "values") ||
+      !c.expectShape(c.out(1), shape, "indices") || c.isCheckOnly())
+    return;
+  int64_t size = input.shape.back(), rows = input.getNumElements() / size;
+  std::vector<int64_t> order(size);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float *x = input.as<float>() + row * size;
+    for (int64_t i = 0; i < size; ++i)
+      order[i] = i;
+    std::partial_sort(order.begin(), order.begin() + *k, order.end(),
+                      [x](int64_t a, int64_t b) {
+                        bool nanA = x[a] != x[a], nanB = x[b] != x[b];
+                        if (nanA != nanB)
+                          return nanA;
+                        if (!nanA && x[a] != x[b])
+                          return x[a] > x[b];
+                        return a < b;
+                      });
+    for (int64_t j = 0; j < *k; ++j) {
+      c.out(0).as<float>()[row * *k + j] = x[order[j]];
+      c.out(1).as<int64_t>()[row * *k + j] = order[j];
+    }
+  }
+}
+
 static void runCrossEntropy(KernelCall &c) {
   if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "logits") ||
       !c.expectIndex(c.in(1), "labels") || !c.expectF32(c.out(0), "result"))
@@ -1872,6 +2006,9 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
               [](KernelCall &c) { runNormGrad(c, /*rms=*/true); }},
              {"nn.embedding", runEmbedding},
              {"nn.embedding_grad", runEmbeddingGrad},
+             {"nn.gather", runGather},
+             {"nn.scatter_add", runScatterAdd},
+             {"nn.top_k", runTopK},
              {"nn.one_hot", runOneHot},
              {"nn.cross_entropy", runCrossEntropy},
              {"nn.causal_mask", runCausalMask},

@@ -227,6 +227,11 @@ Status CudaDevice::takeKernelError() {
     return dataError(
         "nn.adamw: expects a step of at least 1 (steps count from 1), got " +
         std::to_string(seen.values[0]));
+  case KernelError::IndexOutOfRange:
+    return dataError("nn.gather or nn.scatter_add: index " +
+                     std::to_string(seen.values[0]) + " at position " +
+                     std::to_string(seen.values[1]) + " is outside [0, " +
+                     std::to_string(seen.values[2]) + ")");
   default:
     return Status::success();
   }
@@ -456,6 +461,32 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  /// nn.gather (the input whole, the result picked) or nn.scatter_add
+  /// (the source picked, the result whole).
+  template <bool scatter>
+  static Status indexedAxis(CudaDevice &d, const CudaKernel &,
+                            const Launch &l) {
+    const Tensor &whole = scatter ? l.out(0) : l.in(0);
+    const Tensor &picked = scatter ? l.in(0) : l.out(0);
+    int64_t axis = *l.attrs.getInt("axis"), inner = 1;
+    for (int64_t dim = axis + 1; dim < whole.getRank(); ++dim)
+      inner *= whole.shape[dim];
+    cuda::indexedAxis(scatter, f(l.in(0)), f(l.out(0)), l.in(1).data,
+                      is64(l.in(1)), picked.getNumElements(),
+                      picked.shape[axis], whole.shape[axis], inner,
+                      whole.getNumElements(), d.kernelError, d.compute);
+    return Status::success();
+  }
+
+  static Status topK(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    const Tensor &input = l.in(0);
+    int64_t size = input.shape.back();
+    cuda::topK(f(input), f(l.out(0)), l.out(1).as<int64_t>(),
+               size ? input.getNumElements() / size : 0, size,
+               *l.attrs.getInt("k"), d.compute);
+    return Status::success();
+  }
+
   static Status crossEntropy(CudaDevice &d, const CudaKernel &,
                              const Launch &l) {
     cuda::crossEntropy(f(l.in(0)), l.in(1).data, is64(l.in(1)), f(l.out(0)),
@@ -593,6 +624,9 @@ struct CudaDevice::Ops {
           {"nn.rms_norm_grad", normGrad<true>, std::nullopt, false},
           {"nn.embedding", embedding, std::nullopt, false},
           {"nn.embedding_grad", embeddingGrad, std::nullopt, false},
+          {"nn.gather", indexedAxis<false>, std::nullopt, false},
+          {"nn.scatter_add", indexedAxis<true>, std::nullopt, false},
+          {"nn.top_k", topK, std::nullopt, false},
           {"nn.one_hot", oneHot, std::nullopt, false},
           {"nn.cross_entropy", crossEntropy, std::nullopt, false},
           {"nn.causal_mask", causalMask, std::nullopt, false},

@@ -330,6 +330,32 @@ __global__ void causalMaskKernel(const float *x, float *y, int64_t count,
   }
 }
 
+__global__ void indexedAxisKernel(bool scatter, const float *from, float *to,
+                                  const void *indices, bool indices64,
+                                  int64_t count, int64_t pickedSize,
+                                  int64_t wholeSize, int64_t inner,
+                                  KernelError *error) {
+  GRID_STRIDE(i, count) {
+    long long index = readIndex(indices, indices64, i);
+    if (index < 0 || index >= wholeSize) {
+      recordError(error, KernelError::IndexOutOfRange, index, i, wholeSize);
+      continue;
+    }
+    int64_t offset = getIndexedOffset(i, index, pickedSize, wholeSize, inner);
+    if (scatter)
+      atomicAdd(to + offset, from[i]);
+    else
+      to[i] = from[offset];
+  }
+}
+
+__global__ void topKKernel(const float *x, float *values, int64_t *indices,
+                           int64_t rows, int64_t size, int64_t k) {
+  GRID_STRIDE(row, rows) {
+    topKRow(x + row * size, size, k, values + row * k, indices + row * k);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Fused attention
 //===----------------------------------------------------------------------===//
@@ -655,6 +681,26 @@ void causalMask(const float *x, float *y, int64_t count, int64_t queries,
   if (count > 0)
     causalMaskKernel<<<getBlocks(count), kThreads, 0, stream>>>(
         x, y, count, queries, keys, fill);
+}
+
+void indexedAxis(bool scatter, const float *from, float *to,
+                 const void *indices, bool indices64, int64_t count,
+                 int64_t pickedSize, int64_t wholeSize, int64_t inner,
+                 int64_t wholeCount, KernelError *error, cudaStream_t stream) {
+  if (scatter && wholeCount > 0)
+    fillKernel<<<getBlocks(wholeCount), kThreads, 0, stream>>>(to, 0.0f,
+                                                               wholeCount);
+  if (count > 0)
+    indexedAxisKernel<<<getBlocks(count), kThreads, 0, stream>>>(
+        scatter, from, to, indices, indices64, count, pickedSize, wholeSize,
+        inner, error);
+}
+
+void topK(const float *x, float *values, int64_t *indices, int64_t rows,
+          int64_t size, int64_t k, cudaStream_t stream) {
+  if (rows > 0)
+    topKKernel<<<getBlocks(rows), kThreads, 0, stream>>>(x, values, indices,
+                                                         rows, size, k);
 }
 
 void attention(const AttentionShape &shape, const float *q, const float *k,

@@ -25,9 +25,15 @@ namespace tessera::runtime::cuda {
 
 /// The first data-dependent error of the kernels since it was cleared.
 struct KernelError {
-  enum Code : int32_t { None = 0, LabelOutOfRange = 1, StepBelowOne = 2 };
+  enum Code : int32_t {
+    None = 0,
+    LabelOutOfRange = 1,
+    StepBelowOne = 2,
+    IndexOutOfRange = 3
+  };
   int32_t code;
-  /// LabelOutOfRange: label, position, vocabulary; StepBelowOne: step.
+  /// LabelOutOfRange: label, position, vocabulary; StepBelowOne: step;
+  /// IndexOutOfRange (gather, scatter_add): index, position, axis size.
   int64_t values[3];
 };
 
@@ -98,6 +104,20 @@ void oneHot(const void *labels, bool labels64, float *y, int64_t count,
 /// x with key > query set to `fill`, over [..., queries, keys].
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,
                 int64_t keys, float fill, cudaStream_t stream);
+/// nn.gather (`scatter` false: the whole input `from` read into the picked
+/// result `to`) or nn.scatter_add (true: the picked source `from` added
+/// into the whole result `to`, zeroed first, atomically). The picked
+/// tensor is laid out [outer, pickedSize, inner] like the indices (`count`
+/// elements), the whole one [outer, wholeSize, inner] (`wholeCount`). An
+/// index out of range is recorded in `error`.
+void indexedAxis(bool scatter, const float *from, float *to,
+                 const void *indices, bool indices64, int64_t count,
+                 int64_t pickedSize, int64_t wholeSize, int64_t inner,
+                 int64_t wholeCount, KernelError *error, cudaStream_t stream);
+/// nn.top_k of `rows` rows of `size`: a thread per row (topKRow).
+void topK(const float *x, float *values, int64_t *indices, int64_t rows,
+          int64_t size, int64_t k, cudaStream_t stream);
+
 /// nn.attention's sizes: q [batch, heads, queries, d], k [batch, kvHeads,
 /// keys, d], v [batch, kvHeads, keys, dv]; d and dv at most
 /// kAttentionMaxHeadDim.

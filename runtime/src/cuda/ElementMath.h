@@ -109,6 +109,49 @@ TESSERA_HOST_DEVICE inline float applyClamp(float x, float lo, float hi) {
   return x != x ? x : (x < lo ? lo : (x > hi ? hi : x));
 }
 
+/// Where element `i` of gather's result (or scatter_add's source), laid out
+/// [outer, picked, inner] around the axis, reads (writes) in the whole
+/// tensor [outer, whole, inner], for the index `index` (in range).
+TESSERA_HOST_DEVICE inline int64_t getIndexedOffset(int64_t i, int64_t index,
+                                                    int64_t picked,
+                                                    int64_t whole,
+                                                    int64_t inner) {
+  int64_t row = i / inner / picked;
+  return (row * whole + index) * inner + i % inner;
+}
+
+/// Whether element `a` of a row comes before `b` in nn.top_k's order:
+/// larger first, NaN above every number, ties by lower index.
+TESSERA_HOST_DEVICE inline bool topKBefore(float xa, int64_t a, float xb,
+                                           int64_t b) {
+  bool nanA = xa != xa, nanB = xb != xb;
+  if (nanA != nanB)
+    return nanA;
+  if (!nanA && xa != xb)
+    return xa > xb;
+  return a < b;
+}
+
+/// nn.top_k of one row of `size` elements: k passes, each picking the
+/// first element in order after the previous pick.
+TESSERA_HOST_DEVICE inline void topKRow(const float *x, int64_t size,
+                                        int64_t k, float *values,
+                                        int64_t *indices) {
+  int64_t previous = -1;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < size; ++i) {
+      if (previous >= 0 && !topKBefore(x[previous], previous, x[i], i))
+        continue;
+      if (best < 0 || topKBefore(x[i], i, x[best], best))
+        best = i;
+    }
+    values[j] = x[best];
+    indices[j] = best;
+    previous = best;
+  }
+}
+
 /// nn.compare's predicates 0..5: eq, ne, lt, le, gt, ge.
 template <typename T>
 TESSERA_HOST_DEVICE inline bool applyPredicate(int predicate, T x, T z) {

@@ -778,3 +778,39 @@ func.func @clamp_range(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = nn.clamp %x min = 2.0 max = 1.0 : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// Tests that gather rejects indices whose other dims differ from the input's.
+func.func @gather_dims(%x: tensor<4x10xf32>, %i: tensor<3x3xi64>) -> tensor<3x3xf32> {
+  // expected-error @+1 {{'nn.gather' op expects indices of size 4 in dim 0, got 3}}
+  %0 = nn.gather %x, %i axis = 1 : (tensor<4x10xf32>, tensor<3x3xi64>) -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+// Tests that gather rejects an axis outside the input.
+func.func @gather_axis(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'nn.gather' op expects axis in [0, 2), got 2}}
+  %0 = nn.gather %x, %i axis = 2 : (tensor<4x10xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that scatter_add rejects a source not in the shape of its indices.
+func.func @scatter_shape(%s: tensor<4x2xf32>, %i: tensor<4x3xi64>) -> tensor<4x10xf32> {
+  // expected-error @+1 {{'nn.scatter_add' op expects the source in the shape of the indices, got 'tensor<4x2xf32>'}}
+  %0 = nn.scatter_add %s, %i axis = 1 : (tensor<4x2xf32>, tensor<4x3xi64>) -> tensor<4x10xf32>
+  return %0 : tensor<4x10xf32>
+}
+
+// -----
+
+// Tests that top_k rejects k larger than the row.
+func.func @top_k_range(%x: tensor<4x10xf32>) -> tensor<4x11xi64> {
+  // expected-error @+1 {{'nn.top_k' op expects k in [1, 10], got 11}}
+  %v, %i = nn.top_k %x k = 11 : tensor<4x10xf32> -> (tensor<4x11xf32>, tensor<4x11xi64>)
+  return %i : tensor<4x11xi64>
+}

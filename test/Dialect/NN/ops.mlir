@@ -440,3 +440,17 @@ func.func @attention(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: t
   %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true scale = 0.125 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>) -> (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>)
   return %o, %p, %dq : tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>
 }
+
+// -----
+
+// Tests that gather, scatter_add and top_k round-trip.
+// CHECK-LABEL: func.func @indexed(
+// CHECK:         %[[G:.+]] = nn.gather %{{.+}}, %{{.+}} axis = 1 : (tensor<4x10xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+// CHECK:         nn.scatter_add %[[G]], %{{.+}} axis = 1 : (tensor<4x3xf32>, tensor<4x3xi64>) -> tensor<4x10xf32>
+// CHECK:         nn.top_k %{{.+}} k = 2 : tensor<4x10xf32> -> (tensor<4x2xf32>, tensor<4x2xi64>)
+func.func @indexed(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> (tensor<4x10xf32>, tensor<4x2xi64>) {
+  %g = nn.gather %x, %i axis = 1 : (tensor<4x10xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  %s = nn.scatter_add %g, %i axis = 1 : (tensor<4x3xf32>, tensor<4x3xi64>) -> tensor<4x10xf32>
+  %v, %k = nn.top_k %s k = 2 : tensor<4x10xf32> -> (tensor<4x2xf32>, tensor<4x2xi64>)
+  return %s, %k : tensor<4x10xf32>, tensor<4x2xi64>
+}

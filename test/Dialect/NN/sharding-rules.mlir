@@ -323,3 +323,21 @@ func.func @attention_grad(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v
   %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %o scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
   return %dq : tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// Tests that gather splits the dims but its axis, where the input is needed
+// whole and the indices split; scatter_add's sources along its axis are
+// partial sums of the whole result; top_k needs whole rows.
+func.func @indexed(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> tensor<4x2xi64> {
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, k]) -> ([i, k]) {i=4, j=10, k=3} need_replication={j}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=304}}
+  %g = nn.gather %x, %i axis = 1 : (tensor<4x10xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], [i, j]) -> ([i, k]) {i=4, j=3, k=10} reduction={j} need_replication={k}}}
+  // expected-remark @+1 {{cost: flops=12 bytes=304}}
+  %s = nn.scatter_add %g, %i axis = 1 : (tensor<4x3xf32>, tensor<4x3xi64>) -> tensor<4x10xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, k], [i, k]) {i=4, j=10, k=2} need_replication={j, k}}}
+  // expected-remark @+1 {{cost: flops=80 bytes=256}}
+  %v, %k = nn.top_k %s k = 2 : tensor<4x10xf32> -> (tensor<4x2xf32>, tensor<4x2xi64>)
+  return %k : tensor<4x2xi64>
+}

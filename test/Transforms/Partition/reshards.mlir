@@ -182,3 +182,19 @@ func.func @attention(%q: tensor<2x4x8x16xf32> {dist.sharding = #dist.sharding<@m
   %o = nn.attention %q, %k, %v causal = true scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
   return %o : tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// Tests that scatter_add's sources split along its axis give partial sums
+// of the whole result, completed by one all_reduce, while a split of
+// another dim stays split.
+dist.mesh @mesh_x_2_y_2 ["x"=2, "y"=2]
+// CHECK-LABEL: func.func @scatter_add
+func.func @scatter_add(%s: tensor<4x6xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{"x"}, {"y"}]>},
+                       %i: tensor<4x6xi64> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{"x"}, {"y"}]>})
+    -> (tensor<4x10xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{"x"}, {}]>}) {
+  // CHECK: %[[S:.+]] = nn.scatter_add %{{.+}}, %{{.+}} axis = 1 : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x10xf32>
+  // CHECK: dist.all_reduce %[[S]] {{.*}}["y"]
+  %0 = nn.scatter_add %s, %i axis = 1 : (tensor<4x6xf32>, tensor<4x6xi64>) -> tensor<4x10xf32>
+  return %0 : tensor<4x10xf32>
+}

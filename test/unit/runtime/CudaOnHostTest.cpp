@@ -527,4 +527,40 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
   }
 }
 
+TEST(CudaElementMathTest, IndexedAxisAndTopKMatchTheCpuKernels) {
+  // gather along the middle axis of [3, 5, 4], read as indexedAxisKernel
+  // reads it; top_k of each row as topKKernel computes it.
+  OwnedTensor x = randomTensor({3, 5, 4}, 21);
+  OwnedTensor idx(DType::I64, {3, 2, 4});
+  for (int64_t i = 0; i < idx.view.getNumElements(); ++i)
+    idx.view.as<int64_t>()[i] = (i * 7 + 3) % 5;
+  KernelAttrs attrs;
+  attrs.ints["axis"] = 1;
+  OwnedTensor want = runCpu("nn.gather", attrs, {&x, &idx}, {3, 2, 4});
+  for (int64_t i = 0; i < want.view.getNumElements(); ++i)
+    EXPECT_EQ(x.view.as<float>()[getIndexedOffset(
+                  i, idx.view.as<int64_t>()[i], 2, 5, 4)],
+              want.view.as<float>()[i]);
+  // Ties and NaN in the rows.
+  x.view.as<float>()[3] = x.view.as<float>()[1];
+  x.view.as<float>()[6] = kNaN;
+  KernelAttrs k;
+  k.ints["k"] = 3;
+  OwnedTensor values(DType::F32, {3, 5, 3}), indices(DType::I64, {3, 5, 3});
+  ASSERT_EQ(
+      runCpuKernel("nn.top_k", k, {&x.view}, {&values.view, &indices.view})
+          .message(),
+      "");
+  for (int64_t row = 0; row < 15; ++row) {
+    float rowValues[3];
+    int64_t rowIndices[3];
+    topKRow(x.view.as<float>() + row * 4, 4, 3, rowValues, rowIndices);
+    for (int64_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(rowIndices[j], indices.view.as<int64_t>()[row * 3 + j])
+          << "row " << row;
+      EXPECT_TRUE(same(rowValues[j], values.view.as<float>()[row * 3 + j]));
+    }
+  }
+}
+
 } // namespace

@@ -478,6 +478,20 @@ TEST_F(CudaKernelsTest, Layers) {
           {random(q), random(kv), random(kv), random(q), random(q)},
           {q, kv, kv}, 1e-3);
   }
+  KernelAttrs axis;
+  axis.ints["axis"] = 1;
+  check("nn.gather", axis,
+        {random({DType::F32, {4, 9, 3}}),
+         random({DType::I64, {4, 5, 3}}, 0, 0, 9)},
+        {{DType::F32, {4, 5, 3}}});
+  check("nn.scatter_add", axis,
+        {random({DType::F32, {4, 5, 3}}),
+         random({DType::I32, {4, 5, 3}}, 0, 0, 9)},
+        {{DType::F32, {4, 9, 3}}}, 1e-5);
+  KernelAttrs topK;
+  topK.ints["k"] = 4;
+  check("nn.top_k", topK, {random({DType::F32, {300, 17}})},
+        {{DType::F32, {300, 4}}, {DType::I64, {300, 4}}});
   // Indices outside the table give zero rows.
   check("nn.embedding", {},
         {random({DType::F32, {10, 8}}), random({DType::I32, {4, 3}}, 0, 0, 12)},

@@ -421,6 +421,54 @@ TEST(KernelsTest, MaxMinPowAndClamp) {
   EXPECT_TRUE(std::isnan(clamped[3]));
 }
 
+TEST(KernelsTest, GatherAndScatterAddAlongAnAxis) {
+  // torch.gather(x, 1, idx) and zeros.scatter_add_(1, idx, src).
+  OwnedTensor x = f32({2, 4}, {10, 11, 12, 13, 20, 21, 22, 23});
+  OwnedTensor idx = i64({2, 3}, {3, 0, 3, 1, 1, 2});
+  KernelAttrs attrs;
+  attrs.ints["axis"] = 1;
+  OwnedTensor picked(DType::F32, {2, 3});
+  ASSERT_EQ(run("nn.gather", attrs, {&x, &idx}, {&picked}), "");
+  EXPECT_EQ(read<float>(picked), (std::vector<float>{13, 10, 13, 21, 21, 22}));
+  OwnedTensor sums(DType::F32, {2, 4});
+  ASSERT_EQ(run("nn.scatter_add", attrs, {&picked, &idx}, {&sums}), "");
+  EXPECT_EQ(read<float>(sums),
+            (std::vector<float>{10, 0, 0, 26, 0, 42, 22, 0}));
+  // Along the first axis of [3, 2].
+  attrs.ints["axis"] = 0;
+  OwnedTensor rows = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  OwnedTensor rowIdx = i32({1, 2}, {2, 0});
+  OwnedTensor one(DType::F32, {1, 2});
+  ASSERT_EQ(run("nn.gather", attrs, {&rows, &rowIdx}, {&one}), "");
+  EXPECT_EQ(read<float>(one), (std::vector<float>{5, 2}));
+  // An index outside the axis is a data error.
+  attrs.ints["axis"] = 1;
+  OwnedTensor bad = i64({2, 3}, {0, 4, 0, 0, 0, 0});
+  EXPECT_EQ(run("nn.gather", attrs, {&x, &bad}, {&picked}),
+            "nn.gather: index 4 at position 1 is outside [0, 4)");
+  EXPECT_EQ(run("nn.scatter_add", attrs, {&picked, &bad}, {&sums}),
+            "nn.scatter_add: index 4 at position 1 is outside [0, 4)");
+}
+
+TEST(KernelsTest, TopKPicksTheLargestInOrder) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  OwnedTensor x = f32({2, 5}, {1, 5, 3, 5, -1, 2, nan, 7, 0, 7});
+  KernelAttrs attrs;
+  attrs.ints["k"] = 3;
+  OwnedTensor values(DType::F32, {2, 3}), indices(DType::I64, {2, 3});
+  ASSERT_EQ(run("nn.top_k", attrs, {&x}, {&values, &indices}), "");
+  // Ties by lower index; NaN above every number.
+  EXPECT_EQ(read<int64_t>(indices), (std::vector<int64_t>{1, 3, 2, 1, 2, 4}));
+  std::vector<float> v = read<float>(values);
+  EXPECT_EQ(v[0], 5.0f);
+  EXPECT_EQ(v[2], 3.0f);
+  EXPECT_TRUE(std::isnan(v[3]));
+  EXPECT_EQ(v[4], 7.0f);
+  attrs.ints["k"] = 6;
+  EXPECT_EQ(run("nn.top_k", attrs, {&x}, {&values, &indices}),
+            "nn.top_k: expects k in [1, 5], got 6");
+}
+
 TEST(KernelsTest, IotaCountsAlongItsDim) {
   KernelAttrs attrs;
   attrs.ints["dim"] = 1;
