@@ -47,6 +47,25 @@ static llvm::Error checkDtype(StringRef dtype) {
   return llvm::Error::success();
 }
 
+static llvm::Error checkHeads(int64_t heads, int64_t hidden) {
+  if (hidden % heads != 0)
+    return fieldError(
+        "heads",
+        llvm::formatv("({0}) must divide --hidden ({1})", heads, hidden).str());
+  return llvm::Error::success();
+}
+
+/// The options the transformer generators share.
+static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
+                                            StringRef attention,
+                                            StringRef dtype) {
+  if (llvm::Error error = checkSharding(sharding))
+    return error;
+  if (llvm::Error error = checkAttention(attention))
+    return error;
+  return checkDtype(dtype);
+}
+
 /// A real option's value as the user would write it (%g).
 static std::string formatNumber(double value) {
   char text[32];
@@ -63,15 +82,9 @@ llvm::Error tessera::validate(const GptConfig &c) {
                               {"batch", c.batch}})
     if (llvm::Error error = checkPositive(field, value))
       return error;
-  if (c.hidden % c.heads != 0)
-    return fieldError("heads", llvm::formatv("({0}) must divide --hidden ({1})",
-                                             c.heads, c.hidden)
-                                   .str());
-  if (llvm::Error error = checkSharding(c.sharding))
+  if (llvm::Error error = checkHeads(c.heads, c.hidden))
     return error;
-  if (llvm::Error error = checkAttention(c.attention))
-    return error;
-  return checkDtype(c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
 }
 
 llvm::Error tessera::validate(const MlpConfig &c) {
@@ -101,10 +114,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
     return fieldError("ffn-hidden",
                       "must be at least 1 (or 0 for Llama's rule), got " +
                           llvm::Twine(c.ffnHidden));
-  if (c.hidden % c.heads != 0)
-    return fieldError("heads", llvm::formatv("({0}) must divide --hidden ({1})",
-                                             c.heads, c.hidden)
-                                   .str());
+  if (llvm::Error error = checkHeads(c.heads, c.hidden))
+    return error;
   if (c.heads % c.kvHeads != 0)
     return fieldError("kv-heads",
                       llvm::formatv("({0}) must divide --heads ({1})",
@@ -123,11 +134,7 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (!(c.normEps > 0))
     return fieldError("norm-eps",
                       "must be positive, got " + formatNumber(c.normEps));
-  if (llvm::Error error = checkSharding(c.sharding))
-    return error;
-  if (llvm::Error error = checkAttention(c.attention))
-    return error;
-  return checkDtype(c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
