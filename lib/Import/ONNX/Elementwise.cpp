@@ -1,7 +1,8 @@
 //===- Elementwise.cpp - ONNX's elementwise ops and constants as nn -------===//
 //
 // Arithmetic with numpy broadcasting (nn.broadcast made explicit), the
-// activations nn has or composes exactly (Max, Min and Clip as selects),
+// activations nn has or composes exactly (Max and Min of integers and Clip
+// by computed bounds as selects),
 // comparisons and logic, casts, softmaxes, and the nodes that only name a
 // value (Constant, Identity, inference Dropout).
 //
@@ -11,10 +12,13 @@
 
 #include "dialects/NN/IR/NNOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace tessera;
@@ -75,6 +79,9 @@ static ConvertFn convertCompare(nn::ComparePredicate predicate) {
 
 /// Max and Min of any number of inputs, pairwise: the first where the
 /// comparison holds (gt for Max, lt for Min).
+/// Max or Min of any number of inputs: nn.max or nn.min of floats (NaN
+/// wins, as numpy's maximum), selects of integers.
+template <typename Op>
 static ConvertFn convertExtremum(nn::ComparePredicate predicate) {
   return [predicate](GraphImporter &importer,
                      const onnx::NodeProto &node) -> llvm::Error {
@@ -85,16 +92,50 @@ static ConvertFn convertExtremum(nn::ComparePredicate predicate) {
     if (!operands)
       return operands.takeError();
     Value result = operands->front();
+    bool isFloat = isa<FloatType>(getElementTypeOrSelf(result.getType()));
     for (Value operand : llvm::drop_begin(*operands))
-      result = select(importer, compare(importer, predicate, result, operand),
-                      result, operand);
+      result = isFloat ? Op::create(importer.getBuilder(), importer.getLoc(),
+                                    result, operand)
+                       : select(importer,
+                                compare(importer, predicate, result, operand),
+                                result, operand);
     importer.setOutput(node, 0, result);
     return llvm::Error::success();
   };
 }
 
+/// A Clip bound known at import as one value, or nothing.
+static std::optional<double> getScalarBound(GraphImporter &importer,
+                                            const onnx::NodeProto &node,
+                                            int index) {
+  const GraphValue *bound = importer.getInput(node, index);
+  if (!bound || !bound->constant || bound->constant->values.size() != 1)
+    return std::nullopt;
+  return bound->constant->values.front();
+}
+
 static llvm::Error convertClip(GraphImporter &importer,
                                const onnx::NodeProto &node) {
+  // Float input, bounds absent or known: one nn.clamp.
+  std::optional<double> lo = getScalarBound(importer, node, 1),
+                        hi = getScalarBound(importer, node, 2);
+  const GraphValue *input = importer.getInput(node, 0);
+  bool floatInput = input && input->value &&
+                    isa<FloatType>(getElementTypeOrSelf(input->value.getType()));
+  if (floatInput && (lo || !importer.getInput(node, 1)) &&
+      (hi || !importer.getInput(node, 2)) && (!lo || !hi || *lo <= *hi)) {
+    auto bound = [&](std::optional<double> value, double otherwise) {
+      return importer.getBuilder().getF32FloatAttr(
+          static_cast<float>(value.value_or(otherwise)));
+    };
+    double infinity = std::numeric_limits<double>::infinity();
+    importer.setOutput(node, 0,
+                       nn::ClampOp::create(importer.getBuilder(),
+                                           importer.getLoc(), input->value,
+                                           bound(lo, -infinity),
+                                           bound(hi, infinity)));
+    return llvm::Error::success();
+  }
   SmallVector<int> indices = {0};
   for (int bound : {1, 2})
     if (importer.getInput(node, bound))
@@ -126,9 +167,38 @@ static llvm::Error convertReciprocal(GraphImporter &importer,
   return llvm::Error::success();
 }
 
-/// x^y for the constant exponents that are products, roots and quotients.
+/// x^y as nn.pow, the exponent in the base's float type.
+static llvm::Error convertPowOp(GraphImporter &importer,
+                                const onnx::NodeProto &node) {
+  llvm::Expected<Value> base = importer.getFloatValue(node, 0);
+  if (!base)
+    return base.takeError();
+  auto operands = importer.getBroadcastValues(node, {0, 1});
+  if (!operands)
+    return operands.takeError();
+  OpBuilder &builder = importer.getBuilder();
+  Location loc = importer.getLoc();
+  Type element = getElementTypeOrSelf(base->getType());
+  SmallVector<Value> floats;
+  for (Value operand : *operands) {
+    auto type = cast<RankedTensorType>(operand.getType());
+    floats.push_back(type.getElementType() == element
+                         ? operand
+                         : nn::CastOp::create(builder, loc,
+                                              type.clone(element), operand));
+  }
+  importer.setOutput(node, 0,
+                     nn::PowOp::create(builder, loc, floats[0], floats[1]));
+  return llvm::Error::success();
+}
+
+/// x^y: products, roots and quotients for the constant exponents that are
+/// (exact, and cheaper than powf), nn.pow otherwise.
 static llvm::Error convertPow(GraphImporter &importer,
                               const onnx::NodeProto &node) {
+  const GraphValue *exponentInput = importer.getInput(node, 1);
+  if (!exponentInput || !exponentInput->constant)
+    return convertPowOp(importer, node);
   llvm::Expected<HostTensor> exponent =
       importer.getConstant(node, 1, "the exponent");
   if (!exponent)
@@ -140,7 +210,7 @@ static llvm::Error convertPow(GraphImporter &importer,
     return makeError("input is missing");
   auto shape = getBroadcastShape(*baseShape, *exponentShape);
   if (!shape || !llvm::all_equal(exponent->values))
-    return makeError("the exponent must be one value broadcast to the base");
+    return convertPowOp(importer, node);
   llvm::Expected<Value> base = importer.getFloatValue(node, 0);
   if (!base)
     return base.takeError();
@@ -173,9 +243,7 @@ static llvm::Error convertPow(GraphImporter &importer,
   else if (y == -2)
     result = reciprocal(mul(x, x));
   else
-    return makeError("exponent " + llvm::formatv("{0}", y) +
-                     ": Tessera takes the constant exponents -2, -1, -0.5, 0, "
-                     "0.5, 1, 2 and 3");
+    return convertPowOp(importer, node);
   importer.setOutput(node, 0, result);
   return llvm::Error::success();
 }
@@ -356,8 +424,8 @@ void onnx_import::addElementwiseConverters(ConverterTable &table) {
   table["Abs"] = convertUnary<nn::AbsOp>();
   table["Clip"] = convertClip;
   table["Pow"] = convertPow;
-  table["Max"] = convertExtremum(nn::ComparePredicate::gt);
-  table["Min"] = convertExtremum(nn::ComparePredicate::lt);
+  table["Max"] = convertExtremum<nn::MaxOp>(nn::ComparePredicate::gt);
+  table["Min"] = convertExtremum<nn::MinOp>(nn::ComparePredicate::lt);
   table["Equal"] = convertCompare(nn::ComparePredicate::eq);
   table["Less"] = convertCompare(nn::ComparePredicate::lt);
   table["Greater"] = convertCompare(nn::ComparePredicate::gt);
