@@ -2,8 +2,9 @@
 """Differential testing of propagation and partition on random programs.
 
 Generates small random `nn` programs (chains and DAGs of elementwise ops,
-dots, transposes, reshapes, concatenations, slices, softmaxes and
-reductions over random shapes) with random
+dots, transposes, reshapes, concatenations, slices, softmaxes,
+reductions, gathers and scatter-adds along either axis and top-k over
+random shapes) with random
 partial sharding annotations (arguments, results, dist.sharding_constraint;
 open and closed dims) on random 1-D, 2-D and 3-D meshes, and runs each
 through `tessera verify`, which propagates, partitions and runs it on as
@@ -30,8 +31,8 @@ MESHES = [
     [("x", 2), ("y", 4)],
     [("x", 2), ("y", 2), ("z", 2)],
 ]
-UNARY = ["relu", "tanh", "neg", "exp"]
-BINARY = ["add", "mul", "sub"]
+UNARY = ["relu", "tanh", "neg", "exp", "sin"]
+BINARY = ["add", "mul", "sub", "max", "min"]
 
 
 class Program:
@@ -89,7 +90,7 @@ class Program:
         rng = self.rng
         kind = rng.choice(["unary", "binary", "binary", "dot", "transpose",
                            "softmax", "constraint", "reduce", "reshape",
-                           "concat", "slice"])
+                           "concat", "slice", "clamp", "gather", "top_k"])
         value = self.pick(rank=2)
         if value is None:
             return
@@ -116,6 +117,35 @@ class Program:
             out = [shape[1], shape[0]]
             self.add(f"nn.transpose {name} permutation = [1, 0] : {t} -> "
                      f"{self.type(out)}", out)
+        elif kind == "clamp":
+            self.add(f"nn.clamp {name} min = -0.5 max = 0.75 : {t}", shape)
+        elif kind == "gather":
+            # Picks along one axis, then scatter-adds them back to the
+            # value's shape, so chains go on.
+            axis = rng.randrange(2)
+            picked = list(shape)
+            picked[axis] = rng.choice([2, 4])
+            rows = [[rng.randrange(shape[axis]) for _ in range(picked[1])]
+                    for _ in range(picked[0])]
+            it = f"tensor<{picked[0]}x{picked[1]}xi64>"
+            indices = self.fresh()
+            self.lines.append(f"  {indices} = nn.constant dense<{rows}> : {it}")
+            gathered, _ = self.add(
+                f"nn.gather {name}, {indices} axis = {axis} : ({t}, {it}) -> "
+                f"{self.type(picked)}", picked)
+            self.values.pop()  # its shape is the gather's own
+            self.add(f"nn.scatter_add {gathered}, {indices} axis = {axis} : "
+                     f"({self.type(picked)}, {it}) -> {t}", shape)
+        elif kind == "top_k":
+            k = rng.choice([2, 4])
+            if shape[1] < k:
+                return
+            out = [shape[0], k]
+            values = self.fresh()
+            self.lines.append(
+                f"  {values}, {self.fresh()} = nn.top_k {name} k = {k} : {t} "
+                f"-> ({self.type(out)}, tensor<{shape[0]}x{k}xi64>)")
+            self.values.append((values, out))
         elif kind == "softmax":
             dim = rng.randrange(2)
             self.add(f"nn.softmax {name} dim = {dim} : {t}", shape)
