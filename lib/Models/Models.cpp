@@ -9,6 +9,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -66,6 +67,34 @@ static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
   return checkDtype(dtype);
 }
 
+/// What the generators build at most: layers (a 1T-parameter model has
+/// about 100-200), and elements in the parameters or in any one activation
+/// (2^50, a thousand times a 1T model's parameters).
+static constexpr int64_t kMaxLayers = 100000;
+static constexpr double kMaxElements = 1125899906842624.0; // 2^50
+
+/// Refuses a model too large to build, before any count can overflow:
+/// `parameters` and `largestActivation` are computed in double.
+static llvm::Error checkModelSize(int64_t layers, double parameters,
+                                  double largestActivation) {
+  if (layers > kMaxLayers)
+    return fieldError("layers",
+                      llvm::formatv("must be at most {0}, got {1}", kMaxLayers,
+                                    layers)
+                          .str());
+  for (auto [what, count] : {std::pair<StringRef, double>{"parameters",
+                                                          parameters},
+                             {"elements in one activation",
+                              largestActivation}})
+    if (count > kMaxElements)
+      return llvm::createStringError(
+          llvm::formatv("the model would have {0:e2} {1}, over the "
+                        "generators' limit of 2^50 ({2:e2})",
+                        count, what, kMaxElements)
+              .str());
+  return llvm::Error::success();
+}
+
 /// A real option's value as the user would write it (%g).
 static std::string formatNumber(double value) {
   char text[32];
@@ -84,6 +113,11 @@ llvm::Error tessera::validate(const GptConfig &c) {
       return error;
   if (llvm::Error error = checkHeads(c.heads, c.hidden))
     return error;
+  double l = c.layers, h = c.hidden, tokens = double(c.batch) * c.seq;
+  if (llvm::Error error = checkModelSize(
+          c.layers, 12 * l * h * h + 13 * l * h + (c.vocab + c.seq) * h + 2 * h,
+          tokens * std::max({double(c.vocab), 4 * h, c.heads * double(c.seq)})))
+    return error;
   return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
 }
 
@@ -95,6 +129,10 @@ llvm::Error tessera::validate(const MlpConfig &c) {
                               {"batch", c.batch}})
     if (llvm::Error error = checkPositive(field, value))
       return error;
+  double widest = std::max({c.input, c.hidden, c.output});
+  if (llvm::Error error = checkModelSize(
+          c.layers, (widest + 1) * widest * c.layers, widest * c.batch))
+    return error;
   if (llvm::Error error = checkSharding(c.sharding))
     return error;
   return checkDtype(c.dtype);
@@ -134,6 +172,14 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (!(c.normEps > 0))
     return fieldError("norm-eps",
                       "must be positive, got " + formatNumber(c.normEps));
+  double l = c.layers, h = c.hidden, f = c.ffnHidden ? c.ffnHidden : 8 * h / 3,
+         kv = double(c.kvHeads) * (c.hidden / c.heads),
+         tokens = double(c.batch) * c.seq;
+  if (llvm::Error error = checkModelSize(
+          c.layers,
+          l * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) + 2 * c.vocab * h + h,
+          tokens * std::max({double(c.vocab), f, c.heads * double(c.seq)})))
+    return error;
   return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
 }
 
