@@ -30,6 +30,23 @@ llvm::Expected<bool>
 tessera::gradcheckModel(ModuleOp model, StringRef name,
                         const GradcheckOptions &gradcheck,
                         llvm::raw_ostream &os) {
+  // The negations catch NaN: a zero or NaN step or tolerance would pass
+  // every gradient.
+  if (!(gradcheck.epsilon > 0) || !std::isfinite(gradcheck.epsilon))
+    return llvm::createStringError(
+        llvm::formatv("--eps must be a positive number, got {0:e1}",
+                      gradcheck.epsilon)
+            .str());
+  if (!(gradcheck.tolerance > 0) || !std::isfinite(gradcheck.tolerance))
+    return llvm::createStringError(
+        llvm::formatv("--tolerance must be a positive number, got {0:e1}",
+                      gradcheck.tolerance)
+            .str());
+  if (gradcheck.samples < 1)
+    return llvm::createStringError(
+        llvm::formatv("--samples must be at least 1, got {0}",
+                      gradcheck.samples)
+            .str());
   SmallString<128> dir;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("tessera-gradcheck", dir))
