@@ -209,6 +209,10 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       if (!llvm::is_contained(mesh.getAxes(), axis))
         return function.emitError("ZeRO axis \"")
                << name << "\" is not an axis of mesh " << mesh.getName();
+      // An axis appears at most once in a sharding (the sharding syntax).
+      if (llvm::is_contained(axes, axis))
+        return function.emitError("ZeRO axis \"")
+               << name << "\" is given twice";
       axes.push_back(axis);
     }
     return axes;
