@@ -138,6 +138,8 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                                                 int64_t devices,
                                                 const SearchPins &pins,
                                                 CompileOptions &options) {
+  if (llvm::Error error = checkDeviceCount(machine, devices))
+    return std::move(error);
   llvm::Expected<ModelShape> shape = getModelShape(module);
   if (!shape)
     return applyAutoSharding(module, machine, devices, pins, options,

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <map>
@@ -682,12 +683,29 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   return estimate;
 }
 
+/// The divisors of `n`, ascending, in O(√n).
 static SmallVector<int64_t> getDivisors(int64_t n) {
-  SmallVector<int64_t> divisors;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0)
-      divisors.push_back(d);
-  return divisors;
+  SmallVector<int64_t> small, large;
+  for (int64_t d = 1; d <= n / d; ++d)
+    if (n % d == 0) {
+      small.push_back(d);
+      if (d != n / d)
+        large.push_back(n / d);
+    }
+  small.append(large.rbegin(), large.rend());
+  return small;
+}
+
+llvm::Error tessera::checkDeviceCount(const MachineModel &machine,
+                                      int64_t devices) {
+  int64_t most = machine.getMaxDevices();
+  if (devices < 1 || (most && devices > most))
+    return llvm::createStringError(
+        llvm::formatv("--devices must be between 1 and {0} for machine '{1}', "
+                      "got {2}",
+                      most, machine.name, devices)
+            .str());
+  return llvm::Error::success();
 }
 
 SearchResult tessera::searchPlans(const ModelShape &model,

@@ -216,11 +216,8 @@ int cli::runPlan(MLIRContext &context) {
       loadMachineModel(machineName, kMachinesDir);
   if (!machine)
     return reportError(machine.takeError());
-  if (planDevices < 1 ||
-      (machine->getMaxDevices() && planDevices > machine->getMaxDevices()))
-    return reportError(
-        llvm::formatv("--devices must be between 1 and {0} for machine '{1}'",
-                      machine->getMaxDevices(), machine->name));
+  if (llvm::Error error = checkDeviceCount(*machine, planDevices))
+    return reportError(std::move(error));
   llvm::Expected<ModelShape> shape = getModelShape(model);
   if (!shape)
     return runShardingPlan(model, *machine, llvm::toString(shape.takeError()));

@@ -168,6 +168,9 @@ struct SearchResult {
   int64_t overMemory = 0;
 };
 
+/// Fails unless `devices` is between 1 and what `machine` holds.
+llvm::Error checkDeviceCount(const MachineModel &machine, int64_t devices);
+
 /// Searches every plan for `devices` devices: DP x TP x PP factorizations
 /// (TP dividing the heads, PP at most the layers), ZeRO 0-3, microbatch
 /// counts dividing the per-replica batch, GPipe / 1F1B / ZB-H1 / interleaved (2
