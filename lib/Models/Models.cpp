@@ -115,7 +115,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
     return error;
   double l = c.layers, h = c.hidden, tokens = double(c.batch) * c.seq;
   if (llvm::Error error = checkModelSize(
-          c.layers, 12 * l * h * h + 13 * l * h + (c.vocab + c.seq) * h + 2 * h,
+          c.layers,
+          12 * l * h * h + 13 * l * h + (double(c.vocab) + c.seq) * h + 2 * h,
           tokens * std::max({double(c.vocab), 4 * h, c.heads * double(c.seq)})))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
@@ -177,7 +178,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
          tokens = double(c.batch) * c.seq;
   if (llvm::Error error = checkModelSize(
           c.layers,
-          l * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) + 2 * c.vocab * h + h,
+          l * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) +
+              2 * double(c.vocab) * h + h,
           tokens * std::max({double(c.vocab), f, c.heads * double(c.seq)})))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);

@@ -1753,9 +1753,10 @@ static void runAttentionGrad(KernelCall &c) {
                       0.0f, dprobs.data(), cols);
           // ds = p · (dp - rowsum(do · o)), in place of dp.
           for (int64_t r = 0; r < rows; ++r)
-            for (int64_t col = 0; col < cols; ++col)
-              dprobs[r * cols + col] = probs[r * cols + col] *
-                                       (dprobs[r * cols + col] - rowDot[i0 + r]);
+            for (int64_t col = 0; col < cols; ++col) {
+              float &ds = dprobs[r * cols + col];
+              ds = probs[r * cols + col] * (ds - rowDot[i0 + r]);
+            }
           // dq += scale · ds k; dk += scale · dsᵀ q.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.d,
                       cols, n.scale, dprobs.data(), cols, kh + j0 * n.d, n.d,
