@@ -94,8 +94,10 @@ struct MlpConfig {
   std::string sharding = "none";
 };
 
-/// Checks a configuration: sizes positive, heads dividing hidden, a known
-/// dtype. The error names the offending field.
+/// Checks a configuration: sizes positive, heads dividing hidden (and kv
+/// heads dividing heads), a model small enough to build (at most 100000
+/// layers, 2^50 parameters and 2^50 elements in one activation), known
+/// sharding, attention and dtype. The error names the offending field.
 llvm::Error validate(const GptConfig &config);
 llvm::Error validate(const MlpConfig &config);
 llvm::Error validate(const LlamaConfig &config);
