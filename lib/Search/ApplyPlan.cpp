@@ -166,9 +166,8 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                           ? llvm::formatv(" with ZeRO-{0}", *pins.zero).str()
                           : std::string(" with any ZeRO stage"))
             .str());
-  annotateMegatron(module, best->choice.dp, best->choice.tp);
-  if (best->choice.sequenceParallel)
-    annotateSequenceParallel(module);
+  if (llvm::Error error = annotateLayout(module, machine, best->choice))
+    return std::move(error);
   applyPlanChoice(best->choice, options);
   return AutoPlan{*best, result.considered};
 }

@@ -36,6 +36,7 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"virtual_stages", c.virtualStages},
       {"recompute", getEnumName(kRecomputeNames, c.recompute)},
       {"sequence_parallel", c.sequenceParallel},
+      {"layout", getEnumName(kTensorLayoutNames, c.layout)},
       {"step_time_s", plan.stepTimeSeconds},
       {"peak_memory_bytes", plan.peakMemoryBytes},
       {"param_bytes", plan.paramBytes},

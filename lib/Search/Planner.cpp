@@ -28,8 +28,10 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -395,7 +397,7 @@ PlanEstimate
 tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                       const PlanChoice &choice,
                       std::optional<double> stageImbalance,
-                      const llvm::SmallVector<CollectiveUse> *forward,
+                      const PartitionedLayout *partitioned,
                       const PipelineActivationLayout *layout) {
   PlanEstimate estimate;
   estimate.choice = choice;
@@ -408,7 +410,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
 
   // Model state: parameters split over TP and PP, then ZeRO over DP.
   double localParams =
-      getDeviceParameters(model, choice.pp, StageCutShape::get(choice));
+      getDeviceParameters(model, choice.pp, StageCutShape::get(choice)) *
+      (partitioned ? partitioned->parameterScale : 1);
   ModelStateMemory state = getZeroModelState(
       localParams, {bytes.weight, bytes.gradient, bytes.optimizer}, choice.zero,
       choice.dp);
@@ -552,6 +555,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                                 halves, head, ends, transients) *
         sbh * bytes.activation;
   }
+  if (partitioned)
+    estimate.activationBytes *= partitioned->activationScale;
   estimate.peakMemoryBytes = estimate.paramBytes + estimate.gradBytes +
                              estimate.optimizerBytes + estimate.activationBytes;
   estimate.fits = estimate.peakMemoryBytes <= machine.memoryBytes;
@@ -579,7 +584,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   double elementwiseBytes = 3 * 2 * (34 / t) * sbh * (bytes.activation / 2) *
                             layersPerStage * choice.microbatches;
   estimate.computeSeconds =
-      gemmSeconds + elementwiseBytes / machine.memoryBandwidthBytesPerSecond;
+      (gemmSeconds + elementwiseBytes / machine.memoryBandwidthBytesPerSecond) *
+      (partitioned ? partitioned->computeScale : 1);
 
   // TP: two all-reduces of the layer's activations forward, two backward
   // (all-gather + reduce-scatter pairs with sequence parallelism: the same
@@ -587,11 +593,11 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // From the partitioned program: its forward's collectives (at the
   // model's batch, split into microbatches), backward mirroring forward,
   // recomputation repeating it; a stage runs its share of them.
-  if (forward) {
+  if (partitioned) {
     double passes = choice.recompute == Recompute::Full ? 3 : 2;
     double m = choice.microbatches;
     double seconds = 0;
-    for (const CollectiveUse &use : *forward)
+    for (const CollectiveUse &use : partitioned->forward)
       seconds += m * getCollectiveSeconds(
                          machine, use.kind,
                          use.bytes / m * (bytes.activation / 4), use.group);
@@ -708,35 +714,85 @@ llvm::Error tessera::checkDeviceCount(const MachineModel &machine,
   return llvm::Error::success();
 }
 
+/// How many dp x tp shapes the search solves the ILP's layout on.
+constexpr int64_t kSolvedShapes = 4;
+
 SearchResult tessera::searchPlans(const ModelShape &model,
                                   const MachineModel &machine, int64_t devices,
                                   const SearchPins &pins, ModuleOp program) {
   SearchResult result;
-  // The forward collectives of each dp x tp shape, partitioned once.
-  std::map<std::pair<int64_t, int64_t>,
-           std::optional<llvm::SmallVector<CollectiveUse>>>
-      partitioned;
-  auto getForward =
-      [&](int64_t dp, int64_t tp) -> const llvm::SmallVector<CollectiveUse> * {
-    if (!program)
-      return nullptr;
-    auto [it, inserted] = partitioned.try_emplace({dp, tp});
-    if (inserted) {
-      auto uses = getPartitionedCollectives(program, dp, tp);
-      if (uses)
-        it->second = std::move(*uses);
-      else
-        llvm::consumeError(uses.takeError());
-    }
-    return it->second ? &*it->second : nullptr;
-  };
   auto pinned = [](const auto &pin, auto value) {
     return !pin || *pin == value;
+  };
+  // Each dp x tp shape partitioned once per layout: Megatron's, and with tp
+  // the ILP's, priced against Megatron's.
+  struct ShapeLayouts {
+    std::optional<PartitionedLayout> megatron, solved;
+    /// The ILP found the template: its plans are the template's without
+    /// sequence parallelism.
+    bool solvedIsMegatron = false;
+  };
+  std::map<std::pair<int64_t, int64_t>, ShapeLayouts> partitioned;
+  auto take = [](llvm::Expected<PartitionedLayout> layout) {
+    if (layout)
+      return std::optional<PartitionedLayout>(std::move(*layout));
+    llvm::consumeError(layout.takeError());
+    return std::optional<PartitionedLayout>();
+  };
+  auto getShape = [&](int64_t dp, int64_t tp, TensorLayout layout) {
+    PlanChoice shape;
+    shape.dp = dp;
+    shape.tp = tp;
+    shape.pp = devices / dp / tp;
+    shape.precision = pins.precision;
+    shape.layout = layout;
+    return shape;
+  };
+  auto getLayouts = [&](int64_t dp, int64_t tp) -> const ShapeLayouts & {
+    auto [it, inserted] = partitioned.try_emplace({dp, tp});
+    if (inserted && program)
+      it->second.megatron = take(partitionLayout(
+          program, machine, getShape(dp, tp, TensorLayout::Megatron)));
+    return it->second;
+  };
+  // The ILP's layout of a shape whose template partitions.
+  auto solveLayout = [&](int64_t dp, int64_t tp) {
+    ShapeLayouts &layouts = partitioned[{dp, tp}];
+    layouts.solved = take(partitionLayout(
+        program, machine, getShape(dp, tp, TensorLayout::Solved)));
+    if (!layouts.solved)
+      return;
+    PartitionedLayout &solved = *layouts.solved;
+    const PartitionedLayout &megatron = *layouts.megatron;
+    solved.computeScale = solved.flops / megatron.flops;
+    solved.parameterScale = solved.parameters / megatron.parameters;
+    solved.activationScale = solved.valueBytes / megatron.valueBytes;
+    auto sorted = [](llvm::SmallVector<CollectiveUse> uses) {
+      llvm::sort(uses, [](const CollectiveUse &a, const CollectiveUse &b) {
+        return std::make_tuple(a.kind, a.bytes, a.group.size, a.group.stride) <
+               std::make_tuple(b.kind, b.bytes, b.group.size, b.group.stride);
+      });
+      return uses;
+    };
+    auto same = [](const CollectiveUse &a, const CollectiveUse &b) {
+      return a.kind == b.kind && a.bytes == b.bytes &&
+             a.group.size == b.group.size && a.group.stride == b.group.stride;
+    };
+    layouts.solvedIsMegatron =
+        solved.flops == megatron.flops &&
+        solved.parameters == megatron.parameters &&
+        solved.valueBytes == megatron.valueBytes &&
+        llvm::equal(sorted(solved.forward), sorted(megatron.forward), same);
   };
   // The microbatches in flight of each pipeline, the same at every TP.
   std::map<std::tuple<int64_t, int64_t, PipelineSchedule>,
            llvm::SmallVector<RankInFlight>>
       inFlight;
+  // Every plan of each dp x tp shape (of `only`, when given) in each of the
+  // `candidates` layouts (with or without sequence parallelism).
+  using Shape = std::pair<int64_t, int64_t>;
+  auto searchShapes = [&](const std::set<Shape> *only,
+                          ArrayRef<std::pair<TensorLayout, bool>> candidates) {
   for (int64_t tp : getDivisors(devices)) {
     if (model.heads % tp != 0 || !pinned(pins.tp, tp))
       continue;
@@ -754,9 +810,10 @@ SearchResult tessera::searchPlans(const ModelShape &model,
         return it->second;
       };
       int64_t dp = devices / tp / pp;
-      if (model.batch % dp != 0 || !pinned(pins.dp, dp))
+      if (model.batch % dp != 0 || !pinned(pins.dp, dp) ||
+          (only && !only->count({dp, tp})))
         continue;
-      const llvm::SmallVector<CollectiveUse> *forward = getForward(dp, tp);
+      const ShapeLayouts &tensorLayouts = getLayouts(dp, tp);
       for (int64_t m : getDivisors(model.batch / dp)) {
         if (!pinned(pins.microbatches, m))
           continue;
@@ -803,7 +860,15 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                    {Recompute::None, Recompute::Selective, Recompute::Full}) {
                 if (!pinned(pins.recompute, recompute))
                   continue;
-                for (bool sp : {false, true}) {
+                for (auto [layout, sp] : candidates) {
+                  // The ILP's layout splits the sequence where it pays: no
+                  // template of it. Without tp both are data parallelism.
+                  const std::optional<PartitionedLayout> &partition =
+                      layout == TensorLayout::Solved ? tensorLayouts.solved
+                                                     : tensorLayouts.megatron;
+                  if (layout == TensorLayout::Solved &&
+                      (!partition || tensorLayouts.solvedIsMegatron))
+                    continue;
                   if ((sp && (tp == 1 || model.seq % tp != 0)) ||
                       !pinned(pins.sequenceParallel, sp))
                     continue;
@@ -819,10 +884,11 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                         : int64_t(1),
                                     recompute,
                                     sp,
-                                    pins.precision};
-                  PlanEstimate estimate =
-                      estimatePlan(model, machine, choice, getImbalance(choice),
-                                   forward, getLayout(choice));
+                                    pins.precision,
+                                    layout};
+                  PlanEstimate estimate = estimatePlan(
+                      model, machine, choice, getImbalance(choice),
+                      partition ? &*partition : nullptr, getLayout(choice));
                   ++result.considered;
                   if (!estimate.fits) {
                     ++result.overMemory;
@@ -837,6 +903,46 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       }
     }
   }
+  };
+  auto fastestFirst = [&] {
+    llvm::stable_sort(result.plans,
+                      [](const PlanEstimate &x, const PlanEstimate &y) {
+                        return x.stepTimeSeconds < y.stepTimeSeconds;
+                      });
+  };
+  // The templates on every shape; then the ILP's layouts on the shapes of
+  // the fastest template plans with tp (an ILP per shape is a solve and a
+  // partition of the whole program: on every shape of a large machine it
+  // would take the most of the search). Where the ILP finds the template,
+  // the template's plans without sequence parallelism are the ILP's.
+  searchShapes(nullptr, {{TensorLayout::Megatron, false},
+                         {TensorLayout::Megatron, true}});
+  fastestFirst();
+  if (!program || pins.layout == TensorLayout::Megatron)
+    return result;
+  std::set<Shape> refined;
+  for (const PlanEstimate &plan : result.plans) {
+    const PlanChoice &c = plan.choice;
+    if (c.tp == 1 || refined.count({c.dp, c.tp}) ||
+        !partitioned[{c.dp, c.tp}].megatron)
+      continue;
+    if (static_cast<int64_t>(refined.size()) == kSolvedShapes)
+      break;
+    refined.insert({c.dp, c.tp});
+    solveLayout(c.dp, c.tp);
+  }
+  for (PlanEstimate &plan : result.plans) {
+    PlanChoice &c = plan.choice;
+    if (c.tp > 1 && !c.sequenceParallel &&
+        partitioned[{c.dp, c.tp}].solvedIsMegatron)
+      c.layout = TensorLayout::Solved;
+  }
+  // Ranked among the templates, which a pin of the ILP's layout then drops.
+  if (pins.layout)
+    llvm::erase_if(result.plans, [&](const PlanEstimate &plan) {
+      return plan.choice.tp > 1 && plan.choice.layout != *pins.layout;
+    });
+  searchShapes(&refined, {{TensorLayout::Solved, false}});
   llvm::stable_sort(result.plans,
                     [](const PlanEstimate &x, const PlanEstimate &y) {
                       return x.stepTimeSeconds < y.stepTimeSeconds;
@@ -844,20 +950,71 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   return result;
 }
 
-llvm::Expected<llvm::SmallVector<CollectiveUse>>
-tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
+ShardingSolverOptions
+tessera::getLayoutSolverOptions(const MachineModel &machine,
+                                const PlanChoice &choice) {
+  ShardingSolverOptions options;
+  PrecisionBytes bytes = getPrecisionBytes(choice.precision);
+  options.optimizerBytesPerParameterByte = bytes.optimizer / bytes.weight;
+  options.batchAxes = {"dp"};
+  options.keepActivations = false;
+  options.memoryLimitBytes = machine.memoryBytes * choice.pp;
+  return options;
+}
+
+llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
+                                    const PlanChoice &choice) {
+  if (choice.layout == TensorLayout::Megatron) {
+    annotateMegatron(model, choice.dp, choice.tp);
+    if (choice.sequenceParallel)
+      annotateSequenceParallel(model);
+    return llvm::Error::success();
+  }
+  llvm::Expected<ShardingSolution> solution =
+      applyMeshSharding(model, machine, choice.dp, choice.tp,
+                        getLayoutSolverOptions(machine, choice));
+  return solution ? llvm::Error::success() : solution.takeError();
+}
+
+llvm::Expected<PartitionedLayout>
+tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
+                         const PlanChoice &choice) {
+  int64_t dp = choice.dp, tp = choice.tp;
+  TensorLayout layout = choice.layout;
   OwningOpRef<ModuleOp> module = model.clone();
-  annotateMegatron(*module, dp, tp);
-  PassManager pm(module->getContext());
-  buildShardingPipeline(pm, CompileOptions());
   // The search's diagnostics are its own; a failure here falls back to the
   // analytic formula.
   ScopedDiagnosticHandler quiet(module->getContext(),
                                 [](Diagnostic &) { return success(); });
-  if (failed(pm.run(*module)))
-    return llvm::createStringError("the model does not partition for dp=" +
-                                   llvm::Twine(dp) + " tp=" + llvm::Twine(tp));
-  llvm::SmallVector<CollectiveUse> uses;
+  auto failure = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        "the model does not partition for dp=" + llvm::Twine(dp) +
+        " tp=" + llvm::Twine(tp) + " in " +
+        getEnumName(kTensorLayoutNames, layout) + "'s layout" + why);
+  };
+  PlanChoice unsplit = choice;
+  unsplit.sequenceParallel = false;
+  if (llvm::Error error = annotateLayout(*module, machine, unsplit))
+    return failure(": " + llvm::toString(std::move(error)));
+  PassManager pm(module->getContext());
+  buildShardingPipeline(pm, CompileOptions());
+  if (mlir::failed(pm.run(*module)))
+    return failure("");
+  PartitionedLayout partitioned;
+  module->walk([&](func::FuncOp function) {
+    for (BlockArgument arg : function.getArguments())
+      if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+        partitioned.parameters +=
+            cast<RankedTensorType>(arg.getType()).getNumElements();
+  });
+  module->walk([&](CostOpInterface op) {
+    partitioned.flops += op.getFlops();
+    for (Type type : op->getResultTypes())
+      if (auto tensor = dyn_cast<RankedTensorType>(type))
+        partitioned.valueBytes +=
+            tensor.getNumElements() *
+            std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+  });
   SymbolTableCollection symbols;
   module->walk([&](dist::CollectiveOpInterface op) {
     auto in = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -884,8 +1041,8 @@ tessera::getPartitionedCollectives(ModuleOp model, int64_t dp, int64_t tp) {
     }
     SmallVector<StringAttr> axes =
         llvm::to_vector(op.getMeshAxes().getAsRange<StringAttr>());
-    uses.push_back(
+    partitioned.forward.push_back(
         {kind, bytes, MeshShape(op.getMesh(symbols)).getDeviceGroup(axes)});
   });
-  return uses;
+  return partitioned;
 }

@@ -186,6 +186,9 @@ public:
     for (StringAttr axis : mesh.getAxes())
       if (llvm::is_contained(options.zeroAxes, axis.getValue()))
         zeroAxes.push_back(axis);
+    for (StringAttr axis : axes)
+      if (llvm::is_contained(options.batchAxes, axis.getValue()))
+        batchAxes.push_back(axis);
   }
 
   LogicalResult build(std::string &error);
@@ -217,6 +220,8 @@ public:
   ArrayRef<StringAttr> axes;
   /// ZeRO's axes on this mesh.
   SmallVector<StringAttr> zeroAxes;
+  /// The solved axes that split only the batch (options.batchAxes).
+  SmallVector<StringAttr> batchAxes;
   const MachineModel &machine;
   const ShardingSolverOptions &options;
 
@@ -228,8 +233,22 @@ public:
   DenseSet<Value> differentiable;
   /// Values made from the data (not from parameters and constants alone).
   DenseSet<Value> dataValues;
+  /// With batch axes: the dims of each value that hold the batch, and the
+  /// factors of each op that do.
+  DenseMap<Value, SmallVector<bool>> batchDims;
+  DenseMap<Operation *, SmallVector<bool>> batchFactors;
 
 private:
+  void findBatchDims();
+  /// Whether `sharding` of `value` puts the batch axes on its batch dims
+  /// only and the other axes off them; `strict`: and uses every batch axis
+  /// where the value has a batch dim.
+  bool keepsBatch(Value value, const TensorSharding &sharding,
+                  bool strict) const;
+  /// The shardings of `shardings` that keep the batch, strictly where any
+  /// does.
+  SmallVector<TensorSharding>
+  filterBatch(Value value, SmallVector<TensorSharding> shardings) const;
   ReshardCost reshard(Value value, const TensorSharding &from,
                       const TensorSharding &to) const;
   double getLocalBytes(Value value, const TensorSharding &sharding) const;
@@ -261,6 +280,119 @@ double ProgramBuilder::getLocalBytes(Value value,
   for (auto [size, dim] : llvm::zip(type.getShape(), sharding.dims))
     bytes *= static_cast<double>(size) / mesh.getGroupSize(dim.axes);
   return bytes;
+}
+
+void ProgramBuilder::findBatchDims() {
+  if (batchAxes.empty())
+    return;
+  auto isParameter = [&](Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
+  };
+  for (BlockArgument arg : function.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || type.getRank() == 0 || isParameter(arg))
+      continue;
+    SmallVector<bool> dims(type.getRank(), false);
+    dims.front() = true;
+    batchDims[arg] = std::move(dims);
+  }
+  // A dim holds the batch where its major factor (a merged [b * s] dim's b)
+  // is one that a batch dim of the op's operands or results holds: forward
+  // from the data, and back into what is combined with it (a broadcast
+  // position table added to the embeddings), but never into a parameter.
+  SmallVector<std::pair<Operation *, ShardingRule>> rules;
+  function.walk([&](ShardingRuleOpInterface op) {
+    rules.emplace_back(op, op.getShardingRule());
+  });
+  auto isBatch = [&](Value value, size_t dim) {
+    auto it = batchDims.find(value);
+    return it != batchDims.end() && dim < it->second.size() && it->second[dim];
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto &[op, rule] : rules) {
+      SmallVector<bool> &factors = batchFactors[op];
+      factors.resize(rule.getNumFactors(), false);
+      auto visit = [&](ArrayRef<TensorFactors> tensors, ValueRange values,
+                       bool mark) {
+        for (auto [index, tensor] : llvm::enumerate(tensors)) {
+          if (index >= values.size())
+            break;
+          Value value = values[index];
+          for (auto [dim, dimFactors] : llvm::enumerate(tensor)) {
+            if (dimFactors.empty())
+              continue;
+            int64_t major = dimFactors.front();
+            if (!mark) {
+              if (isBatch(value, dim) && !factors[major])
+                factors[major] = changed = true;
+            } else if (factors[major] && !isBatch(value, dim) &&
+                       !isParameter(value)) {
+              SmallVector<bool> &dims = batchDims[value];
+              dims.resize(tensor.size(), false);
+              dims[dim] = changed = true;
+            }
+          }
+        }
+      };
+      visit(rule.getOperandFactors(), op->getOperands(), false);
+      visit(rule.getResultFactors(), op->getResults(), false);
+      visit(rule.getOperandFactors(), op->getOperands(), true);
+      visit(rule.getResultFactors(), op->getResults(), true);
+    }
+    // A constraint's input and result are one value.
+    function.walk([&](dist::ShardingConstraintOp constraint) {
+      for (auto [from, to] : {std::pair<Value, Value>(constraint.getInput(),
+                                                      constraint.getResult()),
+                              std::pair<Value, Value>(constraint.getResult(),
+                                                      constraint.getInput())}) {
+        auto it = batchDims.find(from);
+        if (it == batchDims.end() || isParameter(to))
+          continue;
+        SmallVector<bool> dims = it->second;
+        SmallVector<bool> &target = batchDims[to];
+        if (target != dims) {
+          target.resize(dims.size(), false);
+          for (auto [dim, batch] : llvm::enumerate(dims))
+            if (batch && !target[dim])
+              target[dim] = changed = true;
+        }
+      }
+    });
+  }
+}
+
+bool ProgramBuilder::keepsBatch(Value value, const TensorSharding &sharding,
+                                bool strict) const {
+  if (batchAxes.empty())
+    return true;
+  auto it = batchDims.find(value);
+  ArrayRef<bool> dims =
+      it != batchDims.end() ? ArrayRef<bool>(it->second) : ArrayRef<bool>();
+  for (auto [dim, dimSharding] : llvm::enumerate(sharding.dims)) {
+    bool batch = dim < dims.size() && dims[dim];
+    for (StringAttr axis : dimSharding.axes)
+      if (llvm::is_contained(batchAxes, axis) != batch)
+        return false;
+  }
+  return !strict || !llvm::is_contained(dims, true) ||
+         llvm::all_of(batchAxes,
+                      [&](StringAttr axis) { return sharding.usesAxis(axis); });
+}
+
+SmallVector<TensorSharding>
+ProgramBuilder::filterBatch(Value value,
+                            SmallVector<TensorSharding> shardings) const {
+  for (bool strict : {true, false}) {
+    SmallVector<TensorSharding> kept;
+    for (const TensorSharding &sharding : shardings)
+      if (keepsBatch(value, sharding, strict))
+        kept.push_back(sharding);
+    if (!kept.empty())
+      return kept;
+  }
+  return shardings;
 }
 
 ReshardCost ProgramBuilder::getEdgeCost(Value value, const TensorSharding &from,
@@ -351,6 +483,36 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
     }
   };
   assign(0);
+  // With batch axes: they split the op's batch factors only, every one of
+  // them where it has such a factor and some assignment allows it; the
+  // other axes never do.
+  if (!batchAxes.empty()) {
+    auto it = batchFactors.find(op);
+    ArrayRef<bool> factors =
+        it != batchFactors.end() ? ArrayRef<bool>(it->second) : ArrayRef<bool>();
+    auto keeps = [&](const FactorAxes &factorAxes, bool strict) {
+      size_t batchAssigned = 0;
+      for (auto [factor, factorAxesList] : llvm::enumerate(factorAxes))
+        for (StringAttr axis : factorAxesList) {
+          bool batch = factor < factors.size() && factors[factor];
+          if (llvm::is_contained(batchAxes, axis) != batch)
+            return false;
+          batchAssigned += batch;
+        }
+      return !strict || !llvm::is_contained(factors, true) ||
+             batchAssigned == batchAxes.size();
+    };
+    for (bool strict : {true, false}) {
+      SmallVector<FactorAxes> kept;
+      for (const FactorAxes &factorAxes : assignments)
+        if (keeps(factorAxes, strict))
+          kept.push_back(factorAxes);
+      if (!kept.empty()) {
+        assignments = std::move(kept);
+        break;
+      }
+    }
+  }
 
   auto holdsAxes = [&](const FactorAxes &factorAxes,
                        const TensorFactors &tensor) {
@@ -432,7 +594,7 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
           variant.seconds += cost.seconds;
           variant.reshardBytes += cost.bytes;
         }
-        if (options.training)
+        if (options.training && options.keepActivations)
           variant.memoryBytes += getLocalBytes(result, complete[index]);
       }
       strategies.push_back(std::move(variant));
@@ -454,9 +616,11 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
       AxisList &dimAxes = scattered[0].dims[dim].axes;
       llvm::append_range(dimAxes, partial);
       if (type.getDimSize(dim) % mesh.getGroupSize(dimAxes) == 0 &&
-          llvm::is_sorted(dimAxes, [&](StringAttr a, StringAttr b) {
-            return meshPosition(a) < meshPosition(b);
-          }))
+          llvm::is_sorted(dimAxes,
+                          [&](StringAttr a, StringAttr b) {
+                            return meshPosition(a) < meshPosition(b);
+                          }) &&
+          keepsBatch(op->getResult(0), scattered[0], /*strict=*/false))
         addStrategy(scattered);
     }
   }
@@ -464,6 +628,7 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
 }
 
 LogicalResult ProgramBuilder::build(std::string &error) {
+  findBatchDims();
   // What gradients reach and what the data makes.
   for (BlockArgument arg : function.getArguments()) {
     if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
@@ -492,10 +657,13 @@ LogicalResult ProgramBuilder::build(std::string &error) {
     Node node;
     node.argument = arg.getArgNumber();
     bool trained = options.training && differentiable.contains(arg);
-    for (const TensorSharding &sharding : getTensorShardings(
-             type.getShape(),
-             annotation ? *annotation : TensorSharding::getOpen(type.getRank()),
-             axes, mesh)) {
+    for (const TensorSharding &sharding : filterBatch(
+             arg, getTensorShardings(type.getShape(),
+                                     annotation
+                                         ? *annotation
+                                         : TensorSharding::getOpen(
+                                               type.getRank()),
+                                     axes, mesh))) {
       Strategy strategy;
       strategy.results.push_back(sharding);
       if (trained) {
@@ -542,7 +710,8 @@ LogicalResult ProgramBuilder::build(std::string &error) {
       TensorSharding base = annotation;
       base.unreduced.clear();
       for (const TensorSharding &sharding :
-           getTensorShardings(type.getShape(), base, axes, mesh)) {
+           filterBatch(constraint.getResult(),
+                       getTensorShardings(type.getShape(), base, axes, mesh))) {
         Strategy strategy;
         TensorSharding need = sharding;
         need.unreduced = annotation.unreduced;
@@ -940,6 +1109,12 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
                           axis)
                 .str());
   }
+  for (const std::string &axis : options.batchAxes)
+    if (!llvm::any_of(axes, [&](StringAttr a) { return a.getValue() == axis; }))
+      return llvm::createStringError(
+          llvm::formatv("the batch axis '{0}' is not a solved axis of mesh @{1}",
+                        axis, meshOp.getSymName())
+              .str());
   // An axis of one device splits nothing.
   llvm::erase_if(axes,
                  [&](StringAttr axis) { return mesh.getAxisSize(axis) == 1; });
@@ -1152,6 +1327,7 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
 
   ShardingSolution solution;
   solution.axes = axes;
+  solution.openToOtherAxes = !program.batchAxes.empty();
   solution.variables = objective.size();
   solution.constraints = rowLower.size();
   solution.optimal = model.isProvenOptimal();
@@ -1261,16 +1437,19 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   return solution;
 }
 
-/// `solved` as an annotation: closed when every axis is solved; otherwise
-/// open to the others, the solved ones it does not use replicated, and what
-/// `annotation` had of the others kept.
+/// `solved` as an annotation: closed when every axis is solved (and
+/// `open` is not asked); otherwise open to the others, the solved ones it
+/// does not use replicated, and what `annotation` had of the others kept.
 static dist::ShardingAttr
 getAnnotationAttr(const TensorSharding &solved,
                   const std::optional<TensorSharding> &annotation,
-                  const MeshShape &mesh, ArrayRef<StringAttr> solvedAxes) {
-  bool allSolved = llvm::all_of(mesh.getAxes(), [&](StringAttr axis) {
-    return mesh.getAxisSize(axis) == 1 || llvm::is_contained(solvedAxes, axis);
-  });
+                  const MeshShape &mesh, ArrayRef<StringAttr> solvedAxes,
+                  bool open) {
+  bool allSolved =
+      !open && llvm::all_of(mesh.getAxes(), [&](StringAttr axis) {
+        return mesh.getAxisSize(axis) == 1 ||
+               llvm::is_contained(solvedAxes, axis);
+      });
   TensorSharding sharding = solved;
   if (!allSolved) {
     for (auto [dim, dimSharding] : llvm::enumerate(sharding.dims)) {
@@ -1316,7 +1495,8 @@ void tessera::applyShardings(func::FuncOp function, dist::MeshOp meshOp,
       annotation = TensorSharding::fromAttr(attr);
     function.setArgAttr(choice.argument, attrName,
                         getAnnotationAttr(choice.chosen.results.front(),
-                                          annotation, mesh, axes));
+                                          annotation, mesh, axes,
+                                          /*open=*/false));
   }
   for (const ShardingChoice &choice : solution.choices) {
     if (!choice.op ||
@@ -1336,11 +1516,11 @@ void tessera::applyShardings(func::FuncOp function, dist::MeshOp meshOp,
         value = dist::ShardingConstraintOp::create(
             builder, result.getLoc(), value,
             getAnnotationAttr(choice.partialResults[index], std::nullopt, mesh,
-                              axes));
+                              axes, solution.openToOtherAxes));
       auto constraint = dist::ShardingConstraintOp::create(
           builder, result.getLoc(), value,
           getAnnotationAttr(choice.chosen.results[index], std::nullopt, mesh,
-                            axes));
+                            axes, solution.openToOtherAxes));
       result.replaceAllUsesExcept(constraint, value == result
                                                   ? constraint.getOperation()
                                                   : value.getDefiningOp());
@@ -1351,7 +1531,7 @@ void tessera::applyShardings(func::FuncOp function, dist::MeshOp meshOp,
     builder.setInsertionPoint(user);
     auto constraint = dist::ShardingConstraintOp::create(
         builder, user->getLoc(), operand->get(),
-        getAnnotationAttr(sharding, std::nullopt, mesh, axes));
+        getAnnotationAttr(sharding, std::nullopt, mesh, axes, solution.openToOtherAxes));
     operand->set(constraint);
   }
 }

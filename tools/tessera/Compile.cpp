@@ -193,6 +193,10 @@ static cl::opt<std::string> machineName(
     cl::desc("The machine model: --auto searches the plan on it, and "
              "propagation resolves conflicts by their time on it"),
     cl::sub(compileCommand()));
+static cl::opt<TensorLayout>
+    autoLayout("layout",
+               cl::desc("With --auto: pin the layout on the dp x tp mesh"),
+               enumValues(kTensorLayoutNames), cl::sub(compileCommand()));
 static cl::opt<int64_t> autoDevices("devices",
                                     cl::desc("With --auto: the devices"),
                                     cl::init(0), cl::sub(compileCommand()));
@@ -225,6 +229,8 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     pins.microbatches = microbatches;
   if (pipelineSchedule.getNumOccurrences())
     pins.schedule = pipelineSchedule.getValue();
+  if (autoLayout.getNumOccurrences())
+    pins.layout = autoLayout.getValue();
   // --mesh pins the searched mesh, whose axes are "dp" and "tp"; the
   // annotated model then has those sizes.
   llvm::Expected<llvm::StringMap<int64_t>> sizes = parseMeshSizes(meshSpec);
@@ -260,7 +266,11 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   llvm::errs() << llvm::formatv(
       "auto: dp={0} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, MFU "
       "{7:f1}% on {8} x {9} in {11} (of {10} plans)\n",
-      choice.dp, choice.tp, choice.sequenceParallel ? " sequence-parallel" : "",
+      choice.dp, choice.tp,
+      choice.sequenceParallel               ? " sequence-parallel"
+      : choice.layout == TensorLayout::Solved && choice.tp > 1
+          ? " layout=ilp"
+          : "",
       formatPipeline(choice), getZeroName(choice),
       choice.recompute == Recompute::None
           ? std::string()

@@ -68,6 +68,9 @@ static cl::opt<Switch> pinSequenceParallel("sequence-parallel",
                                            cl::desc("Pin sequence parallelism"),
                                            enumValues(kOnOffNames),
                                            cl::sub(planCommand()));
+static cl::opt<TensorLayout>
+    pinLayout("layout", cl::desc("Pin the layout on the dp x tp mesh"),
+              enumValues(kTensorLayoutNames), cl::sub(planCommand()));
 static cl::opt<Precision> planPrecision("precision", cl::desc("Precision"),
                                         cl::init(Precision::Mixed),
                                         enumValues(kPrecisionNames),
@@ -128,12 +131,14 @@ static bool isNamedOp(Operation *op, func::FuncOp function, StringRef name) {
   });
 }
 
-/// --explain-op: the ILP's choices on a copy of `model` on the dp x tp mesh.
+/// --explain-op: the ILP's choices on a copy of `model` on the dp x tp mesh,
+/// solved with `options`.
 static int explainPlanOps(ModuleOp model, const MachineModel &machine,
-                          int64_t dp, int64_t tp) {
+                          int64_t dp, int64_t tp,
+                          const ShardingSolverOptions &options) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
   llvm::Expected<ShardingSolution> solution =
-      applyMeshSharding(*copy, machine, dp, tp, getPlanSolverOptions(model));
+      applyMeshSharding(*copy, machine, dp, tp, options);
   if (!solution)
     return reportError(solution.takeError());
   auto mesh = *copy->getOps<dist::MeshOp>().begin();
@@ -202,7 +207,7 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
         plan.memoryBytes / 1e9, plan.variables, plan.solveSeconds);
   if (!explainOps.empty())
     return explainPlanOps(model, machine, search.plans.front().dp,
-                          search.plans.front().tp);
+                          search.plans.front().tp, getPlanSolverOptions(model));
   return 0;
 }
 
@@ -231,6 +236,7 @@ int cli::runPlan(MLIRContext &context) {
   if (pinReshardAfterForward.getNumOccurrences())
     pins.reshardAfterForward = pinReshardAfterForward == Switch::On;
   pin(pinSchedule, pins.schedule);
+  pin(pinLayout, pins.layout);
   pin(pinRecompute, pins.recompute);
   if (pinSequenceParallel.getNumOccurrences())
     pins.sequenceParallel = pinSequenceParallel == Switch::On;
@@ -262,25 +268,29 @@ int cli::runPlan(MLIRContext &context) {
     return reportError("no plan fits in device memory; add devices or allow "
                        "ZeRO, recomputation or pipelining");
   llvm::outs() << llvm::formatv(
-      "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10} "
-      "{10,6} {11,10}\n",
+      "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
+      "{10,10} {11,6} {12,10}\n",
       "rank", "dp", "tp", "pp", "mb", "zero", "schedule", "recompute", "sp",
-      "step (s)", "MFU", "mem (GB)");
+      "layout", "step (s)", "MFU", "mem (GB)");
   for (auto [rank, plan] :
        llvm::enumerate(ArrayRef(result.plans).take_front(shown))) {
     const PlanChoice &c = plan.choice;
     llvm::outs() << llvm::formatv(
-        "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,10:f3} "
-        "{10,5:f1}% {11,10:f1}\n",
+        "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
+        "{10,10:f3} {11,5:f1}% {12,10:f1}\n",
         rank + 1, c.dp, c.tp, c.pp, c.microbatches, getZeroName(c),
         getEnumName(kPipelineScheduleNames, c.schedule),
         getEnumName(kRecomputeNames, c.recompute),
-        c.sequenceParallel ? "on" : "off", plan.stepTimeSeconds, 100 * plan.mfu,
+        c.sequenceParallel ? "on" : "off",
+        getEnumName(kTensorLayoutNames, c.layout), plan.stepTimeSeconds,
+        100 * plan.mfu,
         plan.peakMemoryBytes / 1e9);
   }
   if (!explainOps.empty()) {
+    // As the search solves the best plan's layout: the batch on dp.
     const PlanChoice &best = result.plans.front().choice;
-    if (int status = explainPlanOps(model, *machine, best.dp, best.tp))
+    if (int status = explainPlanOps(model, *machine, best.dp, best.tp,
+                                    getLayoutSolverOptions(*machine, best)))
       return status;
   }
   if (std::optional<WinReason> why = getWinReason(result.plans)) {

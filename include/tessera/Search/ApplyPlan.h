@@ -45,8 +45,8 @@ ShardingSolverOptions getAutoShardOptions(mlir::ModuleOp module,
                                           const CompileOptions &options);
 
 /// --auto: searches the plans of `devices` devices on `machine` under
-/// `pins`, annotates `module` Megatron-style (with sequence parallelism
-/// when the plan has it) with the fastest that this compiler builds and
+/// `pins`, annotates `module` with the layout of the fastest that this
+/// compiler builds (annotateLayout: the ILP's or Megatron's) and
 /// sets `options` to build it. A model that is not GPT-shaped gets the
 /// fastest dp x tp mesh of per-op shardings instead (searchMeshShardings,
 /// under the dp and tp pins; ZeRO only where pinned). Fails when no plan

@@ -13,6 +13,7 @@
 
 #include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/PipelineSchedule.h"
+#include "tessera/Search/ShardingSolver.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -48,6 +49,21 @@ inline constexpr EnumName<Precision> kPrecisionNames[] = {
     {"bf16", Precision::BF16, "bf16 throughout"},
     {"fp32", Precision::FP32, "f32 throughout"}};
 
+/// How a plan lays the model out on its dp x tp mesh.
+enum class TensorLayout {
+  /// Megatron-LM's split found from the dataflow (annotateMegatron), with
+  /// sequence parallelism where the plan has it.
+  Megatron,
+  /// Each op's sharding solved by the ILP (solveShardings) with the batch
+  /// on dp and tp free elsewhere (getLayoutSolverOptions).
+  Solved,
+};
+inline constexpr EnumName<TensorLayout> kTensorLayoutNames[] = {
+    {"megatron", TensorLayout::Megatron,
+     "Megatron-LM's split, found from the dataflow"},
+    {"ilp", TensorLayout::Solved,
+     "each op's sharding solved by the ILP, the batch on dp"}};
+
 struct PlanChoice {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t microbatches = 1;
@@ -60,6 +76,7 @@ struct PlanChoice {
   Recompute recompute = Recompute::None;
   bool sequenceParallel = false;
   Precision precision = Precision::Mixed;
+  TensorLayout layout = TensorLayout::Megatron;
 };
 
 struct PlanEstimate {
@@ -88,12 +105,41 @@ struct CollectiveUse {
   DeviceGroup group;
 };
 
-/// The collectives the compiler itself inserts for a plan's seeds: the model
-/// annotated Megatron-style for dp x tp (annotateMegatron), propagated and
-/// partitioned, its forward's collectives read back. Fails for a model the
-/// annotations do not fit.
-llvm::Expected<llvm::SmallVector<CollectiveUse>>
-getPartitionedCollectives(mlir::ModuleOp model, int64_t dp, int64_t tp);
+/// The sharding solver's options for the layout of `choice`
+/// (TensorLayout::Solved): a train step's in its precision, every axis
+/// solved, "dp" splitting the batch only; its model state, without ZeRO, in
+/// a pipeline stage's share of device memory (memory times its stages: the
+/// search prices the activations and ZeRO per plan).
+ShardingSolverOptions getLayoutSolverOptions(const MachineModel &machine,
+                                             const PlanChoice &choice);
+
+/// Annotates `model` for the layout of `choice` on `dist.mesh @mesh
+/// ["dp"=dp, "tp"=tp]`, in place of its meshes and annotations (Megatron's
+/// with sequence parallelism when the choice has it). The solved layout
+/// fails where the solver does.
+llvm::Error annotateLayout(mlir::ModuleOp model, const MachineModel &machine,
+                           const PlanChoice &choice);
+
+/// A layout as the compiler builds it on a dp x tp mesh: the model
+/// annotated (annotateLayout), propagated and partitioned.
+struct PartitionedLayout {
+  /// The forward's collectives.
+  llvm::SmallVector<CollectiveUse> forward;
+  /// Per device: the forward's FLOPs (CostOpInterface), the parameters'
+  /// elements and the bytes of the values the ops make.
+  double flops = 0, parameters = 0, valueBytes = 0;
+  /// The layout's FLOPs, parameters and values per device over Megatron's
+  /// on the same mesh, which the search's formulas describe (1 for
+  /// Megatron's own): the estimate scales its compute, model state and
+  /// activations by them.
+  double computeScale = 1, parameterScale = 1, activationScale = 1;
+};
+
+/// `model` partitioned for the layout of `choice` on its dp x tp (without
+/// sequence parallelism). Fails for a model the layout does not fit.
+llvm::Expected<PartitionedLayout> partitionLayout(mlir::ModuleOp model,
+                                                  const MachineModel &machine,
+                                                  const PlanChoice &choice);
 
 /// How the pipeline pass may cut a GPT for a plan: under `tp`-way TP, with
 /// or without sequence parallelism, and between layers only
@@ -141,19 +187,21 @@ PipelineActivationLayout getPipelineActivationLayout(
 
 /// The estimate of one plan (which must divide the model: see search);
 /// `stageImbalance` saves recomputing getStageImbalance for its stages, and
-/// `layout` getPipelineActivationLayout for its pipeline. With `forward`,
-/// the forward's collectives come from the partitioned program
-/// (getPartitionedCollectives) rather than Megatron's formula.
+/// `layout` getPipelineActivationLayout for its pipeline. With
+/// `partitioned`, the forward's collectives come from the partitioned
+/// program (partitionLayout of the choice's layout) rather than Megatron's
+/// formula, and its scales apply.
 PlanEstimate
 estimatePlan(const ModelShape &model, const MachineModel &machine,
              const PlanChoice &choice,
              std::optional<double> stageImbalance = std::nullopt,
-             const llvm::SmallVector<CollectiveUse> *forward = nullptr,
+             const PartitionedLayout *partitioned = nullptr,
              const PipelineActivationLayout *layout = nullptr);
 
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {
   std::optional<int64_t> dp, tp, pp, microbatches, zero;
+  std::optional<TensorLayout> layout;
   std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
   std::optional<Recompute> recompute;
@@ -177,8 +225,11 @@ llvm::Error checkDeviceCount(const MachineModel &machine, int64_t devices);
 /// chunks), no / selective / full recomputation, and sequence parallelism
 /// with TP. Plans over device memory are dropped.
 ///
-/// With `model`, each dp x tp shape's collectives come from partitioning the
-/// program (getPartitionedCollectives; Megatron's formula where that fails).
+/// With `program`, each dp x tp shape is priced as partitioned
+/// (partitionLayout; Megatron's formula where that fails), in two layouts
+/// where tp > 1: Megatron's (the template) and the ILP's, which joins the
+/// search where it differs from the template (else the template's plans
+/// without sequence parallelism are the ILP's).
 SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
                          int64_t devices, const SearchPins &pins,
                          mlir::ModuleOp program = nullptr);
@@ -187,5 +238,6 @@ SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
 
 // Their options read the names of the tables above.
 TESSERA_ENUM_OPTION_PARSER(tessera::Precision);
+TESSERA_ENUM_OPTION_PARSER(tessera::TensorLayout);
 
 #endif // TESSERA_SEARCH_PLANNER_H

@@ -49,8 +49,19 @@ struct ShardingSolverOptions {
   /// for the backward when training) may take per device; the machine's
   /// device memory when unset.
   std::optional<double> memoryLimitBytes;
+  /// Count the activations against the limit (else the model state alone:
+  /// the plan search prices the activations of its microbatches itself).
+  bool keepActivations = true;
   /// Solve the repeated blocks of the model once (their variables shared).
   bool shareBlocks = true;
+  /// Data parallelism: these solved axes split the batch and nothing else,
+  /// and the other solved axes never split it. The batch is the first dim of
+  /// each data argument (a ranked argument that is not a parameter) and the
+  /// dims the ops make of it (their results' dims led by the factor of an
+  /// operand's batch dim). Where a value has a batch dim, the batch axes
+  /// split it when they divide it. So the program is data parallel over
+  /// them, as microbatching and ZeRO over them need.
+  llvm::SmallVector<std::string> batchAxes;
 };
 
 /// One way to shard an op or an argument.
@@ -85,6 +96,11 @@ struct ShardingChoice {
 struct ShardingSolution {
   /// The solved mesh axes, major to minor.
   llvm::SmallVector<mlir::StringAttr> axes;
+  /// Whether its constraints in the body stay open to axes the mesh gains
+  /// later, the solved axes a value does not use marked replicated: with
+  /// batch axes, the microbatches' axis then joins the batch from the data
+  /// arguments (--tessera-microbatch); the arguments stay closed.
+  bool openToOtherAxes = false;
   /// The chosen shardings' price: a step's compute and reshards.
   double objectiveSeconds = 0;
   /// What its collectives move per device, forward and backward: the full
@@ -119,9 +135,10 @@ solveShardings(mlir::func::FuncOp function, dist::MeshOp mesh,
 
 /// Writes `solution` as annotations: each argument's dist.sharding, a
 /// dist.sharding_constraint on each op's result and where a consumer needs
-/// another sharding. With every mesh axis solved the dims are closed;
-/// otherwise they stay open to the other axes, and the solved axes a value
-/// does not use are marked replicated.
+/// another sharding. With every mesh axis solved the dims are closed (but
+/// the constraints of a solution open to other axes); otherwise they stay
+/// open to the other axes, and the solved axes a value does not use are
+/// marked replicated.
 void applyShardings(mlir::func::FuncOp function, dist::MeshOp mesh,
                     const ShardingSolution &solution);
 

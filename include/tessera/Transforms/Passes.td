@@ -461,6 +461,10 @@ def AutoShardPass : Pass<"tessera-auto-shard", "mlir::ModuleOp"> {
            "stored split over `zero-axes`, which then split no parameter">,
     ListOption<"zeroAxes", "zero-axes", "std::string",
                "ZeRO's data-parallel axes (default: dp)">,
+    ListOption<"batchAxes", "batch-axes", "std::string",
+               "Solved axes that split only the batch (the data arguments' "
+               "first dim and what the ops make of it), which no other axis "
+               "splits: data parallelism, as microbatches and ZeRO need">,
     Option<"inference", "inference", "bool", /*default=*/"false",
            "Price the forward alone, without gradients or optimizer state">,
     Option<"shareBlocks", "share-blocks", "bool", /*default=*/"true",

@@ -67,6 +67,7 @@ struct AutoShardPass : tessera::impl::AutoShardPassBase<AutoShardPass> {
     if (memoryLimit > 0)
       options.memoryLimitBytes = memoryLimit;
     options.shareBlocks = shareBlocks;
+    options.batchAxes.assign(batchAxes.begin(), batchAxes.end());
 
     auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
     WalkResult result = module.walk([&](func::FuncOp function) {

@@ -583,6 +583,8 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   SearchPins pins;
   pins.precision = Precision::FP32;
   pins.sequenceParallel = false;
+  // The formulas describe Megatron's layout, which the compile builds here.
+  pins.layout = TensorLayout::Megatron;
   for (int64_t devices : {4, 8}) {
     SearchResult result = searchPlans(*shape, dgx(), devices, pins, *model);
     ASSERT_GE(result.plans.size(), 5u);
@@ -717,12 +719,15 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
                    /*heads=*/6,   /*seq=*/8,
                    /*vocab=*/100, /*batch=*/4};
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
-  auto uses = getPartitionedCollectives(*module, /*dp=*/2, /*tp=*/2);
+  PlanChoice mesh;
+  mesh.dp = 2;
+  mesh.tp = 2;
+  auto uses = partitionLayout(*module, dgx(), mesh);
   ASSERT_TRUE(bool(uses)) << llvm::toString(uses.takeError());
   // Two tp all-reduces of the local activations per layer (after the
   // attention and the MLP output projections), one dp average of the loss.
   int tpAllReduces = 0, dpAllReduces = 0;
-  for (const CollectiveUse &use : *uses) {
+  for (const CollectiveUse &use : uses->forward) {
     ASSERT_EQ(use.kind, CollectiveKind::AllReduce);
     if (use.group.size == 2 && use.group.stride == 1) {
       ++tpAllReduces;
@@ -754,7 +759,9 @@ TEST(PlannerTest, PartitionedCollectivesRejectAnIndivisibleModel) {
                    /*heads=*/6,   /*seq=*/8,
                    /*vocab=*/100, /*batch=*/4};
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
-  auto uses = getPartitionedCollectives(*module, /*dp=*/3, /*tp=*/1);
+  PlanChoice mesh;
+  mesh.dp = 3;
+  auto uses = partitionLayout(*module, dgx(), mesh);
   ASSERT_FALSE(bool(uses));
   EXPECT_NE(llvm::toString(uses.takeError()).find("dp=3"), std::string::npos);
 }
