@@ -23,6 +23,7 @@
 #include "tessera/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -748,13 +749,38 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     shape.layout = layout;
     return shape;
   };
-  auto getLayouts = [&](int64_t dp, int64_t tp) -> const ShapeLayouts & {
-    auto [it, inserted] = partitioned.try_emplace({dp, tp});
-    if (inserted && program)
-      it->second.megatron = take(partitionLayout(
+  // The dp x tp x pp meshes: tp dividing the heads, pp at most the layers,
+  // dp the batch.
+  SmallVector<std::tuple<int64_t, int64_t, int64_t>> meshes;
+  SmallVector<std::pair<int64_t, int64_t>> shapes;
+  for (int64_t tp : getDivisors(devices)) {
+    if (model.heads % tp != 0 || !pinned(pins.tp, tp))
+      continue;
+    for (int64_t pp : getDivisors(devices / tp)) {
+      int64_t dp = devices / tp / pp;
+      if (pp > model.layers || !pinned(pins.pp, pp) || model.batch % dp != 0 ||
+          !pinned(pins.dp, dp))
+        continue;
+      meshes.push_back({dp, tp, pp});
+      shapes.push_back({dp, tp});
+    }
+  }
+  // The templates partitioned on the context's threads (the first alone,
+  // which loads the passes' dialects).
+  if (program) {
+    std::vector<std::optional<PartitionedLayout>> templates(shapes.size());
+    auto partitionTemplate = [&](size_t index) {
+      auto [dp, tp] = shapes[index];
+      templates[index] = take(partitionLayout(
           program, machine, getShape(dp, tp, TensorLayout::Megatron)));
-    return it->second;
-  };
+    };
+    if (!shapes.empty())
+      partitionTemplate(0);
+    mlir::parallelFor(program.getContext(), 1, shapes.size(),
+                      partitionTemplate);
+    for (auto [shape, partition] : llvm::zip(shapes, templates))
+      partitioned[shape].megatron = std::move(partition);
+  }
   // The ILP's layout of a shape whose template partitions.
   auto solveLayout = [&](int64_t dp, int64_t tp) {
     ShapeLayouts &layouts = partitioned[{dp, tp}];
@@ -793,11 +819,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   using Shape = std::pair<int64_t, int64_t>;
   auto searchShapes = [&](const std::set<Shape> *only,
                           ArrayRef<std::pair<TensorLayout, bool>> candidates) {
-  for (int64_t tp : getDivisors(devices)) {
-    if (model.heads % tp != 0 || !pinned(pins.tp, tp))
-      continue;
-    for (int64_t pp : getDivisors(devices / tp)) {
-      if (pp > model.layers || !pinned(pins.pp, pp))
+  for (auto [dp, tp, pp] : meshes) {
+    {
+      if (only && !only->count({dp, tp}))
         continue;
       // The slowest stage's share, per shape of the cut.
       std::map<std::pair<bool, bool>, double> imbalances;
@@ -809,11 +833,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
           it->second = getStageImbalance(model, pp, shape);
         return it->second;
       };
-      int64_t dp = devices / tp / pp;
-      if (model.batch % dp != 0 || !pinned(pins.dp, dp) ||
-          (only && !only->count({dp, tp})))
-        continue;
-      const ShapeLayouts &tensorLayouts = getLayouts(dp, tp);
+      const ShapeLayouts &tensorLayouts = partitioned[{dp, tp}];
       for (int64_t m : getDivisors(model.batch / dp)) {
         if (!pinned(pins.microbatches, m))
           continue;
