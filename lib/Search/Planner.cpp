@@ -21,6 +21,7 @@
 #include "tessera/Analysis/TrainStep.h"
 #include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
+#include "tessera/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Threading.h"
@@ -37,6 +38,61 @@
 
 using namespace mlir;
 using namespace tessera;
+
+/// What the train step of `function` (on one device, nothing recomputed)
+/// keeps for its backward per repeated block: the bytes of the values
+/// made in the blocks' spans (their data ops, and what those read of
+/// parameters and constants made there: a Llama's rotary tables broadcast
+/// to the heads) that a backward op reads, over the blocks. None where the
+/// blocks are not found in the train step's forward.
+static std::optional<double> getKeptPerBlock(ModuleOp module,
+                                             func::FuncOp function) {
+  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
+  if (blocks.empty())
+    return std::nullopt;
+  DenseMap<Operation *, int64_t> position;
+  for (Operation &op : function.front().without_terminator())
+    position[&op] = position.size();
+  OwningOpRef<ModuleOp> copy = module.clone();
+  ScopedDiagnosticHandler quiet(copy->getContext(),
+                                [](Diagnostic &) { return success(); });
+  PassManager pm(copy->getContext());
+  pm.addPass(createTrainStepPass());
+  if (mlir::failed(pm.run(*copy)))
+    return std::nullopt;
+  func::FuncOp step;
+  for (auto candidate : copy->getOps<func::FuncOp>())
+    if (!candidate.isExternal())
+      step = candidate;
+  // The train step's forward is the model's ops, in their order.
+  llvm::SetVector<Operation *> forward = getForwardOps(step);
+  if (forward.size() != position.size())
+    return std::nullopt;
+  SmallVector<Operation *> ops = llvm::map_to_vector(
+      function.front().without_terminator(), [](Operation &op) { return &op; });
+  double kept = 0;
+  for (ArrayRef<Operation *> block : blocks) {
+    int64_t first = position.lookup(block.front());
+    int64_t last = position.lookup(block.back());
+    for (int64_t index = first; index <= last; ++index) {
+      Operation *made = forward[index];
+      if (made->getName() != ops[index]->getName())
+        return std::nullopt;
+      // A constant is the program's, not an activation buffer.
+      if (made->hasTrait<OpTrait::ConstantLike>())
+        continue;
+      for (Value result : made->getResults()) {
+        auto type = dyn_cast<RankedTensorType>(result.getType());
+        if (type && llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return !forward.contains(user) && !isa<func::ReturnOp>(user);
+            }))
+          kept += type.getNumElements() *
+                  std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      }
+    }
+  }
+  return kept / blocks.size();
+}
 
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   ModelShape shape;
@@ -77,6 +133,8 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
                ? arg
                : BlockArgument();
   };
+  // The bytes of an element of the residual stream (the lookup's).
+  double activationBytes = 4;
   if (tokens)
     for (Operation *user : tokens.getUsers()) {
       auto lookup = dyn_cast<nn::EmbeddingOp>(user);
@@ -86,6 +144,8 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
       auto type = cast<RankedTensorType>(table.getType());
       shape.vocab = type.getDimSize(0);
       shape.hidden = type.getDimSize(1);
+      activationBytes =
+          std::max<int64_t>(1, lookup.getType().getElementTypeBitWidth() / 8);
       // Read by a dot, directly or through casts and transposes.
       SmallVector<Value> views = {table};
       while (!views.empty() && !shape.tiedEmbedding)
@@ -122,6 +182,9 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
                     : !shape.layers ? "repeated blocks"
                                     : "the attention heads (a reshape of the "
                                       "hidden dim to [b, s, heads, d])"));
+  if (std::optional<double> kept = getKeptPerBlock(module, function))
+    shape.keptPerLayer = *kept / (activationBytes * shape.batch * shape.seq *
+                                  shape.hidden);
   return shape;
 }
 
@@ -458,6 +521,12 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   double fusedKept = model.fusedAttention ? 1 / t : 0;
   double kept = (choice.sequenceParallel ? 14 / t : 4 + 12 / t) + fusedKept;
   double layerNone = kept + attention;
+  // A block of another structure than GPT's (measured on its train step,
+  // see ModelShape::keptPerLayer) keeps that much more or less.
+  double structure = 1;
+  if (model.keptPerLayer > 0)
+    structure = model.keptPerLayer /
+                (16 + (model.fusedAttention ? 1 : a * s / h));
   double perLayer = choice.recompute == Recompute::None        ? layerNone
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t
@@ -483,9 +552,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
           ? (sp ? 34 / t : 32 / t + 4 + headGradient) + attention + fusedKept
           : (sp ? 21 / t : 20 / t + 1 + headGradient);
   if (choice.pp == 1) {
-    estimate.activationBytes =
-        (perLayer * model.layers + std::max(headTransient, mlpTransient)) *
-        sbh * bytes.activation;
+    estimate.activationBytes = (perLayer * structure * model.layers +
+                                std::max(headTransient, mlpTransient)) *
+                               sbh * bytes.activation;
   } else {
     // Per half-layer (the attention block, the MLP), in s b h, as the
     // compiled stages keep them (bench/pipeline/activations.py): F makes
@@ -554,7 +623,7 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
                                 choice.schedule ==
                                     PipelineSchedule::ZeroBubbleH1,
                                 halves, head, ends, transients) *
-        sbh * bytes.activation;
+        structure * sbh * bytes.activation;
   }
   if (partitioned)
     estimate.activationBytes *= partitioned->activationScale;

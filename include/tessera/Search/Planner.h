@@ -38,6 +38,13 @@ struct ModelShape {
   bool fusedAttention = false;
   /// Forward FLOPs of one global batch.
   double forwardFlops = 0;
+  /// What the train step keeps of a block for its backward on one device
+  /// without recomputation, in elements of s b h (getKeptPerBlock: the
+  /// values of its forward ops that a backward op reads); 0 where not
+  /// measured. The activation estimate scales by it over what its GPT
+  /// formula keeps there, so that a block of another structure (a Llama's
+  /// SwiGLU, RoPE and GQA) is priced as built.
+  double keptPerLayer = 0;
 };
 
 /// Reads the shape of a GPT-style model; fails naming what it cannot find.

@@ -236,20 +236,26 @@ TEST(PlannerTest, DataParallelTrafficIsWhatTheCompilerBuilds) {
 /// The memory of a program of `config`'s model compiled with `options` (to
 /// a temporary plan, not run): each category at its own peak, in the first
 /// program, or (`largest`) the most of any program.
-runtime::Expected<plan::Plan> compileGpt(mlir::MLIRContext &context,
-                                         const GptConfig &config,
-                                         CompileOptions &options) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+runtime::Expected<plan::Plan> compileModel(mlir::MLIRContext &context,
+                                           mlir::ModuleOp module,
+                                           CompileOptions &options) {
   llvm::SmallString<64> path;
   EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("peaks", "plan", path));
   options.output = path.str().str();
   mlir::PassManager pm(&context);
   buildCompilePipeline(pm, options);
-  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+  EXPECT_TRUE(mlir::succeeded(pm.run(module)));
   runtime::Expected<plan::Plan> plan = runtime::loadPlan(path.str().str());
   llvm::sys::fs::remove(path);
   EXPECT_TRUE(plan.ok()) << plan.message();
   return plan;
+}
+
+runtime::Expected<plan::Plan> compileGpt(mlir::MLIRContext &context,
+                                         const GptConfig &config,
+                                         CompileOptions &options) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
+  return compileModel(context, *module, options);
 }
 
 /// The peaks of the program that holds the most parameters.
@@ -372,6 +378,61 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
     double predictedLayer = (predicted[1] - predicted[0]) / 2;
     EXPECT_NEAR(predictedLayer, compiledLayer, 0.02 * compiledLayer);
     EXPECT_NEAR(predicted[1], compiled[1], 0.02 * compiled[1]);
+  }
+}
+
+TEST(PlannerTest, LlamaActivationsPerLayerAreWhatTheCompilerKeeps) {
+  // A Llama block keeps more than a GPT block of its hidden size (RMSNorm,
+  // the rotary tables broadcast to the heads and their products, SwiGLU's
+  // three projections; fewer kv heads): measured on its train step
+  // (ModelShape::keptPerLayer), the search prices a layer as the compiled
+  // step keeps it, fused or not (was 26% under), and with tensor
+  // parallelism within 6%, over.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  for (std::string attention : {"fused", "unfused"}) {
+    for (int64_t tp : {1, 2}) {
+      SCOPED_TRACE(attention + " tp " + std::to_string(tp));
+      double compiled[2], predicted[2];
+      for (int64_t layers : {2, 4}) {
+        LlamaConfig config;
+        config.layers = layers;
+        config.hidden = 64;
+        config.ffnHidden = 192;
+        config.seq = 64;
+        config.vocab = 64;
+        config.attention = attention;
+        config.sharding = "megatron";
+        mlir::OwningOpRef<mlir::ModuleOp> module = buildLlama(&context, config);
+        llvm::Expected<ModelShape> shape = getModelShape(*module);
+        ASSERT_TRUE(static_cast<bool>(shape))
+            << llvm::toString(shape.takeError());
+        EXPECT_GT(shape->keptPerLayer, 0);
+        PlanChoice choice;
+        choice.tp = tp;
+        choice.precision = Precision::FP32;
+        int64_t i = layers == 2 ? 0 : 1;
+        predicted[i] = estimatePlan(*shape, dgx(), choice).activationBytes;
+        CompileOptions options;
+        options.mesh = "dp=1,tp=" + std::to_string(tp);
+        options.train = Optimizer::AdamW;
+        runtime::Expected<plan::Plan> plan =
+            compileModel(context, *module, options);
+        ASSERT_TRUE(plan.ok());
+        compiled[i] = plan->programs(0).category_peaks().activation_bytes();
+      }
+      double compiledLayer = (compiled[1] - compiled[0]) / 2;
+      double predictedLayer = (predicted[1] - predicted[0]) / 2;
+      // Measured on one device, the block is scaled whole: exact there; with
+      // tp the Llama's extra values split as GPT's do not (5% over here).
+      EXPECT_NEAR(predictedLayer, compiledLayer,
+                  (tp == 1 ? 0.02 : 0.06) * compiledLayer);
+      EXPECT_GE(predictedLayer, 0.98 * compiledLayer);
+      // The LM head's and the backward's transients are GPT's: more than a
+      // Llama's, never less.
+      EXPECT_GE(predicted[1], compiled[1]);
+    }
   }
 }
 
