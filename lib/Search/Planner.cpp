@@ -94,6 +94,49 @@ static std::optional<double> getKeptPerBlock(ModuleOp module,
   return kept / blocks.size();
 }
 
+/// What the pipeline pass balances, per item it cuts between: the forward's
+/// FLOPs (the pass adds a launch per op, which only breaks ties) of each
+/// repeated block's two halves (cut where
+/// one value crosses inside it: after the attention's residual add), the
+/// ops before the first block with the first half, and those after the last
+/// block (the head and the loss). Empty where a block does not cut in two.
+static SmallVector<double> getItemFlops(func::FuncOp function) {
+  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
+  SmallVector<Operation *> ops = llvm::map_to_vector(
+      function.front().without_terminator(), [](Operation &op) { return &op; });
+  DenseMap<Operation *, int64_t> position;
+  for (auto [index, op] : llvm::enumerate(ops))
+    position[op] = index;
+  auto getCost = [&](int64_t begin, int64_t end) {
+    double cost = 0;
+    for (int64_t i = begin; i < end; ++i)
+      if (auto costOp = dyn_cast<CostOpInterface>(ops[i]))
+        cost += costOp.getFlops();
+    return cost;
+  };
+  SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
+  SmallVector<double> items;
+  int64_t end = 0;
+  for (ArrayRef<Operation *> block : blocks) {
+    int64_t first = position.lookup(block.front());
+    int64_t last = position.lookup(block.back()) + 1;
+    if (first < end)
+      return {};
+    SmallVector<int64_t> cuts = llvm::to_vector(llvm::make_filter_range(
+        boundaries, [&](int64_t cut) { return cut > first && cut < last; }));
+    if (cuts.size() != 1)
+      return {};
+    // The ops between blocks (none in a GPT) go with the next one.
+    items.push_back(getCost(end, cuts.front()));
+    items.push_back(getCost(cuts.front(), last));
+    end = last;
+  }
+  if (items.empty())
+    return {};
+  items.push_back(getCost(end, ops.size()));
+  return items;
+}
+
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   ModelShape shape;
   func::FuncOp function;
@@ -182,9 +225,10 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
                     : !shape.layers ? "repeated blocks"
                                     : "the attention heads (a reshape of the "
                                       "hidden dim to [b, s, heads, d])"));
+  shape.itemFlops = getItemFlops(function);
   if (std::optional<double> kept = getKeptPerBlock(module, function))
-    shape.keptPerLayer = *kept / (activationBytes * shape.batch * shape.seq *
-                                  shape.hidden);
+    shape.keptPerLayer =
+        *kept / (activationBytes * shape.batch * shape.seq * shape.hidden);
   return shape;
 }
 
@@ -225,29 +269,51 @@ StageCutShape StageCutShape::get(const PlanChoice &choice) {
 static llvm::SmallVector<double> getStageItemCosts(const ModelShape &model,
                                                    const StageCutShape &shape) {
   double h = model.hidden, s = model.seq, a = model.heads, v = model.vocab;
-  double t = shape.tp, whole = shape.sequenceParallel ? 1 / t : 1;
-  // Attention: q, k, v and the output projection, the scores and their
-  // weighted sum; q, k and v's biases, the scaling and the softmax (5 per
-  // score); the norm (7), the output bias and the residual.
-  double attention =
-      (8 * h * h + 4 * s * h + 3 * h + 6 * a * s) / t + 9 * h * whole;
-  // MLP: its two projections, the first's bias and the GELU (9 per
-  // element); the norm, the second's bias and the residual.
-  double mlp = (16 * h * h + 40 * h) / t + 9 * h * whole;
-  llvm::SmallVector<double> costs;
-  for (int64_t layer = 0; layer < model.layers; ++layer) {
-    if (shape.wholeLayers) {
-      costs.push_back(attention + mlp);
-      continue;
+  // Per half-layer and the head, under `tp`-way TP with or without SP.
+  auto getHalves = [&](double t, bool sp) {
+    double whole = sp ? 1 / t : 1;
+    // Attention: q, k, v and the output projection, the scores and their
+    // weighted sum; q, k and v's biases, the scaling and the softmax (5 per
+    // score); the norm (7), the output bias and the residual.
+    double attention =
+        (8 * h * h + 4 * s * h + 3 * h + 6 * a * s) / t + 9 * h * whole;
+    // MLP: its two projections, the first's bias and the GELU (9 per
+    // element); the norm, the second's bias and the residual.
+    double mlp = (16 * h * h + 40 * h) / t + 9 * h * whole;
+    llvm::SmallVector<double> costs;
+    for (int64_t layer = 0; layer < model.layers; ++layer) {
+      costs.push_back(attention);
+      costs.push_back(mlp);
     }
-    costs.push_back(attention);
-    costs.push_back(mlp);
+    // The embeddings' sum, with the first layer; the final norm, the logits
+    // and the cross-entropy (4 per logit, 2 per token).
+    costs.front() += h * whole;
+    costs.push_back((7 * h + 2 * h * v + 4 * v + 2) * whole);
+    return costs;
+  };
+  llvm::SmallVector<double> costs = getHalves(shape.tp, shape.sequenceParallel);
+  // A model of another structure: each item as its ops count it on one
+  // device (ModelShape::itemFlops), split as GPT's.
+  if (model.itemFlops.size() == costs.size()) {
+    llvm::SmallVector<double> one = getHalves(1, false);
+    for (auto [cost, measured, gpt] : llvm::zip(costs, model.itemFlops, one))
+      cost *= measured / (gpt * model.batch * model.seq);
   }
-  // The embeddings' sum, with the first layer; the final norm, the logits
-  // and the cross-entropy (4 per logit, 2 per token).
-  costs.front() += h * whole;
-  costs.push_back((7 * h + 2 * h * v + 4 * v + 2) * whole);
-  return costs;
+  if (!shape.wholeLayers)
+    return costs;
+  llvm::SmallVector<double> layers;
+  for (int64_t layer = 0; layer < model.layers; ++layer)
+    layers.push_back(costs[2 * layer] + costs[2 * layer + 1]);
+  layers.push_back(costs.back());
+  return layers;
+}
+
+/// The measured items of `model`, for a cache key.
+static size_t getItemsHash(const ModelShape &model) {
+  auto bits = llvm::map_range(model.itemFlops, [](double cost) {
+    return llvm::bit_cast<uint64_t>(cost);
+  });
+  return llvm::hash_combine_range(bits.begin(), bits.end());
 }
 
 /// The pipeline pass's cut of a GPT into `stages` stages for `shape`. The
@@ -257,7 +323,7 @@ static const StageCuts &getStageCuts(const ModelShape &model,
                                      const StageCutShape &shape,
                                      int64_t stages) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         bool, bool, int64_t>;
+                         bool, bool, int64_t, size_t>;
   static std::mutex mutex;
   static std::map<Key, StageCuts> cuts;
   std::lock_guard<std::mutex> lock(mutex);
@@ -269,7 +335,8 @@ static const StageCuts &getStageCuts(const ModelShape &model,
              shape.tp,
              shape.sequenceParallel,
              shape.wholeLayers,
-             stages};
+             stages,
+             getItemsHash(model)};
   auto [it, inserted] = cuts.try_emplace(key);
   if (inserted)
     it->second = balanceStages(getStageItemCosts(model, shape), stages);
@@ -457,12 +524,12 @@ static double getPipelinedActivations(const PipelineActivationLayout &layout,
   return most;
 }
 
-PlanEstimate
-tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
-                      const PlanChoice &choice,
-                      std::optional<double> stageImbalance,
-                      const PartitionedLayout *partitioned,
-                      const PipelineActivationLayout *layout) {
+PlanEstimate tessera::estimatePlan(const ModelShape &model,
+                                   const MachineModel &machine,
+                                   const PlanChoice &choice,
+                                   std::optional<double> stageImbalance,
+                                   const PartitionedLayout *partitioned,
+                                   const PipelineActivationLayout *layout) {
   PlanEstimate estimate;
   estimate.choice = choice;
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
@@ -525,8 +592,8 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
   // see ModelShape::keptPerLayer) keeps that much more or less.
   double structure = 1;
   if (model.keptPerLayer > 0)
-    structure = model.keptPerLayer /
-                (16 + (model.fusedAttention ? 1 : a * s / h));
+    structure =
+        model.keptPerLayer / (16 + (model.fusedAttention ? 1 : a * s / h));
   double perLayer = choice.recompute == Recompute::None        ? layerNone
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t
@@ -607,9 +674,9 @@ tessera::estimatePlan(const ModelShape &model, const MachineModel &machine,
     // logits gradient, softmax and one-hot.
     double scores = (choice.recompute == Recompute::None ? 3 : 4) * attention;
     UnitTransients transients;
-    transients.backward = full ? (sp ? 34 / t : 32 / t + 4) + attention +
-                                     fusedKept
-                               : std::max(24 / t, scores + 1 / t) + whole;
+    transients.backward =
+        full ? (sp ? 34 / t : 32 / t + 4) + attention + fusedKept
+             : std::max(24 / t, scores + 1 / t) + whole;
     transients.inputBackward =
         full ? 27 / t + 1 + attention + fusedKept
              : std::max(24 / t + (sp ? whole : 0), scores + 1 / t);
@@ -888,8 +955,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   using Shape = std::pair<int64_t, int64_t>;
   auto searchShapes = [&](const std::set<Shape> *only,
                           ArrayRef<std::pair<TensorLayout, bool>> candidates) {
-  for (auto [dp, tp, pp] : meshes) {
-    {
+    for (auto [dp, tp, pp] : meshes) {
       if (only && !only->count({dp, tp}))
         continue;
       // The slowest stage's share, per shape of the cut.
@@ -939,7 +1005,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   PipelineSchedule::ZeroBubbleH1}) {
               if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
                 continue;
-              // Interleaving needs two chunks per stage and m a multiple of p.
+              // Interleaving needs two chunks per stage and m a multiple of
+              // p.
               if (schedule == PipelineSchedule::Interleaved &&
                   (model.layers < 2 * pp || m % pp != 0))
                 continue;
@@ -991,7 +1058,6 @@ SearchResult tessera::searchPlans(const ModelShape &model,
         }
       }
     }
-  }
   };
   auto fastestFirst = [&] {
     llvm::stable_sort(result.plans,

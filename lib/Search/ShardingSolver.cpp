@@ -488,8 +488,9 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
   // other axes never do.
   if (!batchAxes.empty()) {
     auto it = batchFactors.find(op);
-    ArrayRef<bool> factors =
-        it != batchFactors.end() ? ArrayRef<bool>(it->second) : ArrayRef<bool>();
+    ArrayRef<bool> factors = it != batchFactors.end()
+                                 ? ArrayRef<bool>(it->second)
+                                 : ArrayRef<bool>();
     auto keeps = [&](const FactorAxes &factorAxes, bool strict) {
       size_t batchAssigned = 0;
       for (auto [factor, factorAxesList] : llvm::enumerate(factorAxes))
@@ -658,12 +659,11 @@ LogicalResult ProgramBuilder::build(std::string &error) {
     node.argument = arg.getArgNumber();
     bool trained = options.training && differentiable.contains(arg);
     for (const TensorSharding &sharding : filterBatch(
-             arg, getTensorShardings(type.getShape(),
-                                     annotation
-                                         ? *annotation
-                                         : TensorSharding::getOpen(
-                                               type.getRank()),
-                                     axes, mesh))) {
+             arg, getTensorShardings(
+                      type.getShape(),
+                      annotation ? *annotation
+                                 : TensorSharding::getOpen(type.getRank()),
+                      axes, mesh))) {
       Strategy strategy;
       strategy.results.push_back(sharding);
       if (trained) {
@@ -1112,8 +1112,9 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   for (const std::string &axis : options.batchAxes)
     if (!llvm::any_of(axes, [&](StringAttr a) { return a.getValue() == axis; }))
       return llvm::createStringError(
-          llvm::formatv("the batch axis '{0}' is not a solved axis of mesh @{1}",
-                        axis, meshOp.getSymName())
+          llvm::formatv(
+              "the batch axis '{0}' is not a solved axis of mesh @{1}", axis,
+              meshOp.getSymName())
               .str());
   // An axis of one device splits nothing.
   llvm::erase_if(axes,
@@ -1445,11 +1446,9 @@ getAnnotationAttr(const TensorSharding &solved,
                   const std::optional<TensorSharding> &annotation,
                   const MeshShape &mesh, ArrayRef<StringAttr> solvedAxes,
                   bool open) {
-  bool allSolved =
-      !open && llvm::all_of(mesh.getAxes(), [&](StringAttr axis) {
-        return mesh.getAxisSize(axis) == 1 ||
-               llvm::is_contained(solvedAxes, axis);
-      });
+  bool allSolved = !open && llvm::all_of(mesh.getAxes(), [&](StringAttr axis) {
+    return mesh.getAxisSize(axis) == 1 || llvm::is_contained(solvedAxes, axis);
+  });
   TensorSharding sharding = solved;
   if (!allSolved) {
     for (auto [dim, dimSharding] : llvm::enumerate(sharding.dims)) {
@@ -1531,7 +1530,8 @@ void tessera::applyShardings(func::FuncOp function, dist::MeshOp meshOp,
     builder.setInsertionPoint(user);
     auto constraint = dist::ShardingConstraintOp::create(
         builder, user->getLoc(), operand->get(),
-        getAnnotationAttr(sharding, std::nullopt, mesh, axes, solution.openToOtherAxes));
+        getAnnotationAttr(sharding, std::nullopt, mesh, axes,
+                          solution.openToOtherAxes));
     operand->set(constraint);
   }
 }

@@ -267,10 +267,9 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
       "auto: dp={0} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, MFU "
       "{7:f1}% on {8} x {9} in {11} (of {10} plans)\n",
       choice.dp, choice.tp,
-      choice.sequenceParallel               ? " sequence-parallel"
-      : choice.layout == TensorLayout::Solved && choice.tp > 1
-          ? " layout=ilp"
-          : "",
+      choice.sequenceParallel ? " sequence-parallel"
+      : choice.layout == TensorLayout::Solved && choice.tp > 1 ? " layout=ilp"
+                                                               : "",
       formatPipeline(choice), getZeroName(choice),
       choice.recompute == Recompute::None
           ? std::string()

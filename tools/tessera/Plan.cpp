@@ -283,8 +283,7 @@ int cli::runPlan(MLIRContext &context) {
         getEnumName(kRecomputeNames, c.recompute),
         c.sequenceParallel ? "on" : "off",
         getEnumName(kTensorLayoutNames, c.layout), plan.stepTimeSeconds,
-        100 * plan.mfu,
-        plan.peakMemoryBytes / 1e9);
+        100 * plan.mfu, plan.peakMemoryBytes / 1e9);
   }
   if (!explainOps.empty()) {
     // As the search solves the best plan's layout: the batch on dp.

@@ -45,6 +45,12 @@ struct ModelShape {
   /// formula keeps there, so that a block of another structure (a Llama's
   /// SwiGLU, RoPE and GQA) is priced as built.
   double keptPerLayer = 0;
+  /// The forward's FLOPs of each item the pipeline pass may cut between,
+  /// as its ops count them on one device (getItemFlops): the
+  /// half-layers (the attention block and the MLP, the embeddings with the
+  /// first) and the LM head; empty where the model does not cut so. The
+  /// stage cuts scale GPT's formula by them, item by item.
+  llvm::SmallVector<double> itemFlops;
 };
 
 /// Reads the shape of a GPT-style model; fails naming what it cannot find.
@@ -198,12 +204,11 @@ PipelineActivationLayout getPipelineActivationLayout(
 /// `partitioned`, the forward's collectives come from the partitioned
 /// program (partitionLayout of the choice's layout) rather than Megatron's
 /// formula, and its scales apply.
-PlanEstimate
-estimatePlan(const ModelShape &model, const MachineModel &machine,
-             const PlanChoice &choice,
-             std::optional<double> stageImbalance = std::nullopt,
-             const PartitionedLayout *partitioned = nullptr,
-             const PipelineActivationLayout *layout = nullptr);
+PlanEstimate estimatePlan(const ModelShape &model, const MachineModel &machine,
+                          const PlanChoice &choice,
+                          std::optional<double> stageImbalance = std::nullopt,
+                          const PartitionedLayout *partitioned = nullptr,
+                          const PipelineActivationLayout *layout = nullptr);
 
 /// Choices the user pinned; unset ones are searched.
 struct SearchPins {

@@ -49,6 +49,59 @@ MachineModel dgx() {
   return machine;
 }
 
+TEST(PlannerTest, StageItemsAreTheGraphsHalfLayers) {
+  // The items the pipeline pass cuts between (one value crossing: after
+  // each residual add) and their FLOPs come from the graph: an unfused
+  // GPT's match the formula the stage cuts scale; a Llama's attention with
+  // 2 of 8 kv heads and no biases costs less than a GPT's, and its MLP is
+  // SwiGLU's 3 projections of the FFN width.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  GptConfig gpt;
+  gpt.layers = 3;
+  gpt.hidden = 256;
+  gpt.heads = 8;
+  gpt.seq = 64;
+  gpt.vocab = 512;
+  gpt.batch = 2;
+  gpt.attention = "unfused";
+  mlir::OwningOpRef<mlir::ModuleOp> gptModule = buildGpt(&context, gpt);
+  llvm::Expected<ModelShape> gptShape = getModelShape(*gptModule);
+  ASSERT_TRUE(static_cast<bool>(gptShape));
+  ASSERT_EQ(gptShape->itemFlops.size(), 7u);
+  // Per token, as the formula counts: the attention half (with the
+  // embeddings' sum), the MLP half, the head.
+  double h = 256, s = 64, a = 8, v = 512, tokens = 2 * 64;
+  double attention = 8 * h * h + 4 * s * h + 3 * h + 6 * a * s + 9 * h;
+  double mlp = 16 * h * h + 40 * h + 9 * h;
+  double head = 7 * h + 2 * h * v + 4 * v + 2;
+  EXPECT_NEAR(gptShape->itemFlops[2] / tokens, attention, 0.02 * attention);
+  EXPECT_NEAR(gptShape->itemFlops[3] / tokens, mlp, 0.02 * mlp);
+  EXPECT_NEAR(gptShape->itemFlops[6] / tokens, head, 0.02 * head);
+
+  LlamaConfig llama;
+  llama.layers = 3;
+  llama.hidden = 256;
+  llama.heads = 8;
+  llama.kvHeads = 2;
+  llama.seq = 64;
+  llama.vocab = 512;
+  llama.batch = 2;
+  mlir::OwningOpRef<mlir::ModuleOp> llamaModule = buildLlama(&context, llama);
+  llvm::Expected<ModelShape> llamaShape = getModelShape(*llamaModule);
+  ASSERT_TRUE(static_cast<bool>(llamaShape));
+  ASSERT_EQ(llamaShape->itemFlops.size(), 7u);
+  double ffn = getLlamaFfnHidden(256);
+  EXPECT_LT(llamaShape->itemFlops[2] / tokens, 0.8 * attention);
+  EXPECT_NEAR(llamaShape->itemFlops[3] / tokens, 6 * h * ffn,
+              0.05 * 6 * h * ffn);
+  // The stage cuts follow: its attention halves weigh less against its MLPs.
+  StageCutShape one;
+  EXPECT_NE(getStageImbalance(*llamaShape, 3, one),
+            getStageImbalance(*gptShape, 3, one));
+}
+
 TEST(PlannerTest, ModelShapeComesFromTheGraphNotTheNames) {
   // The same GPT with its parameters renamed (no "wte", "wpe" or
   // "blocks.<i>"): the token ids, their embedding and the repeated blocks
@@ -340,10 +393,10 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
     Recompute recompute;
     bool fused = false;
   } cases[] = {
-      {1, false, Recompute::None},     {2, false, Recompute::None},
-      {2, true, Recompute::None},      {1, false, Recompute::Selective},
-      {2, true, Recompute::Selective}, {2, false, Recompute::Full},
-      {2, true, Recompute::Full},      {1, false, Recompute::None, true},
+      {1, false, Recompute::None},       {2, false, Recompute::None},
+      {2, true, Recompute::None},        {1, false, Recompute::Selective},
+      {2, true, Recompute::Selective},   {2, false, Recompute::Full},
+      {2, true, Recompute::Full},        {1, false, Recompute::None, true},
       {2, false, Recompute::None, true}, {2, true, Recompute::None, true},
       {2, false, Recompute::Full, true}};
   for (const Case &c : cases) {
