@@ -3,7 +3,6 @@
 #include "tessera/Search/ApplyPlan.h"
 
 #include "dialects/NN/IR/NNOps.h"
-#include "tessera/Models/Models.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

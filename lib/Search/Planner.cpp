@@ -39,6 +39,16 @@
 using namespace mlir;
 using namespace tessera;
 
+/// The ops of `function`'s body in program order, and each one's position.
+static SmallVector<Operation *>
+getBodyOps(func::FuncOp function, DenseMap<Operation *, int64_t> &position) {
+  SmallVector<Operation *> ops = llvm::map_to_vector(
+      function.front().without_terminator(), [](Operation &op) { return &op; });
+  for (auto [index, op] : llvm::enumerate(ops))
+    position[op] = index;
+  return ops;
+}
+
 /// What the train step of `function` (on one device, nothing recomputed)
 /// keeps for its backward per repeated block: the bytes of the values
 /// made in the blocks' spans (their data ops, and what those read of
@@ -51,8 +61,7 @@ static std::optional<double> getKeptPerBlock(ModuleOp module,
   if (blocks.empty())
     return std::nullopt;
   DenseMap<Operation *, int64_t> position;
-  for (Operation &op : function.front().without_terminator())
-    position[&op] = position.size();
+  SmallVector<Operation *> ops = getBodyOps(function, position);
   OwningOpRef<ModuleOp> copy = module.clone();
   ScopedDiagnosticHandler quiet(copy->getContext(),
                                 [](Diagnostic &) { return success(); });
@@ -66,10 +75,8 @@ static std::optional<double> getKeptPerBlock(ModuleOp module,
       step = candidate;
   // The train step's forward is the model's ops, in their order.
   llvm::SetVector<Operation *> forward = getForwardOps(step);
-  if (forward.size() != position.size())
+  if (forward.size() != ops.size())
     return std::nullopt;
-  SmallVector<Operation *> ops = llvm::map_to_vector(
-      function.front().without_terminator(), [](Operation &op) { return &op; });
   double kept = 0;
   for (ArrayRef<Operation *> block : blocks) {
     int64_t first = position.lookup(block.front());
@@ -102,11 +109,8 @@ static std::optional<double> getKeptPerBlock(ModuleOp module,
 /// block (the head and the loss). Empty where a block does not cut in two.
 static SmallVector<double> getItemFlops(func::FuncOp function) {
   SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
-  SmallVector<Operation *> ops = llvm::map_to_vector(
-      function.front().without_terminator(), [](Operation &op) { return &op; });
   DenseMap<Operation *, int64_t> position;
-  for (auto [index, op] : llvm::enumerate(ops))
-    position[op] = index;
+  SmallVector<Operation *> ops = getBodyOps(function, position);
   auto getCost = [&](int64_t begin, int64_t end) {
     double cost = 0;
     for (int64_t i = begin; i < end; ++i)
