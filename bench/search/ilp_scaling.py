@@ -4,9 +4,10 @@
 GPT-3 175B's layer shape (hidden 12288, 96 heads, sequence 2048, vocabulary
 51200; a microbatch of 1) at 2 to 96 layers, on a tp mesh and a dp x tp mesh
 of an H100 cluster: the repeated blocks share their variables, so the
-program should stay the size of one block. Also a 1T-parameter GPT's layer
-(hidden 25600, 160 heads, 128 layers). Prints the ILP's variables,
-constraints and the pass's wall time per run.
+program should stay the size of one block. On a dp x tp mesh "dp" splits
+the batch only (batch-axes=dp, as the plan search solves it). Also a
+1T-parameter GPT's layer (hidden 25600, 160 heads, 128 layers). Prints the
+ILP's variables, constraints and the pass's wall time per run.
 
   python3 bench/search/ilp_scaling.py [--layers 2,8,32,96] [--meshes ...]
 """
@@ -57,9 +58,10 @@ def main():
                     meshed = text.replace(
                         "module {", f"module {{\n  dist.mesh @mesh [{mesh}]", 1)
                     started = time.time()
+                    batch = " batch-axes=dp" if '"dp"' in mesh else ""
                     done = run([os.path.join(BIN, "tessera-opt"), "-",
                                 "--tessera-auto-shard=explain=true machine="
-                                f"{args.machine} memory-limit=1e15",
+                                f"{args.machine} memory-limit=1e15{batch}",
                                 "--mlir-print-op-on-diagnostic=false",
                                 "-o", os.devnull], meshed)
                     wall = time.time() - started
