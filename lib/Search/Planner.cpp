@@ -49,14 +49,34 @@ getBodyOps(func::FuncOp function, DenseMap<Operation *, int64_t> &position) {
   return ops;
 }
 
-/// What the train step of `function` (on one device, nothing recomputed)
-/// keeps for its backward per repeated block: the bytes of the values
-/// made in the blocks' spans (their data ops, and what those read of
-/// parameters and constants made there: a Llama's rotary tables broadcast
-/// to the heads) that a backward op reads, over the blocks. None where the
-/// blocks are not found in the train step's forward.
-static std::optional<double> getKeptPerBlock(ModuleOp module,
-                                             func::FuncOp function) {
+/// The model's ops of `function`'s body in program order: those of no
+/// annotation or collective (the dist dialect's), which partitioning keeps
+/// in their order.
+static SmallVector<Operation *> getModelOps(func::FuncOp function) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : function.front().without_terminator())
+    if (!isa<dist::DistDialect>(op.getDialect()))
+      ops.push_back(&op);
+  return ops;
+}
+
+/// The bytes of a ranked tensor value.
+static double getValueBytes(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type ? type.getNumElements() *
+                    std::max<int64_t>(1, type.getElementTypeBitWidth() / 8)
+              : 0;
+}
+
+/// What the train step of `function` keeps for its backward on one device,
+/// nothing recomputed (the values of its forward ops, constants aside, that
+/// a backward op reads: ModelShape::keptValues), and the bytes of those
+/// made in the repeated blocks' spans (their data ops, and what those read
+/// of parameters and constants made there: a Llama's rotary tables
+/// broadcast to the heads), over the blocks. None where the model's ops are
+/// not the train step's forward.
+static std::optional<std::pair<SmallVector<KeptValue>, double>>
+getKeptValues(ModuleOp module, func::FuncOp function) {
   SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
   if (blocks.empty())
     return std::nullopt;
@@ -77,28 +97,54 @@ static std::optional<double> getKeptPerBlock(ModuleOp module,
   llvm::SetVector<Operation *> forward = getForwardOps(step);
   if (forward.size() != ops.size())
     return std::nullopt;
-  double kept = 0;
-  for (ArrayRef<Operation *> block : blocks) {
-    int64_t first = position.lookup(block.front());
-    int64_t last = position.lookup(block.back());
-    for (int64_t index = first; index <= last; ++index) {
-      Operation *made = forward[index];
-      if (made->getName() != ops[index]->getName())
-        return std::nullopt;
-      // A constant is the program's, not an activation buffer.
-      if (made->hasTrait<OpTrait::ConstantLike>())
+  SmallVector<bool> inBlock(ops.size(), false);
+  for (ArrayRef<Operation *> block : blocks)
+    for (int64_t index = position.lookup(block.front());
+         index <= position.lookup(block.back()); ++index)
+      inBlock[index] = true;
+  // Each op's index among the model's ops (annotations aside).
+  SmallVector<int64_t> modelIndex(ops.size(), -1);
+  DenseMap<Operation *, int64_t> stepPosition;
+  int64_t models = 0;
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    if (forward[index]->getName() != op->getName())
+      return std::nullopt;
+    stepPosition[forward[index]] = index;
+    if (!isa<dist::DistDialect>(op->getDialect()))
+      modelIndex[index] = models++;
+  }
+  SmallVector<KeptValue> kept;
+  llvm::DenseSet<std::pair<int64_t, unsigned>> recorded;
+  double blockBytes = 0;
+  for (auto [index, made] : llvm::enumerate(forward)) {
+    // A constant is the program's, not an activation buffer.
+    if (made->hasTrait<OpTrait::ConstantLike>())
+      continue;
+    for (Value result : made->getResults()) {
+      if (!isa<RankedTensorType>(result.getType()) ||
+          llvm::none_of(result.getUsers(), [&](Operation *user) {
+            return !forward.contains(user) && !isa<func::ReturnOp>(user);
+          }))
         continue;
-      for (Value result : made->getResults()) {
-        auto type = dyn_cast<RankedTensorType>(result.getType());
-        if (type && llvm::any_of(result.getUsers(), [&](Operation *user) {
-              return !forward.contains(user) && !isa<func::ReturnOp>(user);
-            }))
-          kept += type.getNumElements() *
-                  std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-      }
+      if (inBlock[index])
+        blockBytes += getValueBytes(result);
+      // An annotation's result is its input as the model's op made it.
+      Value value = result;
+      while (value.getDefiningOp() &&
+             isa<dist::DistDialect>(value.getDefiningOp()->getDialect()) &&
+             value.getDefiningOp()->getNumOperands() > 0)
+        value = value.getDefiningOp()->getOperand(0);
+      auto producer = dyn_cast<OpResult>(value);
+      if (!producer || !stepPosition.count(producer.getOwner()))
+        continue;
+      int64_t model = modelIndex[stepPosition.lookup(producer.getOwner())];
+      if (model >= 0 &&
+          recorded.insert({model, producer.getResultNumber()}).second)
+        kept.push_back({model, producer.getResultNumber(),
+                        producer.getOwner()->getName()});
     }
   }
-  return kept / blocks.size();
+  return std::pair(std::move(kept), blockBytes / blocks.size());
 }
 
 /// What the pipeline pass balances, per item it cuts between: the forward's
@@ -230,9 +276,11 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
                                     : "the attention heads (a reshape of the "
                                       "hidden dim to [b, s, heads, d])"));
   shape.itemFlops = getItemFlops(function);
-  if (std::optional<double> kept = getKeptPerBlock(module, function))
-    shape.keptPerLayer =
-        *kept / (activationBytes * shape.batch * shape.seq * shape.hidden);
+  if (auto kept = getKeptValues(module, function)) {
+    shape.keptValues = std::move(kept->first);
+    shape.keptPerLayer = kept->second / (activationBytes * shape.batch *
+                                         shape.seq * shape.hidden);
+  }
   return shape;
 }
 
@@ -556,6 +604,14 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   if (choice.zero >= 3 && !choice.reshardAfterForward)
     estimate.paramBytes += localParams * bytes.weight;
   estimate.gradBytes = state.gradientBytes;
+  // A layout that gathers parameters keeps the gathered copies for the
+  // backward and their whole gradients until the step reduces them (a
+  // stage's share of them).
+  if (partitioned && partitioned->gatheredParameters > 0) {
+    double gathered = partitioned->gatheredParameters / choice.pp;
+    estimate.paramBytes += gathered * bytes.weight;
+    estimate.gradBytes += gathered * bytes.gradient;
+  }
   // From stage 2 a unit's gradient is whole until its reduce-scatter: a
   // block's flat buffer (the ZeRO pass packs a block's parameters that TP
   // splits, their TP pieces, apart from those it does not, 6 h).
@@ -912,7 +968,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     auto partitionTemplate = [&](size_t index) {
       auto [dp, tp] = shapes[index];
       templates[index] = take(partitionLayout(
-          program, machine, getShape(dp, tp, TensorLayout::Megatron)));
+          program, machine, getShape(dp, tp, TensorLayout::Megatron),
+          model.keptValues));
     };
     if (!shapes.empty())
       partitionTemplate(0);
@@ -925,14 +982,17 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   auto solveLayout = [&](int64_t dp, int64_t tp) {
     ShapeLayouts &layouts = partitioned[{dp, tp}];
     layouts.solved = take(partitionLayout(
-        program, machine, getShape(dp, tp, TensorLayout::Solved)));
+        program, machine, getShape(dp, tp, TensorLayout::Solved),
+        model.keptValues));
     if (!layouts.solved)
       return;
     PartitionedLayout &solved = *layouts.solved;
     const PartitionedLayout &megatron = *layouts.megatron;
     solved.computeScale = solved.flops / megatron.flops;
     solved.parameterScale = solved.parameters / megatron.parameters;
-    solved.activationScale = solved.valueBytes / megatron.valueBytes;
+    solved.activationScale = solved.keptBytes > 0 && megatron.keptBytes > 0
+                                 ? solved.keptBytes / megatron.keptBytes
+                                 : solved.valueBytes / megatron.valueBytes;
     auto sorted = [](llvm::SmallVector<CollectiveUse> uses) {
       llvm::sort(uses, [](const CollectiveUse &a, const CollectiveUse &b) {
         return std::make_tuple(a.kind, a.bytes, a.group.size, a.group.stride) <
@@ -1135,9 +1195,36 @@ llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
   return solution ? llvm::Error::success() : solution.takeError();
 }
 
+/// The attribute that marks the results of an op that the train step keeps.
+static constexpr llvm::StringLiteral kKeptAttrName = "tessera.kept";
+
+/// Marks `values` on the ops of `module`'s model, which must be theirs.
+static bool markKeptValues(ModuleOp module, ArrayRef<KeptValue> values) {
+  if (values.empty())
+    return true;
+  func::FuncOp function;
+  for (auto candidate : module.getOps<func::FuncOp>())
+    if (!candidate.isExternal())
+      function = candidate;
+  SmallVector<Operation *> ops = getModelOps(function);
+  llvm::MapVector<Operation *, SmallVector<int32_t>> results;
+  for (const KeptValue &value : values) {
+    if (value.op >= static_cast<int64_t>(ops.size()) ||
+        ops[value.op]->getName() != value.name ||
+        value.result >= ops[value.op]->getNumResults())
+      return false;
+    results[ops[value.op]].push_back(value.result);
+  }
+  for (auto &[op, indices] : results)
+    op->setAttr(kKeptAttrName,
+                DenseI32ArrayAttr::get(module.getContext(), indices));
+  return true;
+}
+
 llvm::Expected<PartitionedLayout>
 tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
-                         const PlanChoice &choice) {
+                         const PlanChoice &choice,
+                         ArrayRef<KeptValue> keptValues) {
   int64_t dp = choice.dp, tp = choice.tp;
   TensorLayout layout = choice.layout;
   OwningOpRef<ModuleOp> module = model.clone();
@@ -1151,6 +1238,8 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
         " tp=" + llvm::Twine(tp) + " in " +
         getEnumName(kTensorLayoutNames, layout) + "'s layout" + why);
   };
+  if (!markKeptValues(*module, keptValues))
+    return failure(": the model is not the one whose kept values are given");
   PlanChoice unsplit = choice;
   unsplit.sequenceParallel = false;
   if (llvm::Error error = annotateLayout(*module, machine, unsplit))
@@ -1168,11 +1257,33 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
   });
   module->walk([&](CostOpInterface op) {
     partitioned.flops += op.getFlops();
-    for (Type type : op->getResultTypes())
-      if (auto tensor = dyn_cast<RankedTensorType>(type))
-        partitioned.valueBytes +=
-            tensor.getNumElements() *
-            std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+    for (Value result : op->getResults())
+      partitioned.valueBytes += getValueBytes(result);
+  });
+  // The kept values, marked on their ops before the partitioner rewrites
+  // them (it keeps an op's attributes).
+  double kept = 0;
+  module->walk([&](Operation *op) {
+    if (auto results = op->getAttrOfType<DenseI32ArrayAttr>(kKeptAttrName))
+      for (int32_t result : results.asArrayRef())
+        kept += getValueBytes(op->getResult(result));
+  });
+  partitioned.keptBytes = kept;
+  // Parameters the layout gathers (a weight split on a dim its reader needs
+  // whole): the gathered copy is kept for the backward, and its gradient is
+  // whole until it is reduced.
+  module->walk([&](dist::AllGatherOp gather) {
+    Value source = gather.getInput();
+    while (Operation *op = source.getDefiningOp()) {
+      if (op->getNumOperands() != 1)
+        break;
+      source = op->getOperand(0);
+    }
+    auto arg = dyn_cast<BlockArgument>(source);
+    auto function =
+        arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+    if (function && function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      partitioned.gatheredParameters += gather.getType().getNumElements();
   });
   SymbolTableCollection symbols;
   module->walk([&](dist::CollectiveOpInterface op) {

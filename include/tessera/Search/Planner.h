@@ -23,6 +23,15 @@
 
 namespace tessera {
 
+/// A value the train step keeps for its backward: result `result` of the
+/// `op`-th of the model's ops (in program order, annotations and
+/// collectives aside), which is a `name`.
+struct KeptValue {
+  int64_t op;
+  unsigned result;
+  mlir::OperationName name;
+};
+
 /// What the search needs of a model: its transformer shape, read from a
 /// GPT-style nn program (tessera model gpt), and its forward FLOPs summed
 /// over its ops' CostOpInterface.
@@ -45,6 +54,9 @@ struct ModelShape {
   /// formula keeps there, so that a block of another structure (a Llama's
   /// SwiGLU, RoPE and GQA) is priced as built.
   double keptPerLayer = 0;
+  /// The values the one-device train step keeps, whose bytes a layout's
+  /// partitioned program gives per device (PartitionedLayout::keptBytes).
+  llvm::SmallVector<KeptValue> keptValues;
   /// The forward's FLOPs of each item the pipeline pass may cut between,
   /// as its ops count them on one device (getItemFlops): the
   /// half-layers (the attention block and the MLP, the embeddings with the
@@ -139,20 +151,27 @@ struct PartitionedLayout {
   /// The forward's collectives.
   llvm::SmallVector<CollectiveUse> forward;
   /// Per device: the forward's FLOPs (CostOpInterface), the parameters'
-  /// elements and the bytes of the values the ops make.
-  double flops = 0, parameters = 0, valueBytes = 0;
-  /// The layout's FLOPs, parameters and values per device over Megatron's
-  /// on the same mesh, which the search's formulas describe (1 for
-  /// Megatron's own): the estimate scales its compute, model state and
-  /// activations by them.
+  /// elements, the bytes of the values the ops make and of those the train
+  /// step keeps for the backward (0 where not found).
+  double flops = 0, parameters = 0, valueBytes = 0, keptBytes = 0;
+  /// The elements of parameters its forward gathers (all_gather of a
+  /// parameter), per device: their copies and whole gradients are priced
+  /// as model state.
+  double gatheredParameters = 0;
+  /// The layout's FLOPs, parameters and kept values (all values where
+  /// those are not found) per device over Megatron's on the same mesh,
+  /// which the search's formulas describe (1 for Megatron's own): the
+  /// estimate scales its compute, model state and activations by them.
   double computeScale = 1, parameterScale = 1, activationScale = 1;
 };
 
 /// `model` partitioned for the layout of `choice` on its dp x tp (without
-/// sequence parallelism). Fails for a model the layout does not fit.
-llvm::Expected<PartitionedLayout> partitionLayout(mlir::ModuleOp model,
-                                                  const MachineModel &machine,
-                                                  const PlanChoice &choice);
+/// sequence parallelism), the bytes of `keptValues` measured there. Fails
+/// for a model the layout does not fit.
+llvm::Expected<PartitionedLayout>
+partitionLayout(mlir::ModuleOp model, const MachineModel &machine,
+                const PlanChoice &choice,
+                llvm::ArrayRef<KeptValue> keptValues = {});
 
 /// How the pipeline pass may cut a GPT for a plan: under `tp`-way TP, with
 /// or without sequence parallelism, and between layers only
