@@ -100,9 +100,12 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
                   const SearchPins &pins, CompileOptions &options,
                   std::string notGpt) {
   ShardingSolverOptions solver = getAutoShardOptions(module, options);
-  solver.zeroStage = pins.zero.value_or(0);
+  // ZeRO stages for AdamW's state unless pinned (getAutoPins).
+  SmallVector<int64_t> stages = {0, 1, 2, 3};
+  if (pins.zero)
+    stages = {*pins.zero};
   MeshShardingSearch search =
-      searchMeshShardings(module, machine, devices, solver);
+      searchMeshShardings(module, machine, devices, solver, stages);
   const MeshShardingPlan *best =
       llvm::find_if(search.plans, [&](const MeshShardingPlan &plan) {
         return (!pins.dp || plan.dp == *pins.dp) &&
@@ -114,6 +117,7 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
         devices, pins.dp || pins.tp ? " as pinned" : "",
         search.firstFailure.empty() ? std::string("none matches the pins")
                                     : search.firstFailure));
+  solver.zeroStage = best->zero;
   llvm::Expected<ShardingSolution> solution =
       applyMeshSharding(module, machine, best->dp, best->tp, solver);
   if (!solution)
@@ -121,7 +125,7 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
   AutoPlan plan;
   plan.estimate.choice.dp = best->dp;
   plan.estimate.choice.tp = best->tp;
-  plan.estimate.choice.zero = pins.zero.value_or(0);
+  plan.estimate.choice.zero = best->zero;
   plan.estimate.stepTimeSeconds = best->stepSeconds;
   plan.estimate.peakMemoryBytes = best->memoryBytes;
   plan.estimate.fits = true;

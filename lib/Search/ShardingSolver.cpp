@@ -1613,28 +1613,38 @@ tessera::applyMeshSharding(ModuleOp model, const MachineModel &machine,
   return solution;
 }
 
-MeshShardingSearch
-tessera::searchMeshShardings(ModuleOp model, const MachineModel &machine,
-                             int64_t devices,
-                             const ShardingSolverOptions &options) {
+MeshShardingSearch tessera::searchMeshShardings(
+    ModuleOp model, const MachineModel &machine, int64_t devices,
+    const ShardingSolverOptions &options, ArrayRef<int64_t> zeroStages) {
   MeshShardingSearch search;
+  SmallVector<int64_t> stages(zeroStages);
+  if (stages.empty())
+    stages.push_back(options.zeroStage);
   for (int64_t dp = 1; dp <= devices; ++dp) {
     if (devices % dp)
       continue;
-    ++search.considered;
-    OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
-    llvm::Expected<ShardingSolution> solution =
-        applyMeshSharding(*copy, machine, dp, devices / dp, options);
-    if (!solution) {
-      ++search.failed;
-      std::string reason = llvm::toString(solution.takeError());
-      if (search.firstFailure.empty())
-        search.firstFailure = reason;
-      continue;
+    for (int64_t zero : stages) {
+      // ZeRO shards over dp; without it there is nothing to shard.
+      if (zero > 0 && dp == 1 && zero != stages.front())
+        continue;
+      ++search.considered;
+      ShardingSolverOptions staged = options;
+      staged.zeroStage = dp > 1 ? zero : 0;
+      OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
+      llvm::Expected<ShardingSolution> solution =
+          applyMeshSharding(*copy, machine, dp, devices / dp, staged);
+      if (!solution) {
+        ++search.failed;
+        std::string reason = llvm::toString(solution.takeError());
+        if (search.firstFailure.empty())
+          search.firstFailure = reason;
+        continue;
+      }
+      search.plans.push_back({dp, devices / dp, staged.zeroStage,
+                              solution->objectiveSeconds,
+                              solution->reshardBytes, solution->memoryBytes,
+                              solution->variables, solution->solveSeconds});
     }
-    search.plans.push_back({dp, devices / dp, solution->objectiveSeconds,
-                            solution->reshardBytes, solution->memoryBytes,
-                            solution->variables, solution->solveSeconds});
   }
   llvm::stable_sort(search.plans,
                     [](const MeshShardingPlan &a, const MeshShardingPlan &b) {

@@ -232,7 +232,8 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   if (autoLayout.getNumOccurrences())
     pins.layout = autoLayout.getValue();
   // --mesh pins the searched mesh, whose axes are "dp" and "tp"; the
-  // annotated model then has those sizes.
+  // annotated model then has the plan's sizes, which the compile keeps (a
+  // pin of one axis would not size the other).
   llvm::Expected<llvm::StringMap<int64_t>> sizes = parseMeshSizes(meshSpec);
   if (!sizes)
     return sizes.takeError();
@@ -252,12 +253,14 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
       applyAutoPlan(module, *machine, autoDevices, pins, options);
   if (!plan)
     return plan.takeError();
+  options.mesh.clear();
   const PlanChoice &choice = plan->estimate.choice;
   if (const std::optional<MeshShardingPlan> &sharding = plan->sharding) {
     llvm::errs() << llvm::formatv(
         "auto: dp={0} tp={1} zero={2}, every op sharded by the ILP ({3}): "
         "predicted step {4:e3} s, {5:f1} MB of collectives, "
-        "{6:f2} GB per device on {7} x {8} (of {9} meshes)\n",
+        "{6:f2} GB per device on {7} x {8} (of {9} meshes and ZeRO "
+        "stages)\n",
         choice.dp, choice.tp, choice.zero, plan->notGpt, sharding->stepSeconds,
         sharding->reshardBytes / 1e6, sharding->memoryBytes / 1e9,
         autoDevices.getValue(), machine->name, plan->considered);

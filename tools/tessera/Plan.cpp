@@ -174,40 +174,50 @@ static int explainPlanOps(ModuleOp model, const MachineModel &machine,
   return 0;
 }
 
-/// tessera plan of a model that is not GPT-shaped: every dp x tp mesh,
-/// each op's sharding solved on it.
+/// tessera plan of a model that is not GPT-shaped: every dp x tp mesh and
+/// ZeRO stage (but --zero), each op's sharding solved on it.
 static int runShardingPlan(ModuleOp model, const MachineModel &machine,
                            StringRef notGpt) {
-  MeshShardingSearch search = searchMeshShardings(model, machine, planDevices,
-                                                  getPlanSolverOptions(model));
+  SmallVector<int64_t> stages = {0, 1, 2, 3};
+  if (pinZero.getNumOccurrences())
+    stages = {pinZero.getValue()};
+  MeshShardingSearch search = searchMeshShardings(
+      model, machine, planDevices, getPlanSolverOptions(model), stages);
   llvm::erase_if(search.plans, [](const MeshShardingPlan &plan) {
     return (pinDp.getNumOccurrences() && plan.dp != pinDp) ||
            (pinTp.getNumOccurrences() && plan.tp != pinTp);
   });
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} dp x "
-      "tp meshes considered, {5} with no sharding that fits\n",
+      "tp meshes and ZeRO stages considered, {5} with no sharding that "
+      "fits\n",
       planModel, planDevices.getValue(), machine.name, notGpt,
       search.considered, search.failed);
   if (search.plans.empty())
     return reportError(search.firstFailure.empty()
                            ? std::string("no mesh matches the pins")
                            : search.firstFailure);
-  llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,10} {4,14} {5,10} "
-                                "{6,10} {7,10}\n",
-                                "rank", "dp", "tp", "step (s)", "collect. (MB)",
-                                "mem (GB)", "variables", "solve (s)");
+  llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,4} {4,10} {5,14} "
+                                "{6,10} {7,10} {8,10}\n",
+                                "rank", "dp", "tp", "zero", "step (s)",
+                                "collect. (MB)", "mem (GB)", "variables",
+                                "solve (s)");
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), search.plans.size());
   for (auto [rank, plan] :
        llvm::enumerate(ArrayRef(search.plans).take_front(shown)))
     llvm::outs() << llvm::formatv(
-        "{0,4} {1,5} {2,5} {3,10:e3} {4,14:f1} {5,10:f2} {6,10} {7,10:f3}\n",
-        rank + 1, plan.dp, plan.tp, plan.stepSeconds, plan.reshardBytes / 1e6,
-        plan.memoryBytes / 1e9, plan.variables, plan.solveSeconds);
-  if (!explainOps.empty())
+        "{0,4} {1,5} {2,5} {3,4} {4,10:e3} {5,14:f1} {6,10:f2} {7,10} "
+        "{8,10:f3}\n",
+        rank + 1, plan.dp, plan.tp, plan.zero, plan.stepSeconds,
+        plan.reshardBytes / 1e6, plan.memoryBytes / 1e9, plan.variables,
+        plan.solveSeconds);
+  if (!explainOps.empty()) {
+    ShardingSolverOptions options = getPlanSolverOptions(model);
+    options.zeroStage = search.plans.front().zero;
     return explainPlanOps(model, machine, search.plans.front().dp,
-                          search.plans.front().tp, getPlanSolverOptions(model));
+                          search.plans.front().tp, options);
+  }
   return 0;
 }
 

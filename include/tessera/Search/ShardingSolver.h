@@ -151,6 +151,8 @@ std::string describeChoice(const ShardingChoice &choice, dist::MeshOp mesh);
 /// either axis to any dim).
 struct MeshShardingPlan {
   int64_t dp = 1, tp = 1;
+  /// The ZeRO stage over "dp" it was solved with.
+  int64_t zero = 0;
   /// The solution's objective: a step's compute and collectives, one after
   /// the other.
   double stepSeconds = 0;
@@ -170,11 +172,14 @@ struct MeshShardingSearch {
 };
 
 /// Solves `model`'s function on every dp x tp factorization of `devices`
-/// (each on a copy of the model, see applyMeshSharding).
+/// (each on a copy of the model, see applyMeshSharding), with each ZeRO
+/// stage of `zeroStages` where dp > 1 (options.zeroStage when empty); of
+/// equally fast plans, the lower stage first.
 MeshShardingSearch searchMeshShardings(mlir::ModuleOp model,
                                        const MachineModel &machine,
                                        int64_t devices,
-                                       const ShardingSolverOptions &options);
+                                       const ShardingSolverOptions &options,
+                                       llvm::ArrayRef<int64_t> zeroStages = {});
 
 /// Puts `model` on `dist.mesh @mesh ["dp"=dp, "tp"=tp]` in place of its
 /// meshes and annotations, solves its function's shardings there and writes
