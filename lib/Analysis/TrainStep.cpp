@@ -10,6 +10,14 @@
 using namespace mlir;
 using namespace tessera;
 
+func::FuncOp tessera::getModelFunction(ModuleOp module) {
+  func::FuncOp function;
+  for (auto candidate : module.getOps<func::FuncOp>())
+    if (!candidate.isExternal())
+      function = candidate;
+  return function;
+}
+
 llvm::SetVector<Operation *> tessera::getForwardOps(func::FuncOp function) {
   llvm::SetVector<Operation *> forward;
   Operation *terminator = function.getBody().front().getTerminator();

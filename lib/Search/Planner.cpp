@@ -30,7 +30,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -49,13 +48,17 @@ getBodyOps(func::FuncOp function, DenseMap<Operation *, int64_t> &position) {
   return ops;
 }
 
-/// The model's ops of `function`'s body in program order: those of no
-/// annotation or collective (the dist dialect's), which partitioning keeps
-/// in their order.
+/// Whether `op` is one of the model's: no annotation or collective (the
+/// dist dialect's). Partitioning keeps the model's ops in their order.
+static bool isModelOp(Operation *op) {
+  return !isa<dist::DistDialect>(op->getDialect());
+}
+
+/// The model's ops of `function`'s body in program order.
 static SmallVector<Operation *> getModelOps(func::FuncOp function) {
   SmallVector<Operation *> ops;
   for (Operation &op : function.front().without_terminator())
-    if (!isa<dist::DistDialect>(op.getDialect()))
+    if (isModelOp(&op))
       ops.push_back(&op);
   return ops;
 }
@@ -89,12 +92,8 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
   pm.addPass(createTrainStepPass());
   if (mlir::failed(pm.run(*copy)))
     return std::nullopt;
-  func::FuncOp step;
-  for (auto candidate : copy->getOps<func::FuncOp>())
-    if (!candidate.isExternal())
-      step = candidate;
   // The train step's forward is the model's ops, in their order.
-  llvm::SetVector<Operation *> forward = getForwardOps(step);
+  llvm::SetVector<Operation *> forward = getForwardOps(getModelFunction(*copy));
   if (forward.size() != ops.size())
     return std::nullopt;
   SmallVector<bool> inBlock(ops.size(), false);
@@ -110,7 +109,7 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
     if (forward[index]->getName() != op->getName())
       return std::nullopt;
     stepPosition[forward[index]] = index;
-    if (!isa<dist::DistDialect>(op->getDialect()))
+    if (isModelOp(op))
       modelIndex[index] = models++;
   }
   SmallVector<KeptValue> kept;
@@ -130,8 +129,7 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
         blockBytes += getValueBytes(result);
       // An annotation's result is its input as the model's op made it.
       Value value = result;
-      while (value.getDefiningOp() &&
-             isa<dist::DistDialect>(value.getDefiningOp()->getDialect()) &&
+      while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
              value.getDefiningOp()->getNumOperands() > 0)
         value = value.getDefiningOp()->getOperand(0);
       auto producer = dyn_cast<OpResult>(value);
@@ -189,10 +187,7 @@ static SmallVector<double> getItemFlops(func::FuncOp function) {
 
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   ModelShape shape;
-  func::FuncOp function;
-  for (auto candidate : module.getOps<func::FuncOp>())
-    if (!candidate.isExternal())
-      function = candidate;
+  func::FuncOp function = getModelFunction(module);
   if (!function)
     return llvm::createStringError("the model has no function");
   // From the structure, not the names: the token ids are the first integer
@@ -1162,10 +1157,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       return plan.choice.tp > 1 && plan.choice.layout != *pins.layout;
     });
   searchShapes(&refined, {{TensorLayout::Solved, false}});
-  llvm::stable_sort(result.plans,
-                    [](const PlanEstimate &x, const PlanEstimate &y) {
-                      return x.stepTimeSeconds < y.stepTimeSeconds;
-                    });
+  fastestFirst();
   return result;
 }
 
@@ -1202,11 +1194,7 @@ static constexpr llvm::StringLiteral kKeptAttrName = "tessera.kept";
 static bool markKeptValues(ModuleOp module, ArrayRef<KeptValue> values) {
   if (values.empty())
     return true;
-  func::FuncOp function;
-  for (auto candidate : module.getOps<func::FuncOp>())
-    if (!candidate.isExternal())
-      function = candidate;
-  SmallVector<Operation *> ops = getModelOps(function);
+  SmallVector<Operation *> ops = getModelOps(getModelFunction(module));
   llvm::MapVector<Operation *, SmallVector<int32_t>> results;
   for (const KeptValue &value : values) {
     if (value.op >= static_cast<int64_t>(ops.size()) ||

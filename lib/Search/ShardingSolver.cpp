@@ -16,6 +16,7 @@
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/StageCuts.h"
+#include "tessera/Analysis/TrainStep.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
@@ -1568,15 +1569,6 @@ std::string tessera::describeChoice(const ShardingChoice &choice,
          llvm::formatv(" costs {0:F3} us more",
                        choice.runnerUpExtraSeconds * 1e6)
              .str();
-}
-
-/// The model's one function with a body.
-static func::FuncOp getModelFunction(ModuleOp model) {
-  func::FuncOp function;
-  for (auto candidate : model.getOps<func::FuncOp>())
-    if (!candidate.isExternal())
-      function = candidate;
-  return function;
 }
 
 llvm::Expected<ShardingSolution>

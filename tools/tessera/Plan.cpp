@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 
+#include "tessera/Analysis/TrainStep.h"
 #include "tessera/Search/ApplyPlan.h"
 #include "tessera/Search/PlanReport.h"
 #include "tessera/Search/Planner.h"
@@ -142,10 +143,7 @@ static int explainPlanOps(ModuleOp model, const MachineModel &machine,
   if (!solution)
     return reportError(solution.takeError());
   auto mesh = *copy->getOps<dist::MeshOp>().begin();
-  func::FuncOp function;
-  for (auto candidate : copy->getOps<func::FuncOp>())
-    if (!candidate.isExternal())
-      function = candidate;
+  func::FuncOp function = getModelFunction(*copy);
   for (const std::string &name : explainOps) {
     int64_t matched = 0;
     for (const ShardingChoice &choice : solution->choices) {

@@ -14,6 +14,10 @@
 
 namespace tessera {
 
+/// The module's model: its one function with a body (the last, where there
+/// are several); null where there is none.
+mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
+
 /// The ops the function's outputs that update no argument (the loss) depend
 /// on: the forward pass of a train step, in program order.
 llvm::SetVector<mlir::Operation *> getForwardOps(mlir::func::FuncOp function);
