@@ -2,8 +2,9 @@
 """Wall time of a full `tessera plan` search for GPT-3 175B and a 1T GPT.
 
 The search enumerates DP x TP x PP x microbatches x ZeRO x schedule x
-recomputation x sequence parallelism, partitions the program once per
-DP x TP shape to price Megatron's layout (the template), and solves the
+recomputation x sequence parallelism, partitions the program's first block
+and first two blocks per DP x TP shape to price Megatron's layout (the
+template: the second block's share counted per later block), and solves the
 sharding ILP (batch on dp) and partitions its layout on the four shapes of
 the fastest template plans. The goal: under 10 s for GPT-3 175B on 1024
 GPUs and a 1T GPT on 3072 GPUs on a 2-core machine, and close to flat in the

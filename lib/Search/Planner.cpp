@@ -71,6 +71,12 @@ static double getValueBytes(Value value) {
               : 0;
 }
 
+/// The key that orders and merges a partition's collectives.
+using CollectiveKey = std::tuple<CollectiveKind, double, int64_t, int64_t>;
+static CollectiveKey getCollectiveKey(const CollectiveUse &use) {
+  return {use.kind, use.bytes, use.group.size, use.group.stride};
+}
+
 /// What the train step of `function` keeps for its backward on one device,
 /// nothing recomputed (the values of its forward ops, constants aside, that
 /// a backward op reads: ModelShape::keptValues), and the bytes of those
@@ -790,9 +796,10 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     double m = choice.microbatches;
     double seconds = 0;
     for (const CollectiveUse &use : partitioned->forward)
-      seconds += m * getCollectiveSeconds(
-                         machine, use.kind,
-                         use.bytes / m * (bytes.activation / 4), use.group);
+      seconds += use.count * m *
+                 getCollectiveSeconds(machine, use.kind,
+                                      use.bytes / m * (bytes.activation / 4),
+                                      use.group);
     estimate.tpCommSeconds = passes * seconds / choice.pp;
   } else if (choice.tp > 1) {
     double perLayerCount = choice.recompute == Recompute::Full ? 6 : 4;
@@ -988,22 +995,15 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     solved.activationScale = solved.keptBytes > 0 && megatron.keptBytes > 0
                                  ? solved.keptBytes / megatron.keptBytes
                                  : solved.valueBytes / megatron.valueBytes;
-    auto sorted = [](llvm::SmallVector<CollectiveUse> uses) {
-      llvm::sort(uses, [](const CollectiveUse &a, const CollectiveUse &b) {
-        return std::make_tuple(a.kind, a.bytes, a.group.size, a.group.stride) <
-               std::make_tuple(b.kind, b.bytes, b.group.size, b.group.stride);
-      });
-      return uses;
-    };
+    // Both merged in one order (partitionLayout).
     auto same = [](const CollectiveUse &a, const CollectiveUse &b) {
-      return a.kind == b.kind && a.bytes == b.bytes &&
-             a.group.size == b.group.size && a.group.stride == b.group.stride;
+      return getCollectiveKey(a) == getCollectiveKey(b) && a.count == b.count;
     };
     layouts.solvedIsMegatron =
         solved.flops == megatron.flops &&
         solved.parameters == megatron.parameters &&
         solved.valueBytes == megatron.valueBytes &&
-        llvm::equal(sorted(solved.forward), sorted(megatron.forward), same);
+        llvm::equal(solved.forward, megatron.forward, same);
   };
   // The microbatches in flight of each pipeline, the same at every TP.
   std::map<std::tuple<int64_t, int64_t, PipelineSchedule>,
@@ -1145,10 +1145,13 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     refined.insert({c.dp, c.tp});
     solveLayout(c.dp, c.tp);
   }
+  // Without tp both layouts are data parallelism: a pin of the ILP's names
+  // its plans so.
   for (PlanEstimate &plan : result.plans) {
     PlanChoice &c = plan.choice;
-    if (c.tp > 1 && !c.sequenceParallel &&
-        partitioned[{c.dp, c.tp}].solvedIsMegatron)
+    if ((c.tp > 1 && !c.sequenceParallel &&
+         partitioned[{c.dp, c.tp}].solvedIsMegatron) ||
+        (c.tp == 1 && pins.layout == TensorLayout::Solved))
       c.layout = TensorLayout::Solved;
   }
   // Ranked among the templates, which a pin of the ILP's layout then drops.
@@ -1209,33 +1212,9 @@ static bool markKeptValues(ModuleOp module, ArrayRef<KeptValue> values) {
   return true;
 }
 
-llvm::Expected<PartitionedLayout>
-tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
-                         const PlanChoice &choice,
-                         ArrayRef<KeptValue> keptValues) {
-  int64_t dp = choice.dp, tp = choice.tp;
-  TensorLayout layout = choice.layout;
-  OwningOpRef<ModuleOp> module = model.clone();
-  // The search's diagnostics are its own; a failure here falls back to the
-  // analytic formula.
-  ScopedDiagnosticHandler quiet(module->getContext(),
-                                [](Diagnostic &) { return success(); });
-  auto failure = [&](const llvm::Twine &why) {
-    return llvm::createStringError(
-        "the model does not partition for dp=" + llvm::Twine(dp) +
-        " tp=" + llvm::Twine(tp) + " in " +
-        getEnumName(kTensorLayoutNames, layout) + "'s layout" + why);
-  };
-  if (!markKeptValues(*module, keptValues))
-    return failure(": the model is not the one whose kept values are given");
-  PlanChoice unsplit = choice;
-  unsplit.sequenceParallel = false;
-  if (llvm::Error error = annotateLayout(*module, machine, unsplit))
-    return failure(": " + llvm::toString(std::move(error)));
-  PassManager pm(module->getContext());
-  buildShardingPipeline(pm, CompileOptions());
-  if (mlir::failed(pm.run(*module)))
-    return failure("");
+/// The figures of `module`'s partitioned program (its collectives merged,
+/// in the order of getCollectiveKey).
+static PartitionedLayout measurePartition(ModuleOp module) {
   PartitionedLayout partitioned;
   module->walk([&](func::FuncOp function) {
     for (BlockArgument arg : function.getArguments())
@@ -1250,13 +1229,11 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
   });
   // The kept values, marked on their ops before the partitioner rewrites
   // them (it keeps an op's attributes).
-  double kept = 0;
   module->walk([&](Operation *op) {
     if (auto results = op->getAttrOfType<DenseI32ArrayAttr>(kKeptAttrName))
       for (int32_t result : results.asArrayRef())
-        kept += getValueBytes(op->getResult(result));
+        partitioned.keptBytes += getValueBytes(op->getResult(result));
   });
-  partitioned.keptBytes = kept;
   // Parameters the layout gathers (a weight split on a dim its reader needs
   // whole): the gathered copy is kept for the backward, and its gradient is
   // whole until it is reduced.
@@ -1274,6 +1251,7 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
       partitioned.gatheredParameters += gather.getType().getNumElements();
   });
   SymbolTableCollection symbols;
+  std::map<CollectiveKey, CollectiveUse> uses;
   module->walk([&](dist::CollectiveOpInterface op) {
     auto in = cast<RankedTensorType>(op->getOperand(0).getType());
     auto out = cast<RankedTensorType>(op->getResult(0).getType());
@@ -1299,8 +1277,159 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
     }
     SmallVector<StringAttr> axes =
         llvm::to_vector(op.getMeshAxes().getAsRange<StringAttr>());
-    partitioned.forward.push_back(
-        {kind, bytes, MeshShape(op.getMesh(symbols)).getDeviceGroup(axes)});
+    CollectiveUse use{kind, bytes,
+                      MeshShape(op.getMesh(symbols)).getDeviceGroup(axes), 0};
+    ++uses.try_emplace(getCollectiveKey(use), use).first->second.count;
   });
+  for (auto &entry : uses)
+    partitioned.forward.push_back(entry.second);
   return partitioned;
+}
+
+/// Cuts `module`'s model to its first `keep` repeated blocks: what the last
+/// block passes on is taken from the `keep`th instead, and the later
+/// blocks' ops, what only they read and the parameters only they read are
+/// erased. False where the blocks do not each pass on one value.
+static bool keepFirstBlocks(ModuleOp module, int64_t keep) {
+  func::FuncOp function = getModelFunction(module);
+  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
+  if (static_cast<int64_t>(blocks.size()) <= keep)
+    return false;
+  // The one value of `block` that ops outside it read.
+  auto getOutput = [](ArrayRef<Operation *> block) {
+    llvm::DenseSet<Operation *> inside(block.begin(), block.end());
+    Value output;
+    for (Operation *op : block)
+      for (Value result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return !inside.contains(user);
+            })) {
+          if (output)
+            return Value();
+          output = result;
+        }
+    return output;
+  };
+  Value last = getOutput(blocks.back());
+  Value kept = getOutput(blocks[keep - 1]);
+  if (!last || !kept || last.getType() != kept.getType())
+    return false;
+  llvm::DenseSet<Operation *> lastBlock(blocks.back().begin(),
+                                        blocks.back().end());
+  llvm::DenseSet<Operation *> erased;
+  for (ArrayRef<Operation *> block : llvm::drop_begin(blocks, keep))
+    erased.insert(block.begin(), block.end());
+  last.replaceUsesWithIf(kept, [&](OpOperand &use) {
+    return !lastBlock.contains(use.getOwner());
+  });
+  for (Operation *op : erased)
+    for (Operation *user : op->getUsers())
+      if (!erased.contains(user))
+        return false;
+  for (ArrayRef<Operation *> block :
+       llvm::reverse(llvm::drop_begin(blocks, keep)))
+    for (Operation *op : llvm::reverse(block))
+      op->erase();
+  // What only the erased blocks read: the ops before them that make nothing
+  // else reads (a weight's cast), and their parameters.
+  SmallVector<Operation *> ops = llvm::to_vector(
+      llvm::make_pointer_range(function.front().without_terminator()));
+  for (Operation *op : llvm::reverse(ops))
+    if (op->getNumResults() > 0 && op->use_empty())
+      op->erase();
+  llvm::BitVector unused(function.getNumArguments());
+  for (BlockArgument arg : function.getArguments())
+    if (arg.use_empty() &&
+        function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      unused.set(arg.getArgNumber());
+  return succeeded(function.eraseArguments(unused));
+}
+
+/// A model of `blocks` repeated blocks, from its partitions with the first
+/// block (`one`) and the first two (`two`): the second block's share
+/// counted once per block after the first. None where `two` has less of
+/// something than `one`.
+static std::optional<PartitionedLayout>
+extrapolateBlocks(const PartitionedLayout &one, const PartitionedLayout &two,
+                  int64_t blocks) {
+  PartitionedLayout all;
+  bool grows = true;
+  auto extrapolate = [&](double first, double second) {
+    grows &= second >= first;
+    return first + (blocks - 1) * (second - first);
+  };
+  all.flops = extrapolate(one.flops, two.flops);
+  all.parameters = extrapolate(one.parameters, two.parameters);
+  all.valueBytes = extrapolate(one.valueBytes, two.valueBytes);
+  all.keptBytes = extrapolate(one.keptBytes, two.keptBytes);
+  all.gatheredParameters =
+      extrapolate(one.gatheredParameters, two.gatheredParameters);
+  // Both in the order of getCollectiveKey.
+  const CollectiveUse *first = one.forward.begin();
+  for (const CollectiveUse &use : two.forward) {
+    CollectiveUse total = use;
+    int64_t count = 0;
+    if (first != one.forward.end() &&
+        getCollectiveKey(*first) == getCollectiveKey(use))
+      count = (first++)->count;
+    total.count = extrapolate(count, use.count);
+    all.forward.push_back(total);
+  }
+  if (!grows || first != one.forward.end())
+    return std::nullopt;
+  return all;
+}
+
+llvm::Expected<PartitionedLayout>
+tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
+                         const PlanChoice &choice,
+                         ArrayRef<KeptValue> keptValues, bool wholeModel) {
+  int64_t dp = choice.dp, tp = choice.tp;
+  TensorLayout layout = choice.layout;
+  OwningOpRef<ModuleOp> marked = model.clone();
+  // The search's diagnostics are its own; a failure here falls back to the
+  // analytic formula.
+  ScopedDiagnosticHandler quiet(marked->getContext(),
+                                [](Diagnostic &) { return success(); });
+  auto failure = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        "the model does not partition for dp=" + llvm::Twine(dp) +
+        " tp=" + llvm::Twine(tp) + " in " +
+        getEnumName(kTensorLayoutNames, layout) + "'s layout" + why);
+  };
+  if (!markKeptValues(*marked, keptValues))
+    return failure(": the model is not the one whose kept values are given");
+  PlanChoice unsplit = choice;
+  unsplit.sequenceParallel = false;
+  // The model, or its first `blocks` blocks, partitioned.
+  auto partition = [&](std::optional<int64_t> blocks)
+      -> llvm::Expected<std::optional<PartitionedLayout>> {
+    OwningOpRef<ModuleOp> module = marked->clone();
+    if (blocks && !keepFirstBlocks(*module, *blocks))
+      return std::nullopt;
+    if (llvm::Error error = annotateLayout(*module, machine, unsplit))
+      return failure(": " + llvm::toString(std::move(error)));
+    PassManager pm(module->getContext());
+    buildShardingPipeline(pm, CompileOptions());
+    if (mlir::failed(pm.run(*module)))
+      return failure("");
+    return measurePartition(*module);
+  };
+  int64_t blocks = findRepeatedBlocks(getModelFunction(*marked)).size();
+  if (!wholeModel && layout == TensorLayout::Megatron && blocks >= 3) {
+    auto one = partition(1);
+    if (!one)
+      return one.takeError();
+    auto two = partition(2);
+    if (!two)
+      return two.takeError();
+    if (*one && *two)
+      if (std::optional<PartitionedLayout> all =
+              extrapolateBlocks(**one, **two, blocks))
+        return std::move(*all);
+  }
+  auto whole = partition(std::nullopt);
+  if (!whole)
+    return whole.takeError();
+  return std::move(**whole);
 }

@@ -17,6 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
 
@@ -844,10 +845,10 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
   for (const CollectiveUse &use : uses->forward) {
     ASSERT_EQ(use.kind, CollectiveKind::AllReduce);
     if (use.group.size == 2 && use.group.stride == 1) {
-      ++tpAllReduces;
+      tpAllReduces += use.count;
       EXPECT_DOUBLE_EQ(use.bytes, 4.0 * (4 / 2) * 8 * 48);
     } else {
-      ++dpAllReduces;
+      dpAllReduces += use.count;
       EXPECT_EQ(use.group.stride, 2);
       EXPECT_DOUBLE_EQ(use.bytes, 4.0);
     }
@@ -865,6 +866,63 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
       estimatePlan(*shape, dgx(), choice, std::nullopt, &*uses).tpCommSeconds;
   EXPECT_GT(partitioned, formula);
   EXPECT_LT(partitioned, 1.2 * formula);
+}
+
+TEST(PlannerTest, RepeatedBlocksArePricedAsTheWholeProgram) {
+  // Megatron's layout partitioned with one block and with two, the second
+  // counted per later block, against the whole program: GPT (fused and
+  // unfused attention) and Llama with grouped-query attention, on meshes
+  // with and without each axis.
+  mlir::MLIRContext context;
+  llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> models;
+  for (const char *attention : {"unfused", "fused"}) {
+    GptConfig gpt{/*layers=*/4,  /*hidden=*/48,
+                  /*heads=*/4,   /*seq=*/8,
+                  /*vocab=*/100, /*batch=*/4};
+    gpt.attention = attention;
+    models.push_back(buildGpt(&context, gpt));
+  }
+  LlamaConfig llama;
+  llama.layers = 5;
+  llama.hidden = 64;
+  llama.heads = 4;
+  llama.kvHeads = 2;
+  llama.ffnHidden = 96;
+  llama.seq = 8;
+  llama.vocab = 100;
+  llama.batch = 4;
+  llama.attention = "unfused";
+  models.push_back(buildLlama(&context, llama));
+  for (mlir::OwningOpRef<mlir::ModuleOp> &model : models) {
+    llvm::Expected<ModelShape> shape = getModelShape(*model);
+    ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
+    ASSERT_FALSE(shape->keptValues.empty());
+    for (auto [dp, tp] : {std::pair(1, 2), std::pair(2, 2), std::pair(4, 1)}) {
+      PlanChoice mesh;
+      mesh.dp = dp;
+      mesh.tp = tp;
+      auto blocks = partitionLayout(*model, dgx(), mesh, shape->keptValues);
+      auto whole = partitionLayout(*model, dgx(), mesh, shape->keptValues,
+                                   /*wholeModel=*/true);
+      ASSERT_TRUE(blocks && whole);
+      SCOPED_TRACE(
+          llvm::formatv("{0} layers, dp={1} tp={2}", shape->layers, dp, tp)
+              .str());
+      EXPECT_EQ(blocks->flops, whole->flops);
+      EXPECT_EQ(blocks->parameters, whole->parameters);
+      EXPECT_EQ(blocks->valueBytes, whole->valueBytes);
+      EXPECT_EQ(blocks->keptBytes, whole->keptBytes);
+      EXPECT_EQ(blocks->gatheredParameters, whole->gatheredParameters);
+      ASSERT_EQ(blocks->forward.size(), whole->forward.size());
+      for (auto [a, b] : llvm::zip(blocks->forward, whole->forward)) {
+        EXPECT_EQ(a.kind, b.kind);
+        EXPECT_EQ(a.bytes, b.bytes);
+        EXPECT_EQ(a.group.size, b.group.size);
+        EXPECT_EQ(a.group.stride, b.group.stride);
+        EXPECT_EQ(a.count, b.count);
+      }
+    }
+  }
 }
 
 TEST(PlannerTest, PartitionedCollectivesRejectAnIndivisibleModel) {
