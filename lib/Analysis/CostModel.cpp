@@ -19,11 +19,12 @@ llvm::Expected<double> tessera::getComputeSeconds(const MachineModel &machine,
   llvm::Expected<double> peak = machine.getPeakFlops(dtype);
   if (!peak)
     return peak.takeError();
-  double computeSeconds =
-      flops > 0
-          ? flops / (*peak *
-                     getGemmEfficiency(flops, machine.gemmHalfEfficiencyFlops))
-          : 0.0;
+  // Launch and tiling overheads are a contraction's (more FLOPs than bytes
+  // moved); an elementwise op or a reduction streams its bytes.
+  double efficiency =
+      flops > bytes ? getGemmEfficiency(flops, machine.gemmHalfEfficiencyFlops)
+                    : 1.0;
+  double computeSeconds = flops > 0 ? flops / (*peak * efficiency) : 0.0;
   double memorySeconds = bytes / machine.memoryBandwidthBytesPerSecond;
   return std::max(computeSeconds, memorySeconds);
 }

@@ -93,46 +93,51 @@ tessera::getAutoShardOptions(ModuleOp module, const CompileOptions &options) {
   return solver;
 }
 
-/// --auto on a model that is not GPT-shaped: the fastest mesh of per-op
-/// shardings.
+/// --auto on a model that is not GPT-shaped: the fastest plan of per-op
+/// shardings (searchMeshShardings), its pipeline cut marked (dist.stage).
 static llvm::Expected<AutoPlan>
 applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
                   const SearchPins &pins, CompileOptions &options,
                   std::string notGpt) {
   ShardingSolverOptions solver = getAutoShardOptions(module, options);
+  MeshShardingPins meshPins{pins.dp, pins.tp, pins.pp, pins.microbatches, {}};
   // ZeRO stages for AdamW's state unless pinned (getAutoPins).
-  SmallVector<int64_t> stages = {0, 1, 2, 3};
+  meshPins.zeroStages = {0, 1, 2, 3};
   if (pins.zero)
-    stages = {*pins.zero};
+    meshPins.zeroStages = {*pins.zero};
   MeshShardingSearch search =
-      searchMeshShardings(module, machine, devices, solver, stages);
-  const MeshShardingPlan *best =
-      llvm::find_if(search.plans, [&](const MeshShardingPlan &plan) {
-        return (!pins.dp || plan.dp == *pins.dp) &&
-               (!pins.tp || plan.tp == *pins.tp);
-      });
-  if (best == search.plans.end())
+      searchMeshShardings(module, machine, devices, solver, meshPins);
+  if (search.plans.empty())
     return llvm::createStringError(llvm::formatv(
-        "no dp x tp mesh of {0} devices{1} has a sharding that fits: {2}",
-        devices, pins.dp || pins.tp ? " as pinned" : "",
+        "no dp x tp x pp mesh of {0} devices{1} has a sharding that fits: {2}",
+        devices, pins.dp || pins.tp || pins.pp ? " as pinned" : "",
         search.firstFailure.empty() ? std::string("none matches the pins")
                                     : search.firstFailure));
-  solver.zeroStage = best->zero;
+  const MeshShardingPlan &best = search.plans.front();
+  ShardingSolverOptions chosen =
+      getMeshSolverOptions(solver, machine, best.pp, best.microbatches);
+  chosen.zeroStage = best.zero;
+  // The stages cut where the search priced them, which the pipeline pass
+  // then takes.
   llvm::Expected<ShardingSolution> solution =
-      applyMeshSharding(module, machine, best->dp, best->tp, solver);
+      applyMeshSharding(module, machine, best.dp, best.tp, chosen, best.pp);
   if (!solution)
     return solution.takeError();
   AutoPlan plan;
-  plan.estimate.choice.dp = best->dp;
-  plan.estimate.choice.tp = best->tp;
-  plan.estimate.choice.zero = best->zero;
-  plan.estimate.stepTimeSeconds = best->stepSeconds;
-  plan.estimate.peakMemoryBytes = best->memoryBytes;
+  PlanChoice &choice = plan.estimate.choice;
+  choice.dp = best.dp;
+  choice.tp = best.tp;
+  choice.pp = best.pp;
+  choice.microbatches = best.microbatches;
+  choice.schedule = PipelineSchedule::OneFOneB;
+  choice.zero = best.zero;
+  plan.estimate.stepTimeSeconds = best.stepSeconds;
+  plan.estimate.peakMemoryBytes = best.memoryBytes;
   plan.estimate.fits = true;
   plan.considered = search.considered;
-  plan.sharding = *best;
+  plan.sharding = best;
   plan.notGpt = std::move(notGpt);
-  applyPlanChoice(plan.estimate.choice, options);
+  applyPlanChoice(choice, options);
   return plan;
 }
 

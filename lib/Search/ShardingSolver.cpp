@@ -15,6 +15,7 @@
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Analysis/CostModel.h"
+#include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/StageCuts.h"
 #include "tessera/Analysis/TrainStep.h"
 
@@ -29,8 +30,10 @@
 #include <coin/OsiClpSolverInterface.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <vector>
 
 using namespace mlir;
@@ -193,6 +196,8 @@ public:
   }
 
   LogicalResult build(std::string &error);
+  /// The bytes of `value`'s piece on a device under `sharding`.
+  double getLocalBytes(Value value, const TensorSharding &sharding) const;
   /// Returns the number of blocks that share variables.
   int64_t shareBlocks();
   /// Returns the number of ops merged into their operand's producer.
@@ -216,7 +221,7 @@ public:
                           const TensorSharding &to,
                           const TensorSharding &gradient) const;
 
-  func::FuncOp function;
+  mutable func::FuncOp function;
   const MeshShape &mesh;
   ArrayRef<StringAttr> axes;
   /// ZeRO's axes on this mesh.
@@ -252,7 +257,6 @@ private:
   filterBatch(Value value, SmallVector<TensorSharding> shardings) const;
   ReshardCost reshard(Value value, const TensorSharding &from,
                       const TensorSharding &to) const;
-  double getLocalBytes(Value value, const TensorSharding &sharding) const;
   double getComputeSeconds(Operation *op, double split) const;
   std::vector<Strategy> getRuleStrategies(ShardingRuleOpInterface op,
                                           const ShardingRule &rule) const;
@@ -402,9 +406,27 @@ ReshardCost ProgramBuilder::getEdgeCost(Value value, const TensorSharding &from,
   ReshardCost cost = reshard(value, from, to);
   // The gradient completes its sums into the consumer's layout, then goes
   // back to the producer's: a slice's gradient is gathered, a gather's
-  // sliced.
+  // sliced. A parameter that ZeRO stores split has its sums over ZeRO's
+  // axes reduce-scattered onto its pieces instead (the weights' gather
+  // prices the rest, see build).
   if (options.training && differentiable.contains(value)) {
-    cost += reshard(value, gradient, to);
+    TensorSharding completed = gradient;
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (options.zeroStage > 0 && !zeroAxes.empty() && arg &&
+        function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) &&
+        llvm::all_of(zeroAxes, [&](StringAttr axis) {
+          return llvm::is_contained(gradient.unreduced, axis);
+        })) {
+      llvm::erase_if(completed.unreduced, [&](StringAttr axis) {
+        return llvm::is_contained(zeroAxes, axis);
+      });
+      double bytes = getLocalBytes(value, to);
+      cost += ReshardCost{
+          getCollectiveSeconds(machine, CollectiveKind::ReduceScatter, bytes,
+                               mesh.getDeviceGroup(zeroAxes)),
+          bytes};
+    }
+    cost += reshard(value, completed, to);
     cost += reshard(value, to, from);
   }
   return cost;
@@ -414,9 +436,10 @@ double ProgramBuilder::getComputeSeconds(Operation *op, double split) const {
   auto cost = dyn_cast<CostOpInterface>(op);
   if (!cost || op->getNumResults() == 0)
     return 0;
+  double pieces = split * options.microbatches;
   llvm::Expected<double> seconds = tessera::getComputeSeconds(
       machine, getDtypeName(op->getResult(0).getType()),
-      cost.getFlops() / split, cost.getBytesAccessed() / split);
+      cost.getFlops() / pieces, cost.getBytesAccessed() / pieces);
   if (!seconds) {
     llvm::consumeError(seconds.takeError());
     return 0;
@@ -426,7 +449,7 @@ double ProgramBuilder::getComputeSeconds(Operation *op, double split) const {
       options.training && llvm::any_of(op->getResults(), [&](Value result) {
         return differentiable.contains(result);
       });
-  return *seconds * (trained ? 3 : 1);
+  return *seconds * options.microbatches * (trained ? 3 : 1);
 }
 
 std::optional<TensorSharding>
@@ -682,12 +705,16 @@ LogicalResult ProgramBuilder::build(std::string &error) {
         strategy.memoryBytes =
             share(3) + share(2) +
             share(1) * options.optimizerBytesPerParameterByte;
-        if (options.zeroStage >= 3) {
+        // Stage 3 gathers the weight for each microbatch's forward and
+        // backward; stages 1 and 2 once per step, after the update.
+        if (options.zeroStage > 0 && group > 1) {
+          int64_t gathers =
+              options.zeroStage >= 3 ? 2 * options.microbatches : 1;
           double seconds =
               getCollectiveSeconds(machine, CollectiveKind::AllGather, bytes,
                                    mesh.getDeviceGroup(zeroAxes));
-          strategy.seconds += 2 * seconds;
-          strategy.reshardBytes += 2 * bytes;
+          strategy.seconds += gathers * seconds;
+          strategy.reshardBytes += gathers * bytes;
         }
       }
       node.strategies.push_back(std::move(strategy));
@@ -1154,6 +1181,7 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   std::map<std::tuple<EdgeKind, int64_t, int64_t, int64_t, int64_t>, int64_t>
       classOf;
   std::vector<EdgeClass> edgeClasses;
+  SmallVector<int64_t> edgeClassOf;
   for (const Edge &edge : program.edges) {
     int64_t producer = nodes[edge.producer].representative;
     int64_t consumer = nodes[edge.consumer].representative;
@@ -1172,6 +1200,7 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
       edgeClass.value = edge.value;
     }
     ++edgeClasses[it->second].count;
+    edgeClassOf.push_back(it->second);
   }
   // An edge's cost depends on what each end makes or needs of the value or
   // of its gradient.
@@ -1329,7 +1358,7 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
 
   ShardingSolution solution;
   solution.axes = axes;
-  solution.openToOtherAxes = !program.batchAxes.empty();
+  solution.openToOtherAxes = !options.batchAxes.empty();
   solution.variables = objective.size();
   solution.constraints = rowLower.size();
   solution.optimal = model.isProvenOptimal();
@@ -1401,11 +1430,35 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     }
   }
 
-  for (const Node &node : nodes) {
-    if (!node.op && node.argument < 0)
+  // Each edge's reshards at the chosen ends, on the node that reads the
+  // value (the one that feeds a sum of gradients).
+  auto isChoice = [&](int64_t node) {
+    return nodes[node].op || nodes[node].argument >= 0;
+  };
+  DenseMap<int64_t, double> edgeSeconds;
+  for (auto [edge, edgeClass] : llvm::zip(program.edges, edgeClassOf)) {
+    const EdgeClass &priced = edgeClasses[edgeClass];
+    int64_t owner = isChoice(edge.consumer) ? edge.consumer : edge.producer;
+    edgeSeconds[owner] += priced.getSeconds(chosen[priced.producerRoot],
+                                            chosen[priced.consumerRoot]);
+  }
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (!isChoice(index))
       continue;
     const Strategy &strategy = strategyOf(node, chosen[node.root]);
     ShardingChoice &choice = solution.choices.emplace_back();
+    choice.edgeSeconds = edgeSeconds.lookup(index);
+    if (node.op) {
+      for (auto [result, sharding] :
+           llvm::zip(node.op->getResults(), strategy.results))
+        if (isa<RankedTensorType>(result.getType()))
+          choice.resultBytes += program.getLocalBytes(result, sharding);
+    } else {
+      choice.resultBytes = program.getLocalBytes(
+          function.getArgument(node.argument), strategy.results.front());
+      if (function.getArgAttr(node.argument, nn::kParamAttrName))
+        choice.stateBytes = strategy.memoryBytes;
+    }
     choice.op = node.op;
     choice.argument = node.argument;
     choice.chosen = {strategy.factorAxes, strategy.results};
@@ -1571,10 +1624,155 @@ std::string tessera::describeChoice(const ShardingChoice &choice,
              .str();
 }
 
-llvm::Expected<ShardingSolution>
-tessera::applyMeshSharding(ModuleOp model, const MachineModel &machine,
-                           int64_t dp, int64_t tp,
-                           const ShardingSolverOptions &options) {
+namespace {
+/// A solved function's forward in items between its layer boundaries (the
+/// places where one value of the data crosses), in program order: what
+/// each item's ops and the arguments and parameter-only ops they read
+/// first cost a step, hold on a device and pass to the next item.
+struct StageItems {
+  /// The first op of each item.
+  SmallVector<Operation *> starts;
+  /// A step's seconds.
+  SmallVector<double> seconds;
+  /// The model state, and the values the item makes per device.
+  SmallVector<double> stateBytes, activationBytes;
+  /// The largest parameter's piece: a step of microbatches holds its
+  /// gradient beside the accumulated ones.
+  SmallVector<double> largestParameterBytes;
+  /// The bytes per device of what the item passes to the next.
+  SmallVector<double> outputBytes;
+
+  StageItems(func::FuncOp function, const ShardingSolution &solution);
+  size_t size() const { return starts.size(); }
+};
+} // namespace
+
+StageItems::StageItems(func::FuncOp function,
+                       const ShardingSolution &solution) {
+  // The ops that read the data (not what parameters and constants alone
+  // make), as findRepeatedBlocks reads them.
+  DenseSet<Value> data;
+  for (BlockArgument arg : function.getArguments())
+    if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      data.insert(arg);
+  SmallVector<Operation *> dataOps;
+  DenseMap<Operation *, const ShardingChoice *> choiceOf;
+  SmallVector<const ShardingChoice *> others;
+  for (const ShardingChoice &choice : solution.choices) {
+    if (choice.op)
+      choiceOf[choice.op] = &choice;
+    if (!choice.op || isa<func::ReturnOp>(choice.op) ||
+        llvm::none_of(choice.op->getOperands(),
+                      [&](Value value) { return data.contains(value); })) {
+      others.push_back(&choice);
+      continue;
+    }
+    dataOps.push_back(choice.op);
+    data.insert(choice.op->result_begin(), choice.op->result_end());
+  }
+  if (dataOps.empty())
+    return;
+  SmallVector<int64_t> boundaries = getLayerBoundaries(dataOps);
+  int64_t items = boundaries.size();
+  starts.resize(items);
+  seconds.assign(items, 0);
+  stateBytes.assign(items, 0);
+  activationBytes.assign(items, 0);
+  largestParameterBytes.assign(items, 0);
+  outputBytes.assign(items, 0);
+  DenseMap<Operation *, int64_t> itemOf;
+  for (int64_t item = 0; item < items; ++item) {
+    starts[item] = dataOps[boundaries[item]];
+    int64_t end = item + 1 < items ? boundaries[item + 1] : dataOps.size();
+    for (int64_t i = boundaries[item]; i < end; ++i)
+      itemOf[dataOps[i]] = item;
+  }
+  auto add = [&](const ShardingChoice &choice, int64_t item) {
+    seconds[item] += choice.seconds + choice.edgeSeconds;
+    stateBytes[item] += choice.stateBytes;
+  };
+  for (Operation *op : dataOps) {
+    const ShardingChoice &choice = *choiceOf.lookup(op);
+    int64_t item = itemOf.lookup(op);
+    add(choice, item);
+    activationBytes[item] += choice.resultBytes;
+    // What a later item reads of it crosses every boundary between.
+    for (Operation *user : op->getUsers())
+      if (auto it = itemOf.find(user); it != itemOf.end())
+        for (int64_t crossed = item; crossed < it->second; ++crossed)
+          outputBytes[crossed] =
+              std::max(outputBytes[crossed], choice.resultBytes);
+  }
+  // The rest (arguments, what parameters and constants alone make, the
+  // return) with their first reader's item, latest first so that each
+  // reader is placed; what no item reads goes with the last.
+  for (const ShardingChoice *choice : llvm::reverse(others)) {
+    Value made = choice->op && choice->op->getNumResults() > 0
+                     ? choice->op->getResult(0)
+                 : choice->op ? Value()
+                              : function.getArgument(choice->argument);
+    int64_t item = items - 1;
+    if (made)
+      for (Operation *user : made.getUsers())
+        if (auto it = itemOf.find(user); it != itemOf.end())
+          item = std::min(item, it->second);
+    if (choice->op)
+      itemOf[choice->op] = item;
+    else if (function.getArgAttr(choice->argument, nn::kParamAttrName))
+      largestParameterBytes[item] =
+          std::max(largestParameterBytes[item], choice->resultBytes);
+    add(*choice, item);
+  }
+}
+
+SmallVector<Operation *>
+tessera::getMeshStageStarts(func::FuncOp function,
+                            const ShardingSolution &solution, int64_t stages) {
+  StageItems items(function, solution);
+  if (static_cast<int64_t>(items.size()) < stages)
+    return {};
+  StageCuts cuts = balanceStages(items.seconds, stages);
+  SmallVector<Operation *> starts;
+  for (int64_t item : llvm::drop_begin(cuts.starts))
+    starts.push_back(items.starts[item]);
+  return starts;
+}
+
+ShardingSolverOptions
+tessera::getMeshSolverOptions(const ShardingSolverOptions &options,
+                              const MachineModel &machine, int64_t pp,
+                              int64_t microbatches) {
+  ShardingSolverOptions mesh = options;
+  mesh.axes.clear();
+  if (pp == 1 && microbatches == 1)
+    return mesh;
+  mesh.microbatches = microbatches;
+  mesh.batchAxes = {"dp"};
+  mesh.keepActivations = false;
+  mesh.memoryLimitBytes =
+      options.memoryLimitBytes.value_or(machine.memoryBytes) * pp;
+  return mesh;
+}
+
+/// The first dim of every ranked data argument of `function` divides by
+/// this (0: none has one).
+static int64_t getBatch(func::FuncOp function) {
+  int64_t batch = 0;
+  for (BlockArgument arg : function.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (type && type.getRank() > 0 &&
+        !function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
+      batch = std::gcd(batch, type.getDimSize(0));
+  }
+  return batch;
+}
+
+/// `model` on `dist.mesh @mesh ["dp"=dp, "tp"=tp]` in place of its meshes
+/// and annotations, and its function's shardings solved there (not yet
+/// written).
+static llvm::Expected<ShardingSolution>
+solveOnMesh(ModuleOp model, const MachineModel &machine, int64_t dp, int64_t tp,
+            const ShardingSolverOptions &options) {
   func::FuncOp function = getModelFunction(model);
   if (!function)
     return llvm::createStringError("the model has no function");
@@ -1598,49 +1796,160 @@ tessera::applyMeshSharding(ModuleOp model, const MachineModel &machine,
                                    builder.getDenseI64ArrayAttr({dp, tp}));
   ShardingSolverOptions all = options;
   all.axes.clear();
+  return solveShardings(function, mesh, machine, all);
+}
+
+llvm::Expected<ShardingSolution> tessera::applyMeshSharding(
+    ModuleOp model, const MachineModel &machine, int64_t dp, int64_t tp,
+    const ShardingSolverOptions &options, int64_t stages) {
   llvm::Expected<ShardingSolution> solution =
-      solveShardings(function, mesh, machine, all);
-  if (solution)
-    applyShardings(function, mesh, *solution);
+      solveOnMesh(model, machine, dp, tp, options);
+  if (!solution)
+    return solution;
+  func::FuncOp function = getModelFunction(model);
+  Builder builder(model.getContext());
+  if (stages > 1)
+    for (auto [stage, op] :
+         llvm::enumerate(getMeshStageStarts(function, *solution, stages)))
+      op->setAttr(dist::DistDialect::kStageAttrName,
+                  builder.getI64IntegerAttr(stage + 1));
+  applyShardings(function, *model.getOps<dist::MeshOp>().begin(), *solution);
   return solution;
 }
 
 MeshShardingSearch tessera::searchMeshShardings(
     ModuleOp model, const MachineModel &machine, int64_t devices,
-    const ShardingSolverOptions &options, ArrayRef<int64_t> zeroStages) {
+    const ShardingSolverOptions &options, const MeshShardingPins &pins) {
   MeshShardingSearch search;
-  SmallVector<int64_t> stages(zeroStages);
-  if (stages.empty())
-    stages.push_back(options.zeroStage);
+  SmallVector<int64_t> zeroStages(pins.zeroStages);
+  if (zeroStages.empty())
+    zeroStages.push_back(options.zeroStage);
+  auto pinned = [](std::optional<int64_t> pin, int64_t value) {
+    return !pin || *pin == value;
+  };
+  auto fail = [&](std::string reason) {
+    ++search.failed;
+    if (search.firstFailure.empty())
+      search.firstFailure = std::move(reason);
+  };
+  func::FuncOp function = getModelFunction(model);
+  int64_t batch = function ? getBatch(function) : 0;
+  double memoryLimit = options.memoryLimitBytes.value_or(machine.memoryBytes);
   for (int64_t dp = 1; dp <= devices; ++dp) {
-    if (devices % dp)
-      continue;
-    for (int64_t zero : stages) {
-      // ZeRO shards over dp; without it there is nothing to shard.
-      if (zero > 0 && dp == 1 && zero != stages.front())
+    for (int64_t tp = 1; dp * tp <= devices; ++tp) {
+      if (devices % (dp * tp) || !pinned(pins.dp, dp) || !pinned(pins.tp, tp))
         continue;
-      ++search.considered;
-      ShardingSolverOptions staged = options;
-      staged.zeroStage = dp > 1 ? zero : 0;
-      OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
-      llvm::Expected<ShardingSolution> solution =
-          applyMeshSharding(*copy, machine, dp, devices / dp, staged);
-      if (!solution) {
-        ++search.failed;
-        std::string reason = llvm::toString(solution.takeError());
-        if (search.firstFailure.empty())
-          search.firstFailure = reason;
+      int64_t pp = devices / dp / tp;
+      // Stages and microbatches split a train step's batch on "dp".
+      if (!pinned(pins.pp, pp) || (pp > 1 && !options.training))
         continue;
+      SmallVector<int64_t> microbatches;
+      for (int64_t m = 1; m <= std::max<int64_t>(1, batch / dp); ++m)
+        if (pinned(pins.microbatches, m) &&
+            (m == 1 || (options.training && batch % (dp * m) == 0)))
+          microbatches.push_back(m);
+      for (int64_t zero : zeroStages) {
+        // ZeRO shards over dp; without it there is nothing to shard.
+        if (zero > 0 && dp == 1 && zero != zeroStages.front())
+          continue;
+        for (int64_t m : microbatches) {
+          ++search.considered;
+          ShardingSolverOptions staged =
+              getMeshSolverOptions(options, machine, pp, m);
+          staged.zeroStage = dp > 1 ? zero : 0;
+          OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
+          llvm::Expected<ShardingSolution> solution =
+              solveOnMesh(*copy, machine, dp, tp, staged);
+          if (!solution) {
+            fail(llvm::toString(solution.takeError()));
+            continue;
+          }
+          MeshShardingPlan plan{dp,
+                                tp,
+                                pp,
+                                m,
+                                staged.zeroStage,
+                                solution->objectiveSeconds,
+                                solution->reshardBytes,
+                                solution->memoryBytes,
+                                solution->variables,
+                                solution->solveSeconds};
+          // A step of one microbatch on one stage is the solver's; the
+          // others' activations are priced here, per microbatch held.
+          if (pp > 1 || m > 1) {
+            StageItems items(getModelFunction(*copy), *solution);
+            if (static_cast<int64_t>(items.size()) < pp) {
+              fail(llvm::formatv("the forward has {0} layer boundaries, too "
+                                 "few for {1} pipeline stages",
+                                 items.size(), pp));
+              continue;
+            }
+            StageCuts cuts = balanceStages(items.seconds, pp);
+            SmallVector<RankInFlight> inFlight;
+            if (pp > 1)
+              inFlight =
+                  getStagesInFlight({pp, m, 1, PipelineSchedule::OneFOneB});
+            double slowest = 0, crossing = 0;
+            plan.memoryBytes = 0;
+            for (int64_t stage = 0; stage < pp; ++stage) {
+              int64_t begin = cuts.starts[stage];
+              int64_t end = stage + 1 < pp ? cuts.starts[stage + 1]
+                                           : int64_t(items.size());
+              double seconds = 0, state = 0, activations = 0, gradient = 0;
+              for (int64_t item = begin; item < end; ++item) {
+                seconds += items.seconds[item];
+                state += items.stateBytes[item];
+                activations += items.activationBytes[item];
+                if (m > 1)
+                  gradient =
+                      std::max(gradient, items.largestParameterBytes[item]);
+              }
+              if (stage + 1 < pp)
+                crossing = std::max(crossing, items.outputBytes[end - 1]);
+              int64_t held =
+                  pp > 1 ? inFlight[stage].front().second.forwardToBackward : 1;
+              slowest = std::max(slowest, seconds);
+              plan.memoryBytes = std::max(
+                  plan.memoryBytes, state + gradient + activations / m * held);
+            }
+            plan.stepSeconds = slowest;
+            if (pp > 1) {
+              // Each microbatch's activations forward and their gradients
+              // back at each cut, as the GPT plans price them.
+              double p2p =
+                  getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                       2 * crossing / m, {2, dp * tp});
+              plan.stepSeconds =
+                  slowest * (1 + getBubbleFraction(PipelineSchedule::OneFOneB,
+                                                   pp, m)) +
+                  2 * p2p * (m + pp - 1);
+            }
+            if (plan.memoryBytes > memoryLimit) {
+              fail(llvm::formatv("dp={0} tp={1} pp={2} in {3} microbatches "
+                                 "holds {4:f3} GB on a device, over its "
+                                 "{5:f3} GB",
+                                 dp, tp, pp, m, plan.memoryBytes / 1e9,
+                                 memoryLimit / 1e9));
+              continue;
+            }
+          }
+          search.plans.push_back(plan);
+        }
       }
-      search.plans.push_back({dp, devices / dp, staged.zeroStage,
-                              solution->objectiveSeconds,
-                              solution->reshardBytes, solution->memoryBytes,
-                              solution->variables, solution->solveSeconds});
     }
   }
+  // Fastest first; of plans as fast (to six digits: solves of one
+  // program on one mesh differ in rounding), the fewest stages,
+  // microbatches and ZeRO stage, which the cost model prices no faster.
+  auto key = [](const MeshShardingPlan &plan) {
+    double scale = std::pow(
+        10.0, 5 - std::floor(std::log10(std::max(plan.stepSeconds, 1e-300))));
+    return std::make_tuple(std::round(plan.stepSeconds * scale) / scale,
+                           plan.pp, plan.microbatches, plan.zero);
+  };
   llvm::stable_sort(search.plans,
-                    [](const MeshShardingPlan &a, const MeshShardingPlan &b) {
-                      return a.stepSeconds < b.stepSeconds;
+                    [&](const MeshShardingPlan &a, const MeshShardingPlan &b) {
+                      return key(a) < key(b);
                     });
   return search;
 }

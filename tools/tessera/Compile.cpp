@@ -257,12 +257,15 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   const PlanChoice &choice = plan->estimate.choice;
   if (const std::optional<MeshShardingPlan> &sharding = plan->sharding) {
     llvm::errs() << llvm::formatv(
-        "auto: dp={0} tp={1} zero={2}, every op sharded by the ILP ({3}): "
-        "predicted step {4:e3} s, {5:f1} MB of collectives, "
-        "{6:f2} GB per device on {7} x {8} (of {9} meshes and ZeRO "
-        "stages)\n",
-        choice.dp, choice.tp, choice.zero, plan->notGpt, sharding->stepSeconds,
-        sharding->reshardBytes / 1e6, sharding->memoryBytes / 1e9,
+        "auto: dp={0} tp={1}{2}{3} zero={4}, every op sharded by the ILP "
+        "({5}): predicted step {6:e3} s, {7:f1} MB of collectives, {8:f1} MB "
+        "per device on {9} x {10} (of {11} plans)\n",
+        choice.dp, choice.tp, formatPipeline(choice),
+        choice.microbatches > 1 && choice.pp == 1
+            ? llvm::formatv(" microbatches={0}", choice.microbatches).str()
+            : std::string(),
+        choice.zero, plan->notGpt, sharding->stepSeconds,
+        sharding->reshardBytes / 1e6, sharding->memoryBytes / 1e6,
         autoDevices.getValue(), machine->name, plan->considered);
     return llvm::Error::success();
   }

@@ -172,49 +172,51 @@ static int explainPlanOps(ModuleOp model, const MachineModel &machine,
   return 0;
 }
 
-/// tessera plan of a model that is not GPT-shaped: every dp x tp mesh and
-/// ZeRO stage (but --zero), each op's sharding solved on it.
+/// tessera plan of a model that is not GPT-shaped: every dp x tp x pp mesh,
+/// ZeRO stage (but --zero) and count of microbatches, each op's sharding
+/// solved on it.
 static int runShardingPlan(ModuleOp model, const MachineModel &machine,
                            StringRef notGpt) {
-  SmallVector<int64_t> stages = {0, 1, 2, 3};
+  MeshShardingPins pins;
+  pin(pinDp, pins.dp);
+  pin(pinTp, pins.tp);
+  pin(pinPp, pins.pp);
+  pin(pinMicrobatches, pins.microbatches);
+  pins.zeroStages = {0, 1, 2, 3};
   if (pinZero.getNumOccurrences())
-    stages = {pinZero.getValue()};
+    pins.zeroStages = {pinZero.getValue()};
   MeshShardingSearch search = searchMeshShardings(
-      model, machine, planDevices, getPlanSolverOptions(model), stages);
-  llvm::erase_if(search.plans, [](const MeshShardingPlan &plan) {
-    return (pinDp.getNumOccurrences() && plan.dp != pinDp) ||
-           (pinTp.getNumOccurrences() && plan.tp != pinTp);
-  });
+      model, machine, planDevices, getPlanSolverOptions(model), pins);
   llvm::outs() << llvm::formatv(
-      "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} dp x "
-      "tp meshes and ZeRO stages considered, {5} with no sharding that "
-      "fits\n",
+      "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} plans "
+      "considered, {5} with no sharding or stage cut that fits\n",
       planModel, planDevices.getValue(), machine.name, notGpt,
       search.considered, search.failed);
   if (search.plans.empty())
     return reportError(search.firstFailure.empty()
                            ? std::string("no mesh matches the pins")
                            : search.firstFailure);
-  llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,4} {4,10} {5,14} "
-                                "{6,10} {7,10} {8,10}\n",
-                                "rank", "dp", "tp", "zero", "step (s)",
-                                "collect. (MB)", "mem (GB)", "variables",
-                                "solve (s)");
+  llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10} "
+                                "{7,14} {8,10} {9,10} {10,10}\n",
+                                "rank", "dp", "tp", "pp", "mb", "zero",
+                                "step (s)", "collect. (MB)", "mem (GB)",
+                                "variables", "solve (s)");
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), search.plans.size());
   for (auto [rank, plan] :
        llvm::enumerate(ArrayRef(search.plans).take_front(shown)))
     llvm::outs() << llvm::formatv(
-        "{0,4} {1,5} {2,5} {3,4} {4,10:e3} {5,14:f1} {6,10:f2} {7,10} "
-        "{8,10:f3}\n",
-        rank + 1, plan.dp, plan.tp, plan.zero, plan.stepSeconds,
-        plan.reshardBytes / 1e6, plan.memoryBytes / 1e9, plan.variables,
-        plan.solveSeconds);
+        "{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10:e3} {7,14:f1} {8,10:f2} "
+        "{9,10} {10,10:f3}\n",
+        rank + 1, plan.dp, plan.tp, plan.pp, plan.microbatches, plan.zero,
+        plan.stepSeconds, plan.reshardBytes / 1e6, plan.memoryBytes / 1e9,
+        plan.variables, plan.solveSeconds);
   if (!explainOps.empty()) {
-    ShardingSolverOptions options = getPlanSolverOptions(model);
-    options.zeroStage = search.plans.front().zero;
-    return explainPlanOps(model, machine, search.plans.front().dp,
-                          search.plans.front().tp, options);
+    const MeshShardingPlan &best = search.plans.front();
+    ShardingSolverOptions options = getMeshSolverOptions(
+        getPlanSolverOptions(model), machine, best.pp, best.microbatches);
+    options.zeroStage = best.zero;
+    return explainPlanOps(model, machine, best.dp, best.tp, options);
   }
   return 0;
 }

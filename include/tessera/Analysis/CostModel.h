@@ -24,7 +24,8 @@ namespace tessera {
 double getGemmEfficiency(double flops, double halfEfficiencyFlops = 2e9);
 
 /// Roofline time of an op: the longer of its FLOPs at the dtype's peak (times
-/// the GEMM efficiency) and its bytes at the memory bandwidth.
+/// the GEMM efficiency where it computes more FLOPs than it moves bytes, as
+/// a contraction does) and its bytes at the memory bandwidth.
 llvm::Expected<double> getComputeSeconds(const MachineModel &machine,
                                          llvm::StringRef dtype, double flops,
                                          double bytes);

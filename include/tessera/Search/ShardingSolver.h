@@ -52,6 +52,11 @@ struct ShardingSolverOptions {
   /// Count the activations against the limit (else the model state alone:
   /// the plan search prices the activations of its microbatches itself).
   bool keepActivations = true;
+  /// A step in this many microbatches (gradient accumulation, pipeline
+  /// stages): each op's compute is priced at a microbatch's size, that many
+  /// times, and so are ZeRO-3's gathers. (The reshards between ops are
+  /// priced once per step.)
+  int64_t microbatches = 1;
   /// Solve the repeated blocks of the model once (their variables shared).
   bool shareBlocks = true;
   /// Data parallelism: these solved axes split the batch and nothing else,
@@ -83,6 +88,13 @@ struct ShardingChoice {
   llvm::SmallVector<TensorSharding> partialResults;
   /// Its compute and own reshards (partial sums completed).
   double seconds = 0;
+  /// The reshards on the edges into it (its operands', and their
+  /// gradients' back), at both ends' choices; those into a sum of
+  /// gradients fall on the op or argument that feeds it.
+  double edgeSeconds = 0;
+  /// Per device: an argument's model state as stored (its weight, gradient
+  /// and optimizer state when trained), an op's results.
+  double stateBytes = 0, resultBytes = 0;
   /// Whether the op follows its operand's producer (a pointwise op merged
   /// into it), and so has no choice of its own.
   bool follows = false;
@@ -146,47 +158,82 @@ void applyShardings(mlir::func::FuncOp function, dist::MeshOp mesh,
 /// {"tp"}]> (k={"tp"}) at 12.000 us; runner-up ... costs 3.000 us more`.
 std::string describeChoice(const ShardingChoice &choice, dist::MeshOp mesh);
 
-/// One mesh shape's solution: the model on `dist.mesh @mesh ["dp"=dp,
+/// One plan of per-op shardings: the model on `dist.mesh @mesh ["dp"=dp,
 /// "tp"=tp]`, both axes solved (the names are the plan's; the solver gives
-/// either axis to any dim).
+/// either axis to any dim), its step in `microbatches` and, with `pp`
+/// pipeline stages, the forward cut by getMeshStageStarts and run 1F1B
+/// along "pp".
 struct MeshShardingPlan {
-  int64_t dp = 1, tp = 1;
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
   /// The ZeRO stage over "dp" it was solved with.
   int64_t zero = 0;
-  /// The solution's objective: a step's compute and collectives, one after
-  /// the other.
+  /// The step: its compute and collectives one after the other (the
+  /// parameters' reshards once per microbatch); with stages, the slowest
+  /// stage's with 1F1B's bubble and the transfers between stages.
   double stepSeconds = 0;
+  /// The collectives' bytes; the fullest device's model state and
+  /// activations (those of the microbatches its stage holds).
   double reshardBytes = 0, memoryBytes = 0;
   int64_t variables = 0;
   double solveSeconds = 0;
 };
 
 struct MeshShardingSearch {
-  /// The shapes that fit, fastest first.
+  /// The plans that fit, fastest first.
   llvm::SmallVector<MeshShardingPlan> plans;
   int64_t considered = 0;
-  /// Shapes the solver found no sharding for (none fits in memory), and
-  /// the first one's reason.
+  /// Plans with no sharding or cut that fits in memory, and the first
+  /// one's reason.
   int64_t failed = 0;
   std::string firstFailure;
 };
 
-/// Solves `model`'s function on every dp x tp factorization of `devices`
-/// (each on a copy of the model, see applyMeshSharding), with each ZeRO
-/// stage of `zeroStages` where dp > 1 (options.zeroStage when empty); of
-/// equally fast plans, the lower stage first.
+/// What searchMeshShardings may choose; unset, it searches.
+struct MeshShardingPins {
+  std::optional<int64_t> dp, tp, pp, microbatches;
+  /// Each ZeRO stage searched where dp > 1 (the options' when empty).
+  llvm::SmallVector<int64_t> zeroStages;
+};
+
+/// The solver's options for one plan's mesh: `options` as given for a step
+/// of one microbatch on one stage; with microbatches or stages, priced in
+/// `microbatches`, "dp" splitting the batch only (as they split it
+/// further) and the model state, in a stage's share of device memory,
+/// alone (the search prices the activations per microbatch held).
+ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
+                                           const MachineModel &machine,
+                                           int64_t pp, int64_t microbatches);
+
+/// Solves `model`'s function on every dp x tp x pp factorization of
+/// `devices` (each on a copy of the model, see applyMeshSharding), with
+/// each ZeRO stage and, for a train step, each number of microbatches
+/// dividing the batch on a device (its data arguments' first dim) and the
+/// pipelines of `pp` stages that its layer boundaries allow; of equally
+/// fast plans, the lower stage first.
 MeshShardingSearch searchMeshShardings(mlir::ModuleOp model,
                                        const MachineModel &machine,
                                        int64_t devices,
                                        const ShardingSolverOptions &options,
-                                       llvm::ArrayRef<int64_t> zeroStages = {});
+                                       const MeshShardingPins &pins = {});
+
+/// The first op of each pipeline stage after the first when `function`,
+/// solved as `solution` (before applyShardings writes it), is cut into
+/// `stages`: at its forward's layer boundaries,
+/// balanced on each op's step seconds in `solution` (forward, backward and
+/// reshards; parameters' and arguments' with their first reader). Empty
+/// where the forward has fewer layers than stages.
+llvm::SmallVector<mlir::Operation *>
+getMeshStageStarts(mlir::func::FuncOp function,
+                   const ShardingSolution &solution, int64_t stages);
 
 /// Puts `model` on `dist.mesh @mesh ["dp"=dp, "tp"=tp]` in place of its
 /// meshes and annotations, solves its function's shardings there and writes
-/// them (applyShardings).
+/// them (applyShardings); with `stages`, marks the first op of each
+/// pipeline stage after the first (getMeshStageStarts) with dist.stage.
 llvm::Expected<ShardingSolution>
 applyMeshSharding(mlir::ModuleOp model, const MachineModel &machine, int64_t dp,
-                  int64_t tp, const ShardingSolverOptions &options);
+                  int64_t tp, const ShardingSolverOptions &options,
+                  int64_t stages = 1);
 
 } // namespace tessera
 
