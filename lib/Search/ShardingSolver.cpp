@@ -1636,8 +1636,8 @@ struct StageItems {
   SmallVector<double> seconds;
   /// The model state, and the values the item makes per device.
   SmallVector<double> stateBytes, activationBytes;
-  /// The largest parameter's piece: a step of microbatches holds its
-  /// gradient beside the accumulated ones.
+  /// The largest parameter's piece: a train step holds its gradient, as
+  /// the backward makes it, beside the stored (accumulated) ones.
   SmallVector<double> largestParameterBytes;
   /// The bytes per device of what the item passes to the next.
   SmallVector<double> outputBytes;
@@ -1874,9 +1874,11 @@ MeshShardingSearch tessera::searchMeshShardings(
                                 solution->memoryBytes,
                                 solution->variables,
                                 solution->solveSeconds};
-          // A step of one microbatch on one stage is the solver's; the
-          // others' activations are priced here, per microbatch held.
-          if (pp > 1 || m > 1) {
+          // A train step's memory is priced here: each stage's model state,
+          // its largest parameter's gradient (made beside the stored ones),
+          // and its activations per microbatch held; the time of a step with
+          // stages too. (A forward's memory is the solver's.)
+          if (options.training) {
             StageItems items(getModelFunction(*copy), *solution);
             if (static_cast<int64_t>(items.size()) < pp) {
               fail(llvm::formatv("the forward has {0} layer boundaries, too "
@@ -1900,9 +1902,8 @@ MeshShardingSearch tessera::searchMeshShardings(
                 seconds += items.seconds[item];
                 state += items.stateBytes[item];
                 activations += items.activationBytes[item];
-                if (m > 1)
-                  gradient =
-                      std::max(gradient, items.largestParameterBytes[item]);
+                gradient =
+                    std::max(gradient, items.largestParameterBytes[item]);
               }
               if (stage + 1 < pp)
                 crossing = std::max(crossing, items.outputBytes[end - 1]);
@@ -1912,7 +1913,6 @@ MeshShardingSearch tessera::searchMeshShardings(
               plan.memoryBytes = std::max(
                   plan.memoryBytes, state + gradient + activations / m * held);
             }
-            plan.stepSeconds = slowest;
             if (pp > 1) {
               // Each microbatch's activations forward and their gradients
               // back at each cut, as the GPT plans price them.

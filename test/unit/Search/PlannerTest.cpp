@@ -752,10 +752,11 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
 
 TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
   // A model the plan search does not read as a decoder (an MLP) gets its
-  // per-op shardings on meshes with pipeline stages and microbatches: the
-  // device that holds the most, as the search prices it (model state,
-  // the largest gradient beside the accumulated ones, activations per
-  // microbatch held), against the compiled plan's largest arena, within 2%.
+  // per-op shardings on meshes with pipeline stages and microbatches and
+  // without: the device that holds the most, as the search prices it
+  // (model state, the largest gradient beside the stored ones, activations
+  // per microbatch held), against the compiled plan's largest arena,
+  // within 2%.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -771,7 +772,7 @@ TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
     int64_t dp, tp, pp, microbatches;
   };
   for (Mesh mesh : {Mesh{1, 1, 4, 4}, Mesh{1, 2, 2, 2}, Mesh{2, 1, 2, 4},
-                    Mesh{4, 1, 1, 2}}) {
+                    Mesh{4, 1, 1, 2}, Mesh{2, 2, 1, 1}}) {
     SCOPED_TRACE(llvm::formatv("dp={0} tp={1} pp={2} m={3}", mesh.dp, mesh.tp,
                                mesh.pp, mesh.microbatches)
                      .str());
