@@ -1163,17 +1163,43 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     return node.strategies[node.strategyMap[rootChoice]];
   };
 
-  // The roots carry the variables; every node adds its cost to its root's.
-  llvm::MapVector<int64_t, SmallVector<double>> rootSeconds, rootMemory;
+  // The pipeline stage that holds each node: an op's from the stage starts
+  // before it, an argument's its first reader's (a sum of gradients, the
+  // first).
+  int64_t stages = options.stageStarts.size() + 1;
+  DenseMap<Operation *, int64_t> stageOfOp;
+  for (Operation &op : function.front()) {
+    if (llvm::is_contained(options.stageStarts, &op))
+      stageOfOp[&op] = llvm::find(options.stageStarts, &op) -
+                       options.stageStarts.begin() + 1;
+    else
+      stageOfOp[&op] = op.getPrevNode() ? stageOfOp[op.getPrevNode()] : 0;
+  }
+  auto getStage = [&](const Node &node) -> int64_t {
+    if (node.op)
+      return stageOfOp.lookup(node.op);
+    if (node.argument < 0)
+      return 0;
+    int64_t stage = stages - 1;
+    for (Operation *user : function.getArgument(node.argument).getUsers())
+      stage = std::min(stage, stageOfOp.lookup(user));
+    return stage;
+  };
+
+  // The roots carry the variables; every node adds its cost to its root's,
+  // and its memory to its root's in its stage.
+  llvm::MapVector<int64_t, SmallVector<double>> rootSeconds;
+  llvm::MapVector<int64_t, SmallVector<SmallVector<double>>> rootMemory;
   for (const Node &node : nodes) {
     size_t choices = nodes[node.root].strategies.size();
     SmallVector<double> &seconds = rootSeconds[node.root];
-    SmallVector<double> &memory = rootMemory[node.root];
+    SmallVector<SmallVector<double>> &memory = rootMemory[node.root];
     seconds.resize(choices, 0);
-    memory.resize(choices, 0);
+    memory.resize(stages, SmallVector<double>(choices, 0));
+    int64_t stage = getStage(node);
     for (size_t s = 0; s < choices; ++s) {
       seconds[s] += strategyOf(node, s).seconds;
-      memory[s] += strategyOf(node, s).memoryBytes;
+      memory[stage][s] += strategyOf(node, s).memoryBytes;
     }
   }
 
@@ -1248,20 +1274,23 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     rowUpper.push_back(upper);
   };
   DenseMap<int64_t, SmallVector<int>> columnsOf;
-  double minimumMemory = 0;
-  SmallVector<int> memoryColumns;
-  SmallVector<double> memoryValues;
+  // Per stage: the least memory any choice takes, and its memory row.
+  SmallVector<double> minimumMemory(stages, 0);
+  SmallVector<SmallVector<int>> memoryColumns(stages);
+  SmallVector<SmallVector<double>> memoryValues(stages);
   for (auto &[root, seconds] : rootSeconds) {
     SmallVector<int> &columns = columnsOf[root];
-    const SmallVector<double> &memory = rootMemory[root];
+    const SmallVector<SmallVector<double>> &memory = rootMemory[root];
     for (auto [s, cost] : llvm::enumerate(seconds)) {
       columns.push_back(addColumn(cost, true));
-      if (memory[s] > 0) {
-        memoryColumns.push_back(columns.back());
-        memoryValues.push_back(memory[s]);
-      }
+      for (int64_t stage = 0; stage < stages; ++stage)
+        if (memory[stage][s] > 0) {
+          memoryColumns[stage].push_back(columns.back());
+          memoryValues[stage].push_back(memory[stage][s]);
+        }
     }
-    minimumMemory += *llvm::min_element(memory);
+    for (int64_t stage = 0; stage < stages; ++stage)
+      minimumMemory[stage] += *llvm::min_element(memory[stage]);
     SmallVector<double> ones(columns.size(), 1.0);
     addRow(columns, ones, 1, 1);
   }
@@ -1318,14 +1347,19 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     }
   }
   double memoryLimit = options.memoryLimitBytes.value_or(machine.memoryBytes);
-  if (minimumMemory > memoryLimit)
-    return llvm::createStringError(llvm::formatv(
-        "no sharding on {0} fits: the model state and activations take at "
-        "least {1} per device, over the limit of {2}",
-        formatAxes(axes), formatBytes(minimumMemory),
-        formatBytes(memoryLimit)));
-  if (!memoryColumns.empty())
-    addRow(memoryColumns, memoryValues, -COIN_DBL_MAX, memoryLimit);
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    if (minimumMemory[stage] > memoryLimit)
+      return llvm::createStringError(llvm::formatv(
+          "no sharding on {0} fits: the model state and activations take at "
+          "least {1} per device{2}, over the limit of {3}",
+          formatAxes(axes), formatBytes(minimumMemory[stage]),
+          stages > 1 ? llvm::formatv(" of pipeline stage {0}", stage).str()
+                     : std::string(),
+          formatBytes(memoryLimit)));
+    if (!memoryColumns[stage].empty())
+      addRow(memoryColumns[stage], memoryValues[stage], -COIN_DBL_MAX,
+             memoryLimit);
+  }
 
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
@@ -1402,10 +1436,13 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
   }
   for (const Node &node : nodes)
     solution.reshardBytes += strategyOf(node, chosen[node.root]).reshardBytes;
+  SmallVector<double> stageMemory(stages, 0);
   for (auto &[root, seconds] : rootSeconds) {
     objectiveSeconds += seconds[chosen[root]];
-    solution.memoryBytes += rootMemory[root][chosen[root]];
+    for (int64_t stage = 0; stage < stages; ++stage)
+      stageMemory[stage] += rootMemory[root][stage][chosen[root]];
   }
+  solution.memoryBytes = *llvm::max_element(stageMemory);
   solution.objectiveSeconds = objectiveSeconds;
   DenseMap<int64_t, std::pair<double, int64_t>> runnerUp;
   for (auto &[root, seconds] : rootSeconds) {
@@ -1418,10 +1455,12 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
     int64_t current = chosen[root];
     double here = costWith(current);
     for (size_t s = 0; s < seconds.size(); ++s) {
+      auto overMemory = [&](int64_t stage) {
+        const SmallVector<double> &memory = rootMemory[root][stage];
+        return stageMemory[stage] + memory[s] - memory[current] > memoryLimit;
+      };
       if (static_cast<int64_t>(s) == current ||
-          solution.memoryBytes + rootMemory[root][s] -
-                  rootMemory[root][current] >
-              memoryLimit)
+          llvm::any_of(llvm::seq<int64_t>(0, stages), overMemory))
         continue;
       double extra = costWith(s) - here;
       auto it = runnerUp.find(root);
@@ -1725,9 +1764,13 @@ StageItems::StageItems(func::FuncOp function,
   }
 }
 
-SmallVector<Operation *>
-tessera::getMeshStageStarts(func::FuncOp function,
-                            const ShardingSolution &solution, int64_t stages) {
+/// The first op of each pipeline stage after the first when `function`,
+/// solved as `solution` (before applyShardings writes it), is cut into
+/// `stages` at its forward's layer boundaries, balanced on its items' step
+/// seconds. Empty where the forward has fewer layers than stages.
+static SmallVector<Operation *>
+getMeshStageStarts(func::FuncOp function, const ShardingSolution &solution,
+                   int64_t stages) {
   StageItems items(function, solution);
   if (static_cast<int64_t>(items.size()) < stages)
     return {};
@@ -1749,8 +1792,6 @@ tessera::getMeshSolverOptions(const ShardingSolverOptions &options,
   mesh.microbatches = microbatches;
   mesh.batchAxes = {"dp"};
   mesh.keepActivations = false;
-  mesh.memoryLimitBytes =
-      options.memoryLimitBytes.value_or(machine.memoryBytes) * pp;
   return mesh;
 }
 
@@ -1799,22 +1840,62 @@ solveOnMesh(ModuleOp model, const MachineModel &machine, int64_t dp, int64_t tp,
   return solveShardings(function, mesh, machine, all);
 }
 
+namespace {
+/// A solution in pipeline stages, and the first op of each stage after the
+/// first.
+struct StagedSolution {
+  ShardingSolution solution;
+  SmallVector<Operation *> starts;
+};
+} // namespace
+
+/// solveOnMesh in `stages` pipeline stages: solved once with the model
+/// state of all stages in their devices' memory, cut where that solution's
+/// step seconds balance (getMeshStageStarts), and solved again with each
+/// stage's state in its device's memory.
+static llvm::Expected<StagedSolution>
+solveStages(ModuleOp model, const MachineModel &machine, int64_t dp, int64_t tp,
+            const ShardingSolverOptions &options, int64_t stages) {
+  ShardingSolverOptions all = options;
+  double memoryLimit = options.memoryLimitBytes.value_or(machine.memoryBytes);
+  all.memoryLimitBytes = memoryLimit * stages;
+  llvm::Expected<ShardingSolution> first =
+      solveOnMesh(model, machine, dp, tp, all);
+  if (!first || stages == 1)
+    return first ? llvm::Expected<StagedSolution>(
+                       StagedSolution{std::move(*first), {}})
+                 : first.takeError();
+  SmallVector<Operation *> starts =
+      getMeshStageStarts(getModelFunction(model), *first, stages);
+  if (static_cast<int64_t>(starts.size()) + 1 != stages)
+    return llvm::createStringError(
+        llvm::formatv("the forward has too few layer boundaries for {0} "
+                      "pipeline stages",
+                      stages));
+  ShardingSolverOptions staged = options;
+  staged.memoryLimitBytes = memoryLimit;
+  staged.stageStarts = starts;
+  llvm::Expected<ShardingSolution> solution =
+      solveOnMesh(model, machine, dp, tp, staged);
+  if (!solution)
+    return solution.takeError();
+  return StagedSolution{std::move(*solution), std::move(starts)};
+}
+
 llvm::Expected<ShardingSolution> tessera::applyMeshSharding(
     ModuleOp model, const MachineModel &machine, int64_t dp, int64_t tp,
     const ShardingSolverOptions &options, int64_t stages) {
-  llvm::Expected<ShardingSolution> solution =
-      solveOnMesh(model, machine, dp, tp, options);
-  if (!solution)
-    return solution;
-  func::FuncOp function = getModelFunction(model);
+  llvm::Expected<StagedSolution> staged =
+      solveStages(model, machine, dp, tp, options, stages);
+  if (!staged)
+    return staged.takeError();
   Builder builder(model.getContext());
-  if (stages > 1)
-    for (auto [stage, op] :
-         llvm::enumerate(getMeshStageStarts(function, *solution, stages)))
-      op->setAttr(dist::DistDialect::kStageAttrName,
-                  builder.getI64IntegerAttr(stage + 1));
-  applyShardings(function, *model.getOps<dist::MeshOp>().begin(), *solution);
-  return solution;
+  for (auto [stage, op] : llvm::enumerate(staged->starts))
+    op->setAttr(dist::DistDialect::kStageAttrName,
+                builder.getI64IntegerAttr(stage + 1));
+  applyShardings(getModelFunction(model), *model.getOps<dist::MeshOp>().begin(),
+                 staged->solution);
+  return std::move(staged->solution);
 }
 
 MeshShardingSearch tessera::searchMeshShardings(
@@ -1854,39 +1935,39 @@ MeshShardingSearch tessera::searchMeshShardings(
           continue;
         for (int64_t m : microbatches) {
           ++search.considered;
-          ShardingSolverOptions staged =
+          int64_t zeroStage = dp > 1 ? zero : 0;
+          ShardingSolverOptions meshOptions =
               getMeshSolverOptions(options, machine, pp, m);
-          staged.zeroStage = dp > 1 ? zero : 0;
+          meshOptions.zeroStage = zeroStage;
           OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
-          llvm::Expected<ShardingSolution> solution =
-              solveOnMesh(*copy, machine, dp, tp, staged);
-          if (!solution) {
-            fail(llvm::toString(solution.takeError()));
+          llvm::Expected<StagedSolution> staged =
+              solveStages(*copy, machine, dp, tp, meshOptions, pp);
+          if (!staged) {
+            fail(llvm::toString(staged.takeError()));
             continue;
           }
+          const ShardingSolution &solution = staged->solution;
           MeshShardingPlan plan{dp,
                                 tp,
                                 pp,
                                 m,
-                                staged.zeroStage,
-                                solution->objectiveSeconds,
-                                solution->reshardBytes,
-                                solution->memoryBytes,
-                                solution->variables,
-                                solution->solveSeconds};
+                                zeroStage,
+                                solution.objectiveSeconds,
+                                solution.reshardBytes,
+                                solution.memoryBytes,
+                                solution.variables,
+                                solution.solveSeconds};
           // A train step's memory is priced here: each stage's model state,
           // its largest parameter's gradient (made beside the stored ones),
           // and its activations per microbatch held; the time of a step with
           // stages too. (A forward's memory is the solver's.)
           if (options.training) {
-            StageItems items(getModelFunction(*copy), *solution);
-            if (static_cast<int64_t>(items.size()) < pp) {
-              fail(llvm::formatv("the forward has {0} layer boundaries, too "
-                                 "few for {1} pipeline stages",
-                                 items.size(), pp));
-              continue;
-            }
-            StageCuts cuts = balanceStages(items.seconds, pp);
+            StageItems items(getModelFunction(*copy), solution);
+            // Stage s holds items [cuts[s], cuts[s + 1]).
+            SmallVector<int64_t> cuts = {0};
+            for (Operation *start : staged->starts)
+              cuts.push_back(llvm::find(items.starts, start) -
+                             items.starts.begin());
             SmallVector<RankInFlight> inFlight;
             if (pp > 1)
               inFlight =
@@ -1894,9 +1975,9 @@ MeshShardingSearch tessera::searchMeshShardings(
             double slowest = 0, crossing = 0;
             plan.memoryBytes = 0;
             for (int64_t stage = 0; stage < pp; ++stage) {
-              int64_t begin = cuts.starts[stage];
-              int64_t end = stage + 1 < pp ? cuts.starts[stage + 1]
-                                           : int64_t(items.size());
+              int64_t begin = cuts[stage];
+              int64_t end =
+                  stage + 1 < pp ? cuts[stage + 1] : int64_t(items.size());
               double seconds = 0, state = 0, activations = 0, gradient = 0;
               for (int64_t item = begin; item < end; ++item) {
                 seconds += items.seconds[item];

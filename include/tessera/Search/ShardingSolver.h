@@ -49,6 +49,11 @@ struct ShardingSolverOptions {
   /// for the backward when training) may take per device; the machine's
   /// device memory when unset.
   std::optional<double> memoryLimitBytes;
+  /// Pipeline stages: the first op of each stage after the first, in the
+  /// function's order. The memory limit then holds for each stage's device:
+  /// the values its ops make and the state of the parameters its ops read
+  /// first.
+  llvm::SmallVector<mlir::Operation *> stageStarts;
   /// Count the activations against the limit (else the model state alone:
   /// the plan search prices the activations of its microbatches itself).
   bool keepActivations = true;
@@ -161,7 +166,7 @@ std::string describeChoice(const ShardingChoice &choice, dist::MeshOp mesh);
 /// One plan of per-op shardings: the model on `dist.mesh @mesh ["dp"=dp,
 /// "tp"=tp]`, both axes solved (the names are the plan's; the solver gives
 /// either axis to any dim), its step in `microbatches` and, with `pp`
-/// pipeline stages, the forward cut by getMeshStageStarts and run 1F1B
+/// pipeline stages, solved and cut as applyMeshSharding does and run 1F1B
 /// along "pp".
 struct MeshShardingPlan {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
@@ -208,28 +213,23 @@ ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
 /// `devices` (each on a copy of the model, see applyMeshSharding), with
 /// each ZeRO stage and, for a train step, each number of microbatches
 /// dividing the batch on a device (its data arguments' first dim) and the
-/// pipelines of `pp` stages that its layer boundaries allow; of equally
-/// fast plans, the lower stage first.
+/// pipelines of `pp` stages that its layer boundaries allow (solved in
+/// stages, see applyMeshSharding); of equally fast plans, the fewest
+/// stages, microbatches and ZeRO stage first.
 MeshShardingSearch searchMeshShardings(mlir::ModuleOp model,
                                        const MachineModel &machine,
                                        int64_t devices,
                                        const ShardingSolverOptions &options,
                                        const MeshShardingPins &pins = {});
 
-/// The first op of each pipeline stage after the first when `function`,
-/// solved as `solution` (before applyShardings writes it), is cut into
-/// `stages`: at its forward's layer boundaries,
-/// balanced on each op's step seconds in `solution` (forward, backward and
-/// reshards; parameters' and arguments' with their first reader). Empty
-/// where the forward has fewer layers than stages.
-llvm::SmallVector<mlir::Operation *>
-getMeshStageStarts(mlir::func::FuncOp function,
-                   const ShardingSolution &solution, int64_t stages);
-
 /// Puts `model` on `dist.mesh @mesh ["dp"=dp, "tp"=tp]` in place of its
 /// meshes and annotations, solves its function's shardings there and writes
-/// them (applyShardings); with `stages`, marks the first op of each
-/// pipeline stage after the first (getMeshStageStarts) with dist.stage.
+/// them (applyShardings). With `stages`, it is solved in pipeline stages:
+/// once with all stages' model state in their devices' memory, cut at the
+/// forward's layer boundaries where that solution's step seconds (each
+/// op's compute and reshards, an argument's with its first reader)
+/// balance, and again with each stage's state in its device's memory; the
+/// first op of each stage after the first is marked with dist.stage.
 llvm::Expected<ShardingSolution>
 applyMeshSharding(mlir::ModuleOp model, const MachineModel &machine, int64_t dp,
                   int64_t tp, const ShardingSolverOptions &options,
