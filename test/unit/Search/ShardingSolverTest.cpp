@@ -167,4 +167,48 @@ TEST(ShardingSolverTest, EveryExampleIsNoCostlierThanItsTemplate) {
   EXPECT_GE(examples, 4);
 }
 
+TEST(ShardingSolverTest, PipelineStagesEachFitTheirDevice) {
+  // An MLP's AdamW step (16 bytes of state per parameter) in two pipeline
+  // stages on a tp=2 mesh, its first layer four times the others: the cut
+  // balances time, so the first stage holds it and the second layer, 5/7
+  // of the state. Each stage's state must fit its device: a limit of 40%
+  // of the whole fits with the first stage's weights split over tp; 30%
+  // fits the whole state in two devices but not the first stage in one,
+  // which the error says.
+  MLIRContext context;
+  context.loadDialect<nn::NNDialect, dist::DistDialect, func::FuncDialect>();
+  MlpConfig config;
+  config.layers = 4;
+  config.input = 4096;
+  config.hidden = 1024;
+  config.output = 1024;
+  config.batch = 8;
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel("dgx-h100", TESSERA_MACHINES_DIR);
+  ASSERT_TRUE(static_cast<bool>(machine));
+  double state = 16.0 * (4096 * 1024 + 3 * 1024 * 1024 + 4 * 1024);
+  ShardingSolverOptions options;
+  options.keepActivations = false;
+  options.batchAxes = {"dp"};
+  options.memoryLimitBytes = 0.4 * state;
+  OwningOpRef<ModuleOp> model = buildMlp(&context, config);
+  llvm::Expected<ShardingSolution> solved =
+      applyMeshSharding(*model, *machine, 1, 2, options, /*stages=*/2);
+  ASSERT_TRUE(static_cast<bool>(solved)) << llvm::toString(solved.takeError());
+  EXPECT_LE(solved->memoryBytes, 0.4 * state);
+  EXPECT_GT(solved->memoryBytes, 0.3 * state);
+  int64_t marks = 0;
+  model->walk([&](Operation *op) {
+    marks += op->hasAttr(dist::DistDialect::kStageAttrName);
+  });
+  EXPECT_EQ(marks, 1);
+  options.memoryLimitBytes = 0.3 * state;
+  OwningOpRef<ModuleOp> small = buildMlp(&context, config);
+  llvm::Expected<ShardingSolution> failed =
+      applyMeshSharding(*small, *machine, 1, 2, options, /*stages=*/2);
+  ASSERT_FALSE(static_cast<bool>(failed));
+  EXPECT_NE(llvm::toString(failed.takeError()).find("of pipeline stage"),
+            std::string::npos);
+}
+
 } // namespace
