@@ -221,7 +221,7 @@ public:
                           const TensorSharding &to,
                           const TensorSharding &gradient) const;
 
-  mutable func::FuncOp function;
+  func::FuncOp function;
   const MeshShape &mesh;
   ArrayRef<StringAttr> axes;
   /// ZeRO's axes on this mesh.
@@ -412,8 +412,9 @@ ReshardCost ProgramBuilder::getEdgeCost(Value value, const TensorSharding &from,
   if (options.training && differentiable.contains(value)) {
     TensorSharding completed = gradient;
     auto arg = dyn_cast<BlockArgument>(value);
+    func::FuncOp owner = function;
     if (options.zeroStage > 0 && !zeroAxes.empty() && arg &&
-        function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) &&
+        owner.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) &&
         llvm::all_of(zeroAxes, [&](StringAttr axis) {
           return llvm::is_contained(gradient.unreduced, axis);
         })) {
@@ -1782,8 +1783,7 @@ getMeshStageStarts(func::FuncOp function, const ShardingSolution &solution,
 }
 
 ShardingSolverOptions
-tessera::getMeshSolverOptions(const ShardingSolverOptions &options,
-                              const MachineModel &machine, int64_t pp,
+tessera::getMeshSolverOptions(const ShardingSolverOptions &options, int64_t pp,
                               int64_t microbatches) {
   ShardingSolverOptions mesh = options;
   mesh.axes.clear();
@@ -1898,6 +1898,51 @@ llvm::Expected<ShardingSolution> tessera::applyMeshSharding(
   return std::move(staged->solution);
 }
 
+/// Prices `plan`'s train step, cut into stages at `starts`: the memory of
+/// the device that holds the most (its stage's model state, its largest
+/// parameter's gradient as the backward makes it beside the stored ones, its
+/// activations per microbatch held); with stages, the step: the slowest
+/// stage's with 1F1B's bubble, and each microbatch's activations forward
+/// and their gradients back at each cut, as the GPT plans price them.
+static void priceTrainStep(MeshShardingPlan &plan, const StageItems &items,
+                           ArrayRef<Operation *> starts,
+                           const MachineModel &machine) {
+  int64_t pp = plan.pp, m = plan.microbatches;
+  // Stage s holds items [cuts[s], cuts[s + 1]).
+  SmallVector<int64_t> cuts = {0};
+  for (Operation *start : starts)
+    cuts.push_back(llvm::find(items.starts, start) - items.starts.begin());
+  cuts.push_back(items.size());
+  SmallVector<RankInFlight> inFlight;
+  if (pp > 1)
+    inFlight = getStagesInFlight({pp, m, 1, PipelineSchedule::OneFOneB});
+  double slowest = 0, crossing = 0;
+  plan.memoryBytes = 0;
+  for (int64_t stage = 0; stage < pp; ++stage) {
+    double seconds = 0, state = 0, activations = 0, gradient = 0;
+    for (int64_t item = cuts[stage]; item < cuts[stage + 1]; ++item) {
+      seconds += items.seconds[item];
+      state += items.stateBytes[item];
+      activations += items.activationBytes[item];
+      gradient = std::max(gradient, items.largestParameterBytes[item]);
+    }
+    if (stage + 1 < pp)
+      crossing = std::max(crossing, items.outputBytes[cuts[stage + 1] - 1]);
+    int64_t held =
+        pp > 1 ? inFlight[stage].front().second.forwardToBackward : 1;
+    slowest = std::max(slowest, seconds);
+    plan.memoryBytes =
+        std::max(plan.memoryBytes, state + gradient + activations / m * held);
+  }
+  if (pp == 1)
+    return;
+  double p2p = getCollectiveSeconds(machine, CollectiveKind::AllGather,
+                                    2 * crossing / m, {2, plan.dp * plan.tp});
+  plan.stepSeconds =
+      slowest * (1 + getBubbleFraction(PipelineSchedule::OneFOneB, pp, m)) +
+      2 * p2p * (m + pp - 1);
+}
+
 MeshShardingSearch tessera::searchMeshShardings(
     ModuleOp model, const MachineModel &machine, int64_t devices,
     const ShardingSolverOptions &options, const MeshShardingPins &pins) {
@@ -1937,7 +1982,7 @@ MeshShardingSearch tessera::searchMeshShardings(
           ++search.considered;
           int64_t zeroStage = dp > 1 ? zero : 0;
           ShardingSolverOptions meshOptions =
-              getMeshSolverOptions(options, machine, pp, m);
+              getMeshSolverOptions(options, pp, m);
           meshOptions.zeroStage = zeroStage;
           OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
           llvm::Expected<StagedSolution> staged =
@@ -1957,54 +2002,11 @@ MeshShardingSearch tessera::searchMeshShardings(
                                 solution.memoryBytes,
                                 solution.variables,
                                 solution.solveSeconds};
-          // A train step's memory is priced here: each stage's model state,
-          // its largest parameter's gradient (made beside the stored ones),
-          // and its activations per microbatch held; the time of a step with
-          // stages too. (A forward's memory is the solver's.)
+          // A train step's memory is priced here (a forward's is the
+          // solver's).
           if (options.training) {
-            StageItems items(getModelFunction(*copy), solution);
-            // Stage s holds items [cuts[s], cuts[s + 1]).
-            SmallVector<int64_t> cuts = {0};
-            for (Operation *start : staged->starts)
-              cuts.push_back(llvm::find(items.starts, start) -
-                             items.starts.begin());
-            SmallVector<RankInFlight> inFlight;
-            if (pp > 1)
-              inFlight =
-                  getStagesInFlight({pp, m, 1, PipelineSchedule::OneFOneB});
-            double slowest = 0, crossing = 0;
-            plan.memoryBytes = 0;
-            for (int64_t stage = 0; stage < pp; ++stage) {
-              int64_t begin = cuts[stage];
-              int64_t end =
-                  stage + 1 < pp ? cuts[stage + 1] : int64_t(items.size());
-              double seconds = 0, state = 0, activations = 0, gradient = 0;
-              for (int64_t item = begin; item < end; ++item) {
-                seconds += items.seconds[item];
-                state += items.stateBytes[item];
-                activations += items.activationBytes[item];
-                gradient =
-                    std::max(gradient, items.largestParameterBytes[item]);
-              }
-              if (stage + 1 < pp)
-                crossing = std::max(crossing, items.outputBytes[end - 1]);
-              int64_t held =
-                  pp > 1 ? inFlight[stage].front().second.forwardToBackward : 1;
-              slowest = std::max(slowest, seconds);
-              plan.memoryBytes = std::max(
-                  plan.memoryBytes, state + gradient + activations / m * held);
-            }
-            if (pp > 1) {
-              // Each microbatch's activations forward and their gradients
-              // back at each cut, as the GPT plans price them.
-              double p2p =
-                  getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                       2 * crossing / m, {2, dp * tp});
-              plan.stepSeconds =
-                  slowest * (1 + getBubbleFraction(PipelineSchedule::OneFOneB,
-                                                   pp, m)) +
-                  2 * p2p * (m + pp - 1);
-            }
+            priceTrainStep(plan, StageItems(getModelFunction(*copy), solution),
+                           staged->starts, machine);
             if (plan.memoryBytes > memoryLimit) {
               fail(llvm::formatv("dp={0} tp={1} pp={2} in {3} microbatches "
                                  "holds {4:f3} GB on a device, over its "

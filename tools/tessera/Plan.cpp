@@ -133,13 +133,14 @@ static bool isNamedOp(Operation *op, func::FuncOp function, StringRef name) {
 }
 
 /// --explain-op: the ILP's choices on a copy of `model` on the dp x tp mesh,
-/// solved with `options`.
+/// solved with `options` (in `stages` pipeline stages).
 static int explainPlanOps(ModuleOp model, const MachineModel &machine,
                           int64_t dp, int64_t tp,
-                          const ShardingSolverOptions &options) {
+                          const ShardingSolverOptions &options,
+                          int64_t stages = 1) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
   llvm::Expected<ShardingSolution> solution =
-      applyMeshSharding(*copy, machine, dp, tp, options);
+      applyMeshSharding(*copy, machine, dp, tp, options, stages);
   if (!solution)
     return reportError(solution.takeError());
   auto mesh = *copy->getOps<dist::MeshOp>().begin();
@@ -214,9 +215,9 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   if (!explainOps.empty()) {
     const MeshShardingPlan &best = search.plans.front();
     ShardingSolverOptions options = getMeshSolverOptions(
-        getPlanSolverOptions(model), machine, best.pp, best.microbatches);
+        getPlanSolverOptions(model), best.pp, best.microbatches);
     options.zeroStage = best.zero;
-    return explainPlanOps(model, machine, best.dp, best.tp, options);
+    return explainPlanOps(model, machine, best.dp, best.tp, options, best.pp);
   }
   return 0;
 }

@@ -206,7 +206,6 @@ struct MeshShardingPins {
 /// further) and the model state, in a stage's share of device memory,
 /// alone (the search prices the activations per microbatch held).
 ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
-                                           const MachineModel &machine,
                                            int64_t pp, int64_t microbatches);
 
 /// Solves `model`'s function on every dp x tp x pp factorization of
