@@ -1399,16 +1399,17 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
   };
   if (!markKeptValues(*marked, keptValues))
     return failure(": the model is not the one whose kept values are given");
+  // Annotated whole (the ILP's memory constraint holds the whole model),
+  // then partitioned whole or cut to its first blocks.
   PlanChoice unsplit = choice;
   unsplit.sequenceParallel = false;
-  // The model, or its first `blocks` blocks, partitioned.
+  if (llvm::Error error = annotateLayout(*marked, machine, unsplit))
+    return failure(": " + llvm::toString(std::move(error)));
   auto partition = [&](std::optional<int64_t> blocks)
       -> llvm::Expected<std::optional<PartitionedLayout>> {
     OwningOpRef<ModuleOp> module = marked->clone();
     if (blocks && !keepFirstBlocks(*module, *blocks))
       return std::nullopt;
-    if (llvm::Error error = annotateLayout(*module, machine, unsplit))
-      return failure(": " + llvm::toString(std::move(error)));
     PassManager pm(module->getContext());
     buildShardingPipeline(pm, CompileOptions());
     if (mlir::failed(pm.run(*module)))
@@ -1416,7 +1417,7 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
     return measurePartition(*module);
   };
   int64_t blocks = findRepeatedBlocks(getModelFunction(*marked)).size();
-  if (!wholeModel && layout == TensorLayout::Megatron && blocks >= 3) {
+  if (!wholeModel && blocks >= 3) {
     auto one = partition(1);
     if (!one)
       return one.takeError();

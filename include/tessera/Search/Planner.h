@@ -169,11 +169,12 @@ struct PartitionedLayout {
 
 /// `model` partitioned for the layout of `choice` on its dp x tp (without
 /// sequence parallelism), the bytes of `keptValues` measured there. Fails
-/// for a model the layout does not fit. Megatron's layout splits each
-/// repeated block alike: a model of three or more is partitioned with its
-/// first block and with its first two, and the second block's share
-/// counted once per later block (the whole program of a 128-layer GPT gives
-/// the same figures, at a sixtieth of the time), unless `wholeModel`.
+/// for a model the layout does not fit. Both layouts split each repeated
+/// block alike (the ILP's blocks share their variables): a model of three
+/// or more, annotated whole, is partitioned cut to its first block and to
+/// its first two, and the second block's share counted once per later
+/// block (the whole program of a 128-layer GPT gives the same figures, at a
+/// sixtieth of the time), unless `wholeModel`.
 llvm::Expected<PartitionedLayout> partitionLayout(
     mlir::ModuleOp model, const MachineModel &machine, const PlanChoice &choice,
     llvm::ArrayRef<KeptValue> keptValues = {}, bool wholeModel = false);

@@ -920,10 +920,10 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
 }
 
 TEST(PlannerTest, RepeatedBlocksArePricedAsTheWholeProgram) {
-  // Megatron's layout partitioned with one block and with two, the second
-  // counted per later block, against the whole program: GPT (fused and
-  // unfused attention) and Llama with grouped-query attention, on meshes
-  // with and without each axis.
+  // Megatron's layout and the ILP's, partitioned with one block and with
+  // two, the second counted per later block, against the whole program:
+  // GPT (fused and unfused attention) and Llama with grouped-query
+  // attention, on meshes with and without each axis.
   mlir::MLIRContext context;
   llvm::SmallVector<mlir::OwningOpRef<mlir::ModuleOp>> models;
   for (const char *attention : {"unfused", "fused"}) {
@@ -948,17 +948,23 @@ TEST(PlannerTest, RepeatedBlocksArePricedAsTheWholeProgram) {
     llvm::Expected<ModelShape> shape = getModelShape(*model);
     ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
     ASSERT_FALSE(shape->keptValues.empty());
-    for (auto [dp, tp] : {std::pair(1, 2), std::pair(2, 2), std::pair(4, 1)}) {
+    for (auto [dp, tp, layout] : {std::tuple(1, 2, TensorLayout::Megatron),
+                                  std::tuple(2, 2, TensorLayout::Megatron),
+                                  std::tuple(4, 1, TensorLayout::Megatron),
+                                  std::tuple(1, 2, TensorLayout::Solved),
+                                  std::tuple(2, 2, TensorLayout::Solved)}) {
       PlanChoice mesh;
       mesh.dp = dp;
       mesh.tp = tp;
+      mesh.layout = layout;
       auto blocks = partitionLayout(*model, dgx(), mesh, shape->keptValues);
       auto whole = partitionLayout(*model, dgx(), mesh, shape->keptValues,
                                    /*wholeModel=*/true);
       ASSERT_TRUE(blocks && whole);
-      SCOPED_TRACE(
-          llvm::formatv("{0} layers, dp={1} tp={2}", shape->layers, dp, tp)
-              .str());
+      SCOPED_TRACE(llvm::formatv("{0} layers, dp={1} tp={2} {3}", shape->layers,
+                                 dp, tp,
+                                 getEnumName(kTensorLayoutNames, layout))
+                       .str());
       EXPECT_EQ(blocks->flops, whole->flops);
       EXPECT_EQ(blocks->parameters, whole->parameters);
       EXPECT_EQ(blocks->valueBytes, whole->valueBytes);
