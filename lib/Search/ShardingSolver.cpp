@@ -255,8 +255,11 @@ private:
   /// does.
   SmallVector<TensorSharding>
   filterBatch(Value value, SmallVector<TensorSharding> shardings) const;
+  /// The cost of resharding `value` from `from` to `to` in a step (per
+  /// microbatch unless `perMicrobatch` is false: once per step).
   ReshardCost reshard(Value value, const TensorSharding &from,
-                      const TensorSharding &to) const;
+                      const TensorSharding &to,
+                      bool perMicrobatch = true) const;
   double getComputeSeconds(Operation *op, double split) const;
   std::vector<Strategy> getRuleStrategies(ShardingRuleOpInterface op,
                                           const ShardingRule &rule) const;
@@ -267,15 +270,29 @@ private:
 } // namespace
 
 ReshardCost ProgramBuilder::reshard(Value value, const TensorSharding &from,
-                                    const TensorSharding &to) const {
+                                    const TensorSharding &to,
+                                    bool perMicrobatch) const {
   auto type = cast<RankedTensorType>(value.getType());
   // A value keeps only the partial sums it has (see the partitioner).
   TensorSharding target = to;
   llvm::erase_if(target.unreduced, [&](StringAttr axis) {
     return !llvm::is_contained(from.unreduced, axis);
   });
-  return getReshardCost(machine, mesh, type.getShape(), getElementBytes(type),
-                        from, target);
+  // A step of microbatches reshards each microbatch's value: its batch dim
+  // a microbatch's, or (a value without the batch) the whole, each time.
+  int64_t m = perMicrobatch ? options.microbatches : 1;
+  SmallVector<int64_t> shape(type.getShape());
+  if (auto it = batchDims.find(value); m > 1 && it != batchDims.end())
+    for (auto [size, batch] : llvm::zip(shape, it->second))
+      if (batch && size % m == 0) {
+        size /= m;
+        break;
+      }
+  ReshardCost cost =
+      getReshardCost(machine, mesh, shape, getElementBytes(type), from, target);
+  cost.seconds *= m;
+  cost.bytes *= m;
+  return cost;
 }
 
 double ProgramBuilder::getLocalBytes(Value value,
@@ -288,7 +305,8 @@ double ProgramBuilder::getLocalBytes(Value value,
 }
 
 void ProgramBuilder::findBatchDims() {
-  if (batchAxes.empty())
+  // Also where the batch axes have one device: microbatches split the batch.
+  if (options.batchAxes.empty())
     return;
   auto isParameter = [&](Value value) {
     auto arg = dyn_cast<BlockArgument>(value);
@@ -413,8 +431,13 @@ ReshardCost ProgramBuilder::getEdgeCost(Value value, const TensorSharding &from,
     TensorSharding completed = gradient;
     auto arg = dyn_cast<BlockArgument>(value);
     func::FuncOp owner = function;
-    if (options.zeroStage > 0 && !zeroAxes.empty() && arg &&
-        owner.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) &&
+    bool parameter =
+        arg && owner.getArgAttr(arg.getArgNumber(), nn::kParamAttrName);
+    // A parameter's gradient is summed over the microbatches and reduced
+    // once per step, but from ZeRO-2 on, where each microbatch's is
+    // reduce-scattered.
+    bool perMicrobatch = !parameter || options.zeroStage >= 2;
+    if (options.zeroStage > 0 && !zeroAxes.empty() && parameter &&
         llvm::all_of(zeroAxes, [&](StringAttr axis) {
           return llvm::is_contained(gradient.unreduced, axis);
         })) {
@@ -422,12 +445,13 @@ ReshardCost ProgramBuilder::getEdgeCost(Value value, const TensorSharding &from,
         return llvm::is_contained(zeroAxes, axis);
       });
       double bytes = getLocalBytes(value, to);
+      int64_t times = perMicrobatch ? options.microbatches : 1;
       cost += ReshardCost{
-          getCollectiveSeconds(machine, CollectiveKind::ReduceScatter, bytes,
-                               mesh.getDeviceGroup(zeroAxes)),
-          bytes};
+          times * getCollectiveSeconds(machine, CollectiveKind::ReduceScatter,
+                                       bytes, mesh.getDeviceGroup(zeroAxes)),
+          times * bytes};
     }
-    cost += reshard(value, completed, to);
+    cost += reshard(value, completed, to, perMicrobatch);
     cost += reshard(value, to, from);
   }
   return cost;

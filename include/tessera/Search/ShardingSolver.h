@@ -58,9 +58,10 @@ struct ShardingSolverOptions {
   /// the plan search prices the activations of its microbatches itself).
   bool keepActivations = true;
   /// A step in this many microbatches (gradient accumulation, pipeline
-  /// stages): each op's compute is priced at a microbatch's size, that many
-  /// times, and so are ZeRO-3's gathers. (The reshards between ops are
-  /// priced once per step.)
+  /// stages): each op's compute and each reshard is priced at a
+  /// microbatch's size (the batch dims split), that many times, and so are
+  /// ZeRO-3's gathers; a parameter's gradient is reduced once per step
+  /// (but per microbatch from ZeRO-2).
   int64_t microbatches = 1;
   /// Solve the repeated blocks of the model once (their variables shared).
   bool shareBlocks = true;
