@@ -115,8 +115,7 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
                                     : search.firstFailure));
   const MeshShardingPlan &best = search.plans.front();
   ShardingSolverOptions chosen =
-      getMeshSolverOptions(solver, best.pp, best.microbatches);
-  chosen.zeroStage = best.zero;
+      getMeshSolverOptions(solver, best.pp, best.microbatches, best.zero);
   // The stages cut where the search priced them, which the pipeline pass
   // then takes.
   llvm::Expected<ShardingSolution> solution =

@@ -1808,9 +1808,10 @@ getMeshStageStarts(func::FuncOp function, const ShardingSolution &solution,
 
 ShardingSolverOptions
 tessera::getMeshSolverOptions(const ShardingSolverOptions &options, int64_t pp,
-                              int64_t microbatches) {
+                              int64_t microbatches, int64_t zeroStage) {
   ShardingSolverOptions mesh = options;
   mesh.axes.clear();
+  mesh.zeroStage = zeroStage;
   if (pp == 1 && microbatches == 1)
     return mesh;
   mesh.microbatches = microbatches;
@@ -2006,8 +2007,7 @@ MeshShardingSearch tessera::searchMeshShardings(
           ++search.considered;
           int64_t zeroStage = dp > 1 ? zero : 0;
           ShardingSolverOptions meshOptions =
-              getMeshSolverOptions(options, pp, m);
-          meshOptions.zeroStage = zeroStage;
+              getMeshSolverOptions(options, pp, m, zeroStage);
           OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
           llvm::Expected<StagedSolution> staged =
               solveStages(*copy, machine, dp, tp, meshOptions, pp);

@@ -214,10 +214,11 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
         plan.variables, plan.solveSeconds);
   if (!explainOps.empty()) {
     const MeshShardingPlan &best = search.plans.front();
-    ShardingSolverOptions options = getMeshSolverOptions(
-        getPlanSolverOptions(model), best.pp, best.microbatches);
-    options.zeroStage = best.zero;
-    return explainPlanOps(model, machine, best.dp, best.tp, options, best.pp);
+    return explainPlanOps(model, machine, best.dp, best.tp,
+                          getMeshSolverOptions(getPlanSolverOptions(model),
+                                               best.pp, best.microbatches,
+                                               best.zero),
+                          best.pp);
   }
   return 0;
 }

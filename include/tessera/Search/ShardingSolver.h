@@ -201,13 +201,15 @@ struct MeshShardingPins {
   llvm::SmallVector<int64_t> zeroStages;
 };
 
-/// The solver's options for one plan's mesh: `options` as given for a step
-/// of one microbatch on one stage; with microbatches or stages, priced in
-/// `microbatches`, "dp" splitting the batch only (as they split it
-/// further) and the model state, in a stage's share of device memory,
-/// alone (the search prices the activations per microbatch held).
+/// The solver's options for one plan's mesh, with ZeRO at `zeroStage`:
+/// `options` as given for a step of one microbatch on one stage; with
+/// microbatches or stages, priced in `microbatches`, "dp" splitting the
+/// batch only (as they split it further) and the model state alone
+/// against the memory (the search prices the activations per microbatch
+/// held).
 ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
-                                           int64_t pp, int64_t microbatches);
+                                           int64_t pp, int64_t microbatches,
+                                           int64_t zeroStage);
 
 /// Solves `model`'s function on every dp x tp x pp factorization of
 /// `devices` (each on a copy of the model, see applyMeshSharding), with

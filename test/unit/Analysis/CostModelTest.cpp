@@ -41,6 +41,9 @@ TEST(CostModelTest, ComputeIsTheLongerOfFlopsAndBytes) {
   EXPECT_NEAR(big, 1e12 / (1e15 * getGemmEfficiency(1e12)), 1e-12);
   // An elementwise op: 1 GB at 1 TB/s is 1 ms, its FLOPs are nothing.
   EXPECT_DOUBLE_EQ(*getComputeSeconds(machine, "bf16", 1e6, 1e9), 1e-3);
+  // A small one streams its bytes too: the GEMM efficiency (a fixed 2 us at
+  // this peak) is a contraction's, which computes more FLOPs than bytes.
+  EXPECT_DOUBLE_EQ(*getComputeSeconds(machine, "bf16", 2.5e5, 1e6), 1e-6);
   llvm::Expected<double> missing = getComputeSeconds(machine, "fp8", 1, 1);
   ASSERT_FALSE(bool(missing));
   EXPECT_EQ(llvm::toString(missing.takeError()),

@@ -211,4 +211,43 @@ TEST(ShardingSolverTest, PipelineStagesEachFitTheirDevice) {
             std::string::npos);
 }
 
+TEST(ShardingSolverTest, ZeroAndMicrobatchesPayTheirCollectives) {
+  // An MLP's AdamW step on dp=2, the batch on dp, its weights whole: the
+  // gradients' all-reduce, once per step however many microbatches (they
+  // are summed first); ZeRO-1 gathers the updated weights, and the sums
+  // it reduce-scatters are as large; ZeRO-2 reduce-scatters each
+  // microbatch's gradients.
+  MLIRContext context;
+  context.loadDialect<nn::NNDialect, dist::DistDialect, func::FuncDialect>();
+  MlpConfig config;
+  config.layers = 2;
+  config.input = 256;
+  config.hidden = 256;
+  config.output = 256;
+  config.batch = 8;
+  llvm::Expected<MachineModel> machine =
+      loadMachineModel("dgx-h100", TESSERA_MACHINES_DIR);
+  ASSERT_TRUE(static_cast<bool>(machine));
+  double weights = 4.0 * 2 * (256 * 256 + 256);
+  auto collectiveBytes = [&](int64_t microbatches, int64_t zero) {
+    ShardingSolverOptions options;
+    options.keepActivations = false;
+    options.batchAxes = {"dp"};
+    options.microbatches = microbatches;
+    options.zeroStage = zero;
+    OwningOpRef<ModuleOp> model = buildMlp(&context, config);
+    llvm::Expected<ShardingSolution> solved =
+        applyMeshSharding(*model, *machine, 2, 1, options);
+    EXPECT_TRUE(static_cast<bool>(solved))
+        << llvm::toString(solved.takeError());
+    return solved ? solved->reshardBytes : 0.0;
+  };
+  // Beside them, the loss's mean over dp: 4 bytes per microbatch.
+  EXPECT_NEAR(collectiveBytes(1, 0), weights, 64);
+  EXPECT_NEAR(collectiveBytes(4, 0), weights, 64);
+  EXPECT_NEAR(collectiveBytes(1, 1), 2 * weights, 64);
+  EXPECT_NEAR(collectiveBytes(4, 1), 2 * weights, 64);
+  EXPECT_NEAR(collectiveBytes(4, 2), 5 * weights, 64);
+}
+
 } // namespace
