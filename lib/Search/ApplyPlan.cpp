@@ -154,6 +154,12 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
   // Priced in the types the compile trains in.
   SearchPins trained = pins;
   trained.precision = getTrainedPrecision(module, options);
+  if (llvm::Error error = checkPlanMeshes(*shape, devices, trained))
+    return llvm::createStringError(
+        llvm::toString(std::move(error)) +
+        (options.train == Optimizer::None
+             ? " (without --train the step has one pipeline stage)"
+             : ""));
   SearchResult result = searchPlans(*shape, machine, devices, trained, module);
   // The interleaved schedule needs the microbatches to be a multiple of the
   // stages.

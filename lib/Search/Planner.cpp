@@ -913,6 +913,44 @@ llvm::Error tessera::checkDeviceCount(const MachineModel &machine,
   return llvm::Error::success();
 }
 
+SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
+                                             int64_t devices,
+                                             const SearchPins &pins) {
+  auto pinned = [](std::optional<int64_t> pin, int64_t value) {
+    return !pin || *pin == value;
+  };
+  SmallVector<PlanMesh> meshes;
+  for (int64_t tp : getDivisors(devices)) {
+    if (model.heads % tp != 0 || !pinned(pins.tp, tp))
+      continue;
+    for (int64_t pp : getDivisors(devices / tp)) {
+      int64_t dp = devices / tp / pp;
+      if (pp <= model.layers && pinned(pins.pp, pp) && model.batch % dp == 0 &&
+          pinned(pins.dp, dp))
+        meshes.push_back({dp, tp, pp});
+    }
+  }
+  return meshes;
+}
+
+llvm::Error tessera::checkPlanMeshes(const ModelShape &model, int64_t devices,
+                                     const SearchPins &pins) {
+  if (!getPlanMeshes(model, devices, pins).empty())
+    return llvm::Error::success();
+  std::string pinned;
+  for (auto [name, pin] :
+       {std::pair{"dp", pins.dp}, {"tp", pins.tp}, {"pp", pins.pp}})
+    if (pin)
+      pinned +=
+          llvm::formatv("{0}{1}={2}", pinned.empty() ? "" : ", ", name, *pin)
+              .str();
+  return llvm::createStringError(llvm::formatv(
+      "no dp x tp x pp mesh of {0} devices{1}: dp must divide the batch "
+      "({2}), tp the heads ({3}), and pp must be at most the layers ({4})",
+      devices, pinned.empty() ? "" : " with " + pinned, model.batch,
+      model.heads, model.layers));
+}
+
 /// How many dp x tp shapes the search solves the ILP's layout on.
 constexpr int64_t kSolvedShapes = 4;
 
@@ -947,25 +985,13 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     shape.layout = layout;
     return shape;
   };
-  // The dp x tp x pp meshes: tp dividing the heads, pp at most the layers,
-  // dp the batch.
-  SmallVector<std::tuple<int64_t, int64_t, int64_t>> meshes;
+  SmallVector<PlanMesh> meshes = getPlanMeshes(model, devices, pins);
   SmallVector<std::pair<int64_t, int64_t>> shapes;
-  for (int64_t tp : getDivisors(devices)) {
-    if (model.heads % tp != 0 || !pinned(pins.tp, tp))
-      continue;
-    for (int64_t pp : getDivisors(devices / tp)) {
-      int64_t dp = devices / tp / pp;
-      if (pp > model.layers || !pinned(pins.pp, pp) || model.batch % dp != 0 ||
-          !pinned(pins.dp, dp))
-        continue;
-      meshes.push_back({dp, tp, pp});
-      shapes.push_back({dp, tp});
-    }
-  }
+  for (PlanMesh mesh : meshes)
+    shapes.push_back({mesh.dp, mesh.tp});
   // The templates partitioned on the context's threads (the first alone,
   // which loads the passes' dialects).
-  if (program) {
+  if (program && !shapes.empty()) {
     std::vector<std::optional<PartitionedLayout>> templates(shapes.size());
     auto partitionTemplate = [&](size_t index) {
       auto [dp, tp] = shapes[index];
@@ -973,8 +999,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
           program, machine, getShape(dp, tp, TensorLayout::Megatron),
           model.keptValues));
     };
-    if (!shapes.empty())
-      partitionTemplate(0);
+    partitionTemplate(0);
     mlir::parallelFor(program.getContext(), 1, shapes.size(),
                       partitionTemplate);
     for (auto [shape, partition] : llvm::zip(shapes, templates))

@@ -253,6 +253,8 @@ int cli::runPlan(MLIRContext &context) {
   if (pinSequenceParallel.getNumOccurrences())
     pins.sequenceParallel = pinSequenceParallel == Switch::On;
   pins.precision = planPrecision;
+  if (llvm::Error error = checkPlanMeshes(*shape, planDevices, pins))
+    return reportError(std::move(error));
 
   SearchResult result = searchPlans(*shape, *machine, planDevices, pins, model);
   size_t shown =

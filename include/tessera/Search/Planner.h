@@ -256,6 +256,23 @@ struct SearchResult {
 /// Fails unless `devices` is between 1 and what `machine` holds.
 llvm::Error checkDeviceCount(const MachineModel &machine, int64_t devices);
 
+/// One dp x tp x pp factorization of the devices.
+struct PlanMesh {
+  int64_t dp, tp, pp;
+};
+
+/// The meshes searchPlans searches: each dp x tp x pp of `devices` that
+/// `pins` allow, with tp dividing the heads, pp at most the layers and dp
+/// dividing the batch.
+llvm::SmallVector<PlanMesh> getPlanMeshes(const ModelShape &model,
+                                          int64_t devices,
+                                          const SearchPins &pins);
+
+/// Fails, naming the pins and what the model allows, where no mesh of
+/// `devices` is left to search.
+llvm::Error checkPlanMeshes(const ModelShape &model, int64_t devices,
+                            const SearchPins &pins);
+
 /// Searches every plan for `devices` devices: DP x TP x PP factorizations
 /// (TP dividing the heads, PP at most the layers), ZeRO 0-3, microbatch
 /// counts dividing the per-replica batch, GPipe / 1F1B / ZB-H1 / interleaved (2

@@ -861,6 +861,27 @@ TEST(PlannerTest, GPT3DoesNotFitWithoutSharding) {
   EXPECT_TRUE(searchPlans(gpt3(), dgx(), 1024, pins).plans.empty());
 }
 
+TEST(PlannerTest, PinsNoMeshMatchesFindNoPlan) {
+  // dp=3 divides neither 4 devices nor the batch: no mesh, no plan (and no
+  // program partitioned), and checkPlanMeshes names the pin.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, getSmallGpt());
+  llvm::Expected<ModelShape> shape = getModelShape(*model);
+  ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+  SearchPins pins;
+  pins.dp = 3;
+  EXPECT_TRUE(getPlanMeshes(*shape, 4, pins).empty());
+  EXPECT_TRUE(searchPlans(*shape, dgx(), 4, pins, *model).plans.empty());
+  llvm::Error error = checkPlanMeshes(*shape, 4, pins);
+  ASSERT_TRUE(static_cast<bool>(error));
+  EXPECT_NE(llvm::toString(std::move(error)).find("with dp=3"),
+            std::string::npos);
+  pins.dp = 2;
+  EXPECT_FALSE(static_cast<bool>(checkPlanMeshes(*shape, 4, pins)));
+}
+
 TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
   mlir::MLIRContext context;
   GptConfig config{/*layers=*/3,  /*hidden=*/48,
