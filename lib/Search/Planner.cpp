@@ -1008,11 +1008,16 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   // The ILP's layout of a shape whose template partitions.
   auto solveLayout = [&](int64_t dp, int64_t tp) {
     ShapeLayouts &layouts = partitioned[{dp, tp}];
-    layouts.solved = take(partitionLayout(
+    llvm::Expected<PartitionedLayout> layout = partitionLayout(
         program, machine, getShape(dp, tp, TensorLayout::Solved),
-        model.keptValues));
-    if (!layouts.solved)
+        model.keptValues);
+    if (!layout) {
+      std::string why = llvm::toString(layout.takeError());
+      if (result.solveFailure.empty())
+        result.solveFailure = why;
       return;
+    }
+    layouts.solved = std::move(*layout);
     PartitionedLayout &solved = *layouts.solved;
     const PartitionedLayout &megatron = *layouts.megatron;
     solved.computeScale = solved.flops / megatron.flops;
@@ -1190,11 +1195,25 @@ SearchResult tessera::searchPlans(const ModelShape &model,
 }
 
 ShardingSolverOptions
-tessera::getLayoutSolverOptions(const MachineModel &machine,
+tessera::getLayoutSolverOptions(ModuleOp model, const MachineModel &machine,
                                 const PlanChoice &choice) {
   ShardingSolverOptions options;
+  // The solver charges per byte of a parameter in the program's type its
+  // weight, its gradient and the optimizer's share: the plan's precision's
+  // state, whatever type the program holds its parameters in.
+  double elements = 0, programBytes = 0;
+  func::FuncOp function = getModelFunction(model);
+  for (BlockArgument arg : function.getArguments())
+    if (auto type = dyn_cast<RankedTensorType>(arg.getType()))
+      if (function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName)) {
+        elements += type.getNumElements();
+        programBytes += getValueBytes(arg);
+      }
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
-  options.optimizerBytesPerParameterByte = bytes.optimizer / bytes.weight;
+  double elementBytes = elements > 0 ? programBytes / elements : bytes.weight;
+  options.optimizerBytesPerParameterByte = std::max(
+      0.0,
+      (bytes.weight + bytes.gradient + bytes.optimizer) / elementBytes - 2);
   options.batchAxes = {"dp"};
   options.keepActivations = false;
   options.memoryLimitBytes = machine.memoryBytes * choice.pp;
@@ -1209,10 +1228,23 @@ llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
       annotateSequenceParallel(model);
     return llvm::Error::success();
   }
+  ShardingSolverOptions options =
+      getLayoutSolverOptions(model, machine, choice);
   llvm::Expected<ShardingSolution> solution =
-      applyMeshSharding(model, machine, choice.dp, choice.tp,
-                        getLayoutSolverOptions(machine, choice));
-  return solution ? llvm::Error::success() : solution.takeError();
+      applyMeshSharding(model, machine, choice.dp, choice.tp, options);
+  if (solution || choice.dp == 1)
+    return solution ? llvm::Error::success() : solution.takeError();
+  // A state that fits only split over dp too: solved again in ZeRO-3's
+  // share of memory, which the search's plans with ZeRO then price.
+  options.memoryLimitBytes = *options.memoryLimitBytes * choice.dp;
+  llvm::Expected<ShardingSolution> sharded =
+      applyMeshSharding(model, machine, choice.dp, choice.tp, options);
+  if (sharded) {
+    llvm::consumeError(solution.takeError());
+    return llvm::Error::success();
+  }
+  llvm::consumeError(sharded.takeError());
+  return solution.takeError();
 }
 
 /// The attribute that marks the results of an op that the train step keeps.

@@ -279,8 +279,11 @@ int cli::runPlan(MLIRContext &context) {
       shape->hidden, formatCount(shape->parameters), shape->batch,
       result.considered, result.overMemory, machine->memoryBytes / 1e9);
   if (result.plans.empty())
-    return reportError("no plan fits in device memory; add devices or allow "
-                       "ZeRO, recomputation or pipelining");
+    return reportError(
+        pins.layout == TensorLayout::Solved && !result.solveFailure.empty()
+            ? "no plan of the ILP's layout: " + result.solveFailure
+            : std::string("no plan fits in device memory; add devices or "
+                          "allow ZeRO, recomputation or pipelining"));
   llvm::outs() << llvm::formatv(
       "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
       "{10,10} {11,6} {12,10}\n",
@@ -302,8 +305,9 @@ int cli::runPlan(MLIRContext &context) {
   if (!explainOps.empty()) {
     // As the search solves the best plan's layout: the batch on dp.
     const PlanChoice &best = result.plans.front().choice;
-    if (int status = explainPlanOps(model, *machine, best.dp, best.tp,
-                                    getLayoutSolverOptions(*machine, best)))
+    if (int status =
+            explainPlanOps(model, *machine, best.dp, best.tp,
+                           getLayoutSolverOptions(model, *machine, best)))
       return status;
   }
   if (std::optional<WinReason> why = getWinReason(result.plans)) {

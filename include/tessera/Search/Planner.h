@@ -133,11 +133,13 @@ struct CollectiveUse {
 };
 
 /// The sharding solver's options for the layout of `choice`
-/// (TensorLayout::Solved): a train step's in its precision, every axis
+/// (TensorLayout::Solved) of `model`: a train step's in its precision (its
+/// state per parameter whatever the program's types), every axis
 /// solved, "dp" splitting the batch only; its model state, without ZeRO, in
 /// a pipeline stage's share of device memory (memory times its stages: the
 /// search prices the activations and ZeRO per plan).
-ShardingSolverOptions getLayoutSolverOptions(const MachineModel &machine,
+ShardingSolverOptions getLayoutSolverOptions(mlir::ModuleOp model,
+                                             const MachineModel &machine,
                                              const PlanChoice &choice);
 
 /// Annotates `model` for the layout of `choice` on `dist.mesh @mesh
@@ -251,6 +253,9 @@ struct SearchResult {
   llvm::SmallVector<PlanEstimate> plans;
   int64_t considered = 0;
   int64_t overMemory = 0;
+  /// Why the ILP's layout failed on the first shape it failed on (none
+  /// where it was solved on every shape it was tried on).
+  std::string solveFailure;
 };
 
 /// Fails unless `devices` is between 1 and what `machine` holds.
@@ -264,9 +269,8 @@ struct PlanMesh {
 /// The meshes searchPlans searches: each dp x tp x pp of `devices` that
 /// `pins` allow, with tp dividing the heads, pp at most the layers and dp
 /// dividing the batch.
-llvm::SmallVector<PlanMesh> getPlanMeshes(const ModelShape &model,
-                                          int64_t devices,
-                                          const SearchPins &pins);
+llvm::SmallVector<PlanMesh>
+getPlanMeshes(const ModelShape &model, int64_t devices, const SearchPins &pins);
 
 /// Fails, naming the pins and what the model allows, where no mesh of
 /// `devices` is left to search.
