@@ -107,12 +107,13 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
     meshPins.zeroStages = {*pins.zero};
   MeshShardingSearch search =
       searchMeshShardings(module, machine, devices, solver, meshPins);
+  if (search.considered == 0)
+    return llvm::createStringError(search.firstFailure);
   if (search.plans.empty())
     return llvm::createStringError(llvm::formatv(
         "no dp x tp x pp mesh of {0} devices{1} has a sharding that fits: {2}",
         devices, pins.dp || pins.tp || pins.pp ? " as pinned" : "",
-        search.firstFailure.empty() ? std::string("none matches the pins")
-                                    : search.firstFailure));
+        search.firstFailure));
   const MeshShardingPlan &best = search.plans.front();
   ShardingSolverOptions chosen =
       getMeshSolverOptions(solver, best.pp, best.microbatches, best.zero);
@@ -158,7 +159,7 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
     return llvm::createStringError(
         llvm::toString(std::move(error)) +
         (options.train == Optimizer::None
-             ? " (without --train the step has one pipeline stage)"
+             ? " (without --train: one stage, one microbatch)"
              : ""));
   SearchResult result = searchPlans(*shape, machine, devices, trained, module);
   // The interleaved schedule needs the microbatches to be a multiple of the

@@ -926,7 +926,9 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
     for (int64_t pp : getDivisors(devices / tp)) {
       int64_t dp = devices / tp / pp;
       if (pp <= model.layers && pinned(pins.pp, pp) && model.batch % dp == 0 &&
-          pinned(pins.dp, dp))
+          pinned(pins.dp, dp) &&
+          (!pins.microbatches || (*pins.microbatches >= 1 &&
+                                  model.batch / dp % *pins.microbatches == 0)))
         meshes.push_back({dp, tp, pp});
     }
   }
@@ -938,15 +940,18 @@ llvm::Error tessera::checkPlanMeshes(const ModelShape &model, int64_t devices,
   if (!getPlanMeshes(model, devices, pins).empty())
     return llvm::Error::success();
   std::string pinned;
-  for (auto [name, pin] :
-       {std::pair{"dp", pins.dp}, {"tp", pins.tp}, {"pp", pins.pp}})
+  for (auto [name, pin] : {std::pair{"dp", pins.dp},
+                           {"tp", pins.tp},
+                           {"pp", pins.pp},
+                           {"microbatches", pins.microbatches}})
     if (pin)
       pinned +=
           llvm::formatv("{0}{1}={2}", pinned.empty() ? "" : ", ", name, *pin)
               .str();
   return llvm::createStringError(llvm::formatv(
       "no dp x tp x pp mesh of {0} devices{1}: dp must divide the batch "
-      "({2}), tp the heads ({3}), and pp must be at most the layers ({4})",
+      "({2}), tp the heads ({3}), pp must be at most the layers ({4}), and "
+      "the microbatches must divide a dp replica's batch",
       devices, pinned.empty() ? "" : " with " + pinned, model.batch,
       model.heads, model.layers));
 }

@@ -2045,6 +2045,12 @@ MeshShardingSearch tessera::searchMeshShardings(
       }
     }
   }
+  if (search.considered == 0)
+    search.firstFailure = llvm::formatv(
+        "no dp x tp x pp mesh of {0} devices matches the pins: dp x tp x pp "
+        "makes the devices, stages pipeline a train step only, and the "
+        "microbatches must divide a dp replica's batch ({1})",
+        devices, batch);
   // Fastest first; of plans as fast (to six digits: solves of one
   // program on one mesh differ in rounding), the fewest stages,
   // microbatches and ZeRO stage, which the cost model prices no faster.

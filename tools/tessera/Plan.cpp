@@ -43,8 +43,9 @@ static cl::opt<int64_t> pinPp("pp", cl::desc("Pin the pipeline stages"),
 static cl::opt<int64_t>
     pinMicrobatches("microbatches", cl::desc("Pin the microbatches per step"),
                     cl::sub(planCommand()));
-static cl::opt<int64_t> pinZero("zero", cl::desc("Pin the ZeRO stage (0-3)"),
-                                cl::sub(planCommand()));
+static cl::opt<ZeroStage> pinZero("zero", cl::desc("Pin the ZeRO stage"),
+                                  enumValues(kZeroStageNames),
+                                  cl::sub(planCommand()));
 /// A yes-or-no pin, named as its option reads it.
 enum class Switch { Off, On };
 static constexpr EnumName<Switch> kTrueFalseNames[] = {
@@ -91,7 +92,7 @@ static cl::list<std::string> explainOps(
 template <typename T, typename U>
 static void pin(const cl::opt<T> &option, std::optional<U> &to) {
   if (option.getNumOccurrences())
-    to = option.getValue();
+    to = static_cast<U>(option.getValue());
 }
 
 /// The solver's options for the train step tessera plan prices (AdamW).
@@ -185,7 +186,7 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   pin(pinMicrobatches, pins.microbatches);
   pins.zeroStages = {0, 1, 2, 3};
   if (pinZero.getNumOccurrences())
-    pins.zeroStages = {pinZero.getValue()};
+    pins.zeroStages = {static_cast<int64_t>(pinZero.getValue())};
   MeshShardingSearch search = searchMeshShardings(
       model, machine, planDevices, getPlanSolverOptions(model), pins);
   llvm::outs() << llvm::formatv(
@@ -194,9 +195,7 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
       planModel, planDevices.getValue(), machine.name, notGpt,
       search.considered, search.failed);
   if (search.plans.empty())
-    return reportError(search.firstFailure.empty()
-                           ? std::string("no mesh matches the pins")
-                           : search.firstFailure);
+    return reportError(search.firstFailure);
   llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10} "
                                 "{7,14} {8,10} {9,10} {10,10}\n",
                                 "rank", "dp", "tp", "pp", "mb", "zero",

@@ -267,8 +267,8 @@ struct PlanMesh {
 };
 
 /// The meshes searchPlans searches: each dp x tp x pp of `devices` that
-/// `pins` allow, with tp dividing the heads, pp at most the layers and dp
-/// dividing the batch.
+/// `pins` allow, with tp dividing the heads, pp at most the layers, dp
+/// dividing the batch and the pinned microbatches a dp replica's batch.
 llvm::SmallVector<PlanMesh>
 getPlanMeshes(const ModelShape &model, int64_t devices, const SearchPins &pins);
 

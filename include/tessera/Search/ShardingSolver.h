@@ -189,7 +189,7 @@ struct MeshShardingSearch {
   llvm::SmallVector<MeshShardingPlan> plans;
   int64_t considered = 0;
   /// Plans with no sharding or cut that fits in memory, and the first
-  /// one's reason.
+  /// one's reason (or, where no mesh matches the pins, why).
   int64_t failed = 0;
   std::string firstFailure;
 };
