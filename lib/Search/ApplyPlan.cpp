@@ -155,10 +155,10 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
   // Priced in the types the compile trains in.
   SearchPins trained = pins;
   trained.precision = getTrainedPrecision(module, options);
-  if (llvm::Error error = checkPlanMeshes(*shape, devices, trained))
+  if (llvm::Error error = checkSearchPins(*shape, devices, trained))
     return llvm::createStringError(
         llvm::toString(std::move(error)) +
-        (options.train == Optimizer::None
+        (options.train == Optimizer::None && pins.ilpShapes >= 0
              ? " (without --train: one stage, one microbatch)"
              : ""));
   SearchResult result = searchPlans(*shape, machine, devices, trained, module);

@@ -935,8 +935,13 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
   return meshes;
 }
 
-llvm::Error tessera::checkPlanMeshes(const ModelShape &model, int64_t devices,
+llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
                                      const SearchPins &pins) {
+  if (pins.ilpShapes < 0)
+    return llvm::createStringError(
+        llvm::formatv("--ilp-shapes must be at least 0 (0: every shape), got "
+                      "{0}",
+                      pins.ilpShapes));
   if (!getPlanMeshes(model, devices, pins).empty())
     return llvm::Error::success();
   std::string pinned;
@@ -955,9 +960,6 @@ llvm::Error tessera::checkPlanMeshes(const ModelShape &model, int64_t devices,
       devices, pinned.empty() ? "" : " with " + pinned, model.batch,
       model.heads, model.layers));
 }
-
-/// How many dp x tp shapes the search solves the ILP's layout on.
-constexpr int64_t kSolvedShapes = 4;
 
 SearchResult tessera::searchPlans(const ModelShape &model,
                                   const MachineModel &machine, int64_t devices,
@@ -1160,10 +1162,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                       });
   };
   // The templates on every shape; then the ILP's layouts on the shapes of
-  // the fastest template plans with tp (an ILP per shape is a solve and a
-  // partition of the whole program: on every shape of a large machine it
-  // would take the most of the search). Where the ILP finds the template,
-  // the template's plans without sequence parallelism are the ILP's.
+  // the fastest template plans with tp (pins.ilpShapes of them, or all).
+  // Where the ILP finds the template, the template's plans without sequence
+  // parallelism are the ILP's.
   searchShapes(nullptr, {{TensorLayout::Megatron, false},
                          {TensorLayout::Megatron, true}});
   fastestFirst();
@@ -1175,7 +1176,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     if (c.tp == 1 || refined.count({c.dp, c.tp}) ||
         !partitioned[{c.dp, c.tp}].megatron)
       continue;
-    if (static_cast<int64_t>(refined.size()) == kSolvedShapes)
+    if (pins.ilpShapes &&
+        static_cast<int64_t>(refined.size()) == pins.ilpShapes)
       break;
     refined.insert({c.dp, c.tp});
     solveLayout(c.dp, c.tp);

@@ -197,6 +197,11 @@ static cl::opt<TensorLayout>
     autoLayout("layout",
                cl::desc("With --auto: pin the layout on the dp x tp mesh"),
                enumValues(kTensorLayoutNames), cl::sub(compileCommand()));
+static cl::opt<int64_t> autoIlpShapes(
+    "ilp-shapes",
+    cl::desc("With --auto: the dp x tp shapes the ILP's layout is solved on: "
+             "those of the N fastest template plans (0: every shape)"),
+    cl::init(SearchPins().ilpShapes), cl::sub(compileCommand()));
 static cl::opt<int64_t> autoDevices("devices",
                                     cl::desc("With --auto: the devices"),
                                     cl::init(0), cl::sub(compileCommand()));
@@ -231,6 +236,7 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     pins.schedule = pipelineSchedule.getValue();
   if (autoLayout.getNumOccurrences())
     pins.layout = autoLayout.getValue();
+  pins.ilpShapes = autoIlpShapes;
   // --mesh pins the searched mesh, whose axes are "dp" and "tp"; the
   // annotated model then has the plan's sizes, which the compile keeps (a
   // pin of one axis would not size the other).

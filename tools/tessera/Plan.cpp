@@ -73,6 +73,11 @@ static cl::opt<Switch> pinSequenceParallel("sequence-parallel",
 static cl::opt<TensorLayout>
     pinLayout("layout", cl::desc("Pin the layout on the dp x tp mesh"),
               enumValues(kTensorLayoutNames), cl::sub(planCommand()));
+static cl::opt<int64_t> planIlpShapes(
+    "ilp-shapes",
+    cl::desc("The dp x tp shapes the ILP's layout is solved on: those of the "
+             "N fastest template plans (0: every shape)"),
+    cl::init(SearchPins().ilpShapes), cl::sub(planCommand()));
 static cl::opt<Precision> planPrecision("precision", cl::desc("Precision"),
                                         cl::init(Precision::Mixed),
                                         enumValues(kPrecisionNames),
@@ -252,7 +257,8 @@ int cli::runPlan(MLIRContext &context) {
   if (pinSequenceParallel.getNumOccurrences())
     pins.sequenceParallel = pinSequenceParallel == Switch::On;
   pins.precision = planPrecision;
-  if (llvm::Error error = checkPlanMeshes(*shape, planDevices, pins))
+  pins.ilpShapes = planIlpShapes;
+  if (llvm::Error error = checkSearchPins(*shape, planDevices, pins))
     return reportError(std::move(error));
 
   SearchResult result = searchPlans(*shape, *machine, planDevices, pins, model);

@@ -246,6 +246,11 @@ struct SearchPins {
   std::optional<Recompute> recompute;
   std::optional<bool> sequenceParallel;
   Precision precision = Precision::Mixed;
+  /// How many dp x tp shapes with tp the ILP's layout is solved on: those
+  /// of this many fastest template plans, or every shape (0). Each is a
+  /// solve and two partitions: on a large machine every shape takes most
+  /// of the search.
+  int64_t ilpShapes = 4;
 };
 
 struct SearchResult {
@@ -273,8 +278,8 @@ llvm::SmallVector<PlanMesh>
 getPlanMeshes(const ModelShape &model, int64_t devices, const SearchPins &pins);
 
 /// Fails, naming the pins and what the model allows, where no mesh of
-/// `devices` is left to search.
-llvm::Error checkPlanMeshes(const ModelShape &model, int64_t devices,
+/// `devices` is left to search (or ilpShapes is negative).
+llvm::Error checkSearchPins(const ModelShape &model, int64_t devices,
                             const SearchPins &pins);
 
 /// Searches every plan for `devices` devices: DP x TP x PP factorizations

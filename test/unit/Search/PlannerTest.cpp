@@ -863,7 +863,7 @@ TEST(PlannerTest, GPT3DoesNotFitWithoutSharding) {
 
 TEST(PlannerTest, PinsNoMeshMatchesFindNoPlan) {
   // dp=3 divides neither 4 devices nor the batch: no mesh, no plan (and no
-  // program partitioned), and checkPlanMeshes names the pin.
+  // program partitioned), and checkSearchPins names the pin.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -874,12 +874,12 @@ TEST(PlannerTest, PinsNoMeshMatchesFindNoPlan) {
   pins.dp = 3;
   EXPECT_TRUE(getPlanMeshes(*shape, 4, pins).empty());
   EXPECT_TRUE(searchPlans(*shape, dgx(), 4, pins, *model).plans.empty());
-  llvm::Error error = checkPlanMeshes(*shape, 4, pins);
+  llvm::Error error = checkSearchPins(*shape, 4, pins);
   ASSERT_TRUE(static_cast<bool>(error));
   EXPECT_NE(llvm::toString(std::move(error)).find("with dp=3"),
             std::string::npos);
   pins.dp = 2;
-  EXPECT_FALSE(static_cast<bool>(checkPlanMeshes(*shape, 4, pins)));
+  EXPECT_FALSE(static_cast<bool>(checkSearchPins(*shape, 4, pins)));
 }
 
 TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
