@@ -116,15 +116,33 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::string output;
   bool quick = false;
+  const char *usage = "usage: tessera-calibrate OUTPUT.json [--quick]\n";
+  std::string unknown;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0) {
+      if (rank == 0)
+        std::printf("tessera-calibrate: measures GEMMs, memory bandwidth and "
+                    "all_reduce on the ranks it runs on and writes a machine "
+                    "file (--quick: fewer sizes)\n%s",
+                    usage);
+      MPI_Finalize();
+      return 0;
+    }
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
+    else if (argv[i][0] == '-')
+      unknown = argv[i];
     else
       output = argv[i];
   }
-  if (output.empty()) {
-    if (rank == 0)
-      std::fprintf(stderr, "usage: tessera-calibrate OUTPUT.json [--quick]\n");
+  if (output.empty() || !unknown.empty()) {
+    if (rank == 0) {
+      if (!unknown.empty())
+        std::fprintf(stderr, "tessera-calibrate: error: unknown option '%s'\n",
+                     unknown.c_str());
+      std::fprintf(stderr, "%s", usage);
+    }
     MPI_Finalize();
     return 2;
   }

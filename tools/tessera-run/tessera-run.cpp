@@ -320,6 +320,17 @@ int main(int argc, char **argv) {
     return 1;
   };
 
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0) {
+      if (rank == 0)
+        std::printf("tessera-run: runs a plan's training steps on this "
+                    "rank (start one per device of the plan, with mpirun "
+                    "or tessera run)\n%s",
+                    kUsage);
+      MPI_Finalize();
+      return 0;
+    }
   Options options;
   if (Status parsed = parseOptions(argc, argv, options); !parsed.ok()) {
     if (rank == 0)

@@ -13,10 +13,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "Version.h"
 
 #include "tessera/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -66,6 +68,16 @@ int main(int argc, char **argv) {
         &verifyCommand(), &runCommand(), &gradcheckCommand(), &planCommand(),
         &calibrateCommand()})
     (void)command;
+  // The top level's help lists the subcommands; LLVM's own options, which
+  // libLLVM registers there, still parse but stay out of it.
+  for (auto &entry :
+       llvm::cl::getRegisteredOptions(llvm::cl::SubCommand::getTopLevel()))
+    if (!llvm::is_contained({"help", "version"}, entry.first))
+      entry.second->setHiddenFlag(llvm::cl::ReallyHidden);
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "Tessera " << TESSERA_VERSION << " (git " << TESSERA_GIT_COMMIT
+       << ")\nLLVM and MLIR " << LLVM_VERSION_STRING << "\n";
+  });
   llvm::cl::ParseCommandLineOptions(
       argc, argv,
       "Tessera: a declarative auto-sharding compiler for neural-network "
