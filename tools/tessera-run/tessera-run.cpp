@@ -48,6 +48,8 @@
 #include <set>
 #include <string>
 
+#include <unistd.h>
+
 using namespace tessera;
 using namespace tessera::runtime;
 
@@ -202,6 +204,54 @@ void printResult(int64_t index, const Tensor &tensor) {
   std::printf(" sum = %.6f, max |x| = %.6f\n", sum, maxAbs);
 }
 
+/// Fails unless every output the options name can be written: the
+/// directories of --trace and --save-checkpoint are made (as the save would
+/// make them) and must be writable, and each --dump-* file's directory must
+/// exist and be writable. Checked before the first step, so that a mistyped
+/// path does not cost the run.
+Status checkOutputs(const Options &options) {
+  namespace fs = std::filesystem;
+  auto writable = [](const fs::path &dir) {
+    return ::access(dir.c_str(), W_OK) == 0;
+  };
+  for (auto [flag, dir] : {std::pair<const char *, const std::string *>{
+                               "--trace", &options.traceDir},
+                           {"--save-checkpoint", &options.saveCheckpoint}}) {
+    if (dir->empty())
+      continue;
+    std::error_code error;
+    fs::create_directories(*dir, error);
+    if (!fs::is_directory(*dir))
+      return invalidArgument(std::string(flag) + " '" + *dir +
+                             "': cannot make the directory" +
+                             (error ? ": " + error.message() : ""));
+    if (!writable(*dir))
+      return invalidArgument(std::string(flag) + " '" + *dir +
+                             "': the directory is not writable");
+  }
+  for (auto [flag, file] : {std::pair<const char *, const std::string *>{
+                                "--dump-inputs", &options.dumpInputs},
+                            {"--dump-outputs", &options.dumpOutputs},
+                            {"--dump-losses", &options.dumpLosses}}) {
+    if (file->empty())
+      continue;
+    fs::path parent = fs::path(*file).parent_path();
+    if (parent.empty())
+      parent = ".";
+    if (fs::is_directory(*file))
+      return invalidArgument(std::string(flag) + " '" + *file +
+                             "' is a directory");
+    if (!fs::is_directory(parent))
+      return invalidArgument(std::string(flag) + " '" + *file +
+                             "': no directory '" + parent.string() + "'");
+    if (!writable(parent))
+      return invalidArgument(std::string(flag) + " '" + *file +
+                             "': the directory '" + parent.string() +
+                             "' is not writable");
+  }
+  return Status::success();
+}
+
 /// The arguments a checkpoint holds: parameters and optimizer state.
 std::vector<int> getCheckpointed(const plan::Program &program) {
   std::vector<int> indices;
@@ -336,6 +386,20 @@ int main(int argc, char **argv) {
     if (rank == 0)
       std::fprintf(stderr, "tessera-run: error: %s\n%s",
                    parsed.message().c_str(), kUsage);
+    MPI_Finalize();
+    return 2;
+  }
+  // Every rank checks the outputs it writes; all stop if one cannot, and
+  // the first that cannot says why.
+  Status outputs = checkOutputs(options);
+  int size = 1, failing = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int firstFailing = outputs.ok() ? size : rank;
+  MPI_Allreduce(&firstFailing, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (failing < size) {
+    if (failing == rank)
+      std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
+                   outputs.message().c_str());
     MPI_Finalize();
     return 2;
   }

@@ -35,6 +35,36 @@ static cl::opt<std::string>
                     "collectives)"),
            cl::init("cpu"), cl::sub(runCommand()));
 
+/// tessera-run's options that name a value, forwarded as given.
+static cl::opt<std::string>
+    traceDir("trace",
+             cl::desc("Write each rank's trace (Chrome JSON) into DIR"),
+             cl::value_desc("DIR"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    saveCheckpoint("save-checkpoint",
+                   cl::desc("Save the parameters and state into DIR"),
+                   cl::value_desc("DIR"), cl::sub(runCommand()));
+static cl::opt<std::string> loadCheckpoint(
+    "load-checkpoint",
+    cl::desc("Resume from the checkpoint in DIR (saved under this plan)"),
+    cl::value_desc("DIR"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    dumpInputs("dump-inputs", cl::desc("Write the global inputs to FILE"),
+               cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    dumpOutputs("dump-outputs", cl::desc("Write the global results to FILE"),
+                cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    dumpLosses("dump-losses", cl::desc("Write each step's loss to FILE"),
+               cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string> commTimeout(
+    "comm-timeout",
+    cl::desc("Seconds a rank waits for a collective before it reports it and "
+             "stops the run"),
+    cl::value_desc("SECONDS"), cl::sub(runCommand()));
+static cl::opt<bool> timeSteps("time", cl::desc("Print the time per step"),
+                               cl::sub(runCommand()));
+
 int cli::runRun() {
   std::vector<std::string> args = {planInput,
                                    "--steps",
@@ -51,6 +81,15 @@ int cli::runRun() {
     args.push_back("--weights");
     args.push_back(weightsFile);
   }
+  for (const cl::opt<std::string> *option :
+       {&traceDir, &saveCheckpoint, &loadCheckpoint, &dumpInputs, &dumpOutputs,
+        &dumpLosses, &commTimeout})
+    if (option->getNumOccurrences()) {
+      args.push_back(("--" + option->ArgStr).str());
+      args.push_back(option->getValue());
+    }
+  if (timeSteps)
+    args.push_back("--time");
   llvm::Expected<int> code = getLauncher().run(ranks, args);
   if (!code)
     return reportError(code.takeError());
