@@ -223,15 +223,24 @@ llvm::Error tessera::printPlanSummary(StringRef path,
   if (!loaded.ok())
     return llvm::createStringError(loaded.message());
   const plan::Plan &plan = *loaded;
-  for (const plan::Program &program : plan.programs()) {
+  // A plan of several programs (pipeline stages) runs on all their ranks.
+  int64_t programs = plan.programs_size(), ranks = 0;
+  for (const plan::Program &program : plan.programs())
+    ranks += program.ranks_size();
+  if (programs > 1)
+    os << llvm::formatv("plan {0}: {1} ranks in {2} programs (tessera run "
+                        "--ranks {1})\n",
+                        path, ranks, programs);
+  for (auto [index, program] : llvm::enumerate(plan.programs())) {
     int64_t collectives =
         llvm::count_if(program.instructions(), [](const plan::Instruction &i) {
           return i.has_collective();
         });
     os << llvm::formatv(
-        "plan {0}: {1} ranks, {2} instructions ({3} collectives), {4} "
-        "buffers in an arena of {5} bytes per device\n",
-        path, program.ranks_size(), program.instructions_size(), collectives,
+        "plan {0}{1}: {2} ranks, {3} instructions ({4} collectives), {5} "
+        "buffers in an arena of {6} bytes per device\n",
+        path, programs > 1 ? llvm::formatv(", program {0}", index).str() : "",
+        program.ranks_size(), program.instructions_size(), collectives,
         program.buffers_size(), program.arena_bytes());
     printBreakdown(os, "memory at the peak", program.peak_memory());
     if (std::optional<ModelStateMemory> state =

@@ -2,6 +2,9 @@
 
 #include "tessera/runtime/Plan.h"
 
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
 #include <fstream>
 #include <map>
 #include <set>
@@ -80,10 +83,22 @@ Expected<plan::Plan> runtime::loadPlan(const std::string &path) {
     return dataError("cannot open plan '" + path + "'");
   std::stringstream bytes;
   bytes << file.rdbuf();
+  // Binary as compile writes it, or text (compile --text).
   plan::Plan plan;
-  if (!plan.ParseFromString(bytes.str()))
-    return dataError("'" + path +
-                     "' is not a Tessera plan (it does not parse)");
+  if (!plan.ParseFromString(bytes.str())) {
+    // The text parser reports its errors through a logger of its own.
+    google::protobuf::TextFormat::Parser parser;
+    class Silent : public google::protobuf::io::ErrorCollector {
+    public:
+      void AddError(int, google::protobuf::io::ColumnNumber,
+                    const std::string &) override {}
+    } silent;
+    parser.RecordErrorsTo(&silent);
+    plan.Clear();
+    if (!parser.ParseFromString(bytes.str(), &plan))
+      return dataError("'" + path +
+                       "' is not a Tessera plan (it does not parse)");
+  }
   if (Status error = validatePlan(plan); !error.ok())
     return error.withPrefix("invalid plan '" + path + "': ");
   return plan;
