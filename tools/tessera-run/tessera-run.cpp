@@ -214,6 +214,10 @@ Status checkOutputs(const Options &options) {
   auto writable = [](const fs::path &dir) {
     return ::access(dir.c_str(), W_OK) == 0;
   };
+  auto refuse = [](const char *flag, const std::string &path,
+                   const std::string &why) {
+    return invalidArgument(std::string(flag) + " '" + path + "'" + why);
+  };
   for (auto [flag, dir] : {std::pair<const char *, const std::string *>{
                                "--trace", &options.traceDir},
                            {"--save-checkpoint", &options.saveCheckpoint}}) {
@@ -222,12 +226,11 @@ Status checkOutputs(const Options &options) {
     std::error_code error;
     fs::create_directories(*dir, error);
     if (!fs::is_directory(*dir))
-      return invalidArgument(std::string(flag) + " '" + *dir +
-                             "': cannot make the directory" +
-                             (error ? ": " + error.message() : ""));
+      return refuse(flag, *dir,
+                    ": cannot make the directory" +
+                        (error ? ": " + error.message() : std::string()));
     if (!writable(*dir))
-      return invalidArgument(std::string(flag) + " '" + *dir +
-                             "': the directory is not writable");
+      return refuse(flag, *dir, ": the directory is not writable");
   }
   for (auto [flag, file] : {std::pair<const char *, const std::string *>{
                                 "--dump-inputs", &options.dumpInputs},
@@ -239,15 +242,13 @@ Status checkOutputs(const Options &options) {
     if (parent.empty())
       parent = ".";
     if (fs::is_directory(*file))
-      return invalidArgument(std::string(flag) + " '" + *file +
-                             "' is a directory");
+      return refuse(flag, *file, " is a directory");
     if (!fs::is_directory(parent))
-      return invalidArgument(std::string(flag) + " '" + *file +
-                             "': no directory '" + parent.string() + "'");
+      return refuse(flag, *file, ": no directory '" + parent.string() + "'");
     if (!writable(parent))
-      return invalidArgument(std::string(flag) + " '" + *file +
-                             "': the directory '" + parent.string() +
-                             "' is not writable");
+      return refuse(flag, *file,
+                    ": the directory '" + parent.string() +
+                        "' is not writable");
   }
   return Status::success();
 }

@@ -35,7 +35,7 @@ static cl::opt<std::string>
                     "collectives)"),
            cl::init("cpu"), cl::sub(runCommand()));
 
-/// tessera-run's options that name a value, forwarded as given.
+/// More of tessera-run's options, forwarded as given.
 static cl::opt<std::string>
     traceDir("trace",
              cl::desc("Write each rank's trace (Chrome JSON) into DIR"),
@@ -73,17 +73,9 @@ int cli::runRun() {
                                    std::to_string(seed),
                                    "--device",
                                    device};
-  if (!inputsFile.empty()) {
-    args.push_back("--inputs");
-    args.push_back(inputsFile);
-  }
-  if (!weightsFile.empty()) {
-    args.push_back("--weights");
-    args.push_back(weightsFile);
-  }
   for (const cl::opt<std::string> *option :
-       {&traceDir, &saveCheckpoint, &loadCheckpoint, &dumpInputs, &dumpOutputs,
-        &dumpLosses, &commTimeout})
+       {&inputsFile, &weightsFile, &traceDir, &saveCheckpoint, &loadCheckpoint,
+        &dumpInputs, &dumpOutputs, &dumpLosses, &commTimeout})
     if (option->getNumOccurrences()) {
       args.push_back(("--" + option->ArgStr).str());
       args.push_back(option->getValue());
