@@ -10,6 +10,7 @@
 
 #include "dialects/NN/IR/NNOps.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -211,11 +212,12 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   for (auto [rank, plan] :
        llvm::enumerate(ArrayRef(search.plans).take_front(shown)))
     llvm::outs() << llvm::formatv(
-        "{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10:e3} {7,14:f1} {8,10:f2} "
+        "{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10:e3} {7,14:f1} {8,10} "
         "{9,10} {10,10:f3}\n",
         rank + 1, plan.dp, plan.tp, plan.pp, plan.microbatches, plan.zero,
-        plan.stepSeconds, plan.reshardBytes / 1e6, plan.memoryBytes / 1e9,
-        plan.variables, plan.solveSeconds);
+        plan.stepSeconds, plan.reshardBytes / 1e6,
+        llvm::format("%.4g", plan.memoryBytes / 1e9), plan.variables,
+        plan.solveSeconds);
   if (!explainOps.empty()) {
     const MeshShardingPlan &best = search.plans.front();
     return explainPlanOps(model, machine, best.dp, best.tp,
@@ -299,13 +301,16 @@ int cli::runPlan(MLIRContext &context) {
     const PlanChoice &c = plan.choice;
     llvm::outs() << llvm::formatv(
         "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
-        "{10,10:f3} {11,5:f1}% {12,10:f1}\n",
+        "{10,10} {11,5:f1}% {12,10}\n",
         rank + 1, c.dp, c.tp, c.pp, c.microbatches, getZeroName(c),
         getEnumName(kPipelineScheduleNames, c.schedule),
         getEnumName(kRecomputeNames, c.recompute),
         c.sequenceParallel ? "on" : "off",
-        getEnumName(kTensorLayoutNames, c.layout), plan.stepTimeSeconds,
-        100 * plan.mfu, plan.peakMemoryBytes / 1e9);
+        getEnumName(kTensorLayoutNames, c.layout),
+        // Four significant digits, so that a small model's step and memory
+        // do not read 0.000.
+        llvm::format("%.4g", plan.stepTimeSeconds), 100 * plan.mfu,
+        llvm::format("%.4g", plan.peakMemoryBytes / 1e9));
   }
   if (!explainOps.empty()) {
     // As the search solves the best plan's layout: the batch on dp.
