@@ -588,6 +588,36 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   StringRef globalShapeName = dist::DistDialect::kGlobalShapeAttrName;
   StringRef membersName = dist::DistDialect::kMembersAttrName;
 
+  // A program sharded but not partitioned would run its global shapes as
+  // each device's pieces: the partitioner drops the ops' shardings and the
+  // constraints, so any left that split a value over devices say so.
+  auto splits = [&](Attribute attr) {
+    auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr);
+    return sharding && mesh &&
+           llvm::any_of(sharding.getDims(), [&](dist::DimShardingAttr dim) {
+             return llvm::any_of(dim.getAxes(), [&](StringAttr axis) {
+               return mesh.getAxisSize(axis.getValue()).value_or(1) > 1;
+             });
+           });
+  };
+  WalkResult unpartitioned = function.walk([&](Operation *op) {
+    Attribute attr;
+    if (auto constraint = dyn_cast<dist::ShardingConstraintOp>(op))
+      attr = constraint.getSharding();
+    else if (auto perResult = op->getAttrOfType<ArrayAttr>(attrName))
+      if (const Attribute *split = llvm::find_if(perResult, splits);
+          split != perResult.end())
+        attr = *split;
+    if (!splits(attr))
+      return WalkResult::advance();
+    op->emitError("cannot export: the program is sharded but not "
+                  "partitioned; run --tessera-partition first (or "
+                  "--tessera-strip-sharding for one device)");
+    return WalkResult::interrupt();
+  });
+  if (unpartitioned.wasInterrupted())
+    return failure();
+
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
