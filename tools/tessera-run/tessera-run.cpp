@@ -44,6 +44,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -317,6 +318,9 @@ Status loadCheckpoint(const std::string &dir, const plan::Program &program,
     return dataError("'" + dir + "' holds no Tessera checkpoint index");
   }
   std::fclose(index);
+  if (saved < 0)
+    return dataError("the checkpoint in '" + dir + "' is at step " +
+                     std::to_string(saved) + "; steps count from 0");
   Expected<std::vector<OwnedTensor>> read = readTensors(shardPath(dir, rank));
   if (!read.ok())
     return read.getStatus();
@@ -564,6 +568,17 @@ int main(int argc, char **argv) {
                                        rank, firstStep);
         !status.ok())
       return fail(status.message());
+  // The last step must fit the plan's step counter.
+  int64_t lastStep = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < program->arguments_size(); ++i)
+    if (program->arguments(i).role() == plan::STEP &&
+        locals[i].view.dtype == DType::I32)
+      lastStep = std::numeric_limits<int32_t>::max();
+  if (firstStep > lastStep - options.steps)
+    return fail(std::to_string(options.steps) + " steps from step " +
+                std::to_string(firstStep) +
+                " pass the largest step the plan's step counter holds (" +
+                std::to_string(lastStep) + ")");
   for (int64_t step = firstStep + 1; step <= firstStep + options.steps;
        ++step) {
     for (int i = 0; i < program->arguments_size(); ++i) {
