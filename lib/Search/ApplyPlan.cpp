@@ -155,10 +155,13 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
   // Priced in the types the compile trains in.
   SearchPins trained = pins;
   trained.precision = getTrainedPrecision(module, options);
+  // Without --train the search pins one stage and one microbatch, which a
+  // refused mesh then says.
   if (llvm::Error error = checkSearchPins(*shape, devices, trained))
     return llvm::createStringError(
         llvm::toString(std::move(error)) +
-        (options.train == Optimizer::None && pins.ilpShapes >= 0
+        (options.train == Optimizer::None &&
+                 getPlanMeshes(*shape, devices, trained).empty()
              ? " (without --train: one stage, one microbatch)"
              : ""));
   SearchResult result = searchPlans(*shape, machine, devices, trained, module);

@@ -879,7 +879,7 @@ TEST(PlannerTest, PinsNoMeshMatchesFindNoPlan) {
   EXPECT_NE(llvm::toString(std::move(error)).find("with dp=3"),
             std::string::npos);
   pins.dp = 2;
-  EXPECT_FALSE(static_cast<bool>(checkSearchPins(*shape, 4, pins)));
+  EXPECT_FALSE(llvm::errorToBool(checkSearchPins(*shape, 4, pins)));
 }
 
 TEST(PlannerTest, ReadsTheShapeOfAGeneratedGpt) {
