@@ -183,7 +183,8 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                           ? llvm::formatv(" with ZeRO-{0}", *pins.zero).str()
                           : std::string(" with any ZeRO stage"))
             .str());
-  if (llvm::Error error = annotateLayout(module, machine, best->choice))
+  if (llvm::Error error =
+          annotateLayout(module, machine, best->choice, &*shape))
     return std::move(error);
   applyPlanChoice(best->choice, options);
   return AutoPlan{*best, result.considered};

@@ -151,44 +151,63 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
   return std::pair(std::move(kept), blockBytes / blocks.size());
 }
 
-/// What the pipeline pass balances, per item it cuts between: the forward's
-/// FLOPs (the pass adds a launch per op, which only breaks ties) of each
-/// repeated block's two halves (cut where
-/// one value crosses inside it: after the attention's residual add), the
-/// ops before the first block with the first half, and those after the last
-/// block (the head and the loss). Empty where a block does not cut in two.
-static SmallVector<double> getItemFlops(func::FuncOp function) {
+namespace {
+/// The items the pipeline pass may cut a decoder between: each repeated
+/// block's two halves (cut where one value crosses inside it: after the
+/// attention's residual add), the ops before the first block with the
+/// first half, and those after the last block (the head and the loss).
+struct DecoderItems {
+  /// The body's ops in program order, and the position of each item's
+  /// first; empty where a block does not cut in two.
+  SmallVector<Operation *> ops;
+  SmallVector<int64_t> starts;
+
+  explicit DecoderItems(func::FuncOp function);
+  size_t size() const { return starts.size(); }
+  /// The position one past item `item`'s last op.
+  int64_t getEnd(size_t item) const {
+    return item + 1 < starts.size() ? starts[item + 1] : ops.size();
+  }
+};
+} // namespace
+
+DecoderItems::DecoderItems(func::FuncOp function) {
   SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
   DenseMap<Operation *, int64_t> position;
-  SmallVector<Operation *> ops = getBodyOps(function, position);
-  auto getCost = [&](int64_t begin, int64_t end) {
-    double cost = 0;
-    for (int64_t i = begin; i < end; ++i)
-      if (auto costOp = dyn_cast<CostOpInterface>(ops[i]))
-        cost += costOp.getFlops();
-    return cost;
-  };
+  ops = getBodyOps(function, position);
   SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
-  SmallVector<double> items;
   int64_t end = 0;
   for (ArrayRef<Operation *> block : blocks) {
     int64_t first = position.lookup(block.front());
     int64_t last = position.lookup(block.back()) + 1;
-    if (first < end)
-      return {};
     SmallVector<int64_t> cuts = llvm::to_vector(llvm::make_filter_range(
         boundaries, [&](int64_t cut) { return cut > first && cut < last; }));
-    if (cuts.size() != 1)
-      return {};
+    if (first < end || cuts.size() != 1) {
+      starts.clear();
+      return;
+    }
     // The ops between blocks (none in a GPT) go with the next one.
-    items.push_back(getCost(end, cuts.front()));
-    items.push_back(getCost(cuts.front(), last));
+    starts.push_back(end);
+    starts.push_back(cuts.front());
     end = last;
   }
-  if (items.empty())
-    return {};
-  items.push_back(getCost(end, ops.size()));
-  return items;
+  if (!starts.empty())
+    starts.push_back(end);
+}
+
+/// What the pipeline pass balances, per decoder item: the forward's FLOPs
+/// (the pass adds a launch per op, which only breaks ties).
+static SmallVector<double> getItemFlops(func::FuncOp function) {
+  DecoderItems items(function);
+  SmallVector<double> costs;
+  for (size_t item = 0; item < items.size(); ++item) {
+    double cost = 0;
+    for (int64_t i = items.starts[item]; i < items.getEnd(item); ++i)
+      if (auto costOp = dyn_cast<CostOpInterface>(items.ops[i]))
+        cost += costOp.getFlops();
+    costs.push_back(cost);
+  }
+  return costs;
 }
 
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
@@ -1003,8 +1022,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     auto partitionTemplate = [&](size_t index) {
       auto [dp, tp] = shapes[index];
       templates[index] = take(partitionLayout(
-          program, machine, getShape(dp, tp, TensorLayout::Megatron),
-          model.keptValues));
+          program, machine, getShape(dp, tp, TensorLayout::Megatron), &model));
     };
     partitionTemplate(0);
     mlir::parallelFor(program.getContext(), 1, shapes.size(),
@@ -1016,8 +1034,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   auto solveLayout = [&](int64_t dp, int64_t tp) {
     ShapeLayouts &layouts = partitioned[{dp, tp}];
     llvm::Expected<PartitionedLayout> layout = partitionLayout(
-        program, machine, getShape(dp, tp, TensorLayout::Solved),
-        model.keptValues);
+        program, machine, getShape(dp, tp, TensorLayout::Solved), &model);
     if (!layout) {
       std::string why = llvm::toString(layout.takeError());
       if (result.solveFailure.empty())
@@ -1201,9 +1218,38 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   return result;
 }
 
+/// The first op of each pipeline stage after the first where the search
+/// cuts `model`, a decoder of `shape`, for the ILP's layout of `choice`:
+/// between half-layers, as without sequence parallelism (the layout is
+/// solved once per mesh, whatever the plan's recomputation and ZeRO);
+/// empty where it does not cut so.
+static SmallVector<Operation *> getLayoutStageStarts(ModuleOp model,
+                                                     const ModelShape &shape,
+                                                     const PlanChoice &choice) {
+  DecoderItems items(getModelFunction(model));
+  if (choice.pp <= 1 ||
+      static_cast<int64_t>(items.size()) != 2 * shape.layers + 1 ||
+      static_cast<int64_t>(items.size()) < choice.pp)
+    return {};
+  const StageCuts &cuts =
+      getStageCuts(shape, StageCutShape{choice.tp, false, false}, choice.pp);
+  SmallVector<Operation *> starts;
+  for (int64_t item : llvm::drop_begin(cuts.starts)) {
+    // The item's first op of the model (the solver replaces annotations).
+    auto ops = ArrayRef(items.ops).slice(
+        items.starts[item], items.getEnd(item) - items.starts[item]);
+    auto first = llvm::find_if(ops, isModelOp);
+    if (first == ops.end())
+      return {};
+    starts.push_back(*first);
+  }
+  return starts;
+}
+
 ShardingSolverOptions
 tessera::getLayoutSolverOptions(ModuleOp model, const MachineModel &machine,
-                                const PlanChoice &choice) {
+                                const PlanChoice &choice,
+                                const ModelShape *shape) {
   ShardingSolverOptions options;
   // The solver charges per byte of a parameter in the program's type its
   // weight, its gradient and the optimizer's share: the plan's precision's
@@ -1223,12 +1269,18 @@ tessera::getLayoutSolverOptions(ModuleOp model, const MachineModel &machine,
       (bytes.weight + bytes.gradient + bytes.optimizer) / elementBytes - 2);
   options.batchAxes = {"dp"};
   options.keepActivations = false;
-  options.memoryLimitBytes = machine.memoryBytes * choice.pp;
+  // Each stage's state in its device's memory, or all stages' in theirs.
+  if (shape)
+    options.stageStarts = getLayoutStageStarts(model, *shape, choice);
+  options.memoryLimitBytes =
+      machine.memoryBytes *
+      (options.stageStarts.empty() ? choice.pp : int64_t(1));
   return options;
 }
 
 llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
-                                    const PlanChoice &choice) {
+                                    const PlanChoice &choice,
+                                    const ModelShape *shape) {
   if (choice.layout == TensorLayout::Megatron) {
     annotateMegatron(model, choice.dp, choice.tp);
     if (choice.sequenceParallel)
@@ -1236,7 +1288,7 @@ llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
     return llvm::Error::success();
   }
   ShardingSolverOptions options =
-      getLayoutSolverOptions(model, machine, choice);
+      getLayoutSolverOptions(model, machine, choice, shape);
   llvm::Expected<ShardingSolution> solution =
       applyMeshSharding(model, machine, choice.dp, choice.tp, options);
   if (solution || choice.dp == 1)
@@ -1446,8 +1498,8 @@ extrapolateBlocks(const PartitionedLayout &one, const PartitionedLayout &two,
 
 llvm::Expected<PartitionedLayout>
 tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
-                         const PlanChoice &choice,
-                         ArrayRef<KeptValue> keptValues, bool wholeModel) {
+                         const PlanChoice &choice, const ModelShape *shape,
+                         bool wholeModel) {
   int64_t dp = choice.dp, tp = choice.tp;
   TensorLayout layout = choice.layout;
   OwningOpRef<ModuleOp> marked = model.clone();
@@ -1461,13 +1513,13 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
         " tp=" + llvm::Twine(tp) + " in " +
         getEnumName(kTensorLayoutNames, layout) + "'s layout" + why);
   };
-  if (!markKeptValues(*marked, keptValues))
+  if (shape && !markKeptValues(*marked, shape->keptValues))
     return failure(": the model is not the one whose kept values are given");
   // Annotated whole (the ILP's memory constraint holds the whole model),
   // then partitioned whole or cut to its first blocks.
   PlanChoice unsplit = choice;
   unsplit.sequenceParallel = false;
-  if (llvm::Error error = annotateLayout(*marked, machine, unsplit))
+  if (llvm::Error error = annotateLayout(*marked, machine, unsplit, shape))
     return failure(": " + llvm::toString(std::move(error)));
   auto partition = [&](std::optional<int64_t> blocks)
       -> llvm::Expected<std::optional<PartitionedLayout>> {

@@ -281,10 +281,11 @@ int cli::runPlan(MLIRContext &context) {
   }
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2} ({3} layers, hidden {4}, {5} parameters, batch "
-      "{6}); {7} plans considered, {8} over {9:f1} GB of device memory\n",
+      "{6}); {7} plans considered, {8} over {9} GB of device memory\n",
       planModel, planDevices.getValue(), machine->name, shape->layers,
       shape->hidden, formatCount(shape->parameters), shape->batch,
-      result.considered, result.overMemory, machine->memoryBytes / 1e9);
+      result.considered, result.overMemory,
+      llvm::format("%.4g", machine->memoryBytes / 1e9));
   if (result.plans.empty())
     return reportError(
         pins.layout == TensorLayout::Solved && !result.solveFailure.empty()
@@ -315,9 +316,9 @@ int cli::runPlan(MLIRContext &context) {
   if (!explainOps.empty()) {
     // As the search solves the best plan's layout: the batch on dp.
     const PlanChoice &best = result.plans.front().choice;
-    if (int status =
-            explainPlanOps(model, *machine, best.dp, best.tp,
-                           getLayoutSolverOptions(model, *machine, best)))
+    if (int status = explainPlanOps(
+            model, *machine, best.dp, best.tp,
+            getLayoutSolverOptions(model, *machine, best, &*shape)))
       return status;
   }
   if (std::optional<WinReason> why = getWinReason(result.plans)) {

@@ -135,19 +135,22 @@ struct CollectiveUse {
 /// The sharding solver's options for the layout of `choice`
 /// (TensorLayout::Solved) of `model`: a train step's in its precision (its
 /// state per parameter whatever the program's types), every axis
-/// solved, "dp" splitting the batch only; its model state, without ZeRO, in
-/// a pipeline stage's share of device memory (memory times its stages: the
-/// search prices the activations and ZeRO per plan).
+/// solved, "dp" splitting the batch only; its model state, without ZeRO,
+/// in device memory (the search prices the activations and ZeRO per plan):
+/// each pipeline stage's in its own, cut as the search cuts a decoder of
+/// `shape`, or, without a shape or a decoder's items, every stage's in
+/// memory times the stages.
 ShardingSolverOptions getLayoutSolverOptions(mlir::ModuleOp model,
                                              const MachineModel &machine,
-                                             const PlanChoice &choice);
+                                             const PlanChoice &choice,
+                                             const ModelShape *shape);
 
 /// Annotates `model` for the layout of `choice` on `dist.mesh @mesh
 /// ["dp"=dp, "tp"=tp]`, in place of its meshes and annotations (Megatron's
 /// with sequence parallelism when the choice has it). The solved layout
-/// fails where the solver does.
+/// (getLayoutSolverOptions, of `shape`) fails where the solver does.
 llvm::Error annotateLayout(mlir::ModuleOp model, const MachineModel &machine,
-                           const PlanChoice &choice);
+                           const PlanChoice &choice, const ModelShape *shape);
 
 /// A layout as the compiler builds it on a dp x tp mesh: the model
 /// annotated (annotateLayout), propagated and partitioned.
@@ -170,16 +173,18 @@ struct PartitionedLayout {
 };
 
 /// `model` partitioned for the layout of `choice` on its dp x tp (without
-/// sequence parallelism), the bytes of `keptValues` measured there. Fails
+/// sequence parallelism), the bytes of `shape`'s kept values measured
+/// there (none without it), the ILP's layout solved for `shape`. Fails
 /// for a model the layout does not fit. Both layouts split each repeated
 /// block alike (the ILP's blocks share their variables): a model of three
 /// or more, annotated whole, is partitioned cut to its first block and to
 /// its first two, and the second block's share counted once per later
 /// block (the whole program of a 128-layer GPT gives the same figures, at a
 /// sixtieth of the time), unless `wholeModel`.
-llvm::Expected<PartitionedLayout> partitionLayout(
-    mlir::ModuleOp model, const MachineModel &machine, const PlanChoice &choice,
-    llvm::ArrayRef<KeptValue> keptValues = {}, bool wholeModel = false);
+llvm::Expected<PartitionedLayout>
+partitionLayout(mlir::ModuleOp model, const MachineModel &machine,
+                const PlanChoice &choice, const ModelShape *shape = nullptr,
+                bool wholeModel = false);
 
 /// How the pipeline pass may cut a GPT for a plan: under `tp`-way TP, with
 /// or without sequence parallelism, and between layers only

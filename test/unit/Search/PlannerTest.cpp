@@ -978,8 +978,8 @@ TEST(PlannerTest, RepeatedBlocksArePricedAsTheWholeProgram) {
       mesh.dp = dp;
       mesh.tp = tp;
       mesh.layout = layout;
-      auto blocks = partitionLayout(*model, dgx(), mesh, shape->keptValues);
-      auto whole = partitionLayout(*model, dgx(), mesh, shape->keptValues,
+      auto blocks = partitionLayout(*model, dgx(), mesh, &*shape);
+      auto whole = partitionLayout(*model, dgx(), mesh, &*shape,
                                    /*wholeModel=*/true);
       ASSERT_TRUE(blocks && whole);
       SCOPED_TRACE(llvm::formatv("{0} layers, dp={1} tp={2} {3}", shape->layers,
