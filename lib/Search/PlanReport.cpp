@@ -37,6 +37,7 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"recompute", getEnumName(kRecomputeNames, c.recompute)},
       {"sequence_parallel", c.sequenceParallel},
       {"layout", getEnumName(kTensorLayoutNames, c.layout)},
+      {"layout_memory_share", c.layoutMemoryShare},
       {"step_time_s", plan.stepTimeSeconds},
       {"peak_memory_bytes", plan.peakMemoryBytes},
       {"param_bytes", plan.paramBytes},

@@ -994,6 +994,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     /// The ILP found the template: its plans are the template's without
     /// sequence parallelism.
     bool solvedIsMegatron = false;
+    /// The share of memory the ILP's state was solved in.
+    double solvedShare = 1;
   };
   std::map<std::pair<int64_t, int64_t>, ShapeLayouts> partitioned;
   auto take = [](llvm::Expected<PartitionedLayout> layout) {
@@ -1031,17 +1033,20 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       partitioned[shape].megatron = std::move(partition);
   }
   // The ILP's layout of a shape whose template partitions.
-  auto solveLayout = [&](int64_t dp, int64_t tp) {
+  auto solveLayout = [&](int64_t dp, int64_t tp, double share) {
     ShapeLayouts &layouts = partitioned[{dp, tp}];
-    llvm::Expected<PartitionedLayout> layout = partitionLayout(
-        program, machine, getShape(dp, tp, TensorLayout::Solved), &model);
+    PlanChoice shape = getShape(dp, tp, TensorLayout::Solved);
+    shape.layoutMemoryShare = share;
+    llvm::Expected<PartitionedLayout> layout =
+        partitionLayout(program, machine, shape, &model);
     if (!layout) {
       std::string why = llvm::toString(layout.takeError());
-      if (result.solveFailure.empty())
+      if (result.solveFailure.empty() && share == 1)
         result.solveFailure = why;
-      return;
+      return false;
     }
     layouts.solved = std::move(*layout);
+    layouts.solvedShare = share;
     PartitionedLayout &solved = *layouts.solved;
     const PartitionedLayout &megatron = *layouts.megatron;
     solved.computeScale = solved.flops / megatron.flops;
@@ -1058,6 +1063,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
         solved.parameters == megatron.parameters &&
         solved.valueBytes == megatron.valueBytes &&
         llvm::equal(solved.forward, megatron.forward, same);
+    return true;
   };
   // The microbatches in flight of each pipeline, the same at every TP.
   std::map<std::tuple<int64_t, int64_t, PipelineSchedule>,
@@ -1066,6 +1072,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   // Every plan of each dp x tp shape (of `only`, when given) in each of the
   // `candidates` layouts (with or without sequence parallelism).
   using Shape = std::pair<int64_t, int64_t>;
+  // Per shape, the least a plan of the ILP's layout over memory holds
+  // beside the model state (its activations, a gradient being made).
+  std::map<Shape, double> solvedRest;
   auto searchShapes = [&](const std::set<Shape> *only,
                           ArrayRef<std::pair<TensorLayout, bool>> candidates) {
     for (auto [dp, tp, pp] : meshes) {
@@ -1141,26 +1150,38 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   if ((sp && (tp == 1 || model.seq % tp != 0)) ||
                       !pinned(pins.sequenceParallel, sp))
                     continue;
-                  PlanChoice choice{dp,
-                                    tp,
-                                    pp,
-                                    m,
-                                    zero,
-                                    reshard,
-                                    schedule,
-                                    schedule == PipelineSchedule::Interleaved
-                                        ? int64_t(2)
-                                        : int64_t(1),
-                                    recompute,
-                                    sp,
-                                    pins.precision,
-                                    layout};
+                  PlanChoice choice{
+                      dp,
+                      tp,
+                      pp,
+                      m,
+                      zero,
+                      reshard,
+                      schedule,
+                      schedule == PipelineSchedule::Interleaved ? int64_t(2)
+                                                                : int64_t(1),
+                      recompute,
+                      sp,
+                      pins.precision,
+                      layout,
+                      layout == TensorLayout::Solved ? tensorLayouts.solvedShare
+                                                     : 1.0};
                   PlanEstimate estimate = estimatePlan(
                       model, machine, choice, getImbalance(choice),
                       partition ? &*partition : nullptr, getLayout(choice));
                   ++result.considered;
                   if (!estimate.fits) {
                     ++result.overMemory;
+                    // What the ILP's state leaves the rest of its
+                    // leanest plan.
+                    if (layout == TensorLayout::Solved) {
+                      double rest = estimate.peakMemoryBytes -
+                                    estimate.paramBytes - estimate.gradBytes -
+                                    estimate.optimizerBytes;
+                      auto [it, inserted] =
+                          solvedRest.try_emplace({dp, tp}, rest);
+                      it->second = std::min(it->second, rest);
+                    }
                     continue;
                   }
                   result.plans.push_back(estimate);
@@ -1197,7 +1218,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
         static_cast<int64_t>(refined.size()) == pins.ilpShapes)
       break;
     refined.insert({c.dp, c.tp});
-    solveLayout(c.dp, c.tp);
+    solveLayout(c.dp, c.tp, 1.0);
   }
   // Without tp both layouts are data parallelism: a pin of the ILP's names
   // its plans so.
@@ -1214,6 +1235,34 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       return plan.choice.tp > 1 && plan.choice.layout != *pins.layout;
     });
   searchShapes(&refined, {{TensorLayout::Solved, false}});
+  // The solver leaves the activations out. Where the ILP's state took the
+  // room every plan's activations needed, it is solved again in less
+  // memory: first in what the leanest plan's activations leave, then
+  // bisecting between a share the state does not fit in (below) and one
+  // that leaves no plan (above).
+  for (Shape shape : refined) {
+    auto fits = [&] {
+      return llvm::any_of(result.plans, [&](const PlanEstimate &plan) {
+        const PlanChoice &c = plan.choice;
+        return c.dp == shape.first && c.tp == shape.second &&
+               c.layout == TensorLayout::Solved;
+      });
+    };
+    if (!partitioned[shape].solved || fits() || !solvedRest.count(shape))
+      continue;
+    double share = 1 - solvedRest[shape] / machine.memoryBytes;
+    double below = 0, above = 1;
+    for (int attempt = 0; attempt < 2 && share > 0 && !fits(); ++attempt) {
+      if (solveLayout(shape.first, shape.second, share)) {
+        std::set<Shape> only = {shape};
+        searchShapes(&only, {{TensorLayout::Solved, false}});
+        above = share;
+      } else {
+        below = share;
+      }
+      share = (below + above) / 2;
+    }
+  }
   fastestFirst();
   return result;
 }
@@ -1273,7 +1322,7 @@ tessera::getLayoutSolverOptions(ModuleOp model, const MachineModel &machine,
   if (shape)
     options.stageStarts = getLayoutStageStarts(model, *shape, choice);
   options.memoryLimitBytes =
-      machine.memoryBytes *
+      machine.memoryBytes * choice.layoutMemoryShare *
       (options.stageStarts.empty() ? choice.pp : int64_t(1));
   return options;
 }

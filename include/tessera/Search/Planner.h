@@ -102,6 +102,11 @@ struct PlanChoice {
   bool sequenceParallel = false;
   Precision precision = Precision::Mixed;
   TensorLayout layout = TensorLayout::Megatron;
+  /// The ILP's layout: the share of device memory its model state is
+  /// solved in. The solver does not see the activations; where the whole
+  /// memory left no room for them in any plan, the search solves the
+  /// state into less.
+  double layoutMemoryShare = 1;
 };
 
 struct PlanEstimate {
