@@ -5,6 +5,7 @@
 #include "tessera/Import/ONNX/Importer.h"
 
 #include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/runtime/Manifest.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Tensor.h"
 
@@ -213,6 +214,65 @@ static void printBreakdown(llvm::raw_ostream &os, StringRef what,
       what, bytes.parameter_bytes(), bytes.gradient_bytes(),
       bytes.optimizer_state_bytes(), bytes.activation_bytes(),
       bytes.communication_bytes());
+}
+
+/// "0-3, 8-11": a program's ranks as runs.
+static std::string formatRanks(const plan::Program &program) {
+  std::string text;
+  const auto &ranks = program.ranks();
+  for (int i = 0; i < ranks.size();) {
+    int j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    text += (text.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+            (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return text;
+}
+
+llvm::Error tessera::printManifest(StringRef path, llvm::raw_ostream &os) {
+  runtime::Expected<plan::Plan> loaded = runtime::loadPlan(path.str());
+  if (!loaded.ok())
+    return llvm::createStringError(loaded.message());
+  const plan::Plan &plan = *loaded;
+  runtime::Mesh mesh = runtime::getMesh(plan);
+  for (auto [index, program] : llvm::enumerate(plan.programs())) {
+    std::vector<std::string> lines;
+    runtime::forEachRunStep(
+        program,
+        [&](runtime::RunStep step) {
+          const plan::Instruction &instruction =
+              program.instructions(step.instruction);
+          if (!runtime::isCommunication(instruction))
+            return;
+          std::string line = llvm::formatv("  {0,5}  instruction {1}",
+                                           lines.size() + 1, step.instruction);
+          if (step.entry >= 0)
+            line += llvm::formatv(
+                " ({0}, microbatch {1})",
+                program.units(program.schedule(step.entry).unit()).name(),
+                step.microbatch);
+          line += ": " + runtime::describeCommunication(program, instruction);
+          if (instruction.has_collective()) {
+            const auto &axes = instruction.collective().mesh_axes();
+            line += llvm::formatv(
+                ", groups of {0}",
+                mesh.getGroup(program.ranks(0), {axes.begin(), axes.end()})
+                    .size);
+          }
+          if (instruction.stream() != 0)
+            line += ", started";
+          lines.push_back(std::move(line));
+        },
+        [](int64_t) {});
+    os << llvm::formatv("manifest of program {0} (ranks {1}): {2} "
+                        "collectives and transfers per step\n",
+                        index, formatRanks(program), lines.size());
+    for (const std::string &line : lines)
+      os << line << "\n";
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error tessera::printPlanSummary(StringRef path,

@@ -2,6 +2,8 @@
 
 #include "tessera/runtime/Plan.h"
 
+#include "tessera/runtime/Manifest.h"
+
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -913,24 +915,18 @@ runtime::getTransferChannels(const plan::Plan &plan) {
   return {channels.begin(), channels.end()};
 }
 
-/// The transfers of `program` in the order a run makes them: with units,
-/// those before the units, each schedule entry's, then those after.
+/// The transfers of `program` in the order a run makes them.
 static std::vector<const plan::SendRecv *>
 getTransfersInRunOrder(const plan::Program &program) {
   std::vector<const plan::SendRecv *> transfers;
-  auto add = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      if (program.instructions(i).has_send_recv())
-        transfers.push_back(&program.instructions(i).send_recv());
-  };
-  if (program.units().empty()) {
-    add(0, program.instructions_size());
-    return transfers;
-  }
-  add(0, program.units(0).begin());
-  for (const plan::ScheduleEntry &entry : program.schedule())
-    add(program.units(entry.unit()).begin(), program.units(entry.unit()).end());
-  add(program.units().rbegin()->end(), program.instructions_size());
+  forEachRunStep(
+      program,
+      [&](RunStep step) {
+        if (program.instructions(step.instruction).has_send_recv())
+          transfers.push_back(
+              &program.instructions(step.instruction).send_recv());
+      },
+      [](int64_t) {});
   return transfers;
 }
 
@@ -1065,5 +1061,7 @@ Status runtime::validatePlan(const plan::Plan &plan) {
     return error;
   if (Status error = checkTransfersMatch(plan, mesh); !error.ok())
     return error;
-  return checkTransferOrder(plan, mesh);
+  if (Status error = checkTransferOrder(plan, mesh); !error.ok())
+    return error;
+  return checkManifest(plan);
 }

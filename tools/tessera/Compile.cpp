@@ -178,6 +178,13 @@ static cl::opt<Emit>
                     clEnumValN(Emit::NN, "nn",
                                "the annotated global program (after --auto)")),
          cl::sub(compileCommand()));
+static cl::opt<bool> printManifestOption(
+    "manifest",
+    cl::desc("Print the plan's collective manifest: per program, each "
+             "collective and transfer of a step in the order a run issues "
+             "them (checked to match across every group, and not to "
+             "deadlock, as the runtime checks it at load)"),
+    cl::sub(compileCommand()));
 static cl::opt<bool> printPipeline(
     "print-pipeline",
     cl::desc("Print the tessera-opt command that replays this compile, and "
@@ -314,6 +321,9 @@ int cli::runCompile(MLIRContext &context) {
   options.text = planText;
   if (std::string error = checkCompileOptions(options); !error.empty())
     return reportError(error);
+  if (printManifestOption && (emit != Emit::Plan || planOutput == "-"))
+    return reportError("--manifest prints the manifest of a plan written to "
+                       "a file: --emit plan (the default) and -o FILE");
   llvm::Expected<std::unique_ptr<ModelFile>> file =
       loadModelFile(context, modelInput);
   if (!file)
@@ -356,9 +366,13 @@ int cli::runCompile(MLIRContext &context) {
         buildCompilePipeline(pm, options);
       }))
     return reportError(std::move(error));
-  if (planText || planOutput == "-")
+  if (planOutput == "-")
     return 0;
-  if (llvm::Error error = printPlanSummary(planOutput, options, llvm::outs()))
-    return reportError(std::move(error));
+  if (!planText)
+    if (llvm::Error error = printPlanSummary(planOutput, options, llvm::outs()))
+      return reportError(std::move(error));
+  if (printManifestOption)
+    if (llvm::Error error = printManifest(planOutput, llvm::outs()))
+      return reportError(std::move(error));
   return 0;
 }

@@ -87,6 +87,13 @@ llvm::Error printPlanSummary(llvm::StringRef path,
                              const CompileOptions &options,
                              llvm::raw_ostream &os);
 
+/// Prints the collective manifest of the plan in `path` (which loading has
+/// checked, runtime::checkManifest): per program, its ranks and each
+/// collective and transfer of a step in the order a run issues them, with
+/// the schedule entry (unit and microbatch) that runs it and a collective's
+/// group size.
+llvm::Error printManifest(llvm::StringRef path, llvm::raw_ostream &os);
+
 struct VerifyOptions {
   int64_t steps = 1;
   int64_t seed = 0;

@@ -682,6 +682,107 @@ TEST(PlanTest, RejectsStagesThatDisagreeOnAnArgument) {
 }
 
 //===----------------------------------------------------------------------===//
+// The collective manifest
+//===----------------------------------------------------------------------===//
+
+/// Adds to each program of the pipeline plan an all_reduce over "pp" (a
+/// group whose members run different programs) into a new [4, 8] buffer:
+/// of rank 0's relu, after its send starts, and of rank 1's receive.
+void addStageAllReduces(plan::Plan &plan, plan::ReductionKind second) {
+  for (int index : {0, 1}) {
+    plan::Program *program = plan.mutable_programs(index);
+    int64_t input = index == 0 ? 1 : 0;
+    int64_t output = program->buffers_size();
+    addBuffer(program, {4, 8}, program->arena_bytes());
+    program->set_arena_bytes(program->arena_bytes() + 128);
+    plan::Instruction reduce;
+    plan::Collective *collective = reduce.mutable_collective();
+    collective->set_kind(plan::ALL_REDUCE);
+    collective->add_mesh_axes("pp");
+    collective->set_reduction(index == 0 ? plan::SUM : second);
+    collective->set_input(input);
+    collective->set_output(output);
+    auto *instructions = program->mutable_instructions();
+    *instructions->Add() = reduce;
+    for (int i = instructions->size() - 1; i > 2 - index; --i)
+      instructions->SwapElements(i, i - 1);
+  }
+}
+
+TEST(PlanTest, ACollectiveOverStagesValidatesWhenTheyAgree) {
+  plan::Plan plan = makePipelinePlan();
+  addStageAllReduces(plan, plan::SUM);
+  EXPECT_EQ(getValidationError(plan), "");
+}
+
+TEST(PlanTest, RejectsACollectiveTheGroupsMembersIssueDifferently) {
+  // Rank 0 sums, rank 1 takes the maximum: one MPI_Allreduce call each,
+  // which MPI pairs and which then computes nonsense or hangs.
+  plan::Plan plan = makePipelinePlan();
+  addStageAllReduces(plan, plan::MAX);
+  EXPECT_EQ(getValidationError(plan),
+            "collective 0 over (pp) differs between members of one group, "
+            "which would hang: rank 0 (program 0, instruction 2: all_reduce "
+            "sum f32[4, 8] -> f32[4, 8] over (pp)) against rank 1 (program "
+            "1, instruction 1: all_reduce max f32[4, 8] -> f32[4, 8] over "
+            "(pp))");
+}
+
+TEST(PlanTest, RejectsACollectiveOneMemberNeverIssues) {
+  // Rank 0 waits in the all_reduce for rank 1, which ends without it.
+  plan::Plan plan = makePipelinePlan();
+  addStageAllReduces(plan, plan::SUM);
+  plan.mutable_programs(1)->mutable_instructions()->DeleteSubrange(1, 1);
+  EXPECT_EQ(getValidationError(plan),
+            "the ranks' communication deadlocks, each waiting for another: "
+            "rank 0 (program 0, instruction 2: all_reduce sum f32[4, 8] -> "
+            "f32[4, 8] over (pp))");
+  // Started, and waited for with the send.
+  plan::Instruction *reduce = plan.mutable_programs(0)->mutable_instructions(2);
+  reduce->set_stream(1);
+  reduce->add_signal_events(1);
+  plan.mutable_programs(0)->mutable_instructions(3)->add_wait_events(1);
+  EXPECT_EQ(getValidationError(plan),
+            "the ranks' communication deadlocks, each waiting for another: "
+            "rank 0 (program 0, instruction 3: waits for all_reduce sum "
+            "f32[4, 8] -> f32[4, 8] over (pp))");
+}
+
+TEST(PlanTest, RejectsTransfersThatWaitForEachOther) {
+  // Each stage receives from the other before it sends: each blocks in its
+  // receive forever, though every send has its receive in order.
+  plan::Plan plan = makePipelinePlan();
+  plan::Program *first = plan.mutable_programs(0);
+  plan::Program *second = plan.mutable_programs(1);
+  addBuffer(first, {4, 8}, 256);
+  first->set_arena_bytes(384);
+  plan::Instruction *receive = first->mutable_instructions()->Add();
+  *receive = second->instructions(0);
+  receive->mutable_send_recv()->set_buffer(2);
+  receive->mutable_send_recv()->set_peer(1);
+  receive->mutable_send_recv()->set_tag(4);
+  for (int i = first->instructions_size() - 1; i > 0; --i)
+    first->mutable_instructions()->SwapElements(i, i - 1);
+  addBuffer(second, {4, 8}, 128);
+  second->set_arena_bytes(256);
+  plan::Instruction *send = second->add_instructions();
+  send->mutable_send_recv()->set_is_send(true);
+  send->mutable_send_recv()->set_buffer(0);
+  send->mutable_send_recv()->set_mesh_axis("pp");
+  send->mutable_send_recv()->set_peer(0);
+  send->mutable_send_recv()->set_tag(4);
+  EXPECT_EQ(getValidationError(plan),
+            "the ranks' communication deadlocks, each waiting for another: "
+            "rank 0 (program 0, instruction 0: receive f32[4, 8] from pp=1 "
+            "tag 4); rank 1 (program 1, instruction 0: receive f32[4, 8] "
+            "from pp=0 tag 3)");
+  // Rank 0 receiving after its send breaks the cycle.
+  for (int i = 0; i + 1 < first->instructions_size(); ++i)
+    first->mutable_instructions()->SwapElements(i, i + 1);
+  EXPECT_EQ(getValidationError(plan), "");
+}
+
+//===----------------------------------------------------------------------===//
 // Kernels at load
 //===----------------------------------------------------------------------===//
 

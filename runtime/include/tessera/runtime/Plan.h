@@ -24,9 +24,11 @@ Expected<plan::Plan> loadPlan(const std::string &path);
 /// Checks every field a runtime relies on: the format version, the mesh,
 /// buffer ids, dtypes and shapes, the operands of every instruction, the
 /// group of every collective and the shapes it implies, frees, arguments,
-/// results, the memory plan, and that transfers match and arrive in the
-/// order they are sent. Fails with an invalid plan error naming the program,
-/// instruction or buffer at fault.
+/// results, the memory plan, that transfers match and arrive in the order
+/// they are sent, and the collective manifest (checkManifest: every group's
+/// members issue the same collectives in one order, and no run deadlocks).
+/// Fails with an invalid plan error naming the program, instruction or
+/// buffer at fault.
 Status validatePlan(const plan::Plan &plan);
 
 /// The plan's mesh (no axes: one device).
