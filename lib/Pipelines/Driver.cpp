@@ -216,6 +216,18 @@ static void printBreakdown(llvm::raw_ostream &os, StringRef what,
       bytes.communication_bytes());
 }
 
+/// The plan in `path`, read as the runtime loads it.
+static llvm::Expected<plan::Plan> readPlan(StringRef path) {
+  runtime::Expected<plan::Plan> loaded = runtime::loadPlan(path.str());
+  if (!loaded.ok())
+    return llvm::createStringError(loaded.message());
+  return std::move(*loaded);
+}
+
+llvm::Error tessera::checkPlanFile(StringRef path) {
+  return readPlan(path).takeError();
+}
+
 /// "0-3, 8-11": a program's ranks as runs.
 static std::string formatRanks(const plan::Program &program) {
   std::string text;
@@ -232,9 +244,9 @@ static std::string formatRanks(const plan::Program &program) {
 }
 
 llvm::Error tessera::printManifest(StringRef path, llvm::raw_ostream &os) {
-  runtime::Expected<plan::Plan> loaded = runtime::loadPlan(path.str());
-  if (!loaded.ok())
-    return llvm::createStringError(loaded.message());
+  llvm::Expected<plan::Plan> loaded = readPlan(path);
+  if (!loaded)
+    return loaded.takeError();
   const plan::Plan &plan = *loaded;
   runtime::Mesh mesh = runtime::getMesh(plan);
   for (auto [index, program] : llvm::enumerate(plan.programs())) {
@@ -279,9 +291,9 @@ llvm::Error tessera::printPlanSummary(StringRef path,
                                       const CompileOptions &options,
                                       llvm::raw_ostream &os) {
   // Read the plan back as the runtime will.
-  runtime::Expected<plan::Plan> loaded = runtime::loadPlan(path.str());
-  if (!loaded.ok())
-    return llvm::createStringError(loaded.message());
+  llvm::Expected<plan::Plan> loaded = readPlan(path);
+  if (!loaded)
+    return loaded.takeError();
   const plan::Plan &plan = *loaded;
   // A plan of several programs (pipeline stages) runs on all their ranks.
   int64_t programs = plan.programs_size(), ranks = 0;

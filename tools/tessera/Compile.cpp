@@ -368,9 +368,11 @@ int cli::runCompile(MLIRContext &context) {
     return reportError(std::move(error));
   if (planOutput == "-")
     return 0;
-  if (!planText)
-    if (llvm::Error error = printPlanSummary(planOutput, options, llvm::outs()))
-      return reportError(std::move(error));
+  // The plan read back as the runtime will: validated, its manifest checked.
+  if (llvm::Error error =
+          planText ? checkPlanFile(planOutput)
+                   : printPlanSummary(planOutput, options, llvm::outs()))
+    return reportError(std::move(error));
   if (printManifestOption)
     if (llvm::Error error = printManifest(planOutput, llvm::outs()))
       return reportError(std::move(error));

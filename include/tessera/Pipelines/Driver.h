@@ -87,6 +87,10 @@ llvm::Error printPlanSummary(llvm::StringRef path,
                              const CompileOptions &options,
                              llvm::raw_ostream &os);
 
+/// Checks the plan in `path` as the runtime loads it (runtime::loadPlan:
+/// validated, its collective manifest checked).
+llvm::Error checkPlanFile(llvm::StringRef path);
+
 /// Prints the collective manifest of the plan in `path` (which loading has
 /// checked, runtime::checkManifest): per program, its ranks and each
 /// collective and transfer of a step in the order a run issues them, with
