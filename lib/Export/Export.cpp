@@ -18,6 +18,7 @@
 #include "tessera/Analysis/Sharding.h"
 #include "tessera/Transforms/Pipeline/Pipeline.h"
 
+#include "PlanChecksum.h"
 #include "plan.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1090,6 +1091,7 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
         return signalPassFailure();
     }
 
+    plan.set_checksum(plan::computeChecksum(plan));
     std::string bytes;
     bool written;
     if (text) {

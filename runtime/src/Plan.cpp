@@ -4,6 +4,8 @@
 
 #include "tessera/runtime/Manifest.h"
 
+#include "PlanChecksum.h"
+
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -100,6 +102,19 @@ Expected<plan::Plan> runtime::loadPlan(const std::string &path) {
     if (!parser.ParseFromString(bytes.str(), &plan))
       return dataError("'" + path +
                        "' is not a Tessera plan (it does not parse)");
+  }
+  if (plan.checksum() != 0) {
+    uint64_t computed = plan::computeChecksum(plan);
+    if (computed != plan.checksum()) {
+      char text[80];
+      std::snprintf(text, sizeof text,
+                    "%016llx and its contents hash to %016llx",
+                    static_cast<unsigned long long>(plan.checksum()),
+                    static_cast<unsigned long long>(computed));
+      return dataError("plan '" + path + "' is damaged: its checksum says " +
+                       text +
+                       " (a plan edited by hand loads without its checksum)");
+    }
   }
   if (Status error = validatePlan(plan); !error.ok())
     return error.withPrefix("invalid plan '" + path + "': ");

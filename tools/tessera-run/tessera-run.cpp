@@ -6,6 +6,7 @@
 //                            [--dump-outputs FILE] [--dump-losses FILE]
 //                            [--save-checkpoint DIR] [--load-checkpoint DIR]
 //                            [--device cpu|cuda] [--comm-timeout SECONDS]
+//   tessera-run model.plan --check-plan
 //
 // On `--device cuda` each rank runs on a GPU of its node (its rank among
 // the node's ranks, modulo the node's GPUs) with NCCL collectives; a
@@ -18,6 +19,9 @@
 // per rank with its pieces of the parameters and optimizer state, plus an
 // index (rank 0) naming them with their global shapes and the step reached;
 // loading it on the same plan resumes bit for bit.
+//
+// With --check-plan, it only loads the plan as a run would (validated, its
+// collective manifest and checksum checked) and exits, 0 when it is valid.
 //
 // Every rank loads and validates the plan, builds the same global inputs
 // (seeded, or read from --inputs; the parameters from --weights, as
@@ -69,6 +73,8 @@ struct Options {
   std::string loadCheckpoint;
   std::string traceDir;
   bool time = false;
+  /// Only load the plan (validated, its manifest and checksum checked).
+  bool checkPlan = false;
   std::string device = "cpu";
   double commTimeout = 600;
 };
@@ -79,7 +85,9 @@ const char *kUsage =
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
     "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
     "[--time]\n"
-    "       [--device cpu|cuda] [--comm-timeout SECONDS]\n";
+    "       [--device cpu|cuda] [--comm-timeout SECONDS]\n"
+    "       tessera-run PLAN --check-plan: load and check the plan, and "
+    "exit\n";
 
 /// This rank's GPU: its index among the ranks of its node, modulo the
 /// node's GPUs.
@@ -139,6 +147,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
         return invalidArgument("--trace needs a directory");
     } else if (arg == "--time") {
       options.time = true;
+    } else if (arg == "--check-plan") {
+      options.checkPlan = true;
     } else if (arg == "--device") {
       if (!value(options.device))
         return invalidArgument("--device needs cpu or cuda");
@@ -393,6 +403,31 @@ int main(int argc, char **argv) {
                    parsed.message().c_str(), kUsage);
     MPI_Finalize();
     return 2;
+  }
+  // The plan loads as every rank would load it; nothing runs.
+  if (options.checkPlan) {
+    int status = 0;
+    if (rank == 0) {
+      Expected<plan::Plan> loaded = loadPlan(options.plan);
+      if (loaded.ok()) {
+        int64_t ranks = 0;
+        for (const plan::Program &program : loaded->programs())
+          ranks += program.ranks_size();
+        std::printf("tessera-run: plan '%s' is valid: %lld ranks in %d "
+                    "program%s, %s\n",
+                    options.plan.c_str(), static_cast<long long>(ranks),
+                    loaded->programs_size(),
+                    loaded->programs_size() == 1 ? "" : "s",
+                    loaded->checksum() ? "its checksum matches"
+                                       : "no checksum (written by hand)");
+      } else {
+        std::fprintf(stderr, "tessera-run: error: %s\n",
+                     loaded.message().c_str());
+        status = 1;
+      }
+    }
+    MPI_Finalize();
+    return status;
   }
   // Every rank checks the outputs it writes; all stop if one cannot, and
   // the first that cannot says why.

@@ -4,6 +4,8 @@
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Executor.h"
 
+#include "PlanChecksum.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -882,6 +884,23 @@ TEST(LoadPlanTest, LoadsAValidPlan) {
   Expected<plan::Plan> loaded = loadPlan(path);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   EXPECT_EQ(loaded->programs(0).instructions_size(), 2);
+}
+
+TEST(LoadPlanTest, ChecksAPlansChecksum) {
+  plan::Plan plan = makePlan();
+  plan.set_checksum(plan::computeChecksum(plan));
+  ASSERT_NE(plan.checksum(), 0u);
+  std::string path =
+      writeFile("tessera-plan-test-sum.plan", plan.SerializeAsString());
+  EXPECT_TRUE(loadPlan(path).ok());
+  // A change no structural check sees.
+  plan.set_source_model("other");
+  path = writeFile("tessera-plan-test-sum-bad.plan", plan.SerializeAsString());
+  Expected<plan::Plan> damaged = loadPlan(path);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.message().find("is damaged: its checksum says"),
+            std::string::npos)
+      << damaged.message();
 }
 
 } // namespace

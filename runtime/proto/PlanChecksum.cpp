@@ -1,0 +1,24 @@
+//===- PlanChecksum.cpp - A plan's checksum -------------------------------===//
+
+#include "PlanChecksum.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <xxhash.h>
+
+#include <string>
+
+uint64_t tessera::plan::computeChecksum(Plan &plan) {
+  uint64_t stored = plan.checksum();
+  plan.clear_checksum();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    plan.SerializeToCodedStream(&coded);
+  }
+  plan.set_checksum(stored);
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
