@@ -2,6 +2,8 @@
 
 #include "tessera/runtime/Executor.h"
 
+#include "tessera/runtime/Manifest.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -268,6 +270,9 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
       record({loaded.kernel->getOp(), 0, start, getMicroseconds()});
     } else if (instruction.has_collective()) {
       error = startCollective(instruction.collective(), run)->wait();
+      if (!error.ok())
+        error = error.withPrefix(describeCommunication(program, instruction) +
+                                 ": ");
       record({getCollectiveName(instruction.collective()), 0, start,
               getMicroseconds()});
     } else if (instruction.has_accumulate()) {

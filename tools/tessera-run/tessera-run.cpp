@@ -9,9 +9,9 @@
 //   tessera-run model.plan --check-plan
 //
 // On `--device cuda` each rank runs on a GPU of its node (its rank among
-// the node's ranks, modulo the node's GPUs) with NCCL collectives; a
-// collective that does not finish within --comm-timeout (default 600 s)
-// ends the job with an error.
+// the node's ranks, modulo the node's GPUs) with NCCL collectives. On
+// either device, a collective or transfer that does not finish within
+// --comm-timeout (default 600 s) ends the job with an error naming it.
 //
 // A train step (results that update arguments) trains: after each step its
 // new parameters and optimizer state replace the old, the step counter
@@ -460,7 +460,7 @@ int main(int argc, char **argv) {
   Expected<std::unique_ptr<Communicator>> created =
       options.device == "cuda"
           ? createNcclCommunicator(mesh, *device, options.commTimeout)
-          : createMpiCommunicator(mesh);
+          : createMpiCommunicator(mesh, options.commTimeout);
   if (!created.ok())
     return fail(created.message());
   std::unique_ptr<Communicator> communicator = created.take();

@@ -32,7 +32,8 @@ class MpiPending;
 /// MPI_THREAD_SERIALIZED; without it nothing runs in the background.
 class Progress {
 public:
-  explicit Progress(bool background) {
+  Progress(bool background, double timeoutSeconds)
+      : timeoutSeconds(timeoutSeconds) {
     if (background)
       thread = std::thread([this] { loop(); });
   }
@@ -58,6 +59,9 @@ public:
     active.erase(std::remove(active.begin(), active.end(), pending),
                  active.end());
   }
+
+  /// How long a wait may go without its requests completing.
+  const double timeoutSeconds;
 
 private:
   void loop();
@@ -94,19 +98,35 @@ public:
     return completed;
   }
 
+  /// Polls the requests busily, as MPI_Waitall does, but only until the
+  /// timeout: MPI_Waitall would wait forever for a peer that stopped.
   Status wait() override {
     if (!error.ok())
       return error;
     auto guard = progress.lock();
     progress.remove(this);
-    int status =
-        MPI_Waitall(requests.size(), requests.data(), MPI_STATUSES_IGNORE);
-    if (status != MPI_SUCCESS) {
-      char message[MPI_MAX_ERROR_STRING];
-      int length = 0;
-      MPI_Error_string(status, message, &length);
-      return communicationError("MPI collective failed: " +
-                                std::string(message, length));
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration<double>(progress.timeoutSeconds);
+    for (int64_t polls = 0;; ++polls) {
+      int done = 0;
+      int status = MPI_Testall(requests.size(), requests.data(), &done,
+                               MPI_STATUSES_IGNORE);
+      if (status != MPI_SUCCESS) {
+        char message[MPI_MAX_ERROR_STRING];
+        int length = 0;
+        MPI_Error_string(status, message, &length);
+        return communicationError("MPI collective failed: " +
+                                  std::string(message, length));
+      }
+      if (done)
+        break;
+      if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", progress.timeoutSeconds);
+        return timeoutError(std::string("not finished after ") + seconds +
+                            " s (--comm-timeout): a rank of its group "
+                            "stopped, or waits for something else");
+      }
     }
     if (finish)
       finish();
@@ -139,8 +159,10 @@ void Progress::loop() {
 
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator(Mesh mesh, int rank, int size, bool background)
-      : mesh(std::move(mesh)), rank(rank), size(size), progress(background) {}
+  MpiCommunicator(Mesh mesh, int rank, int size, bool background,
+                  double timeoutSeconds)
+      : mesh(std::move(mesh)), rank(rank), size(size),
+        progress(background, timeoutSeconds) {}
   ~MpiCommunicator() override {
     auto guard = progress.lock();
     for (auto &[axes, comm] : comms)
@@ -518,7 +540,8 @@ Status MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
 }
 
 Expected<std::unique_ptr<Communicator>>
-tessera::runtime::createMpiCommunicator(const Mesh &mesh) {
+tessera::runtime::createMpiCommunicator(const Mesh &mesh,
+                                        double timeoutSeconds) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -534,5 +557,6 @@ tessera::runtime::createMpiCommunicator(const Mesh &mesh) {
   int threads = MPI_THREAD_SINGLE;
   MPI_Query_thread(&threads);
   return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(
-      mesh, rank, size, /*background=*/threads >= MPI_THREAD_SERIALIZED));
+      mesh, rank, size, /*background=*/threads >= MPI_THREAD_SERIALIZED,
+      timeoutSeconds));
 }

@@ -154,8 +154,11 @@ bool isOutermost(const std::vector<int64_t> &shape, int64_t dim);
 std::unique_ptr<Communicator> createLocalCommunicator();
 
 /// Creates the MPI communicator of a mesh; MPI must be initialized. Fails
-/// when the world size is not the mesh's device count.
-Expected<std::unique_ptr<Communicator>> createMpiCommunicator(const Mesh &mesh);
+/// when the world size is not the mesh's device count. A wait that goes
+/// `timeoutSeconds` without its collective or transfer completing fails
+/// with a timeout error.
+Expected<std::unique_ptr<Communicator>>
+createMpiCommunicator(const Mesh &mesh, double timeoutSeconds = 600);
 
 } // namespace tessera::runtime
 
