@@ -9,10 +9,12 @@ seconds=${1:-180}
 out=build/fuzz
 mkdir -p "$out/corpus"
 clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
-  -Iruntime/include -Ibuild/runtime/proto \
-  test/fuzz/PlanLoaderFuzzer.cpp runtime/src/Plan.cpp runtime/src/Mesh.cpp \
-  runtime/src/Tensor.cpp build/runtime/proto/plan.pb.cc \
-  -lprotobuf -o "$out/plan-loader-fuzzer"
+  -Iruntime/include -Iruntime/proto -Ibuild/runtime/proto \
+  test/fuzz/PlanLoaderFuzzer.cpp runtime/src/Plan.cpp runtime/src/Manifest.cpp \
+  runtime/src/Mesh.cpp runtime/src/Tensor.cpp runtime/src/cpu/Kernels.cpp \
+  runtime/proto/PlanChecksum.cpp \
+  build/runtime/proto/plan.pb.cc \
+  -lprotobuf -lxxhash -lopenblas -o "$out/plan-loader-fuzzer"
 for example in mlp_megatron gpt_block; do
   build/bin/tessera compile "examples/$example.mlir" --mesh dp=2,tp=2 \
     -o "$out/corpus/$example.plan"

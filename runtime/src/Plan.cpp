@@ -511,10 +511,15 @@ Status ProgramValidator::checkLayout(const Message &message,
     bool split = true;
     for (const plan::Member &member : message.members()) {
       int64_t pieces = 1;
-      for (const plan::DimAxes &dim : member.dim_axes())
+      for (const plan::DimAxes &dim : member.dim_axes()) {
+        for (const std::string &axis : dim.axes())
+          if (mesh.getAxisIndex(axis) < 0)
+            return invalidPlan(what + " member '" + member.name() +
+                               "' names unknown mesh axis \"" + axis + "\"");
         if (dim.axes_size() > 0)
           pieces *=
               mesh.getGroup(0, {dim.axes().begin(), dim.axes().end()}).size;
+      }
       split &= pieces == rows;
       elements += getNumElements({member.global_shape().begin(),
                                   member.global_shape().end()}) /

@@ -207,6 +207,25 @@ TEST(PlanTest, RejectsAUnitBufferThatIsNotItsMembersInARow) {
             "members' 48 elements in a row");
 }
 
+TEST(PlanTest, RejectsAUnitMemberSplitOverAnUnknownAxis) {
+  // A plan-loader fuzzer finding: the member's axes went unchecked into the
+  // mesh's group arithmetic, which wrote out of bounds.
+  plan::Plan plan = makePlan();
+  plan::Argument *argument = plan.mutable_programs(0)->mutable_arguments(0);
+  argument->clear_dim_axes();
+  argument->clear_global_shape();
+  argument->add_global_shape(64);
+  argument->add_dim_axes();
+  argument->add_flat_axes("tp");
+  plan::Member *member = argument->add_members();
+  member->set_name("w");
+  member->add_global_shape(64);
+  member->add_dim_axes()->add_axes("xx");
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: argument 'arg0' member 'w' names unknown mesh axis "
+            "\"xx\"");
+}
+
 TEST(PlanTest, RejectsAViewPastItsBuffer) {
   // Rows 3 and 4 of the gathered [4, 16] are a view 128 bytes in; from 192
   // bytes in they would run past it.
