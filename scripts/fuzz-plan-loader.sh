@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Builds the plan loader's libFuzzer harness (clang with -fsanitize=fuzzer and
-# AddressSanitizer) and fuzzes it for $1 seconds (default 180), seeded with
-# the plans of the examples. Needs a configured build/ (scripts/setup.sh) and
-# Debian's clang and libclang-rt-dev.
+# Builds the plan loader's libFuzzer harness (clang with -fsanitize=fuzzer,
+# AddressSanitizer and UBSan) and fuzzes it for $1 seconds (default 180)
+# with libFuzzer's seed $2 (default 0: a random one), seeded with the plans
+# of the examples. A failing input is written to build/fuzz/ and fails the
+# script. Needs a built build/ (scripts/setup.sh, which installs Debian's
+# clang and libclang-rt-dev). The test suite runs it for 30 s with seed 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-180}
+seed=${2:-0}
 out=build/fuzz
 mkdir -p "$out/corpus"
 clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -26,4 +29,4 @@ build/bin/tessera compile examples/mlp_megatron.mlir --mesh dp=2,tp=2 \
 build/bin/tessera compile examples/mlp_megatron.mlir --mesh pp=2,dp=2,tp=1 \
   --pp 2 --microbatches 2 --train adamw -o "$out/corpus/mlp_pipeline.plan"
 "$out/plan-loader-fuzzer" "$out/corpus" -max_total_time="$seconds" \
-  -max_len=65536 -print_final_stats=1
+  -seed="$seed" -artifact_prefix="$out/" -max_len=65536 -print_final_stats=1

@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   coinor-libcbc-dev pkgconf libxxhash-dev
   libonnx-dev libonnx-testdata python3-onnx python3-torch
+  clang libclang-rt-dev
 )
 missing=()
 for package in "${packages[@]}"; do
