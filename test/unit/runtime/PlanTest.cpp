@@ -186,16 +186,22 @@ TEST(PlanTest, RejectsAFlatArgumentOfTheWrongShare) {
             "piece [32] of global shape [4, 16]");
 }
 
-TEST(PlanTest, RejectsAUnitBufferThatIsNotItsMembersInARow) {
-  // A unit's flat buffer of 64 elements, split flat over "tp", whose
-  // members hold 32 + 16.
-  plan::Plan plan = makePlan();
+/// makePlan's argument made a unit's flat buffer of 64 elements, split
+/// flat over "tp", with no members yet.
+plan::Argument *makeUnitArgument(plan::Plan &plan) {
   plan::Argument *argument = plan.mutable_programs(0)->mutable_arguments(0);
   argument->clear_dim_axes();
   argument->clear_global_shape();
   argument->add_global_shape(64);
   argument->add_dim_axes();
   argument->add_flat_axes("tp");
+  return argument;
+}
+
+TEST(PlanTest, RejectsAUnitBufferThatIsNotItsMembersInARow) {
+  // Its members hold 32 + 16.
+  plan::Plan plan = makePlan();
+  plan::Argument *argument = makeUnitArgument(plan);
   for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 8}, {16}}) {
     plan::Member *member = argument->add_members();
     member->set_name("w");
@@ -211,13 +217,7 @@ TEST(PlanTest, RejectsAUnitMemberSplitOverAnUnknownAxis) {
   // A plan-loader fuzzer finding: the member's axes went unchecked into the
   // mesh's group arithmetic, which wrote out of bounds.
   plan::Plan plan = makePlan();
-  plan::Argument *argument = plan.mutable_programs(0)->mutable_arguments(0);
-  argument->clear_dim_axes();
-  argument->clear_global_shape();
-  argument->add_global_shape(64);
-  argument->add_dim_axes();
-  argument->add_flat_axes("tp");
-  plan::Member *member = argument->add_members();
+  plan::Member *member = makeUnitArgument(plan)->add_members();
   member->set_name("w");
   member->add_global_shape(64);
   member->add_dim_axes()->add_axes("xx");
