@@ -15,9 +15,9 @@
 //
 // A train step (results that update arguments) trains: after each step its
 // new parameters and optimizer state replace the old, the step counter
-// counts from 1, and rank 0 prints the loss. A checkpoint is one tensor file
-// per rank with its pieces of the parameters and optimizer state, plus an
-// index (rank 0) naming them with their global shapes and the step reached;
+// counts from 1, and rank 0 prints the loss. A checkpoint (Checkpoint.h)
+// holds each rank's pieces of the parameters and optimizer state, named,
+// with a checksum, and the step reached; it is swapped in whole, and
 // loading it on the same plan resumes bit for bit.
 //
 // With --check-plan, it only loads the plan as a run would (validated, its
@@ -34,6 +34,8 @@
 // the whole job.
 //
 //===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
 
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Dump.h"
@@ -261,95 +263,6 @@ Status checkOutputs(const Options &options) {
                     ": the directory '" + parent.string() +
                         "' is not writable");
   }
-  return Status::success();
-}
-
-/// The arguments a checkpoint holds: parameters and optimizer state.
-std::vector<int> getCheckpointed(const plan::Program &program) {
-  std::vector<int> indices;
-  for (int i = 0; i < program.arguments_size(); ++i)
-    if (program.arguments(i).role() == plan::PARAM ||
-        program.arguments(i).role() == plan::OPTIMIZER_STATE)
-      indices.push_back(i);
-  return indices;
-}
-
-std::string shardPath(const std::string &dir, int rank) {
-  return dir + "/rank-" + std::to_string(rank) + ".tensors";
-}
-
-/// Writes this rank's shard, and on rank 0 the index, into `dir` (made if
-/// missing).
-Status saveCheckpoint(const std::string &dir, const plan::Program &program,
-                      const std::vector<OwnedTensor> &locals, int rank,
-                      int64_t step) {
-  // Every rank may make it; another's doing so first is no error.
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error && !std::filesystem::is_directory(dir))
-    return dataError("cannot make the checkpoint directory '" + dir +
-                     "': " + error.message());
-  std::vector<int> indices = getCheckpointed(program);
-  std::vector<OwnedTensor> shard;
-  for (int i : indices)
-    shard.push_back(locals[i]);
-  if (Status status = writeTensors(shardPath(dir, rank), shard); !status.ok())
-    return status;
-  if (rank != 0)
-    return Status::success();
-  std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "w");
-  if (!index)
-    return dataError("cannot write '" + dir + "/index.txt'");
-  std::fprintf(index, "tessera checkpoint v1\nstep %lld\n",
-               static_cast<long long>(step));
-  for (int i : indices) {
-    const plan::Argument &argument = program.arguments(i);
-    std::fprintf(index, "%s %s", argument.name().c_str(),
-                 getDTypeName(getDType(argument.dtype())));
-    for (int64_t size : argument.global_shape())
-      std::fprintf(index, " %lld", static_cast<long long>(size));
-    std::fprintf(index, "\n");
-  }
-  std::fclose(index);
-  return Status::success();
-}
-
-/// Reads this rank's shard into the parameters and state; returns the step
-/// the checkpoint reached through `step`.
-Status loadCheckpoint(const std::string &dir, const plan::Program &program,
-                      std::vector<OwnedTensor> &locals, int rank,
-                      int64_t &step) {
-  std::FILE *index = std::fopen((dir + "/index.txt").c_str(), "r");
-  long long saved = 0;
-  if (!index ||
-      std::fscanf(index, "tessera checkpoint v1 step %lld", &saved) != 1) {
-    if (index)
-      std::fclose(index);
-    return dataError("'" + dir + "' holds no Tessera checkpoint index");
-  }
-  std::fclose(index);
-  if (saved < 0)
-    return dataError("the checkpoint in '" + dir + "' is at step " +
-                     std::to_string(saved) + "; steps count from 0");
-  Expected<std::vector<OwnedTensor>> read = readTensors(shardPath(dir, rank));
-  if (!read.ok())
-    return read.getStatus();
-  std::vector<OwnedTensor> shard = read.take();
-  std::vector<int> indices = getCheckpointed(program);
-  if (shard.size() != indices.size())
-    return dataError("the checkpoint holds " + std::to_string(shard.size()) +
-                     " tensors for this rank, the plan has " +
-                     std::to_string(indices.size()) +
-                     " parameters and state tensors");
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const Tensor &have = shard[k].view, &want = locals[indices[k]].view;
-    if (have.dtype != want.dtype || have.shape != want.shape)
-      return dataError("checkpoint tensor '" +
-                       program.arguments(indices[k]).name() +
-                       "' does not match this plan's piece of it");
-    locals[indices[k]] = std::move(shard[k]);
-  }
-  step = saved;
   return Status::success();
 }
 
@@ -599,8 +512,8 @@ int main(int argc, char **argv) {
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
-    if (Status status = loadCheckpoint(options.loadCheckpoint, *program, locals,
-                                       rank, firstStep);
+    if (Status status = loadCheckpoint(options.loadCheckpoint, *program, mesh,
+                                       locals, rank, firstStep);
         !status.ok())
       return fail(status.message());
   // The last step must fit the plan's step counter.
@@ -666,8 +579,8 @@ int main(int argc, char **argv) {
       return fail("cannot write the trace '" + path + "'");
   }
   if (!options.saveCheckpoint.empty())
-    if (Status status = saveCheckpoint(options.saveCheckpoint, *program, locals,
-                                       rank, firstStep + options.steps);
+    if (Status status = saveCheckpoint(options.saveCheckpoint, *program, mesh,
+                                       locals, rank, firstStep + options.steps);
         !status.ok())
       return fail(status.message());
   // Rank 0 learns every rank's losses and result pieces: the loss is on the
