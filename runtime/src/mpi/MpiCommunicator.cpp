@@ -512,13 +512,15 @@ Pending MpiCommunicator::startRecv(const Tensor &out, int64_t peer,
 
 Status MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
                                      std::vector<std::vector<uint8_t>> &out) {
-  auto guard = progress.lock();
+  // Non-blocking, so that its waits time out as the collectives' do.
   int bytes = static_cast<int>(in.size());
   std::vector<int> counts(rank == 0 ? size : 0), offsets;
-  int status = MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0,
-                          MPI_COMM_WORLD);
-  if (status != MPI_SUCCESS)
-    return mpiError(status, "MPI_Gather");
+  Status status = post("MPI_Igather", [&](MPI_Request *request) {
+                    return MPI_Igather(&bytes, 1, MPI_INT, counts.data(), 1,
+                                       MPI_INT, 0, MPI_COMM_WORLD, request);
+                  })->wait();
+  if (!status.ok())
+    return status.withPrefix("gathering the results' sizes on rank 0: ");
   std::vector<uint8_t> all;
   if (rank == 0) {
     int total = 0;
@@ -528,10 +530,13 @@ Status MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
     }
     all.resize(total);
   }
-  status = MPI_Gatherv(in.data(), bytes, MPI_BYTE, all.data(), counts.data(),
-                       offsets.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
-  if (status != MPI_SUCCESS)
-    return mpiError(status, "MPI_Gatherv");
+  status = post("MPI_Igatherv", [&](MPI_Request *request) {
+             return MPI_Igatherv(in.data(), bytes, MPI_BYTE, all.data(),
+                                 counts.data(), offsets.data(), MPI_BYTE, 0,
+                                 MPI_COMM_WORLD, request);
+           })->wait();
+  if (!status.ok())
+    return status.withPrefix("gathering the results on rank 0: ");
   out.clear();
   for (size_t r = 0; r < counts.size(); ++r)
     out.emplace_back(all.begin() + offsets[r],
