@@ -33,6 +33,14 @@ std::vector<int> getCheckpointed(const plan::Program &program) {
   return indices;
 }
 
+/// "ckpt/" as "ckpt", whose siblings "ckpt.partial" and "ckpt.old" hold a
+/// save's staging and the checkpoint it replaces.
+std::string withoutTrailingSlashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  return dir;
+}
+
 std::string getShardPath(const std::string &dir, int rank) {
   return dir + "/rank-" + std::to_string(rank) + ".tensors";
 }
@@ -268,10 +276,11 @@ Status loadByName(const std::string &dir, const plan::Program &program,
 
 } // namespace
 
-Status runtime::saveCheckpoint(const std::string &dir,
+Status runtime::saveCheckpoint(const std::string &given,
                                const plan::Program &program, const Mesh &mesh,
                                const std::vector<OwnedTensor> &locals, int rank,
                                int64_t step) {
+  std::string dir = withoutTrailingSlashes(given);
   std::string staging = dir + ".partial", old = dir + ".old";
   // What an interrupted save left is cleared before anyone writes.
   if (rank == 0) {
@@ -297,7 +306,7 @@ Status runtime::loadCheckpoint(const std::string &dir,
   bool v1 = format == "tessera checkpoint v1";
   if ((!v1 && format != "tessera checkpoint v2") ||
       stepLine.rfind("step ", 0) != 0) {
-    std::string old = dir + ".old";
+    std::string old = withoutTrailingSlashes(dir) + ".old";
     return dataError(
         "'" + dir + "' holds no Tessera checkpoint index" +
         (std::filesystem::exists(old + "/index.txt")
