@@ -62,9 +62,13 @@ Status tessera::runtime::writeTensors(const std::string &path,
 
 Expected<std::vector<OwnedTensor>>
 tessera::runtime::readTensors(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     return dataError("cannot open '" + path + "'");
+  // What a header claims is checked against the bytes left before anything
+  // of that size is allocated.
+  int64_t fileBytes = file.tellg();
+  file.seekg(0);
   auto get = [&](void *data, size_t bytes) {
     return static_cast<bool>(file.read(static_cast<char *>(data), bytes));
   };
@@ -95,6 +99,13 @@ tessera::runtime::readTensors(const std::string &path) {
         return bad("bad shape of tensor " + std::to_string(i));
       elements *= size;
     }
+    int64_t left = fileBytes - static_cast<int64_t>(file.tellg());
+    int64_t claimed = elements * static_cast<int64_t>(
+                                     getDTypeBytes(static_cast<DType>(dtype)));
+    if (claimed > left)
+      return bad("tensor " + std::to_string(i) + " claims " +
+                 std::to_string(claimed) + " bytes of data, the file has " +
+                 std::to_string(left) + " left");
     OwnedTensor tensor(static_cast<DType>(dtype), shape);
     if (!get(tensor.view.data, tensor.view.getBytes()))
       return bad("truncated data of tensor " + std::to_string(i));

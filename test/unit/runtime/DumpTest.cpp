@@ -77,6 +77,31 @@ TEST(DumpTest, AFileOfAnotherKindIsRefused) {
   std::remove(path.c_str());
 }
 
+TEST(DumpTest, AHeaderClaimingMoreThanTheFileIsRefusedBeforeAllocating) {
+  // A [2^18, 2^18] f64 tensor (2^39 bytes) with no data: before, the reader
+  // allocated it and ended in std::bad_alloc.
+  std::string path = getTempPath("huge.bin");
+  {
+    std::ofstream file(path, std::ios::binary);
+    uint32_t version = 1, dtype = static_cast<uint32_t>(DType::F64), rank = 2;
+    uint64_t count = 1;
+    int64_t shape[2] = {1 << 18, 1 << 18};
+    file.write("TSRT", 4);
+    file.write(reinterpret_cast<char *>(&version), 4);
+    file.write(reinterpret_cast<char *>(&count), 8);
+    file.write(reinterpret_cast<char *>(&dtype), 4);
+    file.write(reinterpret_cast<char *>(&rank), 4);
+    file.write(reinterpret_cast<char *>(shape), 16);
+  }
+  Expected<std::vector<OwnedTensor>> read = readTensors(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.message().find("tensor 0 claims 549755813888 bytes of data, "
+                                "the file has 0 left"),
+            std::string::npos)
+      << read.message();
+  std::remove(path.c_str());
+}
+
 TEST(DumpTest, AnUnwritablePathIsADataError) {
   Status written = writeTensors("/nonexistent-dir/tensors.bin", {});
   ASSERT_FALSE(written.ok());
