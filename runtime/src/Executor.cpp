@@ -5,7 +5,6 @@
 #include "tessera/runtime/Manifest.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <map>
 
@@ -169,10 +168,7 @@ Pending Executor::startCollective(const plan::Collective &collective,
 }
 
 static std::string getCollectiveName(const plan::Collective &collective) {
-  std::string name = plan::CollectiveKind_Name(collective.kind());
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return "dist." + name;
+  return "dist." + getCollectiveKindName(collective.kind());
 }
 
 void Executor::record(TraceEvent event) {

@@ -30,7 +30,7 @@ std::string lower(std::string name) {
 /// "f32[4, 8]".
 std::string describeBuffer(const plan::Program &program, int64_t id) {
   const plan::Buffer &buffer = program.buffers(id);
-  std::string text = lower(plan::DType_Name(buffer.dtype())) + "[";
+  std::string text = std::string(getDTypeName(getDType(buffer.dtype()))) + "[";
   for (int i = 0; i < buffer.shape_size(); ++i)
     text += (i ? ", " : "") + std::to_string(buffer.shape(i));
   return text + "]";
@@ -337,6 +337,10 @@ Status Simulation::run() {
 
 } // namespace
 
+std::string runtime::getCollectiveKindName(plan::CollectiveKind kind) {
+  return lower(plan::CollectiveKind_Name(kind));
+}
+
 bool runtime::isCommunication(const plan::Instruction &instruction) {
   return instruction.has_send_recv() ||
          (instruction.has_collective() &&
@@ -355,7 +359,7 @@ runtime::describeCommunication(const plan::Program &program,
            std::to_string(transfer.tag());
   }
   const plan::Collective &collective = instruction.collective();
-  std::string text = lower(plan::CollectiveKind_Name(collective.kind()));
+  std::string text = getCollectiveKindName(collective.kind());
   if (collective.reduction() != plan::REDUCTION_UNSPECIFIED)
     text += " " + lower(plan::ReductionKind_Name(collective.reduction()));
   text += " " + describeBuffer(program, collective.input()) + " -> " +

@@ -57,6 +57,10 @@ void forEachRunStep(const plan::Program &program, Visit visit,
   run(program.units().rbegin()->end(), program.instructions_size(), -1, -1);
 }
 
+/// A collective's kind as the plan and the dist dialect name it:
+/// "all_reduce".
+std::string getCollectiveKindName(plan::CollectiveKind kind);
+
 /// Whether an instruction communicates: a collective (but a slice, which
 /// keeps a local piece) or a transfer.
 bool isCommunication(const plan::Instruction &instruction);
