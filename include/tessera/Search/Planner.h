@@ -141,7 +141,8 @@ struct CollectiveUse {
 /// (TensorLayout::Solved) of `model`: a train step's in its precision (its
 /// state per parameter whatever the program's types), every axis
 /// solved, "dp" splitting the batch only; its model state, without ZeRO,
-/// in device memory (the search prices the activations and ZeRO per plan):
+/// in the choice's layoutMemoryShare of device memory (the search prices
+/// the activations and ZeRO per plan):
 /// each pipeline stage's in its own, cut as the search cuts a decoder of
 /// `shape`, or, without a shape or a decoder's items, every stage's in
 /// memory times the stages.
