@@ -44,26 +44,37 @@ tessera::getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops) {
   return boundaries;
 }
 
-/// The blocks of `function`'s model, found as its structure repeats: its
-/// ops that read the data (not what parameters and constants alone make),
-/// cut where one value they make crosses (a layer boundary, as the pipeline
-/// pass cuts), give a sequence of segments, each known by its ops and their
-/// result types; the blocks are the most repetitions of one run of segments,
-/// back to back, that cover the most segments.
-llvm::SmallVector<llvm::SmallVector<Operation *>>
-tessera::findRepeatedBlocks(func::FuncOp function) {
+llvm::SmallVector<Operation *>
+tessera::getDataOps(func::FuncOp function, llvm::ArrayRef<Operation *> ops) {
   llvm::DenseSet<Value> data;
   for (BlockArgument arg : function.getArguments())
     if (!function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName))
       data.insert(arg);
-  llvm::SmallVector<Operation *> ops;
-  for (Operation &op : function.front().without_terminator()) {
-    if (llvm::none_of(op.getOperands(),
+  llvm::SmallVector<Operation *> read;
+  for (Operation *op : ops) {
+    if (llvm::none_of(op->getOperands(),
                       [&](Value value) { return data.contains(value); }))
       continue;
-    ops.push_back(&op);
-    data.insert(op.result_begin(), op.result_end());
+    read.push_back(op);
+    data.insert(op->result_begin(), op->result_end());
   }
+  return read;
+}
+
+llvm::SmallVector<llvm::SmallVector<Operation *>>
+tessera::findRepeatedBlocks(func::FuncOp function) {
+  llvm::SmallVector<Operation *> ops;
+  for (Operation &op : function.front().without_terminator())
+    ops.push_back(&op);
+  return findRepeatedBlocks(getDataOps(function, ops));
+}
+
+/// The ops, cut where one value they make crosses (a layer boundary, as the
+/// pipeline pass cuts), give a sequence of segments, each known by its ops
+/// and their result types; the blocks are the most repetitions of one run
+/// of segments, back to back, that cover the most segments.
+llvm::SmallVector<llvm::SmallVector<Operation *>>
+tessera::findRepeatedBlocks(llvm::ArrayRef<Operation *> ops) {
   // Each segment's signature, numbered: equal numbers, equal structure.
   llvm::SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
   boundaries.push_back(ops.size());

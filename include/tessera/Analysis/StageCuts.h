@@ -24,10 +24,20 @@ namespace tessera {
 llvm::SmallVector<int64_t>
 getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops);
 
-/// The repeated blocks of `function`'s model (its layers), each as its ops
-/// that read the data, in program order: the ops at one position of two
-/// blocks have the same name and result types. Empty when no run of layers
-/// repeats.
+/// The ops of `ops` (in program order) that read the data: an argument of
+/// `function` that is not a parameter (nn.param), or what such an op makes;
+/// not what parameters and constants alone make.
+llvm::SmallVector<mlir::Operation *>
+getDataOps(mlir::func::FuncOp function, llvm::ArrayRef<mlir::Operation *> ops);
+
+/// The repeated blocks among `ops` (ops that read the data, getDataOps, in
+/// program order): their layers, found as the structure repeats, each as
+/// its ops. The ops at one position of two blocks have the same name and
+/// result types. Empty when no run of layers repeats.
+llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
+findRepeatedBlocks(llvm::ArrayRef<mlir::Operation *> ops);
+
+/// findRepeatedBlocks of the data ops of `function`'s body.
 llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
 findRepeatedBlocks(mlir::func::FuncOp function);
 

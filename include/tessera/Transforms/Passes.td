@@ -99,10 +99,15 @@ def RecomputePass : Pass<"tessera-recompute", "mlir::ModuleOp"> {
       the product of queries and keys through its scaling, mask and
       `nn.softmax` to the product with the values: the s x s scores and
       probabilities are recomputed from the queries and keys.
-    - `mode=full`: each repeated layer (the ops from the first to the last
-      read of a numbered unit's parameters, `blocks.3.*`, with what follows
-      up to the next unit): everything inside is recomputed from the
-      layer's input in its backward.
+    - `mode=full`: each layer, found by the forward's structure (the names
+      of its parameters play no part): its repeated blocks, the runs of ops
+      between the places where one value crosses (the residual stream) that
+      repeat back to back; where nothing repeats, each such run. A pipeline
+      cut (`dist.stage`) inside a layer makes two. Everything inside is
+      recomputed from the layer's input in its backward.
+
+    With either mode a group also takes what parameters and constants alone
+    make (broadcast biases, masks) that only its ops read.
     - `mode=none` changes nothing.
 
     The program computes the same values; it runs more FLOPs (about a

@@ -8,7 +8,9 @@
 
 #include "tessera/Transforms/Passes.h"
 
+#include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/StageCuts.h"
 #include "tessera/Analysis/TrainStep.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -28,18 +30,22 @@ namespace {
 
 using Group = llvm::SetVector<Operation *>;
 
-/// Adds to `group` the constants (splat fills, masks) that only its ops
-/// read: cheap to remake, and as large as the tensors they fill.
-void addOwnConstants(Group &group) {
-  for (Operation *op : group.takeVector()) {
-    for (Value operand : op->getOperands())
-      if (auto constant = operand.getDefiningOp<nn::ConstantOp>())
-        if (llvm::all_of(constant->getUsers(), [&](Operation *user) {
-              return group.contains(user) || user == op;
-            }))
-          group.insert(constant);
-    group.insert(op);
-  }
+/// Adds to each group the forward ops outside the data's flow (what
+/// parameters and constants alone make: splat fills, masks, broadcast
+/// biases and norm scales) that only its ops read: cheap to remake, and as
+/// large as the tensors they meet. A parameter's cast (mixed precision)
+/// stays where it is, read once per step.
+void addOwnInputs(MutableArrayRef<Group> groups,
+                  const llvm::SetVector<Operation *> &forward,
+                  ArrayRef<Operation *> dataOps) {
+  llvm::DenseSet<Operation *> data(dataOps.begin(), dataOps.end());
+  for (Group &group : groups)
+    for (Operation *op : llvm::reverse(forward))
+      if (!data.contains(op) && !isa<nn::CastOp>(op) && !op->use_empty() &&
+          !group.contains(op) &&
+          llvm::all_of(op->getUsers(),
+                       [&](Operation *user) { return group.contains(user); }))
+        group.insert(op);
 }
 
 /// The attention cores of the forward pass: each nn.softmax with the chain
@@ -86,39 +92,42 @@ getAttentionCores(const llvm::SetVector<Operation *> &forward) {
       }
     if (!weighs)
       continue;
-    addOwnConstants(core);
     cores.push_back(std::move(core));
   }
   return cores;
 }
 
-/// The repeated layers of the forward pass: from the first op that reads a
-/// parameter of a numbered unit ("blocks.3") to the next op that reads
-/// another unit's, in program order.
-SmallVector<Group> getLayers(const llvm::SetVector<Operation *> &forward) {
+/// The layers of the forward pass (its ops that read the data, `ops`),
+/// found by its structure: its repeated
+/// blocks (findRepeatedBlocks), or where nothing repeats, its runs of ops
+/// between the places where one value crosses (layer boundaries). A layer
+/// the pipeline cuts (an op marked dist.stage) is two: a later stage's
+/// backward does not remake an earlier stage's ops.
+SmallVector<Group> getLayers(ArrayRef<Operation *> ops) {
+  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(ops);
+  if (blocks.empty()) {
+    SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
+    boundaries.push_back(ops.size());
+    for (size_t k = 0; k + 1 < boundaries.size(); ++k)
+      blocks.emplace_back(ops.begin() + boundaries[k],
+                          ops.begin() + boundaries[k + 1]);
+  }
   SmallVector<Group> layers;
-  StringRef current;
-  for (Operation *op : forward) {
-    StringRef unit;
-    for (Value operand : op->getOperands())
-      if (StringRef name = getParamName(operand); !name.empty())
-        unit = getParameterUnit(name);
-    if (!unit.empty() && unit != current) {
-      current = isNumberedUnit(unit) ? unit : StringRef();
-      if (!current.empty())
+  for (ArrayRef<Operation *> block : blocks) {
+    layers.emplace_back();
+    for (Operation *op : block) {
+      if (op->hasAttr(dist::DistDialect::kStageAttrName) &&
+          !layers.back().empty())
         layers.emplace_back();
-    }
-    // A parameter read through nn.cast (mixed precision) belongs to the
-    // layer that reads the cast.
-    if (!current.empty() && !isa<nn::CastOp>(op))
       layers.back().insert(op);
+    }
   }
   return layers;
 }
 
 /// Recomputes the values of `group` that the backward reads and the rest of
-/// the forward does not.
-void recompute(const Group &group, const llvm::SetVector<Operation *> &forward,
+/// the forward does not; whether there were any.
+bool recompute(const Group &group, const llvm::SetVector<Operation *> &forward,
                Operation *terminator) {
   // What the backward reads of the group, and from where.
   llvm::SetVector<Value> recomputed;
@@ -138,7 +147,7 @@ void recompute(const Group &group, const llvm::SetVector<Operation *> &forward,
         }
     }
   if (backwardUses.empty())
-    return;
+    return false;
 
   // The ops of the group those values need, in program order.
   llvm::SmallPtrSet<Operation *, 16> needed;
@@ -170,6 +179,7 @@ void recompute(const Group &group, const llvm::SetVector<Operation *> &forward,
                           << backwardUses.size() << " backward reads before "
                           << first->getName() << " at " << first->getLoc()
                           << "\n");
+  return true;
 }
 
 struct RecomputePass : tessera::impl::RecomputePassBase<RecomputePass> {
@@ -182,23 +192,28 @@ struct RecomputePass : tessera::impl::RecomputePassBase<RecomputePass> {
       if (function.isExternal())
         continue;
       llvm::SetVector<Operation *> forward = getForwardOps(function);
+      SmallVector<Operation *> dataOps =
+          getDataOps(function, forward.getArrayRef());
       SmallVector<Group> groups = mode == Recompute::Full
-                                      ? getLayers(forward)
+                                      ? getLayers(dataOps)
                                       : getAttentionCores(forward);
+      addOwnInputs(groups, forward, dataOps);
+      Operation *terminator = function.getBody().front().getTerminator();
+      bool recomputed = false;
+      for (const Group &group : groups)
+        recomputed |= recompute(group, forward, terminator);
       // Asked for, recomputing nothing is worth saying: the model has no
-      // attention core or numbered layers the pass knows.
-      if (groups.empty() && !forward.empty())
+      // attention core, or its layers hand the backward nothing but what
+      // they hand on.
+      if (!recomputed && !forward.empty())
         function.emitWarning()
             << "recompute=" << getEnumName(kRecomputeNames, mode.getValue())
             << " finds "
             << (mode == Recompute::Full
-                    ? "no layers (ops reading numbered parameters such as "
-                      "blocks.0.*)"
+                    ? "no layer whose backward reads a value the forward "
+                      "does not hand on"
                     : "no attention core (a product, softmax and product)")
             << ": nothing is recomputed";
-      Operation *terminator = function.getBody().front().getTerminator();
-      for (const Group &group : groups)
-        recompute(group, forward, terminator);
     }
   }
 };

@@ -2,7 +2,8 @@
 // RUN: tessera-opt %s --split-input-file --tessera-recompute=mode=selective -verify-diagnostics
 
 // Tests that recomputation says when it finds nothing to recompute: no
-// numbered layer (full) or attention core (selective) in a forward pass.
+// layer whose backward reads a value inside it (full: each op here is a
+// layer of its own) or attention core (selective) in a forward pass.
 // expected-warning @+1 {{finds no}}
 func.func @no_layers(%x: tensor<4x4xf32>, %w: tensor<4x4xf32> {nn.param = "fc.w"})
     -> (tensor<4x4xf32> {nn.updates = 1 : i64}, tensor<f32>) {
