@@ -100,13 +100,15 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
                   const SearchPins &pins, CompileOptions &options,
                   std::string notGpt) {
   ShardingSolverOptions solver = getAutoShardOptions(module, options);
-  MeshShardingPins meshPins{pins.dp, pins.tp, pins.pp, pins.microbatches, {}};
+  MeshShardingPins meshPins{pins.dp,           pins.tp, pins.pp,
+                            pins.microbatches, {},      pins.schedule,
+                            pins.recompute};
   // ZeRO stages for AdamW's state unless pinned (getAutoPins).
   meshPins.zeroStages = {0, 1, 2, 3};
   if (pins.zero)
     meshPins.zeroStages = {*pins.zero};
-  MeshShardingSearch search =
-      searchMeshShardings(module, machine, devices, solver, meshPins);
+  MeshShardingSearch search = searchMeshShardings(
+      module, machine, devices, solver, meshPins, getKeptResults(module));
   if (search.considered == 0)
     return llvm::createStringError(search.firstFailure);
   if (search.plans.empty())
@@ -119,8 +121,8 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
       getMeshSolverOptions(solver, best.pp, best.microbatches, best.zero);
   // The stages cut where the search priced them, which the pipeline pass
   // then takes.
-  llvm::Expected<ShardingSolution> solution =
-      applyMeshSharding(module, machine, best.dp, best.tp, chosen, best.pp);
+  llvm::Expected<ShardingSolution> solution = applyMeshSharding(
+      module, machine, best.dp, best.tp, chosen, best.getNumStages());
   if (!solution)
     return solution.takeError();
   AutoPlan plan;
@@ -129,7 +131,9 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
   choice.tp = best.tp;
   choice.pp = best.pp;
   choice.microbatches = best.microbatches;
-  choice.schedule = PipelineSchedule::OneFOneB;
+  choice.schedule = best.schedule;
+  choice.virtualStages = best.virtualStages;
+  choice.recompute = best.recompute;
   choice.zero = best.zero;
   plan.estimate.stepTimeSeconds = best.stepSeconds;
   plan.estimate.peakMemoryBytes = best.memoryBytes;

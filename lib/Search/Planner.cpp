@@ -151,6 +151,61 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
   return std::pair(std::move(kept), blockBytes / blocks.size());
 }
 
+SmallVector<uint64_t> tessera::getKeptResults(ModuleOp module) {
+  func::FuncOp function = getModelFunction(module);
+  if (!function)
+    return {};
+  SmallVector<Operation *> ops = getModelOps(function);
+  OwningOpRef<ModuleOp> copy = module.clone();
+  ScopedDiagnosticHandler quiet(copy->getContext(),
+                                [](Diagnostic &) { return success(); });
+  PassManager pm(copy->getContext());
+  pm.addPass(createTrainStepPass());
+  if (mlir::failed(pm.run(*copy)))
+    return {};
+  // The train step begins with the model's ops, in their order; what comes
+  // after is its backward and its updates.
+  func::FuncOp step = getModelFunction(*copy);
+  SmallVector<Operation *> stepOps;
+  for (Operation &op : step.front().without_terminator())
+    stepOps.push_back(&op);
+  int64_t modelOps = llvm::range_size(function.front().without_terminator());
+  if (static_cast<int64_t>(stepOps.size()) < modelOps)
+    return {};
+  DenseMap<Operation *, int64_t> index;
+  for (Operation *op : ArrayRef(stepOps).take_front(modelOps))
+    if (isModelOp(op)) {
+      if (static_cast<size_t>(index.size()) >= ops.size() ||
+          op->getName() != ops[index.size()]->getName())
+        return {};
+      index.try_emplace(op, index.size());
+    }
+  SmallVector<uint64_t> kept(ops.size(), 0);
+  DenseSet<Operation *> backward(stepOps.begin() + modelOps, stepOps.end());
+  for (Operation *op : ArrayRef(stepOps).take_front(modelOps)) {
+    // A constant is the program's, not an activation buffer.
+    if (op->hasTrait<OpTrait::ConstantLike>())
+      continue;
+    for (Value result : op->getResults()) {
+      if (llvm::none_of(result.getUsers(), [&](Operation *user) {
+            return backward.contains(user);
+          }))
+        continue;
+      // An annotation's result is its input as the model's op made it.
+      Value value = result;
+      while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
+             value.getDefiningOp()->getNumOperands() > 0)
+        value = value.getDefiningOp()->getOperand(0);
+      auto producer = dyn_cast<OpResult>(value);
+      if (producer && index.count(producer.getOwner()) &&
+          producer.getResultNumber() < 64)
+        kept[index.lookup(producer.getOwner())] |=
+            uint64_t(1) << producer.getResultNumber();
+    }
+  }
+  return kept;
+}
+
 namespace {
 /// The items the pipeline pass may cut a decoder between: each repeated
 /// block's two halves (cut where one value crosses inside it: after the

@@ -1705,14 +1705,29 @@ struct StageItems {
   SmallVector<double> largestParameterBytes;
   /// The bytes per device of what the item passes to the next.
   SmallVector<double> outputBytes;
+  /// Its largest value: the backward holds its gradient, and the one it
+  /// makes from it, beside what the forward kept.
+  SmallVector<double> largestValueBytes;
+  /// The data arguments it reads first (the step's inputs, held whole).
+  SmallVector<double> inputBytes;
+  /// What the weight gradients of its ops that read a parameter read: their
+  /// data operands (held to ZB-H1's W unit), and the gradients of their
+  /// results (made by the B unit for W).
+  SmallVector<double> weightReadBytes, weightMadeBytes;
+  /// The item of each op that reads the data.
+  DenseMap<Operation *, int64_t> itemOf;
 
-  StageItems(func::FuncOp function, const ShardingSolution &solution);
+  /// `kept`: per model op of the function (getKeptResults), the results
+  /// the backward reads, which are an item's activations; every result
+  /// where empty.
+  StageItems(func::FuncOp function, const ShardingSolution &solution,
+             ArrayRef<uint64_t> kept = {});
   size_t size() const { return starts.size(); }
 };
 } // namespace
 
-StageItems::StageItems(func::FuncOp function,
-                       const ShardingSolution &solution) {
+StageItems::StageItems(func::FuncOp function, const ShardingSolution &solution,
+                       ArrayRef<uint64_t> kept) {
   // The ops that read the data (not what parameters and constants alone
   // make), as findRepeatedBlocks reads them.
   DenseSet<Value> data;
@@ -1744,7 +1759,44 @@ StageItems::StageItems(func::FuncOp function,
   activationBytes.assign(items, 0);
   largestParameterBytes.assign(items, 0);
   outputBytes.assign(items, 0);
-  DenseMap<Operation *, int64_t> itemOf;
+  weightReadBytes.assign(items, 0);
+  weightMadeBytes.assign(items, 0);
+  inputBytes.assign(items, 0);
+  largestValueBytes.assign(items, 0);
+  // The bytes per device of each value the data ops read.
+  DenseMap<Value, double> valueBytes;
+  for (const ShardingChoice &choice : solution.choices) {
+    if (!choice.op)
+      valueBytes[function.getArgument(choice.argument)] = choice.resultBytes;
+    else if (choice.op->getNumResults() == 1)
+      valueBytes[choice.op->getResult(0)] = choice.resultBytes;
+  }
+  DenseSet<Value> readByWeights;
+  // What the backward reads of each op's results, where known.
+  SmallVector<Operation *> modelOps;
+  for (Operation &op : function.front().without_terminator())
+    if (!isa<dist::DistDialect>(op.getDialect()))
+      modelOps.push_back(&op);
+  DenseMap<Operation *, uint64_t> keptOf;
+  if (modelOps.size() == kept.size())
+    for (auto [op, results] : llvm::zip(modelOps, kept))
+      keptOf[op] = results;
+  auto isKept = [&](Value value) {
+    auto result = dyn_cast<OpResult>(value);
+    if (!result)
+      return false; // an argument is the step's input, not an activation
+    if (keptOf.empty())
+      return true;
+    return result.getResultNumber() < 64 &&
+           (keptOf.lookup(result.getOwner()) >> result.getResultNumber()) & 1;
+  };
+  auto getKeptBytes = [&](const ShardingChoice &choice) {
+    unsigned results = choice.op->getNumResults();
+    if (results == 0)
+      return 0.0;
+    unsigned keptResults = llvm::count_if(choice.op->getResults(), isKept);
+    return choice.resultBytes * keptResults / results;
+  };
   for (int64_t item = 0; item < items; ++item) {
     starts[item] = dataOps[boundaries[item]];
     int64_t end = item + 1 < items ? boundaries[item + 1] : dataOps.size();
@@ -1759,7 +1811,18 @@ StageItems::StageItems(func::FuncOp function,
     const ShardingChoice &choice = *choiceOf.lookup(op);
     int64_t item = itemOf.lookup(op);
     add(choice, item);
-    activationBytes[item] += choice.resultBytes;
+    activationBytes[item] += getKeptBytes(choice);
+    largestValueBytes[item] =
+        std::max(largestValueBytes[item], choice.resultBytes);
+    if (llvm::any_of(op->getOperands(), [](Value value) {
+          return !getParamName(value).empty();
+        })) {
+      weightMadeBytes[item] += choice.resultBytes;
+      for (Value operand : op->getOperands())
+        if (data.contains(operand) && isKept(operand) &&
+            readByWeights.insert(operand).second)
+          weightReadBytes[item] += valueBytes.lookup(operand);
+    }
     // What a later item reads of it crosses every boundary between.
     for (Operation *user : op->getUsers())
       if (auto it = itemOf.find(user); it != itemOf.end())
@@ -1780,11 +1843,18 @@ StageItems::StageItems(func::FuncOp function,
       for (Operation *user : made.getUsers())
         if (auto it = itemOf.find(user); it != itemOf.end())
           item = std::min(item, it->second);
-    if (choice->op)
+    if (choice->op) {
       itemOf[choice->op] = item;
-    else if (function.getArgAttr(choice->argument, nn::kParamAttrName))
+      // What parameters alone make for the backward (a norm's broadcast
+      // scale) is kept with its reader's activations.
+      if (!keptOf.empty() && !isa<func::ReturnOp>(choice->op))
+        activationBytes[item] += getKeptBytes(*choice);
+    } else if (function.getArgAttr(choice->argument, nn::kParamAttrName)) {
       largestParameterBytes[item] =
           std::max(largestParameterBytes[item], choice->resultBytes);
+    } else {
+      inputBytes[item] += choice->resultBytes;
+    }
     add(*choice, item);
   }
 }
@@ -1812,11 +1882,13 @@ tessera::getMeshSolverOptions(const ShardingSolverOptions &options, int64_t pp,
   ShardingSolverOptions mesh = options;
   mesh.axes.clear();
   mesh.zeroStage = zeroStage;
+  // The search prices a train step's activations as it keeps them.
+  if (options.training)
+    mesh.keepActivations = false;
   if (pp == 1 && microbatches == 1)
     return mesh;
   mesh.microbatches = microbatches;
   mesh.batchAxes = {"dp"};
-  mesh.keepActivations = false;
   return mesh;
 }
 
@@ -1923,54 +1995,150 @@ llvm::Expected<ShardingSolution> tessera::applyMeshSharding(
   return std::move(staged->solution);
 }
 
-/// Prices `plan`'s train step, cut into stages at `starts`: the memory of
-/// the device that holds the most (its stage's model state, its largest
-/// parameter's gradient as the backward makes it beside the stored ones, its
-/// activations per microbatch held); with stages, the step: the slowest
-/// stage's with 1F1B's bubble, and each microbatch's activations forward
-/// and their gradients back at each cut, as the GPT plans price them.
+/// Per item, the layer that full recomputation (--tessera-recompute, as
+/// its getLayers finds them) remakes it in, numbered in program order, or
+/// -1 outside every layer: the repeated blocks of the function, or where
+/// nothing repeats, each item.
+static SmallVector<int64_t> getItemLayers(func::FuncOp function,
+                                          const StageItems &items) {
+  SmallVector<int64_t> layerOf(items.size(), -1);
+  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
+  if (blocks.empty()) {
+    for (auto [item, layer] : llvm::enumerate(layerOf))
+      layer = item;
+    return layerOf;
+  }
+  for (auto [layer, block] : llvm::enumerate(blocks))
+    for (Operation *op : block)
+      if (auto it = items.itemOf.find(op); it != items.itemOf.end())
+        layerOf[it->second] = layer;
+  return layerOf;
+}
+
+/// Prices `plan`'s train step, cut into its stages at `starts` and run on
+/// its schedule, recomputing as it says: the memory of the rank that holds
+/// the most (its stages' model state, its largest parameter's gradient as
+/// the backward makes it beside the stored ones, the activations of each
+/// stage's microbatches in flight, getStagesInFlight, and the largest
+/// recomputed layer's as its backward remakes them), and with stages the
+/// step: the slowest rank's with the schedule's bubble, and each
+/// microbatch's activations forward and their gradients back at each cut,
+/// as the GPT plans price them. A recomputed layer keeps what it hands on
+/// and runs its forward (a third of its step) again. Under ZB-H1 (but on
+/// the first stage, whose W unit runs its whole backward) what the weight
+/// gradients read is held to the W unit, and what B makes for them from B.
 static void priceTrainStep(MeshShardingPlan &plan, const StageItems &items,
+                           ArrayRef<int64_t> layerOf,
                            ArrayRef<Operation *> starts,
-                           const MachineModel &machine) {
-  int64_t pp = plan.pp, m = plan.microbatches;
+                           const MachineModel &machine,
+                           double objectiveSeconds) {
+  int64_t pp = plan.pp, m = plan.microbatches, stages = plan.getNumStages();
+  bool full = plan.recompute == Recompute::Full;
+  bool weightApart = plan.schedule == PipelineSchedule::ZeroBubbleH1;
   // Stage s holds items [cuts[s], cuts[s + 1]).
   SmallVector<int64_t> cuts = {0};
   for (Operation *start : starts)
     cuts.push_back(llvm::find(items.starts, start) - items.starts.begin());
   cuts.push_back(items.size());
-  SmallVector<RankInFlight> inFlight;
+  // One rank holding one microbatch in flight without a pipeline.
+  SmallVector<RankInFlight> ranks = {{{0, StageInFlight{1, 1, 0, 0, 0, 0}}}};
   if (pp > 1)
-    inFlight = getStagesInFlight({pp, m, 1, PipelineSchedule::OneFOneB});
-  double slowest = 0, crossing = 0;
-  plan.memoryBytes = 0;
-  for (int64_t stage = 0; stage < pp; ++stage) {
-    double seconds = 0, state = 0, activations = 0, gradient = 0;
+    ranks = getStagesInFlight({pp, m, plan.virtualStages, plan.schedule});
+  struct StagePrice {
+    double seconds = 0, state = 0, gradient = 0, held = 0, transient = 0;
+  };
+  SmallVector<StagePrice> prices(stages);
+  double recomputed = 0, crossing = 0;
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    StagePrice &price = prices[stage];
+    // Per microbatch: what the stage keeps outside recomputed layers and
+    // what its weight gradients read of it, what recomputed layers hand on
+    // and what their weight gradients read of the remade values, and what
+    // B makes for W. What a stage receives its backward reads (a weight
+    // gradient, or the first layer's recomputation).
+    double kept = 0, read = 0, handedOn = 0, remadeRead = 0, made = 0;
+    if (stage > 0)
+      kept = read = items.outputBytes[cuts[stage] - 1] / m;
+    double layerBytes = 0;
     for (int64_t item = cuts[stage]; item < cuts[stage + 1]; ++item) {
-      seconds += items.seconds[item];
-      state += items.stateBytes[item];
-      activations += items.activationBytes[item];
-      gradient = std::max(gradient, items.largestParameterBytes[item]);
+      price.seconds += items.seconds[item];
+      price.state += items.stateBytes[item] + items.inputBytes[item];
+      price.gradient =
+          std::max(price.gradient, items.largestParameterBytes[item]);
+      made += items.weightMadeBytes[item] / m;
+      price.transient =
+          std::max(price.transient, 2 * items.largestValueBytes[item] / m);
+      bool remade = full && layerOf[item] >= 0;
+      if (!remade) {
+        kept += items.activationBytes[item] / m;
+        read += items.weightReadBytes[item] / m;
+        continue;
+      }
+      // A third of the item's step again: its forward.
+      recomputed += items.seconds[item] / 3;
+      price.seconds += items.seconds[item] / 3;
+      remadeRead += items.weightReadBytes[item] / m;
+      layerBytes += items.activationBytes[item] / m;
+      // The layer (its piece on this stage) ends here.
+      if (item + 1 == cuts[stage + 1] || layerOf[item + 1] != layerOf[item]) {
+        handedOn += items.outputBytes[item] / m;
+        price.transient = std::max(price.transient, layerBytes);
+        layerBytes = 0;
+      }
     }
-    if (stage + 1 < pp)
+    // What the stage sends the next, per microbatch.
+    double sent = 0;
+    if (stage + 1 < stages) {
       crossing = std::max(crossing, items.outputBytes[cuts[stage + 1] - 1]);
-    int64_t held =
-        pp > 1 ? inFlight[stage].front().second.forwardToBackward : 1;
-    slowest = std::max(slowest, seconds);
-    plan.memoryBytes =
-        std::max(plan.memoryBytes, state + gradient + activations / m * held);
+      sent = items.outputBytes[cuts[stage + 1] - 1] / m;
+    }
+    for (const RankInFlight &rank : ranks)
+      for (auto [onRank, inFlight] : rank) {
+        if (onRank != stage)
+          continue;
+        if (!weightApart)
+          price.held = inFlight.forwardToBackward * (kept + handedOn);
+        else if (stage == 0)
+          price.held = inFlight.forwardToWeight * (kept + handedOn);
+        else
+          price.held = inFlight.forwardToBackward * (kept - read + handedOn) +
+                       inFlight.forwardToWeight * read +
+                       inFlight.backwardToWeight * (made + remadeRead);
+        price.held += inFlight.forwardSent * sent;
+      }
   }
-  if (pp == 1)
+  plan.memoryBytes = 0;
+  double slowest = 0;
+  for (const RankInFlight &rank : ranks) {
+    StagePrice total;
+    for (auto [stage, inFlight] : rank) {
+      const StagePrice &price = prices[stage];
+      total.seconds += price.seconds;
+      total.state += price.state;
+      total.held += price.held;
+      total.gradient = std::max(total.gradient, price.gradient);
+      total.transient = std::max(total.transient, price.transient);
+    }
+    slowest = std::max(slowest, total.seconds);
+    plan.memoryBytes =
+        std::max(plan.memoryBytes,
+                 total.state + total.gradient + total.held + total.transient);
+  }
+  if (pp == 1) {
+    plan.stepSeconds = objectiveSeconds + recomputed;
     return;
+  }
   double p2p = getCollectiveSeconds(machine, CollectiveKind::AllGather,
                                     2 * crossing / m, {2, plan.dp * plan.tp});
-  plan.stepSeconds =
-      slowest * (1 + getBubbleFraction(PipelineSchedule::OneFOneB, pp, m)) +
-      2 * p2p * (m + pp - 1);
+  plan.stepSeconds = slowest * (1 + getBubbleFraction(plan.schedule, pp, m,
+                                                      plan.virtualStages)) +
+                     2 * p2p * (m * plan.virtualStages + pp - 1);
 }
 
 MeshShardingSearch tessera::searchMeshShardings(
     ModuleOp model, const MachineModel &machine, int64_t devices,
-    const ShardingSolverOptions &options, const MeshShardingPins &pins) {
+    const ShardingSolverOptions &options, const MeshShardingPins &pins,
+    ArrayRef<uint64_t> keptResults) {
   MeshShardingSearch search;
   SmallVector<int64_t> zeroStages(pins.zeroStages);
   if (zeroStages.empty())
@@ -1983,6 +2151,13 @@ MeshShardingSearch tessera::searchMeshShardings(
     if (search.firstFailure.empty())
       search.firstFailure = std::move(reason);
   };
+  if (pins.recompute == Recompute::Selective) {
+    search.firstFailure =
+        "selective recomputation (the attention core) is priced for "
+        "decoders only: give --recompute none or full, or let the search "
+        "choose";
+    return search;
+  }
   func::FuncOp function = getModelFunction(model);
   int64_t batch = function ? getBatch(function) : 0;
   double memoryLimit = options.memoryLimitBytes.value_or(machine.memoryBytes);
@@ -2004,43 +2179,83 @@ MeshShardingSearch tessera::searchMeshShardings(
         if (zero > 0 && dp == 1 && zero != zeroStages.front())
           continue;
         for (int64_t m : microbatches) {
-          ++search.considered;
           int64_t zeroStage = dp > 1 ? zero : 0;
-          ShardingSolverOptions meshOptions =
-              getMeshSolverOptions(options, pp, m, zeroStage);
-          OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
-          llvm::Expected<StagedSolution> staged =
-              solveStages(*copy, machine, dp, tp, meshOptions, pp);
-          if (!staged) {
-            fail(llvm::toString(staged.takeError()));
-            continue;
-          }
-          const ShardingSolution &solution = staged->solution;
-          MeshShardingPlan plan{dp,
-                                tp,
-                                pp,
-                                m,
-                                zeroStage,
-                                solution.objectiveSeconds,
-                                solution.reshardBytes,
-                                solution.memoryBytes,
-                                solution.variables,
-                                solution.solveSeconds};
-          // A train step's memory is priced here (a forward's is the
-          // solver's).
-          if (options.training) {
-            priceTrainStep(plan, StageItems(getModelFunction(*copy), solution),
-                           staged->starts, machine);
-            if (plan.memoryBytes > memoryLimit) {
-              fail(llvm::formatv("dp={0} tp={1} pp={2} in {3} microbatches "
-                                 "holds {4:f3} GB on a device, over its "
-                                 "{5:f3} GB",
-                                 dp, tp, pp, m, plan.memoryBytes / 1e9,
-                                 memoryLimit / 1e9));
+          // Interleaved 1F1B runs two stages per rank, and needs the
+          // microbatches to be a multiple of the ranks.
+          for (int64_t v : {1, 2}) {
+            if (v == 2 && (pp == 1 || m % pp))
+              continue;
+            SmallVector<PipelineSchedule> schedules = {
+                PipelineSchedule::OneFOneB};
+            if (v == 2)
+              schedules = {PipelineSchedule::Interleaved};
+            else if (pp > 1)
+              schedules = {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
+                           PipelineSchedule::ZeroBubbleH1};
+            llvm::erase_if(schedules, [&](PipelineSchedule schedule) {
+              return pins.schedule && *pins.schedule != schedule;
+            });
+            if (schedules.empty())
+              continue;
+            ShardingSolverOptions meshOptions =
+                getMeshSolverOptions(options, pp, m, zeroStage);
+            OwningOpRef<ModuleOp> copy(cast<ModuleOp>(model->clone()));
+            llvm::Expected<StagedSolution> staged =
+                solveStages(*copy, machine, dp, tp, meshOptions, pp * v);
+            if (!staged) {
+              ++search.considered;
+              fail(llvm::toString(staged.takeError()));
               continue;
             }
+            const ShardingSolution &solution = staged->solution;
+            // A train step's memory is priced here (a forward's is the
+            // solver's), for each recomputation and schedule.
+            func::FuncOp solved = getModelFunction(*copy);
+            std::optional<StageItems> items;
+            SmallVector<int64_t> layerOf;
+            if (options.training) {
+              items.emplace(solved, solution, keptResults);
+              layerOf = getItemLayers(solved, *items);
+            }
+            for (Recompute recompute : {Recompute::None, Recompute::Full}) {
+              if ((pins.recompute && *pins.recompute != recompute) ||
+                  (recompute == Recompute::Full && !options.training))
+                continue;
+              for (PipelineSchedule schedule : schedules) {
+                ++search.considered;
+                MeshShardingPlan plan;
+                plan.dp = dp;
+                plan.tp = tp;
+                plan.pp = pp;
+                plan.microbatches = m;
+                plan.zero = zeroStage;
+                plan.schedule = schedule;
+                plan.virtualStages = v;
+                plan.recompute = recompute;
+                plan.stepSeconds = solution.objectiveSeconds;
+                plan.reshardBytes = solution.reshardBytes;
+                plan.memoryBytes = solution.memoryBytes;
+                plan.variables = solution.variables;
+                plan.solveSeconds = solution.solveSeconds;
+                if (items) {
+                  priceTrainStep(plan, *items, layerOf, staged->starts, machine,
+                                 solution.objectiveSeconds);
+                  if (plan.memoryBytes > memoryLimit) {
+                    fail(llvm::formatv(
+                        "dp={0} tp={1} pp={2} in {3} microbatches ({4}, "
+                        "recompute={5}) holds {6:f3} GB on a device, over "
+                        "its {7:f3} GB",
+                        dp, tp, pp, m,
+                        getEnumName(kPipelineScheduleNames, schedule),
+                        getEnumName(kRecomputeNames, recompute),
+                        plan.memoryBytes / 1e9, memoryLimit / 1e9));
+                    continue;
+                  }
+                }
+                search.plans.push_back(plan);
+              }
+            }
           }
-          search.plans.push_back(plan);
         }
       }
     }
@@ -2053,12 +2268,14 @@ MeshShardingSearch tessera::searchMeshShardings(
         devices, batch);
   // Fastest first; of plans as fast (to six digits: solves of one
   // program on one mesh differ in rounding), the fewest stages,
-  // microbatches and ZeRO stage, which the cost model prices no faster.
+  // microbatches and ZeRO stage, which the cost model prices no faster,
+  // then the least memory (1F1B before GPipe).
   auto key = [](const MeshShardingPlan &plan) {
     double scale = std::pow(
         10.0, 5 - std::floor(std::log10(std::max(plan.stepSeconds, 1e-300))));
     return std::make_tuple(std::round(plan.stepSeconds * scale) / scale,
-                           plan.pp, plan.microbatches, plan.zero);
+                           plan.pp, plan.microbatches, plan.zero,
+                           plan.memoryBytes);
   };
   llvm::stable_sort(search.plans,
                     [&](const MeshShardingPlan &a, const MeshShardingPlan &b) {

@@ -268,18 +268,20 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     return plan.takeError();
   options.mesh.clear();
   const PlanChoice &choice = plan->estimate.choice;
+  std::string recomputed =
+      choice.recompute == Recompute::None
+          ? std::string()
+          : " recompute=" +
+                getEnumName(kRecomputeNames, choice.recompute).str();
   if (const std::optional<MeshShardingPlan> &sharding = plan->sharding) {
     llvm::errs() << llvm::formatv(
-        "auto: dp={0} tp={1}{2}{3} zero={4}, every op sharded by the ILP "
+        "auto: dp={0} tp={1}{2} zero={3}{4}, every op sharded by the ILP "
         "({5}): predicted step {6:e3} s, {7:f1} MB of collectives, {8:f1} MB "
         "per device on {9} x {10} (of {11} plans)\n",
-        choice.dp, choice.tp, formatPipeline(choice),
-        choice.microbatches > 1 && choice.pp == 1
-            ? llvm::formatv(" microbatches={0}", choice.microbatches).str()
-            : std::string(),
-        choice.zero, plan->notGpt, sharding->stepSeconds,
-        sharding->reshardBytes / 1e6, sharding->memoryBytes / 1e6,
-        autoDevices.getValue(), machine->name, plan->considered);
+        choice.dp, choice.tp, formatPipeline(choice), choice.zero, recomputed,
+        plan->notGpt, sharding->stepSeconds, sharding->reshardBytes / 1e6,
+        sharding->memoryBytes / 1e6, autoDevices.getValue(), machine->name,
+        plan->considered);
     return llvm::Error::success();
   }
   llvm::errs() << llvm::formatv(
@@ -289,11 +291,7 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
       choice.sequenceParallel ? " sequence-parallel"
       : choice.layout == TensorLayout::Solved && choice.tp > 1 ? " layout=ilp"
                                                                : "",
-      formatPipeline(choice), getZeroName(choice),
-      choice.recompute == Recompute::None
-          ? std::string()
-          : " recompute=" +
-                getEnumName(kRecomputeNames, choice.recompute).str(),
+      formatPipeline(choice), getZeroName(choice), recomputed,
       plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
       autoDevices.getValue(), machine->name, plan->considered,
       getEnumName(kPrecisionNames, choice.precision));

@@ -193,8 +193,11 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   pins.zeroStages = {0, 1, 2, 3};
   if (pinZero.getNumOccurrences())
     pins.zeroStages = {static_cast<int64_t>(pinZero.getValue())};
-  MeshShardingSearch search = searchMeshShardings(
-      model, machine, planDevices, getPlanSolverOptions(model), pins);
+  pin(pinSchedule, pins.schedule);
+  pin(pinRecompute, pins.recompute);
+  MeshShardingSearch search = searchMeshShardings(model, machine, planDevices,
+                                                  getPlanSolverOptions(model),
+                                                  pins, getKeptResults(model));
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} plans "
       "considered, {5} with no sharding or stage cut that fits\n",
@@ -202,29 +205,31 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
       search.considered, search.failed);
   if (search.plans.empty())
     return reportError(search.firstFailure);
-  llvm::outs() << llvm::formatv("{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10} "
-                                "{7,14} {8,10} {9,10} {10,10}\n",
-                                "rank", "dp", "tp", "pp", "mb", "zero",
-                                "step (s)", "collect. (MB)", "mem (GB)",
-                                "variables", "solve (s)");
+  llvm::outs() << llvm::formatv(
+      "{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,-11} "
+      "{7,-9} {8,10} {9,14} {10,10} {11,10} "
+      "{12,10}\n",
+      "rank", "dp", "tp", "pp", "mb", "zero", "schedule", "recompute",
+      "step (s)", "collect. (MB)", "mem (GB)", "variables", "solve (s)");
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), search.plans.size());
   for (auto [rank, plan] :
        llvm::enumerate(ArrayRef(search.plans).take_front(shown)))
     llvm::outs() << llvm::formatv(
-        "{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,10:e3} {7,14:f1} {8,10} "
-        "{9,10} {10,10:f3}\n",
+        "{0,4} {1,5} {2,5} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,10:e3} "
+        "{9,14:f1} {10,10} {11,10} {12,10:f3}\n",
         rank + 1, plan.dp, plan.tp, plan.pp, plan.microbatches, plan.zero,
-        plan.stepSeconds, plan.reshardBytes / 1e6,
-        llvm::format("%.4g", plan.memoryBytes / 1e9), plan.variables,
-        plan.solveSeconds);
+        getEnumName(kPipelineScheduleNames, plan.schedule),
+        getEnumName(kRecomputeNames, plan.recompute), plan.stepSeconds,
+        plan.reshardBytes / 1e6, llvm::format("%.4g", plan.memoryBytes / 1e9),
+        plan.variables, plan.solveSeconds);
   if (!explainOps.empty()) {
     const MeshShardingPlan &best = search.plans.front();
     return explainPlanOps(model, machine, best.dp, best.tp,
                           getMeshSolverOptions(getPlanSolverOptions(model),
                                                best.pp, best.microbatches,
                                                best.zero),
-                          best.pp);
+                          best.getNumStages());
   }
   return 0;
 }

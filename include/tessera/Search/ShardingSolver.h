@@ -14,6 +14,7 @@
 #ifndef TESSERA_SEARCH_SHARDINGSOLVER_H
 #define TESSERA_SEARCH_SHARDINGSOLVER_H
 
+#include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/MachineModel.h"
 #include "tessera/Analysis/Sharding.h"
 
@@ -167,21 +168,30 @@ std::string describeChoice(const ShardingChoice &choice, dist::MeshOp mesh);
 /// One plan of per-op shardings: the model on `dist.mesh @mesh ["dp"=dp,
 /// "tp"=tp]`, both axes solved (the names are the plan's; the solver gives
 /// either axis to any dim), its step in `microbatches` and, with `pp`
-/// pipeline stages, solved and cut as applyMeshSharding does and run 1F1B
-/// along "pp".
+/// pipeline ranks, solved and cut into getNumStages() stages as
+/// applyMeshSharding does and run along "pp" on `schedule`.
 struct MeshShardingPlan {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
   /// The ZeRO stage over "dp" it was solved with.
   int64_t zero = 0;
+  /// The pipeline's schedule and stages per rank (2 for interleaved 1F1B).
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  int64_t virtualStages = 1;
+  /// What the backward recomputes: nothing, or (full) each layer as
+  /// --tessera-recompute finds them, from its input.
+  Recompute recompute = Recompute::None;
   /// The step: its compute and collectives one after the other (the
-  /// parameters' reshards once per microbatch); with stages, the slowest
-  /// stage's with 1F1B's bubble and the transfers between stages.
+  /// parameters' reshards once per microbatch, a third of each recomputed
+  /// layer's again); with stages, the slowest rank's with its schedule's
+  /// bubble and the transfers between stages.
   double stepSeconds = 0;
   /// The collectives' bytes; the fullest device's model state and
   /// activations (those of the microbatches its stage holds).
   double reshardBytes = 0, memoryBytes = 0;
   int64_t variables = 0;
   double solveSeconds = 0;
+
+  int64_t getNumStages() const { return pp * virtualStages; }
 };
 
 struct MeshShardingSearch {
@@ -199,14 +209,17 @@ struct MeshShardingPins {
   std::optional<int64_t> dp, tp, pp, microbatches;
   /// Each ZeRO stage searched where dp > 1 (the options' when empty).
   llvm::SmallVector<int64_t> zeroStages;
+  /// Selective recomputation is priced for decoders only (searchPlans).
+  std::optional<PipelineSchedule> schedule;
+  std::optional<Recompute> recompute;
 };
 
 /// The solver's options for one plan's mesh, with ZeRO at `zeroStage`:
-/// `options` as given for a step of one microbatch on one stage; with
-/// microbatches or stages, priced in `microbatches`, "dp" splitting the
-/// batch only (as they split it further) and the model state alone
-/// against the memory (the search prices the activations per microbatch
-/// held).
+/// `options` as given for a step of one microbatch on one stage; for a
+/// train step the model state alone against the memory (the search prices
+/// the activations as the step keeps them); with microbatches or stages,
+/// priced in `microbatches`, "dp" splitting the batch only (as they split
+/// it further).
 ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
                                            int64_t pp, int64_t microbatches,
                                            int64_t zeroStage);
@@ -214,15 +227,19 @@ ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
 /// Solves `model`'s function on every dp x tp x pp factorization of
 /// `devices` (each on a copy of the model, see applyMeshSharding), with
 /// each ZeRO stage and, for a train step, each number of microbatches
-/// dividing the batch on a device (its data arguments' first dim) and the
-/// pipelines of `pp` stages that its layer boundaries allow (solved in
-/// stages, see applyMeshSharding); of equally fast plans, the fewest
-/// stages, microbatches and ZeRO stage first.
-MeshShardingSearch searchMeshShardings(mlir::ModuleOp model,
-                                       const MachineModel &machine,
-                                       int64_t devices,
-                                       const ShardingSolverOptions &options,
-                                       const MeshShardingPins &pins = {});
+/// dividing the batch on a device (its data arguments' first dim), each
+/// recomputation (none, full) and the pipelines of `pp` ranks that its
+/// layer boundaries allow (solved in stages, see applyMeshSharding): GPipe,
+/// 1F1B and ZB-H1, and interleaved 1F1B in two stages per rank where the
+/// microbatches are a multiple of the ranks. A train step's activations
+/// are the results `keptResults` marks (getKeptResults; every result where
+/// empty). Of equally fast plans, the fewest stages, microbatches and ZeRO
+/// stage first, then the least memory.
+MeshShardingSearch
+searchMeshShardings(mlir::ModuleOp model, const MachineModel &machine,
+                    int64_t devices, const ShardingSolverOptions &options,
+                    const MeshShardingPins &pins = {},
+                    llvm::ArrayRef<uint64_t> keptResults = {});
 
 /// Puts `model` on `dist.mesh @mesh ["dp"=dp, "tp"=tp]` in place of its
 /// meshes and annotations, solves its function's shardings there and writes

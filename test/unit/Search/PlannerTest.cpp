@@ -801,6 +801,69 @@ TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
   }
 }
 
+TEST(PlannerTest, MeshSchedulesAndRecomputationArePricedAsCompiled) {
+  // The same on an MLP whose activations outweigh its state (a batch of
+  // 2048), under each schedule and recomputation: the activations the train
+  // step keeps (getKeptResults), the step's inputs, what a stage receives
+  // and sends, the backward's gradients and, recomputing, what each layer
+  // hands on and remakes. Within 8%: the backward's transients are an
+  // estimate.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  MlpConfig config;
+  config.layers = 8;
+  config.input = 256;
+  config.hidden = 256;
+  config.output = 256;
+  config.batch = 2048;
+  MachineModel machine = dgx();
+  machine.peakFlopsPerSecond["fp32"] = 66.9e12;
+  struct Mesh {
+    int64_t dp, tp, pp, microbatches;
+    PipelineSchedule schedule;
+    Recompute recompute;
+  };
+  using Schedule = PipelineSchedule;
+  for (Mesh mesh : {Mesh{1, 1, 1, 1, Schedule::OneFOneB, Recompute::None},
+                    Mesh{1, 1, 1, 1, Schedule::OneFOneB, Recompute::Full},
+                    Mesh{1, 2, 2, 2, Schedule::GPipe, Recompute::None},
+                    Mesh{1, 2, 2, 4, Schedule::ZeroBubbleH1, Recompute::None},
+                    Mesh{2, 1, 2, 4, Schedule::ZeroBubbleH1, Recompute::Full},
+                    Mesh{1, 1, 4, 4, Schedule::Interleaved, Recompute::None},
+                    Mesh{1, 1, 4, 8, Schedule::Interleaved, Recompute::Full}}) {
+    SCOPED_TRACE(
+        llvm::formatv("dp={0} tp={1} pp={2} m={3} {4} {5}", mesh.dp, mesh.tp,
+                      mesh.pp, mesh.microbatches,
+                      getEnumName(kPipelineScheduleNames, mesh.schedule),
+                      getEnumName(kRecomputeNames, mesh.recompute))
+            .str());
+    mlir::OwningOpRef<mlir::ModuleOp> module = buildMlp(&context, config);
+    CompileOptions options;
+    options.train = Optimizer::AdamW;
+    SearchPins pins;
+    pins.dp = mesh.dp;
+    pins.tp = mesh.tp;
+    pins.pp = mesh.pp;
+    pins.microbatches = mesh.microbatches;
+    pins.schedule = mesh.schedule;
+    pins.recompute = mesh.recompute;
+    pins.zero = 0;
+    llvm::Expected<AutoPlan> plan = applyAutoPlan(
+        *module, machine, mesh.dp * mesh.tp * mesh.pp, pins, options);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    EXPECT_EQ(options.schedule.getValue(), mesh.schedule);
+    EXPECT_EQ(options.recompute.getValue(), mesh.recompute);
+    runtime::Expected<plan::Plan> compiled =
+        compileModel(context, *module, options);
+    ASSERT_TRUE(compiled.ok());
+    double arena = 0;
+    for (const plan::Program &program : compiled->programs())
+      arena = std::max<double>(arena, program.arena_bytes());
+    EXPECT_NEAR(plan->estimate.peakMemoryBytes, arena, 0.08 * arena);
+  }
+}
+
 TEST(PlannerTest, KeepingTheForwardsGathersTradesMemoryForTraffic) {
   ModelShape model = gpt3();
   PlanChoice choice;
