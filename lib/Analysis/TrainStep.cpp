@@ -105,3 +105,57 @@ bool tessera::isMasterWeight(BlockArgument param) {
   }
   return updated && read;
 }
+
+llvm::SmallVector<llvm::SetVector<Operation *>>
+tessera::getAttentionCores(const llvm::SetVector<Operation *> &forward) {
+  llvm::SmallVector<llvm::SetVector<Operation *>> cores;
+  for (Operation *op : forward) {
+    auto softmax = dyn_cast<nn::SoftmaxOp>(op);
+    if (!softmax)
+      continue;
+    llvm::SetVector<Operation *> core;
+    core.insert(softmax);
+    Operation *producer = softmax.getInput().getDefiningOp();
+    while (producer && forward.contains(producer)) {
+      core.insert(producer);
+      if (isa<nn::DotOp>(producer))
+        break;
+      // Follow the one input that is not a constant.
+      Operation *next = nullptr;
+      for (Value operand : producer->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && isa<nn::ConstantOp>(def))
+          continue;
+        if (next || !def) {
+          next = nullptr;
+          break;
+        }
+        next = def;
+      }
+      producer = next;
+    }
+    if (!producer || !isa<nn::DotOp>(producer))
+      continue;
+    // Attention weighs values by the probabilities; a softmax that feeds
+    // no product (a loss's) is not a core. The probabilities may reach it
+    // through sharding constraints (an annotated layout).
+    bool weighs = false;
+    SmallVector<Operation *> readers(softmax->getUsers());
+    while (!readers.empty()) {
+      Operation *user = readers.pop_back_val();
+      if (!forward.contains(user))
+        continue;
+      if (isa<dist::ShardingConstraintOp>(user)) {
+        core.insert(user);
+        readers.append(user->user_begin(), user->user_end());
+      } else if (isa<nn::DotOp>(user)) {
+        core.insert(user);
+        weighs = true;
+      }
+    }
+    if (!weighs)
+      continue;
+    cores.push_back(std::move(core));
+  }
+  return cores;
+}

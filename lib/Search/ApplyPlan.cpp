@@ -107,8 +107,9 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
   meshPins.zeroStages = {0, 1, 2, 3};
   if (pins.zero)
     meshPins.zeroStages = {*pins.zero};
-  MeshShardingSearch search = searchMeshShardings(
-      module, machine, devices, solver, meshPins, getKeptResults(module));
+  MeshShardingSearch search =
+      searchMeshShardings(module, machine, devices, solver, meshPins,
+                          getTrainStepActivations(module));
   if (search.considered == 0)
     return llvm::createStringError(search.firstFailure);
   if (search.plans.empty())

@@ -151,7 +151,7 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
   return std::pair(std::move(kept), blockBytes / blocks.size());
 }
 
-SmallVector<uint64_t> tessera::getKeptResults(ModuleOp module) {
+TrainStepActivations tessera::getTrainStepActivations(ModuleOp module) {
   func::FuncOp function = getModelFunction(module);
   if (!function)
     return {};
@@ -163,14 +163,17 @@ SmallVector<uint64_t> tessera::getKeptResults(ModuleOp module) {
   pm.addPass(createTrainStepPass());
   if (mlir::failed(pm.run(*copy)))
     return {};
-  // The train step begins with the model's ops, in their order; what comes
-  // after is its backward and its updates.
+  // The train step begins with the model's ops, in their order; then come
+  // its backward and the optimizer's updates.
   func::FuncOp step = getModelFunction(*copy);
   SmallVector<Operation *> stepOps;
-  for (Operation &op : step.front().without_terminator())
+  DenseMap<Operation *, int64_t> position;
+  for (Operation &op : step.front()) {
+    position[&op] = stepOps.size();
     stepOps.push_back(&op);
+  }
   int64_t modelOps = llvm::range_size(function.front().without_terminator());
-  if (static_cast<int64_t>(stepOps.size()) < modelOps)
+  if (static_cast<int64_t>(stepOps.size()) <= modelOps)
     return {};
   DenseMap<Operation *, int64_t> index;
   for (Operation *op : ArrayRef(stepOps).take_front(modelOps))
@@ -180,30 +183,76 @@ SmallVector<uint64_t> tessera::getKeptResults(ModuleOp module) {
         return {};
       index.try_emplace(op, index.size());
     }
-  SmallVector<uint64_t> kept(ops.size(), 0);
-  DenseSet<Operation *> backward(stepOps.begin() + modelOps, stepOps.end());
+  // The model op that made `value` (through annotations), if any.
+  auto getProducer = [&](Value value) -> std::optional<OpResult> {
+    while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
+           value.getDefiningOp()->getNumOperands() > 0)
+      value = value.getDefiningOp()->getOperand(0);
+    auto producer = dyn_cast<OpResult>(value);
+    if (!producer || !index.count(producer.getOwner()))
+      return std::nullopt;
+    return producer;
+  };
+  TrainStepActivations activations;
+  activations.kept.assign(ops.size(), 0);
   for (Operation *op : ArrayRef(stepOps).take_front(modelOps)) {
     // A constant is the program's, not an activation buffer.
     if (op->hasTrait<OpTrait::ConstantLike>())
       continue;
     for (Value result : op->getResults()) {
-      if (llvm::none_of(result.getUsers(), [&](Operation *user) {
-            return backward.contains(user);
-          }))
-        continue;
-      // An annotation's result is its input as the model's op made it.
-      Value value = result;
-      while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
-             value.getDefiningOp()->getNumOperands() > 0)
-        value = value.getDefiningOp()->getOperand(0);
-      auto producer = dyn_cast<OpResult>(value);
-      if (producer && index.count(producer.getOwner()) &&
-          producer.getResultNumber() < 64)
-        kept[index.lookup(producer.getOwner())] |=
-            uint64_t(1) << producer.getResultNumber();
+      bool read = llvm::any_of(result.getUsers(), [&](Operation *user) {
+        return position.lookup(user) >= modelOps;
+      });
+      if (std::optional<OpResult> producer = getProducer(result);
+          read && producer && producer->getResultNumber() < 64)
+        activations.kept[index.lookup(producer->getOwner())] |=
+            uint64_t(1) << producer->getResultNumber();
     }
   }
-  return kept;
+  // The updates (what the results the step marks nn.updates return) and
+  // what they read live to the end: the gradients the plan prices as state.
+  Operation *terminator = step.front().getTerminator();
+  int64_t updates = stepOps.size() - 1;
+  for (OpOperand &operand : terminator->getOpOperands())
+    if (step.getResultAttr(operand.getOperandNumber(), "nn.updates"))
+      if (Operation *def = operand.get().getDefiningOp())
+        updates = std::min(updates, position.lookup(def));
+  // The backward, in order: what it makes lives to its last reader; each
+  // op runs the part of the model op whose values it last read.
+  double live = 0;
+  int64_t part = ops.size() - 1;
+  std::multimap<int64_t, double> frees;
+  for (int64_t i = modelOps; i < updates; ++i) {
+    Operation *op = stepOps[i];
+    TrainStepActivations::BackwardOp &traced =
+        activations.backward.emplace_back();
+    DenseSet<Value> read;
+    for (Value operand : op->getOperands()) {
+      std::optional<OpResult> producer = getProducer(operand);
+      if (!producer || !read.insert(operand).second)
+        continue;
+      part = index.lookup(producer->getOwner());
+      if (llvm::all_of(operand.getUsers(), [&](Operation *user) {
+            return position.lookup(user) <= i;
+          }))
+        traced.freed.emplace_back(part, getValueBytes(operand));
+    }
+    for (Value result : op->getResults()) {
+      int64_t last = i;
+      for (Operation *user : result.getUsers())
+        last = std::max(last, position.lookup(user));
+      if (last >= updates)
+        continue;
+      live += getValueBytes(result);
+      frees.emplace(last, getValueBytes(result));
+    }
+    traced.part = part;
+    traced.liveBytes = live;
+    for (auto range = frees.equal_range(i); range.first != range.second;
+         ++range.first)
+      live -= range.first->second;
+  }
+  return activations;
 }
 
 namespace {

@@ -1705,29 +1705,36 @@ struct StageItems {
   SmallVector<double> largestParameterBytes;
   /// The bytes per device of what the item passes to the next.
   SmallVector<double> outputBytes;
-  /// Its largest value: the backward holds its gradient, and the one it
-  /// makes from it, beside what the forward kept.
-  SmallVector<double> largestValueBytes;
+  /// What its backward holds beside what the forward kept (gradients and
+  /// temporaries), at most: as a step frees the kept values at their last
+  /// reader (less what it has freed of the item's own), and as a pipeline
+  /// holds them (each in a buffer of its own for the whole schedule).
+  SmallVector<double> transientBytes, pipelinedTransientBytes;
   /// The data arguments it reads first (the step's inputs, held whole).
   SmallVector<double> inputBytes;
   /// What the weight gradients of its ops that read a parameter read: their
   /// data operands (held to ZB-H1's W unit), and the gradients of their
   /// results (made by the B unit for W).
   SmallVector<double> weightReadBytes, weightMadeBytes;
+  /// What selective recomputation remakes of its attention cores
+  /// (getAttentionCores): the values the backward reads and the rest of the
+  /// forward does not, their ops' step, and its largest core's values.
+  SmallVector<double> coreBytes, coreSeconds, largestCoreBytes;
   /// The item of each op that reads the data.
   DenseMap<Operation *, int64_t> itemOf;
 
-  /// `kept`: per model op of the function (getKeptResults), the results
-  /// the backward reads, which are an item's activations; every result
-  /// where empty.
+  /// `activations`: per model op of the function, the results the
+  /// backward reads, which are an item's activations, and what its
+  /// backward holds beside them, scaled by the op's split; where empty,
+  /// every result, and twice the item's largest value.
   StageItems(func::FuncOp function, const ShardingSolution &solution,
-             ArrayRef<uint64_t> kept = {});
+             const TrainStepActivations &activations = {});
   size_t size() const { return starts.size(); }
 };
 } // namespace
 
 StageItems::StageItems(func::FuncOp function, const ShardingSolution &solution,
-                       ArrayRef<uint64_t> kept) {
+                       const TrainStepActivations &activations) {
   // The ops that read the data (not what parameters and constants alone
   // make), as findRepeatedBlocks reads them.
   DenseSet<Value> data;
@@ -1762,7 +1769,13 @@ StageItems::StageItems(func::FuncOp function, const ShardingSolution &solution,
   weightReadBytes.assign(items, 0);
   weightMadeBytes.assign(items, 0);
   inputBytes.assign(items, 0);
-  largestValueBytes.assign(items, 0);
+  transientBytes.assign(items, 0);
+  pipelinedTransientBytes.assign(items, 0);
+  // Per item, its values' bytes on a device and whole.
+  SmallVector<std::pair<double, double>> shares(items);
+  coreBytes.assign(items, 0);
+  coreSeconds.assign(items, 0);
+  largestCoreBytes.assign(items, 0);
   // The bytes per device of each value the data ops read.
   DenseMap<Value, double> valueBytes;
   for (const ShardingChoice &choice : solution.choices) {
@@ -1778,8 +1791,8 @@ StageItems::StageItems(func::FuncOp function, const ShardingSolution &solution,
     if (!isa<dist::DistDialect>(op.getDialect()))
       modelOps.push_back(&op);
   DenseMap<Operation *, uint64_t> keptOf;
-  if (modelOps.size() == kept.size())
-    for (auto [op, results] : llvm::zip(modelOps, kept))
+  if (modelOps.size() == activations.kept.size())
+    for (auto [op, results] : llvm::zip(modelOps, activations.kept))
       keptOf[op] = results;
   auto isKept = [&](Value value) {
     auto result = dyn_cast<OpResult>(value);
@@ -1812,8 +1825,17 @@ StageItems::StageItems(func::FuncOp function, const ShardingSolution &solution,
     int64_t item = itemOf.lookup(op);
     add(choice, item);
     activationBytes[item] += getKeptBytes(choice);
-    largestValueBytes[item] =
-        std::max(largestValueBytes[item], choice.resultBytes);
+    // Without the measured backward: its gradient, and the one made of it.
+    if (keptOf.empty()) {
+      transientBytes[item] =
+          std::max(transientBytes[item], 2 * choice.resultBytes);
+      pipelinedTransientBytes[item] = transientBytes[item];
+    }
+    // The share of its values a device holds.
+    shares[item].first += choice.resultBytes;
+    for (Value result : op->getResults())
+      if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+        shares[item].second += type.getNumElements() * getElementBytes(type);
     if (llvm::any_of(op->getOperands(), [](Value value) {
           return !getParamName(value).empty();
         })) {
@@ -1856,6 +1878,45 @@ StageItems::StageItems(func::FuncOp function, const ShardingSolution &solution,
       inputBytes[item] += choice->resultBytes;
     }
     add(*choice, item);
+  }
+  // The backward measured: what it holds beside the kept values while it
+  // runs an item's part, less what it has freed of the item's own.
+  if (!keptOf.empty()) {
+    SmallVector<double> freed(items, 0);
+    for (const TrainStepActivations::BackwardOp &op : activations.backward) {
+      for (auto [made, bytes] : op.freed)
+        if (auto it = itemOf.find(modelOps[made]); it != itemOf.end())
+          freed[it->second] += bytes;
+      auto it = itemOf.find(modelOps[op.part]);
+      if (it == itemOf.end())
+        continue;
+      int64_t item = it->second;
+      auto [device, whole] = shares[item];
+      double share = whole > 0 ? device / whole : 1;
+      transientBytes[item] =
+          std::max(transientBytes[item], (op.liveBytes - freed[item]) * share);
+      pipelinedTransientBytes[item] =
+          std::max(pipelinedTransientBytes[item], op.liveBytes * share);
+    }
+  }
+  llvm::SetVector<Operation *> forward = getForwardOps(function);
+  for (const llvm::SetVector<Operation *> &core : getAttentionCores(forward)) {
+    double bytes = 0;
+    for (Operation *op : core) {
+      bool handedOn = llvm::any_of(op->getUsers(), [&](Operation *user) {
+        return forward.contains(user) && !core.contains(user);
+      });
+      const ShardingChoice *choice = choiceOf.lookup(op);
+      auto it = itemOf.find(op);
+      if (handedOn || !choice || it == itemOf.end())
+        continue;
+      coreBytes[it->second] += getKeptBytes(*choice);
+      coreSeconds[it->second] += choice->seconds + choice->edgeSeconds;
+      bytes += getKeptBytes(*choice);
+    }
+    if (auto it = itemOf.find(core.front()); it != itemOf.end())
+      largestCoreBytes[it->second] =
+          std::max(largestCoreBytes[it->second], bytes);
   }
 }
 
@@ -2034,6 +2095,7 @@ static void priceTrainStep(MeshShardingPlan &plan, const StageItems &items,
                            double objectiveSeconds) {
   int64_t pp = plan.pp, m = plan.microbatches, stages = plan.getNumStages();
   bool full = plan.recompute == Recompute::Full;
+  bool selective = plan.recompute == Recompute::Selective;
   bool weightApart = plan.schedule == PipelineSchedule::ZeroBubbleH1;
   // Stage s holds items [cuts[s], cuts[s + 1]).
   SmallVector<int64_t> cuts = {0};
@@ -2059,19 +2121,39 @@ static void priceTrainStep(MeshShardingPlan &plan, const StageItems &items,
     double kept = 0, read = 0, handedOn = 0, remadeRead = 0, made = 0;
     if (stage > 0)
       kept = read = items.outputBytes[cuts[stage] - 1] / m;
-    double layerBytes = 0;
+    // The backward runs each item's part beside what it remakes for it (the
+    // item's recomputed layer, its piece on this stage, or its largest
+    // attention core), having freed what the later items kept (a pipeline
+    // keeps them to the end of its schedule).
+    SmallVector<double> keptAfter(items.size(), 0);
+    double after = 0;
+    for (int64_t item = cuts[stage + 1] - 2; item >= cuts[stage]; --item) {
+      if (!full || layerOf[item + 1] < 0)
+        after += items.activationBytes[item + 1] / m;
+      keptAfter[item] = after;
+    }
+    double layerBytes = 0, layerTransient = 0;
     for (int64_t item = cuts[stage]; item < cuts[stage + 1]; ++item) {
       price.seconds += items.seconds[item];
       price.state += items.stateBytes[item] + items.inputBytes[item];
       price.gradient =
           std::max(price.gradient, items.largestParameterBytes[item]);
       made += items.weightMadeBytes[item] / m;
-      price.transient =
-          std::max(price.transient, 2 * items.largestValueBytes[item] / m);
+      double transient = pp > 1
+                             ? items.pipelinedTransientBytes[item] / m
+                             : items.transientBytes[item] / m - keptAfter[item];
       bool remade = full && layerOf[item] >= 0;
       if (!remade) {
         kept += items.activationBytes[item] / m;
         read += items.weightReadBytes[item] / m;
+        if (selective) {
+          // The attention cores' values are remade, one core at a time.
+          kept -= items.coreBytes[item] / m;
+          recomputed += items.coreSeconds[item] / 3;
+          price.seconds += items.coreSeconds[item] / 3;
+          transient += items.largestCoreBytes[item] / m;
+        }
+        price.transient = std::max(price.transient, transient);
         continue;
       }
       // A third of the item's step again: its forward.
@@ -2079,11 +2161,13 @@ static void priceTrainStep(MeshShardingPlan &plan, const StageItems &items,
       price.seconds += items.seconds[item] / 3;
       remadeRead += items.weightReadBytes[item] / m;
       layerBytes += items.activationBytes[item] / m;
+      layerTransient = std::max(layerTransient, transient);
       // The layer (its piece on this stage) ends here.
       if (item + 1 == cuts[stage + 1] || layerOf[item + 1] != layerOf[item]) {
         handedOn += items.outputBytes[item] / m;
-        price.transient = std::max(price.transient, layerBytes);
-        layerBytes = 0;
+        price.transient =
+            std::max(price.transient, layerBytes + layerTransient);
+        layerBytes = layerTransient = 0;
       }
     }
     // What the stage sends the next, per microbatch.
@@ -2138,7 +2222,7 @@ static void priceTrainStep(MeshShardingPlan &plan, const StageItems &items,
 MeshShardingSearch tessera::searchMeshShardings(
     ModuleOp model, const MachineModel &machine, int64_t devices,
     const ShardingSolverOptions &options, const MeshShardingPins &pins,
-    ArrayRef<uint64_t> keptResults) {
+    const TrainStepActivations &activations) {
   MeshShardingSearch search;
   SmallVector<int64_t> zeroStages(pins.zeroStages);
   if (zeroStages.empty())
@@ -2151,14 +2235,18 @@ MeshShardingSearch tessera::searchMeshShardings(
     if (search.firstFailure.empty())
       search.firstFailure = std::move(reason);
   };
-  if (pins.recompute == Recompute::Selective) {
+  func::FuncOp function = getModelFunction(model);
+  // Selective recomputation remakes attention cores; without one it is no
+  // plan of its own.
+  bool hasCores =
+      function && !getAttentionCores(getForwardOps(function)).empty();
+  if (pins.recompute == Recompute::Selective && !hasCores) {
     search.firstFailure =
-        "selective recomputation (the attention core) is priced for "
-        "decoders only: give --recompute none or full, or let the search "
-        "choose";
+        "selective recomputation finds no attention core (a product, softmax "
+        "and product) in the model: give --recompute none or full, or let "
+        "the search choose";
     return search;
   }
-  func::FuncOp function = getModelFunction(model);
   int64_t batch = function ? getBatch(function) : 0;
   double memoryLimit = options.memoryLimitBytes.value_or(machine.memoryBytes);
   for (int64_t dp = 1; dp <= devices; ++dp) {
@@ -2214,12 +2302,14 @@ MeshShardingSearch tessera::searchMeshShardings(
             std::optional<StageItems> items;
             SmallVector<int64_t> layerOf;
             if (options.training) {
-              items.emplace(solved, solution, keptResults);
+              items.emplace(solved, solution, activations);
               layerOf = getItemLayers(solved, *items);
             }
-            for (Recompute recompute : {Recompute::None, Recompute::Full}) {
+            for (Recompute recompute :
+                 {Recompute::None, Recompute::Selective, Recompute::Full}) {
               if ((pins.recompute && *pins.recompute != recompute) ||
-                  (recompute == Recompute::Full && !options.training))
+                  (recompute != Recompute::None && !options.training) ||
+                  (recompute == Recompute::Selective && !hasCores))
                 continue;
               for (PipelineSchedule schedule : schedules) {
                 ++search.considered;

@@ -195,9 +195,9 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
     pins.zeroStages = {static_cast<int64_t>(pinZero.getValue())};
   pin(pinSchedule, pins.schedule);
   pin(pinRecompute, pins.recompute);
-  MeshShardingSearch search = searchMeshShardings(model, machine, planDevices,
-                                                  getPlanSolverOptions(model),
-                                                  pins, getKeptResults(model));
+  MeshShardingSearch search = searchMeshShardings(
+      model, machine, planDevices, getPlanSolverOptions(model), pins,
+      getTrainStepActivations(model));
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} plans "
       "considered, {5} with no sharding or stage cut that fits\n",

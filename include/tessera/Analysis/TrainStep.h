@@ -45,6 +45,14 @@ mlir::BlockArgument getFlatBuffer(mlir::Value value);
 /// 16-bit float type. The ZeRO paper counts it in the optimizer state.
 bool isMasterWeight(mlir::BlockArgument param);
 
+/// The attention cores of a forward pass (its ops in program order): each
+/// nn.softmax with the chain that makes its input from a product (nn.dot
+/// of queries and keys, through one-input ops and ops whose other inputs
+/// are constants: scaling, masks), and the products that read its
+/// probabilities. What selective recomputation remakes.
+llvm::SmallVector<llvm::SetVector<mlir::Operation *>>
+getAttentionCores(const llvm::SetVector<mlir::Operation *> &forward);
+
 } // namespace tessera
 
 #endif // TESSERA_ANALYSIS_TRAINSTEP_H

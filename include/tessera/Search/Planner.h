@@ -137,12 +137,10 @@ struct CollectiveUse {
   int64_t count = 1;
 };
 
-/// Per model op of `module`'s function (its body's ops in program order,
-/// the dist dialect's aside), a mask of its results (the first 64) that
-/// its train step's backward reads: what the forward keeps, nothing
-/// recomputed. Empty where no train step is built of it.
+/// What the train step built from `module` holds for its backward
+/// (TrainStepActivations); empty where none is built of it.
 /// searchMeshShardings prices activations by it.
-llvm::SmallVector<uint64_t> getKeptResults(mlir::ModuleOp module);
+TrainStepActivations getTrainStepActivations(mlir::ModuleOp module);
 
 /// The sharding solver's options for the layout of `choice`
 /// (TensorLayout::Solved) of `model`: a train step's in its precision (its

@@ -177,8 +177,9 @@ struct MeshShardingPlan {
   /// The pipeline's schedule and stages per rank (2 for interleaved 1F1B).
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   int64_t virtualStages = 1;
-  /// What the backward recomputes: nothing, or (full) each layer as
-  /// --tessera-recompute finds them, from its input.
+  /// What the backward recomputes, as --tessera-recompute finds it:
+  /// nothing, the attention cores (selective) or each layer from its input
+  /// (full).
   Recompute recompute = Recompute::None;
   /// The step: its compute and collectives one after the other (the
   /// parameters' reshards once per microbatch, a third of each recomputed
@@ -192,6 +193,26 @@ struct MeshShardingPlan {
   double solveSeconds = 0;
 
   int64_t getNumStages() const { return pp * virtualStages; }
+};
+
+/// What a model's train step holds for its backward, measured on the step
+/// built from it (getTrainStepActivations), per model op of its function
+/// (its body's ops in program order, the dist dialect's aside).
+struct TrainStepActivations {
+  /// The op's results (the first 64) that the backward reads: what the
+  /// forward keeps, nothing recomputed.
+  llvm::SmallVector<uint64_t> kept;
+  /// The backward, op by op, on one device, unsharded: the model op whose
+  /// part it runs (the last whose kept values it read), the bytes of its
+  /// own values live there (gradients and temporaries, not the parameters'
+  /// gradients it hands the optimizer), and the kept values whose last
+  /// reader it is, by model op.
+  struct BackwardOp {
+    int64_t part = 0;
+    double liveBytes = 0;
+    llvm::SmallVector<std::pair<int64_t, double>> freed;
+  };
+  llvm::SmallVector<BackwardOp> backward;
 };
 
 struct MeshShardingSearch {
@@ -209,7 +230,6 @@ struct MeshShardingPins {
   std::optional<int64_t> dp, tp, pp, microbatches;
   /// Each ZeRO stage searched where dp > 1 (the options' when empty).
   llvm::SmallVector<int64_t> zeroStages;
-  /// Selective recomputation is priced for decoders only (searchPlans).
   std::optional<PipelineSchedule> schedule;
   std::optional<Recompute> recompute;
 };
@@ -228,18 +248,20 @@ ShardingSolverOptions getMeshSolverOptions(const ShardingSolverOptions &options,
 /// `devices` (each on a copy of the model, see applyMeshSharding), with
 /// each ZeRO stage and, for a train step, each number of microbatches
 /// dividing the batch on a device (its data arguments' first dim), each
-/// recomputation (none, full) and the pipelines of `pp` ranks that its
-/// layer boundaries allow (solved in stages, see applyMeshSharding): GPipe,
-/// 1F1B and ZB-H1, and interleaved 1F1B in two stages per rank where the
-/// microbatches are a multiple of the ranks. A train step's activations
-/// are the results `keptResults` marks (getKeptResults; every result where
-/// empty). Of equally fast plans, the fewest stages, microbatches and ZeRO
-/// stage first, then the least memory.
+/// recomputation (none, selective where the model has an attention core,
+/// full) and the pipelines of `pp` ranks that its layer boundaries allow
+/// (solved in stages, see applyMeshSharding): GPipe, 1F1B and ZB-H1, and
+/// interleaved 1F1B in two stages per rank where the microbatches are a
+/// multiple of the ranks. A train step's activations are what
+/// `activations` measures (where empty: every result kept, and the
+/// backward holding twice an op's largest value beside them). Of equally
+/// fast plans, the fewest stages, microbatches and ZeRO stage first, then
+/// the least memory.
 MeshShardingSearch
 searchMeshShardings(mlir::ModuleOp model, const MachineModel &machine,
                     int64_t devices, const ShardingSolverOptions &options,
                     const MeshShardingPins &pins = {},
-                    llvm::ArrayRef<uint64_t> keptResults = {});
+                    const TrainStepActivations &activations = {});
 
 /// Puts `model` on `dist.mesh @mesh ["dp"=dp, "tp"=tp]` in place of its
 /// meshes and annotations, solves its function's shardings there and writes

@@ -48,55 +48,6 @@ void addOwnInputs(MutableArrayRef<Group> groups,
         group.insert(op);
 }
 
-/// The attention cores of the forward pass: each nn.softmax with the chain
-/// that makes its input from a product (nn.dot of queries and keys, through
-/// one-input ops and ops whose other inputs are constants: scaling, masks),
-/// and the products that read its probabilities.
-SmallVector<Group>
-getAttentionCores(const llvm::SetVector<Operation *> &forward) {
-  SmallVector<Group> cores;
-  for (Operation *op : forward) {
-    auto softmax = dyn_cast<nn::SoftmaxOp>(op);
-    if (!softmax)
-      continue;
-    Group core;
-    core.insert(softmax);
-    Operation *producer = softmax.getInput().getDefiningOp();
-    while (producer && forward.contains(producer)) {
-      core.insert(producer);
-      if (isa<nn::DotOp>(producer))
-        break;
-      // Follow the one input that is not a constant.
-      Operation *next = nullptr;
-      for (Value operand : producer->getOperands()) {
-        Operation *def = operand.getDefiningOp();
-        if (def && isa<nn::ConstantOp>(def))
-          continue;
-        if (next || !def) {
-          next = nullptr;
-          break;
-        }
-        next = def;
-      }
-      producer = next;
-    }
-    if (!producer || !isa<nn::DotOp>(producer))
-      continue;
-    // Attention weighs values by the probabilities; a softmax that feeds
-    // no product (a loss's) is not a core.
-    bool weighs = false;
-    for (Operation *user : softmax->getUsers())
-      if (forward.contains(user) && isa<nn::DotOp>(user)) {
-        core.insert(user);
-        weighs = true;
-      }
-    if (!weighs)
-      continue;
-    cores.push_back(std::move(core));
-  }
-  return cores;
-}
-
 /// The layers of the forward pass (its ops that read the data, `ops`),
 /// found by its structure: its repeated
 /// blocks (findRepeatedBlocks), or where nothing repeats, its runs of ops

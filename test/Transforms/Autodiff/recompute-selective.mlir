@@ -31,3 +31,26 @@ func.func @attention(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>,
   %dv = nn.dot %p, %do batching_dims = [0] x [0] contracting_dims = [1] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %dv, %l : tensor<2x4x8xf32>, tensor<f32>
 }
+
+// An annotated layout puts sharding constraints between the core's ops:
+// the probabilities reach the product through one, and the core (with the
+// constraints inside it) is found and remade all the same.
+// CHECK-LABEL: func.func @constrained
+// CHECK: %[[CP:.+]] = dist.sharding_constraint
+// CHECK: nn.dot %[[CP]], %arg2
+// CHECK: %[[CS2:.+]] = nn.dot %arg0, %arg1
+// CHECK-NEXT: %[[CP2:.+]] = nn.softmax %[[CS2]] dim = 2
+// CHECK-NEXT: %[[CC2:.+]] = dist.sharding_constraint %[[CP2]]
+// CHECK-NEXT: nn.dot %[[CC2]], %arg3
+dist.mesh @mesh ["tp"=2]
+func.func @constrained(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>,
+                       %v: tensor<2x4x8xf32>, %do: tensor<2x4x8xf32>)
+    -> (tensor<2x4x8xf32> {nn.updates = 2 : i64}, tensor<f32>) {
+  %s = nn.dot %q, %k batching_dims = [0] x [0] contracting_dims = [2] x [2] : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %s dim = 2 : tensor<2x4x4xf32>
+  %cp = dist.sharding_constraint %p <@mesh, [{"tp"}, {}, {}]> : tensor<2x4x4xf32>
+  %o = nn.dot %cp, %v batching_dims = [0] x [0] contracting_dims = [2] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %l = nn.reduce_sum %o dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  %dv = nn.dot %cp, %do batching_dims = [0] x [0] contracting_dims = [1] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %dv, %l : tensor<2x4x8xf32>, tensor<f32>
+}

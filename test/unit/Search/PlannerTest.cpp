@@ -756,7 +756,8 @@ TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
   // without: the device that holds the most, as the search prices it
   // (model state, the largest gradient beside the stored ones, activations
   // per microbatch held), against the compiled plan's largest arena,
-  // within 2%.
+  // within 4% (over by the gradients a step does not hold yet at its
+  // peak).
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -797,17 +798,18 @@ TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
     double arena = 0;
     for (const plan::Program &program : compiled->programs())
       arena = std::max<double>(arena, program.arena_bytes());
-    EXPECT_NEAR(plan->estimate.peakMemoryBytes, arena, 0.02 * arena);
+    EXPECT_NEAR(plan->estimate.peakMemoryBytes, arena, 0.04 * arena);
   }
 }
 
 TEST(PlannerTest, MeshSchedulesAndRecomputationArePricedAsCompiled) {
   // The same on an MLP whose activations outweigh its state (a batch of
-  // 2048), under each schedule and recomputation: the activations the train
-  // step keeps (getKeptResults), the step's inputs, what a stage receives
-  // and sends, the backward's gradients and, recomputing, what each layer
-  // hands on and remakes. Within 8%: the backward's transients are an
-  // estimate.
+  // 2048), under each schedule and recomputation: what the built train
+  // step keeps and holds while its backward runs (getTrainStepActivations),
+  // the step's inputs, what a stage receives and sends and, recomputing,
+  // what each layer hands on and remakes. Under by 4% at most; over by up
+  // to 16% where the search holds every gradient and remade layer at once,
+  // which the compiled step does not.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -860,7 +862,8 @@ TEST(PlannerTest, MeshSchedulesAndRecomputationArePricedAsCompiled) {
     double arena = 0;
     for (const plan::Program &program : compiled->programs())
       arena = std::max<double>(arena, program.arena_bytes());
-    EXPECT_NEAR(plan->estimate.peakMemoryBytes, arena, 0.08 * arena);
+    EXPECT_GE(plan->estimate.peakMemoryBytes, 0.96 * arena);
+    EXPECT_LE(plan->estimate.peakMemoryBytes, 1.16 * arena);
   }
 }
 
