@@ -3,8 +3,11 @@
 #include "tessera/Search/ApplyPlan.h"
 
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Pipelines/Pipelines.h"
+#include "tessera/Support/Location.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -93,6 +96,45 @@ tessera::getAutoShardOptions(ModuleOp module, const CompileOptions &options) {
   return solver;
 }
 
+std::optional<std::string> tessera::getMicrobatchFailure(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  std::optional<std::string> failure;
+  ScopedDiagnosticHandler first(copy->getContext(), [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error && !failure) {
+      failure = formatLocation(diag.getLocation()) + ": " + diag.str();
+    }
+    return success();
+  });
+  CompileOptions options;
+  options.train = Optimizer::Sgd;
+  options.microbatches = 2;
+  PassManager pm(copy->getContext());
+  buildShardingPipeline(pm, options);
+  if (mlir::succeeded(pm.run(*copy)))
+    return std::nullopt;
+  return failure ? failure : std::string("the sharding passes failed");
+}
+
+llvm::Expected<MeshShardingPins>
+tessera::getMeshShardingPins(ModuleOp module, const SearchPins &pins) {
+  MeshShardingPins mesh{pins.dp,           pins.tp, pins.pp,
+                        pins.microbatches, {},      pins.schedule,
+                        pins.recompute};
+  mesh.zeroStages = {0, 1, 2, 3};
+  if (pins.zero)
+    mesh.zeroStages = {*pins.zero};
+  if (pins.microbatches == 1)
+    return mesh;
+  if (std::optional<std::string> failure = getMicrobatchFailure(module)) {
+    if (pins.microbatches)
+      return llvm::createStringError(
+          llvm::formatv("--microbatches {0}: {1}", *pins.microbatches, *failure)
+              .str());
+    mesh.microbatches = 1;
+  }
+  return mesh;
+}
+
 /// --auto on a model that is not GPT-shaped: the fastest plan of per-op
 /// shardings (searchMeshShardings), its pipeline cut marked (dist.stage).
 static llvm::Expected<AutoPlan>
@@ -100,15 +142,12 @@ applyAutoSharding(ModuleOp module, const MachineModel &machine, int64_t devices,
                   const SearchPins &pins, CompileOptions &options,
                   std::string notGpt) {
   ShardingSolverOptions solver = getAutoShardOptions(module, options);
-  MeshShardingPins meshPins{pins.dp,           pins.tp, pins.pp,
-                            pins.microbatches, {},      pins.schedule,
-                            pins.recompute};
   // ZeRO stages for AdamW's state unless pinned (getAutoPins).
-  meshPins.zeroStages = {0, 1, 2, 3};
-  if (pins.zero)
-    meshPins.zeroStages = {*pins.zero};
+  llvm::Expected<MeshShardingPins> meshPins = getMeshShardingPins(module, pins);
+  if (!meshPins)
+    return meshPins.takeError();
   MeshShardingSearch search =
-      searchMeshShardings(module, machine, devices, solver, meshPins,
+      searchMeshShardings(module, machine, devices, solver, *meshPins,
                           getTrainStepActivations(module));
   if (search.considered == 0)
     return llvm::createStringError(search.firstFailure);

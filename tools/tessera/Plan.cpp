@@ -7,6 +7,7 @@
 #include "tessera/Search/PlanReport.h"
 #include "tessera/Search/Planner.h"
 #include "tessera/Search/ShardingSolver.h"
+#include "tessera/Support/Location.h"
 
 #include "dialects/NN/IR/NNOps.h"
 
@@ -110,18 +111,6 @@ static ShardingSolverOptions getPlanSolverOptions(ModuleOp model) {
   return getAutoShardOptions(model, options);
 }
 
-/// `file:line:col`, or the location as it prints.
-static std::string formatLocation(Location loc) {
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return llvm::formatv("{0}:{1}:{2}", file.getFilename().getValue(),
-                         file.getLine(), file.getColumn())
-        .str();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
-
 /// Whether `op` is one --explain-op `name` names: by its op name, by its
 /// location (its end: line:col or file:line:col), or as a reader of the
 /// parameter `name`.
@@ -185,24 +174,29 @@ static int explainPlanOps(ModuleOp model, const MachineModel &machine,
 /// solved on it.
 static int runShardingPlan(ModuleOp model, const MachineModel &machine,
                            StringRef notGpt) {
-  MeshShardingPins pins;
+  SearchPins pins;
   pin(pinDp, pins.dp);
   pin(pinTp, pins.tp);
   pin(pinPp, pins.pp);
   pin(pinMicrobatches, pins.microbatches);
-  pins.zeroStages = {0, 1, 2, 3};
-  if (pinZero.getNumOccurrences())
-    pins.zeroStages = {static_cast<int64_t>(pinZero.getValue())};
+  pin(pinZero, pins.zero);
   pin(pinSchedule, pins.schedule);
   pin(pinRecompute, pins.recompute);
+  llvm::Expected<MeshShardingPins> meshPins = getMeshShardingPins(model, pins);
+  if (!meshPins)
+    return reportError(meshPins.takeError());
   MeshShardingSearch search = searchMeshShardings(
-      model, machine, planDevices, getPlanSolverOptions(model), pins,
+      model, machine, planDevices, getPlanSolverOptions(model), *meshPins,
       getTrainStepActivations(model));
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} plans "
       "considered, {5} with no sharding or stage cut that fits\n",
       planModel, planDevices.getValue(), machine.name, notGpt,
       search.considered, search.failed);
+  if (!pins.microbatches && meshPins->microbatches)
+    llvm::outs() << "plan: one microbatch: the model's train step does not "
+                    "split into more (tessera compile --microbatches 2 says "
+                    "where)\n";
   if (search.plans.empty())
     return reportError(search.firstFailure);
   llvm::outs() << llvm::formatv(

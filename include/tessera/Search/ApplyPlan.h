@@ -44,6 +44,18 @@ struct AutoPlan {
 ShardingSolverOptions getAutoShardOptions(mlir::ModuleOp module,
                                           const CompileOptions &options);
 
+/// Why the train step of `module` cannot run in microbatches (the first
+/// error of splitting it in two on one device: an op that reads the whole
+/// batch), or none where it can. searchMeshShardings's callers search one
+/// microbatch then.
+std::optional<std::string> getMicrobatchFailure(mlir::ModuleOp module);
+
+/// The pins of searchMeshShardings for `pins`: one microbatch where the
+/// model cannot run in more (getMicrobatchFailure), and an error where more
+/// are pinned.
+llvm::Expected<MeshShardingPins> getMeshShardingPins(mlir::ModuleOp module,
+                                                     const SearchPins &pins);
+
 /// --auto: searches the plans of `devices` devices on `machine` under
 /// `pins`, annotates `module` with the layout of the fastest that this
 /// compiler builds (annotateLayout: the ILP's or Megatron's) and
