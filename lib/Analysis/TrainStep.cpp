@@ -120,11 +120,16 @@ tessera::getAttentionCores(const llvm::SetVector<Operation *> &forward) {
       core.insert(producer);
       if (isa<nn::DotOp>(producer))
         break;
-      // Follow the one input that is not a constant.
+      // Follow the one input that is not a constant (one an annotated
+      // layout constrains included).
       Operation *next = nullptr;
       for (Value operand : producer->getOperands()) {
         Operation *def = operand.getDefiningOp();
-        if (def && isa<nn::ConstantOp>(def))
+        Operation *made = def;
+        while (auto constraint =
+                   dyn_cast_or_null<dist::ShardingConstraintOp>(made))
+          made = constraint.getInput().getDefiningOp();
+        if (made && isa<nn::ConstantOp>(made))
           continue;
         if (next || !def) {
           next = nullptr;

@@ -32,14 +32,19 @@ func.func @attention(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>,
   return %dv, %l : tensor<2x4x8xf32>, tensor<f32>
 }
 
-// An annotated layout puts sharding constraints between the core's ops:
-// the probabilities reach the product through one, and the core (with the
-// constraints inside it) is found and remade all the same.
+// An annotated layout puts sharding constraints between the core's ops: on
+// the scale and on the probabilities, which reach the product through one.
+// The core (with the constraints inside it) is found and remade all the
+// same.
 // CHECK-LABEL: func.func @constrained
-// CHECK: %[[CP:.+]] = dist.sharding_constraint
-// CHECK: nn.dot %[[CP]], %arg2
+// CHECK: nn.softmax
+// CHECK-NEXT: %[[CP:.+]] = dist.sharding_constraint
+// CHECK-NEXT: nn.dot %[[CP]], %arg2
 // CHECK: %[[CS2:.+]] = nn.dot %arg0, %arg1
-// CHECK-NEXT: %[[CP2:.+]] = nn.softmax %[[CS2]] dim = 2
+// CHECK-NEXT: nn.constant
+// CHECK-NEXT: dist.sharding_constraint
+// CHECK-NEXT: %[[CM2:.+]] = nn.mul %[[CS2]]
+// CHECK-NEXT: %[[CP2:.+]] = nn.softmax %[[CM2]] dim = 2
 // CHECK-NEXT: %[[CC2:.+]] = dist.sharding_constraint %[[CP2]]
 // CHECK-NEXT: nn.dot %[[CC2]], %arg3
 dist.mesh @mesh ["tp"=2]
@@ -47,7 +52,10 @@ func.func @constrained(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>,
                        %v: tensor<2x4x8xf32>, %do: tensor<2x4x8xf32>)
     -> (tensor<2x4x8xf32> {nn.updates = 2 : i64}, tensor<f32>) {
   %s = nn.dot %q, %k batching_dims = [0] x [0] contracting_dims = [2] x [2] : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
-  %p = nn.softmax %s dim = 2 : tensor<2x4x4xf32>
+  %c = nn.constant dense<2.500000e-01> : tensor<2x4x4xf32>
+  %cc = dist.sharding_constraint %c <@mesh, [{"tp"}, {}, {}]> : tensor<2x4x4xf32>
+  %m = nn.mul %s, %cc : tensor<2x4x4xf32>
+  %p = nn.softmax %m dim = 2 : tensor<2x4x4xf32>
   %cp = dist.sharding_constraint %p <@mesh, [{"tp"}, {}, {}]> : tensor<2x4x4xf32>
   %o = nn.dot %cp, %v batching_dims = [0] x [0] contracting_dims = [2] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %l = nn.reduce_sum %o dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
