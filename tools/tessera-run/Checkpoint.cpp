@@ -3,6 +3,7 @@
 #include "Checkpoint.h"
 
 #include "tessera/runtime/Dump.h"
+#include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
 
 #include <mpi.h>
@@ -108,12 +109,17 @@ Status sync(const std::string &path, bool directory = false) {
 }
 
 /// Every rank learns whether any failed: the first failing rank keeps its
-/// error, the others get one naming it.
-Status agree(Status status, int rank) {
+/// error, the others get one naming it; a rank that never comes, a timeout
+/// after `timeoutSeconds`.
+Status agree(Status status, int rank, double timeoutSeconds) {
   int size = 1, first = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int mine = status.ok() ? size : rank;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (Status agreed =
+          allReduceMinWithin(mine, first, timeoutSeconds,
+                             "a rank stopped while saving the checkpoint");
+      !agreed.ok())
+    return agreed;
   if (first == size || first == rank)
     return status;
   return dataError("rank " + std::to_string(first) +
@@ -279,7 +285,7 @@ Status loadByName(const std::string &dir, const plan::Program &program,
 Status runtime::saveCheckpoint(const std::string &given,
                                const plan::Program &program, const Mesh &mesh,
                                const std::vector<OwnedTensor> &locals, int rank,
-                               int64_t step) {
+                               int64_t step, double timeoutSeconds) {
   std::string dir = withoutTrailingSlashes(given);
   std::string staging = dir + ".partial", old = dir + ".old";
   // What an interrupted save left is cleared before anyone writes.
@@ -287,12 +293,16 @@ Status runtime::saveCheckpoint(const std::string &given,
     std::error_code error;
     std::filesystem::remove_all(staging, error);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  Status written =
-      agree(writeShard(staging, program, mesh, locals, rank, step), rank);
+  if (Status cleared = barrierWithin(
+          timeoutSeconds, "a rank stopped before saving the checkpoint");
+      !cleared.ok())
+    return cleared;
+  Status written = agree(writeShard(staging, program, mesh, locals, rank, step),
+                         rank, timeoutSeconds);
   if (!written.ok())
     return written;
-  return agree(rank == 0 ? swapIn(staging, dir, old) : Status::success(), rank);
+  return agree(rank == 0 ? swapIn(staging, dir, old) : Status::success(), rank,
+               timeoutSeconds);
 }
 
 Status runtime::loadCheckpoint(const std::string &dir,

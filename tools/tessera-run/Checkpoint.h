@@ -31,10 +31,10 @@ namespace tessera::runtime {
 /// Saves this rank's parameters and optimizer state (`locals`, by the
 /// program's arguments) at `step` into `dir`. Collective over all ranks:
 /// every rank learns whether any failed, and the first that failed names
-/// why.
+/// why; a rank that never comes is a timeout after `timeoutSeconds`.
 Status saveCheckpoint(const std::string &dir, const plan::Program &program,
                       const Mesh &mesh, const std::vector<OwnedTensor> &locals,
-                      int rank, int64_t step);
+                      int rank, int64_t step, double timeoutSeconds);
 
 /// Reads this rank's pieces from `dir` into `locals`; the step the
 /// checkpoint reached comes back through `step`.

@@ -40,6 +40,7 @@
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"
+#include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
 
 #include <mpi.h>
@@ -348,7 +349,15 @@ int main(int argc, char **argv) {
   int size = 1, failing = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int firstFailing = outputs.ok() ? size : rank;
-  MPI_Allreduce(&firstFailing, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (Status agreed =
+          allReduceMinWithin(firstFailing, failing, options.commTimeout,
+                             "a rank stopped before checking its outputs");
+      !agreed.ok()) {
+    std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
+                 agreed.message().c_str());
+    MPI_Finalize();
+    return 2;
+  }
   if (failing < size) {
     if (failing == rank)
       std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
@@ -579,8 +588,9 @@ int main(int argc, char **argv) {
       return fail("cannot write the trace '" + path + "'");
   }
   if (!options.saveCheckpoint.empty())
-    if (Status status = saveCheckpoint(options.saveCheckpoint, *program, mesh,
-                                       locals, rank, firstStep + options.steps);
+    if (Status status =
+            saveCheckpoint(options.saveCheckpoint, *program, mesh, locals, rank,
+                           firstStep + options.steps, options.commTimeout);
         !status.ok())
       return fail(status.message());
   // Rank 0 learns every rank's losses and result pieces: the loss is on the

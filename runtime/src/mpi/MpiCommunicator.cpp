@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/MpiWait.h"
 
 #include <mpi.h>
 
@@ -105,29 +106,11 @@ public:
       return error;
     auto guard = progress.lock();
     progress.remove(this);
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration<double>(progress.timeoutSeconds);
-    for (int64_t polls = 0;; ++polls) {
-      int done = 0;
-      int status = MPI_Testall(requests.size(), requests.data(), &done,
-                               MPI_STATUSES_IGNORE);
-      if (status != MPI_SUCCESS) {
-        char message[MPI_MAX_ERROR_STRING];
-        int length = 0;
-        MPI_Error_string(status, message, &length);
-        return communicationError("MPI collective failed: " +
-                                  std::string(message, length));
-      }
-      if (done)
-        break;
-      if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%g", progress.timeoutSeconds);
-        return timeoutError(std::string("not finished after ") + seconds +
-                            " s (--comm-timeout): a rank of its group "
-                            "stopped, or waits for something else");
-      }
-    }
+    if (Status status = waitForRequests(
+            requests.data(), requests.size(), progress.timeoutSeconds,
+            "a rank of its group stopped, or waits for something else");
+        !status.ok())
+      return status;
     if (finish)
       finish();
     return Status::success();
@@ -185,7 +168,17 @@ public:
   Pending startCollectivePermute(const Tensor &in, const Tensor &out,
                                  const std::vector<int64_t> &pairs,
                                  const Axes &axes) override;
+  /// Splits MPI_COMM_WORLD for each group once every rank has come here:
+  /// MPI_Comm_split, which has no nonblocking form, would wait forever for
+  /// a rank that stopped before.
   Status prepareGroups(const std::vector<Axes> &groups) override {
+    if (groups.empty())
+      return Status::success();
+    if (Status status = barrierWithin(
+            progress.timeoutSeconds,
+            "a rank stopped before setting up its communication groups");
+        !status.ok())
+      return status;
     for (const Axes &axes : groups)
       getComm(axes);
     return Status::success();
@@ -273,6 +266,52 @@ Tensor pieceOf(const Tensor &like, int64_t dim, int64_t count, void *data) {
 }
 
 } // namespace
+
+Status tessera::runtime::waitForRequests(MPI_Request *requests, int count,
+                                         double timeoutSeconds,
+                                         const std::string &why) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(timeoutSeconds);
+  for (int64_t polls = 0;; ++polls) {
+    int done = 0;
+    int status = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
+    if (status != MPI_SUCCESS) {
+      char message[MPI_MAX_ERROR_STRING];
+      int length = 0;
+      MPI_Error_string(status, message, &length);
+      return communicationError("MPI collective failed: " +
+                                std::string(message, length));
+    }
+    if (done)
+      return Status::success();
+    if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
+      return timeoutError(std::string("not finished after ") + seconds +
+                          " s (--comm-timeout): " + why);
+    }
+  }
+}
+
+Status tessera::runtime::allReduceMinWithin(int value, int &least,
+                                            double timeoutSeconds,
+                                            const std::string &why) {
+  MPI_Request request;
+  if (int status = MPI_Iallreduce(&value, &least, 1, MPI_INT, MPI_MIN,
+                                  MPI_COMM_WORLD, &request);
+      status != MPI_SUCCESS)
+    return mpiError(status, "MPI_Iallreduce");
+  return waitForRequests(&request, 1, timeoutSeconds, why);
+}
+
+Status tessera::runtime::barrierWithin(double timeoutSeconds,
+                                       const std::string &why) {
+  MPI_Request request;
+  if (int status = MPI_Ibarrier(MPI_COMM_WORLD, &request);
+      status != MPI_SUCCESS)
+    return mpiError(status, "MPI_Ibarrier");
+  return waitForRequests(&request, 1, timeoutSeconds, why);
+}
 
 MPI_Comm MpiCommunicator::getComm(const Axes &axes) {
   auto it = comms.find(axes);

@@ -17,6 +17,7 @@
 
 #include "../cuda/CudaDevice.h"
 #include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/MpiWait.h"
 
 #include <mpi.h>
 #include <nccl.h>
@@ -211,9 +212,16 @@ Status NcclCommunicator::init() {
   if (rank == 0 &&
       !(error = getNcclError(ncclGetUniqueId(&id), "ncclGetUniqueId")).empty())
     return communicationError(error);
-  if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+  MPI_Request request;
+  if (MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD, &request) !=
+      MPI_SUCCESS)
     return communicationError(
         "broadcasting the NCCL unique id over MPI failed");
+  if (Status status =
+          waitForRequests(&request, 1, timeout,
+                          "a rank stopped before receiving the NCCL unique id");
+      !status.ok())
+    return status;
   if (!(error = getCudaError(cudaSetDevice(device.getOrdinal()),
                              "selecting the GPU"))
            .empty() ||
