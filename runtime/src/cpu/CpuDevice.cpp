@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 using namespace tessera::runtime;
 
 Device::~Device() = default;
@@ -25,7 +27,17 @@ public:
   using Device::runKernel;
 
   std::string getName() const override { return "cpu"; }
+  /// Refuses more than the machine's memory: Linux would promise it and
+  /// kill the process when the run touches it.
   Status allocate(size_t bytes, void *&data) override {
+    long pages = ::sysconf(_SC_PHYS_PAGES), pageBytes = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && pageBytes > 0 &&
+        bytes > static_cast<size_t>(pages) * static_cast<size_t>(pageBytes))
+      return deviceError(std::to_string(bytes) +
+                         " bytes are more than this machine's " +
+                         std::to_string(static_cast<size_t>(pages) *
+                                        static_cast<size_t>(pageBytes)) +
+                         " bytes of memory");
     data = std::calloc(std::max<size_t>(bytes, 1), 1);
     if (!data)
       return deviceError("out of host memory for " + std::to_string(bytes) +

@@ -17,6 +17,8 @@
 #include <limits>
 #include <random>
 
+#include <unistd.h>
+
 using namespace tessera::runtime;
 
 namespace {
@@ -118,6 +120,19 @@ TEST(CpuDeviceTest, RunsKernelsOnHostMemory) {
   EXPECT_EQ(std::vector<float>(out, out + 4),
             (std::vector<float>{-1, 0, 2, -3}));
   device->deallocate(arena);
+}
+
+TEST(CpuDeviceTest, RefusesMoreThanTheMachinesMemory) {
+  // Linux would promise the bytes and kill the run that touches them.
+  std::unique_ptr<Device> device = createCpuDevice();
+  size_t machine = static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void *data = nullptr;
+  Status status = device->allocate(machine + (size_t(1) << 30), data);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("bytes of memory"), std::string::npos)
+      << status.message();
+  EXPECT_EQ(data, nullptr);
 }
 
 TEST(CudaDeviceTest, NamesWhyThereIsNoGpu) {
