@@ -77,6 +77,26 @@ static CollectiveKey getCollectiveKey(const CollectiveUse &use) {
   return {use.kind, use.bytes, use.group.size, use.group.stride};
 }
 
+/// The train step of `module` (a copy), or null where none is built of it.
+static OwningOpRef<ModuleOp> buildTrainStep(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  ScopedDiagnosticHandler quiet(copy->getContext(),
+                                [](Diagnostic &) { return success(); });
+  PassManager pm(copy->getContext());
+  pm.addPass(createTrainStepPass());
+  if (mlir::failed(pm.run(*copy)))
+    return nullptr;
+  return copy;
+}
+
+/// `value` as the model's op made it: an annotation's result is its input.
+static Value getModelValue(Value value) {
+  while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
+         value.getDefiningOp()->getNumOperands() > 0)
+    value = value.getDefiningOp()->getOperand(0);
+  return value;
+}
+
 /// What the train step of `function` keeps for its backward on one device,
 /// nothing recomputed (the values of its forward ops, constants aside, that
 /// a backward op reads: ModelShape::keptValues), and the bytes of those
@@ -91,12 +111,8 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
     return std::nullopt;
   DenseMap<Operation *, int64_t> position;
   SmallVector<Operation *> ops = getBodyOps(function, position);
-  OwningOpRef<ModuleOp> copy = module.clone();
-  ScopedDiagnosticHandler quiet(copy->getContext(),
-                                [](Diagnostic &) { return success(); });
-  PassManager pm(copy->getContext());
-  pm.addPass(createTrainStepPass());
-  if (mlir::failed(pm.run(*copy)))
+  OwningOpRef<ModuleOp> copy = buildTrainStep(module);
+  if (!copy)
     return std::nullopt;
   // The train step's forward is the model's ops, in their order.
   llvm::SetVector<Operation *> forward = getForwardOps(getModelFunction(*copy));
@@ -133,12 +149,7 @@ getKeptValues(ModuleOp module, func::FuncOp function) {
         continue;
       if (inBlock[index])
         blockBytes += getValueBytes(result);
-      // An annotation's result is its input as the model's op made it.
-      Value value = result;
-      while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
-             value.getDefiningOp()->getNumOperands() > 0)
-        value = value.getDefiningOp()->getOperand(0);
-      auto producer = dyn_cast<OpResult>(value);
+      auto producer = dyn_cast<OpResult>(getModelValue(result));
       if (!producer || !stepPosition.count(producer.getOwner()))
         continue;
       int64_t model = modelIndex[stepPosition.lookup(producer.getOwner())];
@@ -156,12 +167,8 @@ TrainStepActivations tessera::getTrainStepActivations(ModuleOp module) {
   if (!function)
     return {};
   SmallVector<Operation *> ops = getModelOps(function);
-  OwningOpRef<ModuleOp> copy = module.clone();
-  ScopedDiagnosticHandler quiet(copy->getContext(),
-                                [](Diagnostic &) { return success(); });
-  PassManager pm(copy->getContext());
-  pm.addPass(createTrainStepPass());
-  if (mlir::failed(pm.run(*copy)))
+  OwningOpRef<ModuleOp> copy = buildTrainStep(module);
+  if (!copy)
     return {};
   // The train step begins with the model's ops, in their order; then come
   // its backward and the optimizer's updates.
@@ -185,10 +192,7 @@ TrainStepActivations tessera::getTrainStepActivations(ModuleOp module) {
     }
   // The model op that made `value` (through annotations), if any.
   auto getProducer = [&](Value value) -> std::optional<OpResult> {
-    while (value.getDefiningOp() && !isModelOp(value.getDefiningOp()) &&
-           value.getDefiningOp()->getNumOperands() > 0)
-      value = value.getDefiningOp()->getOperand(0);
-    auto producer = dyn_cast<OpResult>(value);
+    auto producer = dyn_cast<OpResult>(getModelValue(value));
     if (!producer || !index.count(producer.getOwner()))
       return std::nullopt;
     return producer;
