@@ -1,6 +1,7 @@
 //===- MachineModel.cpp - Clusters as the cost model sees them ------------===//
 
 #include "tessera/Analysis/MachineModel.h"
+#include "tessera/Support/Nesting.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -51,6 +52,12 @@ int64_t MachineModel::getMaxDevices() const {
 }
 
 llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
+  // llvm::json recurses per level: a file nested thousands deep would
+  // overflow its stack.
+  if (std::optional<size_t> deep = findNestingOverflow(text, kMaxNestingDepth))
+    return llvm::createStringError(llvm::formatv(
+        "machine file is nested deeper than {0} levels (at byte {1})",
+        kMaxNestingDepth, *deep));
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return llvm::createStringError("machine file is not JSON: " +

@@ -5,6 +5,7 @@
 #include "tessera/Import/ONNX/Importer.h"
 
 #include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/Support/Nesting.h"
 #include "tessera/runtime/Manifest.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Tensor.h"
@@ -103,6 +104,20 @@ tessera::loadModelFile(MLIRContext &context, StringRef path) {
   file->sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   file->handler =
       std::make_unique<ModelDiagnosticHandler>(file->sourceMgr, &context);
+  // The parser recurses per level of nesting: a file nested thousands deep
+  // would overflow its stack.
+  const llvm::MemoryBuffer *text =
+      file->sourceMgr.getMemoryBuffer(file->sourceMgr.getMainFileID());
+  if (std::optional<size_t> deep =
+          findNestingOverflow(text->getBuffer(), kMaxNestingDepth)) {
+    auto [line, column] = file->sourceMgr.getLineAndColumn(
+        llvm::SMLoc::getFromPointer(text->getBufferStart() + *deep));
+    emitError(FileLineColLoc::get(&context, path, line, column))
+        << "nested deeper than " << kMaxNestingDepth
+        << " levels, which no model needs (the parser would overflow its "
+           "stack)";
+    return llvm::make_error<DiagnosedError>();
+  }
   file->module = parseSourceFile<ModuleOp>(file->sourceMgr, &context);
   if (!file->module)
     return llvm::make_error<DiagnosedError>();

@@ -82,6 +82,11 @@ TEST(MachineModelTest, ErrorsNameTheField) {
             "machine field 'sources' must list where the numbers come from");
   EXPECT_NE(parseError("{").find("machine file is not JSON"),
             std::string::npos);
+  // Nested deep enough to overflow the JSON parser's stack: refused first.
+  std::string deep(50000, '[');
+  deep += std::string(50000, ']');
+  EXPECT_EQ(parseError(deep),
+            "machine file is nested deeper than 1000 levels (at byte 1000)");
 }
 
 } // namespace
