@@ -2,12 +2,14 @@
 # Builds the ONNX importer's libFuzzer harness (clang with -fsanitize=fuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer on the importer's sources;
 # the nn dialect, MLIR and libonnx linked as built) and fuzzes it for $1
-# seconds (default 180), seeded with the models of the importer's tests and
-# ONNX's node tests. Needs a configured and built build/ (scripts/setup.sh)
-# and Debian's clang and libclang-rt-dev.
+# seconds (default 180) with libFuzzer's seed $2 (default 0: a random one),
+# seeded with the models of the importer's tests and ONNX's node tests.
+# Needs a configured and built build/ (scripts/setup.sh) and Debian's clang
+# and libclang-rt-dev. The test suite runs it for 30 s with seed 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-180}
+seed=${2:-0}
 out=build/fuzz
 mkdir -p "$out/onnx-corpus"
 llvm=/usr/lib/llvm-22
@@ -31,5 +33,6 @@ for test in gemm_default_matrix_bias reshape_negative_dim slice gather_1 \
     "$out/onnx-corpus/$test.onnx"
 done
 mkdir -p "$out/onnx-findings"
-"$out/onnx-import-fuzzer" "$out/onnx-corpus" -artifact_prefix="$out/onnx-findings/" -max_total_time="$seconds" \
+"$out/onnx-import-fuzzer" "$out/onnx-corpus" -seed="$seed" \
+  -artifact_prefix="$out/onnx-findings/" -max_total_time="$seconds" \
   -max_len=16384 -rss_limit_mb=4096 -print_final_stats=1
