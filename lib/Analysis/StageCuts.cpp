@@ -116,6 +116,20 @@ tessera::findRepeatedBlocks(llvm::ArrayRef<Operation *> ops) {
   return blocks;
 }
 
+llvm::SmallVector<llvm::SmallVector<Operation *>>
+tessera::getRecomputedLayers(llvm::ArrayRef<Operation *> ops) {
+  llvm::SmallVector<llvm::SmallVector<Operation *>> layers =
+      findRepeatedBlocks(ops);
+  if (!layers.empty())
+    return layers;
+  llvm::SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
+  boundaries.push_back(ops.size());
+  for (size_t k = 0; k + 1 < boundaries.size(); ++k)
+    layers.emplace_back(ops.begin() + boundaries[k],
+                        ops.begin() + boundaries[k + 1]);
+  return layers;
+}
+
 StageCuts tessera::balanceStages(llvm::ArrayRef<double> costs, int64_t stages) {
   int64_t n = costs.size();
   llvm::SmallVector<double> prefix(n + 1, 0);

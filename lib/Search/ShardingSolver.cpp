@@ -2056,21 +2056,17 @@ llvm::Expected<ShardingSolution> tessera::applyMeshSharding(
   return std::move(staged->solution);
 }
 
-/// Per item, the layer that full recomputation (--tessera-recompute, as
-/// its getLayers finds them) remakes it in, numbered in program order, or
-/// -1 outside every layer: the repeated blocks of the function, or where
-/// nothing repeats, each item.
+/// Per item, the layer that full recomputation (getRecomputedLayers)
+/// remakes it in, numbered in program order, or -1 outside every layer.
 static SmallVector<int64_t> getItemLayers(func::FuncOp function,
                                           const StageItems &items) {
+  SmallVector<Operation *> body;
+  for (Operation &op : function.front().without_terminator())
+    body.push_back(&op);
   SmallVector<int64_t> layerOf(items.size(), -1);
-  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(function);
-  if (blocks.empty()) {
-    for (auto [item, layer] : llvm::enumerate(layerOf))
-      layer = item;
-    return layerOf;
-  }
-  for (auto [layer, block] : llvm::enumerate(blocks))
-    for (Operation *op : block)
+  for (auto [layer, ops] :
+       llvm::enumerate(getRecomputedLayers(getDataOps(function, body))))
+    for (Operation *op : ops)
       if (auto it = items.itemOf.find(op); it != items.itemOf.end())
         layerOf[it->second] = layer;
   return layerOf;

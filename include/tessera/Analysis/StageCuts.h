@@ -37,6 +37,13 @@ getDataOps(mlir::func::FuncOp function, llvm::ArrayRef<mlir::Operation *> ops);
 llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
 findRepeatedBlocks(llvm::ArrayRef<mlir::Operation *> ops);
 
+/// The layers full recomputation (--tessera-recompute) remakes among `ops`
+/// (ops that read the data, getDataOps, in program order): the repeated
+/// blocks, or where nothing repeats, each run of ops between the layer
+/// boundaries. The pass splits them further at pipeline cuts.
+llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
+getRecomputedLayers(llvm::ArrayRef<mlir::Operation *> ops);
+
 /// findRepeatedBlocks of the data ops of `function`'s body.
 llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
 findRepeatedBlocks(mlir::func::FuncOp function);

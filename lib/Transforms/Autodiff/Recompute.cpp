@@ -48,25 +48,15 @@ void addOwnInputs(MutableArrayRef<Group> groups,
         group.insert(op);
 }
 
-/// The layers of the forward pass (its ops that read the data, `ops`),
-/// found by its structure: its repeated
-/// blocks (findRepeatedBlocks), or where nothing repeats, its runs of ops
-/// between the places where one value crosses (layer boundaries). A layer
-/// the pipeline cuts (an op marked dist.stage) is two: a later stage's
-/// backward does not remake an earlier stage's ops.
+/// The layers of the forward pass (its ops that read the data, `ops`), as
+/// getRecomputedLayers finds them by its structure. A layer the pipeline
+/// cuts (an op marked dist.stage) is two: a later stage's backward does
+/// not remake an earlier stage's ops.
 SmallVector<Group> getLayers(ArrayRef<Operation *> ops) {
-  SmallVector<SmallVector<Operation *>> blocks = findRepeatedBlocks(ops);
-  if (blocks.empty()) {
-    SmallVector<int64_t> boundaries = getLayerBoundaries(ops);
-    boundaries.push_back(ops.size());
-    for (size_t k = 0; k + 1 < boundaries.size(); ++k)
-      blocks.emplace_back(ops.begin() + boundaries[k],
-                          ops.begin() + boundaries[k + 1]);
-  }
   SmallVector<Group> layers;
-  for (ArrayRef<Operation *> block : blocks) {
+  for (ArrayRef<Operation *> layer : getRecomputedLayers(ops)) {
     layers.emplace_back();
-    for (Operation *op : block) {
+    for (Operation *op : layer) {
       if (op->hasAttr(dist::DistDialect::kStageAttrName) &&
           !layers.back().empty())
         layers.emplace_back();
