@@ -750,6 +750,38 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   }
 }
 
+/// The MLP of `config` planned by --auto under `pins` on `devices` of
+/// `machine`, `options` set to build it, and compiled so: the planned peak
+/// memory per device and the compiled plan's largest arena; none (a test
+/// failure added) where either fails.
+std::optional<std::pair<double, double>>
+planAndCompileMlp(mlir::MLIRContext &context, const MlpConfig &config,
+                  const MachineModel &machine, int64_t devices,
+                  const SearchPins &pins, CompileOptions &options) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildMlp(&context, config);
+  options.train = Optimizer::AdamW;
+  llvm::Expected<AutoPlan> plan =
+      applyAutoPlan(*module, machine, devices, pins, options);
+  if (!plan) {
+    ADD_FAILURE() << llvm::toString(plan.takeError());
+    return std::nullopt;
+  }
+  if (!plan->sharding) {
+    ADD_FAILURE() << "not planned by per-op shardings";
+    return std::nullopt;
+  }
+  runtime::Expected<plan::Plan> compiled =
+      compileModel(context, *module, options);
+  if (!compiled.ok()) {
+    ADD_FAILURE() << compiled.getStatus().message();
+    return std::nullopt;
+  }
+  double arena = 0;
+  for (const plan::Program &program : compiled->programs())
+    arena = std::max<double>(arena, program.arena_bytes());
+  return std::pair(plan->estimate.peakMemoryBytes, arena);
+}
+
 TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
   // A model the plan search does not read as a decoder (an MLP) gets its
   // per-op shardings on meshes with pipeline stages and microbatches and
@@ -777,28 +809,20 @@ TEST(PlannerTest, MeshPipelinesArePricedAsCompiled) {
     SCOPED_TRACE(llvm::formatv("dp={0} tp={1} pp={2} m={3}", mesh.dp, mesh.tp,
                                mesh.pp, mesh.microbatches)
                      .str());
-    mlir::OwningOpRef<mlir::ModuleOp> module = buildMlp(&context, config);
     CompileOptions options;
-    options.train = Optimizer::AdamW;
     SearchPins pins;
     pins.dp = mesh.dp;
     pins.tp = mesh.tp;
     pins.pp = mesh.pp;
     pins.microbatches = mesh.microbatches;
     pins.zero = 0;
-    llvm::Expected<AutoPlan> plan =
-        applyAutoPlan(*module, machine, 4, pins, options);
-    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-    ASSERT_TRUE(plan->sharding.has_value());
+    std::optional<std::pair<double, double>> memory =
+        planAndCompileMlp(context, config, machine, 4, pins, options);
+    ASSERT_TRUE(memory);
     EXPECT_EQ(options.pipelineStages, mesh.pp);
     EXPECT_EQ(options.microbatches, mesh.microbatches);
-    runtime::Expected<plan::Plan> compiled =
-        compileModel(context, *module, options);
-    ASSERT_TRUE(compiled.ok());
-    double arena = 0;
-    for (const plan::Program &program : compiled->programs())
-      arena = std::max<double>(arena, program.arena_bytes());
-    EXPECT_NEAR(plan->estimate.peakMemoryBytes, arena, 0.04 * arena);
+    auto [planned, arena] = *memory;
+    EXPECT_NEAR(planned, arena, 0.04 * arena);
   }
 }
 
@@ -840,9 +864,7 @@ TEST(PlannerTest, MeshSchedulesAndRecomputationArePricedAsCompiled) {
                       getEnumName(kPipelineScheduleNames, mesh.schedule),
                       getEnumName(kRecomputeNames, mesh.recompute))
             .str());
-    mlir::OwningOpRef<mlir::ModuleOp> module = buildMlp(&context, config);
     CompileOptions options;
-    options.train = Optimizer::AdamW;
     SearchPins pins;
     pins.dp = mesh.dp;
     pins.tp = mesh.tp;
@@ -851,19 +873,14 @@ TEST(PlannerTest, MeshSchedulesAndRecomputationArePricedAsCompiled) {
     pins.schedule = mesh.schedule;
     pins.recompute = mesh.recompute;
     pins.zero = 0;
-    llvm::Expected<AutoPlan> plan = applyAutoPlan(
-        *module, machine, mesh.dp * mesh.tp * mesh.pp, pins, options);
-    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    std::optional<std::pair<double, double>> memory = planAndCompileMlp(
+        context, config, machine, mesh.dp * mesh.tp * mesh.pp, pins, options);
+    ASSERT_TRUE(memory);
     EXPECT_EQ(options.schedule.getValue(), mesh.schedule);
     EXPECT_EQ(options.recompute.getValue(), mesh.recompute);
-    runtime::Expected<plan::Plan> compiled =
-        compileModel(context, *module, options);
-    ASSERT_TRUE(compiled.ok());
-    double arena = 0;
-    for (const plan::Program &program : compiled->programs())
-      arena = std::max<double>(arena, program.arena_bytes());
-    EXPECT_GE(plan->estimate.peakMemoryBytes, 0.96 * arena);
-    EXPECT_LE(plan->estimate.peakMemoryBytes, 1.16 * arena);
+    auto [planned, arena] = *memory;
+    EXPECT_GE(planned, 0.96 * arena);
+    EXPECT_LE(planned, 1.16 * arena);
   }
 }
 
