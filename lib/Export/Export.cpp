@@ -802,6 +802,18 @@ LogicalResult PlanBuilder::build(plan::Program &result,
       *program->add_instructions() = std::move(instruction);
       continue;
     }
+    if (auto axisIndex = dyn_cast<dist::AxisIndexOp>(op)) {
+      plan::Instruction instruction;
+      plan::AxisIndex *planIndex = instruction.mutable_axis_index();
+      for (unsigned group = 0; group < axisIndex.getGroups().size(); ++group) {
+        plan::DimAxes *axes = planIndex->add_groups();
+        for (StringRef axis : axisIndex.getGroup(group))
+          axes->add_axes(axis.str());
+      }
+      planIndex->set_output(addBuffer(axisIndex.getResult()));
+      *program->add_instructions() = std::move(instruction);
+      continue;
+    }
     bool isKernel = op.getDialect() && isa<nn::NNDialect>(op.getDialect());
     bool isCollective = isa<dist::CollectiveOpInterface>(op);
     if (!isKernel && !isCollective)

@@ -96,6 +96,16 @@ static llvm::Error checkModelSize(int64_t layers, double parameters,
 }
 
 /// A real option's value as the user would write it (%g).
+static std::string formatNumber(double value);
+
+/// A dropout rate in [0, 1) (the negation catches NaN).
+static llvm::Error checkDropout(double rate) {
+  if (!(rate >= 0 && rate < 1))
+    return fieldError("dropout",
+                      "must be in [0, 1), got " + formatNumber(rate));
+  return llvm::Error::success();
+}
+
 static std::string formatNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", value);
@@ -118,6 +128,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
           c.layers,
           12 * l * h * h + 13 * l * h + (double(c.vocab) + c.seq) * h + 2 * h,
           tokens * std::max({double(c.vocab), 4 * h, c.heads * double(c.seq)})))
+    return error;
+  if (llvm::Error error = checkDropout(c.dropout))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
 }
@@ -181,6 +193,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
           l * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) +
               2 * double(c.vocab) * h + h,
           tokens * std::max({double(c.vocab), f, c.heads * double(c.seq)})))
+    return error;
+  if (llvm::Error error = checkDropout(c.dropout))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
 }
@@ -258,6 +272,26 @@ public:
     return argTypes.size() - 1;
   }
 
+  /// With a positive `rate`, declares the step counter (nn.state "step",
+  /// which the runtime sets each step and an AdamW update reads too) that
+  /// dropout draws its masks for; call before begin.
+  void setDropout(double rate) {
+    dropoutRate = rate;
+    if (rate > 0)
+      stepArgument = addArgument(RankedTensorType::get({}, builder.getI64Type()));
+  }
+
+  /// Residual dropout of `x`: each call draws with a seed of its own.
+  Value dropout(Value x) {
+    if (!stepArgument)
+      return x;
+    return nn::DropoutOp::create(builder, loc, x, arg(*stepArgument),
+                                 /*piece=*/Value(),
+                                 builder.getF32FloatAttr(dropoutRate),
+                                 builder.getI64IntegerAttr(nextSeed++),
+                                 /*global_shape=*/nullptr);
+  }
+
   /// Creates `@name` in `module` with the declared arguments and positions
   /// the builder in its body.
   void begin(ModuleOp module, StringRef name, TypeRange results) {
@@ -268,6 +302,9 @@ public:
       if (!param.empty())
         function.setArgAttr(index, nn::kParamAttrName,
                             builder.getStringAttr(param));
+    if (stepArgument)
+      function.setArgAttr(*stepArgument, nn::kStateAttrName,
+                          builder.getStringAttr("step"));
     builder.setInsertionPointToStart(function.addEntryBlock());
   }
 
@@ -328,6 +365,9 @@ private:
   SmallVector<Type> argTypes;
   SmallVector<std::string> paramNames;
   func::FuncOp function;
+  double dropoutRate = 0;
+  std::optional<unsigned> stepArgument;
+  int64_t nextSeed = 0;
 };
 } // namespace
 
@@ -410,6 +450,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   }
   unsigned lnfg = fb.addArgument(fb.tensor({h}), "ln_f.gamma");
   unsigned lnfb = fb.addArgument(fb.tensor({h}), "ln_f.beta");
+  fb.setDropout(c.dropout);
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fb.loc);
   fb.begin(*module, "gpt", {fb.tensor({})});
@@ -421,6 +462,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
 
   Value x = nn::EmbeddingOp::create(bld, loc, fb.arg(wte), fb.arg(tokens));
   x = nn::AddOp::create(bld, loc, x, fb.broadcastTo(fb.arg(wpe), x, {1, 2}));
+  x = fb.dropout(x);
   bool fused = c.attention == "fused";
   for (const Block &blk : blocks) {
     // Attention: heads split the hidden dim, [b, s, h] -> [b, a, s, d].
@@ -436,8 +478,9 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
     Value v = heads(blk.wv, blk.bv);
     Value context = buildCausalAttention(fb, q, k, v, fused);
     context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
-    x = nn::AddOp::create(bld, loc, x,
-                          fb.linear(context, fb.arg(blk.wo), fb.arg(blk.bo)));
+    x = nn::AddOp::create(
+        bld, loc, x,
+        fb.dropout(fb.linear(context, fb.arg(blk.wo), fb.arg(blk.bo))));
 
     // MLP.
     Value hMlp =
@@ -445,8 +488,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
                                 bld.getF32FloatAttr(1e-5f));
     Value up = nn::GeluOp::create(
         bld, loc, fb.linear(hMlp, fb.arg(blk.w1), fb.arg(blk.b1)));
-    x = nn::AddOp::create(bld, loc, x,
-                          fb.linear(up, fb.arg(blk.w2), fb.arg(blk.b2)));
+    x = nn::AddOp::create(
+        bld, loc, x, fb.dropout(fb.linear(up, fb.arg(blk.w2), fb.arg(blk.b2))));
   }
   x = nn::LayerNormOp::create(bld, loc, x, fb.arg(lnfg), fb.arg(lnfb),
                               bld.getF32FloatAttr(1e-5f));
@@ -521,6 +564,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   }
   unsigned norm = fb.addArgument(fb.tensor({h}), "norm");
   unsigned head = fb.addArgument(fb.tensor({h, c.vocab}), "output");
+  fb.setDropout(c.dropout);
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fb.loc);
   fb.begin(*module, "llama", {fb.tensor({})});
@@ -561,7 +605,8 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   };
 
   Value x =
-      nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings), fb.arg(tokens));
+      fb.dropout(nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings),
+                                         fb.arg(tokens)));
   bool fused = c.attention == "fused";
   for (const Block &blk : blocks) {
     // Attention: [b, s, h] -> [b, heads, s, d].
@@ -578,13 +623,13 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
     // Grouped-query attention: each kv head serves heads / kv query heads.
     Value context = buildCausalAttention(fb, q, k, v, fused);
     context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
-    x = nn::AddOp::create(bld, loc, x, project(context, blk.wo));
+    x = nn::AddOp::create(bld, loc, x, fb.dropout(project(context, blk.wo)));
 
     // SwiGLU MLP.
     y = nn::RmsNormOp::create(bld, loc, x, fb.arg(blk.ffnNorm), eps);
     Value gate = nn::SiluOp::create(bld, loc, project(y, blk.w1));
     Value up = nn::MulOp::create(bld, loc, gate, project(y, blk.w3));
-    x = nn::AddOp::create(bld, loc, x, project(up, blk.w2));
+    x = nn::AddOp::create(bld, loc, x, fb.dropout(project(up, blk.w2)));
   }
   x = nn::RmsNormOp::create(bld, loc, x, fb.arg(norm), eps);
   Value logits = project(x, head);

@@ -43,6 +43,11 @@ Status Executor::load() {
       if (!found.ok())
         return found.getStatus().withPrefix(at);
       addKernel = *found;
+    } else if (instruction.has_axis_index() && !constantKernel) {
+      Expected<const Kernel *> found = device.findKernel("nn.constant");
+      if (!found.ok())
+        return found.getStatus().withPrefix(at);
+      constantKernel = *found;
     }
   }
   return Status::success();
@@ -193,6 +198,31 @@ Status Executor::finish(InFlight &started) {
   return Status::success();
 }
 
+/// This rank's index in each group: its mesh coordinates, and the running
+/// microbatch along "mb".
+Status Executor::runAxisIndex(const plan::AxisIndex &axisIndex,
+                              const UnitRun &run) {
+  std::vector<int64_t> coordinates =
+      mesh.getCoordinates(communicator.getRank());
+  std::vector<int64_t> values;
+  for (const plan::DimAxes &group : axisIndex.groups()) {
+    int64_t value = 0;
+    for (const std::string &axis : group.axes()) {
+      int64_t index = mesh.getAxisIndex(axis);
+      if (index < 0)
+        value = value * program.microbatches() + run.microbatch;
+      else
+        value = value * mesh.getAxisSizes()[index] + coordinates[index];
+    }
+    values.push_back(value);
+  }
+  KernelAttrs attrs;
+  attrs.bytes["value"].assign(reinterpret_cast<const char *>(values.data()),
+                              values.size() * sizeof(int64_t));
+  Tensor out = getBuffer(axisIndex.output(), run);
+  return device.runKernel(*constantKernel, attrs, {}, {&out});
+}
+
 Status Executor::runInstructions(int64_t begin, int64_t end,
                                  const UnitRun &run) {
   Status error;
@@ -282,6 +312,9 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
         accumulated[accumulate.accumulator()] = true;
       }
       record({"accumulate", 0, start, getMicroseconds()});
+    } else if (instruction.has_axis_index()) {
+      error = runAxisIndex(instruction.axis_index(), run);
+      record({"axis_index", 0, start, getMicroseconds()});
     }
     if (!error.ok())
       return error.withPrefix(at() + ": ");

@@ -136,6 +136,7 @@ public:
 private:
   Status checkBuffer(int64_t id, const std::string &what) const;
   Status checkCollective(const plan::Collective &collective) const;
+  Status checkAxisIndex(const plan::AxisIndex &axisIndex) const;
   Status checkTransfer(const plan::SendRecv &transfer) const;
   Status checkMemoryPlan() const;
   /// Checks that buffer `b` is a piece of an argument's or result's global
@@ -211,6 +212,33 @@ shapeText(const google::protobuf::RepeatedField<int64_t> &s) {
   for (int i = 0; i < s.size(); ++i)
     text += (i ? ", " : "") + std::to_string(s[i]);
   return text + "]";
+}
+
+Status
+ProgramValidator::checkAxisIndex(const plan::AxisIndex &axisIndex) const {
+  for (const plan::DimAxes &group : axisIndex.groups()) {
+    std::set<std::string> seen;
+    for (const std::string &axis : group.axes()) {
+      if (mesh.getAxisIndex(axis) < 0 &&
+          (axis != kMicrobatchAxis || program.units().empty()))
+        return invalidPlan("axis_index names unknown mesh axis \"" + axis +
+                           "\"");
+      if (!seen.insert(axis).second)
+        return invalidPlan("axis_index names mesh axis \"" + axis +
+                           "\" twice in a group");
+    }
+  }
+  if (Status error = checkBuffer(axisIndex.output(), "axis_index");
+      !error.ok())
+    return error;
+  const plan::Buffer &out = buffer(axisIndex.output());
+  if (out.dtype() != plan::I64 || out.shape_size() != 1 ||
+      out.shape(0) != axisIndex.groups_size())
+    return invalidPlan("axis_index writes a buffer of " +
+                       std::to_string(axisIndex.groups_size()) +
+                       " i64 elements, got " + shapeText(out.shape()) +
+                       " of " + plan::DType_Name(out.dtype()));
+  return Status::success();
 }
 
 Status
@@ -706,6 +734,12 @@ Status ProgramValidator::run() {
                       sum.shape().end()))
         return fail(at + " accumulates a buffer of another dtype or shape");
       at += " (accumulate)";
+    } else if (instruction.has_axis_index()) {
+      const plan::AxisIndex &axisIndex = instruction.axis_index();
+      if (Status error = checkAxisIndex(axisIndex); !error.ok())
+        return fail(at + ": " + error.message());
+      writes = {axisIndex.output()};
+      at += " (axis_index)";
     } else if (instruction.wait_events().empty()) {
       return fail(at + " is empty");
     }

@@ -71,6 +71,12 @@ static cl::opt<std::string>
               cl::desc("Attention (gpt, llama): fused (one nn.attention, "
                        "memory linear in the sequence) or unfused"),
               cl::sub(modelCommand()));
+static cl::opt<double>
+    dropout("dropout",
+            cl::desc("Residual dropout rate (gpt, llama): after the "
+                     "embeddings and on each block's attention and MLP "
+                     "outputs; 0 for none"),
+            cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
@@ -97,6 +103,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
     setIfGiven(attention, config.attention);
+    setIfGiven(dropout, config.dropout);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildGpt(&context, config);
@@ -117,6 +124,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
     setIfGiven(attention, config.attention);
+    setIfGiven(dropout, config.dropout);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildLlama(&context, config);

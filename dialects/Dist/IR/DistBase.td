@@ -84,6 +84,9 @@ def Dist_Dialect : Dialect {
     /// The ops before the first unit run once before the schedule, those
     /// from "update" on once after it.
     static constexpr ::llvm::StringLiteral kScheduleAttrName = "dist.schedule";
+    /// The mesh axis that microbatching adds: microbatches as a mesh axis of
+    /// time, which the pipeline pass turns into its schedule's runs.
+    static constexpr ::llvm::StringLiteral kMicrobatchAxisName = "mb";
 
   private:
     void registerAttributes();

@@ -385,6 +385,46 @@ LogicalResult WaitOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Axis index
+//===----------------------------------------------------------------------===//
+
+SmallVector<StringRef> AxisIndexOp::getGroup(unsigned index) {
+  SmallVector<StringRef> axes;
+  for (Attribute axis : cast<ArrayAttr>(getGroups()[index]))
+    axes.push_back(cast<StringAttr>(axis).getValue());
+  return axes;
+}
+
+LogicalResult AxisIndexOp::verify() {
+  int64_t size = getResult().getType().getDimSize(0);
+  if (size != static_cast<int64_t>(getGroups().size()))
+    return emitOpError("expects a result of one element per group, got ")
+           << size << " for " << getGroups().size() << " groups";
+  for (unsigned index = 0; index < getGroups().size(); ++index) {
+    SmallVector<StringRef> axes = getGroup(index);
+    for (auto [position, axis] : llvm::enumerate(axes))
+      if (llvm::is_contained(ArrayRef(axes).take_front(position), axis))
+        return emitOpError("names mesh axis \"")
+               << axis << "\" twice in group " << index;
+  }
+  return success();
+}
+
+LogicalResult
+AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto mesh = symbolTable.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
+  if (!mesh)
+    return emitOpError("names unknown mesh ") << getMeshAttr();
+  for (unsigned index = 0; index < getGroups().size(); ++index)
+    for (StringRef axis : getGroup(index))
+      if (!mesh.getAxisIndex(axis) &&
+          axis != DistDialect::kMicrobatchAxisName)
+        return emitOpError("mesh @")
+               << mesh.getSymName() << " has no axis \"" << axis << "\"";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Pipeline units
 //===----------------------------------------------------------------------===//
 

@@ -325,6 +325,35 @@ def Dist_RecvOp : Dist_Op<"recv", [
   }];
 }
 
+def Dist_AxisIndexOp : Dist_Op<"axis_index", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a device's coordinate along groups of mesh axes";
+  let description = [{
+    For each group of mesh axes, the device's index in that group (row-major
+    over the axes as listed, major to minor; 0 for an empty group). The
+    partitioner makes one for each random op it splits: a piece's index
+    along each dim of the tensor, from which the op places its piece.
+
+    In a program of pipeline units, where the microbatch axis `"mb"` is time
+    rather than devices (the mesh no longer has it), `"mb"` names the
+    running microbatch of the unit.
+
+    ```mlir
+    // The piece of a [b, s, h] value split by "dp" and "tp" on b and h.
+    %i = dist.axis_index @mesh [["dp"], [], ["tp"]] : tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh,
+      TypedArrayAttrBase<StrArrayAttr, "groups of mesh axes">:$groups);
+  let results = (outs 1DTensorOf<[I64]>:$result);
+  let assemblyFormat = "$mesh $groups attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The axes of group `index`.
+    ::llvm::SmallVector<::llvm::StringRef> getGroup(unsigned index);
+  }];
+}
+
 def Dist_MicrobatchSliceOp : Dist_Op<"microbatch_slice", [Pure]> {
   let summary = "the running microbatch's rows of a batch";
   let description = [{

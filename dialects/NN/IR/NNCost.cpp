@@ -56,6 +56,11 @@ TESSERA_ELEMENTWISE_FLOPS(CastOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(CausalMaskOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(ConstantOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(IotaOp, 0)
+// Philox-4x32-10 gives four words for ten rounds of two 32 x 32 -> 64-bit
+// products and four xors or adds (about 15 per word), then a scale; dropout
+// compares and multiplies.
+TESSERA_ELEMENTWISE_FLOPS(RandomUniformOp, 16)
+TESSERA_ELEMENTWISE_FLOPS(DropoutOp, 18)
 TESSERA_ELEMENTWISE_FLOPS(BroadcastOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(ReshapeOp, 0)
 TESSERA_ELEMENTWISE_FLOPS(TransposeOp, 0)

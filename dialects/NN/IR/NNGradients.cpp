@@ -352,6 +352,22 @@ TESSERA_GRADIENT(ConstantOp) { return success(); }
 
 TESSERA_GRADIENT(IotaOp) { return success(); }
 
+TESSERA_GRADIENT(RandomUniformOp) {
+  operandGradients.assign(getNumOperands(), Value());
+  return success();
+}
+
+/// The same key draws the same mask: the gradient is dropped where the
+/// input was, and scaled alike.
+TESSERA_GRADIENT(DropoutOp) {
+  Value dx = DropoutOp::create(builder, getLoc(), resultGradients[0],
+                               getStep(), getPiece(), getRateAttr(),
+                               getSeedAttr(), getGlobalShapeAttr());
+  operandGradients.assign(getNumOperands(), Value());
+  operandGradients[0] = dx;
+  return success();
+}
+
 TESSERA_GRADIENT(BroadcastOp) {
   Grad g(builder, getLoc());
   RankedTensorType in = getInput().getType(), out = getResult().getType();

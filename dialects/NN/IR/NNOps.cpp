@@ -15,6 +15,7 @@ using namespace tessera;
 using namespace tessera::nn;
 
 #include "dialects/NN/IR/NNEnums.cpp.inc"
+#include "dialects/NN/IR/NNInterfaces.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -640,6 +641,47 @@ LogicalResult TopKOp::verify() {
     return emitOpError("expects i64 indices of shape [..., k], got ")
            << getIndices().getType();
   return success();
+}
+
+/// Checks a random op's piece: `piece` (an index per dim) and
+/// `global_shape` (a whole number of pieces per dim) together, or neither.
+static LogicalResult verifyRandomPiece(RandomOpInterface op,
+                                       RankedTensorType type) {
+  Value piece = op.getPiece();
+  std::optional<ArrayRef<int64_t>> global = op.getGlobalShape();
+  if (!piece != !global)
+    return op->emitOpError(
+        "expects piece and global_shape together (a device's piece) or "
+        "neither (the whole tensor)");
+  if (!piece)
+    return success();
+  int64_t rank = type.getRank();
+  if (cast<RankedTensorType>(piece.getType()).getDimSize(0) != rank)
+    return op->emitOpError("expects a piece index for each of the ")
+           << rank << " dims, got " << piece.getType();
+  if (static_cast<int64_t>(global->size()) != rank)
+    return op->emitOpError("expects a global_shape of rank ")
+           << rank << ", got " << global->size();
+  for (auto [dim, size] : llvm::enumerate(*global))
+    if (type.getDimSize(dim) == 0 ? size != 0
+                                  : size % type.getDimSize(dim) != 0)
+      return op->emitOpError("expects global_shape to hold whole pieces, "
+                             "but dim ")
+             << dim << " of size " << size << " is not a multiple of "
+             << type.getDimSize(dim);
+  return success();
+}
+
+LogicalResult RandomUniformOp::verify() {
+  return verifyRandomPiece(*this, getResult().getType());
+}
+
+LogicalResult DropoutOp::verify() {
+  // The negation catches NaN.
+  float rate = getRate().convertToFloat();
+  if (!(rate >= 0.0f && rate < 1.0f))
+    return emitOpError("expects a rate in [0, 1), got ") << rate;
+  return verifyRandomPiece(*this, getResult().getType());
 }
 
 LogicalResult IotaOp::verify() {

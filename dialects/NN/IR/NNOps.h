@@ -16,6 +16,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/NN/IR/NNEnums.h.inc"
+#include "dialects/NN/IR/NNInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/NN/IR/NNOps.h.inc"

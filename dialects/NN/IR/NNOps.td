@@ -24,6 +24,33 @@ class NN_ModelOp<string mnemonic, list<Trait> traits = [],
         DeclareOpInterfaceMethods<CostOpInterface, costMethods>,
         DeclareOpInterfaceMethods<GradientOpInterface>])>;
 
+
+/// Ops that draw from the counter-based generator: a value at each element
+/// of the tensor they draw for, keyed by `seed`, the step and the element's
+/// index in the global tensor (see nn.random_uniform).
+def NN_RandomOpInterface : OpInterface<"RandomOpInterface"> {
+  let cppNamespace = "::tessera::nn";
+  let description = [{
+    A random op draws for its result's shape. On a device's piece of it,
+    `piece` holds the piece's index along each dim (from
+    `dist.axis_index`) and `global_shape` the whole tensor's shape, which
+    the partitioner sets; without them the op draws for the whole tensor.
+  }];
+  let methods = [
+    InterfaceMethod<"The step counter the draw is keyed by.",
+        "::mlir::TypedValue<::mlir::TensorType>", "getStep">,
+    InterfaceMethod<"The piece's index along each dim, if any.",
+        "::mlir::TypedValue<::mlir::TensorType>", "getPiece">,
+    InterfaceMethod<"", "::mlir::MutableOperandRange", "getPieceMutable">,
+    InterfaceMethod<"The global shape, on a piece.",
+        "std::optional<::llvm::ArrayRef<int64_t>>", "getGlobalShape">,
+    InterfaceMethod<"", "void", "setGlobalShapeAttr",
+        (ins "::mlir::DenseI64ArrayAttr":$shape)>,
+    InterfaceMethod<"The per-op stream of the generator.", "uint64_t",
+        "getSeed">,
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//
@@ -258,6 +285,65 @@ def NN_IotaOp : NN_ModelOp<"iota", [], [], ["isFactorPartitionable"]> {
   let arguments = (ins I64Attr:$dim);
   let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_RandomUniformOp : NN_ModelOp<"random_uniform",
+    [NN_RandomOpInterface]> {
+  let summary = "uniform random numbers from a counter-based generator";
+  let description = [{
+    Each element is a number in [0, 1) drawn by Philox-4x32-10 (Salmon et
+    al. 2011), keyed by `seed` and the optimizer step `step`, at the
+    element's row-major index `i` in the global tensor: the counter is
+    `(i / 4, step)`, the key `seed`, and the element takes word `i mod 4`
+    of the output, its top 24 bits scaled by 2⁻²⁴. The numbers do not
+    depend on how the tensor is split, so a sharded run draws exactly what
+    one device draws. Ops with the same seed and step draw the same
+    numbers: give each its own seed.
+
+    On a device's piece (after partitioning), `piece` holds the piece's
+    index along each dim and `global_shape` the tensor's shape; without
+    them the op draws for the whole tensor.
+
+    ```mlir
+    %u = nn.random_uniform step %step seed = 3 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_ScalarIndexTensor:$step,
+      Optional<1DTensorOf<[I64]>>:$piece, I64Attr:$seed,
+      OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    `step` $step (`piece` $piece^)? `seed` `=` $seed attr-dict `:`
+    type($step) (`,` type($piece)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_DropoutOp : NN_ModelOp<"dropout", [NN_RandomOpInterface,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    `x / (1 - rate)` where the element's number from the generator (as
+    nn.random_uniform with the same `seed`, `step` and shape draws it) is at
+    least `rate`, else 0. The mask is not stored: the gradient is the
+    dropout of the gradient with the same key, which draws the same mask
+    again. Splitting and recomputation leave it unchanged, so `tessera
+    verify` stays exact with dropout on.
+
+    ```mlir
+    %y = nn.dropout %x step %step rate = 0.1 seed = 7
+        : tensor<4x8xf32>, tensor<i64>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_ScalarIndexTensor:$step,
+      Optional<1DTensorOf<[I64]>>:$piece, F32Attr:$rate, I64Attr:$seed,
+      OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `step` $step (`piece` $piece^)? `rate` `=` $rate `seed` `=` $seed
+    attr-dict `:` type($result) `,` type($step) (`,` type($piece)^)?
+  }];
   let hasVerifier = 1;
 }
 

@@ -116,6 +116,37 @@ bool IotaOp::isFactorPartitionable(int64_t factor) {
   return factor != getDimAttr().getInt();
 }
 
+/// A random op splits every dim freely: the partitioner gives each piece
+/// its index (`piece`), so a piece draws what the whole tensor holds there.
+/// `input` (dropout's) shares the result's factors; the step and the piece
+/// index are whole.
+static ShardingRule getRandomRule(Operation *op) {
+  auto random = cast<RandomOpInterface>(op);
+  ArrayRef<int64_t> shape = getShape(op->getResult(0));
+  bool hasInput = isa<DropoutOp>(op);
+  bool hasPiece = static_cast<bool>(random.getPiece());
+  ShardingRuleBuilder builder = makeBuilder(op);
+  for (auto [dim, size] : llvm::enumerate(shape)) {
+    SmallVector<int64_t> operandDims;
+    if (hasInput)
+      operandDims.push_back(dim);
+    operandDims.push_back(kNoDim);
+    if (hasPiece)
+      operandDims.push_back(kNoDim);
+    builder.addFactor(operandDims, {static_cast<int64_t>(dim)}, size);
+  }
+  if (hasPiece) {
+    SmallVector<int64_t> operandDims(op->getNumOperands(), kNoDim);
+    operandDims.back() = 0;
+    builder.addFactor(operandDims, {kNoDim}, shape.size(),
+                      FactorKind::NeedReplication);
+  }
+  return builder.build();
+}
+
+ShardingRule RandomUniformOp::getShardingRule() { return getRandomRule(*this); }
+ShardingRule DropoutOp::getShardingRule() { return getRandomRule(*this); }
+
 ShardingRule BroadcastOp::getShardingRule() {
   ArrayRef<int64_t> inShape = getShape(getInput());
   ArrayRef<int64_t> outShape = getShape(getResult());

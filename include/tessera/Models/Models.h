@@ -32,6 +32,11 @@ struct GptConfig {
   /// "fused" (one nn.attention per block, no s x s scores kept) or
   /// "unfused" (the scores, mask, softmax and weighted sum as ops).
   std::string attention = "fused";
+  /// Residual dropout (GPT-2's embd_pdrop and resid_pdrop): after the
+  /// embeddings and on each block's attention and MLP outputs, before they
+  /// join the residual; 0 for none. The model then takes the step counter
+  /// (nn.state "step") its masks are drawn for.
+  double dropout = 0;
   /// "none", or "megatron": a mesh @mesh ["dp"=1, "tp"=1] (resize it with
   /// --mesh), the batch split over "dp", and Megatron-LM tensor parallelism
   /// over "tp": q/k/v and the first MLP weight split by columns, the output
@@ -68,8 +73,9 @@ struct LlamaConfig {
   double ropeTheta = 10000;
   double normEps = 1e-5;
   std::string dtype = "f32";
-  /// See GptConfig::attention.
+  /// See GptConfig::attention and GptConfig::dropout.
   std::string attention = "fused";
+  double dropout = 0;
   /// "none", "megatron" or "megatron-sp" (see GptConfig::sharding): q, k,
   /// v, w1 and w3 split by columns, wo and w2 by rows, the LM head by
   /// vocabulary.

@@ -99,8 +99,15 @@ LogicalResult buildTrainStep(func::FuncOp function,
       moments.push_back(addState(type, name + ".adam_m"));
       squares.push_back(addState(type, name + ".adam_v"));
     }
-    unsigned step =
-        addState(RankedTensorType::get({}, builder.getI64Type()), "step");
+    // The model's own step counter (its random ops' key), or a new one.
+    std::optional<unsigned> step;
+    for (BlockArgument arg : function.getArguments())
+      if (auto state = function.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), nn::kStateAttrName);
+          state && state.getValue() == "step")
+        step = arg.getArgNumber();
+    if (!step)
+      step = addState(RankedTensorType::get({}, builder.getI64Type()), "step");
     SmallVector<Value> newParams, newMoments, newSquares;
     for (auto [index, param] : llvm::enumerate(params)) {
       // A master weight's gradient is the 16-bit gradient cast up: the
@@ -116,7 +123,7 @@ LogicalResult buildTrainStep(func::FuncOp function,
       auto update = nn::AdamWOp::create(
           builder, loc, function.getArgument(param), gradient,
           function.getArgument(moments[index]),
-          function.getArgument(squares[index]), function.getArgument(step),
+          function.getArgument(squares[index]), function.getArgument(*step),
           f32(options.lr), f32(options.beta1), f32(options.beta2),
           f32(options.epsilon), f32(options.weightDecay));
       newParams.push_back(update.getNewParam());

@@ -67,6 +67,9 @@ private:
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
                                 const ShardingRule &rule);
   LogicalResult partitionReplicatedOp(Operation *op);
+  LogicalResult placeRandomPiece(nn::RandomOpInterface op,
+                                 ArrayRef<AxisList> dimAxes,
+                                 RankedTensorType global);
 
   func::FuncOp function;
   dist::MeshOp meshOp;
@@ -511,11 +514,41 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
       return failure();
     result.setType(localType);
     localShardings[result] = actual;
+    if (auto random = dyn_cast<nn::RandomOpInterface>(op.getOperation()))
+      if (failed(placeRandomPiece(random, dims, globalTypes.lookup(result))))
+        return failure();
   }
 
   op.updateLocalAttributes();
 
   return reshardResults(op, wanted, getReductionKind(op));
+}
+
+/// A random op split over some axes draws for its piece: it reads the
+/// piece's index along each dim from a dist.axis_index over the dim's axes,
+/// and the global shape places it.
+LogicalResult
+FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
+                                      ArrayRef<AxisList> dimAxes,
+                                      RankedTensorType global) {
+  if (llvm::all_of(dimAxes, [](const AxisList &axes) { return axes.empty(); }))
+    return success();
+  if (op.getPiece())
+    return op->emitOpError("is already a device's piece; partition the global "
+                         "program once");
+  SmallVector<Attribute> groups;
+  for (const AxisList &axes : dimAxes)
+    groups.push_back(builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes)));
+  builder.setInsertionPoint(op);
+  auto index = dist::AxisIndexOp::create(
+      builder, op->getLoc(),
+      RankedTensorType::get({static_cast<int64_t>(dimAxes.size())},
+                            builder.getI64Type()),
+      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
+      builder.getArrayAttr(groups));
+  op.getPieceMutable().assign(index.getResult());
+  op.setGlobalShapeAttr(builder.getDenseI64ArrayAttr(global.getShape()));
+  return success();
 }
 
 /// Whether `op` computes on flat pieces: a pointwise op (every factor
@@ -524,8 +557,9 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
 bool FunctionPartitioner::isFlatPointwise(ShardingRuleOpInterface op,
                                           const ShardingRule &rule,
                                           ArrayRef<TensorSharding> wanted) {
+  // A random op's piece is a block of each dim (its draw's place).
   if (wanted.empty() || wanted.front().flat.empty() ||
-      !rule.hasOnlyParallelFactors())
+      !rule.hasOnlyParallelFactors() || isa<nn::RandomOpInterface>(op.getOperation()))
     return false;
   for (auto [index, result] : llvm::enumerate(op->getResults()))
     if (wanted[index] != wanted.front() ||

@@ -203,6 +203,11 @@ LogicalResult Pipeliner::classify() {
       readsPost |= kind == OpClass::Post;
       readsBody |= kind == OpClass::Body;
     }
+    // An index along the microbatches differs from one microbatch to the
+    // next, as data does.
+    if (auto index = dyn_cast<dist::AxisIndexOp>(op))
+      for (unsigned group = 0; group < index.getGroups().size(); ++group)
+        readsBody |= llvm::is_contained(index.getGroup(group), kMicrobatchAxis);
     // A sum that is only summed over microbatches is a sum of sums: its
     // terms accumulate where they are made and meet once per step (a tied
     // embedding's gradient from the first and the last stage).

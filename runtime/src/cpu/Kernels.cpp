@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/runtime/Kernels.h"
+#include "tessera/runtime/Random.h"
 
 #include <cblas.h>
 
@@ -1254,6 +1255,82 @@ static int64_t readIndex(const Tensor &tensor, int64_t i) {
                                     : tensor.as<int64_t>()[i];
 }
 
+/// The key and place of a random op's draw (nn.random_uniform,
+/// nn.dropout): the step at input `stepInput`, then the piece index if the
+/// op is on a piece, whose `global_shape` places it. Fails the call if they
+/// do not fit `shape`.
+static bool getRandomDraw(KernelCall &c, size_t stepInput,
+                          const std::vector<int64_t> &shape, uint64_t &seed,
+                          uint64_t &step, random::PiecePlace &place) {
+  if (!c.expectVariadicArity(stepInput + 1, 1) ||
+      c.getNumInputs() > stepInput + 2)
+    return c.fail("expects the step and at most a piece index after it, got ",
+                  c.getNumInputs() - stepInput, " inputs");
+  std::optional<int64_t> seedAttr = c.getInt("seed");
+  if (!seedAttr || !c.expectIndex(c.in(stepInput), "step") ||
+      !c.expectShape(c.in(stepInput), {}, "step"))
+    return false;
+  std::vector<int64_t> globalShape;
+  const Tensor *piece = nullptr;
+  if (c.getNumInputs() == stepInput + 2) {
+    piece = &c.in(stepInput + 1);
+    const std::vector<int64_t> *global = c.getList("global_shape");
+    if (!global || !c.expectDType(*piece, DType::I64, "piece") ||
+        !c.expectShape(*piece, {static_cast<int64_t>(shape.size())}, "piece"))
+      return false;
+    globalShape = *global;
+  }
+  if (std::string error = random::makePiecePlace(shape, globalShape, place);
+      !error.empty())
+    return c.fail(error);
+  // The piece index is data, known when the kernel runs.
+  if (piece && !c.isCheckOnly())
+    if (int dim = place.setPieceIndex(piece->as<int64_t>()); dim >= 0)
+      return c.failOnData("piece ", piece->as<int64_t>()[dim], " of size ",
+                          shape[dim], " lies outside dim ", dim, " of size ",
+                          globalShape[dim]);
+  seed = static_cast<uint64_t>(*seedAttr);
+  if (!c.isCheckOnly())
+    step = static_cast<uint64_t>(readIndex(c.in(stepInput), 0));
+  return true;
+}
+
+/// nn.random_uniform: numbers in [0, 1) by the element's global index.
+static void runRandomUniform(KernelCall &c) {
+  if (!c.expectVariadicArity(1, 1) || !c.expectF32(c.out(0), "result"))
+    return;
+  Tensor &result = c.out(0);
+  uint64_t seed = 0, step = 0;
+  random::PiecePlace place;
+  if (!getRandomDraw(c, 0, result.shape, seed, step, place) || c.isCheckOnly())
+    return;
+  float *y = result.as<float>();
+  for (int64_t i = 0, e = result.getNumElements(); i < e; ++i)
+    y[i] = random::uniformAt(seed, step, place.getGlobalIndex(i));
+}
+
+/// nn.dropout: x / (1 - rate) where the element's number is at least rate.
+static void runDropout(KernelCall &c) {
+  if (!c.expectVariadicArity(2, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  std::optional<double> rate = c.getFloat("rate");
+  uint64_t seed = 0, step = 0;
+  random::PiecePlace place;
+  if (!rate || !getRandomDraw(c, 1, c.in(0).shape, seed, step, place) ||
+      c.isCheckOnly())
+    return;
+  auto keep = static_cast<float>(*rate);
+  float scale = 1.0f / (1.0f - keep);
+  const float *x = c.in(0).as<float>();
+  float *y = c.out(0).as<float>();
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
+    y[i] = random::uniformAt(seed, step, place.getGlobalIndex(i)) >= keep
+               ? x[i] * scale
+               : 0.0f;
+}
+
 /// nn.embedding. An index outside the table gives a zero row: with a
 /// vocab-split table each rank looks up shifted indices in its own rows and
 /// the partial results are summed.
@@ -1923,6 +2000,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
                 runBinary(c, [](float a, float b) { return std::pow(a, b); });
               }},
              {"nn.clamp", runClamp},
+             {"nn.random_uniform", runRandomUniform},
+             {"nn.dropout", runDropout},
              {"nn.neg",
               [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
              {"nn.exp",

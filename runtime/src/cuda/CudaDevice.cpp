@@ -232,6 +232,11 @@ Status CudaDevice::takeKernelError() {
                      std::to_string(seen.values[0]) + " at position " +
                      std::to_string(seen.values[1]) + " is outside [0, " +
                      std::to_string(seen.values[2]) + ")");
+  case KernelError::PieceOutOfRange:
+    return dataError("nn.random_uniform or nn.dropout: piece " +
+                     std::to_string(seen.values[0]) + " of dim " +
+                     std::to_string(seen.values[1]) + " is outside [0, " +
+                     std::to_string(seen.values[2]) + ")");
   default:
     return Status::success();
   }
@@ -271,6 +276,29 @@ struct CudaDevice::Ops {
     cuda::clamp(f(l.in(0)), f(l.out(0)), l.out(0).getNumElements(),
                 static_cast<float>(getFloat(l, "min")),
                 static_cast<float>(getFloat(l, "max")), d.compute);
+    return Status::success();
+  }
+
+  /// nn.random_uniform (no input before the step) and nn.dropout.
+  static Status drawRandom(CudaDevice &d, const CudaKernel &k,
+                           const Launch &l) {
+    bool dropout = k.getOp() == "nn.dropout";
+    size_t stepInput = dropout ? 1 : 0;
+    Tensor &out = l.out(0);
+    random::PiecePlace place;
+    std::vector<int64_t> globalShape;
+    bool onPiece = l.inputs.size() > stepInput + 1;
+    if (onPiece)
+      globalShape = *l.attrs.getList("global_shape");
+    // checkKernel has checked the shapes.
+    random::makePiecePlace(out.shape, globalShape, place);
+    cuda::drawRandom(dropout ? f(l.in(0)) : nullptr, f(out),
+                     out.getNumElements(),
+                     dropout ? static_cast<float>(getFloat(l, "rate")) : 0.0f,
+                     static_cast<uint64_t>(*l.attrs.getInt("seed")),
+                     l.in(stepInput).data, is64(l.in(stepInput)),
+                     onPiece ? l.in(stepInput + 1).as<int64_t>() : nullptr,
+                     place, d.kernelError, d.compute);
     return Status::success();
   }
 
@@ -589,6 +617,8 @@ struct CudaDevice::Ops {
           {"nn.min", map, MapOp::Min, false},
           {"nn.pow", map, MapOp::Pow, false},
           {"nn.clamp", clamp, std::nullopt, false},
+          {"nn.random_uniform", drawRandom, std::nullopt, false},
+          {"nn.dropout", drawRandom, std::nullopt, false},
           {"nn.neg", map, MapOp::Neg, false},
           {"nn.exp", map, MapOp::Exp, false},
           {"nn.log", map, MapOp::Log, false},

@@ -486,6 +486,30 @@ __global__ void sgdKernel(const float *param, const float *grad, float *y,
   }
 }
 
+/// A random op's numbers (see the launcher in CudaKernels.h): each thread
+/// places the piece from the piece index first.
+__global__ void randomKernel(const float *x, float *y, int64_t count,
+                             float rate, uint64_t seed, const void *step,
+                             bool step64, const int64_t *piece,
+                             random::PiecePlace place, KernelError *error) {
+  if (piece) {
+    if (int dim = place.setPieceIndex(piece); dim >= 0) {
+      if (blockIdx.x == 0 && threadIdx.x == 0)
+        recordError(error, KernelError::PieceOutOfRange, piece[dim], dim,
+                    place.shape[dim] == 0
+                        ? 0
+                        : place.globalShape[dim] / place.shape[dim]);
+      return;
+    }
+  }
+  uint64_t t = static_cast<uint64_t>(readIndex(step, step64, 0));
+  float scale = 1.0f / (1.0f - rate);
+  GRID_STRIDE(i, count) {
+    float u = random::uniformAt(seed, t, place.getGlobalIndex(i));
+    y[i] = !x ? u : (u >= rate ? x[i] * scale : 0.0f);
+  }
+}
+
 __global__ void adamwKernel(const float *param, const void *grad,
                             DType gradType, const float *m, const float *v,
                             const void *step, bool step64, float *newParam,
@@ -595,6 +619,15 @@ void clamp(const float *x, float *y, int64_t count, float lo, float hi,
            cudaStream_t stream) {
   if (count > 0)
     clampKernel<<<getBlocks(count), kThreads, 0, stream>>>(x, y, count, lo, hi);
+}
+
+void drawRandom(const float *x, float *y, int64_t count, float rate,
+                uint64_t seed, const void *step, bool step64,
+                const int64_t *piece, const random::PiecePlace &place,
+                KernelError *error, cudaStream_t stream) {
+  if (count > 0)
+    randomKernel<<<getBlocks(count), kThreads, 0, stream>>>(
+        x, y, count, rate, seed, step, step64, piece, place, error);
 }
 
 void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,

@@ -15,6 +15,7 @@
 
 #include "ElementMath.h"
 #include "Layouts.h"
+#include "tessera/runtime/Random.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <cuda_runtime.h>
@@ -29,11 +30,13 @@ struct KernelError {
     None = 0,
     LabelOutOfRange = 1,
     StepBelowOne = 2,
-    IndexOutOfRange = 3
+    IndexOutOfRange = 3,
+    PieceOutOfRange = 4
   };
   int32_t code;
   /// LabelOutOfRange: label, position, vocabulary; StepBelowOne: step;
-  /// IndexOutOfRange (gather, scatter_add): index, position, axis size.
+  /// IndexOutOfRange (gather, scatter_add): index, position, axis size;
+  /// PieceOutOfRange (random ops): piece index, dim, pieces in the dim.
   int64_t values[3];
 };
 
@@ -64,6 +67,14 @@ void cast(DType from, const void *x, DType to, void *y, int64_t count,
 /// nn.clamp (applyClamp) of each element.
 void clamp(const float *x, float *y, int64_t count, float lo, float hi,
            cudaStream_t stream);
+/// nn.random_uniform (x null) or nn.dropout of x at `rate`: the numbers of
+/// `place` (its offsets zero) for the key (`seed`, the step read from
+/// `step`), the piece at the index `piece` reads per dim (null: the whole
+/// tensor).
+void drawRandom(const float *x, float *y, int64_t count, float rate,
+                uint64_t seed, const void *step, bool step64,
+                const int64_t *piece, const random::PiecePlace &place,
+                KernelError *error, cudaStream_t stream);
 /// nn.iota in any element type: y[i] is (i / inner) % size.
 void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,
           cudaStream_t stream);

@@ -555,3 +555,33 @@ func.func @microbatch_slice_shape(%x: tensor<8x4xf32>) -> tensor<2x2xf32> {
   %y = dist.microbatch_slice %x of 4 : tensor<8x4xf32> -> tensor<2x2xf32>
   return %y : tensor<2x2xf32>
 }
+
+// -----
+
+// Tests that axis_index names axes of its mesh.
+dist.mesh @mesh ["dp"=2]
+func.func @axis_index_axis() -> tensor<1xi64> {
+  // expected-error @+1 {{'dist.axis_index' op mesh @mesh has no axis "tp"}}
+  %i = dist.axis_index @mesh [["tp"]] : tensor<1xi64>
+  return %i : tensor<1xi64>
+}
+
+// -----
+
+// Tests that axis_index gives one element per group.
+dist.mesh @mesh ["dp"=2]
+func.func @axis_index_size() -> tensor<2xi64> {
+  // expected-error @+1 {{'dist.axis_index' op expects a result of one element per group, got 2 for 1 groups}}
+  %i = dist.axis_index @mesh [["dp"]] : tensor<2xi64>
+  return %i : tensor<2xi64>
+}
+
+// -----
+
+// Tests that a group names an axis once.
+dist.mesh @mesh ["dp"=2]
+func.func @axis_index_twice() -> tensor<1xi64> {
+  // expected-error @+1 {{'dist.axis_index' op names mesh axis "dp" twice in group 0}}
+  %i = dist.axis_index @mesh [["dp", "dp"]] : tensor<1xi64>
+  return %i : tensor<1xi64>
+}

@@ -164,3 +164,15 @@ func.func @units(%batch: tensor<8x4xf32>) -> tensor<4x4xf32>
   %y = nn.relu %sum {dist.unit = "update"} : tensor<4x4xf32>
   return %y : tensor<4x4xf32>
 }
+
+// -----
+
+// Tests that axis_index round-trips, with an empty group and the time axis
+// "mb" of a mesh that no longer has it (a program of pipeline units).
+dist.mesh @mesh ["dp"=2, "tp"=2]
+// CHECK-LABEL: func.func @axis_index
+// CHECK: dist.axis_index @mesh {{\[}}["dp", "mb"], [], ["tp"]] : tensor<3xi64>
+func.func @axis_index() -> tensor<3xi64> {
+  %i = dist.axis_index @mesh [["dp", "mb"], [], ["tp"]] : tensor<3xi64>
+  return %i : tensor<3xi64>
+}

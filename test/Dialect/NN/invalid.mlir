@@ -814,3 +814,39 @@ func.func @top_k_range(%x: tensor<4x10xf32>) -> tensor<4x11xi64> {
   %v, %i = nn.top_k %x k = 11 : tensor<4x10xf32> -> (tensor<4x11xf32>, tensor<4x11xi64>)
   return %i : tensor<4x11xi64>
 }
+
+// -----
+
+// Tests that dropout rejects a rate outside [0, 1).
+func.func @dropout_rate(%x: tensor<4x8xf32>, %step: tensor<i64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.dropout' op expects a rate in [0, 1), got 1}}
+  %0 = nn.dropout %x step %step rate = 1.0 seed = 0 : tensor<4x8xf32>, tensor<i64>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a random op's piece comes with its global shape.
+func.func @random_piece_alone(%step: tensor<i64>, %piece: tensor<2xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.random_uniform' op expects piece and global_shape together (a device's piece) or neither (the whole tensor)}}
+  %0 = nn.random_uniform step %step piece %piece seed = 0 : tensor<i64>, tensor<2xi64> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a piece index has one entry per dim.
+func.func @random_piece_rank(%step: tensor<i64>, %piece: tensor<3xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.random_uniform' op expects a piece index for each of the 2 dims, got 'tensor<3xi64>'}}
+  %0 = nn.random_uniform step %step piece %piece seed = 0 {global_shape = array<i64: 8, 8>} : tensor<i64>, tensor<3xi64> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that the global shape holds whole pieces.
+func.func @random_global_shape(%x: tensor<4x8xf32>, %step: tensor<i64>, %piece: tensor<2xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.dropout' op expects global_shape to hold whole pieces, but dim 1 of size 12 is not a multiple of 8}}
+  %0 = nn.dropout %x step %step piece %piece rate = 0.5 seed = 0 {global_shape = array<i64: 4, 12>} : tensor<4x8xf32>, tensor<i64>, tensor<2xi64>
+  return %0 : tensor<4x8xf32>
+}

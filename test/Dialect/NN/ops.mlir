@@ -454,3 +454,23 @@ func.func @indexed(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> (tensor<4x10xf3
   %v, %k = nn.top_k %s k = 2 : tensor<4x10xf32> -> (tensor<4x2xf32>, tensor<4x2xi64>)
   return %s, %k : tensor<4x10xf32>, tensor<4x2xi64>
 }
+
+// -----
+
+// Tests that the random ops round-trip, whole and on a device's piece.
+// CHECK-LABEL: func.func @random(
+// CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>, %[[S:.+]]: tensor<i64>, %[[P:.+]]: tensor<2xi64>)
+// CHECK:         %[[U:.+]] = nn.random_uniform step %[[S]] seed = 3 : tensor<i64> -> tensor<4x8xf32>
+// CHECK:         %[[V:.+]] = nn.random_uniform step %[[S]] piece %[[P]] seed = 3 {global_shape = array<i64: 8, 8>} : tensor<i64>, tensor<2xi64> -> tensor<4x8xf32>
+// CHECK:         %[[D:.+]] = nn.dropout %[[X]] step %[[S]] rate = 1.000000e-01 seed = 7 : tensor<4x8xf32>, tensor<i64>
+// CHECK:         %[[E:.+]] = nn.dropout %[[X]] step %[[S]] piece %[[P]] rate = 1.000000e-01 seed = 7 {global_shape = array<i64: 4, 16>} : tensor<4x8xf32>, tensor<i64>, tensor<2xi64>
+func.func @random(%x: tensor<4x8xf32>, %step: tensor<i64>, %piece: tensor<2xi64>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %u = nn.random_uniform step %step seed = 3 : tensor<i64> -> tensor<4x8xf32>
+  %v = nn.random_uniform step %step piece %piece seed = 3 {global_shape = array<i64: 8, 8>}
+      : tensor<i64>, tensor<2xi64> -> tensor<4x8xf32>
+  %d = nn.dropout %x step %step rate = 0.1 seed = 7 : tensor<4x8xf32>, tensor<i64>
+  %e = nn.dropout %x step %step piece %piece rate = 0.1 seed = 7 {global_shape = array<i64: 4, 16>}
+      : tensor<4x8xf32>, tensor<i64>, tensor<2xi64>
+  return %u, %v, %d, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

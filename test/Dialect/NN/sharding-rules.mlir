@@ -341,3 +341,16 @@ func.func @indexed(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> tensor<4x2xi64>
   %v, %k = nn.top_k %s k = 2 : tensor<4x10xf32> -> (tensor<4x2xf32>, tensor<4x2xi64>)
   return %k : tensor<4x2xi64>
 }
+
+// -----
+
+// Tests that the random ops split every dim (the step whole) and cost their generator.
+func.func @random(%x: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // expected-remark @+2 {{sharding rule: ([]) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=512 bytes=136}}
+  %u = nn.random_uniform step %step seed = 0 : tensor<i64> -> tensor<4x8xf32>
+  // expected-remark @+2 {{sharding rule: ([i, j], []) -> ([i, j]) {i=4, j=8}}}
+  // expected-remark @+1 {{cost: flops=576 bytes=264}}
+  %d = nn.dropout %x step %step rate = 0.5 seed = 1 : tensor<4x8xf32>, tensor<i64>
+  return %u, %d : tensor<4x8xf32>, tensor<4x8xf32>
+}

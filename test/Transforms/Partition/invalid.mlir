@@ -53,3 +53,14 @@ func.func @two_meshes(
       : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// Tests that a random op that is already a device's piece is not split again.
+dist.mesh @mesh ["dp"=2]
+func.func @random_piece(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>},
+                        %step: tensor<i64>, %piece: tensor<2xi64>) -> (tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>}) {
+  // expected-error @+1 {{'nn.dropout' op is already a device's piece; partition the global program once}}
+  %y = nn.dropout %x step %step piece %piece rate = 0.5 seed = 0 {global_shape = array<i64: 16, 8>} : tensor<8x8xf32>, tensor<i64>, tensor<2xi64>
+  return %y : tensor<8x8xf32>
+}

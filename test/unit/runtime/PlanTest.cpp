@@ -1035,3 +1035,52 @@ TEST(PlanTest, RejectsABadSchedule) {
             "program 0: view buffer 1 has a microbatch stride of 32 bytes, "
             "expected its size in a program of microbatches");
 }
+
+namespace {
+
+/// makePlan with an axis_index over `groups` into a new buffer of `dtype`
+/// and `size` elements, freed at once.
+plan::Plan makeAxisIndexPlan(std::vector<std::vector<std::string>> groups,
+                             plan::DType dtype, int64_t size) {
+  plan::Plan plan = makePlan();
+  plan::Program *program = plan.mutable_programs(0);
+  addBuffer(program, {size}, 512);
+  program->mutable_buffers(3)->set_dtype(dtype);
+  program->set_arena_bytes(512 + 8 * size);
+  plan::Instruction *index = program->add_instructions();
+  for (const std::vector<std::string> &axes : groups) {
+    plan::DimAxes *group = index->mutable_axis_index()->add_groups();
+    for (const std::string &axis : axes)
+      group->add_axes(axis);
+  }
+  index->mutable_axis_index()->set_output(3);
+  index->add_frees(3);
+  return plan;
+}
+
+} // namespace
+
+TEST(PlanTest, AnAxisIndexValidates) {
+  EXPECT_EQ(getValidationError(makeAxisIndexPlan({{"tp"}, {}}, plan::I64, 2)),
+            "");
+}
+
+TEST(PlanTest, RejectsAnAxisIndexOverUnknownAxesOrIntoTheWrongBuffer) {
+  EXPECT_EQ(getValidationError(makeAxisIndexPlan({{"dp"}}, plan::I64, 1)),
+            "program 0: instruction 2: axis_index names unknown mesh axis "
+            "\"dp\"");
+  // Microbatches are an axis only of a program with units.
+  EXPECT_EQ(getValidationError(makeAxisIndexPlan({{"mb"}}, plan::I64, 1)),
+            "program 0: instruction 2: axis_index names unknown mesh axis "
+            "\"mb\"");
+  EXPECT_EQ(
+      getValidationError(makeAxisIndexPlan({{"tp", "tp"}}, plan::I64, 1)),
+      "program 0: instruction 2: axis_index names mesh axis \"tp\" twice in "
+      "a group");
+  EXPECT_EQ(getValidationError(makeAxisIndexPlan({{"tp"}}, plan::F32, 1)),
+            "program 0: instruction 2: axis_index writes a buffer of 1 i64 "
+            "elements, got [1] of F32");
+  EXPECT_EQ(getValidationError(makeAxisIndexPlan({{"tp"}}, plan::I64, 2)),
+            "program 0: instruction 2: axis_index writes a buffer of 1 i64 "
+            "elements, got [2] of I64");
+}

@@ -106,6 +106,7 @@ private:
   Status runInstructions(int64_t begin, int64_t end, const UnitRun &run);
   /// Waits for a started collective or send and traces it.
   Status finish(InFlight &started);
+  Status runAxisIndex(const plan::AxisIndex &axisIndex, const UnitRun &run);
   Pending startCollective(const plan::Collective &collective,
                           const UnitRun &run);
   /// `when` (by default now) in microseconds since the executor was made.
@@ -125,6 +126,8 @@ private:
   const Kernel *sliceKernel = nullptr;
   /// The device's nn.add, which runs an accumulate.
   const Kernel *addKernel = nullptr;
+  /// Writes an axis_index's values (nn.constant).
+  const Kernel *constantKernel = nullptr;
   /// Per kernel instruction: whether its buffers move with the unit run
   /// (slots, microbatch rows), so that its tensors are re-pointed per run.
   std::vector<bool> perRun;

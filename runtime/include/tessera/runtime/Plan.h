@@ -16,6 +16,10 @@
 
 namespace tessera::runtime {
 
+/// The mesh axis of microbatches, which a program with units runs in time:
+/// an axis_index over it is the running microbatch.
+inline constexpr const char *kMicrobatchAxis = "mb";
+
 /// Reads a plan file and validates it: the plan, or a data error (no such
 /// file, not a plan) or the invalid plan error of validatePlan, named by the
 /// file.
