@@ -78,14 +78,12 @@ static constexpr double kMaxElements = 1125899906842624.0; // 2^50
 static llvm::Error checkModelSize(int64_t layers, double parameters,
                                   double largestActivation) {
   if (layers > kMaxLayers)
-    return fieldError("layers",
-                      llvm::formatv("must be at most {0}, got {1}", kMaxLayers,
-                                    layers)
-                          .str());
-  for (auto [what, count] : {std::pair<StringRef, double>{"parameters",
-                                                          parameters},
-                             {"elements in one activation",
-                              largestActivation}})
+    return fieldError("layers", llvm::formatv("must be at most {0}, got {1}",
+                                              kMaxLayers, layers)
+                                    .str());
+  for (auto [what, count] :
+       {std::pair<StringRef, double>{"parameters", parameters},
+        {"elements in one activation", largestActivation}})
     if (count > kMaxElements)
       return llvm::createStringError(
           llvm::formatv("the model would have {0:e2} {1}, over the "
@@ -168,10 +166,10 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (llvm::Error error = checkHeads(c.heads, c.hidden))
     return error;
   if (c.heads % c.kvHeads != 0)
-    return fieldError("kv-heads",
-                      llvm::formatv("({0}) must divide --heads ({1})",
-                                    c.kvHeads, c.heads)
-                          .str());
+    return fieldError(
+        "kv-heads",
+        llvm::formatv("({0}) must divide --heads ({1})", c.kvHeads, c.heads)
+            .str());
   if ((c.hidden / c.heads) % 2 != 0)
     return fieldError("heads",
                       llvm::formatv("must leave an even head dim for the "
@@ -278,7 +276,8 @@ public:
   void setDropout(double rate) {
     dropoutRate = rate;
     if (rate > 0)
-      stepArgument = addArgument(RankedTensorType::get({}, builder.getI64Type()));
+      stepArgument =
+          addArgument(RankedTensorType::get({}, builder.getI64Type()));
   }
 
   /// Residual dropout of `x`: each call draws with a seed of its own.
@@ -604,9 +603,8 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
                      asModelType(nn::SinOp::create(bld, loc, angles)));
   };
 
-  Value x =
-      fb.dropout(nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings),
-                                         fb.arg(tokens)));
+  Value x = fb.dropout(
+      nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings), fb.arg(tokens)));
   bool fused = c.attention == "fused";
   for (const Block &blk : blocks) {
     // Attention: [b, s, h] -> [b, heads, s, d].

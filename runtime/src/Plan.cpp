@@ -228,16 +228,15 @@ ProgramValidator::checkAxisIndex(const plan::AxisIndex &axisIndex) const {
                            "\" twice in a group");
     }
   }
-  if (Status error = checkBuffer(axisIndex.output(), "axis_index");
-      !error.ok())
+  if (Status error = checkBuffer(axisIndex.output(), "axis_index"); !error.ok())
     return error;
   const plan::Buffer &out = buffer(axisIndex.output());
   if (out.dtype() != plan::I64 || out.shape_size() != 1 ||
       out.shape(0) != axisIndex.groups_size())
     return invalidPlan("axis_index writes a buffer of " +
                        std::to_string(axisIndex.groups_size()) +
-                       " i64 elements, got " + shapeText(out.shape()) +
-                       " of " + plan::DType_Name(out.dtype()));
+                       " i64 elements, got " + shapeText(out.shape()) + " of " +
+                       plan::DType_Name(out.dtype()));
   return Status::success();
 }
 

@@ -417,8 +417,7 @@ AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError("names unknown mesh ") << getMeshAttr();
   for (unsigned index = 0; index < getGroups().size(); ++index)
     for (StringRef axis : getGroup(index))
-      if (!mesh.getAxisIndex(axis) &&
-          axis != DistDialect::kMicrobatchAxisName)
+      if (!mesh.getAxisIndex(axis) && axis != DistDialect::kMicrobatchAxisName)
         return emitOpError("mesh @")
                << mesh.getSymName() << " has no axis \"" << axis << "\"";
   return success();

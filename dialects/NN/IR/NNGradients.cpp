@@ -160,17 +160,16 @@ TESSERA_GRADIENT(PowOp) {
   Value dy = resultGradients[0], x = getLhs(), p = getRhs();
   // d(x^p)/dx = p x^(p-1); d(x^p)/dp = x^p log(x), 0 where x <= 0.
   Value ones = g.splat(Grad::typeOf(p), 1.0);
-  Value dx = g.mul(dy, g.mul(p, PowOp::create(builder, getLoc(), x,
-                                              g.sub(p, ones))));
+  Value dx =
+      g.mul(dy, g.mul(p, PowOp::create(builder, getLoc(), x, g.sub(p, ones))));
   Value zero = g.zerosLike(x);
   Value positive = g.compare(ComparePredicate::gt, x, zero);
   // log of a clamped base, so that the masked lanes hold no NaN.
   Value safe = g.select(positive, x, g.splat(Grad::typeOf(x), 1.0));
-  Value dp = g.select(positive,
-                      g.mul(dy, g.mul(getResult(), LogOp::create(
-                                                       builder, getLoc(),
-                                                       safe))),
-                      zero);
+  Value dp = g.select(
+      positive,
+      g.mul(dy, g.mul(getResult(), LogOp::create(builder, getLoc(), safe))),
+      zero);
   operandGradients.assign({dx, dp});
   return success();
 }
@@ -179,10 +178,9 @@ TESSERA_GRADIENT(ClampOp) {
   Grad g(builder, getLoc());
   Value x = getInput(), dy = resultGradients[0];
   auto type = Grad::typeOf(x);
-  Value inside = g.select(
-      g.compare(ComparePredicate::ge, x,
-                g.splat(type, getMin().convertToDouble())),
-      dy, g.zerosLike(dy));
+  Value inside = g.select(g.compare(ComparePredicate::ge, x,
+                                    g.splat(type, getMin().convertToDouble())),
+                          dy, g.zerosLike(dy));
   operandGradients.assign(
       {g.select(g.compare(ComparePredicate::le, x,
                           g.splat(type, getMax().convertToDouble())),
@@ -360,9 +358,9 @@ TESSERA_GRADIENT(RandomUniformOp) {
 /// The same key draws the same mask: the gradient is dropped where the
 /// input was, and scaled alike.
 TESSERA_GRADIENT(DropoutOp) {
-  Value dx = DropoutOp::create(builder, getLoc(), resultGradients[0],
-                               getStep(), getPiece(), getRateAttr(),
-                               getSeedAttr(), getGlobalShapeAttr());
+  Value dx = DropoutOp::create(builder, getLoc(), resultGradients[0], getStep(),
+                               getPiece(), getRateAttr(), getSeedAttr(),
+                               getGlobalShapeAttr());
   operandGradients.assign(getNumOperands(), Value());
   operandGradients[0] = dx;
   return success();
@@ -671,8 +669,8 @@ TESSERA_GRADIENT(TopKOp) {
   // The indices carry no gradient; each value's goes back to its index.
   int64_t last = getInput().getType().getRank() - 1;
   operandGradients.assign({ScatterAddOp::create(
-      builder, getLoc(), getInput().getType(), resultGradients[0],
-      getIndices(), builder.getI64IntegerAttr(last))});
+      builder, getLoc(), getInput().getType(), resultGradients[0], getIndices(),
+      builder.getI64IntegerAttr(last))});
   return success();
 }
 
@@ -691,8 +689,7 @@ TESSERA_GRADIENT(CrossEntropyOp) {
 TESSERA_GRADIENT(AttentionOp) {
   auto fused = AttentionGradOp::create(
       builder, getLoc(),
-      TypeRange{getQuery().getType(), getKey().getType(),
-                getValue().getType()},
+      TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getResult(), resultGradients[0],
       getCausal(), getScale());
   operandGradients.assign(

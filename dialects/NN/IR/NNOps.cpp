@@ -526,8 +526,7 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
 }
 
 /// q's shape with v's head dim: the attention's result.
-static SmallVector<int64_t> getAttentionResultShape(Value query,
-                                                    Value value) {
+static SmallVector<int64_t> getAttentionResultShape(Value query, Value value) {
   SmallVector<int64_t> shape(
       cast<RankedTensorType>(query.getType()).getShape());
   shape[3] = cast<RankedTensorType>(value.getType()).getDimSize(3);
@@ -556,10 +555,10 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())))
     return failure();
   SmallVector<int64_t> result = getAttentionResultShape(getQuery(), getValue());
-  if (failed(verifyType(*this, "the forward's result",
-                        getResult().getType(), result, getQuery())) ||
-      failed(verifyType(*this, "a result gradient",
-                        getResultGrad().getType(), result, getQuery())))
+  if (failed(verifyType(*this, "the forward's result", getResult().getType(),
+                        result, getQuery())) ||
+      failed(verifyType(*this, "a result gradient", getResultGrad().getType(),
+                        result, getQuery())))
     return failure();
   for (auto [what, gradient, operand] :
        {std::tuple(StringRef("a q gradient"), getQueryGrad(), getQuery()),
@@ -576,8 +575,7 @@ LogicalResult ClampOp::verify() {
   // The negation catches NaN bounds too.
   if (!(getMin().convertToFloat() <= getMax().convertToFloat()))
     return emitOpError("expects min <= max, got ")
-           << getMin().convertToFloat() << " > "
-           << getMax().convertToFloat();
+           << getMin().convertToFloat() << " > " << getMax().convertToFloat();
   return success();
 }
 
@@ -611,15 +609,15 @@ static LogicalResult verifyIndexedAxis(Operation *op, int64_t axis,
 }
 
 LogicalResult GatherOp::verify() {
-  return verifyIndexedAxis(*this, getAxisAttr().getInt(),
-                           getInput().getType(), getIndices().getType(),
-                           getResult().getType(), "result");
+  return verifyIndexedAxis(*this, getAxisAttr().getInt(), getInput().getType(),
+                           getIndices().getType(), getResult().getType(),
+                           "result");
 }
 
 LogicalResult ScatterAddOp::verify() {
-  return verifyIndexedAxis(*this, getAxisAttr().getInt(),
-                           getResult().getType(), getIndices().getType(),
-                           getSource().getType(), "source");
+  return verifyIndexedAxis(*this, getAxisAttr().getInt(), getResult().getType(),
+                           getIndices().getType(), getSource().getType(),
+                           "source");
 }
 
 LogicalResult TopKOp::verify() {

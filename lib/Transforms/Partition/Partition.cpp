@@ -527,15 +527,14 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
 /// A random op split over some axes draws for its piece: it reads the
 /// piece's index along each dim from a dist.axis_index over the dim's axes,
 /// and the global shape places it.
-LogicalResult
-FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
-                                      ArrayRef<AxisList> dimAxes,
-                                      RankedTensorType global) {
+LogicalResult FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
+                                                    ArrayRef<AxisList> dimAxes,
+                                                    RankedTensorType global) {
   if (llvm::all_of(dimAxes, [](const AxisList &axes) { return axes.empty(); }))
     return success();
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "
-                         "program once");
+                           "program once");
   SmallVector<Attribute> groups;
   for (const AxisList &axes : dimAxes)
     groups.push_back(builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes)));
@@ -559,7 +558,8 @@ bool FunctionPartitioner::isFlatPointwise(ShardingRuleOpInterface op,
                                           ArrayRef<TensorSharding> wanted) {
   // A random op's piece is a block of each dim (its draw's place).
   if (wanted.empty() || wanted.front().flat.empty() ||
-      !rule.hasOnlyParallelFactors() || isa<nn::RandomOpInterface>(op.getOperation()))
+      !rule.hasOnlyParallelFactors() ||
+      isa<nn::RandomOpInterface>(op.getOperation()))
     return false;
   for (auto [index, result] : llvm::enumerate(op->getResults()))
     if (wanted[index] != wanted.front() ||

@@ -588,7 +588,6 @@ static void runClamp(KernelCall &c) {
   });
 }
 
-
 static float gelu(float x) {
   const float sqrtTwoOverPi = 0.7978845608028654f;
   return 0.5f * x *
@@ -1436,9 +1435,10 @@ struct AxisLayout {
 /// the result), the indices and the picked tensor (the result, the source),
 /// the indices with the whole tensor's dims but at `axis`, the picked
 /// tensor with the indices' shape.
-static std::optional<AxisLayout>
-checkIndexedAxis(KernelCall &c, const Tensor &whole, const Tensor &indices,
-                 const Tensor &picked) {
+static std::optional<AxisLayout> checkIndexedAxis(KernelCall &c,
+                                                  const Tensor &whole,
+                                                  const Tensor &indices,
+                                                  const Tensor &picked) {
   std::optional<int64_t> axis = c.getInt("axis");
   if (!axis || !c.expectF32(whole, "values") ||
       !c.expectIndex(indices, "indices") || !c.expectF32(picked, "values"))
@@ -1468,8 +1468,7 @@ checkIndexedAxis(KernelCall &c, const Tensor &whole, const Tensor &indices,
 /// range.
 static std::optional<int64_t> getWholeOffset(KernelCall &c,
                                              const AxisLayout &layout,
-                                             const Tensor &indices,
-                                             int64_t i) {
+                                             const Tensor &indices, int64_t i) {
   int64_t index = readIndex(indices, i);
   if (index < 0 || index >= layout.whole) {
     c.failOnData("index ", index, " at position ", i, " is outside [0, ",
@@ -1638,8 +1637,8 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
            k.getRank(), ", ", v.getRank());
     return std::nullopt;
   }
-  AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2],
-                  k.shape[2], q.shape[3], v.shape[3], 0, false};
+  AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2],
+                  q.shape[3], v.shape[3], 0,          false};
   if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
     c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
            " for ", n.heads);
@@ -1674,8 +1673,8 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
 /// `cols` keys (row-major, `cols` wide).
 static void scoreTile(const AttentionDims &n, const float *q, const float *k,
                       int64_t rows, int64_t cols, float *scores) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.d,
-              n.scale, q, n.d, k, n.d, 0.0f, scores, cols);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.d, n.scale,
+              q, n.d, k, n.d, 0.0f, scores, cols);
 }
 
 /// nn.attention: per (batch, head), query tiles against key tiles with an
@@ -1708,8 +1707,7 @@ static void runAttention(KernelCall &c) {
         int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
         for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
           int64_t cols = std::min(kAttentionTile, keyEnd - j0);
-          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
-                    scores.data());
+          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, scores.data());
           for (int64_t r = 0; r < rows; ++r) {
             float *row = scores.data() + r * cols;
             int64_t visible =
@@ -1719,9 +1717,8 @@ static void runAttention(KernelCall &c) {
               tileMax = std::max(tileMax, row[col]);
             float newMax = std::max(rowMax[r], tileMax);
             // A row that sees no key of this tile adds nothing.
-            float rescale = newMax == minusInfinity
-                                ? 1.0f
-                                : std::exp(rowMax[r] - newMax);
+            float rescale =
+                newMax == minusInfinity ? 1.0f : std::exp(rowMax[r] - newMax);
             float sum = 0;
             for (int64_t col = 0; col < cols; ++col) {
               row[col] = col < visible ? std::exp(row[col] - newMax) : 0.0f;
@@ -1780,8 +1777,7 @@ static void runAttentionGrad(KernelCall &c) {
         std::vector<float> rowMax(rows, minusInfinity), rowSum(rows, 0.0f);
         for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
           int64_t cols = std::min(kAttentionTile, keyEnd - j0);
-          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
-                    probs.data());
+          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, probs.data());
           for (int64_t r = 0; r < rows; ++r) {
             const float *row = probs.data() + r * cols;
             int64_t visible =
@@ -1811,8 +1807,7 @@ static void runAttentionGrad(KernelCall &c) {
         int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
         for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
           int64_t cols = std::min(kAttentionTile, keyEnd - j0);
-          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
-                    probs.data());
+          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, probs.data());
           for (int64_t r = 0; r < rows; ++r) {
             float *row = probs.data() + r * cols;
             int64_t visible =
@@ -1822,12 +1817,12 @@ static void runAttentionGrad(KernelCall &c) {
                   col < visible ? std::exp(row[col] - logSumExp[i0 + r]) : 0;
           }
           // dv += pᵀ do; dp = do vᵀ.
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv,
-                      rows, 1.0f, probs.data(), cols, doh + i0 * n.dv, n.dv,
-                      1.0f, dvh + j0 * n.dv, n.dv);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols,
-                      n.dv, 1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv,
-                      0.0f, dprobs.data(), cols);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv, rows,
+                      1.0f, probs.data(), cols, doh + i0 * n.dv, n.dv, 1.0f,
+                      dvh + j0 * n.dv, n.dv);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.dv,
+                      1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv, 0.0f,
+                      dprobs.data(), cols);
           // ds = p · (dp - rowsum(do · o)), in place of dp.
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t col = 0; col < cols; ++col) {

@@ -344,8 +344,8 @@ struct CudaDevice::Ops {
     int64_t inner = 1;
     for (int64_t i = dim + 1; i < out.getRank(); ++i)
       inner *= out.shape[i];
-    cuda::iota(out.dtype, out.data, out.getNumElements(), inner,
-               out.shape[dim], d.compute);
+    cuda::iota(out.dtype, out.data, out.getNumElements(), inner, out.shape[dim],
+               d.compute);
     return Status::success();
   }
 
@@ -554,8 +554,7 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
-  static Status attention(CudaDevice &d, const CudaKernel &k,
-                          const Launch &l) {
+  static Status attention(CudaDevice &d, const CudaKernel &k, const Launch &l) {
     AttentionShape shape;
     if (Status status = getAttentionShape(k, l, shape); !status.ok())
       return status;

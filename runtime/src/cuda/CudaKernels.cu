@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
 #include "AttentionMath.h"
+#include "CudaKernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -422,8 +422,8 @@ __global__ void attentionRowStatsKernel(AttentionShape n, const float *q,
     int64_t batchHead = row / n.queries, query = row % n.queries;
     AttentionRowState state;
     attentionRowUpdate(q + row * n.d, k + kvRow(n, batchHead) * n.d, nullptr,
-                       int(visibleKeys(n, query)), n.d, n.dv, n.scale,
-                       nullptr, state);
+                       int(visibleKeys(n, query)), n.d, n.dv, n.scale, nullptr,
+                       state);
     lse[row] = attentionLogSumExp(state);
     rowDot[row] = attentionDot(dout + row * n.dv, out + row * n.dv, n.dv);
   }
@@ -436,8 +436,8 @@ __global__ void attentionQueryGradKernel(AttentionShape n, const float *q,
   GRID_STRIDE(row, n.batch * n.heads * n.queries) {
     int64_t batchHead = row / n.queries, query = row % n.queries;
     int64_t keyBase = kvRow(n, batchHead);
-    attentionQueryGrad(q + row * n.d, dout + row * n.dv, rowDot[row],
-                       lse[row], k + keyBase * n.d, v + keyBase * n.dv,
+    attentionQueryGrad(q + row * n.d, dout + row * n.dv, rowDot[row], lse[row],
+                       k + keyBase * n.d, v + keyBase * n.dv,
                        int(visibleKeys(n, query)), n.d, n.dv, n.scale,
                        dq + row * n.d);
   }

@@ -818,8 +818,7 @@ struct NaiveAttention {
             max = std::max(max, p[i * t + j]);
           }
           for (int64_t j = 0; j < t; ++j) {
-            p[i * t + j] =
-                causal && j > i ? 0.0 : std::exp(p[i * t + j] - max);
+            p[i * t + j] = causal && j > i ? 0.0 : std::exp(p[i * t + j] - max);
             sum += p[i * t + j];
           }
           for (int64_t j = 0; j < t; ++j)
@@ -877,9 +876,9 @@ TEST(KernelsTest, AttentionMatchesTheUnfusedFormulaAcrossTiles) {
     expectNear(read<float>(o), ref.o, 1e-5f);
     OwnedTensor dq(DType::F32, q.view.shape), dk(DType::F32, k.view.shape),
         dv(DType::F32, v.view.shape);
-    ASSERT_EQ(run("nn.attention_grad", attrs, {&q, &k, &v, &o, &r},
-                  {&dq, &dk, &dv}),
-              "");
+    ASSERT_EQ(
+        run("nn.attention_grad", attrs, {&q, &k, &v, &o, &r}, {&dq, &dk, &dv}),
+        "");
     expectNear(read<float>(dq), ref.dq, 1e-4f);
     expectNear(read<float>(dk), ref.dk, 1e-4f);
     expectNear(read<float>(dv), ref.dvOut, 1e-4f);
@@ -1148,19 +1147,19 @@ TEST(RandomTest, PhiloxMatchesTheKnownAnswers) {
   auto words = [](random::Block block) {
     return std::vector<uint32_t>(block.words, block.words + 4);
   };
-  EXPECT_EQ(words(random::philox4x32({{0, 0, 0, 0}}, 0, 0)),
-            (std::vector<uint32_t>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c,
-                                   0x9b00dbd8}));
-  EXPECT_EQ(words(random::philox4x32(
-                {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
-                0xffffffff, 0xffffffff)),
-            (std::vector<uint32_t>{0x408f276d, 0x41c83b0e, 0xa20bc7c6,
-                                   0x6d5451fd}));
-  EXPECT_EQ(words(random::philox4x32(
-                {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
-                0xa4093822, 0x299f31d0)),
-            (std::vector<uint32_t>{0xd16cfe09, 0x94fdcceb, 0x5001e420,
-                                   0x24126ea1}));
+  EXPECT_EQ(
+      words(random::philox4x32({{0, 0, 0, 0}}, 0, 0)),
+      (std::vector<uint32_t>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(
+      words(
+          random::philox4x32({{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+                             0xffffffff, 0xffffffff)),
+      (std::vector<uint32_t>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(
+      words(
+          random::philox4x32({{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+                             0xa4093822, 0x299f31d0)),
+      (std::vector<uint32_t>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
 TEST(RandomTest, UniformNumbersAreInTheUnitIntervalAndSpread) {
@@ -1214,8 +1213,9 @@ TEST(KernelsTest, RandomPiecesDrawWhatTheWholeTensorHolds) {
 
   attrs.lists["global_shape"] = {4, 6};
   OwnedTensor outside = i64({2}, {2, 0});
-  EXPECT_EQ(run("nn.random_uniform", attrs, {&step, &outside}, {&part}),
-            "nn.random_uniform: piece 2 of size 2 lies outside dim 0 of size 4");
+  EXPECT_EQ(
+      run("nn.random_uniform", attrs, {&step, &outside}, {&part}),
+      "nn.random_uniform: piece 2 of size 2 lies outside dim 0 of size 4");
   attrs.lists["global_shape"] = {4, 5};
   EXPECT_EQ(run("nn.random_uniform", attrs, {&step, &piece}, {&part}),
             "nn.random_uniform: global_shape dim 1 of size 5 is not a whole "

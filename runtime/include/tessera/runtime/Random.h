@@ -1,4 +1,5 @@
-//===- Random.h - The counter-based generator of random ops ------*- C++ -*-===//
+//===- Random.h - The counter-based generator of random ops ------*- C++
+//-*-===//
 //
 // Philox-4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers:
 // as easy as 1, 2, 3", SC 2011) and how nn.random_uniform and nn.dropout
@@ -106,8 +107,8 @@ inline std::string makePiecePlace(const std::vector<int64_t> &shape,
   const std::vector<int64_t> &global =
       globalShape.empty() ? shape : globalShape;
   if (static_cast<int>(global.size()) != rank)
-    return "expects a global_shape of rank " + std::to_string(rank) +
-           ", got " + std::to_string(global.size());
+    return "expects a global_shape of rank " + std::to_string(rank) + ", got " +
+           std::to_string(global.size());
   place.rank = rank;
   int64_t stride = 1;
   for (int dim = rank - 1; dim >= 0; --dim) {
