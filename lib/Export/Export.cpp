@@ -221,8 +221,10 @@ LogicalResult PlanBuilder::addKernel(Operation *op,
   // and the runtime has no defaults of its own, so the op definition stays
   // their one source. The runtime's validator rejects a kernel without one.
   for (NamedAttribute attr : op->getAttrs()) {
+    // Optional operands' counts are the kernel's inputs themselves.
     if (attr.getName() == dist::DistDialect::kShardingAttrName ||
-        attr.getName() == dist::DistDialect::kUnitAttrName)
+        attr.getName() == dist::DistDialect::kUnitAttrName ||
+        attr.getName() == "operandSegmentSizes")
       continue;
     plan::AttrValue value;
     Attribute a = attr.getValue();

@@ -280,14 +280,20 @@ public:
           addArgument(RankedTensorType::get({}, builder.getI64Type()));
   }
 
-  /// Residual dropout of `x`: each call draws with a seed of its own.
+  /// The step counter dropout draws for; null without dropout.
+  Value getDropoutStep() { return stepArgument ? arg(*stepArgument) : Value(); }
+  double getDropoutRate() const { return dropoutRate; }
+  /// A seed no other dropout of the model has.
+  int64_t takeSeed() { return nextSeed++; }
+
+  /// Dropout of `x` (the identity without dropout).
   Value dropout(Value x) {
     if (!stepArgument)
       return x;
     return nn::DropoutOp::create(builder, loc, x, arg(*stepArgument),
                                  /*piece=*/Value(),
                                  builder.getF32FloatAttr(dropoutRate),
-                                 builder.getI64IntegerAttr(nextSeed++),
+                                 builder.getI64IntegerAttr(takeSeed()),
                                  /*global_shape=*/nullptr);
   }
 
@@ -373,7 +379,9 @@ private:
 /// Causal attention of q [b, heads, s, d] over k and v [b, kv, s, d]
 /// scaled by 1/√d: one nn.attention when `fused`, else the scores, the
 /// mask, the softmax and the weighted sum as separate ops, with each kv
-/// head repeated for its query heads first (Hugging Face's repeat_kv).
+/// head repeated for its query heads first (Hugging Face's repeat_kv). The
+/// model's dropout drops probabilities (nn.attention's own, or nn.dropout
+/// of them: the same mask).
 static Value buildCausalAttention(FunctionBuilder &fb, Value q, Value k,
                                   Value v, bool fused) {
   OpBuilder &bld = fb.builder;
@@ -383,10 +391,15 @@ static Value buildCausalAttention(FunctionBuilder &fb, Value q, Value k,
           s = qType.getDimSize(2), d = qType.getDimSize(3),
           kv = cast<RankedTensorType>(k.getType()).getDimSize(1);
   double scale = 1.0 / std::sqrt(d);
-  if (fused)
-    return nn::AttentionOp::create(bld, loc, qType, q, k, v,
-                                   bld.getBoolAttr(true),
-                                   bld.getF32FloatAttr(scale));
+  if (fused) {
+    Value step = fb.getDropoutStep();
+    return nn::AttentionOp::create(
+        bld, loc, qType, q, k, v, step, /*piece=*/Value(),
+        bld.getBoolAttr(true), bld.getF32FloatAttr(scale),
+        bld.getF32FloatAttr(fb.getDropoutRate()),
+        bld.getI64IntegerAttr(step ? fb.takeSeed() : 0),
+        /*global_shape=*/nullptr);
+  }
   auto dims = [&](ArrayRef<int64_t> values) {
     return bld.getDenseI64ArrayAttr(values);
   };
@@ -402,7 +415,7 @@ static Value buildCausalAttention(FunctionBuilder &fb, Value q, Value k,
   scores = nn::MulOp::create(bld, loc, scores,
                              fb.splat(fb.tensor({b, a, s, s}), scale));
   scores = nn::CausalMaskOp::create(bld, loc, scores);
-  Value probs = nn::SoftmaxOp::create(bld, loc, scores, 3);
+  Value probs = fb.dropout(nn::SoftmaxOp::create(bld, loc, scores, 3));
   return nn::DotOp::create(bld, loc, probs, repeat(v), dims({0, 1}),
                            dims({0, 1}), dims({3}), dims({2}));
 }

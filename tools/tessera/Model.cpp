@@ -73,9 +73,9 @@ static cl::opt<std::string>
               cl::sub(modelCommand()));
 static cl::opt<double>
     dropout("dropout",
-            cl::desc("Residual dropout rate (gpt, llama): after the "
-                     "embeddings and on each block's attention and MLP "
-                     "outputs; 0 for none"),
+            cl::desc("Dropout rate (gpt, llama): after the embeddings, of "
+                     "the attention probabilities, and of each block's "
+                     "attention and MLP outputs; 0 for none"),
             cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),

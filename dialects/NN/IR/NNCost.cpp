@@ -145,8 +145,10 @@ int64_t AttentionOp::getFlops() {
   int64_t pairs = q.getDimSize(0) * q.getDimSize(1) *
                   getAttentionScores(getQuery(), getKey(), getCausal());
   // q kᵀ and p v (two per multiply-add), and per score the scale, the
-  // online max, exp, sum and the rescaling.
-  return pairs * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+  // online max, exp, sum and the rescaling; with dropout, the draw (as
+  // nn.dropout's).
+  return pairs * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5 +
+                  (getDropout().convertToFloat() > 0 ? 18 : 0));
 }
 
 int64_t AttentionGradOp::getFlops() {
@@ -155,8 +157,10 @@ int64_t AttentionGradOp::getFlops() {
                   getAttentionScores(getQuery(), getKey(), getCausal());
   int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
   // The log-sum-exp pass (q kᵀ again and 3 per score), then q kᵀ, pᵀ do,
-  // do vᵀ, ds k and dsᵀ q, and per score p, ds and the scales (6).
-  return pairs * (2 * d + 3 + 2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6);
+  // do vᵀ, ds k and dsᵀ q, and per score p, ds and the scales (6); with
+  // dropout, the draw again.
+  return pairs * (2 * d + 3 + 2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6 +
+                  (getDropout().convertToFloat() > 0 ? 18 : 0));
 }
 
 /// One addition per source element.

@@ -691,9 +691,12 @@ TESSERA_GRADIENT(AttentionOp) {
       builder, getLoc(),
       TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getResult(), resultGradients[0],
-      getCausal(), getScale());
+      getStep(), getPiece(), getCausal(), getScale(), getDropout(), getSeed(),
+      getGlobalShapeAttr());
   operandGradients.assign(
       {fused.getQueryGrad(), fused.getKeyGrad(), fused.getValueGrad()});
+  // The step and piece carry no gradient.
+  operandGradients.resize(getNumOperands(), Value());
   return success();
 }
 

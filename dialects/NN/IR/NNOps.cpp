@@ -490,6 +490,41 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+/// Checks a random op's piece: `piece` (an index per dim of its draw) and
+/// `global_shape` (a whole number of pieces per dim) together, or neither.
+static LogicalResult verifyRandomPiece(RandomOpInterface op) {
+  Value piece = op.getPiece();
+  std::optional<ArrayRef<int64_t>> global = op.getGlobalShape();
+  if (!piece != !global)
+    return op->emitOpError(
+        "expects piece and global_shape together (a device's piece) or "
+        "neither (the whole tensor)");
+  if (!piece)
+    return success();
+  SmallVector<int64_t> shape = op.getDrawShape();
+  int64_t rank = shape.size();
+  if (cast<RankedTensorType>(piece.getType()).getDimSize(0) != rank)
+    return op->emitOpError("expects a piece index for each of the ")
+           << rank << " dims, got " << piece.getType();
+  if (static_cast<int64_t>(global->size()) != rank)
+    return op->emitOpError("expects a global_shape of rank ")
+           << rank << ", got " << global->size();
+  for (auto [dim, size] : llvm::enumerate(*global))
+    if (shape[dim] == 0 ? size != 0 : size % shape[dim] != 0)
+      return op->emitOpError("expects global_shape to hold whole pieces, "
+                             "but dim ")
+             << dim << " of size " << size << " is not a multiple of "
+             << shape[dim];
+  return success();
+}
+
+/// Checks a dropout rate: in [0, 1) (the negation catches NaN).
+static LogicalResult verifyDropoutRate(Operation *op, float rate) {
+  if (!(rate >= 0.0f && rate < 1.0f))
+    return op->emitOpError("expects a rate in [0, 1), got ") << rate;
+  return success();
+}
+
 /// Checks attention's operands: q [b, heads, s, d], k [b, kv, t, d] and
 /// v [b, kv, t, dv] with kv dividing heads, one element type.
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
@@ -543,8 +578,37 @@ static LogicalResult verifyType(Operation *op, StringRef what, Type actual,
   return success();
 }
 
+/// Checks an attention op's dropout: a rate in [0, 1), the step counter
+/// its mask is drawn for when above 0, and its piece.
+static LogicalResult verifyAttentionDropout(RandomOpInterface op, float rate) {
+  if (failed(verifyDropoutRate(op, rate)))
+    return failure();
+  if (rate > 0 && !op.getStep())
+    return op->emitOpError("expects the step counter (`step`) its dropout "
+                           "mask is drawn for");
+  return verifyRandomPiece(op);
+}
+
+/// nn.attention's (and its gradient's) draw: the probabilities
+/// [b, heads, s, t], split as the result's first three dims.
+static SmallVector<int64_t> getAttentionDrawShape(Value query, Value key) {
+  ArrayRef<int64_t> q = cast<RankedTensorType>(query.getType()).getShape();
+  return {q[0], q[1], q[2],
+          cast<RankedTensorType>(key.getType()).getDimSize(2)};
+}
+
+SmallVector<int64_t> AttentionOp::getDrawShape() {
+  return getAttentionDrawShape(getQuery(), getKey());
+}
+SmallVector<int64_t> AttentionOp::getDrawDims() { return {0, 1, 2, -1}; }
+SmallVector<int64_t> AttentionGradOp::getDrawShape() {
+  return getAttentionDrawShape(getQuery(), getKey());
+}
+SmallVector<int64_t> AttentionGradOp::getDrawDims() { return {0, 1, 2, -1}; }
+
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())))
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
+      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())))
     return failure();
   return verifyType(*this, "a result", getType(),
                     getAttentionResultShape(getQuery(), getValue()),
@@ -552,7 +616,8 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())))
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
+      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())))
     return failure();
   SmallVector<int64_t> result = getAttentionResultShape(getQuery(), getValue());
   if (failed(verifyType(*this, "the forward's result", getResult().getType(),
@@ -641,45 +706,12 @@ LogicalResult TopKOp::verify() {
   return success();
 }
 
-/// Checks a random op's piece: `piece` (an index per dim) and
-/// `global_shape` (a whole number of pieces per dim) together, or neither.
-static LogicalResult verifyRandomPiece(RandomOpInterface op,
-                                       RankedTensorType type) {
-  Value piece = op.getPiece();
-  std::optional<ArrayRef<int64_t>> global = op.getGlobalShape();
-  if (!piece != !global)
-    return op->emitOpError(
-        "expects piece and global_shape together (a device's piece) or "
-        "neither (the whole tensor)");
-  if (!piece)
-    return success();
-  int64_t rank = type.getRank();
-  if (cast<RankedTensorType>(piece.getType()).getDimSize(0) != rank)
-    return op->emitOpError("expects a piece index for each of the ")
-           << rank << " dims, got " << piece.getType();
-  if (static_cast<int64_t>(global->size()) != rank)
-    return op->emitOpError("expects a global_shape of rank ")
-           << rank << ", got " << global->size();
-  for (auto [dim, size] : llvm::enumerate(*global))
-    if (type.getDimSize(dim) == 0 ? size != 0
-                                  : size % type.getDimSize(dim) != 0)
-      return op->emitOpError("expects global_shape to hold whole pieces, "
-                             "but dim ")
-             << dim << " of size " << size << " is not a multiple of "
-             << type.getDimSize(dim);
-  return success();
-}
-
-LogicalResult RandomUniformOp::verify() {
-  return verifyRandomPiece(*this, getResult().getType());
-}
+LogicalResult RandomUniformOp::verify() { return verifyRandomPiece(*this); }
 
 LogicalResult DropoutOp::verify() {
-  // The negation catches NaN.
-  float rate = getRate().convertToFloat();
-  if (!(rate >= 0.0f && rate < 1.0f))
-    return emitOpError("expects a rate in [0, 1), got ") << rate;
-  return verifyRandomPiece(*this, getResult().getType());
+  if (failed(verifyDropoutRate(*this, getRate().convertToFloat())))
+    return failure();
+  return verifyRandomPiece(*this);
 }
 
 LogicalResult IotaOp::verify() {

@@ -48,6 +48,23 @@ def NN_RandomOpInterface : OpInterface<"RandomOpInterface"> {
         (ins "::mlir::DenseI64ArrayAttr":$shape)>,
     InterfaceMethod<"The per-op stream of the generator.", "uint64_t",
         "getSeed">,
+    InterfaceMethod<[{
+        The shape of the tensor drawn for here: result 0's by default.
+      }], "::llvm::SmallVector<int64_t>", "getDrawShape", (ins), "", [{
+        return ::llvm::SmallVector<int64_t>(::llvm::cast<::mlir::ShapedType>(
+            $_op->getResult(0).getType()).getShape());
+      }]>,
+    InterfaceMethod<[{
+        For each dim of the draw, the dim of result 0 whose split it shares,
+        or -1 where the draw is whole on every device: result 0's dims by
+        default.
+      }], "::llvm::SmallVector<int64_t>", "getDrawDims", (ins), "", [{
+        ::llvm::SmallVector<int64_t> dims(::llvm::cast<::mlir::ShapedType>(
+            $_op->getResult(0).getType()).getRank());
+        for (auto [index, dim] : ::llvm::enumerate(dims))
+          dim = index;
+        return dims;
+      }]>,
   ];
 }
 
@@ -716,7 +733,9 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
   let hasVerifier = 1;
 }
 
-def NN_AttentionOp : NN_ModelOp<"attention"> {
+def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<NN_RandomOpInterface,
+                              ["getDrawShape", "getDrawDims"]>]> {
   let summary = "fused scaled-dot-product attention";
   let description = [{
     `softmax(scale · q kᵀ) v` per batch and head, without the scores: the
@@ -732,6 +751,13 @@ def NN_AttentionOp : NN_ModelOp<"attention"> {
     `q` and `k` tile by tile, so nothing of size s · t is kept for the
     backward.
 
+    With `dropout` above 0, the probabilities `[b, heads, s, t]` are
+    dropped as nn.dropout of them would (the same numbers: seed `seed`,
+    step `step`, each probability's index in the global `[b, heads, s, t]`)
+    after the softmax, and the kept ones scaled by `1 / (1 - dropout)`;
+    `piece` and `global_shape` place a device's piece as on nn.dropout. The
+    backward draws the same mask again.
+
     Sharding: the batch, the kv heads and `dv` split freely; the query
     positions split when not causal (a causal piece would need its offset);
     the keys and `d` are needed whole (the softmax and the scores read every
@@ -745,12 +771,17 @@ def NN_AttentionOp : NN_ModelOp<"attention"> {
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
-      NN_FloatTensor:$value, DefaultValuedAttr<BoolAttr, "false">:$causal,
-      F32Attr:$scale);
+      NN_FloatTensor:$value, Optional<NN_ScalarIndexTensor>:$step,
+      Optional<1DTensorOf<[I64]>>:$piece,
+      DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
+      DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
+      DefaultValuedAttr<I64Attr, "0">:$seed,
+      OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` `=` $causal^)? `scale` `=` $scale
-    attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value (`step` $step^)? (`piece` $piece^)?
+    (`causal` `=` $causal^)? `scale` `=` $scale (`dropout` `=` $dropout^)?
+    (`seed` `=` $seed^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -759,7 +790,10 @@ def NN_AttentionOp : NN_ModelOp<"attention"> {
 // Backward helpers
 //===----------------------------------------------------------------------===//
 
-def NN_AttentionGradOp : NN_ModelOp<"attention_grad"> {
+def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
+    [AttrSizedOperandSegments,
+     DeclareOpInterfaceMethods<NN_RandomOpInterface,
+                               ["getDrawShape", "getDrawDims"]>]> {
   let summary = "gradients of nn.attention, fused";
   let description = [{
     For `o = nn.attention q, k, v` and the gradient `do` of `o`, the
@@ -768,7 +802,11 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad"> {
     pass), `dv += pᵀ do`, `ds = p · (do vᵀ - rowsum(do · o))`,
     `dq += scale · ds k`, `dk += scale · dsᵀ q`; a kv head's gradients sum
     over the query heads that read it. Memory beyond the operands and
-    results grows with the sequence, not its square.
+    results grows with the sequence, not its square. With dropout (the
+    forward's `step`, `piece`, `dropout`, `seed` and `global_shape`), each
+    tile's mask is drawn again: `dv += (z p)ᵀ do` and
+    `ds = p · (z · do vᵀ - rowsum(do · o))`, `z` the kept probabilities'
+    scale (`1 / (1 - dropout)`, 0 where dropped).
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true
@@ -782,14 +820,19 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad"> {
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
       NN_FloatTensor:$value, NN_FloatTensor:$result,
-      NN_FloatTensor:$result_grad,
-      DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale);
+      NN_FloatTensor:$result_grad, Optional<NN_ScalarIndexTensor>:$step,
+      Optional<1DTensorOf<[I64]>>:$piece,
+      DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
+      DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
+      DefaultValuedAttr<I64Attr, "0">:$seed,
+      OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $result_grad
-    (`causal` `=` $causal^)? `scale` `=` $scale attr-dict `:`
-    functional-type(operands, results)
+    (`step` $step^)? (`piece` $piece^)? (`causal` `=` $causal^)?
+    `scale` `=` $scale (`dropout` `=` $dropout^)? (`seed` `=` $seed^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -116,6 +116,26 @@ bool IotaOp::isFactorPartitionable(int64_t factor) {
   return factor != getDimAttr().getInt();
 }
 
+/// A random op's piece index (its last operand, if it has one) is whole.
+static void addPieceFactor(ShardingRuleBuilder &builder, RandomOpInterface op) {
+  Value piece = op.getPiece();
+  if (!piece)
+    return;
+  SmallVector<int64_t> operandDims(op->getNumOperands(), kNoDim);
+  operandDims.back() = 0;
+  builder.addFactor(operandDims, {kNoDim}, getShape(piece)[0],
+                    FactorKind::NeedReplication);
+}
+
+/// `dims` of the attention op's tensor operands, then none of its dropout's
+/// step and piece.
+static SmallVector<int64_t> withDropoutKey(Operation *op,
+                                           ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> all(dims);
+  all.resize(op->getNumOperands(), kNoDim);
+  return all;
+}
+
 /// A random op splits every dim freely: the partitioner gives each piece
 /// its index (`piece`), so a piece draws what the whole tensor holds there.
 /// `input` (dropout's) shares the result's factors; the step and the piece
@@ -135,12 +155,7 @@ static ShardingRule getRandomRule(Operation *op) {
       operandDims.push_back(kNoDim);
     builder.addFactor(operandDims, {static_cast<int64_t>(dim)}, size);
   }
-  if (hasPiece) {
-    SmallVector<int64_t> operandDims(op->getNumOperands(), kNoDim);
-    operandDims.back() = 0;
-    builder.addFactor(operandDims, {kNoDim}, shape.size(),
-                      FactorKind::NeedReplication);
-  }
+  addPieceFactor(builder, random);
   return builder.build();
 }
 
@@ -358,24 +373,26 @@ struct AttentionSizes {
 ShardingRule AttentionOp::getShardingRule() {
   AttentionSizes n(getQuery(), getValue());
   ShardingRuleBuilder builder = makeBuilder(*this);
-  builder.addFactor({0, 0, 0}, {0}, n.batch);
+  builder.addFactor(withDropoutKey(*this, {0, 0, 0}), {0}, n.batch);
   // A query head is (kv head, its place in the group), kv head major.
-  builder.addFactor({1, 1, 1}, {1}, n.kvHeads);
+  builder.addFactor(withDropoutKey(*this, {1, 1, 1}), {1}, n.kvHeads);
   // The query heads of one kv head stay together: splitting them would
   // leave the kv head's gradient partial over them.
   if (n.heads != n.kvHeads)
-    builder.addFactor({1, kNoDim, kNoDim}, {1}, n.heads / n.kvHeads,
-                      FactorKind::NeedReplication);
+    builder.addFactor(withDropoutKey(*this, {1, kNoDim, kNoDim}), {1},
+                      n.heads / n.kvHeads, FactorKind::NeedReplication);
   // A causal piece of the queries would need its global offset.
-  builder.addFactor({2, kNoDim, kNoDim}, {2}, n.queries,
+  builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim}), {2}, n.queries,
                     getCausal() ? FactorKind::NeedReplication
                                 : FactorKind::Parallel);
   // The softmax reads every key, and every score all of d.
-  builder.addFactor({kNoDim, 2, 2}, {kNoDim}, n.keys,
+  builder.addFactor(withDropoutKey(*this, {kNoDim, 2, 2}), {kNoDim}, n.keys,
                     FactorKind::NeedReplication);
-  builder.addFactor({3, 3, kNoDim}, {kNoDim}, n.headDim,
+  builder.addFactor(withDropoutKey(*this, {3, 3, kNoDim}), {kNoDim}, n.headDim,
                     FactorKind::NeedReplication);
-  builder.addFactor({kNoDim, kNoDim, 3}, {3}, n.valueDim);
+  builder.addFactor(withDropoutKey(*this, {kNoDim, kNoDim, 3}), {3},
+                    n.valueDim);
+  addPieceFactor(builder, *this);
   return builder.build();
 }
 
@@ -385,19 +402,24 @@ ShardingRule AttentionGradOp::getShardingRule() {
   // Operands q, k, v, o, do; results dq, dk, dv. Only the batch and the kv
   // heads split: dk and dv sum over the queries and their group, dq over
   // the keys, and the scores need all of d and dv.
-  builder.addFactor({0, 0, 0, 0, 0}, {0, 0, 0}, n.batch);
-  builder.addFactor({1, 1, 1, 1, 1}, {1, 1, 1}, n.kvHeads);
+  builder.addFactor(withDropoutKey(*this, {0, 0, 0, 0, 0}), {0, 0, 0}, n.batch);
+  builder.addFactor(withDropoutKey(*this, {1, 1, 1, 1, 1}), {1, 1, 1},
+                    n.kvHeads);
   if (n.heads != n.kvHeads)
-    builder.addFactor({1, kNoDim, kNoDim, 1, 1}, {1, kNoDim, kNoDim},
-                      n.heads / n.kvHeads, FactorKind::NeedReplication);
-  builder.addFactor({2, kNoDim, kNoDim, 2, 2}, {2, kNoDim, kNoDim}, n.queries,
+    builder.addFactor(withDropoutKey(*this, {1, kNoDim, kNoDim, 1, 1}),
+                      {1, kNoDim, kNoDim}, n.heads / n.kvHeads,
+                      FactorKind::NeedReplication);
+  builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim, 2, 2}),
+                    {2, kNoDim, kNoDim}, n.queries,
                     FactorKind::NeedReplication);
-  builder.addFactor({kNoDim, 2, 2, kNoDim, kNoDim}, {kNoDim, 2, 2}, n.keys,
+  builder.addFactor(withDropoutKey(*this, {kNoDim, 2, 2, kNoDim, kNoDim}),
+                    {kNoDim, 2, 2}, n.keys, FactorKind::NeedReplication);
+  builder.addFactor(withDropoutKey(*this, {3, 3, kNoDim, kNoDim, kNoDim}),
+                    {3, 3, kNoDim}, n.headDim, FactorKind::NeedReplication);
+  builder.addFactor(withDropoutKey(*this, {kNoDim, kNoDim, 3, 3, 3}),
+                    {kNoDim, kNoDim, 3}, n.valueDim,
                     FactorKind::NeedReplication);
-  builder.addFactor({3, 3, kNoDim, kNoDim, kNoDim}, {3, 3, kNoDim}, n.headDim,
-                    FactorKind::NeedReplication);
-  builder.addFactor({kNoDim, kNoDim, 3, 3, 3}, {kNoDim, kNoDim, 3}, n.valueDim,
-                    FactorKind::NeedReplication);
+  addPieceFactor(builder, *this);
   return builder.build();
 }
 

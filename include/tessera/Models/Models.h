@@ -32,9 +32,10 @@ struct GptConfig {
   /// "fused" (one nn.attention per block, no s x s scores kept) or
   /// "unfused" (the scores, mask, softmax and weighted sum as ops).
   std::string attention = "fused";
-  /// Residual dropout (GPT-2's embd_pdrop and resid_pdrop): after the
-  /// embeddings and on each block's attention and MLP outputs, before they
-  /// join the residual; 0 for none. The model then takes the step counter
+  /// Dropout, as nanoGPT's one rate (GPT-2's embd_pdrop, attn_pdrop and
+  /// resid_pdrop): after the embeddings, of the attention probabilities, and
+  /// of each block's attention and MLP outputs before they join the
+  /// residual; 0 for none. The model then takes the step counter
   /// (nn.state "step") its masks are drawn for.
   double dropout = 0;
   /// "none", or "megatron": a mesh @mesh ["dp"=1, "tp"=1] (resize it with

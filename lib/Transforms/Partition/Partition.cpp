@@ -68,8 +68,7 @@ private:
                                 const ShardingRule &rule);
   LogicalResult partitionReplicatedOp(Operation *op);
   LogicalResult placeRandomPiece(nn::RandomOpInterface op,
-                                 ArrayRef<AxisList> dimAxes,
-                                 RankedTensorType global);
+                                 ArrayRef<AxisList> resultDimAxes);
 
   func::FuncOp function;
   dist::MeshOp meshOp;
@@ -514,9 +513,10 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
       return failure();
     result.setType(localType);
     localShardings[result] = actual;
-    if (auto random = dyn_cast<nn::RandomOpInterface>(op.getOperation()))
-      if (failed(placeRandomPiece(random, dims, globalTypes.lookup(result))))
-        return failure();
+    if (index == 0)
+      if (auto random = dyn_cast<nn::RandomOpInterface>(op.getOperation()))
+        if (failed(placeRandomPiece(random, dims)))
+          return failure();
   }
 
   op.updateLocalAttributes();
@@ -525,28 +525,36 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
 }
 
 /// A random op split over some axes draws for its piece: it reads the
-/// piece's index along each dim from a dist.axis_index over the dim's axes,
-/// and the global shape places it.
-LogicalResult FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
-                                                    ArrayRef<AxisList> dimAxes,
-                                                    RankedTensorType global) {
-  if (llvm::all_of(dimAxes, [](const AxisList &axes) { return axes.empty(); }))
+/// piece's index along each dim of its draw from a dist.axis_index over the
+/// axes of the result dim the draw dim follows, and the global shape places
+/// it. `resultDimAxes` are result 0's; the op is local already.
+LogicalResult
+FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
+                                      ArrayRef<AxisList> resultDimAxes) {
+  SmallVector<int64_t> shape = op.getDrawShape();
+  SmallVector<AxisList> drawAxes;
+  for (int64_t dim : op.getDrawDims())
+    drawAxes.push_back(dim < 0 ? AxisList() : resultDimAxes[dim]);
+  if (!op.getStep() ||
+      llvm::all_of(drawAxes, [](const AxisList &axes) { return axes.empty(); }))
     return success();
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "
                            "program once");
   SmallVector<Attribute> groups;
-  for (const AxisList &axes : dimAxes)
+  for (auto [dim, axes] : llvm::enumerate(drawAxes)) {
     groups.push_back(builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes)));
+    shape[dim] *= mesh.getGroupSize(axes);
+  }
   builder.setInsertionPoint(op);
   auto index = dist::AxisIndexOp::create(
       builder, op->getLoc(),
-      RankedTensorType::get({static_cast<int64_t>(dimAxes.size())},
+      RankedTensorType::get({static_cast<int64_t>(drawAxes.size())},
                             builder.getI64Type()),
       FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
       builder.getArrayAttr(groups));
   op.getPieceMutable().assign(index.getResult());
-  op.setGlobalShapeAttr(builder.getDenseI64ArrayAttr(global.getShape()));
+  op.setGlobalShapeAttr(builder.getDenseI64ArrayAttr(shape));
   return success();
 }
 

@@ -1254,14 +1254,14 @@ static int64_t readIndex(const Tensor &tensor, int64_t i) {
                                     : tensor.as<int64_t>()[i];
 }
 
-/// The key and place of a random op's draw (nn.random_uniform,
-/// nn.dropout): the step at input `stepInput`, then the piece index if the
-/// op is on a piece, whose `global_shape` places it. Fails the call if they
-/// do not fit `shape`.
-static bool getRandomDraw(KernelCall &c, size_t stepInput,
+/// The key and place of a random op's draw of `shape` (nn.random_uniform,
+/// nn.dropout, nn.attention's dropout): the step at input `stepInput`, then
+/// the piece index if the op is on a piece, whose `global_shape` places it,
+/// and `numOutputs` outputs. Fails the call if they do not fit.
+static bool getRandomDraw(KernelCall &c, size_t stepInput, size_t numOutputs,
                           const std::vector<int64_t> &shape, uint64_t &seed,
                           uint64_t &step, random::PiecePlace &place) {
-  if (!c.expectVariadicArity(stepInput + 1, 1) ||
+  if (!c.expectVariadicArity(stepInput + 1, numOutputs) ||
       c.getNumInputs() > stepInput + 2)
     return c.fail("expects the step and at most a piece index after it, got ",
                   c.getNumInputs() - stepInput, " inputs");
@@ -1301,7 +1301,8 @@ static void runRandomUniform(KernelCall &c) {
   Tensor &result = c.out(0);
   uint64_t seed = 0, step = 0;
   random::PiecePlace place;
-  if (!getRandomDraw(c, 0, result.shape, seed, step, place) || c.isCheckOnly())
+  if (!getRandomDraw(c, 0, 1, result.shape, seed, step, place) ||
+      c.isCheckOnly())
     return;
   float *y = result.as<float>();
   for (int64_t i = 0, e = result.getNumElements(); i < e; ++i)
@@ -1317,7 +1318,7 @@ static void runDropout(KernelCall &c) {
   std::optional<double> rate = c.getFloat("rate");
   uint64_t seed = 0, step = 0;
   random::PiecePlace place;
-  if (!rate || !getRandomDraw(c, 1, c.in(0).shape, seed, step, place) ||
+  if (!rate || !getRandomDraw(c, 1, 1, c.in(0).shape, seed, step, place) ||
       c.isCheckOnly())
     return;
   auto keep = static_cast<float>(*rate);
@@ -1600,6 +1601,22 @@ struct AttentionDims {
   int64_t batch, heads, kvHeads, queries, keys, d, dv;
   float scale;
   bool causal;
+  /// Dropout of the probabilities [b, heads, s, t]: its rate, key and the
+  /// place of this piece.
+  float dropout = 0;
+  uint64_t seed = 0, step = 0;
+  random::PiecePlace place;
+
+  /// The factor of probability (b, h, query, key): 1 without dropout, else
+  /// 1 / (1 - dropout) where it is kept and 0 where it is dropped.
+  float getKeep(int64_t b, int64_t h, int64_t query, int64_t key) const {
+    if (dropout <= 0)
+      return 1.0f;
+    int64_t local = ((b * heads + h) * queries + query) * keys + key;
+    return random::uniformAt(seed, step, place.getGlobalIndex(local)) >= dropout
+               ? 1.0f / (1.0f - dropout)
+               : 0.0f;
+  }
 
   /// The keys query `query` sees: all, or with `causal` those up to it.
   int64_t getVisibleKeys(int64_t query) const {
@@ -1621,14 +1638,15 @@ constexpr int64_t kAttentionTile = 64;
 } // namespace
 
 /// Checks nn.attention's or nn.attention_grad's tensors: q, k, v, then for
-/// the gradient the forward's result and its gradient; the outputs the
-/// result, or dq, dk and dv.
+/// the gradient the forward's result and its gradient, then the dropout's
+/// step and piece index if any; the outputs the result, or dq, dk and dv.
 static std::optional<AttentionDims> checkAttention(KernelCall &c,
                                                    bool gradient) {
-  if (!c.expectArity(gradient ? 5 : 3, gradient ? 3 : 1))
+  size_t tensors = gradient ? 5 : 3, outputs = gradient ? 3 : 1;
+  if (!c.expectVariadicArity(tensors, outputs))
     return std::nullopt;
   const char *names[] = {"q", "k", "v", "result", "result gradient"};
-  for (size_t i = 0; i < c.getNumInputs(); ++i)
+  for (size_t i = 0; i < tensors; ++i)
     if (!c.expectF32(c.in(i), names[i]))
       return std::nullopt;
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
@@ -1662,10 +1680,24 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
   }
   std::optional<double> scale = c.getFloat("scale");
   std::optional<int64_t> causal = c.getInt("causal");
-  if (!scale || !causal)
+  std::optional<double> dropout = c.getFloat("dropout");
+  if (!scale || !causal || !dropout)
     return std::nullopt;
   n.scale = static_cast<float>(*scale);
   n.causal = *causal != 0;
+  n.dropout = static_cast<float>(*dropout);
+  if (!(n.dropout >= 0 && n.dropout < 1)) {
+    c.fail("expects a dropout rate in [0, 1), got ", n.dropout);
+    return std::nullopt;
+  }
+  if (n.dropout > 0 && c.getNumInputs() == tensors) {
+    c.fail("expects the step its dropout mask is drawn for");
+    return std::nullopt;
+  }
+  if (c.getNumInputs() > tensors &&
+      !getRandomDraw(c, tensors, outputs, {n.batch, n.heads, n.queries, n.keys},
+                     n.seed, n.step, n.place))
+    return std::nullopt;
   return n;
 }
 
@@ -1728,6 +1760,10 @@ static void runAttention(KernelCall &c) {
             rowMax[r] = newMax;
             for (int64_t e = 0; e < n.dv; ++e)
               acc[r * n.dv + e] *= rescale;
+            // The softmax sums every probability; the values see the kept.
+            if (n.dropout > 0)
+              for (int64_t col = 0; col < visible; ++col)
+                row[col] *= n.getKeep(b, h, i0 + r, j0 + col);
           }
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.dv,
                       cols, 1.0f, scores.data(), cols, vh + j0 * n.dv, n.dv,
@@ -1761,6 +1797,12 @@ static void runAttentionGrad(KernelCall &c) {
   const float minusInfinity = -std::numeric_limits<float>::infinity();
   std::vector<float> probs(kAttentionTile * kAttentionTile),
       dprobs(kAttentionTile * kAttentionTile);
+  // With dropout: each probability's keep factor, and the kept ones.
+  std::vector<float> keep, kept;
+  if (n.dropout > 0) {
+    keep.resize(kAttentionTile * kAttentionTile);
+    kept.resize(kAttentionTile * kAttentionTile);
+  }
   std::vector<float> logSumExp(n.queries), rowDot(n.queries);
   for (int64_t b = 0; b < n.batch; ++b)
     for (int64_t h = 0; h < n.heads; ++h) {
@@ -1815,18 +1857,26 @@ static void runAttentionGrad(KernelCall &c) {
             for (int64_t col = 0; col < cols; ++col)
               row[col] =
                   col < visible ? std::exp(row[col] - logSumExp[i0 + r]) : 0;
+            if (n.dropout > 0)
+              for (int64_t col = 0; col < cols; ++col) {
+                float z = n.getKeep(b, h, i0 + r, j0 + col);
+                keep[r * cols + col] = z;
+                kept[r * cols + col] = z * row[col];
+              }
           }
-          // dv += pᵀ do; dp = do vᵀ.
+          // dv += (z p)ᵀ do; dp = do vᵀ.
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv, rows,
-                      1.0f, probs.data(), cols, doh + i0 * n.dv, n.dv, 1.0f,
-                      dvh + j0 * n.dv, n.dv);
+                      1.0f, n.dropout > 0 ? kept.data() : probs.data(), cols,
+                      doh + i0 * n.dv, n.dv, 1.0f, dvh + j0 * n.dv, n.dv);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.dv,
                       1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv, 0.0f,
                       dprobs.data(), cols);
-          // ds = p · (dp - rowsum(do · o)), in place of dp.
+          // ds = p · (z dp - rowsum(do · o)), in place of dp.
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t col = 0; col < cols; ++col) {
               float &ds = dprobs[r * cols + col];
+              if (n.dropout > 0)
+                ds *= keep[r * cols + col];
               ds = probs[r * cols + col] * (ds - rowDot[i0 + r]);
             }
           // dq += scale · ds k; dk += scale · dsᵀ q.

@@ -1,4 +1,5 @@
-//===- AttentionMath.h - The CUDA attention kernels' per-row math -*- C++ -*-===//
+//===- AttentionMath.h - The CUDA attention kernels' per-row math -*- C++
+//-*-===//
 //
 // What one thread of the nn.attention and nn.attention_grad kernels computes
 // for its query (or key) row, as functions that nvcc compiles for the GPU
@@ -13,6 +14,7 @@
 #define TESSERA_RUNTIME_CUDA_ATTENTIONMATH_H
 
 #include "ElementMath.h"
+#include "tessera/runtime/Random.h"
 
 namespace tessera::runtime::cuda {
 
@@ -27,6 +29,26 @@ struct AttentionRowState {
   float sum = 0.0f;
 };
 
+/// Dropout of the probabilities [b, heads, s, t] (rate 0: none): the rate,
+/// the key and the place of the device's piece, as nn.attention's CPU
+/// kernels draw them.
+struct AttentionDropout {
+  float rate = 0.0f;
+  uint64_t seed = 0, step = 0;
+  random::PiecePlace place;
+
+  /// The factor of the probability at row-major index `index` of the
+  /// piece's [b, heads, s, t]: 1 without dropout, else 1 / (1 - rate) where
+  /// kept and 0 where dropped.
+  TESSERA_HOST_DEVICE float getKeep(int64_t index) const {
+    if (rate <= 0.0f)
+      return 1.0f;
+    return random::uniformAt(seed, step, place.getGlobalIndex(index)) >= rate
+               ? 1.0f / (1.0f - rate)
+               : 0.0f;
+  }
+};
+
 TESSERA_HOST_DEVICE inline float attentionDot(const float *x, const float *y,
                                               int n) {
   float sum = 0.0f;
@@ -36,12 +58,14 @@ TESSERA_HOST_DEVICE inline float attentionDot(const float *x, const float *y,
 }
 
 /// Adds `count` keys (rows of `keys`, d wide, and of `values`, dv wide) to
-/// query `q`'s running output `acc` (dv wide, weighted by exp(score - max))
-/// and its state; with `values` null, the state alone (the log-sum-exp).
+/// query `q`'s running output `acc` (dv wide, weighted by exp(score - max)
+/// and `drop`'s factor of the probability at `drawIndex` + j) and its state;
+/// with `values` null, the state alone (the log-sum-exp).
 TESSERA_HOST_DEVICE inline void
 attentionRowUpdate(const float *q, const float *keys, const float *values,
                    int count, int d, int dv, float scale, float *acc,
-                   AttentionRowState &state) {
+                   AttentionRowState &state, const AttentionDropout &drop = {},
+                   int64_t drawIndex = 0) {
   for (int j = 0; j < count; ++j) {
     float score = scale * attentionDot(q, keys + j * d, d);
     if (score > state.max) {
@@ -55,9 +79,11 @@ attentionRowUpdate(const float *q, const float *keys, const float *values,
     }
     float p = expf(score - state.max);
     state.sum += p;
-    if (values)
-      for (int e = 0; e < dv; ++e)
-        acc[e] += p * values[j * dv + e];
+    if (!values)
+      continue;
+    float kept = p * drop.getKeep(drawIndex + j);
+    for (int e = 0; e < dv; ++e)
+      acc[e] += kept * values[j * dv + e];
   }
 }
 
@@ -67,17 +93,21 @@ attentionLogSumExp(const AttentionRowState &state) {
   return state.max + logf(state.sum);
 }
 
-/// dq of one query row over `count` keys: with p = exp(scale q·k - lse)
-/// and ds = p (do·v - rowDot), dq = scale Σ ds k (dq is overwritten).
+/// dq of one query row over `count` keys: with p = exp(scale q·k - lse),
+/// z `drop`'s factor of the probability at `drawIndex` + j and
+/// ds = p (z do·v - rowDot), dq = scale Σ ds k (dq is overwritten).
 TESSERA_HOST_DEVICE inline void
 attentionQueryGrad(const float *q, const float *dout, float rowDot, float lse,
                    const float *keys, const float *values, int count, int d,
-                   int dv, float scale, float *dq) {
+                   int dv, float scale, float *dq,
+                   const AttentionDropout &drop = {}, int64_t drawIndex = 0) {
   for (int e = 0; e < d; ++e)
     dq[e] = 0.0f;
   for (int j = 0; j < count; ++j) {
     float p = expf(scale * attentionDot(q, keys + j * d, d) - lse);
-    float ds = p * (attentionDot(dout, values + j * dv, dv) - rowDot);
+    float ds = p * (drop.getKeep(drawIndex + j) *
+                        attentionDot(dout, values + j * dv, dv) -
+                    rowDot);
     for (int e = 0; e < d; ++e)
       dq[e] += scale * ds * keys[j * d + e];
   }
@@ -85,19 +115,22 @@ attentionQueryGrad(const float *q, const float *dout, float rowDot, float lse,
 
 /// Adds to key row `k`'s gradients `dk` (d wide) and `dv` (dv wide) the
 /// terms of `count` queries (rows of `queries` and of `dout`, with their
-/// log-sum-exps and rowsum(do · o)): dv += p do, dk += scale p (do·v -
-/// rowDot) q.
+/// log-sum-exps and rowsum(do · o)), z `drop`'s factor of query i's
+/// probability at `drawIndex` + i `drawStride`: dv += z p do,
+/// dk += scale p (z do·v - rowDot) q.
 TESSERA_HOST_DEVICE inline void
 attentionKeyGrad(const float *k, const float *v, const float *queries,
                  const float *dout, const float *lse, const float *rowDot,
-                 int count, int d, int dvDim, float scale, float *dk,
-                 float *dv) {
+                 int count, int d, int dvDim, float scale, float *dk, float *dv,
+                 const AttentionDropout &drop = {}, int64_t drawIndex = 0,
+                 int64_t drawStride = 0) {
   for (int i = 0; i < count; ++i) {
     const float *q = queries + i * d, *g = dout + i * dvDim;
     float p = expf(scale * attentionDot(q, k, d) - lse[i]);
-    float ds = p * (attentionDot(g, v, dvDim) - rowDot[i]);
+    float z = drop.getKeep(drawIndex + i * drawStride);
+    float ds = p * (z * attentionDot(g, v, dvDim) - rowDot[i]);
     for (int e = 0; e < dvDim; ++e)
-      dv[e] += p * g[e];
+      dv[e] += z * p * g[e];
     for (int e = 0; e < d; ++e)
       dk[e] += scale * ds * q[e];
   }

@@ -233,7 +233,8 @@ Status CudaDevice::takeKernelError() {
                      std::to_string(seen.values[1]) + " is outside [0, " +
                      std::to_string(seen.values[2]) + ")");
   case KernelError::PieceOutOfRange:
-    return dataError("nn.random_uniform or nn.dropout: piece " +
+    return dataError("a random op (nn.random_uniform, nn.dropout, "
+                     "nn.attention): piece " +
                      std::to_string(seen.values[0]) + " of dim " +
                      std::to_string(seen.values[1]) + " is outside [0, " +
                      std::to_string(seen.values[2]) + ")");
@@ -551,6 +552,22 @@ struct CudaDevice::Ops {
              int(v[3]),
              static_cast<float>(getFloat(l, "scale")),
              *l.attrs.getInt("causal") != 0};
+    // The dropout's step and piece follow q, k, v (and o, do).
+    size_t tensors = k.getOp() == "nn.attention" ? 3 : 5;
+    shape.dropout.rate = static_cast<float>(getFloat(l, "dropout"));
+    if (l.inputs.size() > tensors) {
+      shape.dropout.seed = static_cast<uint64_t>(*l.attrs.getInt("seed"));
+      std::vector<int64_t> globalShape;
+      if (l.inputs.size() > tensors + 1) {
+        globalShape = *l.attrs.getList("global_shape");
+        shape.piece = l.in(tensors + 1).as<int64_t>();
+      }
+      // checkKernel has checked the shapes.
+      random::makePiecePlace({q[0], q[1], q[2], l.in(1).shape[2]}, globalShape,
+                             shape.dropout.place);
+      shape.step = l.in(tensors).data;
+      shape.step64 = is64(l.in(tensors));
+    }
     return Status::success();
   }
 
@@ -558,6 +575,7 @@ struct CudaDevice::Ops {
     AttentionShape shape;
     if (Status status = getAttentionShape(k, l, shape); !status.ok())
       return status;
+    shape.error = d.kernelError;
     cuda::attention(shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.out(0)),
                     d.compute);
     return Status::success();
@@ -568,6 +586,7 @@ struct CudaDevice::Ops {
     AttentionShape shape;
     if (Status status = getAttentionShape(k, l, shape); !status.ok())
       return status;
+    shape.error = d.kernelError;
     // Two floats per query row: its log-sum-exp and rowsum(do · o).
     size_t rows = size_t(shape.batch * shape.heads * shape.queries);
     void *stats = nullptr;

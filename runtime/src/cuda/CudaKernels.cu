@@ -374,6 +374,25 @@ __device__ int64_t kvRow(const AttentionShape &n, int64_t batchHead) {
   return (b * n.kvHeads + h / (n.heads / n.kvHeads)) * n.keys;
 }
 
+/// The shape's dropout with the step and the piece's place read on the GPU;
+/// false, with the error recorded, where the piece lies outside the tensor.
+__device__ bool loadDropout(const AttentionShape &n, AttentionDropout &drop) {
+  drop = n.dropout;
+  if (drop.rate <= 0.0f)
+    return true;
+  drop.step = static_cast<uint64_t>(readIndex(n.step, n.step64, 0));
+  if (!n.piece)
+    return true;
+  int dim = drop.place.setPieceIndex(n.piece);
+  if (dim < 0)
+    return true;
+  recordError(n.error, KernelError::PieceOutOfRange, n.piece[dim], dim,
+              drop.place.shape[dim] == 0
+                  ? 0
+                  : drop.place.globalShape[dim] / drop.place.shape[dim]);
+  return false;
+}
+
 __global__ void attentionKernel(AttentionShape n, const float *q,
                                 const float *k, const float *v, float *out) {
   __shared__ float tile[kAttentionKeys * 2 * kAttentionMaxHeadDim];
@@ -381,6 +400,10 @@ __global__ void attentionKernel(AttentionShape n, const float *q,
   int64_t query = int64_t(blockIdx.y) * kAttentionRows + threadIdx.x;
   bool active = query < n.queries;
   int64_t keyBase = kvRow(n, batchHead);
+  // The condition is the block's, so that no barrier is left waiting.
+  AttentionDropout drop;
+  if (!loadDropout(n, drop))
+    return;
   float qRow[kAttentionMaxHeadDim], acc[kAttentionMaxHeadDim];
   if (active)
     for (int e = 0; e < n.d; ++e)
@@ -404,7 +427,8 @@ __global__ void attentionKernel(AttentionShape n, const float *q,
       int64_t visible = visibleKeys(n, query) - j0;
       attentionRowUpdate(qRow, keys, values,
                          int(max(int64_t(0), min(int64_t(count), visible))),
-                         n.d, n.dv, n.scale, acc, state);
+                         n.d, n.dv, n.scale, acc, state, drop,
+                         (batchHead * n.queries + query) * n.keys + j0);
     }
   }
   if (active)
@@ -433,13 +457,16 @@ __global__ void attentionQueryGradKernel(AttentionShape n, const float *q,
                                          const float *k, const float *v,
                                          const float *dout, const float *lse,
                                          const float *rowDot, float *dq) {
+  AttentionDropout drop;
+  if (!loadDropout(n, drop))
+    return;
   GRID_STRIDE(row, n.batch * n.heads * n.queries) {
     int64_t batchHead = row / n.queries, query = row % n.queries;
     int64_t keyBase = kvRow(n, batchHead);
     attentionQueryGrad(q + row * n.d, dout + row * n.dv, rowDot[row], lse[row],
                        k + keyBase * n.d, v + keyBase * n.dv,
                        int(visibleKeys(n, query)), n.d, n.dv, n.scale,
-                       dq + row * n.d);
+                       dq + row * n.d, drop, row * n.keys);
   }
 }
 
@@ -450,6 +477,9 @@ __global__ void attentionKeyGradKernel(AttentionShape n, const float *q,
                                        const float *dout, const float *lse,
                                        const float *rowDot, float *dk,
                                        float *dv) {
+  AttentionDropout drop;
+  if (!loadDropout(n, drop))
+    return;
   GRID_STRIDE(row, n.batch * n.kvHeads * n.keys) {
     int64_t batchKv = row / n.keys, key = row % n.keys;
     int64_t b = batchKv / n.kvHeads, kvHead = batchKv % n.kvHeads;
@@ -466,7 +496,7 @@ __global__ void attentionKeyGradKernel(AttentionShape n, const float *q,
         attentionKeyGrad(k + row * n.d, v + row * n.dv, q + base * n.d,
                          dout + base * n.dv, lse + base, rowDot + base,
                          int(n.queries - first), n.d, n.dv, n.scale, dkRow,
-                         dvRow);
+                         dvRow, drop, base * n.keys + key, n.keys);
     }
     for (int e = 0; e < n.d; ++e)
       dk[row * n.d + e] = dkRow[e];

@@ -13,6 +13,7 @@
 #ifndef TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
 #define TESSERA_RUNTIME_CUDA_CUDAKERNELS_H
 
+#include "AttentionMath.h"
 #include "ElementMath.h"
 #include "Layouts.h"
 #include "tessera/runtime/Random.h"
@@ -137,6 +138,15 @@ struct AttentionShape {
   int d, dv;
   float scale;
   bool causal;
+  /// Dropout of the probabilities: its rate, seed and the piece's shape
+  /// (AttentionDropout), completed on the GPU from the step counter at
+  /// `step` and the piece index at `piece` (null: the whole tensor), which
+  /// a kernel checks into `error`.
+  AttentionDropout dropout = {};
+  const void *step = nullptr;
+  bool step64 = false;
+  const int64_t *piece = nullptr;
+  KernelError *error = nullptr;
 };
 /// nn.attention: a block per (batch, head) and 64 queries, a thread per
 /// query, the keys and values staged through shared memory in tiles.

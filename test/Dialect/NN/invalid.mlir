@@ -850,3 +850,23 @@ func.func @random_global_shape(%x: tensor<4x8xf32>, %step: tensor<i64>, %piece: 
   %0 = nn.dropout %x step %step piece %piece rate = 0.5 seed = 0 {global_shape = array<i64: 4, 12>} : tensor<4x8xf32>, tensor<i64>, tensor<2xi64>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that attention's dropout needs the step its mask is drawn for.
+func.func @attention_dropout_step(%q: tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects the step counter (`step`) its dropout mask is drawn for}}
+  %0 = nn.attention %q, %q, %q scale = 0.25 dropout = 0.1
+      : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  return %0 : tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// Tests that attention's dropout rate is below 1.
+func.func @attention_dropout_rate(%q: tensor<1x2x8x16xf32>, %step: tensor<i64>) -> tensor<1x2x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects a rate in [0, 1), got 1}}
+  %0 = nn.attention %q, %q, %q step %step scale = 0.25 dropout = 1.0
+      : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<i64>) -> tensor<1x2x8x16xf32>
+  return %0 : tensor<1x2x8x16xf32>
+}

@@ -474,3 +474,19 @@ func.func @random(%x: tensor<4x8xf32>, %step: tensor<i64>, %piece: tensor<2xi64>
       : tensor<4x8xf32>, tensor<i64>, tensor<2xi64>
   return %u, %v, %d, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that attention's dropout round-trips, whole and on a piece.
+// CHECK-LABEL: func.func @attention_dropout(
+// CHECK:         nn.attention %{{.+}}, %{{.+}}, %{{.+}} step %{{.+}} causal = true scale = 2.500000e-01 dropout = 1.000000e-01 seed = 4 :
+// CHECK:         nn.attention %{{.+}}, %{{.+}}, %{{.+}} step %{{.+}} piece %{{.+}} scale = 2.500000e-01 dropout = 1.000000e-01 {global_shape = array<i64: 4, 4, 8, 8>} :
+func.func @attention_dropout(%q: tensor<2x4x8x16xf32>, %kv: tensor<2x2x8x16xf32>,
+                             %step: tensor<i64>, %piece: tensor<4xi64>)
+    -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) {
+  %a = nn.attention %q, %kv, %kv step %step causal = true scale = 0.25 dropout = 0.1 seed = 4
+      : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<i64>) -> tensor<2x4x8x16xf32>
+  %b = nn.attention %q, %kv, %kv step %step piece %piece scale = 0.25 dropout = 0.1 {global_shape = array<i64: 4, 4, 8, 8>}
+      : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<i64>, tensor<4xi64>) -> tensor<2x4x8x16xf32>
+  return %a, %b : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+}

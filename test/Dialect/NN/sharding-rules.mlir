@@ -354,3 +354,13 @@ func.func @random(%x: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, 
   %d = nn.dropout %x step %step rate = 0.5 seed = 1 : tensor<4x8xf32>, tensor<i64>
   return %u, %d : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that attention's dropout step is whole and its draw is priced.
+func.func @attention_dropout(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x32xf32>, %step: tensor<i64>) -> tensor<2x8x16x32xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], []) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=16, n=64, o=32} need_replication={k, l, m, n}}}
+  // expected-remark @+1 {{cost: flops=467840 bytes=122888}}
+  %o = nn.attention %q, %k, %v step %step causal = true scale = 0.125 dropout = 0.1 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x32xf32>, tensor<i64>) -> tensor<2x8x16x32xf32>
+  return %o : tensor<2x8x16x32xf32>
+}

@@ -37,3 +37,20 @@ func.func @two_axes(%step: tensor<i64>) -> (tensor<8x4xf32> {dist.sharding = #di
   %u = nn.random_uniform step %step seed = 1 : tensor<i64> -> tensor<8x4xf32>
   return %u : tensor<8x4xf32>
 }
+
+// -----
+
+// Tests that attention's dropout draws for its piece of the probabilities
+// [b, heads, s, t]: the batch over "dp", the (kv) heads over "tp", the keys
+// whole.
+dist.mesh @mesh ["dp"=2, "tp"=2]
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[I:.+]] = dist.axis_index @mesh {{\[}}["dp"], ["tp"], [], []] : tensor<4xi64>
+// CHECK: nn.attention %{{.+}}, %{{.+}}, %{{.+}} step %{{.+}} piece %[[I]] causal = true scale = 2.500000e-01 dropout = 1.000000e-01 seed = 2 {global_shape = array<i64: 4, 4, 8, 8>} : (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<i64>, tensor<4xi64>)
+func.func @attention(%q: tensor<4x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}, {}, {}]>},
+                     %kv: tensor<4x2x8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}, {}, {}]>},
+                     %step: tensor<i64>) -> (tensor<4x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}, {}, {}]>}) {
+  %o = nn.attention %q, %kv, %kv step %step causal = true scale = 0.25 dropout = 0.1 seed = 2
+      : (tensor<4x4x8x16xf32>, tensor<4x2x8x16xf32>, tensor<4x2x8x16xf32>, tensor<i64>) -> tensor<4x4x8x16xf32>
+  return %o : tensor<4x4x8x16xf32>
+}

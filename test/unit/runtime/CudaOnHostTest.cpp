@@ -452,22 +452,46 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
   // What attentionKernel and the three gradient kernels compute per thread,
   // on the host: keys staged in tiles of 16 for the forward, every row of
   // the gradient from its log-sum-exp. 2 batches, 4 heads on 2 kv heads,
-  // 40 queries and keys, d 8, dv 6.
+  // 40 queries and keys, d 8, dv 6; without dropout, and with dropout on
+  // the second half of the batch of a tensor of 4.
   const int64_t b = 2, a = 4, kv = 2, s = 40, t = 40, d = 8, dv = 6;
   const float scale = 0.3f;
   OwnedTensor q = randomTensor({b, a, s, d}, 11),
               k = randomTensor({b, kv, t, d}, 12),
               v = randomTensor({b, kv, t, dv}, 13),
               dout = randomTensor({b, a, s, dv}, 14);
-  for (bool causal : {true, false}) {
+  OwnedTensor step(DType::I64, {}), piece(DType::I64, {4});
+  step.view.as<int64_t>()[0] = 3;
+  const int64_t pieceIndex[] = {1, 0, 0, 0};
+  std::copy(pieceIndex, pieceIndex + 4, piece.view.as<int64_t>());
+  for (auto [causal, rate] : {std::pair(true, 0.0f), std::pair(false, 0.0f),
+                              std::pair(true, 0.3f), std::pair(false, 0.3f)}) {
     KernelAttrs attrs;
     attrs.floats["scale"] = scale;
     attrs.ints["causal"] = causal;
-    OwnedTensor want = runCpu("nn.attention", attrs, {&q, &k, &v}, {b, a, s, dv});
+    attrs.floats["dropout"] = rate;
+    attrs.ints["seed"] = 9;
+    AttentionDropout drop;
+    std::vector<const OwnedTensor *> key;
+    if (rate > 0) {
+      attrs.lists["global_shape"] = {2 * b, a, s, t};
+      key = {&step, &piece};
+      drop = {rate, 9, 3, {}};
+      ASSERT_EQ(
+          random::makePiecePlace({b, a, s, t}, {2 * b, a, s, t}, drop.place),
+          "");
+      ASSERT_EQ(drop.place.setPieceIndex(pieceIndex), -1);
+    }
+    std::vector<const OwnedTensor *> forward = {&q, &k, &v};
+    forward.insert(forward.end(), key.begin(), key.end());
+    OwnedTensor want = runCpu("nn.attention", attrs, forward, {b, a, s, dv});
     OwnedTensor dq(DType::F32, q.view.shape), dk(DType::F32, k.view.shape),
         dvWant(DType::F32, v.view.shape);
-    ASSERT_EQ(runCpuKernel("nn.attention_grad", attrs,
-                           {&q.view, &k.view, &v.view, &want.view, &dout.view},
+    std::vector<const Tensor *> backward = {&q.view, &k.view, &v.view,
+                                            &want.view, &dout.view};
+    for (const OwnedTensor *tensor : key)
+      backward.push_back(&tensor->view);
+    ASSERT_EQ(runCpuKernel("nn.attention_grad", attrs, backward,
                            {&dq.view, &dk.view, &dvWant.view})
                   .message(),
               "");
@@ -480,8 +504,7 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
     std::vector<float> lse(b * a * s), rowDot(b * a * s);
     for (int64_t row = 0; row < b * a * s; ++row) {
       int64_t batchHead = row / s, query = row % s;
-      int64_t keyBase =
-          (batchHead / a * kv + batchHead % a / (a / kv)) * t;
+      int64_t keyBase = (batchHead / a * kv + batchHead % a / (a / kv)) * t;
       // The forward, a tile of 16 keys at a time.
       std::vector<float> acc(dv, 0.0f);
       AttentionRowState state;
@@ -489,11 +512,11 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
         int count = int(std::min<int64_t>(16, visible(query) - j0));
         attentionRowUpdate(qs + row * d, ks + (keyBase + j0) * d,
                            vs + (keyBase + j0) * dv, count, d, dv, scale,
-                           acc.data(), state);
+                           acc.data(), state, drop, row * t + j0);
       }
       for (int64_t e = 0; e < dv; ++e)
         EXPECT_NEAR(acc[e] / state.sum, os[row * dv + e], 1e-5f)
-            << "row " << row << " causal " << causal;
+            << "row " << row << " causal " << causal << " dropout " << rate;
       // The gradient's statistics and dq.
       AttentionRowState stats;
       attentionRowUpdate(qs + row * d, ks + keyBase * d, nullptr,
@@ -503,7 +526,8 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
       std::vector<float> dqRow(d);
       attentionQueryGrad(qs + row * d, gs + row * dv, rowDot[row], lse[row],
                          ks + keyBase * d, vs + keyBase * dv,
-                         int(visible(query)), d, dv, scale, dqRow.data());
+                         int(visible(query)), d, dv, scale, dqRow.data(), drop,
+                         row * t);
       for (int64_t e = 0; e < d; ++e)
         EXPECT_NEAR(dqRow[e], dq.view.as<float>()[row * d + e], 1e-4f);
     }
@@ -517,7 +541,7 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
         attentionKeyGrad(ks + row * d, vs + row * dv, qs + base * d,
                          gs + base * dv, lse.data() + base,
                          rowDot.data() + base, int(s - first), d, dv, scale,
-                         dkRow.data(), dvRow.data());
+                         dkRow.data(), dvRow.data(), drop, base * t + key, t);
       }
       for (int64_t e = 0; e < d; ++e)
         EXPECT_NEAR(dkRow[e], dk.view.as<float>()[row * d + e], 1e-4f);
@@ -538,8 +562,8 @@ TEST(CudaElementMathTest, IndexedAxisAndTopKMatchTheCpuKernels) {
   attrs.ints["axis"] = 1;
   OwnedTensor want = runCpu("nn.gather", attrs, {&x, &idx}, {3, 2, 4});
   for (int64_t i = 0; i < want.view.getNumElements(); ++i)
-    EXPECT_EQ(x.view.as<float>()[getIndexedOffset(
-                  i, idx.view.as<int64_t>()[i], 2, 5, 4)],
+    EXPECT_EQ(x.view.as<float>()[getIndexedOffset(i, idx.view.as<int64_t>()[i],
+                                                  2, 5, 4)],
               want.view.as<float>()[i]);
   // Ties and NaN in the rows.
   x.view.as<float>()[3] = x.view.as<float>()[1];

@@ -481,6 +481,7 @@ TEST_F(CudaKernelsTest, Layers) {
     KernelAttrs attention;
     attention.floats["scale"] = 0.25;
     attention.ints["causal"] = causal;
+    attention.floats["dropout"] = 0;
     Spec q{DType::F32, {2, 4, 70, 16}}, kv{DType::F32, {2, 2, 70, 16}};
     check("nn.attention", attention, {random(q), random(kv), random(kv)}, {q},
           1e-4);
@@ -492,6 +493,16 @@ TEST_F(CudaKernelsTest, Layers) {
     check("nn.attention_grad", attention,
           {random(q), random(kv), random(kv), random(q), random(q)},
           {q, kv, kv}, 1e-3);
+    // With dropout of the probabilities, drawn for the step.
+    attention.floats["dropout"] = 0.2;
+    attention.ints["seed"] = 5;
+    Spec step{DType::I64, {}};
+    check("nn.attention", attention,
+          {random(q), random(kv), random(kv), random(step)}, {q}, 1e-4);
+    check(
+        "nn.attention_grad", attention,
+        {random(q), random(kv), random(kv), random(q), random(q), random(step)},
+        {q, kv, kv}, 1e-3);
   }
   KernelAttrs axis;
   axis.ints["axis"] = 1;

@@ -871,6 +871,7 @@ TEST(KernelsTest, AttentionMatchesTheUnfusedFormulaAcrossTiles) {
     KernelAttrs attrs;
     attrs.floats["scale"] = ref.scale;
     attrs.ints["causal"] = causal;
+    attrs.floats["dropout"] = 0;
     OwnedTensor o(DType::F32, {ref.b, ref.a, ref.s, ref.dv});
     ASSERT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}), "");
     expectNear(read<float>(o), ref.o, 1e-5f);
@@ -889,6 +890,7 @@ TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
   KernelAttrs attrs;
   attrs.floats["scale"] = 1.0;
   attrs.ints["causal"] = 0;
+  attrs.floats["dropout"] = 0;
   OwnedTensor q(DType::F32, {1, 4, 8, 16}), k(DType::F32, {1, 3, 8, 16}),
       v(DType::F32, {1, 3, 8, 16}), o(DType::F32, {1, 4, 8, 16});
   EXPECT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}),
@@ -897,6 +899,15 @@ TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
   OwnedTensor k2(DType::F32, {1, 2, 8, 8}), v2(DType::F32, {1, 2, 8, 16});
   EXPECT_EQ(run("nn.attention", attrs, {&q, &k2, &v2}, {&o}),
             "nn.attention: expects k of shape [1, 2, 8, 16], got [1, 2, 8, 8]");
+  // Dropout needs the step its mask is drawn for.
+  OwnedTensor k4(DType::F32, {1, 4, 8, 16}), v4(DType::F32, {1, 4, 8, 16});
+  attrs.floats["dropout"] = 0.1;
+  attrs.ints["seed"] = 0;
+  EXPECT_EQ(run("nn.attention", attrs, {&q, &k4, &v4}, {&o}),
+            "nn.attention: expects the step its dropout mask is drawn for");
+  attrs.floats["dropout"] = 1.0;
+  EXPECT_EQ(run("nn.attention", attrs, {&q, &k4, &v4}, {&o}),
+            "nn.attention: expects a dropout rate in [0, 1), got 1");
 }
 
 TEST(KernelsTest, CrossEntropyIsLogSumExpMinusTheLabelLogit) {
