@@ -120,8 +120,9 @@ static llvm::Error convertClip(GraphImporter &importer,
   std::optional<double> lo = getScalarBound(importer, node, 1),
                         hi = getScalarBound(importer, node, 2);
   const GraphValue *input = importer.getInput(node, 0);
-  bool floatInput = input && input->value &&
-                    isa<FloatType>(getElementTypeOrSelf(input->value.getType()));
+  bool floatInput =
+      input && input->value &&
+      isa<FloatType>(getElementTypeOrSelf(input->value.getType()));
   if (floatInput && (lo || !importer.getInput(node, 1)) &&
       (hi || !importer.getInput(node, 2)) && (!lo || !hi || *lo <= *hi)) {
     auto bound = [&](std::optional<double> value, double otherwise) {
@@ -182,10 +183,10 @@ static llvm::Error convertPowOp(GraphImporter &importer,
   SmallVector<Value> floats;
   for (Value operand : *operands) {
     auto type = cast<RankedTensorType>(operand.getType());
-    floats.push_back(type.getElementType() == element
-                         ? operand
-                         : nn::CastOp::create(builder, loc,
-                                              type.clone(element), operand));
+    floats.push_back(
+        type.getElementType() == element
+            ? operand
+            : nn::CastOp::create(builder, loc, type.clone(element), operand));
   }
   importer.setOutput(node, 0,
                      nn::PowOp::create(builder, loc, floats[0], floats[1]));
@@ -338,12 +339,37 @@ static llvm::Error convertConstant(GraphImporter &importer,
   return llvm::Error::success();
 }
 
-/// Identity, and Dropout that keeps every element (at inference, or at
-/// ratio 0), which passes its input through.
+/// Training-mode Dropout at `ratio` above 0: nn.dropout, drawn for the
+/// graph's step counter. Its mask output, which PyTorch's export names
+/// whether read or not, cannot be read (the kernels draw the mask).
+static llvm::Error convertDropout(GraphImporter &importer,
+                                  const onnx::NodeProto &node, double ratio) {
+  if (!(ratio > 0 && ratio < 1))
+    return makeError(
+        llvm::formatv("Dropout's ratio must be in [0, 1), got {0}", ratio)
+            .str());
+  if (node.output_size() > 1 && importer.isRead(node.output(1)))
+    return makeError("the mask output of a training-mode Dropout is not "
+                     "supported: Tessera draws the mask in its kernels and "
+                     "does not keep it");
+  llvm::Expected<Value> input = importer.getFloatValue(node, 0);
+  if (!input)
+    return input.takeError();
+  OpBuilder &builder = importer.getBuilder();
+  importer.setOutput(node, 0,
+                     nn::DropoutOp::create(
+                         builder, importer.getLoc(), *input, importer.getStep(),
+                         /*piece=*/Value(),
+                         builder.getF32FloatAttr(static_cast<float>(ratio)),
+                         builder.getI64IntegerAttr(importer.takeSeed()),
+                         /*global_shape=*/nullptr));
+  return llvm::Error::success();
+}
+
+/// Identity, and Dropout: at inference (or at ratio 0) it passes its input
+/// through; in training mode it drops (convertDropout).
 static llvm::Error convertPassThrough(GraphImporter &importer,
                                       const onnx::NodeProto &node) {
-  // Dropout in training mode keeps every element only at ratio 0 (what a
-  // model trained without dropout exports).
   if (node.op_type() == "Dropout") {
     auto isKnown = [&](int index, double value) {
       const GraphValue *input = importer.getInput(node, index);
@@ -352,9 +378,19 @@ static llvm::Error convertPassThrough(GraphImporter &importer,
                           [&](double each) { return each == value; });
     };
     bool training = importer.getInput(node, 2) && !isKnown(2, 0);
-    if (training && !isKnown(1, 0))
-      return makeError("Dropout in training mode with a ratio other than a "
-                       "constant 0: Tessera does not drop activations");
+    if (training) {
+      if (!isKnown(2, 1))
+        return makeError("Dropout's training_mode must be a constant");
+      // ONNX's default ratio is 0.5.
+      double ratio = 0.5;
+      if (const GraphValue *input = importer.getInput(node, 1)) {
+        if (!input->constant || input->constant->values.size() != 1)
+          return makeError("Dropout's ratio must be a constant scalar");
+        ratio = input->constant->values.front();
+      }
+      if (ratio != 0)
+        return convertDropout(importer, node, ratio);
+    }
   }
   const GraphValue *input = importer.getInput(node, 0);
   if (!input)

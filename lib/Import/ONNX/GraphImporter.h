@@ -13,6 +13,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -158,11 +159,33 @@ public:
   /// `value` reshaped to `shape`.
   mlir::Value reshape(mlir::Value value, llvm::ArrayRef<int64_t> shape);
 
+  /// Whether a node or the graph's outputs read the value `name`.
+  bool isRead(llvm::StringRef name) const { return readValues.contains(name); }
+  void setRead(llvm::StringRef name) { readValues.insert(name); }
+
+  /// Where the function's arguments go: `body`'s, their types in `types`.
+  void setArguments(mlir::Block *body,
+                    llvm::SmallVectorImpl<mlir::Type> *types) {
+    argumentBlock = body;
+    argumentTypes = types;
+  }
+  /// The step counter that training-mode Dropout draws its masks for: a
+  /// new argument on first use (which the importer marks nn.state "step").
+  mlir::Value getStep();
+  std::optional<unsigned> getStepIndex() const { return stepIndex; }
+  /// A seed no other random op of the graph has.
+  int64_t takeSeed() { return nextSeed++; }
+
 private:
   mlir::OpBuilder &builder;
   std::string directory;
   mlir::Location loc = mlir::UnknownLoc::get(builder.getContext());
   llvm::StringMap<GraphValue> values;
+  llvm::StringSet<> readValues;
+  mlir::Block *argumentBlock = nullptr;
+  llvm::SmallVectorImpl<mlir::Type> *argumentTypes = nullptr;
+  std::optional<unsigned> stepIndex;
+  int64_t nextSeed = 0;
 };
 
 /// Attribute helpers: a node's attribute by name, or the default.

@@ -322,6 +322,16 @@ Value GraphImporter::getSplat(RankedTensorType type, double value) {
   return materialize(splat);
 }
 
+Value GraphImporter::getStep() {
+  if (!stepIndex) {
+    auto type = RankedTensorType::get({}, builder.getI64Type());
+    argumentBlock->addArgument(type, builder.getUnknownLoc());
+    argumentTypes->push_back(type);
+    stepIndex = argumentBlock->getNumArguments() - 1;
+  }
+  return argumentBlock->getArgument(*stepIndex);
+}
+
 Value GraphImporter::reshape(Value value, ArrayRef<int64_t> shape) {
   auto type = cast<RankedTensorType>(value.getType());
   if (type.getShape() == shape)
@@ -819,7 +829,8 @@ importNode(GraphImporter &importer, const onnx::NodeProto &node,
       return error;
   }
   for (const std::string &output : node.output()) {
-    if (output.empty())
+    // An output nothing reads need not be made (training Dropout's mask).
+    if (output.empty() || !importer.isRead(output))
       continue;
     const GraphValue *made = importer.lookup(output);
     if (!made)
@@ -992,6 +1003,8 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
     importer.define(tensor.name(), GraphValue{arg, std::nullopt});
   }
 
+  importer.setArguments(body, &argumentTypes);
+
   // What shape inference says of each value, to check the translation.
   llvm::StringMap<const onnx::ValueInfoProto *> inferred;
   for (const onnx::ValueInfoProto &info : graph.value_info())
@@ -1007,6 +1020,8 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
       lastReader[input] = index;
   for (const onnx::ValueInfoProto &output : graph.output())
     lastReader[output.name()] = graph.node_size();
+  for (const auto &reader : lastReader)
+    importer.setRead(reader.getKey());
 
   for (int nodeIndex = 0; nodeIndex < graph.node_size(); ++nodeIndex) {
     const onnx::NodeProto &node = graph.node(nodeIndex);
@@ -1042,6 +1057,9 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
   for (const auto &[index, tensor] : parameters)
     function.setArgAttr(index, nn::kParamAttrName,
                         builder.getStringAttr(tensor->name()));
+  if (std::optional<unsigned> step = importer.getStepIndex())
+    function.setArgAttr(*step, nn::kStateAttrName,
+                        builder.getStringAttr("step"));
   splitFusedProjections(function);
   if (failed(verify(*module)))
     return fail(makeError("internal error: the imported program does not "

@@ -192,6 +192,11 @@ def build(name):
                                            activation="gelu",
                                            batch_first=True)
         return layer, (torch.randn(4, 8, 32),)
+    if name == "encoder_dropout":
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1,
+                                           activation="gelu",
+                                           batch_first=True)
+        return layer, (torch.randn(4, 8, 32),)
     sys.exit(f"unknown model {name}")
 
 

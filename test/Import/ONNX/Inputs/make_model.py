@@ -292,6 +292,26 @@ def inference_dropout():
         [numpy_helper.from_array(np.array(0.1, np.float32), "ratio")])
 
 
+def training_dropout():
+    """Dropout in training mode at ratio 0.25: dropped for the step."""
+    return model(
+        [helper.make_node("Dropout", ["x", "ratio", "training"], ["y"])],
+        [value("x", F, [4, 8])], [value("y", F, [4, 8])],
+        [numpy_helper.from_array(np.array(0.25, np.float32), "ratio"),
+         numpy_helper.from_array(np.array(True), "training")])
+
+
+def training_dropout_mask():
+    """Dropout in training mode with its mask read."""
+    return model(
+        [helper.make_node("Dropout", ["x", "ratio", "training"],
+                          ["y", "mask"])],
+        [value("x", F, [4, 8])],
+        [value("y", F, [4, 8]), value("mask", TensorProto.BOOL, [4, 8])],
+        [numpy_helper.from_array(np.array(0.25, np.float32), "ratio"),
+         numpy_helper.from_array(np.array(True), "training")])
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     if name == "external_data":
