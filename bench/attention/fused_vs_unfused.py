@@ -12,7 +12,7 @@ for one device, and reports from one run:
 
 Run from the repository root after building:
     python3 bench/attention/fused_vs_unfused.py [--model gpt|llama]
-        [--device cpu|cuda] [--dtype f32|bf16]
+        [--device cpu|cuda] [--dtype f32|bf16] [--dropout P]
 """
 
 import argparse
@@ -31,6 +31,8 @@ def compile_step(args, attention, seq, directory):
              str(args.vocab), "--batch", str(args.batch)]
     if args.model == "llama":
         shape += ["--kv-heads", str(args.kv_heads)]
+    if args.dropout > 0:
+        shape += ["--dropout", str(args.dropout)]
     subprocess.run([args.tessera, "model", args.model, *shape, "--dtype",
                     args.dtype, "--attention", attention, "-o", model],
                    check=True, capture_output=True)
@@ -66,12 +68,17 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="the models' dropout (fused: inside the "
+                        "attention kernels; unfused: nn.dropout of the "
+                        "probabilities)")
     parser.add_argument("--tessera", default="build/bin/tessera")
     parser.add_argument("--runner", default="build/bin/tessera-run")
     args = parser.parse_args()
     where = "one CPU thread" if args.device == "cpu" else "one GPU"
     print(f"{args.model}: {args.layers} layers, hidden {args.hidden}, "
-          f"{args.heads} heads, batch {args.batch}, {args.dtype}, AdamW step "
+          f"{args.heads} heads, batch {args.batch}, {args.dtype}, dropout "
+          f"{args.dropout}, AdamW step "
           f"on {where}; median of {args.runs} runs of {args.steps} steps")
     print(f"{'seq':>6} {'fused ms':>10} {'unfused ms':>11} {'time ratio':>11} "
           f"{'fused act MB':>13} {'unfused act MB':>15} {'mem ratio':>10}")

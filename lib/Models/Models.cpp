@@ -94,7 +94,11 @@ static llvm::Error checkModelSize(int64_t layers, double parameters,
 }
 
 /// A real option's value as the user would write it (%g).
-static std::string formatNumber(double value);
+static std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
 
 /// A dropout rate in [0, 1) (the negation catches NaN).
 static llvm::Error checkDropout(double rate) {
@@ -102,12 +106,6 @@ static llvm::Error checkDropout(double rate) {
     return fieldError("dropout",
                       "must be in [0, 1), got " + formatNumber(rate));
   return llvm::Error::success();
-}
-
-static std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
 }
 
 llvm::Error tessera::validate(const GptConfig &c) {

@@ -1316,19 +1316,17 @@ static void runDropout(KernelCall &c) {
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
     return;
   std::optional<double> rate = c.getFloat("rate");
-  uint64_t seed = 0, step = 0;
-  random::PiecePlace place;
-  if (!rate || !getRandomDraw(c, 1, 1, c.in(0).shape, seed, step, place) ||
+  random::Dropout drop;
+  if (!rate ||
+      !getRandomDraw(c, 1, 1, c.in(0).shape, drop.seed, drop.step,
+                     drop.place) ||
       c.isCheckOnly())
     return;
-  auto keep = static_cast<float>(*rate);
-  float scale = 1.0f / (1.0f - keep);
+  drop.rate = static_cast<float>(*rate);
   const float *x = c.in(0).as<float>();
   float *y = c.out(0).as<float>();
   for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
-    y[i] = random::uniformAt(seed, step, place.getGlobalIndex(i)) >= keep
-               ? x[i] * scale
-               : 0.0f;
+    y[i] = x[i] * drop.getScale(i);
 }
 
 /// nn.embedding. An index outside the table gives a zero row: with a
@@ -1601,21 +1599,12 @@ struct AttentionDims {
   int64_t batch, heads, kvHeads, queries, keys, d, dv;
   float scale;
   bool causal;
-  /// Dropout of the probabilities [b, heads, s, t]: its rate, key and the
-  /// place of this piece.
-  float dropout = 0;
-  uint64_t seed = 0, step = 0;
-  random::PiecePlace place;
+  /// Dropout of the probabilities [b, heads, s, t].
+  random::Dropout dropout;
 
-  /// The factor of probability (b, h, query, key): 1 without dropout, else
-  /// 1 / (1 - dropout) where it is kept and 0 where it is dropped.
+  /// The dropout's factor of probability (b, h, query, key).
   float getKeep(int64_t b, int64_t h, int64_t query, int64_t key) const {
-    if (dropout <= 0)
-      return 1.0f;
-    int64_t local = ((b * heads + h) * queries + query) * keys + key;
-    return random::uniformAt(seed, step, place.getGlobalIndex(local)) >= dropout
-               ? 1.0f / (1.0f - dropout)
-               : 0.0f;
+    return dropout.getScale(((b * heads + h) * queries + query) * keys + key);
   }
 
   /// The keys query `query` sees: all, or with `causal` those up to it.
@@ -1685,18 +1674,18 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
     return std::nullopt;
   n.scale = static_cast<float>(*scale);
   n.causal = *causal != 0;
-  n.dropout = static_cast<float>(*dropout);
-  if (!(n.dropout >= 0 && n.dropout < 1)) {
-    c.fail("expects a dropout rate in [0, 1), got ", n.dropout);
+  n.dropout.rate = static_cast<float>(*dropout);
+  if (!(n.dropout.rate >= 0 && n.dropout.rate < 1)) {
+    c.fail("expects a dropout rate in [0, 1), got ", n.dropout.rate);
     return std::nullopt;
   }
-  if (n.dropout > 0 && c.getNumInputs() == tensors) {
+  if (n.dropout.rate > 0 && c.getNumInputs() == tensors) {
     c.fail("expects the step its dropout mask is drawn for");
     return std::nullopt;
   }
   if (c.getNumInputs() > tensors &&
       !getRandomDraw(c, tensors, outputs, {n.batch, n.heads, n.queries, n.keys},
-                     n.seed, n.step, n.place))
+                     n.dropout.seed, n.dropout.step, n.dropout.place))
     return std::nullopt;
   return n;
 }
@@ -1761,7 +1750,7 @@ static void runAttention(KernelCall &c) {
             for (int64_t e = 0; e < n.dv; ++e)
               acc[r * n.dv + e] *= rescale;
             // The softmax sums every probability; the values see the kept.
-            if (n.dropout > 0)
+            if (n.dropout.rate > 0)
               for (int64_t col = 0; col < visible; ++col)
                 row[col] *= n.getKeep(b, h, i0 + r, j0 + col);
           }
@@ -1799,7 +1788,7 @@ static void runAttentionGrad(KernelCall &c) {
       dprobs(kAttentionTile * kAttentionTile);
   // With dropout: each probability's keep factor, and the kept ones.
   std::vector<float> keep, kept;
-  if (n.dropout > 0) {
+  if (n.dropout.rate > 0) {
     keep.resize(kAttentionTile * kAttentionTile);
     kept.resize(kAttentionTile * kAttentionTile);
   }
@@ -1857,7 +1846,7 @@ static void runAttentionGrad(KernelCall &c) {
             for (int64_t col = 0; col < cols; ++col)
               row[col] =
                   col < visible ? std::exp(row[col] - logSumExp[i0 + r]) : 0;
-            if (n.dropout > 0)
+            if (n.dropout.rate > 0)
               for (int64_t col = 0; col < cols; ++col) {
                 float z = n.getKeep(b, h, i0 + r, j0 + col);
                 keep[r * cols + col] = z;
@@ -1866,8 +1855,8 @@ static void runAttentionGrad(KernelCall &c) {
           }
           // dv += (z p)ᵀ do; dp = do vᵀ.
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv, rows,
-                      1.0f, n.dropout > 0 ? kept.data() : probs.data(), cols,
-                      doh + i0 * n.dv, n.dv, 1.0f, dvh + j0 * n.dv, n.dv);
+                      1.0f, n.dropout.rate > 0 ? kept.data() : probs.data(),
+                      cols, doh + i0 * n.dv, n.dv, 1.0f, dvh + j0 * n.dv, n.dv);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.dv,
                       1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv, 0.0f,
                       dprobs.data(), cols);
@@ -1875,7 +1864,7 @@ static void runAttentionGrad(KernelCall &c) {
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t col = 0; col < cols; ++col) {
               float &ds = dprobs[r * cols + col];
-              if (n.dropout > 0)
+              if (n.dropout.rate > 0)
                 ds *= keep[r * cols + col];
               ds = probs[r * cols + col] * (ds - rowDot[i0 + r]);
             }

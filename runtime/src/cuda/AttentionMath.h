@@ -29,25 +29,9 @@ struct AttentionRowState {
   float sum = 0.0f;
 };
 
-/// Dropout of the probabilities [b, heads, s, t] (rate 0: none): the rate,
-/// the key and the place of the device's piece, as nn.attention's CPU
-/// kernels draw them.
-struct AttentionDropout {
-  float rate = 0.0f;
-  uint64_t seed = 0, step = 0;
-  random::PiecePlace place;
-
-  /// The factor of the probability at row-major index `index` of the
-  /// piece's [b, heads, s, t]: 1 without dropout, else 1 / (1 - rate) where
-  /// kept and 0 where dropped.
-  TESSERA_HOST_DEVICE float getKeep(int64_t index) const {
-    if (rate <= 0.0f)
-      return 1.0f;
-    return random::uniformAt(seed, step, place.getGlobalIndex(index)) >= rate
-               ? 1.0f / (1.0f - rate)
-               : 0.0f;
-  }
-};
+/// Dropout of the probabilities [b, heads, s, t] (rate 0: none), as
+/// nn.attention's CPU kernels draw it.
+using AttentionDropout = random::Dropout;
 
 TESSERA_HOST_DEVICE inline float attentionDot(const float *x, const float *y,
                                               int n) {
@@ -81,7 +65,7 @@ attentionRowUpdate(const float *q, const float *keys, const float *values,
     state.sum += p;
     if (!values)
       continue;
-    float kept = p * drop.getKeep(drawIndex + j);
+    float kept = p * drop.getScale(drawIndex + j);
     for (int e = 0; e < dv; ++e)
       acc[e] += kept * values[j * dv + e];
   }
@@ -105,7 +89,7 @@ attentionQueryGrad(const float *q, const float *dout, float rowDot, float lse,
     dq[e] = 0.0f;
   for (int j = 0; j < count; ++j) {
     float p = expf(scale * attentionDot(q, keys + j * d, d) - lse);
-    float ds = p * (drop.getKeep(drawIndex + j) *
+    float ds = p * (drop.getScale(drawIndex + j) *
                         attentionDot(dout, values + j * dv, dv) -
                     rowDot);
     for (int e = 0; e < d; ++e)
@@ -127,7 +111,7 @@ attentionKeyGrad(const float *k, const float *v, const float *queries,
   for (int i = 0; i < count; ++i) {
     const float *q = queries + i * d, *g = dout + i * dvDim;
     float p = expf(scale * attentionDot(q, k, d) - lse[i]);
-    float z = drop.getKeep(drawIndex + i * drawStride);
+    float z = drop.getScale(drawIndex + i * drawStride);
     float ds = p * (z * attentionDot(g, v, dvDim) - rowDot[i]);
     for (int e = 0; e < dvDim; ++e)
       dv[e] += z * p * g[e];

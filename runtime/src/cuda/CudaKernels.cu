@@ -532,11 +532,11 @@ __global__ void randomKernel(const float *x, float *y, int64_t count,
       return;
     }
   }
-  uint64_t t = static_cast<uint64_t>(readIndex(step, step64, 0));
-  float scale = 1.0f / (1.0f - rate);
+  random::Dropout drop{
+      rate, seed, static_cast<uint64_t>(readIndex(step, step64, 0)), place};
   GRID_STRIDE(i, count) {
-    float u = random::uniformAt(seed, t, place.getGlobalIndex(i));
-    y[i] = !x ? u : (u >= rate ? x[i] * scale : 0.0f);
+    y[i] = x ? x[i] * drop.getScale(i)
+             : random::uniformAt(seed, drop.step, place.getGlobalIndex(i));
   }
 }
 

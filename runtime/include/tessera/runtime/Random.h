@@ -93,6 +93,25 @@ struct PiecePlace {
   }
 };
 
+/// A dropout's draw: its rate, its key and the place of the piece it
+/// drops from.
+struct Dropout {
+  float rate = 0.0f;
+  uint64_t seed = 0, step = 0;
+  PiecePlace place;
+
+  /// The factor of the piece's element `i` (row-major): 1 without dropout
+  /// (rate 0), else 1 / (1 - rate) where its number is at least the rate
+  /// (kept) and 0 where it is below (dropped).
+  TESSERA_RANDOM_HOST_DEVICE float getScale(int64_t i) const {
+    if (rate <= 0.0f)
+      return 1.0f;
+    return uniformAt(seed, step, place.getGlobalIndex(i)) >= rate
+               ? 1.0f / (1.0f - rate)
+               : 0.0f;
+  }
+};
+
 /// The place of a piece of `shape` in a tensor of `globalShape` (empty: the
 /// piece is the whole tensor), at offset zero until setPieceIndex. Returns
 /// an empty string or why they do not fit.
