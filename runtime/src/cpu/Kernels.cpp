@@ -1325,8 +1325,14 @@ static void runDropout(KernelCall &c) {
   drop.rate = static_cast<float>(*rate);
   const float *x = c.in(0).as<float>();
   float *y = c.out(0).as<float>();
-  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
-    y[i] = x[i] * drop.getScale(i);
+  // A row of the last dim at a time.
+  int64_t width = c.in(0).shape.empty() ? 1 : c.in(0).shape.back();
+  std::vector<float> scales(width);
+  for (int64_t row = 0, e = c.in(0).getNumElements(); row < e; row += width) {
+    drop.getRowScales(row, width, scales.data());
+    for (int64_t i = 0; i < width; ++i)
+      y[row + i] = x[row + i] * scales[i];
+  }
 }
 
 /// nn.embedding. An index outside the table gives a zero row: with a
@@ -1602,9 +1608,12 @@ struct AttentionDims {
   /// Dropout of the probabilities [b, heads, s, t].
   random::Dropout dropout;
 
-  /// The dropout's factor of probability (b, h, query, key).
-  float getKeep(int64_t b, int64_t h, int64_t query, int64_t key) const {
-    return dropout.getScale(((b * heads + h) * queries + query) * keys + key);
+  /// The dropout's factors of `count` probabilities of (b, h, query) from
+  /// key `key` on.
+  void getKeep(int64_t b, int64_t h, int64_t query, int64_t key, int64_t count,
+               float *scales) const {
+    dropout.getRowScales(((b * heads + h) * queries + query) * keys + key,
+                         count, scales);
   }
 
   /// The keys query `query` sees: all, or with `causal` those up to it.
@@ -1713,7 +1722,7 @@ static void runAttention(KernelCall &c) {
   const float minusInfinity = -std::numeric_limits<float>::infinity();
   std::vector<float> scores(kAttentionTile * kAttentionTile);
   std::vector<float> acc(kAttentionTile * n.dv), rowMax(kAttentionTile),
-      rowSum(kAttentionTile);
+      rowSum(kAttentionTile), keepRow(kAttentionTile);
   for (int64_t b = 0; b < n.batch; ++b)
     for (int64_t h = 0; h < n.heads; ++h) {
       const float *qh = q + n.getQueryOffset(b, h) * n.d;
@@ -1750,9 +1759,11 @@ static void runAttention(KernelCall &c) {
             for (int64_t e = 0; e < n.dv; ++e)
               acc[r * n.dv + e] *= rescale;
             // The softmax sums every probability; the values see the kept.
-            if (n.dropout.rate > 0)
+            if (n.dropout.rate > 0) {
+              n.getKeep(b, h, i0 + r, j0, visible, keepRow.data());
               for (int64_t col = 0; col < visible; ++col)
-                row[col] *= n.getKeep(b, h, i0 + r, j0 + col);
+                row[col] *= keepRow[col];
+            }
           }
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.dv,
                       cols, 1.0f, scores.data(), cols, vh + j0 * n.dv, n.dv,
@@ -1846,12 +1857,12 @@ static void runAttentionGrad(KernelCall &c) {
             for (int64_t col = 0; col < cols; ++col)
               row[col] =
                   col < visible ? std::exp(row[col] - logSumExp[i0 + r]) : 0;
-            if (n.dropout.rate > 0)
-              for (int64_t col = 0; col < cols; ++col) {
-                float z = n.getKeep(b, h, i0 + r, j0 + col);
-                keep[r * cols + col] = z;
-                kept[r * cols + col] = z * row[col];
-              }
+            if (n.dropout.rate > 0) {
+              float *z = keep.data() + r * cols;
+              n.getKeep(b, h, i0 + r, j0, cols, z);
+              for (int64_t col = 0; col < cols; ++col)
+                kept[r * cols + col] = z[col] * row[col];
+            }
           }
           // dv += (z p)ᵀ do; dp = do vᵀ.
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv, rows,

@@ -47,17 +47,27 @@ TESSERA_RANDOM_HOST_DEVICE inline Block philox4x32(Block counter, uint32_t key0,
   return counter;
 }
 
-/// The number in [0, 1) at global index `index` for `seed` and `step`: the
-/// counter is (index / 4, step), the key the seed, and the number word
-/// `index mod 4`'s top 24 bits scaled by 2^-24 (exact in f32).
-TESSERA_RANDOM_HOST_DEVICE inline float uniformAt(uint64_t seed, uint64_t step,
-                                                  uint64_t index) {
-  uint64_t group = index >> 2;
-  Block block = philox4x32(
+/// The four numbers' block of global indices 4 group .. 4 group + 3 for
+/// `seed` and `step`: the counter is (group, step), the key the seed.
+TESSERA_RANDOM_HOST_DEVICE inline Block drawBlock(uint64_t seed, uint64_t step,
+                                                  uint64_t group) {
+  return philox4x32(
       {{static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32),
         static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}},
       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return static_cast<float>(block.words[index & 3] >> 8) * 0x1p-24f;
+}
+
+/// A word's number in [0, 1): its top 24 bits scaled by 2^-24 (exact in
+/// f32).
+TESSERA_RANDOM_HOST_DEVICE inline float toUniform(uint32_t word) {
+  return static_cast<float>(word >> 8) * 0x1p-24f;
+}
+
+/// The number at global index `index`: word `index mod 4` of its group's
+/// block.
+TESSERA_RANDOM_HOST_DEVICE inline float uniformAt(uint64_t seed, uint64_t step,
+                                                  uint64_t index) {
+  return toUniform(drawBlock(seed, step, index >> 2).words[index & 3]);
 }
 
 /// Where a piece of a tensor sits in the global one.
@@ -109,6 +119,24 @@ struct Dropout {
     return uniformAt(seed, step, place.getGlobalIndex(i)) >= rate
                ? 1.0f / (1.0f - rate)
                : 0.0f;
+  }
+
+  /// getScale of the `count` elements from `first` on, which lie in one
+  /// row of the last dim (consecutive global indices): a block serves four.
+  void getRowScales(int64_t first, int64_t count, float *scales) const {
+    if (rate <= 0.0f) {
+      for (int64_t i = 0; i < count; ++i)
+        scales[i] = 1.0f;
+      return;
+    }
+    uint64_t index = place.getGlobalIndex(first);
+    float kept = 1.0f / (1.0f - rate);
+    Block block = drawBlock(seed, step, index >> 2);
+    for (int64_t i = 0; i < count; ++i, ++index) {
+      if (i > 0 && (index & 3) == 0)
+        block = drawBlock(seed, step, index >> 2);
+      scales[i] = toUniform(block.words[index & 3]) >= rate ? kept : 0.0f;
+    }
   }
 };
 
