@@ -143,14 +143,15 @@ tessera::getAttentionCores(const llvm::SetVector<Operation *> &forward) {
       continue;
     // Attention weighs values by the probabilities; a softmax that feeds
     // no product (a loss's) is not a core. The probabilities may reach it
-    // through sharding constraints (an annotated layout).
+    // through sharding constraints (an annotated layout) and their dropout,
+    // which is remade with them (Megatron's core attention includes it).
     bool weighs = false;
     SmallVector<Operation *> readers(softmax->getUsers());
     while (!readers.empty()) {
       Operation *user = readers.pop_back_val();
       if (!forward.contains(user))
         continue;
-      if (isa<dist::ShardingConstraintOp>(user)) {
+      if (isa<dist::ShardingConstraintOp, nn::DropoutOp>(user)) {
         core.insert(user);
         readers.append(user->user_begin(), user->user_end());
       } else if (isa<nn::DotOp>(user)) {

@@ -62,3 +62,24 @@ func.func @constrained(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>,
   %dv = nn.dot %cp, %do batching_dims = [0] x [0] contracting_dims = [1] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %dv, %l : tensor<2x4x8xf32>, tensor<f32>
 }
+
+// The probabilities' dropout belongs to the core: it is remade with it,
+// from the same step (the same mask).
+// CHECK-LABEL: func.func @dropout
+// CHECK: %[[DP:.+]] = nn.dropout %{{.+}} step %arg4 rate = 1.000000e-01 seed = 3
+// CHECK-NEXT: nn.dot %[[DP]], %arg2
+// CHECK: %[[DS2:.+]] = nn.dot %arg0, %arg1
+// CHECK-NEXT: %[[DP2:.+]] = nn.softmax %[[DS2]] dim = 2
+// CHECK-NEXT: %[[DD2:.+]] = nn.dropout %[[DP2]] step %arg4 rate = 1.000000e-01 seed = 3
+// CHECK-NEXT: nn.dot %[[DD2]], %arg3
+func.func @dropout(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>,
+                   %v: tensor<2x4x8xf32>, %do: tensor<2x4x8xf32>, %step: tensor<i64>)
+    -> (tensor<2x4x8xf32> {nn.updates = 2 : i64}, tensor<f32>) {
+  %s = nn.dot %q, %k batching_dims = [0] x [0] contracting_dims = [2] x [2] : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %s dim = 2 : tensor<2x4x4xf32>
+  %d = nn.dropout %p step %step rate = 0.1 seed = 3 : tensor<2x4x4xf32>, tensor<i64>
+  %o = nn.dot %d, %v batching_dims = [0] x [0] contracting_dims = [2] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %l = nn.reduce_sum %o dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  %dv = nn.dot %d, %do batching_dims = [0] x [0] contracting_dims = [1] x [1] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %dv, %l : tensor<2x4x8xf32>, tensor<f32>
+}
