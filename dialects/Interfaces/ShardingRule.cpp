@@ -115,6 +115,13 @@ static void printTensors(llvm::raw_ostream &os,
   os << ")";
 }
 
+bool ShardingRule::isReducedIn(unsigned result, int64_t factor) const {
+  return factors[factor].kind == FactorKind::Reduction &&
+         llvm::none_of(results[result], [&](ArrayRef<int64_t> dimFactors) {
+           return llvm::is_contained(dimFactors, factor);
+         });
+}
+
 void ShardingRule::print(llvm::raw_ostream &os) const {
   printTensors(os, operands);
   os << " -> ";

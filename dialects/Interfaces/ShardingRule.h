@@ -23,7 +23,8 @@ namespace tessera {
 enum class FactorKind : uint8_t {
   /// Every device computes its slice independently.
   Parallel,
-  /// The factor is summed over; a split leaves partial sums in the results.
+  /// The factor is summed over; a split leaves partial sums in the results
+  /// it does not appear in (those it appears in split by it).
   Reduction,
   /// The op cannot compute on a split of this factor; it must be replicated.
   NeedReplication,
@@ -73,6 +74,11 @@ public:
                                                unsigned dim) const {
     return operands[operand][dim];
   }
+  /// Whether result `result` holds partial sums over `factor`: a reduction
+  /// factor sums in the results it does not appear in (attention's gradient
+  /// splits dq by the query heads it sums dk and dv over).
+  bool isReducedIn(unsigned result, int64_t factor) const;
+
   llvm::ArrayRef<int64_t> getResultDimFactors(unsigned result,
                                               unsigned dim) const {
     return results[result][dim];

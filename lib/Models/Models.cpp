@@ -720,6 +720,31 @@ traceParameter(func::FuncOp function, Value value, int64_t dim) {
   }
 }
 
+/// The dots whose products become the keys or values of a grouped-query
+/// nn.attention (through reshapes, transposes and the rotary embedding's
+/// elementwise ops, not through another dot).
+static llvm::DenseSet<Operation *> getKeyValueProducts(func::FuncOp function) {
+  llvm::DenseSet<Operation *> products;
+  SmallVector<Value> work;
+  function.walk([&](nn::AttentionOp attention) {
+    if (attention.getKey().getType().getDimSize(1) !=
+        attention.getQuery().getType().getDimSize(1))
+      work.append({attention.getKey(), attention.getValue()});
+  });
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    Operation *op = value.getDefiningOp();
+    if (!op || !seen.insert(value).second)
+      continue;
+    if (isa<nn::DotOp>(op))
+      products.insert(op);
+    else if (!isa<nn::AttentionOp>(op))
+      llvm::append_range(work, op->getOperands());
+  }
+  return products;
+}
+
 /// Megatron-LM's tensor parallelism (Shoeybi et al. 2019) read from the
 /// dataflow, not from names. In program order:
 /// - a dot of a whole activation with a weight matrix is column-parallel:
@@ -729,7 +754,12 @@ traceParameter(func::FuncOp function, Value value, int64_t dim) {
 ///   weight's contracted dim over "tp"; its result is whole again (after
 ///   the all-reduce), as is what is computed from whole values only;
 /// - a vector parameter added to a column-parallel product is split with
-///   it.
+///   it;
+/// - the key and value weights of grouped-query attention are left to
+///   propagation, which splits them as the attention's query heads split:
+///   over "tp" when it divides the kv heads, else over the part of "tp"
+///   that does (--tessera-split-axes), each kv head whole on the devices
+///   of its query heads (Megatron-LM's replicated kv heads).
 /// Embedding tables stay whole, also where the LM head reads them. A
 /// parameter decided twice differently, or whose dim "tp" does not divide,
 /// stays whole, and what it computes is whole.
@@ -751,6 +781,7 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp) {
   // with the dim the weight splits.
   llvm::DenseSet<Value> split;
   llvm::DenseMap<Value, int64_t> columnProducts;
+  llvm::DenseSet<Operation *> keyValueProducts = getKeyValueProducts(function);
   function.walk([&](Operation *op) {
     if (auto dot = dyn_cast<nn::DotOp>(op)) {
       ArrayRef<int64_t> contracting = dot.getRhsContractingDims();
@@ -768,6 +799,10 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp) {
           if (auto param =
                   traceParameter(function, dot.getRhs(), contracting[0]))
             decide(param->first, param->second);
+        return;
+      }
+      if (weight && keyValueProducts.contains(dot)) {
+        split.insert(dot.getResult());
         return;
       }
       if (weight) {

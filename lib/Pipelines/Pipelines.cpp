@@ -78,11 +78,15 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
     microbatch.microbatches = options.microbatches;
     pm.addPass(createMicrobatchPass(microbatch));
   }
+  // Grouped-query attention with more devices than kv heads on an axis
+  // splits the kv heads over a part of it; the parts merge back after.
+  pm.addPass(createSplitAxesPass());
   PropagatePassOptions propagate;
   propagate.mode = options.propagation;
   propagate.machine = options.machine;
   pm.addPass(createPropagatePass(propagate));
   pm.addPass(createPartitionPass());
+  pm.addPass(createMergeAxesPass());
   if (options.isPipelined()) {
     PipelinePassOptions pipeline;
     pipeline.stages = options.pipelineStages;

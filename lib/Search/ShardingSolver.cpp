@@ -606,12 +606,8 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
     Strategy strategy;
     strategy.factorAxes = factorAxes;
     double split = 1;
-    AxisList partial;
-    for (auto [factor, factorAxesList] : llvm::enumerate(factorAxes)) {
+    for (const AxisList &factorAxesList : factorAxes)
       split *= mesh.getGroupSize(factorAxesList);
-      if (rule.getFactors()[factor].kind == FactorKind::Reduction)
-        llvm::append_range(partial, factorAxesList);
-    }
     for (auto [index, tensor] : llvm::enumerate(rule.getOperandFactors())) {
       TensorSharding need = makeSharding(tensor, factorAxes);
       TensorSharding gradient = need;
@@ -622,9 +618,11 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
       strategy.operandGradients.push_back(gradient);
     }
     SmallVector<TensorSharding> raw;
-    for (const TensorFactors &tensor : rule.getResultFactors()) {
+    for (auto [index, tensor] : llvm::enumerate(rule.getResultFactors())) {
       raw.push_back(makeSharding(tensor, factorAxes));
-      raw.back().unreduced = partial;
+      for (auto [factor, factorAxesList] : llvm::enumerate(factorAxes))
+        if (rule.isReducedIn(index, factor))
+          llvm::append_range(raw.back().unreduced, factorAxesList);
     }
     double computeSeconds = getComputeSeconds(op, split);
     // Partial sums are completed from `raw` into `complete`; the
@@ -653,8 +651,9 @@ ProgramBuilder::getRuleStrategies(ShardingRuleOpInterface op,
     for (TensorSharding &sharding : whole)
       sharding.unreduced.clear();
     addStrategy(whole);
-    if (partial.empty() || op->getNumResults() != 1)
+    if (op->getNumResults() != 1 || raw[0].unreduced.empty())
       continue;
+    AxisList partial = raw[0].unreduced;
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     // Onto a dim whose axes stay in mesh order, as every other choice
     // orders them.

@@ -374,13 +374,13 @@ ShardingRule AttentionOp::getShardingRule() {
   AttentionSizes n(getQuery(), getValue());
   ShardingRuleBuilder builder = makeBuilder(*this);
   builder.addFactor(withDropoutKey(*this, {0, 0, 0}), {0}, n.batch);
-  // A query head is (kv head, its place in the group), kv head major.
+  // A query head is (kv head, its place in the group), kv head major. A
+  // split of the group reads its kv head on every device of the split:
+  // with more TP ranks than kv heads, Megatron's replicated kv heads.
   builder.addFactor(withDropoutKey(*this, {1, 1, 1}), {1}, n.kvHeads);
-  // The query heads of one kv head stay together: splitting them would
-  // leave the kv head's gradient partial over them.
   if (n.heads != n.kvHeads)
     builder.addFactor(withDropoutKey(*this, {1, kNoDim, kNoDim}), {1},
-                      n.heads / n.kvHeads, FactorKind::NeedReplication);
+                      n.heads / n.kvHeads);
   // A causal piece of the queries would need its global offset.
   builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim}), {2}, n.queries,
                     getCausal() ? FactorKind::NeedReplication
@@ -399,16 +399,17 @@ ShardingRule AttentionOp::getShardingRule() {
 ShardingRule AttentionGradOp::getShardingRule() {
   AttentionSizes n(getQuery(), getValue());
   ShardingRuleBuilder builder = makeBuilder(*this);
-  // Operands q, k, v, o, do; results dq, dk, dv. Only the batch and the kv
-  // heads split: dk and dv sum over the queries and their group, dq over
-  // the keys, and the scores need all of d and dv.
+  // Operands q, k, v, o, do; results dq, dk, dv. The batch and the heads
+  // split: dk and dv sum over the query heads of their group (partial where
+  // the group splits) and over the queries, dq over the keys, and the
+  // scores need all of d and dv.
   builder.addFactor(withDropoutKey(*this, {0, 0, 0, 0, 0}), {0, 0, 0}, n.batch);
   builder.addFactor(withDropoutKey(*this, {1, 1, 1, 1, 1}), {1, 1, 1},
                     n.kvHeads);
   if (n.heads != n.kvHeads)
     builder.addFactor(withDropoutKey(*this, {1, kNoDim, kNoDim, 1, 1}),
                       {1, kNoDim, kNoDim}, n.heads / n.kvHeads,
-                      FactorKind::NeedReplication);
+                      FactorKind::Reduction);
   builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim, 2, 2}),
                     {2, kNoDim, kNoDim}, n.queries,
                     FactorKind::NeedReplication);

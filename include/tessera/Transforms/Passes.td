@@ -509,6 +509,47 @@ def SetMeshPass : Pass<"tessera-set-mesh", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def SplitAxesPass : Pass<"tessera-split-axes", "mlir::ModuleOp"> {
+  let summary = "Splits mesh axes into sub-axes for grouped-query attention";
+  let description = [{
+    Runs before `--tessera-propagate`. An axis of N devices that some
+    `nn.attention` (or its gradient) with K kv heads could split the query
+    heads over (N divides the heads) but not the kv heads (1 < K < N, K
+    divides N) becomes two axes: its major part of K devices and its minor
+    part of N / K, named as Shardy writes sub-axes. Every sharding and
+    every list of axes names the parts instead of the axis, which splits
+    the same devices, so nothing changes but what propagation can say: the
+    kv heads split over the major part and each kv head's query heads over
+    the minor part, each device reading its kv head whole (Megatron-LM's
+    replicated kv heads). The axes "pp" and "mb" are never split.
+
+    Before, with `nn.attention` of 8 query and 2 kv heads:
+    ```mlir
+    dist.mesh @mesh ["dp"=2, "tp"=4]
+    %w: tensor<64x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"} ]>}
+    ```
+    After:
+    ```mlir
+    dist.mesh @mesh ["dp"=2, "tp:(1)2"=2, "tp:(2)2"=2]
+    %w: tensor<64x16xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp:(1)2", "tp:(2)2"} ]>}
+    ```
+  }];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
+def MergeAxesPass : Pass<"tessera-merge-axes", "mlir::ModuleOp"> {
+  let summary = "Merges the sub-axes of --tessera-split-axes back where it can";
+  let description = [{
+    Runs after `--tessera-partition`. The sub-axes of an axis become the
+    axis again when every sharding and list of axes in the module names
+    them all, together and in order (`{"tp:(1)2", "tp:(2)2"}` is `{"tp"}`),
+    or none of them. Where one is used alone (kv heads split over
+    "tp:(1)2"), the mesh keeps them as axes of their own: a device has the
+    same id either way, so the plan and the runtime need nothing more.
+  }];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
 def StripShardingPass : Pass<"tessera-strip-sharding", "mlir::ModuleOp"> {
   let summary = "Removes every sharding: the single-device program";
   let description = [{

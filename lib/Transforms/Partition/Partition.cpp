@@ -385,9 +385,9 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   if (isFlatPointwise(op, rule, wanted))
     return partitionFlatOp(op, rule, wanted);
 
-  // Reduction factors take their axes from the operands (they do not appear
-  // in results); then the results decide the other factors. An axis splits
-  // at most one factor, and reductions claim first so that a split
+  // Reduction factors take their axes from the operands (the results they
+  // sum into do not have them); then the results decide the other factors. An
+  // axis splits at most one factor, and reductions claim first so that a split
   // contracting dim is computed where its operands already are.
   FactorAxes chosen(rule.getNumFactors());
   llvm::SmallDenseSet<StringAttr> used;
@@ -494,11 +494,6 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
       llvm::dbgs() << " #" << factor << "=" << formatAxes(axes);
     llvm::dbgs() << "\n";
   });
-  AxisList partial = carried;
-  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
-    if (rule.getFactors()[factor].kind == FactorKind::Reduction)
-      llvm::append_range(partial, chosen[factor]);
-
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
     TensorSharding actual =
         TensorSharding::getReplicated(wanted[index].getRank());
@@ -506,7 +501,10 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
         projectFromFactors(rule, rule.getResultFactors()[index], chosen, mesh);
     for (auto [dim, axes] : llvm::enumerate(dims))
       actual.dims[dim].axes = axes;
-    actual.unreduced = partial;
+    actual.unreduced = carried;
+    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
+      if (rule.isReducedIn(index, factor))
+        llvm::append_range(actual.unreduced, chosen[factor]);
     RankedTensorType localType =
         getLocalType(op, globalTypes.lookup(result), dims);
     if (!localType)
