@@ -107,13 +107,21 @@ void expandAxes(ModuleOp module, ArrayRef<SplitAxis> splits) {
   });
 }
 
+/// The module's mesh; null unless it has exactly one (a program of several
+/// meshes keeps its axes).
+dist::MeshOp getOnlyMesh(ModuleOp module) {
+  auto meshes = module.getOps<dist::MeshOp>();
+  if (meshes.empty() || std::next(meshes.begin()) != meshes.end())
+    return nullptr;
+  return *meshes.begin();
+}
+
 struct SplitAxesPass : tessera::impl::SplitAxesPassBase<SplitAxesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<dist::MeshOp> meshes(module.getOps<dist::MeshOp>());
-    if (meshes.size() != 1)
+    dist::MeshOp mesh = getOnlyMesh(module);
+    if (!mesh)
       return;
-    dist::MeshOp mesh = meshes.front();
     // Each axis that splits some attention's query heads but not its kv
     // heads, as kv heads dividing the axis: its major part of kv-heads
     // devices.
@@ -188,10 +196,9 @@ parseSubAxisName(StringRef name) {
 struct MergeAxesPass : tessera::impl::MergeAxesPassBase<MergeAxesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<dist::MeshOp> meshes(module.getOps<dist::MeshOp>());
-    if (meshes.size() != 1)
+    dist::MeshOp mesh = getOnlyMesh(module);
+    if (!mesh)
       return;
-    dist::MeshOp mesh = meshes.front();
     // Runs of adjacent mesh axes that are the sub-axes of one axis, major
     // to minor, covering it from block 1.
     SmallVector<SplitAxis> splits;

@@ -521,7 +521,8 @@ def SplitAxesPass : Pass<"tessera-split-axes", "mlir::ModuleOp"> {
     the same devices, so nothing changes but what propagation can say: the
     kv heads split over the major part and each kv head's query heads over
     the minor part, each device reading its kv head whole (Megatron-LM's
-    replicated kv heads). The axes "pp" and "mb" are never split.
+    replicated kv heads). The axes "pp" and "mb" are never split, nor the
+    axes of a module with several meshes.
 
     Before, with `nn.attention` of 8 query and 2 kv heads:
     ```mlir
