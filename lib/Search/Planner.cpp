@@ -392,6 +392,10 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   function.walk(
       [&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
   function.walk([&](nn::AttentionOp) { shape.fusedAttention = true; });
+  function.walk([&](nn::DropoutOp dropout) {
+    if (dropout.getInput().getDefiningOp<nn::SoftmaxOp>())
+      shape.attentionDropout = true;
+  });
   if (!shape.vocab || !shape.layers || !shape.heads || !shape.batch)
     return llvm::createStringError(
         "the plan search reads GPT-style models (tessera model gpt): could "
@@ -772,7 +776,10 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // its result in the [b, heads, s, d] layout its gradient reads, beside
   // the transpose the output projection reads (1/t).
   double sbh = s * microbatch * h;
-  double attention = model.fusedAttention ? 0 : a * s / h / t;
+  // Dropout of the unfused probabilities keeps them dropped too.
+  double attention = model.fusedAttention
+                         ? 0
+                         : (model.attentionDropout ? 2 : 1) * a * s / h / t;
   double fusedKept = model.fusedAttention ? 1 / t : 0;
   double kept = (choice.sequenceParallel ? 14 / t : 4 + 12 / t) + fusedKept;
   double layerNone = kept + attention;
@@ -780,8 +787,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // see ModelShape::keptPerLayer) keeps that much more or less.
   double structure = 1;
   if (model.keptPerLayer > 0)
-    structure =
-        model.keptPerLayer / (16 + (model.fusedAttention ? 1 : a * s / h));
+    structure = model.keptPerLayer / (16 + fusedKept * t + attention * t);
   double perLayer = choice.recompute == Recompute::None        ? layerNone
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t

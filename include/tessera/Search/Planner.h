@@ -45,6 +45,11 @@ struct ModelShape {
   /// Whether attention is nn.attention, which keeps no [s, s] scores for
   /// the backward.
   bool fusedAttention = false;
+  /// Whether unfused attention drops its probabilities (nn.dropout of an
+  /// nn.softmax): the values' gradient then reads the dropped [s, s]
+  /// probabilities beside the softmax's (the mask is drawn again, not
+  /// kept).
+  bool attentionDropout = false;
   /// Forward FLOPs of one global batch.
   double forwardFlops = 0;
   /// What the train step keeps of a block for its backward on one device

@@ -382,9 +382,10 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
   // One truth for prices: what the search charges a layer's activations is
   // what the compiled train step keeps of each layer for the backward (the
   // peak's growth from 2 to 4 layers), for every recomputation mode, with and
-  // without tensor and sequence parallelism, unfused and fused attention;
-  // the whole peak, with the backward's transient (the LM head's or the
-  // first layer's MLP's), within 2%.
+  // without tensor and sequence parallelism, unfused and fused attention,
+  // with and without dropout (unfused, it keeps the dropped probabilities
+  // beside the softmax's); the whole peak, with the backward's transient
+  // (the LM head's or the first layer's MLP's), within 2%.
   mlir::MLIRContext context;
   context
       .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
@@ -393,18 +394,28 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
     bool sequenceParallel;
     Recompute recompute;
     bool fused = false;
-  } cases[] = {
-      {1, false, Recompute::None},       {2, false, Recompute::None},
-      {2, true, Recompute::None},        {1, false, Recompute::Selective},
-      {2, true, Recompute::Selective},   {2, false, Recompute::Full},
-      {2, true, Recompute::Full},        {1, false, Recompute::None, true},
-      {2, false, Recompute::None, true}, {2, true, Recompute::None, true},
-      {2, false, Recompute::Full, true}};
+    double dropout = 0;
+  } cases[] = {{1, false, Recompute::None},
+               {2, false, Recompute::None},
+               {2, true, Recompute::None},
+               {1, false, Recompute::Selective},
+               {2, true, Recompute::Selective},
+               {2, false, Recompute::Full},
+               {2, true, Recompute::Full},
+               {1, false, Recompute::None, true},
+               {2, false, Recompute::None, true},
+               {2, true, Recompute::None, true},
+               {2, false, Recompute::Full, true},
+               {1, false, Recompute::None, false, 0.1},
+               {2, false, Recompute::None, false, 0.1},
+               {2, false, Recompute::Selective, false, 0.1},
+               {2, false, Recompute::Full, false, 0.1},
+               {2, false, Recompute::None, true, 0.1}};
   for (const Case &c : cases) {
     SCOPED_TRACE("tp " + std::to_string(c.tp) + " sp " +
                  std::to_string(c.sequenceParallel) + " recompute " +
                  getEnumName(kRecomputeNames, c.recompute).str() +
-                 (c.fused ? " fused" : ""));
+                 (c.fused ? " fused" : "") + (c.dropout > 0 ? " dropout" : ""));
     double compiled[2], predicted[2];
     for (int64_t layers : {2, 4}) {
       GptConfig config;
@@ -415,6 +426,7 @@ TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
       config.batch = 2;
       config.sharding = c.sequenceParallel ? "megatron-sp" : "megatron";
       config.attention = c.fused ? "fused" : "unfused";
+      config.dropout = c.dropout;
       mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
       llvm::Expected<ModelShape> shape = getModelShape(*module);
       ASSERT_TRUE(static_cast<bool>(shape))
