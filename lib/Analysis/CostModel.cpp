@@ -193,7 +193,7 @@ double tessera::getOverlappedSeconds(double computeSeconds, double commSeconds,
 }
 
 ReshardCost
-tessera::getReshardCost(const MachineModel &machine, const MeshShape &mesh,
+tessera::getReshardCost(const MachineModel *machine, const MeshShape &mesh,
                         llvm::ArrayRef<int64_t> shape, double elementBytes,
                         const TensorSharding &from, const TensorSharding &to) {
   llvm::SmallVector<AxisList> dims = from.getDimAxes();
@@ -206,9 +206,13 @@ tessera::getReshardCost(const MachineModel &machine, const MeshShape &mesh,
   ReshardCost cost;
   auto add = [&](CollectiveKind kind, llvm::ArrayRef<mlir::StringAttr> axes,
                  double bytes) {
-    cost.seconds +=
-        getCollectiveSeconds(machine, kind, bytes, mesh.getDeviceGroup(axes));
+    DeviceGroup group = mesh.getDeviceGroup(axes);
+    if (machine)
+      cost.seconds += getCollectiveSeconds(*machine, kind, bytes, group);
     cost.bytes += bytes;
+    double share = static_cast<double>(group.size - 1) / group.size;
+    cost.sentBytes +=
+        (kind == CollectiveKind::AllReduce ? 2 * share : share) * bytes;
   };
   using Kind = ReshardStep::Kind;
   for (const ReshardStep &step : planReshard(from, to)) {

@@ -85,7 +85,9 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   propagate.mode = options.propagation;
   propagate.machine = options.machine;
   pm.addPass(createPropagatePass(propagate));
-  pm.addPass(createPartitionPass());
+  PartitionPassOptions partition;
+  partition.machine = options.machine;
+  pm.addPass(createPartitionPass(partition));
   pm.addPass(createMergeAxesPass());
   if (options.isPipelined()) {
     PipelinePassOptions pipeline;

@@ -113,11 +113,6 @@ struct Edge {
   EdgeKind kind = EdgeKind::Value;
 };
 
-double getElementBytes(Type type) {
-  Type element = getElementTypeOrSelf(type);
-  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
-}
-
 StringRef getDtypeName(Type type) {
   Type element = getElementTypeOrSelf(type);
   if (element.isBF16())

@@ -198,7 +198,8 @@ static cl::opt<bool>
 static cl::opt<std::string> machineName(
     "machine",
     cl::desc("The machine model: --auto searches the plan on it, and "
-             "propagation resolves conflicts by their time on it"),
+             "propagation resolves conflicts and the partitioner "
+             "chooses op layouts by their time on it"),
     cl::sub(compileCommand()));
 static cl::opt<TensorLayout>
     autoLayout("layout",

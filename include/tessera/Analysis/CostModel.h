@@ -57,15 +57,19 @@ double getTreeAllReduceSeconds(int64_t devices, double bytes,
 double getCollectiveSeconds(const MachineModel &machine, CollectiveKind kind,
                             double bytes, DeviceGroup group);
 
-/// What one reshard costs: its collectives' time and the bytes each moves
-/// (the full buffer, as getCollectiveSeconds takes it).
+/// What one reshard costs: its collectives' time, the bytes each moves
+/// (the full buffer, as getCollectiveSeconds takes it) and the bytes each
+/// device sends in the ring algorithm (nccl-tests' bus bandwidth factors:
+/// an all-reduce 2(n-1)/n of its buffer, the others (n-1)/n).
 struct ReshardCost {
   double seconds = 0;
   double bytes = 0;
+  double sentBytes = 0;
 
   ReshardCost &operator+=(const ReshardCost &other) {
     seconds += other.seconds;
     bytes += other.bytes;
+    sentBytes += other.sentBytes;
     return *this;
   }
 };
@@ -74,11 +78,18 @@ struct ReshardCost {
 /// tensor of `shape` with elements of `elementBytes`, as the partitioner
 /// inserts them: each over the device group its axes form, on the buffer it
 /// moves (an all-reduce's or all-to-all's local piece, a reduce-scatter's
-/// input, an all-gather's output); slices are free.
-ReshardCost getReshardCost(const MachineModel &machine, const MeshShape &mesh,
+/// input, an all-gather's output); slices are free. Without a machine the
+/// seconds are 0.
+ReshardCost getReshardCost(const MachineModel *machine, const MeshShape &mesh,
                            llvm::ArrayRef<int64_t> shape, double elementBytes,
                            const TensorSharding &from,
                            const TensorSharding &to);
+inline ReshardCost
+getReshardCost(const MachineModel &machine, const MeshShape &mesh,
+               llvm::ArrayRef<int64_t> shape, double elementBytes,
+               const TensorSharding &from, const TensorSharding &to) {
+  return getReshardCost(&machine, mesh, shape, elementBytes, from, to);
+}
 
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {

@@ -216,6 +216,18 @@ def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
     - a dim that its mesh axes do not divide is an error naming the dim and
       the axes.
 
+    Where an op's rule allows several layouts of its factors, the
+    partitioner prices each by the reshards it needs (its operands from
+    where they are, its results to what their users want) and takes the
+    cheapest, as GSPMD's dot handler does: the default (split contracting
+    dims where the operands have them, the rest as the results want), the
+    results' parallel factors first, and each operand or result kept as it
+    is (a weight-stationary matmul gathers its activation instead of moving
+    its weight). Only layouts that split the op's work at least as finely as
+    the default compete; the price is the bytes each device sends (ring
+    algorithms) or, with `machine=`, the seconds on its links. With
+    `explain=true` a remark names every layout priced.
+
     Function arguments and results keep their `dist.sharding` (now describing
     how the local piece sits in the global tensor). With `explain=true`, a
     remark names the reason for every reshard.
@@ -233,7 +245,10 @@ def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"explain", "explain", "bool", /*default=*/"false",
-           "Report the reason for every reshard">,
+           "Report the reason for every reshard and the layouts priced">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "A machine file or preset name: layouts are then priced in "
+           "seconds on its links">,
   ];
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }

@@ -9,9 +9,11 @@
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/Interfaces/OptimizerOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/CostModel.h"
 #include "tessera/Analysis/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,6 +21,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -35,9 +38,10 @@ namespace {
 /// Partitions one function over one mesh.
 class FunctionPartitioner {
 public:
-  FunctionPartitioner(func::FuncOp function, dist::MeshOp meshOp, bool explain)
+  FunctionPartitioner(func::FuncOp function, dist::MeshOp meshOp, bool explain,
+                      const MachineModel *machine)
       : function(function), meshOp(meshOp), mesh(meshOp), explain(explain),
-        builder(function.getContext()) {}
+        machine(machine), builder(function.getContext()) {}
 
   LogicalResult run();
 
@@ -62,6 +66,10 @@ private:
   LogicalResult partitionFlatOp(ShardingRuleOpInterface op,
                                 const ShardingRule &rule,
                                 ArrayRef<TensorSharding> wanted);
+  /// What resharding `value` (by its global type) from `from` to `to`
+  /// costs, as reshard inserts it.
+  ReshardCost priceReshard(Value value, const TensorSharding &from,
+                           TensorSharding to) const;
   LogicalResult reshardResults(Operation *op, ArrayRef<TensorSharding> wanted,
                                dist::ReductionKind kind);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
@@ -74,6 +82,8 @@ private:
   dist::MeshOp meshOp;
   MeshShape mesh;
   bool explain;
+  /// Prices layouts in seconds on it; without one, in bytes sent.
+  const MachineModel *machine;
   OpBuilder builder;
 
   /// Global types and wanted shardings of the original values, read before
@@ -371,75 +381,43 @@ static dist::ReductionKind getReductionKind(ShardingRuleOpInterface op) {
   llvm_unreachable("unknown partial combiner");
 }
 
-LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
-                                                   const ShardingRule &rule) {
-  SmallVector<TensorSharding> operandShardings;
-  for (Value operand : op->getOperands())
-    operandShardings.push_back(getSharding(operand));
-  SmallVector<TensorSharding> wanted;
-  for (Value result : op->getResults())
-    wanted.push_back(shardings.lookup(result));
-  // A pointwise op wanted flat computes on the flat pieces; any other
-  // computes laid out by its dims, and reshardResults stores what is wanted
-  // flat.
-  if (isFlatPointwise(op, rule, wanted))
-    return partitionFlatOp(op, rule, wanted);
+namespace {
+/// Axes claimed for an op's factors, factor by factor: an axis splits at
+/// most one factor, a factor is claimed once, and a factor the op cannot
+/// partition takes none.
+class FactorClaims {
+public:
+  FactorClaims(ShardingRuleOpInterface op, const ShardingRule &rule)
+      : op(op), rule(rule), chosen(rule.getNumFactors()) {}
 
-  // Reduction factors take their axes from the operands (the results they
-  // sum into do not have them); then the results decide the other factors. An
-  // axis splits at most one factor, and reductions claim first so that a split
-  // contracting dim is computed where its operands already are.
-  FactorAxes chosen(rule.getNumFactors());
-  llvm::SmallDenseSet<StringAttr> used;
-  auto claim = [&](int64_t factor, ArrayRef<StringAttr> axes) {
+  void claim(int64_t factor, ArrayRef<StringAttr> axes) {
+    if (!chosen[factor].empty() ||
+        rule.getFactors()[factor].kind == FactorKind::NeedReplication ||
+        !op.isFactorPartitionable(factor))
+      return;
     for (StringAttr axis : axes) {
       if (used.contains(axis))
         break;
       chosen[factor].push_back(axis);
       used.insert(axis);
     }
-  };
-  auto firstNonEmpty = [](ArrayRef<FactorAxes> views, int64_t factor) {
-    for (const FactorAxes &view : views)
-      if (!view[factor].empty())
-        return view[factor];
-    return AxisList();
-  };
-  SmallVector<FactorAxes> operandViews, resultViews;
-  for (auto [index, sharding] : llvm::enumerate(operandShardings))
-    operandViews.push_back(projectToFactors(
-        rule, rule.getOperandFactors()[index], sharding.getDimAxes(), mesh));
-  for (auto [index, sharding] : llvm::enumerate(wanted))
-    resultViews.push_back(projectToFactors(rule, rule.getResultFactors()[index],
-                                           sharding.getDimAxes(), mesh));
-  // A factor the op cannot partition takes no axes: its operands are
-  // gathered, its results made whole and sliced to what users want.
-  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
-    if (rule.getFactors()[factor].kind != FactorKind::Reduction)
-      continue;
-    AxisList axes = firstNonEmpty(operandViews, factor);
-    if (op.isFactorPartitionable(factor)) {
-      claim(factor, axes);
-    } else if (!axes.empty() && explain) {
-      op->emitRemark("reduction factor #")
-          << factor << " arrives split and is gathered: " << op->getName()
-          << " does not partition it yet";
-    }
-  }
-  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
-    if (rule.getFactors()[factor].kind != FactorKind::Parallel ||
-        !op.isFactorPartitionable(factor))
-      continue;
-    AxisList axes = firstNonEmpty(resultViews, factor);
-    if (axes.empty() && op->getNumResults() == 0)
-      axes = firstNonEmpty(operandViews, factor);
-    claim(factor, axes);
   }
 
-  // Every operand and result holds each factor's axes: on a dim, a factor
-  // minor to one not split whole cannot be split (a reshape's dim made of
-  // the major part of another and a dim of its own), so it takes no axes on
-  // either side, as the dim's layout would not be a block of the tensor.
+  ShardingRuleOpInterface op;
+  const ShardingRule &rule;
+  FactorAxes chosen;
+
+private:
+  llvm::SmallDenseSet<StringAttr> used;
+};
+} // namespace
+
+/// Every operand and result holds each factor's axes: on a dim, a factor
+/// minor to one not split whole cannot be split (a reshape's dim made of the
+/// major part of another and a dim of its own), so it takes no axes on
+/// either side, as the dim's layout would not be a block of the tensor.
+static void clipToBlocks(const ShardingRule &rule, const MeshShape &mesh,
+                         FactorAxes &chosen) {
   for (bool clipped = true; clipped;) {
     clipped = false;
     auto clip = [&](const TensorFactors &tensor) {
@@ -460,6 +438,139 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
     for (const TensorFactors &tensor : rule.getResultFactors())
       clip(tensor);
   }
+}
+
+/// The sharding of a tensor of `rank` whose dims `dimFactors` take `chosen`
+/// factor axes, with partial sums over `unreduced`.
+static TensorSharding getFactorLayout(const ShardingRule &rule,
+                                      const MeshShape &mesh,
+                                      const TensorFactors &dimFactors,
+                                      const FactorAxes &chosen, int64_t rank,
+                                      ArrayRef<StringAttr> unreduced) {
+  TensorSharding sharding = TensorSharding::getReplicated(rank);
+  for (auto [dim, axes] :
+       llvm::enumerate(projectFromFactors(rule, dimFactors, chosen, mesh)))
+    sharding.dims[dim].axes = axes;
+  sharding.unreduced.assign(unreduced.begin(), unreduced.end());
+  return sharding;
+}
+
+/// What result `index` of an op computed with `chosen` factor axes holds:
+/// partial sums over the axes of the reduction factors it lacks, besides the
+/// `carried` ones.
+static TensorSharding getResultLayout(const ShardingRule &rule,
+                                      const MeshShape &mesh, int64_t index,
+                                      const FactorAxes &chosen, int64_t rank,
+                                      ArrayRef<StringAttr> carried) {
+  TensorSharding sharding = getFactorLayout(
+      rule, mesh, rule.getResultFactors()[index], chosen, rank, carried);
+  for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
+    if (rule.isReducedIn(index, factor))
+      llvm::append_range(sharding.unreduced, chosen[factor]);
+  return sharding;
+}
+
+ReshardCost FunctionPartitioner::priceReshard(Value value,
+                                              const TensorSharding &from,
+                                              TensorSharding to) const {
+  // As reshardDims: a value keeps only partial sums it has.
+  llvm::erase_if(to.unreduced, [&](StringAttr axis) {
+    return !llvm::is_contained(from.unreduced, axis);
+  });
+  RankedTensorType global = globalTypes.lookup(value);
+  return getReshardCost(machine, mesh, global.getShape(),
+                        getElementBytes(global), from, to);
+}
+
+LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
+                                                   const ShardingRule &rule) {
+  SmallVector<TensorSharding> operandShardings;
+  for (Value operand : op->getOperands())
+    operandShardings.push_back(getSharding(operand));
+  SmallVector<TensorSharding> wanted;
+  for (Value result : op->getResults())
+    wanted.push_back(shardings.lookup(result));
+  // A pointwise op wanted flat computes on flat pieces; any other computes
+  // laid out by its dims, and reshardResults stores what is wanted flat.
+  if (isFlatPointwise(op, rule, wanted))
+    return partitionFlatOp(op, rule, wanted);
+
+  SmallVector<FactorAxes> operandViews, resultViews;
+  for (auto [index, sharding] : llvm::enumerate(operandShardings))
+    operandViews.push_back(projectToFactors(
+        rule, rule.getOperandFactors()[index], sharding.getDimAxes(), mesh));
+  for (auto [index, sharding] : llvm::enumerate(wanted))
+    resultViews.push_back(projectToFactors(rule, rule.getResultFactors()[index],
+                                           sharding.getDimAxes(), mesh));
+  auto firstNonEmpty = [](ArrayRef<FactorAxes> views, int64_t factor) {
+    for (const FactorAxes &view : views)
+      if (!view[factor].empty())
+        return view[factor];
+    return AxisList();
+  };
+  auto isKind = [&](int64_t factor, FactorKind kind) {
+    return rule.getFactors()[factor].kind == kind;
+  };
+  if (explain)
+    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
+      if (isKind(factor, FactorKind::Reduction) &&
+          !op.isFactorPartitionable(factor) &&
+          !firstNonEmpty(operandViews, factor).empty())
+        op->emitRemark("reduction factor #")
+            << factor << " arrives split and is gathered: " << op->getName()
+            << " does not partition it yet";
+
+  // By default, reduction factors take their axes from the operands (the
+  // results they sum into do not have them); then the results decide the
+  // other factors. Reductions claim first so that a split contracting dim is
+  // computed where its operands already are.
+  auto claimByDefault = [&](FactorClaims &claims) {
+    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
+      if (isKind(factor, FactorKind::Reduction))
+        claims.claim(factor, firstNonEmpty(operandViews, factor));
+    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor) {
+      if (!isKind(factor, FactorKind::Parallel))
+        continue;
+      AxisList axes = firstNonEmpty(resultViews, factor);
+      if (axes.empty() && op->getNumResults() == 0)
+        axes = firstNonEmpty(operandViews, factor);
+      claims.claim(factor, axes);
+    }
+  };
+  SmallVector<FactorAxes> layouts;
+  auto addLayout = [&](FactorClaims &claims) {
+    claimByDefault(claims);
+    clipToBlocks(rule, mesh, claims.chosen);
+    if (!llvm::is_contained(layouts, claims.chosen))
+      layouts.push_back(claims.chosen);
+  };
+  FactorClaims byDefault(op, rule);
+  addLayout(byDefault);
+  // The alternatives, as GSPMD's dot handler weighs them: the results'
+  // parallel factors first (the output stationary), or every factor as one
+  // operand or result has it (that tensor stationary, a weight-stationary
+  // layout among them). A flat piece takes the default.
+  bool flat = llvm::any_of(operandShardings,
+                           [](const TensorSharding &sharding) {
+                             return !sharding.flat.empty();
+                           }) ||
+              llvm::any_of(wanted, [](const TensorSharding &sharding) {
+                return !sharding.flat.empty();
+              });
+  if (!flat) {
+    FactorClaims outputFirst(op, rule);
+    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
+      if (isKind(factor, FactorKind::Parallel))
+        outputFirst.claim(factor, firstNonEmpty(resultViews, factor));
+    addLayout(outputFirst);
+    for (const FactorAxes &view : llvm::concat<FactorAxes>(
+             MutableArrayRef(operandViews), MutableArrayRef(resultViews))) {
+      FactorClaims stationary(op, rule);
+      for (auto [factor, axes] : llvm::enumerate(view))
+        stationary.claim(factor, axes);
+      addLayout(stationary);
+    }
+  }
 
   // A linear op carries the pending sums its result is wanted with, where
   // every operand has them: it computes on the partial sums.
@@ -471,17 +582,73 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
           }))
         carried.push_back(axis);
 
+  // The cheapest layout by its reshards, among those that split the op's
+  // work at least as finely as the default (no communication is saved by
+  // computing more); ties go to the earlier.
+  auto getRequired = [&](const FactorAxes &chosen, int64_t index) {
+    return getFactorLayout(rule, mesh, rule.getOperandFactors()[index], chosen,
+                           operandShardings[index].getRank(), carried);
+  };
+  auto price = [&](const FactorAxes &chosen) {
+    ReshardCost cost;
+    for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+      cost += priceReshard(operand, operandShardings[index],
+                           getRequired(chosen, index));
+    for (auto [index, result] : llvm::enumerate(op->getResults()))
+      cost += priceReshard(result,
+                           getResultLayout(rule, mesh, index, chosen,
+                                           wanted[index].getRank(), carried),
+                           wanted[index]);
+    return cost;
+  };
+  auto getSplit = [&](const FactorAxes &chosen) {
+    int64_t devices = 1;
+    for (const AxisList &axes : chosen)
+      devices *= mesh.getGroupSize(axes);
+    return devices;
+  };
+  auto getScalar = [&](const ReshardCost &cost) {
+    return machine ? cost.seconds : cost.sentBytes;
+  };
+  SmallVector<ReshardCost> costs;
+  int64_t best = 0;
+  for (auto [index, chosen] : llvm::enumerate(layouts)) {
+    costs.push_back(price(chosen));
+    if (getSplit(chosen) >= getSplit(layouts.front()) &&
+        getScalar(costs.back()) < getScalar(costs[best]))
+      best = index;
+  }
+  const FactorAxes &chosen = layouts[best];
+  if (explain && layouts.size() > 1) {
+    auto print = [&](InFlightDiagnostic &remark, int64_t index) {
+      for (auto [factor, axes] : llvm::enumerate(layouts[index]))
+        remark << " " << ShardingRule::getFactorName(factor) << "="
+               << formatAxes(axes);
+      remark << " (sends " << std::llround(costs[index].sentBytes)
+             << " bytes per device";
+      if (machine)
+        remark << ", "
+               << llvm::formatv("{0:F2}", costs[index].seconds * 1e6).str()
+               << " us";
+      remark << ")";
+    };
+    InFlightDiagnostic remark = op->emitRemark("factor layout chosen by cost:");
+    print(remark, best);
+    remark << "; also priced:";
+    StringRef separator = "";
+    for (int64_t index = 0; index < static_cast<int64_t>(layouts.size());
+         ++index)
+      if (index != best) {
+        remark << separator;
+        print(remark, index);
+        separator = ";";
+      }
+  }
+
   builder.setInsertionPoint(op);
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
-    TensorSharding required =
-        TensorSharding::getReplicated(operandShardings[index].getRank());
-    required.unreduced = carried;
-    SmallVector<AxisList> dims =
-        projectFromFactors(rule, rule.getOperandFactors()[index], chosen, mesh);
-    for (auto [dim, axes] : llvm::enumerate(dims))
-      required.dims[dim].axes = axes;
-    FailureOr<Value> local =
-        reshard(op, "operand #" + Twine(index), operand, required);
+    FailureOr<Value> local = reshard(op, "operand #" + Twine(index), operand,
+                                     getRequired(chosen, index));
     if (failed(local))
       return failure();
     op->setOperand(index, *local);
@@ -495,25 +662,17 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
     llvm::dbgs() << "\n";
   });
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    TensorSharding actual =
-        TensorSharding::getReplicated(wanted[index].getRank());
-    SmallVector<AxisList> dims =
-        projectFromFactors(rule, rule.getResultFactors()[index], chosen, mesh);
-    for (auto [dim, axes] : llvm::enumerate(dims))
-      actual.dims[dim].axes = axes;
-    actual.unreduced = carried;
-    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
-      if (rule.isReducedIn(index, factor))
-        llvm::append_range(actual.unreduced, chosen[factor]);
+    TensorSharding actual = getResultLayout(rule, mesh, index, chosen,
+                                            wanted[index].getRank(), carried);
     RankedTensorType localType =
-        getLocalType(op, globalTypes.lookup(result), dims);
+        getLocalType(op, globalTypes.lookup(result), actual.getDimAxes());
     if (!localType)
       return failure();
     result.setType(localType);
     localShardings[result] = actual;
     if (index == 0)
       if (auto random = dyn_cast<nn::RandomOpInterface>(op.getOperation()))
-        if (failed(placeRandomPiece(random, dims)))
+        if (failed(placeRandomPiece(random, actual.getDimAxes())))
           return failure();
   }
 
@@ -851,6 +1010,17 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
   using PartitionPassBase::PartitionPassBase;
 
   void runOnOperation() override {
+    std::optional<MachineModel> machineModel;
+    if (!machine.empty()) {
+      llvm::Expected<MachineModel> loaded =
+          loadMachineModel(machine, TESSERA_MACHINES_DIR);
+      if (!loaded) {
+        emitError(getOperation().getLoc(), "cannot load machine '")
+            << machine << "': " << llvm::toString(loaded.takeError());
+        return signalPassFailure();
+      }
+      machineModel = std::move(*loaded);
+    }
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
       if (function.isExternal())
         return WalkResult::advance();
@@ -859,7 +1029,9 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
         return WalkResult::interrupt();
       if (!*mesh)
         return WalkResult::advance();
-      if (failed(FunctionPartitioner(function, *mesh, explain).run()) ||
+      if (failed(FunctionPartitioner(function, *mesh, explain,
+                                     machineModel ? &*machineModel : nullptr)
+                     .run()) ||
           failed(optimizeReshards(function)))
         return WalkResult::interrupt();
       return WalkResult::advance();

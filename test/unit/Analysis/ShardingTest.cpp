@@ -202,4 +202,22 @@ TEST_F(ShardingTest, ReshardCostsEachCollectiveOnTheBufferItMoves) {
                      sharding({axes({"y"}), axes({"z"})}));
   EXPECT_DOUBLE_EQ(slice.bytes, 0);
   EXPECT_DOUBLE_EQ(slice.seconds, 0);
+  EXPECT_DOUBLE_EQ(slice.sentBytes, 0);
+}
+
+TEST_F(ShardingTest, ReshardCostCountsTheBytesEachDeviceSends) {
+  // The ring algorithms: an all-gather over the 4 devices of "y" sends 3/4
+  // of its 512-byte output; without a machine there are no seconds.
+  ReshardCost gather =
+      getReshardCost(nullptr, mesh, {16, 8}, 4, sharding({axes({"y"}), {}}),
+                     sharding({{}, {}}));
+  EXPECT_DOUBLE_EQ(gather.sentBytes, 384);
+  EXPECT_DOUBLE_EQ(gather.seconds, 0);
+  // An all-reduce of the 128-byte piece over the 2 devices of "x" sends
+  // 2 (n - 1) / n of it.
+  ReshardCost reduce = getReshardCost(nullptr, mesh, {16, 8}, 4,
+                                      sharding({axes({"y"}), {}}, axes({"x"})),
+                                      sharding({axes({"y"}), {}}));
+  EXPECT_DOUBLE_EQ(reduce.bytes, 128);
+  EXPECT_DOUBLE_EQ(reduce.sentBytes, 128);
 }
