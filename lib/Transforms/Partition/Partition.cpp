@@ -72,6 +72,10 @@ private:
                            TensorSharding to) const;
   LogicalResult reshardResults(Operation *op, ArrayRef<TensorSharding> wanted,
                                dist::ReductionKind kind);
+  FactorAxes chooseLayout(ShardingRuleOpInterface op, const ShardingRule &rule,
+                          ArrayRef<TensorSharding> operandShardings,
+                          ArrayRef<TensorSharding> wanted,
+                          ArrayRef<StringAttr> carried);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
                                 const ShardingRule &rule);
   LogicalResult partitionReplicatedOp(Operation *op);
@@ -482,19 +486,12 @@ ReshardCost FunctionPartitioner::priceReshard(Value value,
                         getElementBytes(global), from, to);
 }
 
-LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
-                                                   const ShardingRule &rule) {
-  SmallVector<TensorSharding> operandShardings;
-  for (Value operand : op->getOperands())
-    operandShardings.push_back(getSharding(operand));
-  SmallVector<TensorSharding> wanted;
-  for (Value result : op->getResults())
-    wanted.push_back(shardings.lookup(result));
-  // A pointwise op wanted flat computes on flat pieces; any other computes
-  // laid out by its dims, and reshardResults stores what is wanted flat.
-  if (isFlatPointwise(op, rule, wanted))
-    return partitionFlatOp(op, rule, wanted);
-
+/// The layout of `op`'s factors whose reshards cost least: its operands
+/// from `operandShardings`, its results to `wanted`. See Passes.td.
+FactorAxes FunctionPartitioner::chooseLayout(
+    ShardingRuleOpInterface op, const ShardingRule &rule,
+    ArrayRef<TensorSharding> operandShardings, ArrayRef<TensorSharding> wanted,
+    ArrayRef<StringAttr> carried) {
   SmallVector<FactorAxes> operandViews, resultViews;
   for (auto [index, sharding] : llvm::enumerate(operandShardings))
     operandViews.push_back(projectToFactors(
@@ -563,8 +560,8 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
       if (isKind(factor, FactorKind::Parallel))
         outputFirst.claim(factor, firstNonEmpty(resultViews, factor));
     addLayout(outputFirst);
-    for (const FactorAxes &view : llvm::concat<FactorAxes>(
-             MutableArrayRef(operandViews), MutableArrayRef(resultViews))) {
+    for (const FactorAxes &view :
+         llvm::concat<FactorAxes>(operandViews, resultViews)) {
       FactorClaims stationary(op, rule);
       for (auto [factor, axes] : llvm::enumerate(view))
         stationary.claim(factor, axes);
@@ -572,28 +569,16 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
     }
   }
 
-  // A linear op carries the pending sums its result is wanted with, where
-  // every operand has them: it computes on the partial sums.
-  AxisList carried;
-  if (op.isLinear() && wanted.size() == 1)
-    for (StringAttr axis : wanted.front().unreduced)
-      if (llvm::all_of(operandShardings, [&](const TensorSharding &sharding) {
-            return llvm::is_contained(sharding.unreduced, axis);
-          }))
-        carried.push_back(axis);
-
   // The cheapest layout by its reshards, among those that split the op's
   // work at least as finely as the default (no communication is saved by
   // computing more); ties go to the earlier.
-  auto getRequired = [&](const FactorAxes &chosen, int64_t index) {
-    return getFactorLayout(rule, mesh, rule.getOperandFactors()[index], chosen,
-                           operandShardings[index].getRank(), carried);
-  };
   auto price = [&](const FactorAxes &chosen) {
     ReshardCost cost;
     for (auto [index, operand] : llvm::enumerate(op->getOperands()))
-      cost += priceReshard(operand, operandShardings[index],
-                           getRequired(chosen, index));
+      cost += priceReshard(
+          operand, operandShardings[index],
+          getFactorLayout(rule, mesh, rule.getOperandFactors()[index], chosen,
+                          operandShardings[index].getRank(), carried));
     for (auto [index, result] : llvm::enumerate(op->getResults()))
       cost += priceReshard(result,
                            getResultLayout(rule, mesh, index, chosen,
@@ -618,7 +603,6 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
         getScalar(costs.back()) < getScalar(costs[best]))
       best = index;
   }
-  const FactorAxes &chosen = layouts[best];
   if (explain && layouts.size() > 1) {
     auto print = [&](InFlightDiagnostic &remark, int64_t index) {
       for (auto [factor, axes] : llvm::enumerate(layouts[index]))
@@ -644,11 +628,39 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
         separator = ";";
       }
   }
+  return layouts[best];
+}
 
+LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
+                                                   const ShardingRule &rule) {
+  SmallVector<TensorSharding> operandShardings;
+  for (Value operand : op->getOperands())
+    operandShardings.push_back(getSharding(operand));
+  SmallVector<TensorSharding> wanted;
+  for (Value result : op->getResults())
+    wanted.push_back(shardings.lookup(result));
+  // A pointwise op wanted flat computes on flat pieces; any other computes
+  // laid out by its dims, and reshardResults stores what is wanted flat.
+  if (isFlatPointwise(op, rule, wanted))
+    return partitionFlatOp(op, rule, wanted);
+
+  // A linear op carries the pending sums its result is wanted with, where
+  // every operand has them: it computes on the partial sums.
+  AxisList carried;
+  if (op.isLinear() && wanted.size() == 1)
+    for (StringAttr axis : wanted.front().unreduced)
+      if (llvm::all_of(operandShardings, [&](const TensorSharding &sharding) {
+            return llvm::is_contained(sharding.unreduced, axis);
+          }))
+        carried.push_back(axis);
+
+  FactorAxes chosen = chooseLayout(op, rule, operandShardings, wanted, carried);
   builder.setInsertionPoint(op);
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
-    FailureOr<Value> local = reshard(op, "operand #" + Twine(index), operand,
-                                     getRequired(chosen, index));
+    FailureOr<Value> local = reshard(
+        op, "operand #" + Twine(index), operand,
+        getFactorLayout(rule, mesh, rule.getOperandFactors()[index], chosen,
+                        operandShardings[index].getRank(), carried));
     if (failed(local))
       return failure();
     op->setOperand(index, *local);
