@@ -15,6 +15,12 @@ namespace tessera {
 /// entry that is not axis=size with a size of at least 1.
 llvm::Expected<llvm::StringMap<int64_t>> parseMeshSizes(llvm::StringRef spec);
 
+/// The machine a pass's `machine=` option names (a file, or a preset under
+/// machines/); none when `name` is empty. Emits an error at `op` and fails
+/// when it cannot be loaded.
+mlir::FailureOr<std::optional<MachineModel>>
+loadOptionalMachine(mlir::Operation *op, llvm::StringRef name);
+
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "tessera/Transforms/Passes.h.inc"

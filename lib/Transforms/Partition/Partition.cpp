@@ -1022,17 +1022,10 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
   using PartitionPassBase::PartitionPassBase;
 
   void runOnOperation() override {
-    std::optional<MachineModel> machineModel;
-    if (!machine.empty()) {
-      llvm::Expected<MachineModel> loaded =
-          loadMachineModel(machine, TESSERA_MACHINES_DIR);
-      if (!loaded) {
-        emitError(getOperation().getLoc(), "cannot load machine '")
-            << machine << "': " << llvm::toString(loaded.takeError());
-        return signalPassFailure();
-      }
-      machineModel = std::move(*loaded);
-    }
+    FailureOr<std::optional<MachineModel>> machineModel =
+        loadOptionalMachine(getOperation(), machine);
+    if (failed(machineModel))
+      return signalPassFailure();
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
       if (function.isExternal())
         return WalkResult::advance();
@@ -1042,7 +1035,7 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
       if (!*mesh)
         return WalkResult::advance();
       if (failed(FunctionPartitioner(function, *mesh, explain,
-                                     machineModel ? &*machineModel : nullptr)
+                                     *machineModel ? &**machineModel : nullptr)
                      .run()) ||
           failed(optimizeReshards(function)))
         return WalkResult::interrupt();

@@ -635,17 +635,10 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
   using PropagatePassBase::PropagatePassBase;
 
   void runOnOperation() override {
-    std::optional<MachineModel> machineModel;
-    if (!machine.empty()) {
-      llvm::Expected<MachineModel> loaded =
-          loadMachineModel(machine, TESSERA_MACHINES_DIR);
-      if (!loaded) {
-        emitError(getOperation().getLoc(), "cannot load machine '")
-            << machine << "': " << llvm::toString(loaded.takeError());
-        return signalPassFailure();
-      }
-      machineModel = std::move(*loaded);
-    }
+    FailureOr<std::optional<MachineModel>> machineModel =
+        loadOptionalMachine(getOperation(), machine);
+    if (failed(machineModel))
+      return signalPassFailure();
     WalkResult result = getOperation().walk([&](func::FuncOp function) {
       if (function.isExternal())
         return WalkResult::advance();
@@ -654,7 +647,7 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
         return WalkResult::interrupt();
       if (*mesh &&
           failed(FunctionPropagator(function, MeshShape(*mesh), mode, explain,
-                                    machineModel ? &*machineModel : nullptr)
+                                    *machineModel ? &**machineModel : nullptr)
                      .run()))
         return WalkResult::interrupt();
       return WalkResult::advance();

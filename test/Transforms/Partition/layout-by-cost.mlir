@@ -1,10 +1,13 @@
 // RUN: tessera-opt %s --split-input-file --tessera-propagate --tessera-partition | FileCheck %s
 // RUN: tessera-opt %s --split-input-file --tessera-propagate --tessera-partition=explain=true 2>&1 >/dev/null | FileCheck %s --check-prefix=EXPLAIN
 // RUN: tessera-opt %s --split-input-file --tessera-propagate --tessera-partition="explain=true machine=dgx-h100" 2>&1 >/dev/null | FileCheck %s --check-prefix=MACHINE
+// RUN: not tessera-opt %s --split-input-file --tessera-propagate --tessera-partition=machine=no-such-machine 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // Tests that the partitioner lays out each op's factors at the lowest cost
 // of the reshards around it (issue 17, item 3), as GSPMD's dot handler
 // weighs its strategies. Bytes are what each device sends (ring algorithms).
+
+// UNKNOWN: error: cannot load machine 'no-such-machine'
 
 // A weight-stationary matmul: the activation's hidden dim and the weight's
 // columns are both split over "x". Splitting the contracting dim (the
