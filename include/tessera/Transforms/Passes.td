@@ -153,6 +153,15 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
       towards more axes, then towards the first operand;
     - dim priorities (`{"x"}p1`) run in rounds, lowest number first; dims
       without a priority take part from the first round;
+    - the outcome does not depend on the order of the ops: propagation runs
+      in waves, each op of a wave reading the shardings as the wave found
+      them, so a value takes what the annotations nearest to it give; where
+      ops propose different axes for one dim, the proposal most of them
+      agree with wins, then the one with more axes, then the one first in
+      the mesh's axis order, and a value's dims settle from the first.
+      Shardings flow forward alone (operands to results) first, then both
+      ways, so a batch split reaches the backward pass through the forward
+      activations;
     - a result that updates an argument (`nn.updates`) takes that argument's
       sharding, so a train step returns its new state in the layout it reads
       (the partitioner gathers or slices it back); a result annotated

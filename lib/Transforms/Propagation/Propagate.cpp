@@ -2,8 +2,9 @@
 //
 // Moves shardings from the annotated values to every value along the factors
 // of each op's sharding rule, forward and backward to a fixed point, in rounds
-// of dim priorities. A worklist re-queues the users and the producer of every
-// value that changes; how a factor's conflicts are settled is a
+// of dim priorities, in waves whose outcome does not depend on the order of
+// the ops. A worklist re-queues the users and the producer of every value
+// that changes; how a factor's conflicts are settled is a
 // FactorPropagation strategy (lib/Analysis). See Passes.td for the
 // user-facing contract.
 //
@@ -50,6 +51,15 @@ struct Seed {
   std::string origin;
 };
 
+/// What an op's visit proposes for one open dim of one of its tensors:
+/// `axes` extend the dim's, and come from the annotation `origin`.
+struct Extension {
+  Value value;
+  int64_t dim;
+  AxisList axes;
+  std::string origin;
+};
+
 /// The strategy of `mode`; aggressive conflicts are priced in seconds on
 /// `machine` when there is one, in bytes otherwise.
 static std::unique_ptr<FactorPropagation>
@@ -83,8 +93,16 @@ public:
 private:
   void collectSeeds();
   void applySeeds(std::optional<int64_t> round);
-  /// Propagates through `op` once; appends the values whose sharding grew.
-  void propagate(Operation *op, SmallVectorImpl<Value> &changed);
+  /// Propagates through `op` once: appends the extensions of its tensors'
+  /// dims it proposes (of its results alone when `forwardOnly`), and the
+  /// values whose flat axes it set.
+  void propagate(Operation *op, bool forwardOnly,
+                 SmallVectorImpl<Extension> &extensions,
+                 SmallVectorImpl<Value> &changed);
+  /// Applies a wave's extensions, settling those that disagree; appends the
+  /// values whose sharding grew.
+  void applyExtensions(ArrayRef<Extension> extensions,
+                       SmallVectorImpl<Value> &changed);
   /// Propagates through the queued ops until no sharding grows.
   void propagateToFixedPoint();
   /// Queues the ops that produce or use `value`.
@@ -272,7 +290,8 @@ static void propagateFlat(ShardingRuleOpInterface op, const ShardingRule &rule,
   }
 }
 
-void FunctionPropagator::propagate(Operation *op,
+void FunctionPropagator::propagate(Operation *op, bool forwardOnly,
+                                   SmallVectorImpl<Extension> &extensions,
                                    SmallVectorImpl<Value> &changed) {
   ShardingRule rule;
   if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
@@ -325,17 +344,98 @@ void FunctionPropagator::propagate(Operation *op,
         changed);
 
   for (auto [index, value] : llvm::enumerate(tensors)) {
+    if (forwardOnly && static_cast<int64_t>(index) < op->getNumOperands())
+      continue;
     SmallVector<AxisList> wanted =
         projectFromFactors(rule, *factorsOf[index], chosen, mesh);
-    TensorSharding &current = getState(value);
+    const TensorSharding &current = getState(value);
     for (auto [dim, dimFactors] : llvm::enumerate(*factorsOf[index])) {
-      DimSharding &have = current.dims[dim];
+      const DimSharding &have = current.dims[dim];
       if (!have.isOpen || wanted[dim].size() <= have.axes.size() ||
           !isAxesPrefix(have.axes, wanted[dim]))
         continue;
-      AxisList extension;
+      Extension extension{value, static_cast<int64_t>(dim), have.axes, ""};
       for (StringAttr axis :
            ArrayRef<StringAttr>(wanted[dim]).drop_front(have.axes.size())) {
+        if (current.usesAxis(axis))
+          break;
+        extension.axes.push_back(axis);
+      }
+      if (extension.axes.size() == have.axes.size())
+        continue;
+      LLVM_DEBUG(llvm::dbgs()
+                 << "  " << describe(op, index) << " dim " << dim << " wants "
+                 << formatAxes(extension.axes) << "\n");
+      // The new axes come from the annotation that reached the winning
+      // tensor's dim of the same factor.
+      StringAttr first = extension.axes[have.axes.size()];
+      for (int64_t factor : dimFactors) {
+        int64_t winner = winners[factor];
+        if (winner < 0 || !llvm::is_contained(chosen[factor], first))
+          continue;
+        SmallVector<std::string> from = origins.lookup(tensors[winner]);
+        for (auto [winnerDim, winnerFactors] :
+             llvm::enumerate(*factorsOf[winner]))
+          if (llvm::is_contained(winnerFactors, factor) &&
+              winnerDim < from.size())
+            extension.origin = from[winnerDim];
+        break;
+      }
+      extensions.push_back(std::move(extension));
+    }
+  }
+}
+
+/// Every op of a wave read the shardings as the wave found them, so the
+/// outcome cannot depend on their order. Per value, dims settle from the
+/// first: of the axes proposed for a dim, the proposal that most proposals
+/// agree with (are prefixes of) wins, then the one with more axes, then the
+/// one whose axes come first in the mesh; axes the value already uses are
+/// dropped.
+void FunctionPropagator::applyExtensions(ArrayRef<Extension> extensions,
+                                         SmallVectorImpl<Value> &changed) {
+  llvm::MapVector<Value, SmallVector<const Extension *>> byValue;
+  for (const Extension &extension : extensions)
+    byValue[extension.value].push_back(&extension);
+  auto getAxisIndex = [&](StringAttr axis) {
+    return llvm::find(mesh.getAxes(), axis) - mesh.getAxes().begin();
+  };
+  auto comesFirst = [&](const AxisList &lhs, const AxisList &rhs) {
+    return std::lexicographical_compare(
+        lhs.begin(), lhs.end(), rhs.begin(), rhs.end(),
+        [&](StringAttr a, StringAttr b) {
+          return getAxisIndex(a) < getAxisIndex(b);
+        });
+  };
+  for (auto &[value, proposed] : byValue) {
+    TensorSharding &current = getState(value);
+    bool grew = false;
+    for (int64_t dim = 0; dim < current.getRank(); ++dim) {
+      SmallVector<const Extension *> candidates;
+      for (const Extension *extension : proposed)
+        if (extension->dim == dim)
+          candidates.push_back(extension);
+      if (candidates.empty())
+        continue;
+      auto getVotes = [&](const Extension *candidate) {
+        return llvm::count_if(candidates, [&](const Extension *other) {
+          return isAxesPrefix(other->axes, candidate->axes);
+        });
+      };
+      const Extension *best = candidates.front();
+      for (const Extension *candidate : llvm::drop_begin(candidates)) {
+        auto votes = getVotes(candidate), bestVotes = getVotes(best);
+        if (votes != bestVotes ? votes > bestVotes
+            : candidate->axes.size() != best->axes.size()
+                ? candidate->axes.size() > best->axes.size()
+                : comesFirst(candidate->axes, best->axes))
+          best = candidate;
+      }
+      DimSharding &have = current.dims[dim];
+      if (!isAxesPrefix(have.axes, best->axes))
+        continue;
+      AxisList extension;
+      for (StringAttr axis : llvm::drop_begin(best->axes, have.axes.size())) {
         if (current.usesAxis(axis))
           break;
         extension.push_back(axis);
@@ -343,29 +443,17 @@ void FunctionPropagator::propagate(Operation *op,
       if (extension.empty())
         continue;
       llvm::append_range(have.axes, extension);
-      LLVM_DEBUG(llvm::dbgs() << "  " << describe(op, index) << " dim " << dim
-                              << " += " << formatAxes(extension) << "\n");
-      if (changed.empty() || changed.back() != value)
-        changed.push_back(value);
-      // The new axes come from the annotation that reached the winning
-      // tensor's dim of the same factor.
-      for (int64_t factor : dimFactors) {
-        int64_t winner = winners[factor];
-        if (winner < 0 ||
-            !llvm::is_contained(chosen[factor], extension.front()))
-          continue;
-        SmallVector<std::string> from = origins.lookup(tensors[winner]);
-        for (auto [winnerDim, winnerFactors] :
-             llvm::enumerate(*factorsOf[winner]))
-          if (llvm::is_contained(winnerFactors, factor) &&
-              winnerDim < from.size()) {
-            SmallVector<std::string> &to = origins[value];
-            to.resize(current.getRank());
-            to[dim] = from[winnerDim];
-          }
-        break;
+      LLVM_DEBUG(llvm::dbgs()
+                 << "  dim " << dim << " += " << formatAxes(extension) << "\n");
+      if (!best->origin.empty()) {
+        SmallVector<std::string> &to = origins[value];
+        to.resize(current.getRank());
+        to[dim] = best->origin;
       }
+      grew = true;
     }
+    if (grew)
+      changed.push_back(value);
   }
 }
 
@@ -547,37 +635,49 @@ void FunctionPropagator::enqueueNeighbours(Value value) {
     enqueue(user);
 }
 
-/// Sweeps the queued ops forward and backward in turn, as the sweeps over
-/// every op that this replaces did: an op is visited only when a tensor of it
-/// changed since its last visit, for otherwise the visit would change
-/// nothing. Conflicts are thus met in the same order, and their outcome
-/// depends on it.
+/// Visits the queued ops in waves: each wave's ops read the shardings as
+/// the wave found them, and their extensions apply after it
+/// (applyExtensions), so that the outcome does not depend on the order of
+/// the ops. The shardings first flow forward alone, from operands to
+/// results, to a fixed point (the batch's split reaches the backward pass
+/// through the forward activations before any gradient's annotation flows
+/// back into them, as GSPMD's forward pass comes first), then in both
+/// directions. An op is visited only when a tensor of it changed since its
+/// last visit, for otherwise the visit would change nothing.
 void FunctionPropagator::propagateToFixedPoint() {
-  // Every change appends an axis, so this terminates; the bound is a guard.
-  constexpr int kMaxSweeps = 2000;
+  // Every change appends an axis to a dim, so each phase terminates; the
+  // bound is a guard.
+  int64_t maxWaves = static_cast<int64_t>(ops.size() + 1) *
+                     static_cast<int64_t>(mesh.getAxes().size() + 1);
+  llvm::BitVector touched = queued;
+  SmallVector<int> visits;
+  SmallVector<Extension> extensions;
   SmallVector<Value> changed;
-  for (int sweep = 0; sweep < kMaxSweeps && queued.any(); ++sweep) {
-    bool forward = sweep % 2 == 0;
-    LLVM_DEBUG(llvm::dbgs()
-               << "sweep " << sweep << (forward ? " (forward)" : " (backward)")
-               << ": " << queued.count() << " ops queued\n");
-    for (int index = forward ? queued.find_first() : queued.find_last();
-         index >= 0;
-         index = forward ? queued.find_next(index) : queued.find_prev(index)) {
-      queued.reset(index);
-      Operation *op = ops[index];
-      LLVM_DEBUG(llvm::dbgs() << "visit " << op->getName() << " at "
-                              << formatLoc(op->getLoc()) << "\n");
+  for (bool forwardOnly : {true, false}) {
+    if (!forwardOnly)
+      queued = touched;
+    for (int64_t wave = 0; wave < maxWaves && queued.any(); ++wave) {
+      visits.assign(queued.set_bits_begin(), queued.set_bits_end());
+      queued.reset();
+      LLVM_DEBUG(llvm::dbgs()
+                 << (forwardOnly ? "forward " : "") << "wave " << wave << ": "
+                 << visits.size() << " ops queued\n");
+      extensions.clear();
       changed.clear();
-      propagate(op, changed);
-      // Ops later in this sweep's direction see the change in this sweep;
-      // the others in the next one.
+      for (int index : visits) {
+        Operation *op = ops[index];
+        LLVM_DEBUG(llvm::dbgs() << "visit " << op->getName() << " at "
+                                << formatLoc(op->getLoc()) << "\n");
+        propagate(op, forwardOnly, extensions, changed);
+      }
+      applyExtensions(extensions, changed);
       for (Value value : changed) {
         LLVM_DEBUG(llvm::dbgs()
                    << "  now " << getState(value).toAttr(mesh.getName())
                    << "\n");
         enqueueNeighbours(value);
       }
+      touched |= queued;
     }
   }
 }
