@@ -51,9 +51,10 @@ struct Seed {
   std::string origin;
 };
 
-/// What an op's visit proposes for one open dim of one of its tensors:
+/// What `op`'s visit proposes for one open dim of one of its tensors:
 /// `axes` extend the dim's, and come from the annotation `origin`.
 struct Extension {
+  Operation *op;
   Value value;
   int64_t dim;
   AxisList axes;
@@ -103,6 +104,10 @@ private:
   /// values whose sharding grew.
   void applyExtensions(ArrayRef<Extension> extensions,
                        SmallVectorImpl<Value> &changed);
+  /// Explains, once per value and dim, proposals that were not kept.
+  void recordSettlement(Value value, int64_t dim,
+                        ArrayRef<const Extension *> candidates,
+                        ArrayRef<StringAttr> kept);
   /// Propagates through the queued ops until no sharding grows.
   void propagateToFixedPoint();
   /// Queues the ops that produce or use `value`.
@@ -135,6 +140,8 @@ private:
   DenseMap<Value, SmallVector<std::string>> origins;
   /// Conflicts seen, reported once per op and factor in explain mode.
   llvm::MapVector<std::pair<Operation *, int64_t>, std::string> conflicts;
+  /// Disagreeing proposals settled between ops, once per value and dim.
+  llvm::MapVector<std::pair<Value, int64_t>, std::string> settlements;
 };
 
 } // namespace
@@ -354,7 +361,7 @@ void FunctionPropagator::propagate(Operation *op, bool forwardOnly,
       if (!have.isOpen || wanted[dim].size() <= have.axes.size() ||
           !isAxesPrefix(have.axes, wanted[dim]))
         continue;
-      Extension extension{value, static_cast<int64_t>(dim), have.axes, ""};
+      Extension extension{op, value, static_cast<int64_t>(dim), have.axes, ""};
       for (StringAttr axis :
            ArrayRef<StringAttr>(wanted[dim]).drop_front(have.axes.size())) {
         if (current.usesAxis(axis))
@@ -432,13 +439,17 @@ void FunctionPropagator::applyExtensions(ArrayRef<Extension> extensions,
           best = candidate;
       }
       DimSharding &have = current.dims[dim];
-      if (!isAxesPrefix(have.axes, best->axes))
-        continue;
       AxisList extension;
-      for (StringAttr axis : llvm::drop_begin(best->axes, have.axes.size())) {
-        if (current.usesAxis(axis))
-          break;
-        extension.push_back(axis);
+      if (isAxesPrefix(have.axes, best->axes))
+        for (StringAttr axis : llvm::drop_begin(best->axes, have.axes.size())) {
+          if (current.usesAxis(axis))
+            break;
+          extension.push_back(axis);
+        }
+      if (explain) {
+        AxisList kept = have.axes;
+        llvm::append_range(kept, extension);
+        recordSettlement(value, dim, candidates, kept);
       }
       if (extension.empty())
         continue;
@@ -455,6 +466,27 @@ void FunctionPropagator::applyExtensions(ArrayRef<Extension> extensions,
     if (grew)
       changed.push_back(value);
   }
+}
+
+void FunctionPropagator::recordSettlement(
+    Value value, int64_t dim, ArrayRef<const Extension *> candidates,
+    ArrayRef<StringAttr> kept) {
+  if (settlements.count({value, dim}) ||
+      llvm::all_of(candidates, [&](const Extension *candidate) {
+        return isAxesPrefix(candidate->axes, kept);
+      }))
+    return;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "dim " << dim << ": ";
+  llvm::interleaveComma(candidates, os, [&](const Extension *candidate) {
+    os << formatLoc(candidate->op->getLoc()) << " wants "
+       << formatAxes(candidate->axes);
+  });
+  os << "; kept " << formatAxes(kept)
+     << " (the proposal most agree with, then more axes, then the mesh's "
+        "order; no axis an earlier dim has)";
+  settlements[{value, dim}] = text;
 }
 
 /// The partial-sum axes that every reader of `value` keeps: a value read
@@ -597,6 +629,16 @@ LogicalResult FunctionPropagator::writeBack() {
   }
   for (auto &[key, text] : conflicts)
     key.first->emitRemark() << text;
+  for (auto &[key, text] : settlements) {
+    auto [value, dim] = key;
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      function.emitRemark() << "argument #" << arg.getArgNumber()
+                            << " settled between ops on " << text;
+    else
+      value.getDefiningOp()->emitRemark()
+          << "result #" << cast<OpResult>(value).getResultNumber()
+          << " settled between ops on " << text;
+  }
   return success();
 }
 

@@ -1,5 +1,6 @@
 // RUN: tessera-opt %s --split-input-file --tessera-propagate | FileCheck %s
 // RUN: tessera-opt %s --split-input-file --tessera-propagate --tessera-partition | FileCheck %s --check-prefix=PARTITIONED
+// RUN: tessera-opt %s --split-input-file --tessera-propagate=explain=true 2>&1 >/dev/null | FileCheck %s --check-prefix=EXPLAIN
 
 // Tests that propagation's outcome does not depend on the order of the ops
 // (issue 17, item 4): ops visited in one wave read the shardings as the wave
@@ -16,6 +17,7 @@
 // CHECK: nn.relu %{{.+}} {dist.sharding = [#dist.sharding<@m, [{"a"}, {}]>]}
 // CHECK-LABEL: func.func @constraint_last
 // CHECK: nn.relu %{{.+}} {dist.sharding = [#dist.sharding<@m, [{"a"}, {}]>]}
+// EXPLAIN: :[[#@LINE+11]]:8: remark: result #0 settled between ops on dim 1: {{.+}}:[[#@LINE+12]]:8) wants {"a"}; kept {} (the proposal most agree with, then more axes, then the mesh's order; no axis an earlier dim has)
 // PARTITIONED-LABEL: func.func @constraint_first
 // PARTITIONED-COUNT-1: dist.all_to_all
 // PARTITIONED-NOT: = dist.
