@@ -119,7 +119,7 @@ FactorAxes tessera::projectToFactors(const ShardingRule &rule,
   FactorAxes result(rule.getNumFactors());
   for (auto [dimFactors, axes] : llvm::zip(dims, dimAxes)) {
     size_t next = 0;
-    for (int64_t factor : dimFactors) {
+    for (auto [position, factor] : llvm::enumerate(dimFactors)) {
       int64_t left = rule.getFactors()[factor].size;
       while (next < axes.size()) {
         int64_t size = mesh.getAxisSize(axes[next]);
@@ -128,8 +128,14 @@ FactorAxes tessera::projectToFactors(const ShardingRule &rule,
         result[factor].push_back(axes[next++]);
         left /= size;
       }
-      if (left != 1)
-        break;
+      if (left == 1)
+        continue;
+      // The dim's major factor takes the rest unevenly, when every device
+      // still gets some of it: --tessera-pad pads it.
+      ArrayRef<StringAttr> rest = ArrayRef<StringAttr>(axes).drop_front(next);
+      if (position == 0 && !rest.empty() && mesh.getGroupSize(rest) <= left)
+        llvm::append_range(result[factor], rest);
+      break;
     }
   }
   return result;

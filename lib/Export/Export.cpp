@@ -13,6 +13,7 @@
 #include "dialects/Interfaces/CostOpInterface.h"
 #include "dialects/Interfaces/OptimizerOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
+#include "tessera/Analysis/IndexBound.h"
 #include "tessera/Analysis/MemoryCategories.h"
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Analysis/Sharding.h"
@@ -60,11 +61,17 @@ private:
   LogicalResult addTransfer(Operation *op, plan::Instruction &instruction);
   /// Writes the global shape, dim axes and flat axes of a program argument
   /// or result (a plan::Argument or plan::Result) of type `local`, sharded
-  /// as `attr`; `globalShape` is the dist.global_shape of a flat one.
+  /// as `attr`; `globalShape` is the dist.global_shape of a flat one and
+  /// `unpaddedShape` the dist.unpadded_shape of a padded one.
   template <typename Message>
   void setSharding(Attribute attr, Attribute globalShape,
-                   RankedTensorType local, Message *message);
-  int64_t getIndexBound(Value value);
+                   Attribute unpaddedShape, RankedTensorType local,
+                   Message *message);
+  /// The global shape its pieces tile (padded, if it is), the dim axes and
+  /// the flat axes.
+  template <typename Message>
+  void setTiledShape(Attribute attr, Attribute globalShape,
+                     RankedTensorType local, Message *message);
   /// With a pipeline schedule (`dist.schedule`): writes the program's
   /// schedule and gives each buffer its lifetime over the units and its
   /// copies (returned per buffer; 1 without a schedule).
@@ -339,7 +346,23 @@ LogicalResult PlanBuilder::addTransfer(Operation *op,
 /// `dist.sharding` (none: replicated).
 template <typename Message>
 void PlanBuilder::setSharding(Attribute attr, Attribute globalShape,
-                              RankedTensorType local, Message *message) {
+                              Attribute unpaddedShape, RankedTensorType local,
+                              Message *message) {
+  setTiledShape(attr, globalShape, local, message);
+  // The pieces tile the padded shape; the global tensor is the one before
+  // padding.
+  auto unpadded = dyn_cast_or_null<DenseI64ArrayAttr>(unpaddedShape);
+  if (!unpadded)
+    return;
+  *message->mutable_padded_shape() = message->global_shape();
+  message->clear_global_shape();
+  for (int64_t size : unpadded.asArrayRef())
+    message->add_global_shape(size);
+}
+
+template <typename Message>
+void PlanBuilder::setTiledShape(Attribute attr, Attribute globalShape,
+                                RankedTensorType local, Message *message) {
   auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr);
   auto flatShape = dyn_cast_or_null<DenseI64ArrayAttr>(globalShape);
   if (sharding && flatShape) {
@@ -425,30 +448,6 @@ static std::optional<int64_t> getContiguousSliceOffset(Operation &op) {
 /// The values an integer data argument (or a piece of it) may take: the
 /// vocab of the embedding table it indexes (or scatters gradients into) or
 /// of the logits it labels (0: unbounded).
-int64_t PlanBuilder::getIndexBound(Value value) {
-  for (OpOperand &use : value.getUses()) {
-    if (auto lookup = dyn_cast<nn::EmbeddingOp>(use.getOwner());
-        lookup && use.getOperandNumber() == 1)
-      return lookup.getTable().getType().getDimSize(0);
-    if (auto loss = dyn_cast<nn::CrossEntropyOp>(use.getOwner());
-        loss && use.getOperandNumber() == 1)
-      return loss.getLogits().getType().getShape().back();
-    // A pipeline stage may read token ids only in the backward.
-    if (auto scatter = dyn_cast<nn::EmbeddingGradOp>(use.getOwner());
-        scatter && use.getOperandNumber() == 1)
-      return scatter.getVocab();
-    // Through what moves the ids without changing them: a pipeline stage's
-    // microbatch slices, a device's piece of replicated ids, a wait.
-    Operation *owner = use.getOwner();
-    if (isa<nn::SliceOp, nn::ReshapeOp, nn::TransposeOp, dist::AllSliceOp,
-            dist::AllGatherOp, dist::AllToAllOp, dist::CollectivePermuteOp,
-            dist::BroadcastOp, dist::WaitOp, dist::MicrobatchSliceOp>(owner))
-      if (int64_t bound = getIndexBound(owner->getResult(0)))
-        return bound;
-  }
-  return 0;
-}
-
 int64_t PlanBuilder::getRingCopies(
     int64_t id, int64_t unit,
     const DenseMap<std::pair<int64_t, int64_t>, int64_t> &entryOf,
@@ -589,6 +588,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   StringRef sourceName = dist::DistDialect::kSourceIndexAttrName;
   StringRef globalShapeName = dist::DistDialect::kGlobalShapeAttrName;
+  StringRef unpaddedName = dist::DistDialect::kUnpaddedShapeAttrName;
   StringRef membersName = dist::DistDialect::kMembersAttrName;
 
   // A program sharded but not partitioned would run its global shapes as
@@ -645,7 +645,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     argument->set_dtype(getPlanDType(type));
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName),
-                function.getArgAttr(arg.getArgNumber(), globalShapeName), type,
+                function.getArgAttr(arg.getArgNumber(), globalShapeName),
+                function.getArgAttr(arg.getArgNumber(), unpaddedName), type,
                 argument);
     if (auto source = function.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                              sourceName))
@@ -709,6 +710,7 @@ LogicalResult PlanBuilder::build(plan::Program &result,
           planResult->set_updates_argument(updates.getInt());
         setSharding(function.getResultAttr(index, attrName),
                     function.getResultAttr(index, globalShapeName),
+                    function.getResultAttr(index, unpaddedName),
                     cast<RankedTensorType>(operand.getType()), planResult);
         if (auto source =
                 function.getResultAttrOfType<IntegerAttr>(index, sourceName))

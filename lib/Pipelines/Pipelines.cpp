@@ -85,6 +85,8 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   propagate.mode = options.propagation;
   propagate.machine = options.machine;
   pm.addPass(createPropagatePass(propagate));
+  // Dims that their axes do not divide grow to a multiple of them.
+  pm.addPass(createPadPass());
   PartitionPassOptions partition;
   partition.machine = options.machine;
   pm.addPass(createPartitionPass(partition));

@@ -502,7 +502,8 @@ OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
 }
 
 /// Copies the block of `global` at `offsets` with `local`'s shape, into
-/// `local` or (with `toGlobal`) back.
+/// `local` or (with `toGlobal`) back. Only the part inside the global tensor
+/// moves: the rest of a padded piece is padding.
 static void copyBlock(const Tensor &local, const Tensor &global,
                       const std::vector<int64_t> &offsets, bool toGlobal) {
   int64_t rank = local.getRank();
@@ -514,19 +515,30 @@ static void copyBlock(const Tensor &local, const Tensor &global,
       std::memcpy(local.data, global.data, elementBytes);
     return;
   }
-  std::vector<int64_t> globalStrides(rank, 1);
-  for (int64_t d = rank - 2; d >= 0; --d)
-    globalStrides[d] = globalStrides[d + 1] * global.shape[d + 1];
-  int64_t rowElements = local.shape[rank - 1];
-  int64_t rows = local.getNumElements() / std::max<int64_t>(rowElements, 1);
+  std::vector<int64_t> extent(rank), globalStrides(rank, 1),
+      localStrides(rank, 1);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    extent[d] =
+        std::clamp<int64_t>(global.shape[d] - offsets[d], 0, local.shape[d]);
+    if (d + 1 < rank) {
+      globalStrides[d] = globalStrides[d + 1] * global.shape[d + 1];
+      localStrides[d] = localStrides[d + 1] * local.shape[d + 1];
+    }
+  }
+  if (getNumElements(extent) == 0)
+    return;
+  int64_t rowElements = extent[rank - 1];
+  int64_t rows = getNumElements(extent) / rowElements;
   std::vector<int64_t> index(rank, 0);
   auto *localBytes = static_cast<uint8_t *>(local.data);
   auto *globalBytes = static_cast<uint8_t *>(global.data);
   for (int64_t row = 0; row < rows; ++row) {
-    int64_t globalOffset = 0;
-    for (int64_t d = 0; d < rank; ++d)
+    int64_t globalOffset = 0, localOffset = 0;
+    for (int64_t d = 0; d < rank; ++d) {
       globalOffset += (index[d] + offsets[d]) * globalStrides[d];
-    uint8_t *l = localBytes + row * rowElements * elementBytes;
+      localOffset += index[d] * localStrides[d];
+    }
+    uint8_t *l = localBytes + localOffset * elementBytes;
     uint8_t *g = globalBytes + globalOffset * elementBytes;
     size_t bytes = rowElements * elementBytes;
     if (toGlobal)
@@ -534,33 +546,35 @@ static void copyBlock(const Tensor &local, const Tensor &global,
     else
       std::memcpy(l, g, bytes);
     for (int64_t d = rank - 2; d >= 0; --d) {
-      if (++index[d] < local.shape[d])
+      if (++index[d] < extent[d])
         break;
       index[d] = 0;
     }
   }
 }
 
-/// The shape and offsets of `rank`'s piece of a global shape.
-static void getPiece(const std::vector<int64_t> &globalShape,
+/// The shape and offsets of `rank`'s piece of a global tensor whose pieces
+/// tile `tiledShape` (its shape, or the padded one).
+static void getPiece(const std::vector<int64_t> &tiledShape,
                      const std::vector<std::vector<std::string>> &dimAxes,
                      const Mesh &mesh, int64_t rank,
                      std::vector<int64_t> &shape,
                      std::vector<int64_t> &offsets) {
-  shape = globalShape;
-  offsets.assign(globalShape.size(), 0);
-  for (size_t d = 0; d < globalShape.size(); ++d) {
+  shape = tiledShape;
+  offsets.assign(tiledShape.size(), 0);
+  for (size_t d = 0; d < tiledShape.size(); ++d) {
     if (d >= dimAxes.size() || dimAxes[d].empty())
       continue;
     Group group = mesh.getGroup(rank, dimAxes[d]);
-    shape[d] = globalShape[d] / group.size;
+    shape[d] = tiledShape[d] / group.size;
     offsets[d] = group.index * shape[d];
   }
 }
 
 /// Copies elements [begin, end) of the block of `global` at `offsets` with
 /// shape `block`, in row-major order, to `flat` (or, with `toGlobal`, back):
-/// a flat piece's share of its block.
+/// a flat piece's share of its block. Elements of a padded block past the
+/// global tensor's end are padding and stay as they are.
 static void copyFlatRange(const Tensor &flat, const Tensor &global,
                           const std::vector<int64_t> &block,
                           const std::vector<int64_t> &offsets, int64_t begin,
@@ -577,28 +591,34 @@ static void copyFlatRange(const Tensor &flat, const Tensor &global,
   for (int64_t element = begin; element < end;) {
     int64_t column = element % row;
     int64_t count = std::min(end - element, row - column);
-    int64_t globalOffset = 0, rest = element;
+    int64_t globalOffset = 0, rest = element, inside = count;
     for (int64_t d = rank - 1; d >= 0; --d) {
-      globalOffset += (rest % block[d] + offsets[d]) * globalStrides[d];
+      int64_t index = rest % block[d] + offsets[d];
+      if (d == rank - 1)
+        inside = std::clamp<int64_t>(global.shape[d] - index, 0, count);
+      else if (index >= global.shape[d])
+        inside = 0;
+      globalOffset += index * globalStrides[d];
       rest /= block[d];
     }
     uint8_t *f = flatBytes + (element - begin) * elementBytes;
     uint8_t *g = globalBytes + globalOffset * elementBytes;
-    if (toGlobal)
-      std::memcpy(g, f, count * elementBytes);
-    else
-      std::memcpy(f, g, count * elementBytes);
+    if (inside > 0 && toGlobal)
+      std::memcpy(g, f, inside * elementBytes);
+    else if (inside > 0)
+      std::memcpy(f, g, inside * elementBytes);
     element += count;
   }
 }
 
-/// Moves `rank`'s piece between `local` and `global` (allocating `local`
-/// when it is null).
+/// Moves `rank`'s piece between `local` and `global` (allocating `local`,
+/// zeros where it is padding, when it is null).
 static void movePiece(OwnedTensor *owned, const Tensor *local,
                       const Tensor &global, const PieceLayout &layout,
                       const Mesh &mesh, int64_t rank, bool toGlobal) {
   std::vector<int64_t> shape, offsets;
-  getPiece(global.shape, layout.dimAxes, mesh, rank, shape, offsets);
+  getPiece(layout.paddedShape.empty() ? global.shape : layout.paddedShape,
+           layout.dimAxes, mesh, rank, shape, offsets);
   if (layout.flatAxes.empty()) {
     if (owned)
       *owned = OwnedTensor(global.dtype, shape);

@@ -518,10 +518,20 @@ Status ProgramValidator::checkLayout(const Message &message,
                                      const plan::Buffer &b,
                                      const std::string &what) const {
   PieceLayout layout = getLayout(message);
-  std::vector<int64_t> shape;
-  if (Status error = getPieceShape(
-          {message.global_shape().begin(), message.global_shape().end()},
-          layout.dimAxes, mesh, what, shape);
+  std::vector<int64_t> shape,
+      tiled(message.global_shape().begin(), message.global_shape().end());
+  if (!layout.paddedShape.empty()) {
+    bool covers = layout.paddedShape.size() == tiled.size();
+    for (size_t d = 0; covers && d < tiled.size(); ++d)
+      covers = layout.paddedShape[d] >= tiled[d];
+    if (!covers)
+      return invalidPlan(what + " has padded shape " +
+                         shapeText(message.padded_shape()) +
+                         " that does not cover its global shape " +
+                         shapeText(message.global_shape()));
+    tiled = layout.paddedShape;
+  }
+  if (Status error = getPieceShape(tiled, layout.dimAxes, mesh, what, shape);
       !error.ok())
     return error;
   if (!layout.flatAxes.empty()) {

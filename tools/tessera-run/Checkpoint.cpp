@@ -65,6 +65,7 @@ std::string formatLayout(const plan::Argument &argument) {
   *layout.mutable_dim_axes() = argument.dim_axes();
   *layout.mutable_flat_axes() = argument.flat_axes();
   *layout.mutable_members() = argument.members();
+  *layout.mutable_padded_shape() = argument.padded_shape();
   std::string text = layout.ShortDebugString();
   return text.empty() ? "-" : text;
 }

@@ -59,6 +59,16 @@ def Dist_Dialect : Dialect {
     /// no longer shows.
     static constexpr ::llvm::StringLiteral kGlobalShapeAttrName =
         "dist.global_shape";
+    /// On an argument or result of a function whose dims `--tessera-pad`
+    /// padded: its shape before padding. The runtime pads the argument's
+    /// pieces with zeros and cuts the result's padding off.
+    static constexpr ::llvm::StringLiteral kUnpaddedShapeAttrName =
+        "dist.unpadded_shape";
+    /// On an integer argument that indexes a dim `--tessera-pad` padded
+    /// (token ids of a grown vocab): the bound of its values before
+    /// padding.
+    static constexpr ::llvm::StringLiteral kIndexBoundAttrName =
+        "dist.index_bound";
     /// On an argument or result of a train step that is a unit's flat
     /// buffer (the ZeRO pass's packing, FSDP's FlatParameter): its members
     /// in order, each `{name, shape, source}`, their elements one after

@@ -22,22 +22,23 @@ void DistDialect::initialize() {
 static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
                                             StringRef what, unsigned index,
                                             Type type) {
-  if (attr.getName() == DistDialect::kSourceIndexAttrName) {
+  if (attr.getName() == DistDialect::kSourceIndexAttrName ||
+      attr.getName() == DistDialect::kIndexBoundAttrName) {
     auto source = dyn_cast<IntegerAttr>(attr.getValue());
     if (!source || source.getInt() < 0)
       return op->emitError("expects '")
-             << DistDialect::kSourceIndexAttrName << "' of " << what << " #"
-             << index << " to be an index of 0 or more, got "
-             << attr.getValue();
+             << attr.getName().getValue() << "' of " << what << " #" << index
+             << " to be an index of 0 or more, got " << attr.getValue();
     return success();
   }
-  if (attr.getName() == DistDialect::kGlobalShapeAttrName) {
+  if (attr.getName() == DistDialect::kGlobalShapeAttrName ||
+      attr.getName() == DistDialect::kUnpaddedShapeAttrName) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     if (!shape ||
         llvm::any_of(shape.asArrayRef(), [](int64_t size) { return size < 0; }))
       return op->emitError("expects '")
-             << DistDialect::kGlobalShapeAttrName << "' of " << what << " #"
-             << index << " to be an array of sizes, got " << attr.getValue();
+             << attr.getName().getValue() << "' of " << what << " #" << index
+             << " to be an array of sizes, got " << attr.getValue();
     return success();
   }
   if (attr.getName() == DistDialect::kMembersAttrName) {

@@ -109,7 +109,10 @@ using FactorAxes = llvm::SmallVector<AxisList>;
 /// Splits the axes of each dim of tensor `dims` over that dim's factors,
 /// major to minor: a factor takes axes while they divide what is left of it;
 /// the next factor only gets axes once the previous one is fully split.
-/// Axes that fit no factor are dropped. Returns per-factor axes (empty for
+/// The dim's major factor also takes axes that do not divide it, as long as
+/// their group is no larger than what is left of it (it is then split
+/// unevenly, which --tessera-pad pads). Axes that fit no factor are
+/// dropped. Returns per-factor axes (empty for
 /// factors the tensor does not have).
 FactorAxes projectToFactors(const ShardingRule &rule, const TensorFactors &dims,
                             llvm::ArrayRef<AxisList> dimAxes,

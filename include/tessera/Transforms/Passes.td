@@ -207,6 +207,49 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def PadPass : Pass<"tessera-pad", "mlir::ModuleOp"> {
+  let summary = "Pads dims that their mesh axes do not divide, as GSPMD and Shardy do";
+  let description = [{
+    Runs on propagated functions, before `--tessera-partition`. A dim that
+    the group of its mesh axes does not divide (vocab 50257 over 8
+    devices, 25 heads over 2, a batch of 6 over 4) grows to the next
+    multiple of every group that splits it, or anything an op ties it to
+    (the same factor of an op's rule), anywhere in the function; the
+    padding is the end of the dim. A dim that an op sees as several factors
+    (a reshape's `[s, h*d]`) grows with its major factor; a minor factor
+    that would have to grow is an error. The program is then the same
+    program on larger tensors, and every split divides.
+
+    The padding holds whatever the ops compute there, and is set to a
+    neutral value (an `nn.select` against an `nn.iota` of the dim) wherever
+    an op would mix it into real elements:
+
+    - zeros before a sum over it: a dot's contracting dims, nn.reduce_sum
+      and nn.reduce_mean (whose result is then scaled from the padded count
+      to the real one), nn.scatter_add and nn.embedding_grad;
+    - -infinity before nn.reduce_max, nn.softmax, nn.log_softmax,
+      nn.cross_entropy's classes and nn.top_k;
+    - zeros in an optimizer's gradient, so that the padding of a parameter
+      and of its state stays zero.
+
+    Padding known to hold zeros (arguments, which the runtime pads with
+    zeros, and what ops that keep zeros compute from them) is not masked
+    again. Ops that pick by real indices (nn.embedding, nn.gather,
+    nn.one_hot, a causal mask) need no mask. Ops that cannot compute on
+    padding of a dim they read whole (a normalization's normalized dim,
+    attention's sequence and head dims, a slice of part of a padded dim, a
+    concatenation along one, random numbers over one, an op without a
+    sharding rule) report an error naming the dim.
+
+    Arguments and results record their shape before padding
+    (`dist.unpadded_shape`); the plan carries it, and the runtime pads each
+    rank's piece of an argument with zeros and cuts the padding off a
+    result, so what goes in and comes out is the program as written.
+  }];
+  let dependentDialects = ["::tessera::nn::NNDialect",
+                           "::tessera::dist::DistDialect"];
+}
+
 def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
   let summary = "Rewrites sharded functions into per-device SPMD programs";
   let description = [{
@@ -222,8 +265,8 @@ def PartitionPass : Pass<"tessera-partition", "mlir::ModuleOp"> {
     - split to replicated is an all_gather of only the axes that leave a dim;
       replicated to split is an all_slice (no communication); an axis moving
       between dims is an all_to_all;
-    - a dim that its mesh axes do not divide is an error naming the dim and
-      the axes.
+    - every split must divide its dim: `--tessera-pad` pads those that do
+      not, before.
 
     Where an op's rule allows several layouts of its factors, the
     partitioner prices each by the reshards it needs (its operands from

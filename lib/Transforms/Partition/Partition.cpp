@@ -116,7 +116,7 @@ RankedTensorType FunctionPartitioner::getLocalType(Operation *at,
   FailureOr<SmallVector<int64_t>> shape =
       getLocalShape(type.getShape(), dimAxes, mesh, error);
   if (failed(shape)) {
-    at->emitError("cannot partition: ") << error;
+    at->emitError("cannot partition: ") << error << "; --tessera-pad pads it";
     return {};
   }
   return RankedTensorType::get(*shape, type.getElementType());
@@ -857,7 +857,8 @@ LogicalResult FunctionPartitioner::run() {
         getLocalShape(global.getShape(), sharding.getDimAxes(), mesh, error);
     if (failed(shape))
       return function.emitError("cannot partition argument #")
-             << arg.getArgNumber() << ": " << error;
+             << arg.getArgNumber() << ": " << error
+             << "; --tessera-pad pads it";
     if (!sharding.flat.empty()) {
       shape = SmallVector<int64_t>{
           getFlatPieceElements(*shape, mesh.getGroupSize(sharding.flat))};

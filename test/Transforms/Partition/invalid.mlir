@@ -27,14 +27,15 @@ func.func @indivisible_two_axes(
 
 // -----
 
-// Tests that resharding into a constraint that its mesh axis does not divide
-// is an error at the constraint.
+// Tests that a split its mesh axis does not divide is an error without
+// --tessera-pad, at the first op that has it (propagation carried the
+// constraint's back to the relu).
 dist.mesh @mesh_tp_4 ["tp"=4]
 func.func @indivisible_constraint(
     %x: tensor<6x16xf32> {dist.sharding = #dist.sharding<@mesh_tp_4, [{}, {}]>})
     -> tensor<6x16xf32> {
+  // expected-error @+1 {{cannot partition: dim 0 of size 6 is not divisible by mesh axes "tp" (4 devices); --tessera-pad pads it}}
   %y = nn.relu %x : tensor<6x16xf32>
-  // expected-error @+1 {{cannot partition: dim 0 of size 6 is not divisible by mesh axes "tp" (4 devices)}}
   %c = dist.sharding_constraint %y <@mesh_tp_4, [{"tp"}, {}]> : tensor<6x16xf32>
   return %c : tensor<6x16xf32>
 }

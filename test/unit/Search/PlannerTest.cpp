@@ -1098,7 +1098,8 @@ TEST(PlannerTest, RepeatedBlocksArePricedAsTheWholeProgram) {
   }
 }
 
-TEST(PlannerTest, PartitionedCollectivesRejectAnIndivisibleModel) {
+// A batch of 4 over dp=3 is padded to 6 (--tessera-pad) and partitions.
+TEST(PlannerTest, PartitionedCollectivesPadAnIndivisibleModel) {
   mlir::MLIRContext context;
   GptConfig config{/*layers=*/1,  /*hidden=*/48,
                    /*heads=*/6,   /*seq=*/8,
@@ -1107,8 +1108,8 @@ TEST(PlannerTest, PartitionedCollectivesRejectAnIndivisibleModel) {
   PlanChoice mesh;
   mesh.dp = 3;
   auto uses = partitionLayout(*module, dgx(), mesh);
-  ASSERT_FALSE(bool(uses));
-  EXPECT_NE(llvm::toString(uses.takeError()).find("dp=3"), std::string::npos);
+  ASSERT_TRUE(bool(uses)) << llvm::toString(uses.takeError());
+  EXPECT_FALSE(uses->forward.empty());
 }
 
 } // namespace

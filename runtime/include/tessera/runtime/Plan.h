@@ -67,6 +67,9 @@ getStepTensors(const plan::Argument &argument, int64_t index);
 struct PieceLayout {
   std::vector<std::vector<std::string>> dimAxes;
   std::vector<std::string> flatAxes;
+  /// The padded shape the pieces tile (empty: the global shape); a piece's
+  /// elements past the global tensor's end are zeros.
+  std::vector<int64_t> paddedShape;
 };
 
 /// The layout of a plan argument or result.
@@ -76,6 +79,8 @@ template <typename T> PieceLayout getLayout(const T &message) {
     layout.dimAxes.emplace_back(dim.axes().begin(), dim.axes().end());
   layout.flatAxes.assign(message.flat_axes().begin(),
                          message.flat_axes().end());
+  layout.paddedShape.assign(message.padded_shape().begin(),
+                            message.padded_shape().end());
   return layout;
 }
 

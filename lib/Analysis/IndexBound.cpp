@@ -1,0 +1,40 @@
+//===- IndexBound.cpp - The range of integer data -------------------------===//
+
+#include "tessera/Analysis/IndexBound.h"
+
+#include "dialects/Dist/IR/DistOps.h"
+#include "dialects/NN/IR/NNOps.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+
+int64_t tessera::getIndexBound(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    if (auto function =
+            dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      if (auto bound = function.getArgAttrOfType<IntegerAttr>(
+              arg.getArgNumber(), dist::DistDialect::kIndexBoundAttrName))
+        return bound.getInt();
+  for (OpOperand &use : value.getUses()) {
+    if (auto lookup = dyn_cast<nn::EmbeddingOp>(use.getOwner());
+        lookup && use.getOperandNumber() == 1)
+      return lookup.getTable().getType().getDimSize(0);
+    if (auto loss = dyn_cast<nn::CrossEntropyOp>(use.getOwner());
+        loss && use.getOperandNumber() == 1)
+      return loss.getLogits().getType().getShape().back();
+    // A pipeline stage may read token ids only in the backward.
+    if (auto scatter = dyn_cast<nn::EmbeddingGradOp>(use.getOwner());
+        scatter && use.getOperandNumber() == 1)
+      return scatter.getVocab();
+    // Through what moves the ids without changing them: a pipeline stage's
+    // microbatch slices, a device's piece of replicated ids, a wait.
+    Operation *owner = use.getOwner();
+    if (isa<nn::SliceOp, nn::ReshapeOp, nn::TransposeOp, dist::AllSliceOp,
+            dist::AllGatherOp, dist::AllToAllOp, dist::CollectivePermuteOp,
+            dist::BroadcastOp, dist::WaitOp, dist::MicrobatchSliceOp>(owner))
+      if (int64_t bound = getIndexBound(owner->getResult(0)))
+        return bound;
+  }
+  return 0;
+}
