@@ -5,7 +5,8 @@ Generates small random `nn` programs (chains and DAGs of elementwise ops,
 dots, transposes, reshapes, concatenations, slices, softmaxes,
 reductions, gathers and scatter-adds along either axis and top-k over
 random shapes) with random
-partial sharding annotations (arguments, results, dist.sharding_constraint;
+partial sharding annotations (splits that divide their dim and, padded,
+splits that do not; on arguments, results, dist.sharding_constraint;
 open and closed dims) on random 1-D, 2-D and 3-D meshes, and runs each
 through `tessera verify`, which propagates, partitions and runs it on as
 many MPI ranks as the mesh has devices against the single-device program.
@@ -27,7 +28,9 @@ import tempfile
 MESHES = [
     [("x", 2)],
     [("x", 4)],
+    [("x", 3)],
     [("x", 2), ("y", 2)],
+    [("x", 2), ("y", 3)],
     [("x", 2), ("y", 4)],
     [("x", 2), ("y", 2), ("z", 2)],
 ]
@@ -49,7 +52,9 @@ class Program:
 
     def sharding(self, shape, closed_only=False):
         """A random #dist.sharding body for `shape`: each mesh axis splits at
-        most one dim it divides, dims open or closed."""
+        most one dim, one it divides or, mostly, one it does not divide but
+        each device gets some of (which partition pads); dims open or
+        closed."""
         axes = [name for name, _ in self.mesh]
         self.rng.shuffle(axes)
         dims = [[] for _ in shape]
@@ -59,9 +64,10 @@ class Program:
             if self.rng.random() < 0.5:
                 continue
             dim = self.rng.randrange(len(shape))
-            if pieces[dim] % size == 0:
+            if pieces[dim] % size == 0 or (pieces[dim] >= size and
+                                           self.rng.random() < 0.8):
                 dims[dim].append(name)
-                pieces[dim] //= size
+                pieces[dim] = -(-pieces[dim] // size)
         parts = []
         for dim in dims:
             open_ = not closed_only and self.rng.random() < 0.4
@@ -193,7 +199,7 @@ class Program:
             # Reduced back to rank 2 by a broadcast, so chains go on.
             dim = rng.randrange(2)
             kept = [shape[1 - dim]]
-            op = rng.choice(["reduce_sum", "reduce_max"])
+            op = rng.choice(["reduce_sum", "reduce_max", "reduce_mean"])
             reduced, _ = self.add(
                 f"nn.{op} {name} dims = [{dim}] : {t} -> "
                 f"{self.type(kept)}", kept)
@@ -203,7 +209,7 @@ class Program:
 
     def build(self):
         rng = self.rng
-        sizes = [8, 16]
+        sizes = [6, 8, 10, 12, 16]
         args = []
         for i in range(rng.randint(1, 3)):
             shape = [rng.choice(sizes), rng.choice(sizes)]

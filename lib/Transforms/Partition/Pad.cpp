@@ -78,6 +78,15 @@ private:
   /// `value` with its padding on `dims` set to `fill`, before `user`.
   Value mask(Operation *user, Value value, ArrayRef<int64_t> dims, Fill fill);
   void annotate(Operation *op, const TensorSharding &sharding);
+  /// Zeros of `type`, at the builder's point.
+  Value zeros(RankedTensorType type, const TensorSharding &sharding);
+  /// `value` (at the builder's point) grown to `size` on `dim` with zeros
+  /// after it, laid out as `sharding`.
+  Value grow(Value value, int64_t dim, int64_t size,
+             const TensorSharding &sharding);
+  /// `value` (at the builder's point) without its padding on `dim`, whole on
+  /// that dim.
+  Value cutPadding(Value value, int64_t dim);
   TensorSharding getSharding(Value value);
   void scaleMean(nn::ReduceMeanOp op);
   void trackZeroPadding(Operation *op);
@@ -223,7 +232,8 @@ LogicalResult FunctionPadder::solve() {
   for (const Product &product : products) {
     for (unsigned node : ArrayRef<unsigned>(product.factors).drop_front())
       if (isPaddedNode(node))
-        return product.op->emitOpError("cannot pad: a dim of ")
+        return product.op->emitError("cannot pad ")
+               << product.op->getName() << ": a dim of "
                << nodeSizes[product.merged]
                << " elements is made of several factors and the minor one of "
                << nodeSizes[node] << " is split unevenly (only a dim's major "
@@ -231,7 +241,8 @@ LogicalResult FunctionPadder::solve() {
     int64_t asFactors =
         getPaddedSize(product.factors.front()) * minorSize(product);
     if (getPaddedSize(product.merged) != asFactors)
-      return product.op->emitOpError("cannot pad: a dim of ")
+      return product.op->emitError("cannot pad ")
+             << product.op->getName() << ": a dim of "
              << nodeSizes[product.merged]
              << " elements would grow to two sizes, " << asFactors
              << " as this op's factors and " << getPaddedSize(product.merged)
@@ -275,6 +286,78 @@ void FunctionPadder::retype(Value value) {
     return;
   unpadded[value] = SmallVector<int64_t>(type.getShape());
   value.setType(RankedTensorType::get(shape, type.getElementType()));
+}
+
+/// `elements` grown to `type` with zeros.
+static DenseElementsAttr padElements(DenseElementsAttr elements,
+                                     RankedTensorType type) {
+  if (elements.isSplat())
+    return DenseElementsAttr::get(type, elements.getSplatValue<Attribute>());
+  ArrayRef<int64_t> before = elements.getType().getShape();
+  SmallVector<Attribute> values(elements.getValues<Attribute>());
+  SmallVector<Attribute> padded(type.getNumElements(),
+                                OpBuilder(type.getContext())
+                                    .getZeroAttr(type.getElementType()));
+  SmallVector<int64_t> index(before.size(), 0);
+  for (Attribute value : values) {
+    int64_t offset = 0;
+    for (auto [dim, i] : llvm::enumerate(index))
+      offset = offset * type.getDimSize(dim) + i;
+    padded[offset] = value;
+    for (int64_t dim = before.size() - 1; dim >= 0; --dim) {
+      if (++index[dim] < before[dim])
+        break;
+      index[dim] = 0;
+    }
+  }
+  return DenseElementsAttr::get(type, padded);
+}
+
+Value FunctionPadder::zeros(RankedTensorType type,
+                            const TensorSharding &sharding) {
+  auto constant = nn::ConstantOp::create(
+      builder, builder.getUnknownLoc(),
+      DenseElementsAttr::get(type, builder.getZeroAttr(type.getElementType())));
+  annotate(constant, sharding);
+  return constant;
+}
+
+Value FunctionPadder::grow(Value value, int64_t dim, int64_t size,
+                           const TensorSharding &sharding) {
+  auto type = cast<RankedTensorType>(value.getType());
+  TensorSharding whole = sharding;
+  whole.unreduced.clear();
+  whole.dims[dim].axes.clear();
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size - type.getDimSize(dim);
+  Value padding =
+      zeros(RankedTensorType::get(shape, type.getElementType()), whole);
+  shape[dim] = size;
+  auto concat = nn::ConcatOp::create(
+      builder, value.getLoc(),
+      RankedTensorType::get(shape, type.getElementType()),
+      ValueRange{value, padding}, dim);
+  annotate(concat, sharding);
+  return concat;
+}
+
+Value FunctionPadder::cutPadding(Value value, int64_t dim) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> before = unpadded.lookup(value);
+  SmallVector<int64_t> start(type.getRank(), 0), limit(type.getShape());
+  limit[dim] = before[dim];
+  TensorSharding sharding = getSharding(value);
+  sharding.unreduced.clear();
+  sharding.flat.clear();
+  sharding.dims[dim].axes.clear();
+  auto slice =
+      nn::SliceOp::create(builder, value.getLoc(), value,
+                          builder.getDenseI64ArrayAttr(start),
+                          builder.getDenseI64ArrayAttr(limit));
+  annotate(slice, sharding);
+  if (limit != before)
+    unpadded[slice] = before;
+  return slice;
 }
 
 Value FunctionPadder::mask(Operation *user, Value value, ArrayRef<int64_t> dims,
@@ -348,37 +431,53 @@ LogicalResult FunctionPadder::fixAttributes(Operation *op) {
            llvm::any_of(op->getResults(), [&](Value v) { return isPadded(v); });
   };
   if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
-    if (!isPadded(constant.getResult()))
-      return success();
-    auto elements = cast<DenseElementsAttr>(constant.getValue());
-    if (!elements.isSplat())
-      return op->emitOpError("cannot pad a dense constant of ")
-             << elements.getType() << " that a mesh axis splits unevenly";
-    constant.setValueAttr(
-        DenseElementsAttr::get(cast<ShapedType>(constant.getType()),
-                               elements.getSplatValue<Attribute>()));
+    if (isPadded(constant.getResult()))
+      constant.setValueAttr(padElements(
+          cast<DenseElementsAttr>(constant.getValue()),
+          cast<RankedTensorType>(constant.getType())));
     return success();
   }
   if (auto slice = dyn_cast<nn::SliceOp>(op)) {
     if (!isPadded(slice.getResult()))
       return success();
-    SmallVector<int64_t> before = unpadded.lookup(slice.getResult());
-    SmallVector<int64_t> limit(slice.getLimit());
+    // A whole padded dim stays whole, padding included; a part of one is
+    // sliced as written and grown to the padded size with zeros.
+    Value result = slice.getResult();
+    SmallVector<int64_t> before = unpadded.lookup(result);
+    SmallVector<int64_t> limit(slice.getLimit()), shape(before);
+    SmallVector<int64_t> grown;
     ArrayRef<int64_t> start = slice.getStart();
-    for (auto [dim, size] :
-         llvm::enumerate(slice.getResult().getType().getShape())) {
-      if (size == before[dim])
-        continue;
+    auto type = cast<RankedTensorType>(result.getType());
+    for (auto [dim, size] : llvm::enumerate(type.getShape())) {
       int64_t whole = isPadded(slice.getInput())
                           ? unpadded.lookup(slice.getInput())[dim]
                           : slice.getInput().getType().getDimSize(dim);
-      if (start[dim] != 0 || limit[dim] != whole)
-        return op->emitOpError("cannot pad dim ")
-               << dim << " of a slice of part of it (a mesh axis splits the "
-               << "slice unevenly)";
-      limit[dim] = size;
+      if (size == before[dim])
+        continue;
+      if (start[dim] == 0 && limit[dim] == whole) {
+        limit[dim] = shape[dim] = size;
+        continue;
+      }
+      grown.push_back(dim);
     }
     slice.setLimit(limit);
+    if (grown.empty())
+      return success();
+    result.setType(RankedTensorType::get(shape, type.getElementType()));
+    TensorSharding sharding = getSharding(result);
+    TensorSharding cut = sharding;
+    for (int64_t dim : grown)
+      cut.dims[dim].axes.clear();
+    annotate(slice, cut);
+    unpadded.erase(result);
+    if (shape != before)
+      unpadded[result] = before;
+    builder.setInsertionPointAfter(slice);
+    Value value = result;
+    for (int64_t dim : grown)
+      value = grow(value, dim, type.getDimSize(dim), sharding);
+    result.replaceAllUsesExcept(value, value.getDefiningOp());
+    unpadded[value] = before;
     return success();
   }
   if (auto scatter = dyn_cast<nn::EmbeddingGradOp>(op)) {
@@ -386,20 +485,38 @@ LogicalResult FunctionPadder::fixAttributes(Operation *op) {
     return success();
   }
   if (auto concat = dyn_cast<nn::ConcatOp>(op)) {
+    // Each input's padding is cut off the dim the inputs are joined along,
+    // and the padding of the result follows them, zeros.
     int64_t dim = concat.getDim();
     auto grows = [&](Value v) {
       return isPadded(v) &&
              unpadded.lookup(v)[dim] !=
                  cast<RankedTensorType>(v.getType()).getDimSize(dim);
     };
-    if (grows(concat.getResult()) || llvm::any_of(concat.getInputs(), grows))
-      return op->emitOpError("cannot pad dim ")
-             << dim << " of a concatenation along it (a mesh axis splits it "
-             << "unevenly)";
+    builder.setInsertionPoint(concat);
+    int64_t joined = 0;
+    for (OpOperand &input : concat->getOpOperands()) {
+      Value value = input.get();
+      if (grows(value))
+        input.set(cutPadding(value, dim));
+      joined += cast<RankedTensorType>(input.get().getType()).getDimSize(dim);
+    }
+    int64_t size = concat.getType().getDimSize(dim);
+    if (joined == size)
+      return success();
+    TensorSharding sharding = getSharding(concat.getResult());
+    sharding.unreduced.clear();
+    sharding.dims[dim].axes.clear();
+    SmallVector<int64_t> shape(concat.getType().getShape());
+    shape[dim] = size - joined;
+    concat->insertOperands(
+        concat->getNumOperands(),
+        {zeros(RankedTensorType::get(shape, concat.getType().getElementType()),
+               sharding)});
     return success();
   }
   if (isa<nn::DropoutOp, nn::RandomUniformOp>(op) && padsAny())
-    return op->emitOpError("cannot pad random numbers: a mesh axis splits a dim "
+    return op->emitError("cannot pad random numbers: a mesh axis splits a dim "
                          "of them unevenly");
   auto hasDropout = [](auto attention) {
     return !attention.getDropout().isZero();
@@ -408,7 +525,7 @@ LogicalResult FunctionPadder::fixAttributes(Operation *op) {
                      .Case<nn::AttentionOp, nn::AttentionGradOp>(hasDropout)
                      .Default(false);
   if (dropout && padsAny())
-    return op->emitOpError("cannot pad attention with dropout: a mesh axis "
+    return op->emitError("cannot pad attention with dropout: a mesh axis "
                          "splits a dim of it unevenly");
   return success();
 }
@@ -468,8 +585,9 @@ LogicalResult FunctionPadder::maskOperands(Operation *op) {
           continue;
         FailureOr<std::optional<Fill>> fill = getFill(op, kind, index);
         if (failed(fill))
-          return op->emitOpError("cannot pad: a mesh axis splits dim ")
-                 << dim << " of operand #" << index << " unevenly, which "
+          return op->emitError("cannot pad ")
+                 << op->getName() << ": a mesh axis splits dim " << dim
+                 << " of operand #" << index << " unevenly, which "
                  << "this op reads whole (" << stringifyFactorKind(kind)
                  << " factor of " << nodeSizes[node] << ")";
         if (!*fill)
@@ -604,8 +722,10 @@ LogicalResult FunctionPadder::run() {
   for (Operation *op : ruleless)
     if (llvm::any_of(op->getOperands(), [&](Value v) { return isPadded(v); }) ||
         llvm::any_of(op->getResults(), [&](Value v) { return isPadded(v); }))
-      return op->emitOpError("cannot pad: the op has no sharding rule and a "
-                           "mesh axis splits a dim of its tensors unevenly");
+      return op->emitError("cannot pad ")
+             << op->getName()
+             << ": it has no sharding rule and a "
+                "mesh axis splits a dim of its tensors unevenly";
 
   // The runtime pads arguments with zeros.
   for (BlockArgument arg : body.getArguments())
