@@ -79,7 +79,8 @@ private:
   Value mask(Operation *user, Value value, ArrayRef<int64_t> dims, Fill fill);
   void annotate(Operation *op, const TensorSharding &sharding);
   /// Zeros of `type`, at the builder's point.
-  Value zeros(RankedTensorType type, const TensorSharding &sharding);
+  Value zeros(Location loc, RankedTensorType type,
+              const TensorSharding &sharding);
   /// `value` (at the builder's point) grown to `size` on `dim` with zeros
   /// after it, laid out as `sharding`.
   Value grow(Value value, int64_t dim, int64_t size,
@@ -313,10 +314,10 @@ static DenseElementsAttr padElements(DenseElementsAttr elements,
   return DenseElementsAttr::get(type, padded);
 }
 
-Value FunctionPadder::zeros(RankedTensorType type,
+Value FunctionPadder::zeros(Location loc, RankedTensorType type,
                             const TensorSharding &sharding) {
   auto constant = nn::ConstantOp::create(
-      builder, builder.getUnknownLoc(),
+      builder, loc,
       DenseElementsAttr::get(type, builder.getZeroAttr(type.getElementType())));
   annotate(constant, sharding);
   return constant;
@@ -330,8 +331,9 @@ Value FunctionPadder::grow(Value value, int64_t dim, int64_t size,
   whole.dims[dim].axes.clear();
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size - type.getDimSize(dim);
-  Value padding =
-      zeros(RankedTensorType::get(shape, type.getElementType()), whole);
+  Value padding = zeros(value.getLoc(),
+                        RankedTensorType::get(shape, type.getElementType()),
+                        whole);
   shape[dim] = size;
   auto concat = nn::ConcatOp::create(
       builder, value.getLoc(),
@@ -511,7 +513,8 @@ LogicalResult FunctionPadder::fixAttributes(Operation *op) {
     shape[dim] = size - joined;
     concat->insertOperands(
         concat->getNumOperands(),
-        {zeros(RankedTensorType::get(shape, concat.getType().getElementType()),
+        {zeros(concat.getLoc(),
+               RankedTensorType::get(shape, concat.getType().getElementType()),
                sharding)});
     return success();
   }
