@@ -445,6 +445,57 @@ TEST(MeshTest, FlatPiecesRoundTrip) {
   EXPECT_EQ(rebuilt.storage, global.storage);
 }
 
+TEST(MeshTest, PaddedPiecesRoundTrip) {
+  // A [5, 3] tensor padded to [8, 3] (--tessera-pad) and split on dim 0
+  // over dp = 4: ranks 0-1 hold two real rows, rank 2 one and a row of
+  // zeros, rank 3 only zeros.
+  Mesh mesh({"dp"}, {4});
+  OwnedTensor global(DType::F32, {5, 3});
+  for (int i = 0; i < 15; ++i)
+    global.view.as<float>()[i] = i + 1;
+  PieceLayout layout{{{"dp"}, {}}, {}, {8, 3}};
+  OwnedTensor piece = takeLocalPiece(global.view, layout, mesh, /*rank=*/2);
+  ASSERT_EQ(piece.view.shape, (std::vector<int64_t>{2, 3}));
+  std::vector<float> want = {13, 14, 15, 0, 0, 0};
+  EXPECT_EQ(
+      std::vector<float>(piece.view.as<float>(), piece.view.as<float>() + 6),
+      want);
+  OwnedTensor last = takeLocalPiece(global.view, layout, mesh, /*rank=*/3);
+  EXPECT_EQ(std::vector<float>(last.view.as<float>(),
+                               last.view.as<float>() + 6),
+            std::vector<float>(6, 0));
+  // Placing pieces back writes only the real rows.
+  OwnedTensor rebuilt(DType::F32, {5, 3});
+  for (int64_t rank = 0; rank < 4; ++rank)
+    placeLocalPiece(takeLocalPiece(global.view, layout, mesh, rank).view,
+                    rebuilt.view, layout, mesh, rank);
+  EXPECT_EQ(rebuilt.storage, global.storage);
+}
+
+TEST(MeshTest, PaddedFlatPiecesRoundTrip) {
+  // A [3, 5] tensor padded to [3, 6], split on dim 1 over tp = 2 (columns
+  // 0-2 and 3-5, the last padding) and stored flat over dp = 2: each
+  // [3, 3] piece's 9 elements, padded to 10, are 5 per dp rank.
+  Mesh mesh({"dp", "tp"}, {2, 2});
+  OwnedTensor global(DType::F32, {3, 5});
+  for (int i = 0; i < 15; ++i)
+    global.view.as<float>()[i] = i + 1;
+  PieceLayout layout{{{}, {"tp"}}, {"dp"}, {3, 6}};
+  // Rank 3 is dp=1, tp=1: elements 5-9 of the piece of columns 3-5, which
+  // are (row 1, column 5), row 2 and the flat padding.
+  OwnedTensor piece = takeLocalPiece(global.view, layout, mesh, /*rank=*/3);
+  ASSERT_EQ(piece.view.shape, (std::vector<int64_t>{5}));
+  std::vector<float> want = {0, 14, 15, 0, 0};
+  EXPECT_EQ(
+      std::vector<float>(piece.view.as<float>(), piece.view.as<float>() + 5),
+      want);
+  OwnedTensor rebuilt(DType::F32, {3, 5});
+  for (int64_t rank = 0; rank < 4; ++rank)
+    placeLocalPiece(takeLocalPiece(global.view, layout, mesh, rank).view,
+                    rebuilt.view, layout, mesh, rank);
+  EXPECT_EQ(rebuilt.storage, global.storage);
+}
+
 TEST(MeshTest, UnitMembersRoundTrip) {
   // A unit's flat buffer of a [2, 3] and a [2] member, stored flat over
   // dp = 3: the step's tensors are its members, by their index in the step;
