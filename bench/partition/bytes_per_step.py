@@ -4,9 +4,10 @@
 Every example trained with AdamW on several meshes (plain, ZeRO-1 and ZeRO-3)
 and every partition pattern of test/e2e/patterns.test, compiled by both
 builds; for each program the collectives' ring bytes are counted as
-upstream_peer.py counts them (the nccl-tests bus bandwidth factors). The
-table shows the baseline's and this build's bytes and flags any program that
-sends more than before.
+upstream_peer.py counts them (the nccl-tests bus bandwidth factors). Then GPTs
+with heads, a vocab or a batch that their mesh axes do not divide, which
+this build pads. The table shows the baseline's and this build's bytes and
+flags any program that sends more than before.
 
 Run from the repository root after building, with a baseline build (a copy
 of bin/ from an earlier commit):
@@ -52,6 +53,41 @@ def patterns(path):
     return parts
 
 
+# GPTs with dims their mesh axes do not divide (--tessera-pad): model
+# flags, the mesh, and whether the token table is split over "tp" (vocab
+# parallel, by hand: the Megatron annotation keeps tables whole).
+UNEVEN = [
+    ("heads=25 tp=2", ["--hidden", "200", "--heads", "25"], "dp=1,tp=2", False),
+    ("heads=25 dp=2,tp=2", ["--hidden", "200", "--heads", "25"], "dp=2,tp=2",
+     False),
+    ("vocab=50257 tp=8", ["--vocab", "50257"], "dp=1,tp=8", True),
+    ("batch=6 dp=4", ["--batch", "6"], "dp=4,tp=1", False),
+]
+
+
+def uneven(builds):
+    """Rows of the UNEVEN GPTs: before padding a split that did not divide
+    was dropped (heads: attention whole on every device) or an error."""
+    rows = []
+    for name, flags, mesh, vocab_split in UNEVEN:
+        model = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq",
+                 "16", "--batch", "8", "--vocab", "256"]
+        for i in range(0, len(flags), 2):
+            model[model.index(flags[i]) + 1] = flags[i + 1]
+        text = run([os.path.join(builds[1], "tessera"), "model", "gpt",
+                    "--sharding", "megatron", "-o", "-"] + model)
+        if vocab_split:
+            text = re.sub(r'(%arg2: tensor<\d+x\d+xf32>) \{nn.param = "wte"\}',
+                          r'\1 {dist.sharding = #dist.sharding<@mesh, '
+                          r'[{"tp"}, {}]>, nn.param = "wte"}', text)
+        command = ["compile", "-", "--mesh", mesh, "--train", "adamw",
+                   "--emit", "partitioned", "-o", "-"]
+        texts = [run([os.path.join(b, "tessera")] + command, text)
+                 for b in builds]
+        rows.append((f"gpt {name}", texts))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build/bin",
@@ -78,12 +114,18 @@ def main():
                  for b in builds]
         rows.append((f"pattern {name}", texts))
 
+    rows += uneven(builds)
+
     print(f"{'program':44} {'before':>10} {'after':>10} {'after/before':>12}")
     worse = 0
     total = [0, 0]
     for name, texts in rows:
-        if any(text is None for text in texts):
+        if texts[1] is None:
             print(f"{name:44} {'(does not compile)':>34}")
+            continue
+        if texts[0] is None:
+            # Only this build compiles it: not in the totals.
+            print(f"{name:44} {'error':>10} {measure(texts[1])[2]:10}")
             continue
         before, after = (measure(text)[2] for text in texts)
         total[0] += before

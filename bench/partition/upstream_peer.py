@@ -19,7 +19,8 @@ import re
 import subprocess
 import sys
 
-DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8}
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "i64": 8, "i32": 4,
+               "i1": 1}
 
 CASES = {
     "megatron_mlp (tp=4)": (
