@@ -6,8 +6,8 @@ Tessera's. For each mesh ["dp", "sp", "tp"] from 8 to 8192 devices this
 generates GPT-3 (L=96, h=12288, A=96, s=2048, V=51200, bf16) with the batch
 split over "dp", the sequence over "sp" and Megatron tensor parallelism over
 "tp" (q/k/v and the first MLP weight by columns, the output projections by
-rows), then times `tessera-opt --tessera-propagate --tessera-partition` with
--mlir-timing.
+rows), then times `tessera-opt --tessera-propagate --tessera-pad
+--tessera-partition` with -mlir-timing.
 
 Run from the repository root after building:
     python3 bench/partition/compile_time.py
@@ -57,7 +57,7 @@ def main():
     parser.add_argument("--layers", type=int, default=96)
     args = parser.parse_args()
     print(f"{'devices':>8} {'mesh dp x sp x tp':>18} {'propagate s':>12} "
-          f"{'partition s':>12} {'collectives':>12}")
+          f"{'pad s':>8} {'partition s':>12} {'collectives':>12}")
     for dp, sp, tp in MESHES:
         model = subprocess.run(
             [args.tessera, "model", "gpt", "--layers", str(args.layers),
@@ -65,8 +65,9 @@ def main():
              "--vocab", "51200", "--batch", str(dp), "--dtype", "bf16"],
             capture_output=True, text=True, check=True).stdout
         result = subprocess.run(
-            [args.tessera_opt, "--tessera-propagate", "--tessera-partition",
-             "-mlir-timing", "-mlir-timing-display=list"],
+            [args.tessera_opt, "--tessera-propagate", "--tessera-pad",
+             "--tessera-partition", "-mlir-timing",
+             "-mlir-timing-display=list"],
             input=annotate(model, dp, sp, tp), capture_output=True, text=True,
             check=True)
         times = {}
@@ -77,6 +78,7 @@ def main():
         collectives = len(re.findall(r"= dist\.", result.stdout))
         print(f"{dp * sp * tp:8} {f'{dp} x {sp} x {tp}':>18} "
               f"{times.get('PropagatePass', float('nan')):12.3f} "
+              f"{times.get('PadPass', float('nan')):8.3f} "
               f"{times.get('PartitionPass', float('nan')):12.3f} "
               f"{collectives:12}")
 
