@@ -12,6 +12,8 @@
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Random.h"
 
+#include "VectorMath.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <type_traits>
 #include <unordered_map>
@@ -588,10 +591,16 @@ static void runClamp(KernelCall &c) {
   });
 }
 
-static float gelu(float x) {
-  const float sqrtTwoOverPi = 0.7978845608028654f;
-  return 0.5f * x *
-         (1.0f + std::tanh(sqrtTwoOverPi * (x + 0.044715f * x * x * x)));
+/// A unary op through one of VectorMath's array functions.
+static void runVector(KernelCall &c,
+                      void (*fn)(const float *, float *, int64_t)) {
+  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result"))
+    return;
+  if (c.isCheckOnly())
+    return;
+  fn(c.in(0).as<float>(), c.out(0).as<float>(), c.in(0).getNumElements());
 }
 
 template <size_t ElementBytes>
@@ -1101,6 +1110,31 @@ static void runSoftmax(KernelCall &c, bool log) {
   if (c.isCheckOnly())
     return;
   auto [outer, size, inner] = splitAround(input.shape, *dim);
+  if (inner == 1) {
+    // Rows in a row: the exps vectorised, summed in double.
+    for (int64_t o = 0; o < outer; ++o) {
+      const float *x = input.as<float>() + o * size;
+      float *y = c.out(0).as<float>() + o * size;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < size; ++j)
+        max = std::max(max, x[j]);
+      for (int64_t j = 0; j < size; ++j)
+        y[j] = x[j] - max;
+      if (log) {
+        cpu::vectorExp(y, y, size);
+        double sum = std::accumulate(y, y + size, 0.0);
+        float logSum = static_cast<float>(std::log(sum));
+        for (int64_t j = 0; j < size; ++j)
+          y[j] = (x[j] - max) - logSum;
+        continue;
+      }
+      cpu::vectorExp(y, y, size);
+      float scale = static_cast<float>(1.0 / std::accumulate(y, y + size, 0.0));
+      for (int64_t j = 0; j < size; ++j)
+        y[j] *= scale;
+    }
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const float *x = input.as<float>() + o * size * inner + i;
@@ -1578,6 +1612,7 @@ static void runCrossEntropy(KernelCall &c) {
     return;
   int64_t vocab = logits.shape.back();
   float *result = c.out(0).as<float>();
+  std::vector<float> exps(vocab);
   for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
     int64_t label = readIndex(labels, i);
     if (label < 0 || label >= vocab) {
@@ -1586,11 +1621,12 @@ static void runCrossEntropy(KernelCall &c) {
       return;
     }
     const float *x = logits.as<float>() + i * vocab;
-    double max = *std::max_element(x, x + vocab);
-    double sum = 0;
+    float max = *std::max_element(x, x + vocab);
     for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(x[j] - max);
-    result[i] = max + std::log(sum) - x[label];
+      exps[j] = x[j] - max;
+    cpu::vectorExp(exps.data(), exps.data(), vocab);
+    double sum = std::accumulate(exps.begin(), exps.end(), 0.0);
+    result[i] = static_cast<float>(max + std::log(sum) - x[label]);
   }
 }
 
@@ -2049,14 +2085,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              {"nn.dropout", runDropout},
              {"nn.neg",
               [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
-             {"nn.exp",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::exp(x); });
-              }},
-             {"nn.log",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::log(x); });
-              }},
+             {"nn.exp", [](KernelCall &c) { runVector(c, cpu::vectorExp); }},
+             {"nn.log", [](KernelCall &c) { runVector(c, cpu::vectorLog); }},
              {"nn.sqrt",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::sqrt(x); });
@@ -2065,10 +2095,7 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return 1.0f / std::sqrt(x); });
               }},
-             {"nn.tanh",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::tanh(x); });
-              }},
+             {"nn.tanh", [](KernelCall &c) { runVector(c, cpu::vectorTanh); }},
              {"nn.sin",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::sin(x); });
@@ -2078,28 +2105,19 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
                 runUnary(c, [](float x) { return std::cos(x); });
               }},
              {"nn.sigmoid",
-              [](KernelCall &c) {
-                runUnary(c,
-                         [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
-              }},
+              [](KernelCall &c) { runVector(c, cpu::vectorSigmoid); }},
              {"nn.abs",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::fabs(x); });
               }},
-             {"nn.erf",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::erf(x); });
-              }},
+             {"nn.erf", [](KernelCall &c) { runVector(c, cpu::vectorErf); }},
              // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
              {"nn.relu",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return x < 0.0f ? 0.0f : x; });
               }},
-             {"nn.gelu", [](KernelCall &c) { runUnary(c, gelu); }},
-             {"nn.silu",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return x / (1.0f + std::exp(-x)); });
-              }},
+             {"nn.gelu", [](KernelCall &c) { runVector(c, cpu::vectorGelu); }},
+             {"nn.silu", [](KernelCall &c) { runVector(c, cpu::vectorSilu); }},
              {"nn.select", runSelect},
              {"nn.compare", runCompare},
              {"nn.cast", runCast},
