@@ -10,6 +10,7 @@
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 using namespace tessera;
@@ -34,6 +35,16 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   trainStep.weightDecay = options.weightDecay;
   trainStep.precision = options.precision;
   pm.addPass(createTrainStepPass(trainStep));
+}
+
+/// The ops' folders and canonicalizations (a dot reads a transposed operand
+/// in place; collectives that cancel), which the partitioner's cleanup also
+/// runs on what it partitions: for every function, before passes that mark
+/// ops (units, schedules).
+static void addFolding(OpPassManager &pm) {
+  GreedyRewriteConfig config;
+  config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+  pm.addPass(createCanonicalizerPass(config));
 }
 
 void tessera::buildMeshPipeline(OpPassManager &pm,
@@ -90,6 +101,7 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   PartitionPassOptions partition;
   partition.machine = options.machine;
   pm.addPass(createPartitionPass(partition));
+  addFolding(pm);
   pm.addPass(createMergeAxesPass());
   if (options.isPipelined()) {
     PipelinePassOptions pipeline;
@@ -129,6 +141,7 @@ void tessera::buildSingleDevicePipeline(OpPassManager &pm,
                                         const CompileOptions &options) {
   addTrainStep(pm, options);
   pm.addPass(createStripShardingPass());
+  addFolding(pm);
   addExport(pm, options.output, options.text);
 }
 

@@ -7,6 +7,63 @@ using namespace tessera::nn;
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+/// Whether `dims` is 0, 1, ..., n-1.
+static bool isIdentity(ArrayRef<int64_t> dims) {
+  for (auto [index, dim] : llvm::enumerate(dims))
+    if (static_cast<int64_t>(index) != dim)
+      return false;
+  return true;
+}
+
+/// A transposed operand is read where it lies, its dims mapped through the
+/// permutation, when a GEMM takes it so (each batch a matrix or its
+/// transpose, a BLAS flag) and the result's dims keep their order: the
+/// transpose's copy is saved (the backward's xᵀ·dy and dy·Wᵀ).
+OpFoldResult DotOp::fold(FoldAdaptor) {
+  bool folded = false;
+  for (bool isLhs : {true, false}) {
+    auto transpose = (isLhs ? getLhs() : getRhs()).getDefiningOp<TransposeOp>();
+    if (!transpose)
+      continue;
+    ArrayRef<int64_t> permutation = transpose.getPermutation();
+    ArrayRef<int64_t> batching =
+        isLhs ? getLhsBatchingDims() : getRhsBatchingDims();
+    ArrayRef<int64_t> contracting =
+        isLhs ? getLhsContractingDims() : getRhsContractingDims();
+    SmallVector<int64_t> newBatching, newContracting, newFree;
+    for (int64_t dim : batching)
+      newBatching.push_back(permutation[dim]);
+    for (int64_t dim : contracting)
+      newContracting.push_back(permutation[dim]);
+    for (int64_t dim = 0, e = permutation.size(); dim < e; ++dim)
+      if (!llvm::is_contained(batching, dim) &&
+          !llvm::is_contained(contracting, dim))
+        newFree.push_back(permutation[dim]);
+    if (!llvm::is_sorted(newFree))
+      continue;
+    // lhs [batch, free, contracting] or [batch, contracting, free]; rhs
+    // likewise.
+    SmallVector<int64_t> straight(newBatching), flipped(newBatching);
+    llvm::append_range(straight, newFree);
+    llvm::append_range(straight, newContracting);
+    llvm::append_range(flipped, newContracting);
+    llvm::append_range(flipped, newFree);
+    if (!isIdentity(straight) && !isIdentity(flipped))
+      continue;
+    if (isLhs) {
+      setLhsBatchingDims(newBatching);
+      setLhsContractingDims(newContracting);
+      getLhsMutable().assign(transpose.getInput());
+    } else {
+      setRhsBatchingDims(newBatching);
+      setRhsContractingDims(newContracting);
+      getRhsMutable().assign(transpose.getInput());
+    }
+    folded = true;
+  }
+  return folded ? getResult() : OpFoldResult();
+}
+
 /// neg(neg(x)) -> x.
 OpFoldResult NegOp::fold(FoldAdaptor) {
   if (auto inner = getInput().getDefiningOp<NegOp>())
@@ -42,12 +99,6 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
 /// The identity permutation is the operand; two transposes compose into one.
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
   ArrayRef<int64_t> permutation = getPermutation();
-  auto isIdentity = [](ArrayRef<int64_t> p) {
-    for (auto [index, dim] : llvm::enumerate(p))
-      if (static_cast<int64_t>(index) != dim)
-        return false;
-    return true;
-  };
   if (isIdentity(permutation))
     return getInput();
   auto inner = getInput().getDefiningOp<TransposeOp>();

@@ -105,6 +105,7 @@ def NN_DotOp : NN_ModelOp<"dot", [InferTypeOpAdaptor]> {
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
