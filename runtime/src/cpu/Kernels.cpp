@@ -315,15 +315,33 @@ private:
 
 /// Element moves go through fixed-size memcpy, which compiles to one load and
 /// store and, unlike a cast to an integer type, is defined for any dtype.
+/// A row (the last dim) at a time: a contiguous one is one memcpy (a bias
+/// broadcast over rows, a transpose that keeps the last dim).
 template <size_t ElementBytes>
 static void gatherFixed(const uint8_t *src, const std::vector<int64_t> &shape,
                         const std::vector<int64_t> &strides, int64_t base,
                         uint8_t *dst) {
   int64_t count = getNumElements(shape);
-  StridedWalk walk(shape, strides, base);
-  for (int64_t i = 0; i < count; ++i, walk.next())
-    std::memcpy(dst + i * ElementBytes, src + walk.getOffset() * ElementBytes,
-                ElementBytes);
+  if (count == 0)
+    return;
+  if (shape.empty()) {
+    std::memcpy(dst, src + base * ElementBytes, ElementBytes);
+    return;
+  }
+  int64_t row = shape.back(), stride = strides.back();
+  std::vector<int64_t> outerShape(shape.begin(), shape.end() - 1);
+  StridedWalk walk(outerShape, {strides.begin(), strides.end() - 1}, base);
+  for (int64_t r = 0, rows = count / row; r < rows; ++r, walk.next()) {
+    const uint8_t *from = src + walk.getOffset() * ElementBytes;
+    uint8_t *to = dst + r * row * ElementBytes;
+    if (stride == 1) {
+      std::memcpy(to, from, row * ElementBytes);
+      continue;
+    }
+    for (int64_t j = 0; j < row; ++j)
+      std::memcpy(to + j * ElementBytes, from + j * stride * ElementBytes,
+                  ElementBytes);
+  }
 }
 
 /// Writes the view of `src` with `shape`, `strides` and `base` (in elements)
@@ -961,13 +979,36 @@ static void runReduce(KernelCall &c, ReduceKind kind) {
       kind == ReduceKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
   std::vector<double> acc(getNumElements(resultShape), init);
   const float *x = input.as<float>();
-  StridedWalk walk(input.shape, strides);
-  for (int64_t i = 0, e = input.getNumElements(); i < e; ++i, walk.next()) {
-    double &slot = acc[walk.getOffset()];
-    if (kind != ReduceKind::Max)
-      slot += x[i];
-    else if (x[i] > slot || std::isnan(x[i]))
-      slot = x[i]; // NaN sticks: nothing compares greater than it.
+  // A row (the last dim) at a time: summed into one slot when it is
+  // reduced, added into a row of slots when it is kept.
+  std::vector<int64_t> rowShape = input.shape, rowStrides = strides;
+  int64_t row = 1, stride = 0;
+  if (!rowShape.empty()) {
+    row = rowShape.back();
+    stride = rowStrides.back();
+    rowShape.pop_back();
+    rowStrides.pop_back();
+  }
+  int64_t rows = row ? input.getNumElements() / row : 0;
+  StridedWalk walk(rowShape, rowStrides);
+  for (int64_t r = 0; r < rows; ++r, walk.next()) {
+    const float *xr = x + r * row;
+    double *slots = acc.data() + walk.getOffset();
+    if (kind == ReduceKind::Max) {
+      for (int64_t j = 0; j < row; ++j) {
+        double &slot = slots[j * stride];
+        if (xr[j] > slot || std::isnan(xr[j]))
+          slot = xr[j]; // NaN sticks: nothing compares greater than it.
+      }
+    } else if (stride == 0) {
+      double sum = 0;
+      for (int64_t j = 0; j < row; ++j)
+        sum += xr[j];
+      *slots += sum;
+    } else {
+      for (int64_t j = 0; j < row; ++j)
+        slots[j * stride] += xr[j];
+    }
   }
   double count = getNumElements(input.shape) /
                  static_cast<double>(std::max<int64_t>(acc.size(), 1));
