@@ -5,7 +5,10 @@
 // over one mesh axis of all ranks, from 1 KiB to 64 MiB, and reports the
 // algorithm and bus bandwidth with nccl-tests' conventions: size is the
 // larger buffer, algbw = size / time, busbw = algbw * 2(n-1)/n for
-// all_reduce and * (n-1)/n for all_gather and reduce_scatter.
+// all_reduce and * (n-1)/n for all_gather and reduce_scatter. Next to each,
+// the bare non-blocking MPI call on the same buffers (MPI_Iallreduce,
+// MPI_Iallgather, MPI_Ireduce_scatter_block, then MPI_Wait) and the ratio
+// of the two times (issue 27: at most 1.1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,8 +36,9 @@ int main(int argc, char **argv) {
   std::unique_ptr<Communicator> comm = created.take();
   const Axes axes = {"x"};
   if (rank == 0)
-    std::printf("%-15s %12s %10s %12s %12s\n", "collective", "size (B)",
-                "time (us)", "algbw (GB/s)", "busbw (GB/s)");
+    std::printf("%-15s %12s %10s %12s %12s %10s %8s\n", "collective",
+                "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+                "MPI (us)", "ratio");
   double n = size;
   for (int64_t bytes = 1024; bytes <= (int64_t(64) << 20); bytes *= 4) {
     int64_t elements = bytes / 4;
@@ -46,43 +50,72 @@ int main(int argc, char **argv) {
       const char *name;
       double factor;
       std::function<Status()> run;
+      std::function<int(MPI_Request *)> bare;
     };
+    int pieceCount = static_cast<int>(elements / size);
     Case cases[] = {
         {"all_reduce", 2 * (n - 1) / n,
          [&] {
            return comm->allReduce(big.view, big2.view, Reduction::Sum, axes);
+         },
+         [&](MPI_Request *request) {
+           return MPI_Iallreduce(big.view.data, big2.view.data,
+                                 static_cast<int>(elements), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, request);
          }},
         {"all_gather", (n - 1) / n,
-         [&] { return comm->allGather(small.view, big.view, 0, axes); }},
+         [&] { return comm->allGather(small.view, big.view, 0, axes); },
+         [&](MPI_Request *request) {
+           return MPI_Iallgather(small.view.data, pieceCount, MPI_FLOAT,
+                                 big.view.data, pieceCount, MPI_FLOAT,
+                                 MPI_COMM_WORLD, request);
+         }},
         {"reduce_scatter", (n - 1) / n,
          [&] {
            return comm->reduceScatter(big.view, small.view, 0, Reduction::Sum,
                                       axes);
+         },
+         [&](MPI_Request *request) {
+           return MPI_Ireduce_scatter_block(big.view.data, small.view.data,
+                                            pieceCount, MPI_FLOAT, MPI_SUM,
+                                            MPI_COMM_WORLD, request);
          }},
     };
-    int iterations = bytes <= (1 << 20) ? 50 : 5;
-    for (Case &c : cases) {
+    int iterations = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 20 : 5;
+    // The slowest rank's mean time of `iterations` runs after a warm-up
+    // (every run must succeed).
+    auto time = [&](const std::function<bool()> &run) {
       double start = 0;
-      // The first run warms up; every run must succeed.
       for (int i = 0; i <= iterations; ++i) {
-        if (Status status = c.run(); !status.ok()) {
-          std::fprintf(stderr, "%s\n", status.message().c_str());
+        if (!run())
           MPI_Abort(MPI_COMM_WORLD, 1);
-        }
         if (i == 0) {
           MPI_Barrier(MPI_COMM_WORLD);
           start = MPI_Wtime();
         }
       }
-      double seconds = (MPI_Wtime() - start) / iterations;
-      double maxSeconds = 0;
+      double seconds = (MPI_Wtime() - start) / iterations, maxSeconds = 0;
       MPI_Reduce(&seconds, &maxSeconds, 1, MPI_DOUBLE, MPI_MAX, 0,
                  MPI_COMM_WORLD);
+      return maxSeconds;
+    };
+    for (Case &c : cases) {
+      double seconds = time([&] {
+        Status status = c.run();
+        if (!status.ok())
+          std::fprintf(stderr, "%s\n", status.message().c_str());
+        return status.ok();
+      });
+      double bare = time([&] {
+        MPI_Request request;
+        return c.bare(&request) == MPI_SUCCESS &&
+               MPI_Wait(&request, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+      });
       if (rank == 0) {
-        double algbw = elements * 4.0 / maxSeconds / 1e9;
-        std::printf("%-15s %12lld %10.1f %12.3f %12.3f\n", c.name,
-                    static_cast<long long>(elements * 4), maxSeconds * 1e6,
-                    algbw, algbw * c.factor);
+        double algbw = elements * 4.0 / seconds / 1e9;
+        std::printf("%-15s %12lld %10.1f %12.3f %12.3f %10.1f %8.2f\n", c.name,
+                    static_cast<long long>(elements * 4), seconds * 1e6, algbw,
+                    algbw * c.factor, bare * 1e6, seconds / bare);
       }
     }
   }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -54,6 +55,7 @@ public:
   /// Under lock().
   void add(MpiPending *pending) {
     active.push_back(pending);
+    restart = true;
     wake.notify_all();
   }
   void remove(MpiPending *pending) {
@@ -71,6 +73,10 @@ private:
   std::condition_variable_any wake;
   std::vector<MpiPending *> active;
   bool stop = false;
+  static constexpr std::chrono::microseconds kMinBackoff{50}, kMaxBackoff{800};
+  std::chrono::microseconds backoff = kMinBackoff;
+  /// A collective was added since the last round of tests.
+  bool restart = false;
   std::thread thread;
 };
 
@@ -85,7 +91,8 @@ public:
   }
 
   std::vector<MPI_Request> requests;
-  std::vector<uint8_t> scratch;
+  /// Uninitialised: what MPI writes or a pack fills (no zeroing per call).
+  std::unique_ptr<uint8_t[]> scratch;
   /// f32 copies that 16-bit floats are reduced in.
   std::vector<OwnedTensor> wide;
   std::function<void()> finish;
@@ -124,18 +131,27 @@ void Progress::loop() {
       wake.wait(guard, [&] { return stop || !active.empty(); });
       continue;
     }
+    bool progressed = false;
     for (MpiPending *pending : active) {
       if (pending->completed)
         continue;
       int done = 0;
       MPI_Testall(pending->requests.size(), pending->requests.data(), &done,
                   MPI_STATUSES_IGNORE);
-      if (done)
+      if (done) {
         pending->completed = std::chrono::steady_clock::now();
+        progressed = true;
+      }
     }
-    // Let the executor's thread in between the tests.
+    // Let the executor's thread in between the tests, backing off from 50
+    // us to 800 us while nothing completes (on a busy core every test
+    // takes time from the compute); a new collective or a completion starts
+    // over at 50 us.
+    backoff = progressed || restart ? kMinBackoff
+                                    : std::min(2 * backoff, kMaxBackoff);
+    restart = false;
     guard.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::this_thread::sleep_for(backoff);
     guard.lock();
   }
 }
@@ -388,9 +404,9 @@ Pending MpiCommunicator::startAllGather(const Tensor &in, const Tensor &out,
       return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, out.data,
                             in.getBytes(), MPI_BYTE, comm, request);
     });
-  std::vector<uint8_t> gathered(in.getBytes() * count);
+  std::unique_ptr<uint8_t[]> gathered(new uint8_t[in.getBytes() * count]);
   auto pending = post("MPI_Iallgather", [&](MPI_Request *request) {
-    return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, gathered.data(),
+    return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, gathered.get(),
                           in.getBytes(), MPI_BYTE, comm, request);
   });
   pending->scratch = std::move(gathered);
@@ -398,7 +414,7 @@ Pending MpiCommunicator::startAllGather(const Tensor &in, const Tensor &out,
   pending->finish = [in, out, dim, count, scratch = &pending->scratch] {
     for (int64_t i = 0; i < count; ++i) {
       Tensor piece = in;
-      piece.data = scratch->data() + i * in.getBytes();
+      piece.data = scratch->get() + i * in.getBytes();
       placePiece(piece, out, dim, i, count);
     }
   };
@@ -428,15 +444,15 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
       pending->finish = [out, count] { divideBy(out, count); };
     return pending;
   }
-  std::vector<uint8_t> packed(in.getBytes());
+  std::unique_ptr<uint8_t[]> packed(new uint8_t[in.getBytes()]);
   for (int64_t i = 0; i < count; ++i)
-    slicePiece(in, pieceOf(out, 0, 1, packed.data() + i * out.getBytes()), dim,
+    slicePiece(in, pieceOf(out, 0, 1, packed.get() + i * out.getBytes()), dim,
                i, count);
   if (half) {
     // 16-bit floats reduce in f32 and round once at the end.
     Tensor packedView = in;
     packedView.shape = {in.getNumElements()};
-    packedView.data = packed.data();
+    packedView.data = packed.get();
     OwnedTensor wideIn = widenToF32(packedView);
     OwnedTensor wideOut(DType::F32, out.shape);
     auto pending = post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
@@ -454,7 +470,7 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
     return pending;
   }
   auto pending = post("MPI_Ireduce_scatter_block", [&](MPI_Request *request) {
-    return MPI_Ireduce_scatter_block(packed.data(), out.data,
+    return MPI_Ireduce_scatter_block(packed.get(), out.data,
                                      out.getNumElements(), type,
                                      getOp(reduction), comm, request);
   });
@@ -471,20 +487,19 @@ Pending MpiCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
   MPI_Comm comm = getComm(axes);
   size_t pieceBytes = in.getBytes() / count;
   // Both halves live in one scratch buffer: what is sent, then what arrives.
-  std::vector<uint8_t> scratch(2 * in.getBytes());
+  std::unique_ptr<uint8_t[]> scratch(new uint8_t[2 * in.getBytes()]);
   for (int64_t i = 0; i < count; ++i)
-    slicePiece(in,
-               pieceOf(in, splitDim, count, scratch.data() + i * pieceBytes),
+    slicePiece(in, pieceOf(in, splitDim, count, scratch.get() + i * pieceBytes),
                splitDim, i, count);
   auto pending = post("MPI_Ialltoall", [&](MPI_Request *request) {
-    return MPI_Ialltoall(scratch.data(), pieceBytes, MPI_BYTE,
-                         scratch.data() + in.getBytes(), pieceBytes, MPI_BYTE,
+    return MPI_Ialltoall(scratch.get(), pieceBytes, MPI_BYTE,
+                         scratch.get() + in.getBytes(), pieceBytes, MPI_BYTE,
                          comm, request);
   });
   pending->scratch = std::move(scratch);
   pending->finish = [in, out, splitDim, concatDim, count, pieceBytes,
                      scratch = &pending->scratch] {
-    uint8_t *received = scratch->data() + in.getBytes();
+    uint8_t *received = scratch->get() + in.getBytes();
     for (int64_t i = 0; i < count; ++i)
       placePiece(pieceOf(in, splitDim, count, received + i * pieceBytes), out,
                  concatDim, i, count);
