@@ -445,9 +445,6 @@ static std::optional<int64_t> getContiguousSliceOffset(Operation &op) {
   return offset;
 }
 
-/// The values an integer data argument (or a piece of it) may take: the
-/// vocab of the embedding table it indexes (or scatters gradients into) or
-/// of the logits it labels (0: unbounded).
 int64_t PlanBuilder::getRingCopies(
     int64_t id, int64_t unit,
     const DenseMap<std::pair<int64_t, int64_t>, int64_t> &entryOf,
