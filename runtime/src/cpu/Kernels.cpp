@@ -571,17 +571,22 @@ static void runDot(KernelCall &c) {
 // Elementwise loops read element i of every input before writing element i,
 // so an output may alias an input (an in-place update).
 
-template <typename Fn> static void runUnary(KernelCall &c, Fn fn) {
+/// A unary op on whole arrays: `fn(x, y, n)`.
+template <typename Fn> static void runOnArrays(KernelCall &c, Fn fn) {
   if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
       !c.expectF32(c.out(0), "result") ||
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
     return;
   if (c.isCheckOnly())
     return;
-  const float *x = c.in(0).as<float>();
-  float *y = c.out(0).as<float>();
-  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
-    y[i] = fn(x[i]);
+  fn(c.in(0).as<float>(), c.out(0).as<float>(), c.in(0).getNumElements());
+}
+
+template <typename Fn> static void runUnary(KernelCall &c, Fn fn) {
+  runOnArrays(c, [&](const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = fn(x[i]);
+  });
 }
 
 template <typename Fn> static void runBinary(KernelCall &c, Fn fn) {
@@ -607,18 +612,6 @@ static void runClamp(KernelCall &c) {
   runUnary(c, [lo, hi](float x) {
     return x != x ? x : std::min(std::max(x, lo), hi);
   });
-}
-
-/// A unary op through one of VectorMath's array functions.
-static void runVector(KernelCall &c,
-                      void (*fn)(const float *, float *, int64_t)) {
-  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
-      !c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.out(0), c.in(0).shape, "result"))
-    return;
-  if (c.isCheckOnly())
-    return;
-  fn(c.in(0).as<float>(), c.out(0).as<float>(), c.in(0).getNumElements());
 }
 
 template <size_t ElementBytes>
@@ -2142,8 +2135,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              {"nn.dropout", runDropout},
              {"nn.neg",
               [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
-             {"nn.exp", [](KernelCall &c) { runVector(c, cpu::vectorExp); }},
-             {"nn.log", [](KernelCall &c) { runVector(c, cpu::vectorLog); }},
+             {"nn.exp", [](KernelCall &c) { runOnArrays(c, cpu::vectorExp); }},
+             {"nn.log", [](KernelCall &c) { runOnArrays(c, cpu::vectorLog); }},
              {"nn.sqrt",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::sqrt(x); });
@@ -2152,7 +2145,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return 1.0f / std::sqrt(x); });
               }},
-             {"nn.tanh", [](KernelCall &c) { runVector(c, cpu::vectorTanh); }},
+             {"nn.tanh",
+              [](KernelCall &c) { runOnArrays(c, cpu::vectorTanh); }},
              {"nn.sin",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::sin(x); });
@@ -2162,19 +2156,21 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
                 runUnary(c, [](float x) { return std::cos(x); });
               }},
              {"nn.sigmoid",
-              [](KernelCall &c) { runVector(c, cpu::vectorSigmoid); }},
+              [](KernelCall &c) { runOnArrays(c, cpu::vectorSigmoid); }},
              {"nn.abs",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return std::fabs(x); });
               }},
-             {"nn.erf", [](KernelCall &c) { runVector(c, cpu::vectorErf); }},
+             {"nn.erf", [](KernelCall &c) { runOnArrays(c, cpu::vectorErf); }},
              // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
              {"nn.relu",
               [](KernelCall &c) {
                 runUnary(c, [](float x) { return x < 0.0f ? 0.0f : x; });
               }},
-             {"nn.gelu", [](KernelCall &c) { runVector(c, cpu::vectorGelu); }},
-             {"nn.silu", [](KernelCall &c) { runVector(c, cpu::vectorSilu); }},
+             {"nn.gelu",
+              [](KernelCall &c) { runOnArrays(c, cpu::vectorGelu); }},
+             {"nn.silu",
+              [](KernelCall &c) { runOnArrays(c, cpu::vectorSilu); }},
              {"nn.select", runSelect},
              {"nn.compare", runCompare},
              {"nn.cast", runCast},
