@@ -15,9 +15,9 @@ clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -Iruntime/include -Iruntime/proto -Ibuild/runtime/proto \
   test/fuzz/PlanLoaderFuzzer.cpp runtime/src/Plan.cpp runtime/src/Manifest.cpp \
   runtime/src/Mesh.cpp runtime/src/Tensor.cpp runtime/src/cpu/Kernels.cpp \
-  runtime/proto/PlanChecksum.cpp \
+  runtime/src/cpu/VectorMath.cpp runtime/proto/PlanChecksum.cpp \
   build/runtime/proto/plan.pb.cc \
-  -lprotobuf -lxxhash -lopenblas -o "$out/plan-loader-fuzzer"
+  -lprotobuf -lxxhash -lopenblas -lsleef -o "$out/plan-loader-fuzzer"
 for example in mlp_megatron gpt_block; do
   build/bin/tessera compile "examples/$example.mlir" --mesh dp=2,tp=2 \
     -o "$out/corpus/$example.plan"

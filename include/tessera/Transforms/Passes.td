@@ -145,6 +145,9 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
       annotated at all, and only by extending its axes; closed dims never
       change, and user annotations beat inferred shardings;
     - a factor that the op cannot split (`need_replication`) takes no axes;
+    - a dim's major factor may take axes that do not divide it, when every
+      device still gets some of it (`--tessera-pad` then pads it, as GSPMD
+      and Shardy do): 25 heads over 2 devices split, 13 each;
     - when the tensors of one factor disagree (a conflict), `mode=aggressive`
       (the default) keeps the candidate that leaves the fewest bytes to
       reshard (with `machine=`, the fewest seconds: each losing tensor is
