@@ -4,6 +4,8 @@
 #define TESSERA_TRANSFORMS_PASSES_H
 
 #include "dialects/Dist/IR/DistDialect.h"
+#include "dialects/Dist/IR/DistOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "tessera/Transforms/PassOptions.h"
@@ -20,6 +22,14 @@ llvm::Expected<llvm::StringMap<int64_t>> parseMeshSizes(llvm::StringRef spec);
 /// when it cannot be loaded.
 mlir::FailureOr<std::optional<MachineModel>>
 loadOptionalMachine(mlir::Operation *op, llvm::StringRef name);
+
+/// Runs `fn` on each function with a body whose shardings name a mesh
+/// (getFunctionMesh), skipping those that name none; fails at the first
+/// that fails, or that names several meshes.
+mlir::LogicalResult forEachMeshFunction(
+    mlir::ModuleOp module,
+    llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp, dist::MeshOp)>
+        fn);
 
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION

@@ -296,9 +296,9 @@ static DenseElementsAttr padElements(DenseElementsAttr elements,
     return DenseElementsAttr::get(type, elements.getSplatValue<Attribute>());
   ArrayRef<int64_t> before = elements.getType().getShape();
   SmallVector<Attribute> values(elements.getValues<Attribute>());
-  SmallVector<Attribute> padded(type.getNumElements(),
-                                OpBuilder(type.getContext())
-                                    .getZeroAttr(type.getElementType()));
+  SmallVector<Attribute> padded(
+      type.getNumElements(),
+      OpBuilder(type.getContext()).getZeroAttr(type.getElementType()));
   SmallVector<int64_t> index(before.size(), 0);
   for (Attribute value : values) {
     int64_t offset = 0;
@@ -331,14 +331,14 @@ Value FunctionPadder::grow(Value value, int64_t dim, int64_t size,
   whole.dims[dim].axes.clear();
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size - type.getDimSize(dim);
-  Value padding = zeros(value.getLoc(),
-                        RankedTensorType::get(shape, type.getElementType()),
-                        whole);
+  Value padding =
+      zeros(value.getLoc(), RankedTensorType::get(shape, type.getElementType()),
+            whole);
   shape[dim] = size;
-  auto concat = nn::ConcatOp::create(
-      builder, value.getLoc(),
-      RankedTensorType::get(shape, type.getElementType()),
-      ValueRange{value, padding}, dim);
+  auto concat =
+      nn::ConcatOp::create(builder, value.getLoc(),
+                           RankedTensorType::get(shape, type.getElementType()),
+                           ValueRange{value, padding}, dim);
   annotate(concat, sharding);
   return concat;
 }
@@ -352,10 +352,9 @@ Value FunctionPadder::cutPadding(Value value, int64_t dim) {
   sharding.unreduced.clear();
   sharding.flat.clear();
   sharding.dims[dim].axes.clear();
-  auto slice =
-      nn::SliceOp::create(builder, value.getLoc(), value,
-                          builder.getDenseI64ArrayAttr(start),
-                          builder.getDenseI64ArrayAttr(limit));
+  auto slice = nn::SliceOp::create(builder, value.getLoc(), value,
+                                   builder.getDenseI64ArrayAttr(start),
+                                   builder.getDenseI64ArrayAttr(limit));
   annotate(slice, sharding);
   if (limit != before)
     unpadded[slice] = before;
@@ -434,9 +433,9 @@ LogicalResult FunctionPadder::fixAttributes(Operation *op) {
   };
   if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
     if (isPadded(constant.getResult()))
-      constant.setValueAttr(padElements(
-          cast<DenseElementsAttr>(constant.getValue()),
-          cast<RankedTensorType>(constant.getType())));
+      constant.setValueAttr(
+          padElements(cast<DenseElementsAttr>(constant.getValue()),
+                      cast<RankedTensorType>(constant.getType())));
     return success();
   }
   if (auto slice = dyn_cast<nn::SliceOp>(op)) {
@@ -770,17 +769,10 @@ struct PadPass : tessera::impl::PadPassBase<PadPass> {
   using PadPassBase::PadPassBase;
 
   void runOnOperation() override {
-    WalkResult result = getOperation().walk([&](func::FuncOp function) {
-      if (function.isExternal())
-        return WalkResult::advance();
-      FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
-      if (failed(mesh))
-        return WalkResult::interrupt();
-      if (!*mesh || failed(FunctionPadder(function, *mesh).run()))
-        return *mesh ? WalkResult::interrupt() : WalkResult::advance();
-      return WalkResult::advance();
-    });
-    if (result.wasInterrupted())
+    if (failed(forEachMeshFunction(
+            getOperation(), [](func::FuncOp function, dist::MeshOp mesh) {
+              return FunctionPadder(function, mesh).run();
+            })))
       signalPassFailure();
   }
 };

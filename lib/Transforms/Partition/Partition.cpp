@@ -1027,22 +1027,14 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
         loadOptionalMachine(getOperation(), machine);
     if (failed(machineModel))
       return signalPassFailure();
-    WalkResult result = getOperation().walk([&](func::FuncOp function) {
-      if (function.isExternal())
-        return WalkResult::advance();
-      FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
-      if (failed(mesh))
-        return WalkResult::interrupt();
-      if (!*mesh)
-        return WalkResult::advance();
-      if (failed(FunctionPartitioner(function, *mesh, explain,
-                                     *machineModel ? &**machineModel : nullptr)
-                     .run()) ||
-          failed(optimizeReshards(function)))
-        return WalkResult::interrupt();
-      return WalkResult::advance();
-    });
-    if (result.wasInterrupted())
+    const MachineModel *onMachine = *machineModel ? &**machineModel : nullptr;
+    if (failed(forEachMeshFunction(
+            getOperation(), [&](func::FuncOp function, dist::MeshOp mesh) {
+              if (failed(FunctionPartitioner(function, mesh, explain, onMachine)
+                             .run()))
+                return failure();
+              return optimizeReshards(function);
+            })))
       signalPassFailure();
   }
 };

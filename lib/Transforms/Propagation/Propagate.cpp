@@ -781,20 +781,13 @@ struct PropagatePass : tessera::impl::PropagatePassBase<PropagatePass> {
         loadOptionalMachine(getOperation(), machine);
     if (failed(machineModel))
       return signalPassFailure();
-    WalkResult result = getOperation().walk([&](func::FuncOp function) {
-      if (function.isExternal())
-        return WalkResult::advance();
-      FailureOr<dist::MeshOp> mesh = getFunctionMesh(function);
-      if (failed(mesh))
-        return WalkResult::interrupt();
-      if (*mesh &&
-          failed(FunctionPropagator(function, MeshShape(*mesh), mode, explain,
-                                    *machineModel ? &**machineModel : nullptr)
-                     .run()))
-        return WalkResult::interrupt();
-      return WalkResult::advance();
-    });
-    if (result.wasInterrupted())
+    const MachineModel *onMachine = *machineModel ? &**machineModel : nullptr;
+    if (failed(forEachMeshFunction(
+            getOperation(), [&](func::FuncOp function, dist::MeshOp mesh) {
+              return FunctionPropagator(function, MeshShape(mesh), mode,
+                                        explain, onMachine)
+                  .run();
+            })))
       signalPassFailure();
   }
 };
