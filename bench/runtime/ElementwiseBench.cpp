@@ -5,7 +5,8 @@
 // nn.erf, nn.sigmoid, nn.silu, nn.gelu, and nn.softmax over rows of 1024)
 // on 1M floats, next to the scalar libm loop each ran as before SLEEF
 // (issue 27's trace: nn.gelu and nn.tanh at about 20 ns an element), in
-// elements per second.
+// elements per second; and the GELU gradient's 23 ops as one nn.fused
+// kernel next to the same ops one kernel each.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 using namespace tessera::runtime;
 
@@ -92,5 +94,92 @@ static void BM_Kernel_softmax(benchmark::State &state) {
   runKernel(state, "nn.softmax");
 }
 BENCHMARK(BM_Kernel_softmax);
+
+namespace {
+/// The GELU gradient dy · gelu'(x) as the train step computes it
+/// (NNGradients.cpp): 23 ops. Values are numbered as in an nn.fused
+/// program: x and dy, then one per step.
+std::vector<FusedStep> makeGeluGradient() {
+  auto constant = [](float value) {
+    FusedStep step{"nn.constant", {}, {}, DType::F32};
+    step.attrs.bytes["value"] =
+        std::string(reinterpret_cast<const char *>(&value), sizeof(float));
+    return step;
+  };
+  auto op = [](const char *name, std::vector<int64_t> operands) {
+    return FusedStep{name, std::move(operands), {}, DType::F32};
+  };
+  const float a = 0.044715f, c = 0.7978845608028654f;
+  return {
+      op("nn.mul", {0, 0}),   // 2: x²
+      op("nn.mul", {2, 0}),   // 3: x³
+      constant(a),            // 4
+      op("nn.mul", {3, 4}),   // 5
+      op("nn.add", {0, 5}),   // 6
+      constant(c),            // 7
+      op("nn.mul", {6, 7}),   // 8: u
+      op("nn.tanh", {8}),     // 9: t
+      constant(1.0f),         // 10
+      op("nn.add", {10, 9}),  // 11
+      constant(0.5f),         // 12
+      op("nn.mul", {11, 12}), // 13: left
+      op("nn.mul", {9, 9}),   // 14
+      op("nn.sub", {10, 14}), // 15: sech²
+      constant(3 * a),        // 16
+      op("nn.mul", {2, 16}),  // 17
+      op("nn.add", {10, 17}), // 18
+      op("nn.mul", {18, 7}),  // 19: du
+      op("nn.mul", {0, 12}),  // 20
+      op("nn.mul", {15, 19}), // 21
+      op("nn.mul", {20, 21}), // 22: right
+      op("nn.add", {13, 22}), // 23
+      op("nn.mul", {1, 23}),  // 24: dy · gelu'(x)
+  };
+}
+} // namespace
+
+/// The GELU gradient as one nn.fused kernel.
+static void BM_GeluGradient_Fused(benchmark::State &state) {
+  OwnedTensor x = makeInput(), dy = makeInput(), y(DType::F32, x.view.shape);
+  KernelAttrs attrs;
+  attrs.fusedSteps = makeGeluGradient();
+  attrs.fusedResults = {static_cast<int64_t>(attrs.fusedSteps.size()) + 1};
+  for (auto _ : state) {
+    std::string error =
+        runCpuKernel("nn.fused", attrs, {&x.view, &dy.view}, {&y.view})
+            .message();
+    if (!error.empty())
+      state.SkipWithError(error.c_str());
+    benchmark::DoNotOptimize(y.view.data);
+  }
+  setElements(state);
+}
+BENCHMARK(BM_GeluGradient_Fused);
+
+/// The same ops as 23 kernels, each value in memory (as without fusion: a
+/// constant is a splat tensor, made before the kernel that reads it).
+static void BM_GeluGradient_Unfused(benchmark::State &state) {
+  std::vector<FusedStep> steps = makeGeluGradient();
+  std::vector<OwnedTensor> values;
+  values.push_back(makeInput());
+  values.push_back(makeInput());
+  for (size_t i = 0; i < steps.size(); ++i)
+    values.emplace_back(DType::F32, values[0].view.shape);
+  for (auto _ : state) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      std::vector<const Tensor *> inputs;
+      for (int64_t operand : steps[i].operands)
+        inputs.push_back(&values[operand].view);
+      std::string error = runCpuKernel(steps[i].op, steps[i].attrs, inputs,
+                                       {&values[i + 2].view})
+                              .message();
+      if (!error.empty())
+        state.SkipWithError(error.c_str());
+    }
+    benchmark::DoNotOptimize(values.back().view.data);
+  }
+  setElements(state);
+}
+BENCHMARK(BM_GeluGradient_Unfused);
 
 BENCHMARK_MAIN();

@@ -9,16 +9,34 @@
 
 using namespace tessera;
 
-MemoryPlan tessera::planMemory(llvm::ArrayRef<BufferLifetime> buffers,
-                               int64_t alignment) {
-  MemoryPlan plan;
-  plan.offsetsBytes.assign(buffers.size(), 0);
+/// The lowest aligned offset at which `bytes` fit between `placed` (sorted
+/// by offset).
+static int64_t findGap(llvm::ArrayRef<int64_t> placed,
+                       llvm::ArrayRef<int64_t> offsets,
+                       llvm::ArrayRef<BufferLifetime> buffers, int64_t bytes,
+                       int64_t alignment) {
+  int64_t offset = 0;
+  for (int64_t other : placed) {
+    int64_t start = offsets[other];
+    if (offset + bytes <= start)
+      break;
+    int64_t end = start + buffers[other].bytes;
+    offset = std::max(offset, (end + alignment - 1) / alignment * alignment);
+  }
+  return offset;
+}
+
+/// First fit in the order buffers are made, as an allocator would: returns
+/// the arena's size.
+static int64_t placeInOrder(llvm::ArrayRef<BufferLifetime> buffers,
+                            int64_t alignment,
+                            llvm::MutableArrayRef<int64_t> offsets) {
   llvm::SmallVector<int64_t> order(buffers.size());
   std::iota(order.begin(), order.end(), 0);
   llvm::stable_sort(order, [&](int64_t a, int64_t b) {
     return buffers[a].firstStep < buffers[b].firstStep;
   });
-
+  int64_t arenaBytes = 0;
   // The placed buffers still live, sorted by offset.
   llvm::SmallVector<int64_t> live;
   for (int64_t id : order) {
@@ -26,21 +44,60 @@ MemoryPlan tessera::planMemory(llvm::ArrayRef<BufferLifetime> buffers,
     llvm::erase_if(live, [&](int64_t other) {
       return buffers[other].lastStep < buffer.firstStep;
     });
-    int64_t offset = 0;
-    for (int64_t other : live) {
-      int64_t start = plan.offsetsBytes[other];
-      if (offset + buffer.bytes <= start)
-        break;
-      int64_t end = start + buffers[other].bytes;
-      offset = std::max(offset, (end + alignment - 1) / alignment * alignment);
-    }
-    plan.offsetsBytes[id] = offset;
-    plan.arenaBytes = std::max(plan.arenaBytes, offset + buffer.bytes);
-    live.insert(llvm::upper_bound(live, offset,
+    offsets[id] = findGap(live, offsets, buffers, buffer.bytes, alignment);
+    arenaBytes = std::max(arenaBytes, offsets[id] + buffer.bytes);
+    live.insert(llvm::upper_bound(live, offsets[id],
                                   [&](int64_t value, int64_t other) {
-                                    return value < plan.offsetsBytes[other];
+                                    return value < offsets[other];
                                   }),
                 id);
+  }
+  return arenaBytes;
+}
+
+/// Greedy by size (TensorFlow Lite's arena planner; Pisarchyk and Lee,
+/// "Efficient Memory Management for Deep Neural Net Inference", 2020): the
+/// largest buffers first, each at the lowest offset free over its whole
+/// lifetime, so that small buffers fill the gaps between large ones.
+static int64_t placeBySize(llvm::ArrayRef<BufferLifetime> buffers,
+                           int64_t alignment,
+                           llvm::MutableArrayRef<int64_t> offsets) {
+  llvm::SmallVector<int64_t> order(buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  int64_t arenaBytes = 0;
+  llvm::SmallVector<int64_t> placed, overlapping;
+  for (int64_t id : order) {
+    const BufferLifetime &buffer = buffers[id];
+    overlapping.clear();
+    for (int64_t other : placed)
+      if (buffers[other].lastStep >= buffer.firstStep &&
+          buffer.lastStep >= buffers[other].firstStep)
+        overlapping.push_back(other);
+    llvm::sort(overlapping,
+               [&](int64_t a, int64_t b) { return offsets[a] < offsets[b]; });
+    offsets[id] =
+        findGap(overlapping, offsets, buffers, buffer.bytes, alignment);
+    arenaBytes = std::max(arenaBytes, offsets[id] + buffer.bytes);
+    placed.push_back(id);
+  }
+  return arenaBytes;
+}
+
+MemoryPlan tessera::planMemory(llvm::ArrayRef<BufferLifetime> buffers,
+                               int64_t alignment) {
+  // Both layouts, and the smaller arena of the two: neither packs every
+  // program best.
+  MemoryPlan plan;
+  plan.offsetsBytes.assign(buffers.size(), 0);
+  llvm::SmallVector<int64_t> bySize(buffers.size(), 0);
+  plan.arenaBytes = placeInOrder(buffers, alignment, plan.offsetsBytes);
+  if (int64_t arenaBytes = placeBySize(buffers, alignment, bySize);
+      arenaBytes < plan.arenaBytes) {
+    plan.arenaBytes = arenaBytes;
+    plan.offsetsBytes = std::move(bySize);
   }
 
   // The bound and the breakdowns: sweep the steps where lifetimes start and

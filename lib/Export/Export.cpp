@@ -213,20 +213,14 @@ bool PlanBuilder::isRemadeConstant(Operation &op) {
   });
 }
 
-LogicalResult PlanBuilder::addKernel(Operation *op,
-                                     plan::Instruction &instruction) {
-  plan::Kernel *kernel = instruction.mutable_kernel();
-  kernel->set_op(op->getName().getStringRef().str());
-  for (Value operand : op->getOperands()) {
-    FailureOr<int64_t> id = getBuffer(operand);
-    if (failed(id))
-      return op->emitError("cannot export: operand is not a tensor buffer");
-    kernel->add_inputs(*id);
-  }
-  // Every attribute the op holds, defaults included: an op's
-  // DefaultValuedAttrs are set when it is created (populateDefaultProperties),
-  // and the runtime has no defaults of its own, so the op definition stays
-  // their one source. The runtime's validator rejects a kernel without one.
+/// Writes every attribute `op` holds into `attrs`, defaults included: an
+/// op's DefaultValuedAttrs are set when it is created
+/// (populateDefaultProperties), and the runtime has no defaults of its own,
+/// so the op definition stays their one source. The runtime's validator
+/// rejects a kernel without one.
+static LogicalResult
+addAttributes(Operation *op,
+              google::protobuf::Map<std::string, plan::AttrValue> &attrs) {
   for (NamedAttribute attr : op->getAttrs()) {
     // Optional operands' counts are the kernel's inputs themselves.
     if (attr.getName() == dist::DistDialect::kShardingAttrName ||
@@ -250,9 +244,47 @@ LogicalResult PlanBuilder::addKernel(Operation *op,
       return op->emitError("cannot export attribute '")
              << attr.getName().getValue() << "'";
     }
-    (*kernel->mutable_attrs())[attr.getName().str()] = value;
+    attrs[attr.getName().str()] = value;
   }
   return success();
+}
+
+/// An nn.fused op's body as its kernel's steps: values are numbered from
+/// the kernel's inputs (the body's arguments) on, then one per step.
+static LogicalResult addFusedSteps(nn::FusedOp fused, plan::Kernel &kernel) {
+  Block &body = fused.getBody().front();
+  DenseMap<Value, int64_t> ids;
+  for (BlockArgument arg : body.getArguments())
+    ids[arg] = arg.getArgNumber();
+  for (Operation &op : body.without_terminator()) {
+    plan::FusedStep *step = kernel.add_fused_steps();
+    step->set_op(op.getName().getStringRef().str());
+    for (Value operand : op.getOperands())
+      step->add_operands(ids.lookup(operand));
+    if (failed(addAttributes(&op, *step->mutable_attrs())))
+      return failure();
+    step->set_dtype(getPlanDType(op.getResultTypes()[0]));
+    ids[op.getResult(0)] =
+        fused.getNumOperands() + kernel.fused_steps_size() - 1;
+  }
+  for (Value value : body.getTerminator()->getOperands())
+    kernel.add_fused_results(ids.lookup(value));
+  return success();
+}
+
+LogicalResult PlanBuilder::addKernel(Operation *op,
+                                     plan::Instruction &instruction) {
+  plan::Kernel *kernel = instruction.mutable_kernel();
+  kernel->set_op(op->getName().getStringRef().str());
+  for (Value operand : op->getOperands()) {
+    FailureOr<int64_t> id = getBuffer(operand);
+    if (failed(id))
+      return op->emitError("cannot export: operand is not a tensor buffer");
+    kernel->add_inputs(*id);
+  }
+  if (auto fused = dyn_cast<nn::FusedOp>(op))
+    return addFusedSteps(fused, *kernel);
+  return addAttributes(op, *kernel->mutable_attrs());
 }
 
 static plan::ReductionKind getPlanReduction(dist::ReductionKind kind) {

@@ -131,10 +131,19 @@ static void addExport(OpPassManager &pm, StringRef output, bool text) {
   pm.addPass(createExportPass(options));
 }
 
+/// Elementwise fusion, when `options` ask for it, then export of the plan
+/// to their output.
+static void addFusionAndExport(OpPassManager &pm,
+                               const CompileOptions &options) {
+  if (options.fuse)
+    pm.addPass(createFuseElementwisePass());
+  addExport(pm, options.output, options.text);
+}
+
 void tessera::buildCompilePipeline(OpPassManager &pm,
                                    const CompileOptions &options) {
   buildShardingPipeline(pm, options);
-  addExport(pm, options.output, options.text);
+  addFusionAndExport(pm, options);
 }
 
 void tessera::buildSingleDevicePipeline(OpPassManager &pm,
@@ -142,7 +151,7 @@ void tessera::buildSingleDevicePipeline(OpPassManager &pm,
   addTrainStep(pm, options);
   pm.addPass(createStripShardingPass());
   addFolding(pm);
-  addExport(pm, options.output, options.text);
+  addFusionAndExport(pm, options);
 }
 
 void tessera::buildGradientPipeline(OpPassManager &pm, StringRef output) {

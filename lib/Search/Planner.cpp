@@ -86,6 +86,18 @@ static OwningOpRef<ModuleOp> buildTrainStep(ModuleOp module) {
   pm.addPass(createTrainStepPass());
   if (mlir::failed(pm.run(*copy)))
     return nullptr;
+  // The backward as compiled: its elementwise chains fused, their
+  // temporaries never in memory, and what they read of the forward's
+  // broadcasts read from the broadcasts' inputs. The step begins with the
+  // model's ops, which stay as they are.
+  func::FuncOp model = getModelFunction(module);
+  func::FuncOp step = getModelFunction(*copy);
+  if (!model || !step)
+    return nullptr;
+  int64_t modelOps = llvm::range_size(model.front().without_terminator());
+  if (static_cast<int64_t>(step.front().getOperations().size()) <= modelOps)
+    return nullptr;
+  fuseElementwise(step.front(), &*std::next(step.front().begin(), modelOps));
   return copy;
 }
 
@@ -182,6 +194,7 @@ TrainStepActivations tessera::getTrainStepActivations(ModuleOp module) {
   int64_t modelOps = llvm::range_size(function.front().without_terminator());
   if (static_cast<int64_t>(stepOps.size()) <= modelOps)
     return {};
+
   DenseMap<Operation *, int64_t> index;
   for (Operation *op : ArrayRef(stepOps).take_front(modelOps))
     if (isModelOp(op)) {
@@ -395,6 +408,8 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   function.walk([&](nn::DropoutOp dropout) {
     if (dropout.getInput().getDefiningOp<nn::SoftmaxOp>())
       shape.attentionDropout = true;
+    else
+      shape.outputDropout = true;
   });
   if (!shape.vocab || !shape.layers || !shape.heads || !shape.batch)
     return llvm::createStringError(
@@ -797,21 +812,25 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   double sbv = s * microbatch * model.vocab / (choice.sequenceParallel ? t : 1);
   // The backward's peak, beyond what the layers keep, in s b h: the larger
   // of the LM head's (the logits, their log-probabilities and gradients:
-  // 4 s b v, and the head's input and its gradient) and the first layer's
-  // MLP's (its 4h gradients, and, recomputing it whole, the layer again
-  // with its scores; on one device, a tied embedding's head term of the
-  // gradient, [V, h], which data parallelism reduces). Measured on compiled
-  // steps (bench/search/activations.py: h 256-512, s 64-512, V/h 1-8, TP
-  // 1-4, with and without SP and recomputation: within 1%).
+  // 3 s b v, the cross-entropy's gradient being one fused kernel, and the
+  // head's input and its gradient) and the first layer's MLP's (its 4h
+  // gradients, the GELU's gradient being one fused kernel, and, recomputing
+  // it whole, the layer again with its scores; on one device, a tied
+  // embedding's head term of the gradient, [V, h], which data parallelism
+  // reduces). Measured on compiled steps with elementwise fusion
+  // (bench/search/activations.py: h 256-512, s 64-512, V/h 1-8, TP 1-4,
+  // with and without SP and recomputation).
   bool sp = choice.sequenceParallel;
-  double headTransient = (4 * model.vocab / h + 2) / (sp ? t : 1);
+  double headTransient = (3 * model.vocab / h + 2) / (sp ? t : 1);
   double headGradient = model.tiedEmbedding && choice.dp == 1 && choice.pp == 1
                             ? model.vocab / (s * microbatch)
                             : 0;
+  double dropped = model.outputDropout && !sp ? 1 : 0;
   double mlpTransient =
       choice.recompute == Recompute::Full
-          ? (sp ? 34 / t : 32 / t + 4 + headGradient) + attention + fusedKept
-          : (sp ? 21 / t : 20 / t + 1 + headGradient);
+          ? (sp ? 22 / t : 20 / t + 4 + headGradient + dropped) + attention +
+                fusedKept
+          : (sp ? 7 / t : 6 / t + 1 + headGradient + dropped);
   if (choice.pp == 1) {
     estimate.activationBytes = (perLayer * structure * model.layers +
                                 std::max(headTransient, mlpTransient)) *
@@ -859,23 +878,27 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     StageEnds ends = {whole, whole, norm, choice.zero < 2};
     // The units' transients, measured as the stages' activation peaks less
     // what their ranks keep (h 256, s 128-512, V/h 2-16, TP 1-2, with and
-    // without SP and recomputation): a layer's backward, at the MLP's (the
-    // GELU's gradient: six 4h/t values) or the attention's (the scores'
-    // gradients: three softmaxes, four recomputing them), next to the
-    // gradient it receives; recomputing whole, the unpipelined backward's
-    // (see mlpTransient), less 5/t + 3 without its weight gradients. The
-    // embeddings' gradients (the token embedding's [V, h]); the LM head's
-    // logits gradient, softmax and one-hot.
+    // without SP and recomputation, elementwise chains fused): a layer's
+    // backward, at the MLP's (the GELU's gradient, one fused kernel: the
+    // 4h/t gradient it reads and the one it makes) or the attention's (the
+    // scores' gradients: three softmaxes, four recomputing them), next to
+    // the gradient it receives; recomputing whole, the unpipelined
+    // backward's (see mlpTransient), less 5/t + 3 without its weight
+    // gradients. The embeddings' gradients (the token embedding's [V, h]).
     double scores = (choice.recompute == Recompute::None ? 3 : 4) * attention;
     UnitTransients transients;
     transients.backward =
-        full ? (sp ? 34 / t : 32 / t + 4) + attention + fusedKept
-             : std::max(24 / t, scores + 1 / t) + whole;
+        full ? (sp ? 22 / t : 20 / t + 4) + attention + fusedKept
+             : std::max(8 / t, scores + 1 / t) + whole;
     transients.inputBackward =
-        full ? 27 / t + 1 + attention + fusedKept
-             : std::max(24 / t + (sp ? whole : 0), scores + 1 / t);
+        full ? 15 / t + 1 + attention + fusedKept
+             : std::max(8 / t + (sp ? whole : 0), scores + 1 / t);
     transients.embedding = model.vocab / (s * microbatch) + whole;
-    transients.head = 3 * logits;
+    // The head's: the logits' gradient (one fused kernel from the logits)
+    // and the softmax, and, where B runs the head's weight gradient (see
+    // above), the logits' gradient it then does not hold for W.
+    transients.head =
+        (choice.microbatches == 1 && model.tiedEmbedding ? 3 : 2) * logits;
     PipelineActivationLayout own;
     if (!layout)
       own = getPipelineActivationLayout(model, choice);

@@ -48,9 +48,10 @@ Mesh runtime::getMesh(const plan::Plan &plan) {
   return Mesh(std::move(names), std::move(sizes));
 }
 
-KernelAttrs runtime::getKernelAttrs(const plan::Kernel &kernel) {
+static KernelAttrs
+getAttrs(const google::protobuf::Map<std::string, plan::AttrValue> &planAttrs) {
   KernelAttrs attrs;
-  for (const auto &[name, value] : kernel.attrs()) {
+  for (const auto &[name, value] : planAttrs) {
     switch (value.value_case()) {
     case plan::AttrValue::kI:
       attrs.ints[name] = value.i();
@@ -69,6 +70,21 @@ KernelAttrs runtime::getKernelAttrs(const plan::Kernel &kernel) {
       break;
     }
   }
+  return attrs;
+}
+
+KernelAttrs runtime::getKernelAttrs(const plan::Kernel &kernel) {
+  KernelAttrs attrs = getAttrs(kernel.attrs());
+  for (const plan::FusedStep &planStep : kernel.fused_steps()) {
+    FusedStep &step = attrs.fusedSteps.emplace_back();
+    step.op = planStep.op();
+    step.operands.assign(planStep.operands().begin(),
+                         planStep.operands().end());
+    step.attrs = getAttrs(planStep.attrs());
+    step.dtype = getDType(planStep.dtype());
+  }
+  attrs.fusedResults.assign(kernel.fused_results().begin(),
+                            kernel.fused_results().end());
   return attrs;
 }
 
@@ -197,6 +213,11 @@ ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
         getDType(b.dtype()), {b.shape().begin(), b.shape().end()}, &standIn});
     return &tensors.back();
   };
+  for (const plan::FusedStep &step : kernel.fused_steps())
+    if (step.dtype() == plan::DTYPE_UNSPECIFIED ||
+        !plan::DType_IsValid(step.dtype()))
+      return invalidPlan(kernel.op() + ": a fused step '" + step.op() +
+                         "' has no element type");
   std::vector<const Tensor *> inputs;
   std::vector<Tensor *> outputs;
   for (int64_t id : kernel.inputs())

@@ -130,6 +130,12 @@ static cl::opt<int64_t> prefetchMemoryLimit(
     cl::desc("With --overlap: bytes of collective results in flight that "
              "prefetching may not pass (0: no limit)"),
     cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<bool>
+    fuse("fuse",
+         cl::desc("Fuse chains of elementwise ops into one kernel each "
+                  "(--tessera-fuse-elementwise; --fuse=false: one kernel "
+                  "per op)"),
+         cl::init(true), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("Weight decay of the optimizer"),
                                    cl::init(0.0), cl::sub(compileCommand()),
@@ -155,6 +161,7 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.bucketBytes = bucketBytes;
   options.memoryLimit = prefetchMemoryLimit;
   options.gatherUnits = gatherUnits;
+  options.fuse = fuse;
 }
 
 StringRef cli::getModelInput() { return modelInput; }

@@ -170,3 +170,12 @@ int64_t ScatterAddOp::getFlops() { return numElements(getSource()); }
 int64_t TopKOp::getFlops() {
   return numElements(getInput()) * getKAttr().getInt();
 }
+
+/// The FLOPs of the fused ops; its bytes are the default, each input read
+/// and each result written once: what fusion saves.
+int64_t FusedOp::getFlops() {
+  int64_t flops = 0;
+  for (auto op : getBody().front().getOps<CostOpInterface>())
+    flops += op.getFlops();
+  return flops;
+}

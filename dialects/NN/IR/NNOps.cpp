@@ -860,3 +860,67 @@ SmallVector<Value> AdamWOp::getState() { return {getM(), getV()}; }
 
 #define GET_OP_CLASSES
 #include "dialects/NN/IR/NNOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+/// f32, bf16, f16: what a fused body computes in (f32 registers, rounded to
+/// the 16-bit types).
+static bool isFusedFloat(Type type) {
+  return isa<Float32Type, BFloat16Type, Float16Type>(
+      getElementTypeOrSelf(type));
+}
+
+static bool isFusedValue(Type type) {
+  return isFusedFloat(type) || getElementTypeOrSelf(type).isInteger(1);
+}
+
+bool tessera::nn::isFusible(Operation *op) {
+  if (auto constant = dyn_cast<ConstantOp>(op))
+    return isFusedFloat(constant.getType()) && constant.getValue().isSplat();
+  if (isa<BroadcastOp>(op))
+    return isFusedValue(op->getResultTypes()[0]);
+  if (isa<CompareOp>(op))
+    return isFusedFloat(op->getOperandTypes()[0]);
+  if (isa<SelectOp>(op))
+    return isFusedFloat(op->getResultTypes()[0]);
+  if (isa<CastOp>(op))
+    return isFusedFloat(op->getOperandTypes()[0]) &&
+           isFusedFloat(op->getResultTypes()[0]);
+  if (!isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, ExpOp, LogOp,
+           SqrtOp, RsqrtOp, TanhOp, SinOp, CosOp, SigmoidOp, AbsOp, ErfOp,
+           ReluOp, GeluOp, SiluOp, ClampOp>(op))
+    return false;
+  return isFusedFloat(op->getResultTypes()[0]);
+}
+
+LogicalResult FusedOp::verifyRegions() {
+  if (getNumResults() == 0)
+    return emitOpError("expects at least one result");
+  ArrayRef<int64_t> shape = getShape();
+  for (Type type : getResultTypes())
+    if (cast<RankedTensorType>(type).getShape() != shape)
+      return emitOpError("expects results of one shape, got ")
+             << formatList(cast<RankedTensorType>(type).getShape()) << " and "
+             << formatList(shape);
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("expects the body's arguments to have the inputs' "
+                       "types");
+  for (Operation &op : body.without_terminator()) {
+    if (!isFusible(&op))
+      return op.emitOpError("cannot be fused: expects an elementwise op of "
+                            "f32, bf16, f16 or i1 values, a splat float "
+                            "constant or a broadcast");
+    auto type = cast<RankedTensorType>(op.getResultTypes()[0]);
+    if (type.getShape() != shape)
+      return op.emitOpError("expects the fused shape ")
+             << formatList(shape) << ", got " << formatList(type.getShape());
+    if (isa<BroadcastOp>(op) && !isa<BlockArgument>(op.getOperand(0)))
+      return op.emitOpError("expects to broadcast an input of the fused op");
+  }
+  if (body.getTerminator()->getOperandTypes() != getResultTypes())
+    return emitOpError("expects the body to yield the results' types");
+  return success();
+}

@@ -39,6 +39,12 @@ constexpr llvm::StringLiteral kStateAttrName = "nn.state";
 /// the index of the argument it replaces in the next step.
 constexpr llvm::StringLiteral kUpdatesAttrName = "nn.updates";
 
+/// Whether `op` may be an op of an nn.fused body (see nn.fused): an
+/// elementwise op whose values are f32, bf16, f16 or i1 (a float compare, a
+/// select of floats, a cast between float types), a splat float constant or
+/// a broadcast.
+bool isFusible(mlir::Operation *op);
+
 } // namespace tessera::nn
 
 #endif // TESSERA_NN_NNOPS_H

@@ -944,4 +944,61 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def NN_FusedOp : NN_Op<"fused", [Pure, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "elementwise ops fused into one pass over memory";
+  let description = [{
+    Elementwise ops that `--tessera-fuse-elementwise` grouped, as XLA's
+    loop fusions and Inductor's pointwise kernels do: a backend computes
+    each element of the results from the inputs' elements in one pass,
+    never writing the body's other values to memory.
+
+    The body's one block takes the inputs and yields the results, which all
+    have one shape. Its ops are elementwise `nn` ops of that shape in f32,
+    bf16, f16 or (comparisons, a select's condition) i1: the arithmetic and
+    transcendental ops, `nn.clamp`, `nn.select`, `nn.compare`, `nn.cast`
+    between float types, splat `nn.constant`s, and `nn.broadcast`s of block
+    arguments (an input of another shape, read with a stride of 0 along the
+    dims it is broadcast over). Each element is computed by the body's ops
+    in order, each value rounded to its element type, so a fused program
+    computes what its ops would one by one, bit for bit.
+
+    ```mlir
+    %y, %g = nn.fused(%x, %b) : (tensor<8x64xf32>, tensor<64xf32>)
+        -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+    ^bb0(%x0: tensor<8x64xf32>, %b0: tensor<64xf32>):
+      %0 = nn.broadcast %b0 dims = [1] : tensor<64xf32> -> tensor<8x64xf32>
+      %1 = nn.add %x0, %0 : tensor<8x64xf32>
+      %2 = nn.gelu %1 : tensor<8x64xf32>
+      nn.yield %1, %2 : tensor<8x64xf32>, tensor<8x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<NN_AnyTensor>:$inputs);
+  let results = (outs Variadic<NN_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The shape of every result and every value the body computes.
+    ::llvm::ArrayRef<int64_t> getShape() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getResult(0).getType())
+          .getShape();
+    }
+  }];
+}
+
+def NN_YieldOp : NN_Op<"yield", [Pure, Terminator,
+    HasParent<"FusedOp">]> {
+  let summary = "the results of an nn.fused body";
+  let arguments = (ins Variadic<NN_AnyTensor>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
 #endif // TESSERA_NN_OPS

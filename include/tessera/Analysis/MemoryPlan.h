@@ -70,9 +70,10 @@ struct MemoryPlan {
   MemoryBreakdown categoryPeaks;
 };
 
-/// Lays buffers out in one arena: in order of definition, each takes the
-/// lowest `alignment`-aligned offset that no buffer live at the same time
-/// occupies (first fit). Buffers whose lifetimes do not overlap share memory.
+/// Lays buffers out in one arena: each takes the lowest `alignment`-aligned
+/// offset that no buffer live at the same time occupies, placed in order of
+/// definition (first fit) or largest first (greedy by size), whichever
+/// arena is smaller. Buffers whose lifetimes do not overlap share memory.
 MemoryPlan planMemory(llvm::ArrayRef<BufferLifetime> buffers,
                       int64_t alignment = 64);
 

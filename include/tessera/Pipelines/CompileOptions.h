@@ -159,6 +159,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Bytes of collective results in flight (0: no limit)"),
       llvm::cl::init(0)};
 
+  // Fusion (--tessera-fuse-elementwise).
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse chains of elementwise ops into one "
+                                   "kernel each"),
+                    llvm::cl::init(true)};
+
   // Export (--tessera-export).
   Option<std::string> output{*this, "output", llvm::cl::desc("The plan file"),
                              llvm::cl::init("-")};

@@ -50,6 +50,10 @@ struct ModelShape {
   /// probabilities beside the softmax's (the mask is drawn again, not
   /// kept).
   bool attentionDropout = false;
+  /// Whether blocks drop their outputs (nn.dropout of anything but a
+  /// softmax): the gradient of the MLP's dropped output splits the fused
+  /// backward around it, one s b h more at its peak.
+  bool outputDropout = false;
   /// Forward FLOPs of one global batch.
   double forwardFlops = 0;
   /// What the train step keeps of a block for its backward on one device

@@ -31,6 +31,12 @@ mlir::LogicalResult forEachMeshFunction(
     llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp, dist::MeshOp)>
         fn);
 
+/// What --tessera-fuse-elementwise does to one block: from `first` on (the
+/// whole block when null), so that the ops before it stay as they are (the
+/// planner fuses a train step's backward to measure it as compiled, and
+/// matches its forward op by op against the model).
+void fuseElementwise(mlir::Block &block, mlir::Operation *first = nullptr);
+
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "tessera/Transforms/Passes.h.inc"

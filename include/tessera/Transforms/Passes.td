@@ -738,6 +738,48 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
                            "::tessera::nn::NNDialect"];
 }
 
+def FuseElementwisePass : Pass<"tessera-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Fuses chains of elementwise ops into one pass over memory";
+  let description = [{
+    Groups producer–consumer chains of elementwise ops of one shape into
+    `nn.fused` ops, as XLA's loop fusion and Inductor's pointwise fusion do,
+    so that a backend reads each input and writes each result once instead
+    of once per op: a GELU and its gradient, a bias add and its activation,
+    residual adds, masks. Splat constants and broadcasts of other values
+    that a chain reads are copied into it (a broadcast becomes a strided
+    read), so neither is made in memory for it.
+
+    The ops of a group run where its last op ran, so an op joins a group
+    only while no op outside it has read the group's values since; a value
+    also read outside becomes a result of the fused op. A group never spans
+    an op outside the `nn` dialect (a collective, a wait, a send or receive)
+    nor the first op of a pipeline unit, so the schedules of
+    `--tessera-schedule` and `--tessera-pipeline` stand as they were. A
+    group holds at most 64 ops and 16 broadcasts and reads at most 16
+    inputs (what the CUDA backend passes to one kernel); one op alone stays
+    as it is. Each
+    element is computed by the same ops in the same order, so `tessera
+    verify` stays exact.
+
+    ```mlir
+    // Before:
+    %b2 = nn.broadcast %b dims = [1] : tensor<64xf32> -> tensor<8x64xf32>
+    %h = nn.add %x, %b2 : tensor<8x64xf32>
+    %y = nn.gelu %h : tensor<8x64xf32>
+    // After:
+    %y = nn.fused(%x, %b) : (tensor<8x64xf32>, tensor<64xf32>)
+        -> tensor<8x64xf32> {
+    ^bb0(%x0: tensor<8x64xf32>, %b0: tensor<64xf32>):
+      %0 = nn.broadcast %b0 dims = [1] : tensor<64xf32> -> tensor<8x64xf32>
+      %1 = nn.add %x0, %0 : tensor<8x64xf32>
+      %2 = nn.gelu %1 : tensor<8x64xf32>
+      nn.yield %2 : tensor<8x64xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::tessera::nn::NNDialect"];
+}
+
 def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
   let summary = "Writes a partitioned program as an executable plan";
   let description = [{

@@ -12,6 +12,8 @@
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Random.h"
 
+#include "ArrayMath.h"
+#include "FusedKernel.h"
 #include "VectorMath.h"
 
 #include <cblas.h>
@@ -116,6 +118,10 @@ public:
   /// checks, before it reads or writes any element.
   bool isCheckOnly() const { return checkOnly; }
 
+  const std::string &getOp() const { return op; }
+  const KernelAttrs &getAttrs() const { return attrs; }
+  const std::vector<const Tensor *> &getInputs() const { return inputs; }
+  const std::vector<Tensor *> &getOutputs() const { return outputs; }
   const Tensor &in(size_t index) const { return *inputs[index]; }
   Tensor &out(size_t index) const { return *outputs[index]; }
   size_t getNumInputs() const { return inputs.size(); }
@@ -571,36 +577,29 @@ static void runDot(KernelCall &c) {
 // Elementwise loops read element i of every input before writing element i,
 // so an output may alias an input (an in-place update).
 
-/// A unary op on whole arrays: `fn(x, y, n)`.
-template <typename Fn> static void runOnArrays(KernelCall &c, Fn fn) {
-  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
-      !c.expectF32(c.out(0), "result") ||
+/// An elementwise op of ArrayMath.h on same-shaped f32 tensors.
+static void runArrayMath(KernelCall &c) {
+  const cpu::ArrayMath *math = cpu::findArrayMath(c.getOp());
+  if (!math) {
+    c.fail("has no array math");
+    return;
+  }
+  size_t arity = math->arity;
+  if (!c.expectArity(arity, 1))
+    return;
+  for (size_t i = 0; i < arity; ++i)
+    if (!c.expectF32(c.in(i), arity == 1 ? "input"
+                              : i == 0   ? "lhs"
+                                         : "rhs") ||
+        !c.expectShape(c.in(i), c.in(0).shape, i == 0 ? "input" : "rhs"))
+      return;
+  if (!c.expectF32(c.out(0), "result") ||
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
     return;
   if (c.isCheckOnly())
     return;
-  fn(c.in(0).as<float>(), c.out(0).as<float>(), c.in(0).getNumElements());
-}
-
-template <typename Fn> static void runUnary(KernelCall &c, Fn fn) {
-  runOnArrays(c, [&](const float *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = fn(x[i]);
-  });
-}
-
-template <typename Fn> static void runBinary(KernelCall &c, Fn fn) {
-  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "lhs") ||
-      !c.expectF32(c.in(1), "rhs") || !c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.in(1), c.in(0).shape, "rhs") ||
-      !c.expectShape(c.out(0), c.in(0).shape, "result"))
-    return;
-  if (c.isCheckOnly())
-    return;
-  const float *lhs = c.in(0).as<float>(), *rhs = c.in(1).as<float>();
-  float *result = c.out(0).as<float>();
-  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
-    result[i] = fn(lhs[i], rhs[i]);
+  math->fn(c.in(0).as<float>(), c.in(arity - 1).as<float>(),
+           c.out(0).as<float>(), c.in(0).getNumElements());
 }
 
 /// nn.clamp: NaN stays NaN.
@@ -608,10 +607,15 @@ static void runClamp(KernelCall &c) {
   std::optional<double> min = c.getFloat("min"), max = c.getFloat("max");
   if (!min || !max)
     return;
+  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
+      !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), c.in(0).shape, "result") || c.isCheckOnly())
+    return;
   float lo = static_cast<float>(*min), hi = static_cast<float>(*max);
-  runUnary(c, [lo, hi](float x) {
-    return x != x ? x : std::min(std::max(x, lo), hi);
-  });
+  const float *x = c.in(0).as<float>();
+  float *y = c.out(0).as<float>();
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
+    y[i] = cpu::clampElement(x[i], lo, hi);
 }
 
 template <size_t ElementBytes>
@@ -2082,6 +2086,20 @@ static void runAdamW(KernelCall &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+/// nn.fused: its expression program (FusedKernel.h).
+static void runFused(KernelCall &c) {
+  if (!c.expectVariadicArity(0, c.getAttrs().fusedResults.size()))
+    return;
+  std::string error = cpu::runFusedProgram(c.getAttrs(), c.getInputs(),
+                                           c.getOutputs(), c.isCheckOnly());
+  if (!error.empty())
+    c.fail(error);
+}
+
+//===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
 
@@ -2097,80 +2115,30 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              // Linear algebra.
              {"nn.dot", runDot},
              // Elementwise.
-             {"nn.add",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) { return a + b; });
-              }},
-             {"nn.sub",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) { return a - b; });
-              }},
-             {"nn.mul",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) { return a * b; });
-              }},
-             {"nn.div",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) { return a / b; });
-              }},
-             // NaN wins, as in torch.maximum and torch.minimum.
-             {"nn.max",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) {
-                  return a != a || b != b ? a + b : std::max(a, b);
-                });
-              }},
-             {"nn.min",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) {
-                  return a != a || b != b ? a + b : std::min(a, b);
-                });
-              }},
-             {"nn.pow",
-              [](KernelCall &c) {
-                runBinary(c, [](float a, float b) { return std::pow(a, b); });
-              }},
+             {"nn.add", runArrayMath},
+             {"nn.sub", runArrayMath},
+             {"nn.mul", runArrayMath},
+             {"nn.div", runArrayMath},
+             {"nn.max", runArrayMath},
+             {"nn.min", runArrayMath},
+             {"nn.pow", runArrayMath},
              {"nn.clamp", runClamp},
              {"nn.random_uniform", runRandomUniform},
              {"nn.dropout", runDropout},
-             {"nn.neg",
-              [](KernelCall &c) { runUnary(c, [](float x) { return -x; }); }},
-             {"nn.exp", [](KernelCall &c) { runOnArrays(c, cpu::vectorExp); }},
-             {"nn.log", [](KernelCall &c) { runOnArrays(c, cpu::vectorLog); }},
-             {"nn.sqrt",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::sqrt(x); });
-              }},
-             {"nn.rsqrt",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return 1.0f / std::sqrt(x); });
-              }},
-             {"nn.tanh",
-              [](KernelCall &c) { runOnArrays(c, cpu::vectorTanh); }},
-             {"nn.sin",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::sin(x); });
-              }},
-             {"nn.cos",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::cos(x); });
-              }},
-             {"nn.sigmoid",
-              [](KernelCall &c) { runOnArrays(c, cpu::vectorSigmoid); }},
-             {"nn.abs",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return std::fabs(x); });
-              }},
-             {"nn.erf", [](KernelCall &c) { runOnArrays(c, cpu::vectorErf); }},
-             // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
-             {"nn.relu",
-              [](KernelCall &c) {
-                runUnary(c, [](float x) { return x < 0.0f ? 0.0f : x; });
-              }},
-             {"nn.gelu",
-              [](KernelCall &c) { runOnArrays(c, cpu::vectorGelu); }},
-             {"nn.silu",
-              [](KernelCall &c) { runOnArrays(c, cpu::vectorSilu); }},
+             {"nn.neg", runArrayMath},
+             {"nn.exp", runArrayMath},
+             {"nn.log", runArrayMath},
+             {"nn.sqrt", runArrayMath},
+             {"nn.rsqrt", runArrayMath},
+             {"nn.tanh", runArrayMath},
+             {"nn.sin", runArrayMath},
+             {"nn.cos", runArrayMath},
+             {"nn.sigmoid", runArrayMath},
+             {"nn.abs", runArrayMath},
+             {"nn.erf", runArrayMath},
+             {"nn.relu", runArrayMath},
+             {"nn.gelu", runArrayMath},
+             {"nn.silu", runArrayMath},
              {"nn.select", runSelect},
              {"nn.compare", runCompare},
              {"nn.cast", runCast},
@@ -2213,6 +2181,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              // Optimizer updates.
              {"nn.sgd", runSgd},
              {"nn.adamw", runAdamW},
+             // Fusion.
+             {"nn.fused", runFused},
          })
       table.emplace(op, CpuKernel(op, fn));
     return table;

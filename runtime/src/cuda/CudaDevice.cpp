@@ -273,6 +273,17 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  /// nn.fused reads and writes 16-bit floats as they are, rounding each
+  /// value as its program says.
+  static Status fused(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    FusedProgram program;
+    if (Status status = planFused(l.attrs, l.inputs, l.outputs, program);
+        !status.ok())
+      return status;
+    cuda::fused(program, d.compute);
+    return Status::success();
+  }
+
   static Status clamp(CudaDevice &d, const CudaKernel &, const Launch &l) {
     cuda::clamp(f(l.in(0)), f(l.out(0)), l.out(0).getNumElements(),
                 static_cast<float>(getFloat(l, "min")),
@@ -621,75 +632,78 @@ struct CudaDevice::Ops {
     struct Entry {
       const char *op;
       CudaKernel::Fn fn;
-      std::optional<MapOp> mapOp;
       bool movesElements;
     };
     static const std::unordered_map<std::string, CudaKernel> kernels = [] {
       const Entry entries[] = {
-          {"nn.dot", dot, std::nullopt, false},
-          {"nn.add", map, MapOp::Add, false},
-          {"nn.sub", map, MapOp::Sub, false},
-          {"nn.mul", map, MapOp::Mul, false},
-          {"nn.div", map, MapOp::Div, false},
-          {"nn.max", map, MapOp::Max, false},
-          {"nn.min", map, MapOp::Min, false},
-          {"nn.pow", map, MapOp::Pow, false},
-          {"nn.clamp", clamp, std::nullopt, false},
-          {"nn.random_uniform", drawRandom, std::nullopt, false},
-          {"nn.dropout", drawRandom, std::nullopt, false},
-          {"nn.neg", map, MapOp::Neg, false},
-          {"nn.exp", map, MapOp::Exp, false},
-          {"nn.log", map, MapOp::Log, false},
-          {"nn.sqrt", map, MapOp::Sqrt, false},
-          {"nn.rsqrt", map, MapOp::Rsqrt, false},
-          {"nn.tanh", map, MapOp::Tanh, false},
-          {"nn.sin", map, MapOp::Sin, false},
-          {"nn.cos", map, MapOp::Cos, false},
-          {"nn.erf", map, MapOp::Erf, false},
-          {"nn.sigmoid", map, MapOp::Sigmoid, false},
-          {"nn.abs", map, MapOp::Abs, false},
-          {"nn.relu", map, MapOp::Relu, false},
-          {"nn.gelu", map, MapOp::Gelu, false},
-          {"nn.silu", map, MapOp::Silu, false},
-          {"nn.compare", compare, std::nullopt, false},
-          {"nn.select", select, std::nullopt, true},
-          {"nn.cast", cast, std::nullopt, true},
-          {"nn.constant", constant, std::nullopt, true},
-          {"nn.iota", iota, std::nullopt, true},
-          {"nn.broadcast", broadcast, std::nullopt, true},
-          {"nn.reduce_sum", reduce<RowReduce::Sum>, std::nullopt, false},
-          {"nn.reduce_max", reduce<RowReduce::Max>, std::nullopt, false},
-          {"nn.reduce_mean", reduce<RowReduce::Mean>, std::nullopt, false},
-          {"nn.reshape", reshape, std::nullopt, true},
-          {"nn.transpose", transpose, std::nullopt, true},
-          {"nn.slice", slice, std::nullopt, true},
-          {"nn.concat", concat, std::nullopt, true},
-          {"nn.softmax", softmax<false>, std::nullopt, false},
-          {"nn.log_softmax", softmax<true>, std::nullopt, false},
-          {"nn.layer_norm", norm<false>, std::nullopt, false},
-          {"nn.rms_norm", norm<true>, std::nullopt, false},
-          {"nn.layer_norm_grad", normGrad<false>, std::nullopt, false},
-          {"nn.rms_norm_grad", normGrad<true>, std::nullopt, false},
-          {"nn.embedding", embedding, std::nullopt, false},
-          {"nn.embedding_grad", embeddingGrad, std::nullopt, false},
-          {"nn.gather", indexedAxis<false>, std::nullopt, false},
-          {"nn.scatter_add", indexedAxis<true>, std::nullopt, false},
-          {"nn.top_k", topK, std::nullopt, false},
-          {"nn.one_hot", oneHot, std::nullopt, false},
-          {"nn.cross_entropy", crossEntropy, std::nullopt, false},
-          {"nn.causal_mask", causalMask, std::nullopt, false},
-          {"nn.attention", attention, std::nullopt, false},
-          {"nn.attention_grad", attentionGrad, std::nullopt, false},
-          {"nn.sgd", sgd, std::nullopt, false},
-          {"nn.adamw", adamw, std::nullopt, false},
+          {"nn.dot", dot, false},
+          {"nn.add", map, false},
+          {"nn.sub", map, false},
+          {"nn.mul", map, false},
+          {"nn.div", map, false},
+          {"nn.max", map, false},
+          {"nn.min", map, false},
+          {"nn.pow", map, false},
+          {"nn.clamp", clamp, false},
+          {"nn.random_uniform", drawRandom, false},
+          {"nn.dropout", drawRandom, false},
+          {"nn.neg", map, false},
+          {"nn.exp", map, false},
+          {"nn.log", map, false},
+          {"nn.sqrt", map, false},
+          {"nn.rsqrt", map, false},
+          {"nn.tanh", map, false},
+          {"nn.sin", map, false},
+          {"nn.cos", map, false},
+          {"nn.erf", map, false},
+          {"nn.sigmoid", map, false},
+          {"nn.abs", map, false},
+          {"nn.relu", map, false},
+          {"nn.gelu", map, false},
+          {"nn.silu", map, false},
+          {"nn.compare", compare, false},
+          {"nn.select", select, true},
+          {"nn.cast", cast, true},
+          {"nn.constant", constant, true},
+          {"nn.iota", iota, true},
+          {"nn.broadcast", broadcast, true},
+          {"nn.reduce_sum", reduce<RowReduce::Sum>, false},
+          {"nn.reduce_max", reduce<RowReduce::Max>, false},
+          {"nn.reduce_mean", reduce<RowReduce::Mean>, false},
+          {"nn.reshape", reshape, true},
+          {"nn.transpose", transpose, true},
+          {"nn.slice", slice, true},
+          {"nn.concat", concat, true},
+          {"nn.softmax", softmax<false>, false},
+          {"nn.log_softmax", softmax<true>, false},
+          {"nn.layer_norm", norm<false>, false},
+          {"nn.rms_norm", norm<true>, false},
+          {"nn.layer_norm_grad", normGrad<false>, false},
+          {"nn.rms_norm_grad", normGrad<true>, false},
+          {"nn.embedding", embedding, false},
+          {"nn.embedding_grad", embeddingGrad, false},
+          {"nn.gather", indexedAxis<false>, false},
+          {"nn.scatter_add", indexedAxis<true>, false},
+          {"nn.top_k", topK, false},
+          {"nn.one_hot", oneHot, false},
+          {"nn.cross_entropy", crossEntropy, false},
+          {"nn.causal_mask", causalMask, false},
+          {"nn.attention", attention, false},
+          {"nn.attention_grad", attentionGrad, false},
+          {"nn.sgd", sgd, false},
+          {"nn.adamw", adamw, false},
+          {"nn.fused", fused, true},
       };
       std::unordered_map<std::string, CudaKernel> table;
       for (const Entry &entry : entries) {
         // Every op here has a CPU kernel (DeviceTest checks both agree).
         Expected<const CpuKernel *> checks = findCpuKernel(entry.op);
         if (checks.ok())
-          table.emplace(entry.op, CudaKernel(**checks, entry.fn, entry.mapOp,
-                                             entry.movesElements));
+          table.emplace(
+              entry.op,
+              CudaKernel(**checks, entry.fn,
+                         entry.fn == map ? findMapOp(entry.op) : std::nullopt,
+                         entry.movesElements));
       }
       return table;
     }();

@@ -595,6 +595,18 @@ void map(MapOp op, const float *a, const float *b, float *y, int64_t count,
     mapKernel<<<getBlocks(count), kThreads, 0, stream>>>(op, a, b, y, count);
 }
 
+__global__ void fusedKernel(FusedProgram program, int64_t count) {
+  GRID_STRIDE(i, count) { evaluateFused(program, i); }
+}
+
+void fused(const FusedProgram &program, cudaStream_t stream) {
+  int64_t count = 1;
+  for (int d = 0; d < program.rank; ++d)
+    count *= program.shape[d];
+  if (count > 0)
+    fusedKernel<<<getBlocks(count), kThreads, 0, stream>>>(program, count);
+}
+
 void mapHalf(MapOp op, DType dtype, const uint16_t *a, const uint16_t *b,
              uint16_t *y, int64_t count, cudaStream_t stream) {
   if (count > 0)

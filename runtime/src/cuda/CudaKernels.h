@@ -15,6 +15,7 @@
 
 #include "AttentionMath.h"
 #include "ElementMath.h"
+#include "FusedMath.h"
 #include "Layouts.h"
 #include "tessera/runtime/Random.h"
 #include "tessera/runtime/Tensor.h"
@@ -52,6 +53,9 @@ void map(MapOp op, const float *a, const float *b, float *y, int64_t count,
 /// The same on bf16 or f16 tensors (all of `dtype`), in f32 per element.
 void mapHalf(MapOp op, DType dtype, const uint16_t *a, const uint16_t *b,
              uint16_t *y, int64_t count, cudaStream_t stream);
+
+/// nn.fused: a thread per element evaluates the program (evaluateFused).
+void fused(const FusedProgram &program, cudaStream_t stream);
 
 /// nn.compare's predicates 0..5 (eq, ne, lt, le, gt, ge) on f32, i32, i64 or
 /// i1 elements.

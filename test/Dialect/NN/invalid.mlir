@@ -870,3 +870,81 @@ func.func @attention_dropout_rate(%q: tensor<1x2x8x16xf32>, %step: tensor<i64>) 
       : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<i64>) -> tensor<1x2x8x16xf32>
   return %0 : tensor<1x2x8x16xf32>
 }
+
+// -----
+
+// Tests that a fused body holds elementwise ops only.
+func.func @fused_dot(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = nn.fused(%x) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    // expected-error @+1 {{'nn.dot' op cannot be fused: expects an elementwise op of f32, bf16, f16 or i1 values, a splat float constant or a broadcast}}
+    %d = nn.dot %a, %a contracting_dims = [1] x [0] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    nn.yield %d : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that every value of a fused body has the fused shape.
+func.func @fused_shape(%x: tensor<4xf32>) -> tensor<4x4xf32> {
+  %0 = nn.fused(%x) : (tensor<4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    // expected-error @+1 {{'nn.exp' op expects the fused shape [4, 4], got [4]}}
+    %e = nn.exp %a : tensor<4xf32>
+    %b = nn.broadcast %e dims = [1] : tensor<4xf32> -> tensor<4x4xf32>
+    nn.yield %b : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a fused broadcast reads an input of the fused op.
+func.func @fused_broadcast(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = nn.fused(%x) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    %e = nn.exp %a : tensor<4x4xf32>
+    // expected-error @+1 {{'nn.broadcast' op expects to broadcast an input of the fused op}}
+    %b = nn.broadcast %e dims = [0, 1] : tensor<4x4xf32> -> tensor<4x4xf32>
+    nn.yield %b : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a fused op's results have one shape.
+func.func @fused_results(%x: tensor<4x4xf32>, %y: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{'nn.fused' op expects results of one shape, got [4] and [4, 4]}}
+  %0:2 = nn.fused(%x, %y) : (tensor<4x4xf32>, tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4x4xf32>, %b: tensor<4xf32>):
+    nn.yield %a, %b : tensor<4x4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#1 : tensor<4x4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a fused body yields the fused op's result types.
+func.func @fused_yield(%x: tensor<4x4xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{'nn.fused' op expects the body to yield the results' types}}
+  %0 = nn.fused(%x) : (tensor<4x4xf32>) -> tensor<4x4xbf16> {
+  ^bb0(%a: tensor<4x4xf32>):
+    nn.yield %a : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xbf16>
+}
+
+// -----
+
+// Tests that a fused body's arguments are the inputs.
+func.func @fused_arguments(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'nn.fused' op expects the body's arguments to have the inputs' types}}
+  %0 = nn.fused(%x) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xbf16>):
+    %c = nn.cast %a : tensor<4x4xbf16> to tensor<4x4xf32>
+    nn.yield %c : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}

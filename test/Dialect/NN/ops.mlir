@@ -490,3 +490,24 @@ func.func @attention_dropout(%q: tensor<2x4x8x16xf32>, %kv: tensor<2x2x8x16xf32>
       : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<i64>, tensor<4xi64>) -> tensor<2x4x8x16xf32>
   return %a, %b : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// Tests that a fused op round-trips with its body.
+// CHECK-LABEL: func.func @fused(
+// CHECK:         %[[F:.+]]:2 = nn.fused(%{{.+}}, %{{.+}}) : (tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<8x64xi1>) {
+// CHECK-NEXT:    ^bb0(%[[X:.+]]: tensor<8x64xf32>, %[[B:.+]]: tensor<64xf32>):
+// CHECK-NEXT:      %[[BB:.+]] = nn.broadcast %[[B]] dims = [1]
+// CHECK-NEXT:      %[[H:.+]] = nn.add %[[X]], %[[BB]]
+// CHECK-NEXT:      %[[C:.+]] = nn.compare gt, %[[H]], %[[X]]
+// CHECK-NEXT:      nn.yield %[[H]], %[[C]] : tensor<8x64xf32>, tensor<8x64xi1>
+func.func @fused(%x: tensor<8x64xf32>, %b: tensor<64xf32>) -> (tensor<8x64xf32>, tensor<8x64xi1>) {
+  %0:2 = nn.fused(%x, %b) : (tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<8x64xi1>) {
+  ^bb0(%a: tensor<8x64xf32>, %c: tensor<64xf32>):
+    %bb = nn.broadcast %c dims = [1] : tensor<64xf32> -> tensor<8x64xf32>
+    %h = nn.add %a, %bb : tensor<8x64xf32>
+    %g = nn.compare gt, %h, %a : tensor<8x64xf32>
+    nn.yield %h, %g : tensor<8x64xf32>, tensor<8x64xi1>
+  }
+  return %0#0, %0#1 : tensor<8x64xf32>, tensor<8x64xi1>
+}

@@ -13,6 +13,7 @@
 
 #include "cuda/AttentionMath.h"
 #include "cuda/ElementMath.h"
+#include "cuda/FusedMath.h"
 #include "cuda/Layouts.h"
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Kernels.h"
@@ -446,6 +447,73 @@ TEST(CudaElementMathTest, ComparesMatchTheCpuKernel) {
                 want.view.as<uint8_t>()[i] != 0)
           << "predicate " << predicate << " on " << as[i] << ", " << bs[i];
   }
+}
+
+/// What fusedKernel computes, a thread per element, on the host: a bias
+/// broadcast over rows, the GELU, a clamp, a mask selected by a compare and
+/// an i1 result, in bf16 (read and written as bf16) against the CPU's fused
+/// kernel (which widens it), within float tolerance: the GPU's tanh is not
+/// SLEEF's.
+TEST(CudaElementMathTest, FusedProgramsMatchTheCpuKernel) {
+  std::vector<int64_t> shape = {33, 7};
+  OwnedTensor x = randomTensor(shape, 11), bias = randomTensor({7}, 12);
+  OwnedTensor xh(DType::BF16, shape);
+  narrowFromF32(x.view, xh.view);
+  KernelAttrs attrs;
+  auto step = [&](const char *op, std::vector<int64_t> operands,
+                  DType dtype = DType::BF16) -> FusedStep & {
+    return attrs.fusedSteps.emplace_back(
+        FusedStep{op, std::move(operands), {}, dtype});
+  };
+  step("nn.broadcast", {1}, DType::F32).attrs.lists["dims"] = {1}; // 2
+  step("nn.cast", {0});                                            // 3
+  step("nn.cast", {2});                                            // 4
+  step("nn.add", {3, 4});                                          // 5
+  step("nn.gelu", {5});                                            // 6
+  FusedStep &clamp = step("nn.clamp", {6});                        // 7
+  clamp.attrs.floats["min"] = -0.1;
+  clamp.attrs.floats["max"] = 0.5;
+  step("nn.compare", {7, 3}, DType::I1).attrs.ints["predicate"] = 2; // 8
+  FusedStep &zero = step("nn.constant", {});                         // 9
+  uint16_t zeroBits = floatToHalf(DType::BF16, 0.0f);
+  zero.attrs.bytes["value"] =
+      std::string(reinterpret_cast<const char *>(&zeroBits), 2);
+  step("nn.select", {8, 9, 7}); // 10
+  step("nn.tanh", {10});        // 11
+  attrs.fusedResults = {11, 8};
+
+  OwnedTensor want(DType::BF16, shape), wantMask(DType::I1, shape);
+  ASSERT_EQ(runCpuKernel("nn.fused", attrs, {&xh.view, &bias.view},
+                         {&want.view, &wantMask.view})
+                .message(),
+            "");
+  OwnedTensor got(DType::BF16, shape), gotMask(DType::I1, shape);
+  FusedProgram program;
+  ASSERT_TRUE(planFused(attrs, {&xh.view, &bias.view},
+                        {&got.view, &gotMask.view}, program)
+                  .ok());
+  for (int64_t i = 0; i < x.view.getNumElements(); ++i)
+    evaluateFused(program, i);
+  for (int64_t i = 0; i < x.view.getNumElements(); ++i) {
+    float a = halfToFloat(DType::BF16, got.view.as<uint16_t>()[i]);
+    float b = halfToFloat(DType::BF16, want.view.as<uint16_t>()[i]);
+    EXPECT_NEAR(a, b, 1e-2f) << "element " << i;
+    EXPECT_EQ(gotMask.view.as<uint8_t>()[i], wantMask.view.as<uint8_t>()[i])
+        << "element " << i;
+  }
+}
+
+TEST(CudaElementMathTest, FusedProgramsBeyondTheLimitsAreUnavailable) {
+  OwnedTensor x(DType::F32, {4}), y(DType::F32, {4});
+  KernelAttrs attrs;
+  for (int i = 0; i <= kFusedMaxSteps; ++i)
+    attrs.fusedSteps.push_back(FusedStep{"nn.neg", {i}, {}, DType::F32});
+  attrs.fusedResults = {kFusedMaxSteps + 1};
+  FusedProgram program;
+  Status status = planFused(attrs, {&x.view}, {&y.view}, program);
+  EXPECT_EQ(status.getCode(), StatusCode::Unavailable);
+  EXPECT_EQ(status.message(), "nn.fused: the CUDA backend takes at most 64 "
+                              "steps, 16 inputs and 8 dims");
 }
 
 TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {

@@ -384,6 +384,29 @@ TEST_F(CudaKernelsTest, Elementwise) {
   }
 }
 
+/// A fused bias add, GELU and mask in each float type, bias broadcast over
+/// rows, an i1 result among them.
+TEST_F(CudaKernelsTest, Fused) {
+  for (DType type : {DType::F32, DType::BF16, DType::F16}) {
+    Spec spec{type, {5, 37}};
+    KernelAttrs attrs;
+    auto step = [&](const char *op, std::vector<int64_t> operands,
+                    DType dtype) -> FusedStep & {
+      return attrs.fusedSteps.emplace_back(
+          FusedStep{op, std::move(operands), {}, dtype});
+    };
+    step("nn.broadcast", {1}, type).attrs.lists["dims"] = {1}; // 3
+    step("nn.add", {0, 3}, type);                              // 4
+    step("nn.gelu", {4}, type);                                // 5
+    // The inputs' order, not the GELU's: rounding differs by backend.
+    step("nn.compare", {0, 2}, DType::I1).attrs.ints["predicate"] = 4; // 6
+    step("nn.select", {6, 5, 0}, type);                                // 7
+    attrs.fusedResults = {7, 6, 4};
+    check("nn.fused", attrs, {random(spec), random({type, {37}}), random(spec)},
+          {spec, {DType::I1, {5, 37}}, spec});
+  }
+}
+
 TEST_F(CudaKernelsTest, SelectCompareCastConstant) {
   Spec f{DType::F32, {6, 9}};
   check("nn.select", {}, {random({DType::I1, {6, 9}}), random(f), random(f)},

@@ -26,16 +26,30 @@ namespace tessera::runtime {
 /// (i64 attributes and enum cases), floats (f32 attributes, widened), integer
 /// lists (dims, permutations, bounds) and raw little-endian element bytes
 /// (constants).
+struct FusedStep;
 struct KernelAttrs {
   std::map<std::string, int64_t> ints;
   std::map<std::string, double> floats;
   std::map<std::string, std::vector<int64_t>> lists;
   std::map<std::string, std::string> bytes;
+  /// nn.fused: its expression program (plan.proto's Kernel.fused_steps and
+  /// fused_results). Values are numbered from 0: the inputs, then the steps.
+  std::vector<FusedStep> fusedSteps;
+  std::vector<int64_t> fusedResults;
 
   std::optional<int64_t> getInt(const std::string &name) const;
   std::optional<double> getFloat(const std::string &name) const;
   const std::vector<int64_t> *getList(const std::string &name) const;
   const std::string *getBytes(const std::string &name) const;
+};
+
+/// One op of a fused kernel's body over earlier values, its result rounded
+/// to `dtype`.
+struct FusedStep {
+  std::string op;
+  std::vector<int64_t> operands;
+  KernelAttrs attrs;
+  DType dtype = DType::F32;
 };
 
 namespace detail {

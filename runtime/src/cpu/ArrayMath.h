@@ -1,0 +1,57 @@
+//===- ArrayMath.h - The float math of the CPU's elementwise ops -*- C++
+//-*-===//
+//
+// One function per elementwise nn op over f32 arrays, shared by the op's own
+// kernel and by nn.fused, which applies the very same function to its tiles:
+// a fused program computes what the ops compute one by one, bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_CPU_ARRAYMATH_H
+#define TESSERA_RUNTIME_CPU_ARRAYMATH_H
+
+#include <cstdint>
+#include <string>
+
+namespace tessera::runtime::cpu {
+
+/// y[i] = f(a[i]) (unary) or f(a[i], b[i]) (binary) for i < n; `y` may be
+/// `a` or `b`.
+using ArrayFn = void (*)(const float *a, const float *b, float *y, int64_t n);
+
+struct ArrayMath {
+  int arity;
+  ArrayFn fn;
+};
+
+/// The math of elementwise op `op` (nn.add, nn.exp, ...: the ops with no
+/// attributes and one float result); null for any other op.
+const ArrayMath *findArrayMath(const std::string &op);
+
+/// nn.clamp of one element: NaN stays NaN.
+inline float clampElement(float x, float lo, float hi) {
+  return x != x ? x : (x < lo ? lo : (x > hi ? hi : x));
+}
+
+/// nn.compare's predicates 0..5 (eq, ne, lt, le, gt, ge).
+template <typename T> bool comparePredicate(int64_t predicate, T a, T b) {
+  switch (predicate) {
+  case 0:
+    return a == b;
+  case 1:
+    return a != b;
+  case 2:
+    return a < b;
+  case 3:
+    return a <= b;
+  case 4:
+    return a > b;
+  case 5:
+    return a >= b;
+  }
+  return false;
+}
+
+} // namespace tessera::runtime::cpu
+
+#endif // TESSERA_RUNTIME_CPU_ARRAYMATH_H
