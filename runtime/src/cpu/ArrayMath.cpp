@@ -13,7 +13,7 @@ using namespace tessera::runtime::cpu;
 namespace {
 /// A unary op from its per-element function.
 template <float (*F)(float)>
-void unary(const float *a, const float *, float *y, int64_t n) {
+TESSERA_CLONES void unary(const float *a, const float *, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = F(a[i]);
 }
@@ -25,7 +25,8 @@ void vector(const float *a, const float *, float *y, int64_t n) {
 }
 
 template <float (*F)(float, float)>
-void binary(const float *a, const float *b, float *y, int64_t n) {
+TESSERA_CLONES void binary(const float *a, const float *b, float *y,
+                           int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = F(a[i], b[i]);
 }

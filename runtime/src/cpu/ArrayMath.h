@@ -13,6 +13,16 @@
 #include <cstdint>
 #include <string>
 
+// A loop marked TESSERA_CLONES is built twice on x86-64, for AVX2 and for
+// any CPU, and the first call picks the clone the CPU runs best (GCC's and
+// Clang's function multiversioning). Each element's operations are the same
+// IEEE ones either way: no FMA, so no product and sum are contracted.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TESSERA_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TESSERA_CLONES
+#endif
+
 namespace tessera::runtime::cpu {
 
 /// y[i] = f(a[i]) (unary) or f(a[i], b[i]) (binary) for i < n; `y` may be

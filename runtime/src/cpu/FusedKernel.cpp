@@ -76,8 +76,12 @@ private:
   const std::vector<Tensor *> &outputs;
   std::vector<int64_t> shape;
   std::vector<Step> steps;
+  /// Per step, the f32 output it writes in place, if any (-1: its tile is
+  /// a row of `scratch`): one that no input overlaps, so that writing it
+  /// early changes nothing a later step reads.
+  std::vector<int64_t> directOutput;
   /// Each value's elements in the current tile: a pointer into an f32
-  /// input of the fused shape, or a row of `scratch`.
+  /// input of the fused shape or a direct output, or a row of `scratch`.
   std::vector<const float *> tiles;
   std::vector<float> scratch;
 };
@@ -257,8 +261,15 @@ static void readBroadcast(const T *input, const std::vector<int64_t> &shape,
   int64_t last = rank - 1, stride = strides[last];
   for (int64_t i = 0; i < count;) {
     int64_t run = std::min(count - i, shape[last] - index[last]);
-    for (int64_t j = 0; j < run; ++j)
-      tile[i + j] = static_cast<float>(input[offset + j * stride]);
+    // A row of the input, or one of its elements repeated (a bias, a
+    // per-row statistic).
+    if (stride == 1)
+      std::copy_n(input + offset, run, tile + i);
+    else if (stride == 0)
+      std::fill_n(tile + i, run, static_cast<float>(input[offset]));
+    else
+      for (int64_t j = 0; j < run; ++j)
+        tile[i + j] = static_cast<float>(input[offset + j * stride]);
     i += run;
     index[last] += run;
     offset += run * stride;
@@ -298,7 +309,9 @@ void Program::computeTile(int64_t start, int64_t count) {
   for (size_t index = 0; index < steps.size(); ++index) {
     const Step &s = steps[index];
     int64_t id = numInputs + index;
-    float *y = scratch.data() + id * kTileElements;
+    float *y = directOutput[index] >= 0
+                   ? outputs[directOutput[index]]->as<float>() + start
+                   : scratch.data() + id * kTileElements;
     tiles[id] = y;
     auto operand = [&](size_t i) { return tiles[s.operands[i]]; };
     switch (s.kind) {
@@ -361,8 +374,26 @@ void Program::computeTile(int64_t start, int64_t count) {
   }
 }
 
+/// Whether the bytes of `a` and `b` overlap.
+static bool overlap(const Tensor &a, const Tensor &b) {
+  auto *x = static_cast<const uint8_t *>(a.data);
+  auto *y = static_cast<const uint8_t *>(b.data);
+  return x < y + b.getBytes() && y < x + a.getBytes();
+}
+
 void Program::run() {
   int64_t numValues = getNumInputs() + steps.size();
+  directOutput.assign(steps.size(), -1);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    int64_t step = attrs.fusedResults[i] - getNumInputs();
+    if (step < 0 || directOutput[step] >= 0 ||
+        outputs[i]->dtype != DType::F32 ||
+        std::any_of(inputs.begin(), inputs.end(), [&](const Tensor *input) {
+          return overlap(*input, *outputs[i]);
+        }))
+      continue;
+    directOutput[step] = i;
+  }
   // The tiles of a thread's last fused kernel stay for its next one.
   thread_local std::vector<float> buffer;
   buffer.resize(std::max<size_t>(buffer.size(), numValues * kTileElements));

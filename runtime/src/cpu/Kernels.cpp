@@ -1226,20 +1226,33 @@ static bool expectNorm(KernelCall &c, size_t numInputs) {
   return true;
 }
 
+/// The sum of f(j) for j < n in double, as eight interleaved partial sums
+/// added in a fixed order: they vectorise, and a row's sum does not depend
+/// on where the row lies.
+template <typename F> static double sumInLanes(int64_t n, F f) {
+  constexpr int64_t kLanes = 8;
+  double partial[kLanes] = {};
+  int64_t whole = n - n % kLanes;
+  for (int64_t j = 0; j < whole; j += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k)
+      partial[k] += f(j + k);
+  for (int64_t j = whole; j < n; ++j)
+    partial[j - whole] += f(j);
+  return ((partial[0] + partial[4]) + (partial[1] + partial[5])) +
+         ((partial[2] + partial[6]) + (partial[3] + partial[7]));
+}
+
 /// A row's mean (0 for RMS norm) and 1 / sqrt(variance + epsilon) (the
 /// mean square for RMS norm). Two passes: the one-pass E[x²] - E[x]²
 /// cancels badly in f32 data.
-static void getRowStatistics(const float *x, int64_t features, bool rms,
-                             double epsilon, double &mean, double &rstd) {
-  mean = 0;
-  if (!rms) {
-    for (int64_t j = 0; j < features; ++j)
-      mean += x[j];
-    mean /= features;
-  }
-  double variance = 0;
-  for (int64_t j = 0; j < features; ++j)
-    variance += (x[j] - mean) * (x[j] - mean);
+TESSERA_CLONES static void getRowStatistics(const float *x, int64_t features,
+                                            bool rms, double epsilon,
+                                            double &mean, double &rstd) {
+  mean = rms ? 0.0 : sumInLanes(features, [&](int64_t j) {
+                       return double(x[j]);
+                     }) / features;
+  double variance = sumInLanes(
+      features, [&](int64_t j) { return (x[j] - mean) * (x[j] - mean); });
   rstd = 1.0 / std::sqrt(variance / features + epsilon);
 }
 
@@ -1289,8 +1302,29 @@ static void runRmsNorm(KernelCall &c) {
   }
 }
 
-/// nn.layer_norm_grad and nn.rms_norm_grad: per row, the forward's
+/// One row of nn.layer_norm_grad or nn.rms_norm_grad: the forward's
 /// statistics again, then dx and x̂ (see the ops' descriptions).
+TESSERA_CLONES static void getNormGradRow(const float *x, const float *dy,
+                                          const float *gamma, float *dx,
+                                          float *xhat, int64_t features,
+                                          bool rms, double epsilon) {
+  double mean, rstd;
+  getRowStatistics(x, features, rms, epsilon, mean, rstd);
+  // g = dy · gamma; the row means of g and g · x̂.
+  auto g = [&](int64_t j) { return static_cast<double>(dy[j]) * gamma[j]; };
+  double meanG = rms ? 0.0 : sumInLanes(features, g) / features;
+  double meanGX =
+      sumInLanes(features,
+                 [&](int64_t j) { return g(j) * (x[j] - mean) * rstd; }) /
+      features;
+  for (int64_t j = 0; j < features; ++j) {
+    double normalized = (x[j] - mean) * rstd;
+    dx[j] = rstd * (g(j) - meanG - normalized * meanGX);
+    xhat[j] = normalized;
+  }
+}
+
+/// nn.layer_norm_grad and nn.rms_norm_grad, row by row.
 static void runNormGrad(KernelCall &c, bool rms) {
   if (!c.expectArity(3, 2) || !c.expectF32(c.in(0), "input") ||
       !c.expectF32(c.in(1), "gamma") ||
@@ -1318,22 +1352,7 @@ static void runNormGrad(KernelCall &c, bool rms) {
     const float *dy = c.in(2).as<float>() + row * features;
     float *dx = c.out(0).as<float>() + row * features;
     float *xhat = c.out(1).as<float>() + row * features;
-    double mean, rstd;
-    getRowStatistics(x, features, rms, *epsilon, mean, rstd);
-    // g = dy · gamma; the row means of g and g · x̂.
-    double sumG = 0, sumGX = 0;
-    for (int64_t j = 0; j < features; ++j) {
-      double g = static_cast<double>(dy[j]) * gamma[j];
-      sumG += g;
-      sumGX += g * (x[j] - mean) * rstd;
-    }
-    double meanG = rms ? 0.0 : sumG / features, meanGX = sumGX / features;
-    for (int64_t j = 0; j < features; ++j) {
-      double normalized = (x[j] - mean) * rstd;
-      double g = static_cast<double>(dy[j]) * gamma[j];
-      dx[j] = rstd * (g - meanG - normalized * meanGX);
-      xhat[j] = normalized;
-    }
+    getNormGradRow(x, dy, gamma, dx, xhat, features, rms, *epsilon);
   }
 }
 
@@ -2028,6 +2047,46 @@ static void runSgd(KernelCall &c) {
     result[i] = param[i] - *lr * (grad[i] + *weightDecay * param[i]);
 }
 
+namespace {
+struct AdamWStep {
+  double lr, beta1, beta2, epsilon, weightDecay;
+  /// The bias corrections of the step, 1 - beta^step.
+  double correction1, correction2;
+};
+} // namespace
+
+/// Elements per tile of nn.adamw: its seven arrays of them stay in L1.
+constexpr int64_t kAdamWTile = 256;
+
+/// nn.adamw on a tile of at most kAdamWTile elements, in double. The tile
+/// is copied in and out, so that the outputs may be the inputs (the update
+/// is written in place) and the loop still vectorises.
+TESSERA_CLONES static void updateAdamW(const float *param, const float *grad,
+                                       const float *m, const float *v,
+                                       float *newParam, float *newM,
+                                       float *newV, int64_t n,
+                                       const AdamWStep &s) {
+  float p[kAdamWTile], g[kAdamWTile], mt[kAdamWTile], vt[kAdamWTile];
+  std::copy_n(param, n, p);
+  std::copy_n(grad, n, g);
+  std::copy_n(m, n, mt);
+  std::copy_n(v, n, vt);
+  for (int64_t i = 0; i < n; ++i) {
+    double gi = g[i];
+    double mi = s.beta1 * mt[i] + (1.0 - s.beta1) * gi;
+    double vi = s.beta2 * vt[i] + (1.0 - s.beta2) * gi * gi;
+    double update =
+        mi / s.correction1 / (std::sqrt(vi / s.correction2) + s.epsilon);
+    double pi = p[i];
+    mt[i] = mi;
+    vt[i] = vi;
+    p[i] = pi - s.lr * (update + s.weightDecay * pi);
+  }
+  std::copy_n(p, n, newParam);
+  std::copy_n(mt, n, newM);
+  std::copy_n(vt, n, newV);
+}
+
 static void runAdamW(KernelCall &c) {
   if (!c.expectArity(5, 3))
     return;
@@ -2064,24 +2123,29 @@ static void runAdamW(KernelCall &c) {
                  step);
     return;
   }
-  double correction1 = 1.0 - std::pow(*beta1, static_cast<double>(step));
-  double correction2 = 1.0 - std::pow(*beta2, static_cast<double>(step));
+  AdamWStep s = {*lr,
+                 *beta1,
+                 *beta2,
+                 *epsilon,
+                 *weightDecay,
+                 1.0 - std::pow(*beta1, static_cast<double>(step)),
+                 1.0 - std::pow(*beta2, static_cast<double>(step))};
   const float *param = c.in(0).as<float>();
-  const void *grad = c.in(1).data;
   const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
   float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
         *newV = c.out(2).as<float>();
-  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i) {
-    double p = param[i];
-    double g = narrowGrad ? halfToFloat(gradType,
-                                        static_cast<const uint16_t *>(grad)[i])
-                          : static_cast<const float *>(grad)[i];
-    double mi = *beta1 * m[i] + (1.0 - *beta1) * g;
-    double vi = *beta2 * v[i] + (1.0 - *beta2) * g * g;
-    double update = mi / correction1 / (std::sqrt(vi / correction2) + *epsilon);
-    newM[i] = mi;
-    newV[i] = vi;
-    newParam[i] = p - *lr * (update + *weightDecay * p);
+  float wide[kAdamWTile];
+  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; i += kAdamWTile) {
+    int64_t n = std::min(kAdamWTile, e - i);
+    const float *grad = c.in(1).as<float>() + i;
+    if (narrowGrad) {
+      const uint16_t *bits = c.in(1).as<uint16_t>() + i;
+      for (int64_t j = 0; j < n; ++j)
+        wide[j] = halfToFloat(gradType, bits[j]);
+      grad = wide;
+    }
+    updateAdamW(param + i, grad, m + i, v + i, newParam + i, newM + i, newV + i,
+                n, s);
   }
 }
 

@@ -2,13 +2,14 @@
 
 #include "VectorMath.h"
 
-#include <sleef.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #ifdef __SSE2__
+#include "VectorMathIsa.h"
+
+#include <sleef.h>
+
 #include <emmintrin.h>
 #endif
 
@@ -16,65 +17,57 @@ using namespace tessera::runtime::cpu;
 
 #ifdef __SSE2__
 namespace {
-constexpr int64_t kLanes = 4;
+struct Sse2 {
+  using V = __m128;
+  static constexpr int64_t kLanes = 4;
+  static V load(const float *p) { return _mm_loadu_ps(p); }
+  static void store(float *p, V v) { _mm_storeu_ps(p, v); }
+  static V set(float x) { return _mm_set1_ps(x); }
+  static V add(V a, V b) { return _mm_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm_div_ps(a, b); }
+  static V exp(V v) { return Sleef_expf4_u10(v); }
+  static V log(V v) { return Sleef_logf4_u10(v); }
+  static V tanh(V v) { return Sleef_tanhf4_u10(v); }
+  static V erf(V v) { return Sleef_erff4_u10(v); }
+};
+using Kernels = VectorKernels<Sse2>;
 
-/// Applies `fn` (four lanes) to x[0, n) into y: whole groups in place, the
-/// last partial one through a zero-padded group.
-template <typename Fn> void map(const float *x, float *y, int64_t n, Fn fn) {
-  int64_t whole = n - n % kLanes;
-  for (int64_t i = 0; i < whole; i += kLanes)
-    _mm_storeu_ps(y + i, fn(_mm_loadu_ps(x + i)));
-  if (whole == n)
-    return;
-  alignas(16) float group[kLanes] = {};
-  std::memcpy(group, x + whole, (n - whole) * sizeof(float));
-  _mm_store_ps(group, fn(_mm_load_ps(group)));
-  std::memcpy(y + whole, group, (n - whole) * sizeof(float));
-}
-
-/// 1 + exp(-x).
-__m128 onePlusExpNeg(__m128 x) {
-  return _mm_add_ps(_mm_set1_ps(1.0f),
-                    Sleef_expf4_u10(_mm_sub_ps(_mm_setzero_ps(), x)));
+/// Whether this process computes on eight lanes: decided once, so that
+/// every kernel call takes the same path.
+bool useAvx2() {
+#ifdef TESSERA_VECTOR_MATH_AVX2
+  static const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2;
+#else
+  return false;
+#endif
 }
 } // namespace
 
-void tessera::runtime::cpu::vectorExp(const float *x, float *y, int64_t n) {
-  map(x, y, n, [](__m128 v) { return Sleef_expf4_u10(v); });
-}
-
-void tessera::runtime::cpu::vectorLog(const float *x, float *y, int64_t n) {
-  map(x, y, n, [](__m128 v) { return Sleef_logf4_u10(v); });
-}
-
-void tessera::runtime::cpu::vectorTanh(const float *x, float *y, int64_t n) {
-  map(x, y, n, [](__m128 v) { return Sleef_tanhf4_u10(v); });
-}
-
-void tessera::runtime::cpu::vectorErf(const float *x, float *y, int64_t n) {
-  map(x, y, n, [](__m128 v) { return Sleef_erff4_u10(v); });
-}
-
-void tessera::runtime::cpu::vectorSigmoid(const float *x, float *y, int64_t n) {
-  map(x, y, n,
-      [](__m128 v) { return _mm_div_ps(_mm_set1_ps(1.0f), onePlusExpNeg(v)); });
-}
-
-void tessera::runtime::cpu::vectorSilu(const float *x, float *y, int64_t n) {
-  map(x, y, n, [](__m128 v) { return _mm_div_ps(v, onePlusExpNeg(v)); });
-}
-
-void tessera::runtime::cpu::vectorGelu(const float *x, float *y, int64_t n) {
-  map(x, y, n, [](__m128 v) {
-    const __m128 half = _mm_set1_ps(0.5f), one = _mm_set1_ps(1.0f);
-    __m128 cube = _mm_mul_ps(_mm_mul_ps(v, v), v);
-    __m128 inner =
-        _mm_mul_ps(_mm_set1_ps(0.7978845608028654f),
-                   _mm_add_ps(v, _mm_mul_ps(_mm_set1_ps(0.044715f), cube)));
-    return _mm_mul_ps(_mm_mul_ps(half, v),
-                      _mm_add_ps(one, Sleef_tanhf4_u10(inner)));
-  });
-}
+#ifdef TESSERA_VECTOR_MATH_AVX2
+#define TESSERA_DISPATCH(name, kernel)                                         \
+  void tessera::runtime::cpu::name(const float *x, float *y, int64_t n) {      \
+    if (useAvx2())                                                             \
+      return avx2::name(x, y, n);                                              \
+    Kernels::kernel(x, y, n);                                                  \
+  }
+#else
+#define TESSERA_DISPATCH(name, kernel)                                         \
+  void tessera::runtime::cpu::name(const float *x, float *y, int64_t n) {      \
+    Kernels::kernel(x, y, n);                                                  \
+  }
+#endif
+TESSERA_DISPATCH(vectorExp, exp)
+TESSERA_DISPATCH(vectorLog, log)
+TESSERA_DISPATCH(vectorTanh, tanh)
+TESSERA_DISPATCH(vectorErf, erf)
+TESSERA_DISPATCH(vectorSigmoid, sigmoid)
+TESSERA_DISPATCH(vectorSilu, silu)
+TESSERA_DISPATCH(vectorGelu, gelu)
+#undef TESSERA_DISPATCH
 
 #else
 // Without SSE2: libm, one element at a time.

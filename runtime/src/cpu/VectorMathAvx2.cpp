@@ -1,0 +1,63 @@
+//===- VectorMathAvx2.cpp - VectorMath's kernels on AVX2 ------------------===//
+//
+// Compiled with -mavx2 and called only where the CPU has AVX2 and FMA
+// (SLEEF's AVX2 functions use both).
+//
+//===----------------------------------------------------------------------===//
+
+#include "VectorMath.h"
+#include "VectorMathIsa.h"
+
+#include <sleef.h>
+
+#include <immintrin.h>
+
+using namespace tessera::runtime::cpu;
+
+namespace {
+struct Avx2 {
+  using V = __m256;
+  static constexpr int64_t kLanes = 8;
+  static V load(const float *p) { return _mm256_loadu_ps(p); }
+  static void store(float *p, V v) { _mm256_storeu_ps(p, v); }
+  static V set(float x) { return _mm256_set1_ps(x); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V exp(V v) { return Sleef_expf8_u10avx2(v); }
+  static V log(V v) { return Sleef_logf8_u10avx2(v); }
+  static V tanh(V v) { return Sleef_tanhf8_u10avx2(v); }
+  static V erf(V v) { return Sleef_erff8_u10avx2(v); }
+};
+using Kernels = VectorKernels<Avx2>;
+} // namespace
+
+void tessera::runtime::cpu::avx2::vectorExp(const float *x, float *y,
+                                            int64_t n) {
+  Kernels::exp(x, y, n);
+}
+void tessera::runtime::cpu::avx2::vectorLog(const float *x, float *y,
+                                            int64_t n) {
+  Kernels::log(x, y, n);
+}
+void tessera::runtime::cpu::avx2::vectorTanh(const float *x, float *y,
+                                             int64_t n) {
+  Kernels::tanh(x, y, n);
+}
+void tessera::runtime::cpu::avx2::vectorErf(const float *x, float *y,
+                                            int64_t n) {
+  Kernels::erf(x, y, n);
+}
+void tessera::runtime::cpu::avx2::vectorSigmoid(const float *x, float *y,
+                                                int64_t n) {
+  Kernels::sigmoid(x, y, n);
+}
+void tessera::runtime::cpu::avx2::vectorSilu(const float *x, float *y,
+                                             int64_t n) {
+  Kernels::silu(x, y, n);
+}
+void tessera::runtime::cpu::avx2::vectorGelu(const float *x, float *y,
+                                             int64_t n) {
+  Kernels::gelu(x, y, n);
+}
