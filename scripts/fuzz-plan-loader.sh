@@ -16,7 +16,8 @@ clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
   test/fuzz/PlanLoaderFuzzer.cpp runtime/src/Plan.cpp runtime/src/Manifest.cpp \
   runtime/src/Mesh.cpp runtime/src/Tensor.cpp runtime/src/cpu/Kernels.cpp \
   runtime/src/cpu/VectorMath.cpp runtime/src/cpu/ArrayMath.cpp \
-  runtime/src/cpu/FusedKernel.cpp runtime/proto/PlanChecksum.cpp \
+  runtime/src/cpu/FusedKernel.cpp runtime/src/cpu/ThreadPool.cpp \
+  runtime/proto/PlanChecksum.cpp \
   build/runtime/proto/plan.pb.cc \
   -lprotobuf -lxxhash -lopenblas -lsleef -o "$out/plan-loader-fuzzer"
 for example in mlp_megatron gpt_block; do

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """GPT train-step time on one rank, two builds of tessera-run side by side.
 
-The sizes of issue 27's table (a GPT AdamW step; PyTorch 1.13 took 395 ms
-and 1878 ms on one thread there). Each build compiles the model and runs
-its plan with its tessera-run, interleaved and repeated, with one OpenBLAS
-thread; the table prints the minimum and median of each build's `--time`
-(the mean step after the first), next to the same GPT in PyTorch
-(torch_gpt.py, one thread, the minimum step of each run), and the ratios.
+Three GPT sizes (the two of issue 27's table, where PyTorch 1.13 took 395 ms
+and 1878 ms on one thread, and a smaller one), on 1 and 2 threads. Each
+build compiles the model and runs its plan with its tessera-run,
+interleaved and repeated; the table prints the minimum and median of each
+build's `--time` (the mean step after the first), next to the same GPT in
+PyTorch (torch_gpt.py, the minimum step of each run), and the ratios. The
+new build gets `--threads N`; the baseline, which may predate it, only
+OpenBLAS's N threads. On 2 threads PyTorch also runs with
+OMP_WAIT_POLICY=passive ("torch passive"), since its OpenMP threads
+otherwise spin on a busy machine.
 
 Run from the repository root after building, with a baseline build (a copy
 of bin/ from an earlier commit, holding tessera and tessera-run):
@@ -21,7 +25,43 @@ import subprocess
 import tempfile
 
 # layers, hidden, heads, seq, batch, vocab
-SIZES = [(4, 256, 4, 128, 8, 1024), (6, 512, 8, 256, 4, 4096)]
+SIZES = [(2, 128, 4, 64, 8, 512), (4, 256, 4, 128, 8, 1024),
+         (6, 512, 8, 256, 4, 4096)]
+
+
+def run_tessera(build, plan, steps, threads, new):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
+    command = [os.path.join(build, "tessera-run"), plan, "--steps",
+               str(steps), "--time"]
+    if new:
+        command += ["--threads", str(threads)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True,
+                         env=env).stdout
+    return float(re.search(r"time: ([\d.]+) ms", out).group(1))
+
+
+def run_torch(python, size, steps, threads, passive):
+    layers, hidden, heads, seq, batch, vocab = size
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
+    if passive:
+        env["OMP_WAIT_POLICY"] = "passive"
+    torch_gpt = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "torch_gpt.py")
+    out = subprocess.run(
+        [python, torch_gpt, "--layers", str(layers), "--hidden", str(hidden),
+         "--heads", str(heads), "--seq", str(seq), "--batch", str(batch),
+         "--vocab", str(vocab), "--threads", str(threads), "--steps",
+         str(steps)], check=True, capture_output=True, text=True,
+        env=env).stdout
+    return float(re.search(r"torch: ([\d.]+) ms min", out).group(1))
+
+
+def cell(times):
+    if not times:
+        return f"{'-':>9} {'-':>7}"
+    return f"{min(times):9.1f} {statistics.median(times):7.1f}"
 
 
 def main():
@@ -30,15 +70,14 @@ def main():
     parser.add_argument("--baseline", required=True)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--python", default="/usr/bin/python3",
                         help="a Python with torch (Debian's python3-torch)")
     args = parser.parse_args()
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    print(f"{'GPT (L, h, A, s, b, V)':28} {'before min':>10} {'median':>7} "
-          f"{'after min':>9} {'median':>7} {'torch min':>9} {'median':>7} "
-          f"{'after/before':>12} {'after/torch':>11}")
-    torch_gpt = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                             "torch_gpt.py")
+    print(f"{'GPT (L, h, A, s, b, V)':28} {'thr':>3} {'before min':>10} "
+          f"{'median':>7} {'after min':>9} {'median':>7} {'torch min':>9} "
+          f"{'median':>7} {'passive':>9} {'median':>7} {'after/before':>12} "
+          f"{'after/torch':>11}")
     with tempfile.TemporaryDirectory() as work:
         for size in SIZES:
             layers, hidden, heads, seq, batch, vocab = size
@@ -53,38 +92,33 @@ def main():
             # fusion) counts too.
             plans = {}
             for build in (args.baseline, args.build):
-                plans[build] = os.path.join(
-                    work, f"gpt{len(plans)}.plan")
+                plans[build] = os.path.join(work, f"gpt{len(plans)}.plan")
                 subprocess.run(
                     [os.path.join(build, "tessera"), "compile", model,
                      "--train", "adamw", "-o", plans[build]], check=True,
                     capture_output=True)
-            times = {args.baseline: [], args.build: [], "torch": []}
-            for _ in range(args.repeats):
-                for build in (args.baseline, args.build):
-                    out = subprocess.run(
-                        [os.path.join(build, "tessera-run"), plans[build],
-                         "--steps", str(args.steps), "--time"], check=True,
-                        capture_output=True, text=True, env=env).stdout
-                    times[build].append(float(
-                        re.search(r"time: ([\d.]+) ms", out).group(1)))
-                out = subprocess.run(
-                    [args.python, torch_gpt, "--layers", str(layers),
-                     "--hidden", str(hidden), "--heads", str(heads), "--seq",
-                     str(seq), "--batch", str(batch), "--vocab", str(vocab),
-                     "--threads", "1", "--steps", str(args.steps)],
-                    check=True, capture_output=True, text=True,
-                    env=env).stdout
-                times["torch"].append(float(
-                    re.search(r"torch: ([\d.]+) ms min", out).group(1)))
-            before, after = times[args.baseline], times[args.build]
-            torch = times["torch"]
-            print(f"{str(size):28} {min(before):10.1f} "
-                  f"{statistics.median(before):7.1f} {min(after):9.1f} "
-                  f"{statistics.median(after):7.1f} {min(torch):9.1f} "
-                  f"{statistics.median(torch):7.1f} "
-                  f"{min(after) / min(before):12.2f} "
-                  f"{min(after) / min(torch):11.2f}")
+            for threads in args.threads:
+                times = {"before": [], "after": [], "torch": [],
+                         "passive": []}
+                for _ in range(args.repeats):
+                    times["before"].append(run_tessera(
+                        args.baseline, plans[args.baseline], args.steps,
+                        threads, new=False))
+                    times["after"].append(run_tessera(
+                        args.build, plans[args.build], args.steps, threads,
+                        new=True))
+                    times["torch"].append(run_torch(
+                        args.python, size, args.steps, threads, False))
+                    if threads > 1:
+                        times["passive"].append(run_torch(
+                            args.python, size, args.steps, threads, True))
+                torch = min(times["torch"] + times["passive"])
+                print(f"{str(size):28} {threads:3} {cell(times['before'])} "
+                      f"{cell(times['after'])} {cell(times['torch'])} "
+                      f"{cell(times['passive'])} "
+                      f"{min(times['after']) / min(times['before']):12.2f} "
+                      f"{min(times['after']) / torch:11.2f}", flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,7 @@
 //                            [--dump-outputs FILE] [--dump-losses FILE]
 //                            [--save-checkpoint DIR] [--load-checkpoint DIR]
 //                            [--device cpu|cuda] [--comm-timeout SECONDS]
+//                            [--threads N]
 //   tessera-run model.plan --check-plan
 //
 // On `--device cuda` each rank runs on a GPU of its node (its rank among
@@ -19,6 +20,12 @@
 // holds each rank's pieces of the parameters and optimizer state, named,
 // with a checksum, and the step reached; it is swapped in whole, and
 // loading it on the same plan resumes bit for bit.
+//
+// On the CPU, large elementwise, row and attention kernels split over
+// --threads threads, and GEMMs run on as many OpenBLAS threads; by default
+// the cores this rank may use (its CPU affinity, shared with the other ranks
+// of its node where all may use every core), less one for MPI's progress
+// thread where the plan overlaps collectives. Results do not depend on it.
 //
 // With --check-plan, it only loads the plan as a run would (validated, its
 // collective manifest and checksum checked) and exits, 0 when it is valid.
@@ -42,6 +49,7 @@
 #include "tessera/runtime/Executor.h"
 #include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
+#include "tessera/runtime/Threads.h"
 
 #include <mpi.h>
 
@@ -80,6 +88,8 @@ struct Options {
   bool checkPlan = false;
   std::string device = "cpu";
   double commTimeout = 600;
+  /// The CPU kernels' threads; 0: the default (getDefaultKernelThreads).
+  int threads = 0;
 };
 
 const char *kUsage =
@@ -88,21 +98,27 @@ const char *kUsage =
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
     "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
     "[--time]\n"
-    "       [--device cpu|cuda] [--comm-timeout SECONDS]\n"
+    "       [--device cpu|cuda] [--comm-timeout SECONDS] [--threads N]\n"
     "       tessera-run PLAN --check-plan: load and check the plan, and "
     "exit\n";
+
+/// This rank's index among the ranks of its node, and their number.
+std::pair<int, int> getLocalRank() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  int local = 0, size = 1;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return {local, size};
+}
 
 /// This rank's GPU: its index among the ranks of its node, modulo the
 /// node's GPUs.
 int getLocalGpu() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                      &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
   int count = getCudaDeviceCount();
-  return count > 0 ? local % count : 0;
+  return count > 0 ? getLocalRank().first % count : 0;
 }
 
 /// Parses the command line.
@@ -167,6 +183,16 @@ Status parseOptions(int argc, char **argv, Options &options) {
         return invalidArgument(
             "--comm-timeout expects a positive number of seconds, got '" +
             text + "'");
+    } else if (arg == "--threads") {
+      if (!value(text))
+        return invalidArgument("--threads needs a number of threads");
+      char *end = nullptr;
+      long threads = std::strtol(text.c_str(), &end, 10);
+      if (*end != '\0' || text.empty() || threads < 1 || threads > 1024)
+        return invalidArgument(
+            "--threads expects a number of threads from 1 to 1024, got '" +
+            text + "'");
+      options.threads = threads;
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
         return invalidArgument("--dump-losses needs a file");
@@ -389,6 +415,16 @@ int main(int argc, char **argv) {
   const plan::Program *program = getProgramOfRank(plan, rank);
   if (!program)
     return fail("the plan has no program for this rank");
+  if (options.device == "cpu") {
+    bool overlaps = std::any_of(
+        program->instructions().begin(), program->instructions().end(),
+        [](const plan::Instruction &i) { return i.stream() != 0; });
+    setKernelThreads(options.threads > 0
+                         ? options.threads
+                         : getDefaultKernelThreads(
+                               getLocalRank().second,
+                               overlaps && threads >= MPI_THREAD_SERIALIZED));
+  }
   // The groups of every program's collectives, set up by all ranks at once.
   std::set<Axes> groups;
   for (const plan::Program &each : plan.programs())

@@ -3,6 +3,7 @@
 #include "FusedKernel.h"
 
 #include "ArrayMath.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,6 +16,9 @@ namespace {
 /// Elements per tile: with a few dozen values of a program, the tiles fit in
 /// a core's L1 and L2 caches.
 constexpr int64_t kTileElements = 512;
+/// The fewest tiles a thread takes: fewer cost more to hand out than they
+/// save.
+constexpr int64_t kTilesPerThread = 64;
 
 template <typename... Args> std::string concat(const Args &...args) {
   std::ostringstream os;
@@ -69,7 +73,10 @@ private:
   }
   std::string checkStep(size_t index, const FusedStep &step);
   std::string checkOperands(size_t index, const FusedStep &step, Step &s);
-  void computeTile(int64_t start, int64_t count);
+  /// Computes the outputs' elements [start, start + count), with each
+  /// value's tile in `tiles` and rows of `scratch` to hold them.
+  void computeTile(int64_t start, int64_t count, float *scratch,
+                   std::vector<const float *> &tiles);
 
   const KernelAttrs &attrs;
   const std::vector<const Tensor *> &inputs;
@@ -80,10 +87,6 @@ private:
   /// a row of `scratch`): one that no input overlaps, so that writing it
   /// early changes nothing a later step reads.
   std::vector<int64_t> directOutput;
-  /// Each value's elements in the current tile: a pointer into an f32
-  /// input of the fused shape or a direct output, or a row of `scratch`.
-  std::vector<const float *> tiles;
-  std::vector<float> scratch;
 };
 } // namespace
 
@@ -290,7 +293,8 @@ static void roundTo(DType dtype, float *tile, int64_t count) {
     tile[i] = halfToFloat(dtype, floatToHalf(dtype, tile[i]));
 }
 
-void Program::computeTile(int64_t start, int64_t count) {
+void Program::computeTile(int64_t start, int64_t count, float *scratch,
+                          std::vector<const float *> &tiles) {
   int64_t numInputs = getNumInputs();
   for (int64_t id = 0; id < numInputs; ++id) {
     const Tensor &input = *inputs[id];
@@ -300,7 +304,7 @@ void Program::computeTile(int64_t start, int64_t count) {
       tiles[id] = input.as<const float>() + start;
       continue;
     }
-    float *tile = scratch.data() + id * kTileElements;
+    float *tile = scratch + id * kTileElements;
     const uint8_t *bytes = input.as<const uint8_t>() + start;
     for (int64_t i = 0; i < count; ++i)
       tile[i] = bytes[i] != 0 ? 1.0f : 0.0f;
@@ -311,7 +315,7 @@ void Program::computeTile(int64_t start, int64_t count) {
     int64_t id = numInputs + index;
     float *y = directOutput[index] >= 0
                    ? outputs[directOutput[index]]->as<float>() + start
-                   : scratch.data() + id * kTileElements;
+                   : scratch + id * kTileElements;
     tiles[id] = y;
     auto operand = [&](size_t i) { return tiles[s.operands[i]]; };
     switch (s.kind) {
@@ -394,15 +398,19 @@ void Program::run() {
       continue;
     directOutput[step] = i;
   }
-  // The tiles of a thread's last fused kernel stay for its next one.
-  thread_local std::vector<float> buffer;
-  buffer.resize(std::max<size_t>(buffer.size(), numValues * kTileElements));
-  scratch.swap(buffer);
-  tiles.assign(numValues, nullptr);
   int64_t total = getNumElements(shape);
-  for (int64_t start = 0; start < total; start += kTileElements)
-    computeTile(start, std::min(kTileElements, total - start));
-  scratch.swap(buffer);
+  int64_t numTiles = (total + kTileElements - 1) / kTileElements;
+  parallelFor(numTiles, kTilesPerThread, [&](int64_t begin, int64_t end) {
+    // The tiles of a thread's last fused kernel stay for its next one.
+    thread_local std::vector<float> scratch;
+    scratch.resize(std::max<size_t>(scratch.size(), numValues * kTileElements));
+    std::vector<const float *> tiles(numValues, nullptr);
+    for (int64_t tile = begin; tile < end; ++tile) {
+      int64_t start = tile * kTileElements;
+      computeTile(start, std::min(kTileElements, total - start), scratch.data(),
+                  tiles);
+    }
+  });
 }
 
 std::string tessera::runtime::cpu::runFusedProgram(

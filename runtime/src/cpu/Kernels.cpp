@@ -14,6 +14,7 @@
 
 #include "ArrayMath.h"
 #include "FusedKernel.h"
+#include "ThreadPool.h"
 #include "VectorMath.h"
 
 #include <cblas.h>
@@ -577,6 +578,10 @@ static void runDot(KernelCall &c) {
 // Elementwise loops read element i of every input before writing element i,
 // so an output may alias an input (an in-place update).
 
+/// The fewest elements an elementwise kernel gives a thread: below that,
+/// waking one costs more than it saves.
+constexpr int64_t kElementsPerThread = 1 << 15;
+
 /// An elementwise op of ArrayMath.h on same-shaped f32 tensors.
 static void runArrayMath(KernelCall &c) {
   const cpu::ArrayMath *math = cpu::findArrayMath(c.getOp());
@@ -598,8 +603,12 @@ static void runArrayMath(KernelCall &c) {
     return;
   if (c.isCheckOnly())
     return;
-  math->fn(c.in(0).as<float>(), c.in(arity - 1).as<float>(),
-           c.out(0).as<float>(), c.in(0).getNumElements());
+  const float *a = c.in(0).as<float>(), *b = c.in(arity - 1).as<float>();
+  float *y = c.out(0).as<float>();
+  cpu::parallelFor(c.in(0).getNumElements(), kElementsPerThread,
+                   [&](int64_t begin, int64_t end) {
+                     math->fn(a + begin, b + begin, y + begin, end - begin);
+                   });
 }
 
 /// nn.clamp: NaN stays NaN.
@@ -1226,6 +1235,18 @@ static bool expectNorm(KernelCall &c, size_t numInputs) {
   return true;
 }
 
+/// Calls fn(row) for each row of `features` elements of `tensor`, the rows
+/// split over the kernel threads.
+template <typename Fn>
+static void forEachRow(const Tensor &tensor, int64_t features, Fn fn) {
+  cpu::parallelFor(tensor.getNumElements() / features,
+                   std::max<int64_t>(kElementsPerThread / features, 1),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t row = begin; row < end; ++row)
+                       fn(row);
+                   });
+}
+
 /// The sum of f(j) for j < n in double, as eight interleaved partial sums
 /// added in a fixed order: they vectorise, and a row's sum does not depend
 /// on where the row lies.
@@ -1269,14 +1290,14 @@ static void runLayerNorm(KernelCall &c) {
   if (c.isCheckOnly())
     return;
   const float *gamma = c.in(1).as<float>(), *beta = c.in(2).as<float>();
-  for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
+  forEachRow(input, features, [&](int64_t row) {
     const float *x = input.as<float>() + row * features;
     float *y = c.out(0).as<float>() + row * features;
     double mean, rstd;
     getRowStatistics(x, features, /*rms=*/false, *epsilon, mean, rstd);
     for (int64_t j = 0; j < features; ++j)
       y[j] = (x[j] - mean) * rstd * gamma[j] + beta[j];
-  }
+  });
 }
 
 static void runRmsNorm(KernelCall &c) {
@@ -1292,14 +1313,14 @@ static void runRmsNorm(KernelCall &c) {
   if (c.isCheckOnly())
     return;
   const float *gamma = c.in(1).as<float>();
-  for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
+  forEachRow(input, features, [&](int64_t row) {
     const float *x = input.as<float>() + row * features;
     float *y = c.out(0).as<float>() + row * features;
     double mean, rstd;
     getRowStatistics(x, features, /*rms=*/true, *epsilon, mean, rstd);
     for (int64_t j = 0; j < features; ++j)
       y[j] = x[j] * rstd * gamma[j];
-  }
+  });
 }
 
 /// One row of nn.layer_norm_grad or nn.rms_norm_grad: the forward's
@@ -1347,13 +1368,13 @@ static void runNormGrad(KernelCall &c, bool rms) {
   if (!epsilon || c.isCheckOnly() || features == 0)
     return;
   const float *gamma = c.in(1).as<float>();
-  for (int64_t row = 0, e = input.getNumElements() / features; row < e; ++row) {
+  forEachRow(input, features, [&](int64_t row) {
     const float *x = input.as<float>() + row * features;
     const float *dy = c.in(2).as<float>() + row * features;
     float *dx = c.out(0).as<float>() + row * features;
     float *xhat = c.out(1).as<float>() + row * features;
     getNormGradRow(x, dy, gamma, dx, xhat, features, rms, *epsilon);
-  }
+  });
 }
 
 static int64_t readIndex(const Tensor &tensor, int64_t i) {
@@ -1829,11 +1850,13 @@ static void runAttention(KernelCall &c) {
               *v = c.in(2).as<float>();
   float *out = c.out(0).as<float>();
   const float minusInfinity = -std::numeric_limits<float>::infinity();
-  std::vector<float> scores(kAttentionTile * kAttentionTile);
-  std::vector<float> acc(kAttentionTile * n.dv), rowMax(kAttentionTile),
-      rowSum(kAttentionTile), keepRow(kAttentionTile);
-  for (int64_t b = 0; b < n.batch; ++b)
-    for (int64_t h = 0; h < n.heads; ++h) {
+  // The (batch, head) pairs split over the kernel threads.
+  cpu::parallelFor(n.batch * n.heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(kAttentionTile * kAttentionTile);
+    std::vector<float> acc(kAttentionTile * n.dv), rowMax(kAttentionTile),
+        rowSum(kAttentionTile), keepRow(kAttentionTile);
+    for (int64_t pair = begin; pair < end; ++pair) {
+      int64_t b = pair / n.heads, h = pair % n.heads;
       const float *qh = q + n.getQueryOffset(b, h) * n.d;
       const float *kh = k + n.getKeyOffset(b, h) * n.d;
       const float *vh = v + n.getKeyOffset(b, h) * n.dv;
@@ -1858,11 +1881,13 @@ static void runAttention(KernelCall &c) {
             // A row that sees no key of this tile adds nothing.
             float rescale =
                 newMax == minusInfinity ? 1.0f : std::exp(rowMax[r] - newMax);
+            for (int64_t col = 0; col < visible; ++col)
+              row[col] -= newMax;
+            cpu::vectorExp(row, row, visible);
+            std::fill(row + visible, row + cols, 0.0f);
             float sum = 0;
-            for (int64_t col = 0; col < cols; ++col) {
-              row[col] = col < visible ? std::exp(row[col] - newMax) : 0.0f;
+            for (int64_t col = 0; col < cols; ++col)
               sum += row[col];
-            }
             rowSum[r] = rowSum[r] * rescale + sum;
             rowMax[r] = newMax;
             for (int64_t e = 0; e < n.dv; ++e)
@@ -1884,6 +1909,7 @@ static void runAttention(KernelCall &c) {
                 rowSum[r] > 0 ? acc[r * n.dv + e] / rowSum[r] : 0.0f;
       }
     }
+  });
 }
 
 /// nn.attention_grad (FlashAttention's backward): a first pass recomputes
@@ -1904,100 +1930,116 @@ static void runAttentionGrad(KernelCall &c) {
   std::fill(dk, dk + c.out(1).getNumElements(), 0.0f);
   std::fill(dv, dv + c.out(2).getNumElements(), 0.0f);
   const float minusInfinity = -std::numeric_limits<float>::infinity();
-  std::vector<float> probs(kAttentionTile * kAttentionTile),
-      dprobs(kAttentionTile * kAttentionTile);
-  // With dropout: each probability's keep factor, and the kept ones.
-  std::vector<float> keep, kept;
-  if (n.dropout.rate > 0) {
-    keep.resize(kAttentionTile * kAttentionTile);
-    kept.resize(kAttentionTile * kAttentionTile);
-  }
-  std::vector<float> logSumExp(n.queries), rowDot(n.queries);
-  for (int64_t b = 0; b < n.batch; ++b)
-    for (int64_t h = 0; h < n.heads; ++h) {
-      int64_t qOffset = n.getQueryOffset(b, h), kOffset = n.getKeyOffset(b, h);
-      const float *qh = q + qOffset * n.d, *kh = k + kOffset * n.d,
-                  *vh = v + kOffset * n.dv, *oh = out + qOffset * n.dv,
-                  *doh = dout + qOffset * n.dv;
-      float *dqh = dq + qOffset * n.d, *dkh = dk + kOffset * n.d,
-            *dvh = dv + kOffset * n.dv;
-      // The log-sum-exp of each query's scores, and rowsum(do · o).
-      for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
-        int64_t rows = std::min(kAttentionTile, n.queries - i0);
-        int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
-        std::vector<float> rowMax(rows, minusInfinity), rowSum(rows, 0.0f);
-        for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
-          int64_t cols = std::min(kAttentionTile, keyEnd - j0);
-          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, probs.data());
-          for (int64_t r = 0; r < rows; ++r) {
-            const float *row = probs.data() + r * cols;
-            int64_t visible =
-                std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
-            float newMax = rowMax[r];
-            for (int64_t col = 0; col < visible; ++col)
-              newMax = std::max(newMax, row[col]);
-            if (newMax == minusInfinity)
-              continue;
-            float sum = 0;
-            for (int64_t col = 0; col < visible; ++col)
-              sum += std::exp(row[col] - newMax);
-            rowSum[r] = rowSum[r] * std::exp(rowMax[r] - newMax) + sum;
-            rowMax[r] = newMax;
-          }
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          logSumExp[i0 + r] = rowMax[r] + std::log(rowSum[r]);
-          float dot = 0;
-          for (int64_t e = 0; e < n.dv; ++e)
-            dot += doh[(i0 + r) * n.dv + e] * oh[(i0 + r) * n.dv + e];
-          rowDot[i0 + r] = dot;
-        }
-      }
-      for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
-        int64_t rows = std::min(kAttentionTile, n.queries - i0);
-        int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
-        for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
-          int64_t cols = std::min(kAttentionTile, keyEnd - j0);
-          scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, probs.data());
-          for (int64_t r = 0; r < rows; ++r) {
-            float *row = probs.data() + r * cols;
-            int64_t visible =
-                std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
-            for (int64_t col = 0; col < cols; ++col)
-              row[col] =
-                  col < visible ? std::exp(row[col] - logSumExp[i0 + r]) : 0;
-            if (n.dropout.rate > 0) {
-              float *z = keep.data() + r * cols;
-              n.getKeep(b, h, i0 + r, j0, cols, z);
-              for (int64_t col = 0; col < cols; ++col)
-                kept[r * cols + col] = z[col] * row[col];
-            }
-          }
-          // dv += (z p)ᵀ do; dp = do vᵀ.
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv, rows,
-                      1.0f, n.dropout.rate > 0 ? kept.data() : probs.data(),
-                      cols, doh + i0 * n.dv, n.dv, 1.0f, dvh + j0 * n.dv, n.dv);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, n.dv,
-                      1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv, 0.0f,
-                      dprobs.data(), cols);
-          // ds = p · (z dp - rowsum(do · o)), in place of dp.
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t col = 0; col < cols; ++col) {
-              float &ds = dprobs[r * cols + col];
-              if (n.dropout.rate > 0)
-                ds *= keep[r * cols + col];
-              ds = probs[r * cols + col] * (ds - rowDot[i0 + r]);
-            }
-          // dq += scale · ds k; dk += scale · dsᵀ q.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.d,
-                      cols, n.scale, dprobs.data(), cols, kh + j0 * n.d, n.d,
-                      1.0f, dqh + i0 * n.d, n.d);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.d, rows,
-                      n.scale, dprobs.data(), cols, qh + i0 * n.d, n.d, 1.0f,
-                      dkh + j0 * n.d, n.d);
-        }
-      }
+  // The (batch, kv head) pairs split over the kernel threads, each taking
+  // its group's query heads in order (they add to its dk and dv).
+  int64_t group = n.heads / n.kvHeads;
+  cpu::parallelFor(n.batch * n.kvHeads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> probs(kAttentionTile * kAttentionTile),
+        dprobs(kAttentionTile * kAttentionTile);
+    // With dropout: each probability's keep factor, and the kept ones.
+    std::vector<float> keep, kept;
+    if (n.dropout.rate > 0) {
+      keep.resize(kAttentionTile * kAttentionTile);
+      kept.resize(kAttentionTile * kAttentionTile);
     }
+    std::vector<float> logSumExp(n.queries), rowDot(n.queries);
+    for (int64_t pair = begin; pair < end; ++pair)
+      for (int64_t b = pair / n.kvHeads, h = pair % n.kvHeads * group,
+                   last = h + group;
+           h < last; ++h) {
+        int64_t qOffset = n.getQueryOffset(b, h),
+                kOffset = n.getKeyOffset(b, h);
+        const float *qh = q + qOffset * n.d, *kh = k + kOffset * n.d,
+                    *vh = v + kOffset * n.dv, *oh = out + qOffset * n.dv,
+                    *doh = dout + qOffset * n.dv;
+        float *dqh = dq + qOffset * n.d, *dkh = dk + kOffset * n.d,
+              *dvh = dv + kOffset * n.dv;
+        // The log-sum-exp of each query's scores, and rowsum(do · o).
+        for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
+          int64_t rows = std::min(kAttentionTile, n.queries - i0);
+          int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
+          std::vector<float> rowMax(rows, minusInfinity), rowSum(rows, 0.0f);
+          for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
+            int64_t cols = std::min(kAttentionTile, keyEnd - j0);
+            scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
+                      probs.data());
+            for (int64_t r = 0; r < rows; ++r) {
+              const float *row = probs.data() + r * cols;
+              int64_t visible =
+                  std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+              float newMax = rowMax[r];
+              for (int64_t col = 0; col < visible; ++col)
+                newMax = std::max(newMax, row[col]);
+              if (newMax == minusInfinity)
+                continue;
+              float *shifted = dprobs.data();
+              for (int64_t col = 0; col < visible; ++col)
+                shifted[col] = row[col] - newMax;
+              cpu::vectorExp(shifted, shifted, visible);
+              float sum = 0;
+              for (int64_t col = 0; col < visible; ++col)
+                sum += shifted[col];
+              rowSum[r] = rowSum[r] * std::exp(rowMax[r] - newMax) + sum;
+              rowMax[r] = newMax;
+            }
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            logSumExp[i0 + r] = rowMax[r] + std::log(rowSum[r]);
+            float dot = 0;
+            for (int64_t e = 0; e < n.dv; ++e)
+              dot += doh[(i0 + r) * n.dv + e] * oh[(i0 + r) * n.dv + e];
+            rowDot[i0 + r] = dot;
+          }
+        }
+        for (int64_t i0 = 0; i0 < n.queries; i0 += kAttentionTile) {
+          int64_t rows = std::min(kAttentionTile, n.queries - i0);
+          int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
+          for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionTile) {
+            int64_t cols = std::min(kAttentionTile, keyEnd - j0);
+            scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols,
+                      probs.data());
+            for (int64_t r = 0; r < rows; ++r) {
+              float *row = probs.data() + r * cols;
+              int64_t visible =
+                  std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+              for (int64_t col = 0; col < visible; ++col)
+                row[col] -= logSumExp[i0 + r];
+              cpu::vectorExp(row, row, visible);
+              std::fill(row + visible, row + cols, 0.0f);
+              if (n.dropout.rate > 0) {
+                float *z = keep.data() + r * cols;
+                n.getKeep(b, h, i0 + r, j0, cols, z);
+                for (int64_t col = 0; col < cols; ++col)
+                  kept[r * cols + col] = z[col] * row[col];
+              }
+            }
+            // dv += (z p)ᵀ do; dp = do vᵀ.
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.dv,
+                        rows, 1.0f,
+                        n.dropout.rate > 0 ? kept.data() : probs.data(), cols,
+                        doh + i0 * n.dv, n.dv, 1.0f, dvh + j0 * n.dv, n.dv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols,
+                        n.dv, 1.0f, doh + i0 * n.dv, n.dv, vh + j0 * n.dv, n.dv,
+                        0.0f, dprobs.data(), cols);
+            // ds = p · (z dp - rowsum(do · o)), in place of dp.
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t col = 0; col < cols; ++col) {
+                float &ds = dprobs[r * cols + col];
+                if (n.dropout.rate > 0)
+                  ds *= keep[r * cols + col];
+                ds = probs[r * cols + col] * (ds - rowDot[i0 + r]);
+              }
+            // dq += scale · ds k; dk += scale · dsᵀ q.
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n.d,
+                        cols, n.scale, dprobs.data(), cols, kh + j0 * n.d, n.d,
+                        1.0f, dqh + i0 * n.d, n.d);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, n.d,
+                        rows, n.scale, dprobs.data(), cols, qh + i0 * n.d, n.d,
+                        1.0f, dkh + j0 * n.d, n.d);
+          }
+        }
+      }
+  });
 }
 
 static void runCausalMask(KernelCall &c) {
@@ -2134,19 +2176,25 @@ static void runAdamW(KernelCall &c) {
   const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
   float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
         *newV = c.out(2).as<float>();
-  float wide[kAdamWTile];
-  for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; i += kAdamWTile) {
-    int64_t n = std::min(kAdamWTile, e - i);
-    const float *grad = c.in(1).as<float>() + i;
-    if (narrowGrad) {
-      const uint16_t *bits = c.in(1).as<uint16_t>() + i;
-      for (int64_t j = 0; j < n; ++j)
-        wide[j] = halfToFloat(gradType, bits[j]);
-      grad = wide;
-    }
-    updateAdamW(param + i, grad, m + i, v + i, newParam + i, newM + i, newV + i,
-                n, s);
-  }
+  int64_t e = c.in(0).getNumElements();
+  int64_t tiles = (e + kAdamWTile - 1) / kAdamWTile;
+  cpu::parallelFor(tiles, kElementsPerThread / kAdamWTile,
+                   [&](int64_t begin, int64_t end) {
+                     float wide[kAdamWTile];
+                     for (int64_t i = begin * kAdamWTile;
+                          i < std::min(e, end * kAdamWTile); i += kAdamWTile) {
+                       int64_t n = std::min(kAdamWTile, e - i);
+                       const float *grad = c.in(1).as<float>() + i;
+                       if (narrowGrad) {
+                         const uint16_t *bits = c.in(1).as<uint16_t>() + i;
+                         for (int64_t j = 0; j < n; ++j)
+                           wide[j] = halfToFloat(gradType, bits[j]);
+                         grad = wide;
+                       }
+                       updateAdamW(param + i, grad, m + i, v + i, newParam + i,
+                                   newM + i, newV + i, n, s);
+                     }
+                   });
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,146 @@
+//===- ThreadPoolTest.cpp - the CPU kernels' threads ----------------------===//
+
+#include "cpu/ThreadPool.h"
+#include "tessera/runtime/Kernels.h"
+#include "tessera/runtime/Threads.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+using namespace tessera::runtime;
+
+namespace {
+
+/// Restores one thread when a test ends.
+struct Threads {
+  explicit Threads(int threads) { setKernelThreads(threads); }
+  ~Threads() { setKernelThreads(1); }
+};
+
+TEST(ThreadPoolTest, CoversEachElementOnceInChunksOfAtLeastTheGrain) {
+  for (int threads : {1, 2, 3, 5}) {
+    Threads scoped(threads);
+    EXPECT_EQ(getKernelThreads(), threads);
+    for (int64_t count : {0, 1, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> seen(count);
+      std::mutex mutex;
+      std::vector<std::pair<int64_t, int64_t>> chunks;
+      cpu::parallelFor(count, 10, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          ++seen[i];
+        std::lock_guard<std::mutex> guard(mutex);
+        chunks.push_back({begin, end});
+      });
+      for (int64_t i = 0; i < count; ++i)
+        EXPECT_EQ(seen[i], 1) << "element " << i << " of " << count;
+      EXPECT_LE(static_cast<int64_t>(chunks.size()),
+                std::max<int64_t>(1, std::min<int64_t>(threads, count / 10)));
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ANestedRegionRunsWhole) {
+  Threads scoped(2);
+  std::atomic<int> inner{0};
+  cpu::parallelFor(2, 1, [&](int64_t, int64_t) {
+    cpu::parallelFor(100, 1, [&](int64_t begin, int64_t end) {
+      EXPECT_EQ(begin, 0);
+      EXPECT_EQ(end, 100);
+      ++inner;
+    });
+  });
+  EXPECT_EQ(inner, 2);
+}
+
+TEST(ThreadPoolTest, DefaultsToTheCoresOfThisRank) {
+  int alone = getDefaultKernelThreads(1, /*progressThread=*/false);
+  EXPECT_GE(alone, 1);
+  EXPECT_EQ(getDefaultKernelThreads(1, /*progressThread=*/true),
+            std::max(alone - 1, 1));
+  EXPECT_EQ(getDefaultKernelThreads(1 << 20, /*progressThread=*/false), 1);
+}
+
+OwnedTensor makeInput(std::vector<int64_t> shape, int seed) {
+  OwnedTensor tensor(DType::F32, std::move(shape));
+  float *data = tensor.view.as<float>();
+  for (int64_t i = 0, e = tensor.view.getNumElements(); i < e; ++i)
+    data[i] = std::sin(0.37f * static_cast<float>(i) + seed);
+  return tensor;
+}
+
+/// Runs `op` on fresh outputs of `shapes` with the given threads.
+std::vector<OwnedTensor> run(int threads, const std::string &op,
+                             const KernelAttrs &attrs,
+                             const std::vector<const OwnedTensor *> &inputs,
+                             const std::vector<std::vector<int64_t>> &shapes) {
+  Threads scoped(threads);
+  std::vector<OwnedTensor> outputs;
+  for (const std::vector<int64_t> &shape : shapes)
+    outputs.emplace_back(DType::F32, shape);
+  std::vector<const Tensor *> in;
+  for (const OwnedTensor *tensor : inputs)
+    in.push_back(&tensor->view);
+  std::vector<Tensor *> out;
+  for (OwnedTensor &tensor : outputs)
+    out.push_back(&tensor.view);
+  EXPECT_EQ(runCpuKernel(op, attrs, in, out).message(), "") << op;
+  return outputs;
+}
+
+/// Every kernel that splits over threads gives the same bits on 1 and 3.
+TEST(ThreadPoolTest, KernelsGiveTheSameBitsOnAnyNumberOfThreads) {
+  OwnedTensor x = makeInput({96, 1024}, 1), y = makeInput({96, 1024}, 2);
+  OwnedTensor gamma = makeInput({1024}, 3), beta = makeInput({1024}, 4);
+  OwnedTensor q = makeInput({2, 4, 64, 16}, 5),
+              kv = makeInput({2, 2, 64, 16}, 6);
+  OwnedTensor step(DType::I64, {});
+  *step.view.as<int64_t>() = 3;
+  KernelAttrs norm, attention, adamw, fused;
+  norm.floats["epsilon"] = 1e-5;
+  attention.floats["scale"] = 0.25;
+  attention.ints["causal"] = 1;
+  attention.floats["dropout"] = 0;
+  attention.ints["seed"] = 0;
+  for (const char *name : {"lr", "beta1", "beta2", "epsilon", "weight_decay"})
+    adamw.floats[name] = 0.01;
+  fused.fusedSteps = {FusedStep{"nn.mul", {0, 1}, {}, DType::F32},
+                      FusedStep{"nn.tanh", {2}, {}, DType::F32}};
+  fused.fusedResults = {3};
+  struct Case {
+    const char *op;
+    const KernelAttrs &attrs;
+    std::vector<const OwnedTensor *> inputs;
+    std::vector<std::vector<int64_t>> shapes;
+  } cases[] = {
+      {"nn.tanh", {}, {&x}, {{96, 1024}}},
+      {"nn.add", {}, {&x, &y}, {{96, 1024}}},
+      {"nn.fused", fused, {&x, &y}, {{96, 1024}}},
+      {"nn.layer_norm", norm, {&x, &gamma, &beta}, {{96, 1024}}},
+      {"nn.layer_norm_grad", norm, {&x, &gamma, &y}, {{96, 1024}, {96, 1024}}},
+      {"nn.adamw",
+       adamw,
+       {&x, &y, &y, &x, &step},
+       {{96, 1024}, {96, 1024}, {96, 1024}}},
+      {"nn.attention", attention, {&q, &kv, &kv}, {{2, 4, 64, 16}}},
+      {"nn.attention_grad",
+       attention,
+       {&q, &kv, &kv, &q, &q},
+       {{2, 4, 64, 16}, {2, 2, 64, 16}, {2, 2, 64, 16}}},
+  };
+  for (const Case &c : cases) {
+    std::vector<OwnedTensor> one = run(1, c.op, c.attrs, c.inputs, c.shapes);
+    std::vector<OwnedTensor> three = run(3, c.op, c.attrs, c.inputs, c.shapes);
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(std::memcmp(one[i].view.data, three[i].view.data,
+                            one[i].view.getBytes()),
+                0)
+          << c.op << " output " << i;
+  }
+}
+
+} // namespace
