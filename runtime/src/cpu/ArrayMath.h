@@ -14,10 +14,11 @@
 #include <string>
 
 // A loop marked TESSERA_CLONES is built twice on x86-64, for AVX2 and for
-// any CPU, and the first call picks the clone the CPU runs best (GCC's and
-// Clang's function multiversioning). Each element's operations are the same
-// IEEE ones either way: no FMA, so no product and sum are contracted.
-#if defined(__x86_64__) && defined(__GNUC__)
+// any CPU, and the first call picks the clone the CPU runs best (GCC's
+// function multiversioning; Clang's does not take templates, and builds
+// one). Each element's operations are the same IEEE ones either way: no
+// FMA, so no product and sum are contracted.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TESSERA_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TESSERA_CLONES
