@@ -954,6 +954,41 @@ namespace {
 enum class ReduceKind { Sum, Max, Mean };
 } // namespace
 
+/// Calls fn(row) for each row of `features` elements of `tensor`, the rows
+/// split over the kernel threads.
+template <typename Fn>
+static void forEachRow(const Tensor &tensor, int64_t features, Fn fn) {
+  cpu::parallelFor(tensor.getNumElements() / features,
+                   std::max<int64_t>(kElementsPerThread / features, 1),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t row = begin; row < end; ++row)
+                       fn(row);
+                   });
+}
+
+/// The sum of f(j) for j < n in double, as eight interleaved partial sums
+/// added in a fixed order: they vectorise, and a row's sum does not depend
+/// on where the row lies.
+template <typename F> TESSERA_CLONES static double sumInLanes(int64_t n, F f) {
+  constexpr int64_t kLanes = 8;
+  double partial[kLanes] = {};
+  int64_t whole = n - n % kLanes;
+  for (int64_t j = 0; j < whole; j += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k)
+      partial[k] += f(j + k);
+  for (int64_t j = whole; j < n; ++j)
+    partial[j - whole] += f(j);
+  return ((partial[0] + partial[4]) + (partial[1] + partial[5])) +
+         ((partial[2] + partial[6]) + (partial[3] + partial[7]));
+}
+
+/// slots[j] += x[j] for j < n: a row added into a row of sums (a bias
+/// gradient's), in AVX2 where the CPU has it.
+TESSERA_CLONES static void addRow(const float *x, double *slots, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    slots[j] += x[j];
+}
+
 static void runReduce(KernelCall &c, ReduceKind kind) {
   if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
       !c.expectF32(c.out(0), "result"))
@@ -1007,10 +1042,9 @@ static void runReduce(KernelCall &c, ReduceKind kind) {
           slot = xr[j]; // NaN sticks: nothing compares greater than it.
       }
     } else if (stride == 0) {
-      double sum = 0;
-      for (int64_t j = 0; j < row; ++j)
-        sum += xr[j];
-      *slots += sum;
+      *slots += sumInLanes(row, [&](int64_t j) { return double(xr[j]); });
+    } else if (stride == 1) {
+      addRow(xr, slots, row);
     } else {
       for (int64_t j = 0; j < row; ++j)
         slots[j * stride] += xr[j];
@@ -1175,7 +1209,7 @@ static void runSoftmax(KernelCall &c, bool log) {
   auto [outer, size, inner] = splitAround(input.shape, *dim);
   if (inner == 1) {
     // Rows in a row: the exps vectorised, summed in double.
-    for (int64_t o = 0; o < outer; ++o) {
+    forEachRow(input, size, [&](int64_t o) {
       const float *x = input.as<float>() + o * size;
       float *y = c.out(0).as<float>() + o * size;
       float max = -std::numeric_limits<float>::infinity();
@@ -1183,19 +1217,18 @@ static void runSoftmax(KernelCall &c, bool log) {
         max = std::max(max, x[j]);
       for (int64_t j = 0; j < size; ++j)
         y[j] = x[j] - max;
+      cpu::vectorExp(y, y, size);
+      double sum = sumInLanes(size, [&](int64_t j) { return double(y[j]); });
       if (log) {
-        cpu::vectorExp(y, y, size);
-        double sum = std::accumulate(y, y + size, 0.0);
         float logSum = static_cast<float>(std::log(sum));
         for (int64_t j = 0; j < size; ++j)
           y[j] = (x[j] - max) - logSum;
-        continue;
+        return;
       }
-      cpu::vectorExp(y, y, size);
-      float scale = static_cast<float>(1.0 / std::accumulate(y, y + size, 0.0));
+      float scale = static_cast<float>(1.0 / sum);
       for (int64_t j = 0; j < size; ++j)
         y[j] *= scale;
-    }
+    });
     return;
   }
   for (int64_t o = 0; o < outer; ++o) {
@@ -1233,34 +1266,6 @@ static bool expectNorm(KernelCall &c, size_t numInputs) {
         !c.expectShape(c.in(index), paramShape, names[index - 1]))
       return false;
   return true;
-}
-
-/// Calls fn(row) for each row of `features` elements of `tensor`, the rows
-/// split over the kernel threads.
-template <typename Fn>
-static void forEachRow(const Tensor &tensor, int64_t features, Fn fn) {
-  cpu::parallelFor(tensor.getNumElements() / features,
-                   std::max<int64_t>(kElementsPerThread / features, 1),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t row = begin; row < end; ++row)
-                       fn(row);
-                   });
-}
-
-/// The sum of f(j) for j < n in double, as eight interleaved partial sums
-/// added in a fixed order: they vectorise, and a row's sum does not depend
-/// on where the row lies.
-template <typename F> static double sumInLanes(int64_t n, F f) {
-  constexpr int64_t kLanes = 8;
-  double partial[kLanes] = {};
-  int64_t whole = n - n % kLanes;
-  for (int64_t j = 0; j < whole; j += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k)
-      partial[k] += f(j + k);
-  for (int64_t j = whole; j < n; ++j)
-    partial[j - whole] += f(j);
-  return ((partial[0] + partial[4]) + (partial[1] + partial[5])) +
-         ((partial[2] + partial[6]) + (partial[3] + partial[7]));
 }
 
 /// A row's mean (0 for RMS norm) and 1 / sqrt(variance + epsilon) (the
@@ -1706,22 +1711,26 @@ static void runCrossEntropy(KernelCall &c) {
     return;
   int64_t vocab = logits.shape.back();
   float *result = c.out(0).as<float>();
-  std::vector<float> exps(vocab);
-  for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
-    int64_t label = readIndex(labels, i);
-    if (label < 0 || label >= vocab) {
+  for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i)
+    if (int64_t label = readIndex(labels, i); label < 0 || label >= vocab) {
       c.failOnData("label ", label, " at position ", i, " is outside [0, ",
                    vocab, ")");
       return;
     }
+  if (vocab == 0)
+    return;
+  forEachRow(logits, vocab, [&](int64_t i) {
+    thread_local std::vector<float> exps;
+    exps.resize(vocab);
     const float *x = logits.as<float>() + i * vocab;
     float max = *std::max_element(x, x + vocab);
     for (int64_t j = 0; j < vocab; ++j)
       exps[j] = x[j] - max;
     cpu::vectorExp(exps.data(), exps.data(), vocab);
-    double sum = std::accumulate(exps.begin(), exps.end(), 0.0);
-    result[i] = static_cast<float>(max + std::log(sum) - x[label]);
-  }
+    double sum = sumInLanes(vocab, [&](int64_t j) { return double(exps[j]); });
+    result[i] =
+        static_cast<float>(max + std::log(sum) - x[readIndex(labels, i)]);
+  });
 }
 
 //===----------------------------------------------------------------------===//
