@@ -33,31 +33,16 @@ struct Avx2 {
 using Kernels = VectorKernels<Avx2>;
 } // namespace
 
-void tessera::runtime::cpu::avx2::vectorExp(const float *x, float *y,
-                                            int64_t n) {
-  Kernels::exp(x, y, n);
-}
-void tessera::runtime::cpu::avx2::vectorLog(const float *x, float *y,
-                                            int64_t n) {
-  Kernels::log(x, y, n);
-}
-void tessera::runtime::cpu::avx2::vectorTanh(const float *x, float *y,
-                                             int64_t n) {
-  Kernels::tanh(x, y, n);
-}
-void tessera::runtime::cpu::avx2::vectorErf(const float *x, float *y,
-                                            int64_t n) {
-  Kernels::erf(x, y, n);
-}
-void tessera::runtime::cpu::avx2::vectorSigmoid(const float *x, float *y,
-                                                int64_t n) {
-  Kernels::sigmoid(x, y, n);
-}
-void tessera::runtime::cpu::avx2::vectorSilu(const float *x, float *y,
-                                             int64_t n) {
-  Kernels::silu(x, y, n);
-}
-void tessera::runtime::cpu::avx2::vectorGelu(const float *x, float *y,
-                                             int64_t n) {
-  Kernels::gelu(x, y, n);
-}
+#define TESSERA_AVX2(name, kernel)                                             \
+  void tessera::runtime::cpu::avx2::name(const float *x, float *y,             \
+                                         int64_t n) {                          \
+    Kernels::kernel(x, y, n);                                                  \
+  }
+TESSERA_AVX2(vectorExp, exp)
+TESSERA_AVX2(vectorLog, log)
+TESSERA_AVX2(vectorTanh, tanh)
+TESSERA_AVX2(vectorErf, erf)
+TESSERA_AVX2(vectorSigmoid, sigmoid)
+TESSERA_AVX2(vectorSilu, silu)
+TESSERA_AVX2(vectorGelu, gelu)
+#undef TESSERA_AVX2
