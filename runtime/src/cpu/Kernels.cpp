@@ -274,6 +274,10 @@ private:
 
 using tessera::runtime::detail::KernelCall;
 
+/// The fewest elements a kernel gives a thread: below that, waking one
+/// costs more than it saves.
+constexpr int64_t kElementsPerThread = 1 << 15;
+
 //===----------------------------------------------------------------------===//
 // Strided views
 //===----------------------------------------------------------------------===//
@@ -300,6 +304,16 @@ public:
         offset(base) {}
 
   int64_t getOffset() const { return offset; }
+
+  /// Moves to the index `linear` places after the first in row-major order.
+  void seek(int64_t linear) {
+    for (int64_t dim = static_cast<int64_t>(shape.size()) - 1; dim >= 0;
+         --dim) {
+      offset += (linear % shape[dim] - index[dim]) * strides[dim];
+      index[dim] = linear % shape[dim];
+      linear /= shape[dim];
+    }
+  }
 
   void next() {
     for (int64_t dim = static_cast<int64_t>(shape.size()) - 1; dim >= 0;
@@ -337,18 +351,24 @@ static void gatherFixed(const uint8_t *src, const std::vector<int64_t> &shape,
   }
   int64_t row = shape.back(), stride = strides.back();
   std::vector<int64_t> outerShape(shape.begin(), shape.end() - 1);
-  StridedWalk walk(outerShape, {strides.begin(), strides.end() - 1}, base);
-  for (int64_t r = 0, rows = count / row; r < rows; ++r, walk.next()) {
-    const uint8_t *from = src + walk.getOffset() * ElementBytes;
-    uint8_t *to = dst + r * row * ElementBytes;
-    if (stride == 1) {
-      std::memcpy(to, from, row * ElementBytes);
-      continue;
-    }
-    for (int64_t j = 0; j < row; ++j)
-      std::memcpy(to + j * ElementBytes, from + j * stride * ElementBytes,
-                  ElementBytes);
-  }
+  cpu::parallelFor(
+      count / row, std::max<int64_t>(kElementsPerThread / row, 1),
+      [&](int64_t begin, int64_t end) {
+        StridedWalk walk(outerShape, {strides.begin(), strides.end() - 1},
+                         base);
+        walk.seek(begin);
+        for (int64_t r = begin; r < end; ++r, walk.next()) {
+          const uint8_t *from = src + walk.getOffset() * ElementBytes;
+          uint8_t *to = dst + r * row * ElementBytes;
+          if (stride == 1) {
+            std::memcpy(to, from, row * ElementBytes);
+            continue;
+          }
+          for (int64_t j = 0; j < row; ++j)
+            std::memcpy(to + j * ElementBytes, from + j * stride * ElementBytes,
+                        ElementBytes);
+        }
+      });
 }
 
 /// Writes the view of `src` with `shape`, `strides` and `base` (in elements)
@@ -577,10 +597,6 @@ static void runDot(KernelCall &c) {
 
 // Elementwise loops read element i of every input before writing element i,
 // so an output may alias an input (an in-place update).
-
-/// The fewest elements an elementwise kernel gives a thread: below that,
-/// waking one costs more than it saves.
-constexpr int64_t kElementsPerThread = 1 << 15;
 
 /// An elementwise op of ArrayMath.h on same-shaped f32 tensors.
 static void runArrayMath(KernelCall &c) {

@@ -100,7 +100,8 @@ TEST(ThreadPoolTest, KernelsGiveTheSameBitsOnAnyNumberOfThreads) {
               kv = makeInput({2, 2, 64, 16}, 6);
   OwnedTensor step(DType::I64, {});
   *step.view.as<int64_t>() = 3;
-  KernelAttrs norm, attention, adamw, fused;
+  KernelAttrs norm, attention, adamw, fused, transpose;
+  transpose.lists["permutation"] = {1, 0};
   norm.floats["epsilon"] = 1e-5;
   attention.floats["scale"] = 0.25;
   attention.ints["causal"] = 1;
@@ -119,6 +120,7 @@ TEST(ThreadPoolTest, KernelsGiveTheSameBitsOnAnyNumberOfThreads) {
   } cases[] = {
       {"nn.tanh", {}, {&x}, {{96, 1024}}},
       {"nn.add", {}, {&x, &y}, {{96, 1024}}},
+      {"nn.transpose", transpose, {&x}, {{1024, 96}}},
       {"nn.fused", fused, {&x, &y}, {{96, 1024}}},
       {"nn.layer_norm", norm, {&x, &gamma, &beta}, {{96, 1024}}},
       {"nn.layer_norm_grad", norm, {&x, &gamma, &y}, {{96, 1024}, {96, 1024}}},
