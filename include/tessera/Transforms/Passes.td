@@ -805,7 +805,11 @@ def ExportPass : Pass<"tessera-export", "mlir::ModuleOp"> {
       no copy; a concatenation with zeros (a padding) is written over its
       value (`overwrites`);
     - every other `nn` op becomes a kernel launch with its attributes, every `dist`
-      collective a collective on its mesh-axis group;
+      collective a collective on its mesh-axis group; an `nn.fused` op
+      becomes one kernel whose steps (`fused_steps`) are its body's ops
+      with their attributes and element types, over values numbered from
+      the kernel's inputs on, and whose outputs are the yielded values
+      (`fused_results`);
     - each buffer is freed after its last use, and a static memory plan
       places all buffers in one arena per device; the plan reports its peak
       (`arena_bytes`);
