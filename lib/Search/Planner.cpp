@@ -194,7 +194,6 @@ TrainStepActivations tessera::getTrainStepActivations(ModuleOp module) {
   int64_t modelOps = llvm::range_size(function.front().without_terminator());
   if (static_cast<int64_t>(stepOps.size()) <= modelOps)
     return {};
-
   DenseMap<Operation *, int64_t> index;
   for (Operation *op : ArrayRef(stepOps).take_front(modelOps))
     if (isModelOp(op)) {
@@ -878,7 +877,8 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     StageEnds ends = {whole, whole, norm, choice.zero < 2};
     // The units' transients, measured as the stages' activation peaks less
     // what their ranks keep (h 256, s 128-512, V/h 2-16, TP 1-2, with and
-    // without SP and recomputation, elementwise chains fused): a layer's
+    // without SP and recomputation; the fused GELU and head terms refitted
+    // on PlannerTest's pipelines, h 256, V/h 4, TP 1-2): a layer's
     // backward, at the MLP's (the GELU's gradient, one fused kernel: the
     // 4h/t gradient it reads and the one it makes) or the attention's (the
     // scores' gradients: three softmaxes, four recomputing them), next to

@@ -62,6 +62,11 @@ static cl::opt<std::string> commTimeout(
     cl::desc("Seconds a rank waits for a collective before it reports it and "
              "stops the run"),
     cl::value_desc("SECONDS"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    kernelThreads("threads",
+                  cl::desc("Threads of each rank's CPU kernels (default: the "
+                           "cores it may use)"),
+                  cl::value_desc("N"), cl::sub(runCommand()));
 static cl::opt<bool> timeSteps("time", cl::desc("Print the time per step"),
                                cl::sub(runCommand()));
 
@@ -75,7 +80,7 @@ int cli::runRun() {
                                    device};
   for (const cl::opt<std::string> *option :
        {&inputsFile, &weightsFile, &traceDir, &saveCheckpoint, &loadCheckpoint,
-        &dumpInputs, &dumpOutputs, &dumpLosses, &commTimeout})
+        &dumpInputs, &dumpOutputs, &dumpLosses, &commTimeout, &kernelThreads})
     if (option->getNumOccurrences()) {
       args.push_back(("--" + option->ArgStr).str());
       args.push_back(option->getValue());
