@@ -1222,7 +1222,9 @@ static void runSoftmax(KernelCall &c, bool log) {
   }
   if (c.isCheckOnly())
     return;
-  auto [outer, size, inner] = splitAround(input.shape, *dim);
+  // Named, not bound: a lambda below captures them (C++17).
+  DimSplit split = splitAround(input.shape, *dim);
+  int64_t outer = split.outer, size = split.size, inner = split.inner;
   if (inner == 1) {
     // Rows in a row: the exps vectorised, summed in double.
     forEachRow(input, size, [&](int64_t o) {
