@@ -405,26 +405,30 @@ int main(int argc, char **argv) {
   } else {
     device = createCpuDevice();
   }
+  // Whether this rank's program starts collectives or sends on another
+  // stream: only then does the MPI communicator progress them from a
+  // thread, which takes a core from the kernels while they are in flight.
+  const plan::Program *program = getProgramOfRank(plan, rank);
+  bool overlaps = program && std::any_of(program->instructions().begin(),
+                                         program->instructions().end(),
+                                         [](const plan::Instruction &i) {
+                                           return i.stream() != 0;
+                                         });
   Expected<std::unique_ptr<Communicator>> created =
       options.device == "cuda"
           ? createNcclCommunicator(mesh, *device, options.commTimeout)
-          : createMpiCommunicator(mesh, options.commTimeout);
+          : createMpiCommunicator(mesh, options.commTimeout, overlaps);
   if (!created.ok())
     return fail(created.message());
   std::unique_ptr<Communicator> communicator = created.take();
-  const plan::Program *program = getProgramOfRank(plan, rank);
   if (!program)
     return fail("the plan has no program for this rank");
-  if (options.device == "cpu") {
-    bool overlaps = std::any_of(
-        program->instructions().begin(), program->instructions().end(),
-        [](const plan::Instruction &i) { return i.stream() != 0; });
+  if (options.device == "cpu")
     setKernelThreads(options.threads > 0
                          ? options.threads
                          : getDefaultKernelThreads(
                                getLocalRank().second,
                                overlaps && threads >= MPI_THREAD_SERIALIZED));
-  }
   // The groups of every program's collectives, set up by all ranks at once.
   std::set<Axes> groups;
   for (const plan::Program &each : plan.programs())

@@ -599,8 +599,8 @@ Status MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
 }
 
 Expected<std::unique_ptr<Communicator>>
-tessera::runtime::createMpiCommunicator(const Mesh &mesh,
-                                        double timeoutSeconds) {
+tessera::runtime::createMpiCommunicator(const Mesh &mesh, double timeoutSeconds,
+                                        bool progressThread) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -616,6 +616,7 @@ tessera::runtime::createMpiCommunicator(const Mesh &mesh,
   int threads = MPI_THREAD_SINGLE;
   MPI_Query_thread(&threads);
   return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(
-      mesh, rank, size, /*background=*/threads >= MPI_THREAD_SERIALIZED,
+      mesh, rank, size,
+      /*background=*/progressThread && threads >= MPI_THREAD_SERIALIZED,
       timeoutSeconds));
 }

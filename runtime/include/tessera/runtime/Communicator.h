@@ -156,9 +156,13 @@ std::unique_ptr<Communicator> createLocalCommunicator();
 /// Creates the MPI communicator of a mesh; MPI must be initialized. Fails
 /// when the world size is not the mesh's device count. A wait that goes
 /// `timeoutSeconds` without its collective or transfer completing fails
-/// with a timeout error.
+/// with a timeout error. With `progressThread` (and MPI_THREAD_SERIALIZED),
+/// a thread progresses collectives started on another stream while the
+/// caller computes; without it they progress at their waits, and a program
+/// that starts none there needs none.
 Expected<std::unique_ptr<Communicator>>
-createMpiCommunicator(const Mesh &mesh, double timeoutSeconds = 600);
+createMpiCommunicator(const Mesh &mesh, double timeoutSeconds = 600,
+                      bool progressThread = true);
 
 } // namespace tessera::runtime
 
