@@ -29,11 +29,13 @@ SIZES = [(2, 128, 4, 64, 8, 512), (4, 256, 4, 128, 8, 1024),
          (6, 512, 8, 256, 4, 4096)]
 
 
-def run_tessera(build, plan, steps, threads, new):
+def run_tessera(build, plan, steps, threads, ranks, new):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(threads))
-    command = [os.path.join(build, "tessera-run"), plan, "--steps",
-               str(steps), "--time"]
+    # One rank runs alone: under mpirun it would be bound to one core.
+    command = ([os.path.join(build, "tessera-run"), plan] if ranks == 1 else
+               [os.path.join(build, "tessera"), "run", plan, "--ranks",
+                str(ranks)]) + ["--steps", str(steps), "--time"]
     if new:
         command += ["--threads", str(threads)]
     out = subprocess.run(command, check=True, capture_output=True, text=True,
@@ -41,7 +43,7 @@ def run_tessera(build, plan, steps, threads, new):
     return float(re.search(r"time: ([\d.]+) ms", out).group(1))
 
 
-def run_torch(python, size, steps, threads, passive):
+def run_torch(python, size, steps, threads, ranks, passive):
     layers, hidden, heads, seq, batch, vocab = size
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(threads))
@@ -53,8 +55,8 @@ def run_torch(python, size, steps, threads, passive):
         [python, torch_gpt, "--layers", str(layers), "--hidden", str(hidden),
          "--heads", str(heads), "--seq", str(seq), "--batch", str(batch),
          "--vocab", str(vocab), "--threads", str(threads), "--steps",
-         str(steps)], check=True, capture_output=True, text=True,
-        env=env).stdout
+         str(steps), "--ranks", str(ranks)], check=True, capture_output=True,
+        text=True, env=env).stdout
     return float(re.search(r"torch: ([\d.]+) ms min", out).group(1))
 
 
@@ -70,11 +72,12 @@ def main():
     parser.add_argument("--baseline", required=True)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--runs", nargs="+", default=["1x1", "1x2", "2x1"],
+                        help="ranks x threads per rank of each row")
     parser.add_argument("--python", default="/usr/bin/python3",
                         help="a Python with torch (Debian's python3-torch)")
     args = parser.parse_args()
-    print(f"{'GPT (L, h, A, s, b, V)':28} {'thr':>3} {'before min':>10} "
+    print(f"{'GPT (L, h, A, s, b, V)':28} {'rxt':>3} {'before min':>10} "
           f"{'median':>7} {'after min':>9} {'median':>7} {'torch min':>9} "
           f"{'median':>7} {'passive':>9} {'median':>7} {'after/before':>12} "
           f"{'after/torch':>11}")
@@ -86,34 +89,37 @@ def main():
                 [os.path.join(args.build, "tessera"), "model", "gpt",
                  "--layers", str(layers), "--hidden", str(hidden), "--heads",
                  str(heads), "--seq", str(seq), "--batch", str(batch),
-                 "--vocab", str(vocab), "-o", model], check=True,
-                capture_output=True)
-            # Each build compiles its own plan: the compiler's share (folds,
-            # fusion) counts too.
-            plans = {}
-            for build in (args.baseline, args.build):
-                plans[build] = os.path.join(work, f"gpt{len(plans)}.plan")
-                subprocess.run(
-                    [os.path.join(build, "tessera"), "compile", model,
-                     "--train", "adamw", "-o", plans[build]], check=True,
-                    capture_output=True)
-            for threads in args.threads:
+                 "--vocab", str(vocab), "--sharding", "megatron", "-o",
+                 model], check=True, capture_output=True)
+            for run in args.runs:
+                ranks, threads = (int(n) for n in run.split("x"))
+                # Each build compiles its own plan: the compiler's share
+                # (folds, fusion) counts too.
+                plans = {}
+                for build in (args.baseline, args.build):
+                    plans[build] = os.path.join(work, f"gpt{len(plans)}.plan")
+                    subprocess.run(
+                        [os.path.join(build, "tessera"), "compile", model,
+                         "--mesh", f"dp={ranks},tp=1", "--train", "adamw",
+                         "-o",
+                         plans[build]], check=True, capture_output=True)
                 times = {"before": [], "after": [], "torch": [],
                          "passive": []}
                 for _ in range(args.repeats):
                     times["before"].append(run_tessera(
                         args.baseline, plans[args.baseline], args.steps,
-                        threads, new=False))
+                        threads, ranks, new=False))
                     times["after"].append(run_tessera(
                         args.build, plans[args.build], args.steps, threads,
-                        new=True))
+                        ranks, new=True))
                     times["torch"].append(run_torch(
-                        args.python, size, args.steps, threads, False))
+                        args.python, size, args.steps, threads, ranks, False))
                     if threads > 1:
                         times["passive"].append(run_torch(
-                            args.python, size, args.steps, threads, True))
+                            args.python, size, args.steps, threads, ranks,
+                            True))
                 torch = min(times["torch"] + times["passive"])
-                print(f"{str(size):28} {threads:3} {cell(times['before'])} "
+                print(f"{str(size):28} {run:>3} {cell(times['before'])} "
                       f"{cell(times['after'])} {cell(times['torch'])} "
                       f"{cell(times['passive'])} "
                       f"{min(times['after']) / min(times['before']):12.2f} "
