@@ -89,34 +89,11 @@ Status planFused(const KernelAttrs &attrs,
                  const std::vector<const Tensor *> &inputs,
                  const std::vector<Tensor *> &outputs, FusedProgram &program);
 
-/// One element of a value as f32 (i1: 0 or 1).
+/// One element of a value as f32 (i1: 0 or 1), read as nn.cast reads it.
 TESSERA_HOST_DEVICE inline float loadFused(DType dtype, const void *data,
                                            int64_t index) {
-  switch (dtype) {
-  case DType::F32:
-    return static_cast<const float *>(data)[index];
-  case DType::BF16:
-  case DType::F16:
-    return widenHalf(dtype, static_cast<const uint16_t *>(data)[index]);
-  default: // i1
-    return static_cast<const uint8_t *>(data)[index] != 0 ? 1.0f : 0.0f;
-  }
-}
-
-TESSERA_HOST_DEVICE inline void storeFused(DType dtype, void *data,
-                                           int64_t index, float value) {
-  switch (dtype) {
-  case DType::F32:
-    static_cast<float *>(data)[index] = value;
-    return;
-  case DType::BF16:
-  case DType::F16:
-    static_cast<uint16_t *>(data)[index] = narrowToHalf(dtype, value);
-    return;
-  default: // i1
-    static_cast<uint8_t *>(data)[index] = value != 0.0f ? 1 : 0;
-    return;
-  }
+  Scalar scalar = loadScalar(dtype, data, index);
+  return scalar.isFloat ? scalar.f : static_cast<float>(scalar.i);
 }
 
 /// Computes element `i` of every output of `p`.
@@ -167,7 +144,8 @@ TESSERA_HOST_DEVICE inline void evaluateFused(const FusedProgram &p,
     v[p.numInputs + s] = y;
   }
   for (int k = 0; k < p.numOutputs; ++k)
-    storeFused(p.outputTypes[k], p.outputs[k], i, v[p.results[k]]);
+    storeScalar(p.outputTypes[k], p.outputs[k], i,
+                Scalar{true, v[p.results[k]], 0});
 }
 
 } // namespace tessera::runtime::cuda
