@@ -2,6 +2,9 @@
 
 #include "dialects/NN/IR/NNOps.h"
 
+#include <cmath>
+#include <optional>
+
 using namespace mlir;
 using namespace tessera::nn;
 
@@ -126,4 +129,48 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   if (getInputs().size() == 1)
     return getInputs().front();
   return {};
+}
+
+/// The splat value of `value` made by a splat nn.constant, if it is one.
+static std::optional<double> getSplatValue(Value value) {
+  auto constant = value.getDefiningOp<ConstantOp>();
+  if (!constant || !constant.getValue().isSplat())
+    return std::nullopt;
+  auto elements = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+  if (!elements)
+    return std::nullopt;
+  return elements.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// softmax(causal_mask(x)) over the keys is a causal softmax of x, and the
+/// softmax of x times a splat constant scales x itself: attention that is
+/// not fused reads its scores once. A positive scale keeps the mask's
+/// -infinity where it is; the product folds only in f32, since in 16 bits
+/// the multiply rounds it.
+OpFoldResult SoftmaxOp::fold(FoldAdaptor) {
+  bool folded = false;
+  double scale = getScaleAttr().getValueAsDouble();
+  int64_t last = getInput().getType().getRank() - 1;
+  if (auto mask = getInput().getDefiningOp<CausalMaskOp>();
+      mask && !getCausal() && static_cast<int64_t>(getDim()) == last &&
+      last >= 1 && scale > 0 && std::isinf(mask.getFill().convertToDouble()) &&
+      mask.getFill().isNegative()) {
+    setCausal(true);
+    getInputMutable().assign(mask.getInput());
+    folded = true;
+  }
+  if (auto mul = getInput().getDefiningOp<MulOp>();
+      mul && scale == 1.0 && getInput().getType().getElementType().isF32()) {
+    for (auto [factor, other] : {std::pair(mul.getLhs(), mul.getRhs()),
+                                 std::pair(mul.getRhs(), mul.getLhs())}) {
+      std::optional<double> splat = getSplatValue(factor);
+      if (!splat)
+        continue;
+      setScaleAttr(FloatAttr::get(Float32Type::get(getContext()), *splat));
+      getInputMutable().assign(other);
+      folded = true;
+      break;
+    }
+  }
+  return folded ? getResult() : OpFoldResult();
 }

@@ -588,10 +588,13 @@ TESSERA_GRADIENT(DotOp) {
 
 TESSERA_GRADIENT(SoftmaxOp) {
   Grad g(builder, getLoc());
-  // dx = y (dy - sum(dy y)).
+  // dx = scale y (dy - sum(dy y)); a causal softmax's masked entries have
+  // y = 0, and so no gradient.
   Value y = getResult(), dy = resultGradients[0];
   int64_t dim = getDim();
-  operandGradients.assign({g.mul(y, g.sub(dy, g.rowSum(g.mul(dy, y), dim)))});
+  Value dx = g.mul(y, g.sub(dy, g.rowSum(g.mul(dy, y), dim)));
+  double scale = getScaleAttr().getValueAsDouble();
+  operandGradients.assign({scale == 1.0 ? dx : g.scale(dx, scale)});
   return success();
 }
 

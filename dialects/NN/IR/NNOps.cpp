@@ -361,7 +361,20 @@ static LogicalResult verifySoftmaxLike(SoftmaxLikeOp op) {
   return success();
 }
 
-LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this); }
+LogicalResult SoftmaxOp::verify() {
+  if (failed(verifySoftmaxLike(*this)))
+    return failure();
+  double scale = getScaleAttr().getValueAsDouble();
+  if (!std::isfinite(scale))
+    return emitOpError("expects a finite scale, got ") << scale;
+  int64_t rank = getInput().getType().getRank();
+  if (getCausal() && (rank < 2 || static_cast<int64_t>(getDim()) != rank - 1))
+    return emitOpError("with causal = true expects scores [..., query, key] "
+                       "and dim ")
+           << rank - 1 << " (the keys), got rank " << rank << " and dim "
+           << getDim();
+  return success();
+}
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxLike(*this); }
 
 /// Checks a per-feature parameter (gamma, beta) of a norm over the last dim.

@@ -495,14 +495,52 @@ def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor], [], ["isLinear"]> {
 // Neural-network layers
 //===----------------------------------------------------------------------===//
 
-class NN_SoftmaxLikeOp<string mnemonic, string what>
-    : NN_ModelOp<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
-  let summary = what # " along one dimension";
+def NN_SoftmaxOp : NN_ModelOp<"softmax",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "softmax along one dimension, optionally scaled and causal";
+  let description = [{
+    Computed stably (the maximum along `dim` is subtracted first), of the
+    input times `scale`. With `causal`, `dim` is the last of scores
+    `[..., query, key]` and every key after its query is given no weight,
+    as nn.causal_mask with its -infinity fill would.
+
+    The folder takes an f32 input multiplied by a splat constant into
+    `scale` (in 16 bits the product rounds, so the multiply stays), and a
+    causal mask into `causal`: attention that is not fused makes one pass
+    over its scores instead of three.
+
+    ```mlir
+    %p = nn.softmax %s dim = 3 : tensor<2x4x8x8xf32>
+    %q = nn.softmax %s dim = 3 scale = 0.125 causal = true
+        : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim,
+      DefaultValuedAttr<F32Attr, "1.0">:$scale,
+      DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` `=` $dim (`scale` `=` $scale^)? (`causal` `=` $causal^)?
+    attr-dict `:` type($result)
+  }];
+  let builders = [
+    // A plain softmax: unscaled, every entry seen.
+    OpBuilder<(ins "::mlir::Value":$input, "uint64_t":$dim), [{
+      build($_builder, $_state, input, dim, llvm::APFloat(1.0f), false);
+    }]>
+  ];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_LogSoftmaxOp : NN_ModelOp<"log_softmax",
+    [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "log of softmax along one dimension";
   let description = [{
     Computed stably (the maximum along `dim` is subtracted first).
 
     ```mlir
-    %p = nn.}] # mnemonic # [{ %s dim = 3 : tensor<2x4x8x8xf32>
+    %p = nn.log_softmax %s dim = 3 : tensor<2x4x8x8xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim);
@@ -510,9 +548,6 @@ class NN_SoftmaxLikeOp<string mnemonic, string what>
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
-
-def NN_SoftmaxOp : NN_SoftmaxLikeOp<"softmax", "softmax">;
-def NN_LogSoftmaxOp : NN_SoftmaxLikeOp<"log_softmax", "log of softmax">;
 
 def NN_LayerNormOp : NN_ModelOp<"layer_norm", [InferTypeOpAdaptor]> {
   let summary = "layer normalization over the last dimension";

@@ -266,7 +266,12 @@ ShardingRule ConcatOp::getShardingRule() {
 }
 
 ShardingRule SoftmaxOp::getShardingRule() {
-  return getPointwiseRule(*this, {static_cast<int64_t>(getDim())});
+  // A causal softmax masks by global query and key positions, as
+  // nn.causal_mask does.
+  auto dim = static_cast<int64_t>(getDim());
+  if (getCausal())
+    return getPointwiseRule(*this, {dim - 1, dim});
+  return getPointwiseRule(*this, {dim});
 }
 ShardingRule LogSoftmaxOp::getShardingRule() {
   return getPointwiseRule(*this, {static_cast<int64_t>(getDim())});

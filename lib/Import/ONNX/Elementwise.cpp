@@ -295,7 +295,7 @@ template <typename Op> static ConvertFn convertSoftmax() {
           return axis.takeError();
         importer.setOutput(node, 0,
                            Op::create(importer.getBuilder(), importer.getLoc(),
-                                      type, *input, *axis));
+                                      *input, *axis));
         return llvm::Error::success();
       };
 }

@@ -1207,45 +1207,72 @@ static void runConcat(KernelCall &c) {
 // Neural-network layers
 //===----------------------------------------------------------------------===//
 
+/// Softmax or log-softmax along `dim`; a softmax scales its input first
+/// (rounded to f32, as nn.mul would) and, when causal, gives no weight to
+/// the keys after each row's query (as nn.causal_mask's -infinity would).
 static void runSoftmax(KernelCall &c, bool log) {
   if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
       !c.expectF32(c.out(0), "result") ||
       !c.expectShape(c.out(0), c.in(0).shape, "result"))
     return;
   std::optional<int64_t> dim = c.getInt("dim");
-  if (!dim)
+  std::optional<double> scaleAttr = log ? 1.0 : c.getFloat("scale");
+  std::optional<int64_t> causalAttr = log ? 0 : c.getInt("causal");
+  if (!dim || !scaleAttr || !causalAttr)
     return;
   const Tensor &input = c.in(0);
-  if (*dim < 0 || *dim >= input.getRank()) {
-    c.fail("dim ", *dim, " is out of range for rank ", input.getRank());
+  int64_t rank = input.getRank();
+  if (*dim < 0 || *dim >= rank) {
+    c.fail("dim ", *dim, " is out of range for rank ", rank);
     return;
   }
-  if (c.isCheckOnly())
+  bool causal = *causalAttr != 0;
+  if (causal && (rank < 2 || *dim != rank - 1)) {
+    c.fail("a causal softmax expects scores [..., query, key] and dim ",
+           rank - 1, ", got rank ", rank, " and dim ", *dim);
+    return;
+  }
+  if (c.isCheckOnly() || input.getNumElements() == 0)
     return;
   // Named, not bound: a lambda below captures them (C++17).
   DimSplit split = splitAround(input.shape, *dim);
   int64_t outer = split.outer, size = split.size, inner = split.inner;
+  auto scale = static_cast<float>(*scaleAttr);
+  int64_t queries = causal ? input.shape[rank - 2] : 1;
   if (inner == 1) {
-    // Rows in a row: the exps vectorised, summed in double.
+    // Rows in a row: the exps vectorised, summed in double. A causal row
+    // has the keys up to its query; the rest are 0.
     forEachRow(input, size, [&](int64_t o) {
       const float *x = input.as<float>() + o * size;
       float *y = c.out(0).as<float>() + o * size;
+      int64_t seen = causal ? std::min(size, o % queries + 1) : size;
+      const float *v = x; // The scaled row.
+      if (scale != 1.0f) {
+        for (int64_t j = 0; j < seen; ++j)
+          y[j] = x[j] * scale;
+        v = y;
+      }
       float max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < size; ++j)
-        max = std::max(max, x[j]);
-      for (int64_t j = 0; j < size; ++j)
-        y[j] = x[j] - max;
-      cpu::vectorExp(y, y, size);
-      double sum = sumInLanes(size, [&](int64_t j) { return double(y[j]); });
+      for (int64_t j = 0; j < seen; ++j)
+        max = std::max(max, v[j]);
       if (log) {
+        for (int64_t j = 0; j < size; ++j)
+          y[j] = x[j] - max;
+        cpu::vectorExp(y, y, size);
+        double sum = sumInLanes(size, [&](int64_t j) { return double(y[j]); });
         float logSum = static_cast<float>(std::log(sum));
         for (int64_t j = 0; j < size; ++j)
           y[j] = (x[j] - max) - logSum;
         return;
       }
-      float scale = static_cast<float>(1.0 / sum);
-      for (int64_t j = 0; j < size; ++j)
-        y[j] *= scale;
+      for (int64_t j = 0; j < seen; ++j)
+        y[j] = v[j] - max;
+      cpu::vectorExp(y, y, seen);
+      double sum = sumInLanes(seen, [&](int64_t j) { return double(y[j]); });
+      float reciprocal = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < seen; ++j)
+        y[j] *= reciprocal;
+      std::fill(y + seen, y + size, 0.0f);
     });
     return;
   }
@@ -1253,16 +1280,17 @@ static void runSoftmax(KernelCall &c, bool log) {
     for (int64_t i = 0; i < inner; ++i) {
       const float *x = input.as<float>() + o * size * inner + i;
       float *y = c.out(0).as<float>() + o * size * inner + i;
+      auto at = [&](int64_t j) { return double(x[j * inner] * scale); };
       // Subtracting the maximum keeps exp from overflowing.
       double max = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < size; ++j)
-        max = std::max<double>(max, x[j * inner]);
+        max = std::max(max, at(j));
       double sum = 0;
       for (int64_t j = 0; j < size; ++j)
-        sum += std::exp(x[j * inner] - max);
+        sum += std::exp(at(j) - max);
       double logSum = std::log(sum);
       for (int64_t j = 0; j < size; ++j) {
-        double shifted = x[j * inner] - max;
+        double shifted = at(j) - max;
         y[j * inner] = log ? shifted - logSum : std::exp(shifted - logSum);
       }
     }
@@ -2081,17 +2109,19 @@ static void runCausalMask(KernelCall &c) {
     return;
   }
   std::optional<double> fill = c.getFloat("fill");
-  if (!fill || c.isCheckOnly())
+  if (!fill || c.isCheckOnly() || input.getNumElements() == 0)
     return;
   int64_t queries = input.shape[input.getRank() - 2];
   int64_t keys = input.shape.back();
   const float *x = input.as<float>();
   float *y = c.out(0).as<float>();
   const float masked = static_cast<float>(*fill);
-  for (int64_t i = 0, e = input.getNumElements(); i < e; ++i) {
-    int64_t key = i % keys, query = (i / keys) % queries;
-    y[i] = key > query ? masked : x[i];
-  }
+  // Row r holds query r % queries: its keys up to it are kept.
+  forEachRow(input, keys, [&](int64_t row) {
+    int64_t seen = std::min(keys, row % queries + 1);
+    std::copy(x + row * keys, x + row * keys + seen, y + row * keys);
+    std::fill(y + row * keys + seen, y + (row + 1) * keys, masked);
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -453,8 +453,11 @@ struct CudaDevice::Ops {
       outer *= shape[i];
     for (size_t i = dim + 1; i < shape.size(); ++i)
       inner *= shape[i];
-    cuda::softmax(log, f(l.in(0)), f(l.out(0)), outer, shape[dim], inner,
-                  d.compute);
+    // Log-softmax has no scale or mask.
+    float scale = log ? 1.0f : static_cast<float>(*l.attrs.getFloat("scale"));
+    bool causal = !log && *l.attrs.getInt("causal") != 0;
+    cuda::softmax(log, f(l.in(0)), f(l.out(0)), outer, shape[dim], inner, scale,
+                  causal ? shape[shape.size() - 2] : 0, d.compute);
     return Status::success();
   }
 

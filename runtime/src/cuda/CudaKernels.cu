@@ -178,22 +178,27 @@ __global__ void reduceRowsKernel(RowReduce kind, const float *x, float *y,
 }
 
 /// Rows [outer, size, inner] along size: block b is (b / inner, b % inner).
+/// The input is scaled first; a causal row (inner is 1) sees the keys up to
+/// its query, b % queries, and gives the rest no weight.
 __global__ void softmaxKernel(bool log, const float *x, float *y, int64_t size,
-                              int64_t inner) {
+                              int64_t inner, float scale, int64_t queries) {
   int64_t o = blockIdx.x / inner, i = blockIdx.x % inner;
   const float *in = x + o * size * inner + i;
   float *out = y + o * size * inner + i;
+  int64_t seen = queries > 0 ? min(size, blockIdx.x % queries + 1) : size;
   float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
-    max = fmaxf(max, in[j * inner]);
+  for (int64_t j = threadIdx.x; j < seen; j += blockDim.x)
+    max = fmaxf(max, in[j * inner] * scale);
   max = blockReduce(Combine::Max, max);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
-    sum += expf(in[j * inner] - max);
+  for (int64_t j = threadIdx.x; j < seen; j += blockDim.x)
+    sum += expf(in[j * inner] * scale - max);
   float logSum = logf(blockReduce(Combine::Sum, sum));
   for (int64_t j = threadIdx.x; j < size; j += blockDim.x) {
-    float shifted = in[j * inner] - max;
-    out[j * inner] = log ? shifted - logSum : expf(shifted - logSum);
+    float shifted = in[j * inner] * scale - max;
+    out[j * inner] = j >= seen ? 0.0f
+                     : log     ? shifted - logSum
+                               : expf(shifted - logSum);
   }
 }
 
@@ -697,10 +702,10 @@ void reduceRows(RowReduce kind, const float *x, float *y, int64_t rows,
 }
 
 void softmax(bool log, const float *x, float *y, int64_t outer, int64_t size,
-             int64_t inner, cudaStream_t stream) {
+             int64_t inner, float scale, int64_t queries, cudaStream_t stream) {
   if (outer * inner > 0 && size > 0)
-    softmaxKernel<<<outer * inner, kThreads, 0, stream>>>(log, x, y, size,
-                                                          inner);
+    softmaxKernel<<<outer * inner, kThreads, 0, stream>>>(
+        log, x, y, size, inner, scale, queries);
 }
 
 void norm(bool rms, const float *x, const float *gamma, const float *beta,

@@ -91,9 +91,11 @@ enum class RowReduce : int32_t { Sum, Max, Mean };
 /// y[r] = reduce(x[r, 0..cols)); a NaN in a max sticks.
 void reduceRows(RowReduce kind, const float *x, float *y, int64_t rows,
                 int64_t cols, cudaStream_t stream);
-/// Softmax (or log-softmax) of x viewed as [outer, size, inner] along size.
+/// Softmax (or log-softmax) of x times `scale` viewed as [outer, size,
+/// inner] along size; with `queries` above 0 (a causal softmax, inner 1),
+/// row r sees only its first r % queries + 1 entries, the rest 0.
 void softmax(bool log, const float *x, float *y, int64_t outer, int64_t size,
-             int64_t inner, cudaStream_t stream);
+             int64_t inner, float scale, int64_t queries, cudaStream_t stream);
 /// Layer norm (with beta) or RMS norm (beta null, `rms`) over each row.
 void norm(bool rms, const float *x, const float *gamma, const float *beta,
           float *y, int64_t rows, int64_t cols, float epsilon,

@@ -210,3 +210,56 @@ func.func @constant_unique() -> (tensor<4xf32>, tensor<4xf32>) {
   %1 = nn.constant dense<1.0> : tensor<4xf32>
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that a causal mask and a scale fold into the softmax that reads
+// them, in either order, and that the masked scores' other reader keeps
+// its mask.
+// CHECK-LABEL: func.func @softmax_causal_scale(
+// CHECK-SAME:      %[[S:.+]]: tensor<2x4x8x8xf32>)
+// CHECK:         %[[P:.+]] = nn.softmax %[[S]] dim = 3 scale = 1.250000e-01 causal = true : tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %[[M:.+]] = nn.causal_mask %[[S]] : tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %[[Q:.+]] = nn.softmax %[[S]] dim = 3 scale = 1.250000e-01 causal = true : tensor<2x4x8x8xf32>
+// CHECK-NEXT:    return %[[P]], %[[Q]], %[[M]]
+func.func @softmax_causal_scale(%s: tensor<2x4x8x8xf32>)
+    -> (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) {
+  %c = nn.constant dense<0.125> : tensor<2x4x8x8xf32>
+  %x = nn.mul %s, %c : tensor<2x4x8x8xf32>
+  %m = nn.causal_mask %x : tensor<2x4x8x8xf32>
+  %p = nn.softmax %m dim = 3 : tensor<2x4x8x8xf32>
+  %n = nn.causal_mask %s : tensor<2x4x8x8xf32>
+  %y = nn.mul %c, %n : tensor<2x4x8x8xf32>
+  %q = nn.softmax %y dim = 3 : tensor<2x4x8x8xf32>
+  return %p, %q, %n : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests what does not fold: a 16-bit product (it rounds), a scale that is
+// not a splat, a mask filled with 0, a mask under a negative scale (it
+// would flip -infinity), and a mask read along another dim.
+// CHECK-LABEL: func.func @softmax_stays(
+// CHECK:         nn.mul
+// CHECK-NEXT:    nn.softmax %{{.+}} dim = 1 : tensor<4x4xbf16>
+// CHECK:         nn.mul
+// CHECK-NEXT:    nn.softmax %{{.+}} dim = 1 : tensor<4x4xf32>
+// CHECK:         nn.causal_mask %{{.+}} fill = 0.000000e+00
+// CHECK-NEXT:    nn.softmax %{{.+}} dim = 1 : tensor<4x4xf32>
+// CHECK:         %[[M:.+]] = nn.causal_mask %{{.+}} : tensor<4x4xf32>
+// CHECK-NEXT:    nn.softmax %[[M]] dim = 1 scale = -5.000000e-01 : tensor<4x4xf32>
+// CHECK-NEXT:    nn.softmax %[[M]] dim = 0 : tensor<4x4xf32>
+func.func @softmax_stays(%h: tensor<4x4xbf16>, %s: tensor<4x4xf32>, %d: tensor<4x4xf32>)
+    -> (tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %ch = nn.constant dense<0.5> : tensor<4x4xbf16>
+  %xh = nn.mul %h, %ch : tensor<4x4xbf16>
+  %ph = nn.softmax %xh dim = 1 : tensor<4x4xbf16>
+  %xd = nn.mul %s, %d : tensor<4x4xf32>
+  %pd = nn.softmax %xd dim = 1 : tensor<4x4xf32>
+  %z = nn.causal_mask %s fill = 0.0 : tensor<4x4xf32>
+  %pz = nn.softmax %z dim = 1 : tensor<4x4xf32>
+  %m = nn.causal_mask %s : tensor<4x4xf32>
+  %pn = nn.softmax %m dim = 1 scale = -0.5 : tensor<4x4xf32>
+  %pc = nn.softmax %m dim = 0 : tensor<4x4xf32>
+  return %ph, %pd, %pz, %pn, %pc : tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}

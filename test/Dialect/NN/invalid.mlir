@@ -363,6 +363,33 @@ func.func @softmax_dim(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// Tests that a causal softmax runs along the keys, the last dim.
+func.func @softmax_causal_dim(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.softmax' op with causal = true expects scores [..., query, key] and dim 1 (the keys), got rank 2 and dim 0}}
+  %0 = nn.softmax %x dim = 0 causal = true : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a causal softmax needs queries and keys.
+func.func @softmax_causal_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'nn.softmax' op with causal = true expects scores [..., query, key] and dim 0 (the keys), got rank 1 and dim 0}}
+  %0 = nn.softmax %x dim = 0 causal = true : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// Tests that softmax rejects a scale that is not finite.
+func.func @softmax_scale(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.softmax' op expects a finite scale, got INF}}
+  %0 = nn.softmax %x dim = 1 scale = 0x7F800000 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that log_softmax rejects a negative dim.
 func.func @log_softmax_dim(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // expected-error @+1 {{'nn.log_softmax' op dim -1 is out of range for rank 2}}

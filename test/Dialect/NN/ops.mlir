@@ -254,16 +254,21 @@ func.func @concat(%a: tensor<4x8xf32>, %b: tensor<4x16xf32>) -> tensor<4x24xf32>
 
 // -----
 
-// Tests that softmax and log_softmax round-trip on f16.
+// Tests that softmax and log_softmax round-trip on f16, and a scaled,
+// causal softmax with its attributes (the defaults elided).
 // CHECK-LABEL: func.func @softmax(
 // CHECK-SAME:      %[[S:.+]]: tensor<2x4x8x8xf16>)
 // CHECK:         %[[P:.+]] = nn.softmax %[[S]] dim = 3 : tensor<2x4x8x8xf16>
 // CHECK:         %[[L:.+]] = nn.log_softmax %[[S]] dim = 3 : tensor<2x4x8x8xf16>
-// CHECK:         return %[[P]], %[[L]]
-func.func @softmax(%s: tensor<2x4x8x8xf16>) -> (tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>) {
+// CHECK:         %[[C:.+]] = nn.softmax %[[S]] dim = 3 scale = 1.250000e-01 causal = true : tensor<2x4x8x8xf16>
+// CHECK:         %[[D:.+]] = nn.softmax %[[S]] dim = 3 : tensor<2x4x8x8xf16>
+// CHECK:         return %[[P]], %[[L]], %[[C]], %[[D]]
+func.func @softmax(%s: tensor<2x4x8x8xf16>) -> (tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>) {
   %p = nn.softmax %s dim = 3 : tensor<2x4x8x8xf16>
   %l = nn.log_softmax %s dim = 3 : tensor<2x4x8x8xf16>
-  return %p, %l : tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>
+  %c = nn.softmax %s dim = 3 scale = 0.125 causal = true : tensor<2x4x8x8xf16>
+  %d = nn.softmax %s dim = 3 scale = 1.0 causal = false : tensor<2x4x8x8xf16>
+  return %p, %l, %c, %d : tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>, tensor<2x4x8x8xf16>
 }
 
 // -----

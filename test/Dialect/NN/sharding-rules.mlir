@@ -130,6 +130,16 @@ func.func @softmax(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
 
 // -----
 
+// Tests that a causal softmax splits neither queries nor keys, as the mask.
+func.func @softmax_causal(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=4, k=8, l=8} need_replication={k, l}}}
+  // expected-remark @+1 {{cost: flops=2560 bytes=4096}}
+  %0 = nn.softmax %x dim = 3 scale = 0.5 causal = true : tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+// -----
+
 // Tests that the normalized dim is shared with gamma and beta and cannot be split.
 func.func @layer_norm(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>) -> tensor<2x8x64xf32> {
   // expected-remark @+2 {{sharding rule: ([i, j, k], [k], [k]) -> ([i, j, k]) {i=2, j=8, k=64} need_replication={k}}}

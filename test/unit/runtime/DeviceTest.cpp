@@ -99,6 +99,8 @@ TEST(CheckKernelTest, RejectsWhatTheCpuKernelRejects) {
   Tensor x = fakeTensor(DType::F32, {2, 3});
   KernelAttrs softmax;
   softmax.ints["dim"] = 2;
+  softmax.floats["scale"] = 1.0;
+  softmax.ints["causal"] = 0;
   EXPECT_EQ(checkKernel("nn.softmax", softmax, {&x}, {&x}).message(),
             "nn.softmax: dim 2 is out of range for rank 2");
 }
@@ -480,11 +482,19 @@ TEST_F(CudaKernelsTest, Layers) {
   for (int64_t dim : {1, 2}) {
     KernelAttrs attrs;
     attrs.ints["dim"] = dim;
-    check("nn.softmax", attrs, {random({DType::F32, {2, 300, 3}})},
-          {{DType::F32, {2, 300, 3}}});
     check("nn.log_softmax", attrs, {random({DType::BF16, {2, 30, 3}})},
           {{DType::BF16, {2, 30, 3}}});
+    attrs.floats["scale"] = 0.5;
+    attrs.ints["causal"] = 0;
+    check("nn.softmax", attrs, {random({DType::F32, {2, 300, 3}})},
+          {{DType::F32, {2, 300, 3}}});
   }
+  KernelAttrs causal;
+  causal.ints["dim"] = 2;
+  causal.floats["scale"] = 0.125;
+  causal.ints["causal"] = 1;
+  check("nn.softmax", causal, {random({DType::F32, {3, 40, 300}})},
+        {{DType::F32, {3, 40, 300}}});
   Spec x{DType::F32, {6, 513}};
   KernelAttrs layerNorm, rmsNorm;
   layerNorm.floats["epsilon"] = 1.0e-5;

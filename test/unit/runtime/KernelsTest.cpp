@@ -626,9 +626,18 @@ TEST(KernelsTest, ConcatJoinsAlongADim) {
 // Neural-network layers
 //===----------------------------------------------------------------------===//
 
-TEST(KernelsTest, SoftmaxRowsSumToOne) {
+/// A softmax's attributes along `dim`: unscaled and not causal by default.
+static KernelAttrs softmaxAttrs(int64_t dim, double scale = 1.0,
+                                bool causal = false) {
   KernelAttrs attrs;
-  attrs.ints["dim"] = 1;
+  attrs.ints["dim"] = dim;
+  attrs.floats["scale"] = scale;
+  attrs.ints["causal"] = causal;
+  return attrs;
+}
+
+TEST(KernelsTest, SoftmaxRowsSumToOne) {
+  KernelAttrs attrs = softmaxAttrs(1);
   // Large logits would overflow exp without the maximum subtracted.
   OwnedTensor input = f32({2, 3}, {1, 2, 3, 1000, 1001, 1002});
   OwnedTensor result(DType::F32, {2, 3});
@@ -647,12 +656,54 @@ TEST(KernelsTest, SoftmaxRowsSumToOne) {
 }
 
 TEST(KernelsTest, SoftmaxWorksAlongAnInnerDim) {
-  KernelAttrs attrs;
-  attrs.ints["dim"] = 0;
   OwnedTensor input = f32({2, 2}, {0, 5, 0, 5});
   OwnedTensor result(DType::F32, {2, 2});
-  ASSERT_EQ(run("nn.softmax", attrs, {&input}, {&result}), "");
+  ASSERT_EQ(run("nn.softmax", softmaxAttrs(0), {&input}, {&result}), "");
   expectNear(read<float>(result), {0.5f, 0.5f, 0.5f, 0.5f});
+  // Scaled: softmax(2 * [0, 5]) along dim 0 of [[0, 5], [0, 5]] is still
+  // even; along the rows it is not.
+  ASSERT_EQ(run("nn.softmax", softmaxAttrs(0, 2.0), {&input}, {&result}), "");
+  expectNear(read<float>(result), {0.5f, 0.5f, 0.5f, 0.5f});
+  ASSERT_EQ(run("nn.softmax", softmaxAttrs(1, 0.2), {&input}, {&result}), "");
+  float e = std::exp(-1.0f);
+  expectNear(read<float>(result),
+             {e / (1 + e), 1 / (1 + e), e / (1 + e), 1 / (1 + e)});
+}
+
+/// A causal, scaled softmax gives exactly what nn.mul by the scale, then
+/// nn.causal_mask, then a plain softmax give (the chain it folds), on two
+/// batches of 37 queries and keys: rows of every length, in and out of
+/// eight-lane blocks.
+TEST(KernelsTest, CausalScaledSoftmaxIsTheMaskedChain) {
+  constexpr int64_t kSize = 37;
+  std::vector<float> values(2 * kSize * kSize);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(0.37f * static_cast<float>(i)) * 9.0f;
+  OwnedTensor input = f32({2, kSize, kSize}, values);
+  OwnedTensor scale =
+      f32({2, kSize, kSize}, std::vector<float>(values.size(), 0.125f));
+  OwnedTensor scaled(DType::F32, {2, kSize, kSize}),
+      masked(DType::F32, {2, kSize, kSize}),
+      chain(DType::F32, {2, kSize, kSize}),
+      folded(DType::F32, {2, kSize, kSize});
+  ASSERT_EQ(run("nn.mul", {}, {&input, &scale}, {&scaled}), "");
+  KernelAttrs mask;
+  mask.floats["fill"] = -std::numeric_limits<double>::infinity();
+  ASSERT_EQ(run("nn.causal_mask", mask, {&scaled}, {&masked}), "");
+  ASSERT_EQ(run("nn.softmax", softmaxAttrs(2), {&masked}, {&chain}), "");
+  ASSERT_EQ(
+      run("nn.softmax", softmaxAttrs(2, 0.125, true), {&input}, {&folded}), "");
+  std::vector<float> want = read<float>(chain), got = read<float>(folded);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << "at " << i;
+  // Row q of each batch sees keys 0..q only.
+  EXPECT_EQ(got[1], 0.0f);
+  EXPECT_EQ(got[0], 1.0f);
+  EXPECT_EQ(got[kSize * kSize + kSize - 1], 0.0f);
+  // A causal softmax runs along the keys, the last dim.
+  EXPECT_EQ(run("nn.softmax", softmaxAttrs(1, 1.0, true), {&input}, {&folded}),
+            "nn.softmax: a causal softmax expects scores [..., query, key] "
+            "and dim 2, got rank 3 and dim 1");
 }
 
 TEST(KernelsTest, LayerNormNormalizesTheLastDim) {

@@ -461,9 +461,9 @@ TEST(MeshTest, PaddedPiecesRoundTrip) {
       std::vector<float>(piece.view.as<float>(), piece.view.as<float>() + 6),
       want);
   OwnedTensor last = takeLocalPiece(global.view, layout, mesh, /*rank=*/3);
-  EXPECT_EQ(std::vector<float>(last.view.as<float>(),
-                               last.view.as<float>() + 6),
-            std::vector<float>(6, 0));
+  EXPECT_EQ(
+      std::vector<float>(last.view.as<float>(), last.view.as<float>() + 6),
+      std::vector<float>(6, 0));
   // Placing pieces back writes only the real rows.
   OwnedTensor rebuilt(DType::F32, {5, 3});
   for (int64_t rank = 0; rank < 4; ++rank)
@@ -877,11 +877,16 @@ TEST(PlanTest, RejectsAKernelMissingAnAttribute) {
   EXPECT_EQ(getValidationError(plan),
             "program 0: instruction 0 (nn.softmax): "
             "nn.softmax: missing integer attribute 'dim'");
-  (*plan.mutable_programs(0)
-        ->mutable_instructions(0)
-        ->mutable_kernel()
-        ->mutable_attrs())["dim"]
-      .set_i(1);
+  auto &attrs = *plan.mutable_programs(0)
+                     ->mutable_instructions(0)
+                     ->mutable_kernel()
+                     ->mutable_attrs();
+  attrs["dim"].set_i(1);
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: instruction 0 (nn.softmax): "
+            "nn.softmax: missing float attribute 'scale'");
+  attrs["scale"].set_f(1.0);
+  attrs["causal"].set_i(0);
   EXPECT_EQ(getValidationError(plan), "");
 }
 
