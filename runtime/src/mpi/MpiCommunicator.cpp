@@ -49,11 +49,17 @@ public:
       thread.join();
   }
 
+  /// Holds MPI for this thread while the progress thread runs; without it
+  /// the executor's thread alone calls MPI, and nothing is locked.
   std::unique_lock<std::recursive_mutex> lock() {
+    if (!thread.joinable())
+      return std::unique_lock<std::recursive_mutex>(mutex, std::defer_lock);
     return std::unique_lock<std::recursive_mutex>(mutex);
   }
-  /// Under lock().
+  /// Under lock(): the collectives the progress thread tests, if it runs.
   void add(MpiPending *pending) {
+    if (!thread.joinable())
+      return;
     active.push_back(pending);
     restart = true;
     wake.notify_all();
@@ -80,6 +86,62 @@ private:
   std::thread thread;
 };
 
+/// Scratch memory that lives across steps: a collective takes a buffer of
+/// at least the bytes it needs (and at most twice that) and gives it back
+/// when it is destroyed, so each step's packed and gathered pieces reuse
+/// the last step's buffers instead of allocating and faulting in new ones.
+class ScratchPool {
+public:
+  /// A buffer taken from the pool, given back when destroyed.
+  class Buffer {
+  public:
+    Buffer() = default;
+    Buffer(ScratchPool *pool, std::unique_ptr<uint8_t[]> data, size_t bytes)
+        : pool(pool), data(std::move(data)), bytes(bytes) {}
+    Buffer(Buffer &&other) { *this = std::move(other); }
+    /// Swaps: what this buffer held goes back with `other`.
+    Buffer &operator=(Buffer &&other) {
+      std::swap(pool, other.pool);
+      std::swap(data, other.data);
+      std::swap(bytes, other.bytes);
+      return *this;
+    }
+    ~Buffer() {
+      if (data)
+        pool->give(std::move(data), bytes);
+    }
+    uint8_t *get() const { return data.get(); }
+
+  private:
+    ScratchPool *pool = nullptr;
+    std::unique_ptr<uint8_t[]> data;
+    size_t bytes = 0;
+  };
+
+  /// Uninitialised: what MPI writes or a pack fills.
+  Buffer take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      auto it = free.lower_bound(bytes);
+      if (it != free.end() && it->first <= 2 * bytes) {
+        Buffer buffer(this, std::move(it->second), it->first);
+        free.erase(it);
+        return buffer;
+      }
+    }
+    return Buffer(this, std::unique_ptr<uint8_t[]>(new uint8_t[bytes]), bytes);
+  }
+
+private:
+  void give(std::unique_ptr<uint8_t[]> data, size_t bytes) {
+    std::lock_guard<std::mutex> guard(mutex);
+    free.emplace(bytes, std::move(data));
+  }
+
+  std::mutex mutex;
+  std::multimap<size_t, std::unique_ptr<uint8_t[]>> free;
+};
+
 /// MPI requests in flight, the scratch memory they use, and the work that
 /// finishes the collective once they complete (unpacking, averaging).
 class MpiPending final : public PendingCollective {
@@ -91,8 +153,7 @@ public:
   }
 
   std::vector<MPI_Request> requests;
-  /// Uninitialised: what MPI writes or a pack fills (no zeroing per call).
-  std::unique_ptr<uint8_t[]> scratch;
+  ScratchPool::Buffer scratch;
   /// f32 copies that 16-bit floats are reduced in.
   std::vector<OwnedTensor> wide;
   std::function<void()> finish;
@@ -164,8 +225,8 @@ public:
         progress(background, timeoutSeconds) {}
   ~MpiCommunicator() override {
     auto guard = progress.lock();
-    for (auto &[axes, comm] : comms)
-      MPI_Comm_free(&comm);
+    for (auto &[axes, made] : comms)
+      MPI_Comm_free(&made.comm);
   }
 
   int64_t getRank() const override { return rank; }
@@ -205,9 +266,16 @@ public:
                       std::vector<std::vector<uint8_t>> &out) override;
 
 private:
-  MPI_Comm getComm(const Axes &axes);
-  int64_t getGroupSize(const Axes &axes) const {
-    return mesh.getGroup(rank, axes).size;
+  /// A group's communicator, and this rank's place in the group.
+  struct GroupComm {
+    MPI_Comm comm;
+    Group group;
+  };
+  /// Made on first use and kept: a collective looks its group up once.
+  const GroupComm &getGroupComm(const Axes &axes);
+  MPI_Comm getComm(const Axes &axes) { return getGroupComm(axes).comm; }
+  int64_t getGroupSize(const Axes &axes) {
+    return getGroupComm(axes).group.size;
   }
   /// Starts `call`, which posts one request, and wraps it.
   template <typename Call>
@@ -215,7 +283,8 @@ private:
 
   Mesh mesh;
   int rank, size;
-  std::map<Axes, MPI_Comm> comms;
+  std::map<Axes, GroupComm> comms;
+  ScratchPool pool;
   Progress progress;
 };
 
@@ -286,8 +355,11 @@ Tensor pieceOf(const Tensor &like, int64_t dim, int64_t count, void *data) {
 Status tessera::runtime::waitForRequests(MPI_Request *requests, int count,
                                          double timeoutSeconds,
                                          const std::string &why) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(timeoutSeconds);
+  // The clock is read from the second test on, and then every 256 tests:
+  // most waits of a small collective end at their first test.
+  std::chrono::time_point<std::chrono::steady_clock,
+                          std::chrono::duration<double>>
+      deadline;
   for (int64_t polls = 0;; ++polls) {
     int done = 0;
     int status = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
@@ -300,7 +372,10 @@ Status tessera::runtime::waitForRequests(MPI_Request *requests, int count,
     }
     if (done)
       return Status::success();
-    if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+    if (polls == 0)
+      deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration<double>(timeoutSeconds);
+    else if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
       return timeoutError(std::string("not finished after ") + seconds +
@@ -329,17 +404,16 @@ Status tessera::runtime::barrierWithin(double timeoutSeconds,
   return waitForRequests(&request, 1, timeoutSeconds, why);
 }
 
-MPI_Comm MpiCommunicator::getComm(const Axes &axes) {
+const MpiCommunicator::GroupComm &
+MpiCommunicator::getGroupComm(const Axes &axes) {
   auto it = comms.find(axes);
   if (it != comms.end())
     return it->second;
-  Group group = mesh.getGroup(rank, axes);
-  MPI_Comm comm;
+  GroupComm made{MPI_COMM_NULL, mesh.getGroup(rank, axes)};
   auto guard = progress.lock();
-  MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(group.color),
-                 static_cast<int>(group.index), &comm);
-  comms[axes] = comm;
-  return comm;
+  MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(made.group.color),
+                 static_cast<int>(made.group.index), &made.comm);
+  return comms.emplace(axes, made).first->second;
 }
 
 template <typename Call>
@@ -404,7 +478,7 @@ Pending MpiCommunicator::startAllGather(const Tensor &in, const Tensor &out,
       return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, out.data,
                             in.getBytes(), MPI_BYTE, comm, request);
     });
-  std::unique_ptr<uint8_t[]> gathered(new uint8_t[in.getBytes() * count]);
+  ScratchPool::Buffer gathered = pool.take(in.getBytes() * count);
   auto pending = post("MPI_Iallgather", [&](MPI_Request *request) {
     return MPI_Iallgather(in.data, in.getBytes(), MPI_BYTE, gathered.get(),
                           in.getBytes(), MPI_BYTE, comm, request);
@@ -444,7 +518,7 @@ Pending MpiCommunicator::startReduceScatter(const Tensor &in, const Tensor &out,
       pending->finish = [out, count] { divideBy(out, count); };
     return pending;
   }
-  std::unique_ptr<uint8_t[]> packed(new uint8_t[in.getBytes()]);
+  ScratchPool::Buffer packed = pool.take(in.getBytes());
   for (int64_t i = 0; i < count; ++i)
     slicePiece(in, pieceOf(out, 0, 1, packed.get() + i * out.getBytes()), dim,
                i, count);
@@ -487,16 +561,16 @@ Pending MpiCommunicator::startAllToAll(const Tensor &in, const Tensor &out,
   MPI_Comm comm = getComm(axes);
   size_t pieceBytes = in.getBytes() / count;
   // Both halves live in one scratch buffer: what is sent, then what arrives.
-  std::unique_ptr<uint8_t[]> scratch(new uint8_t[2 * in.getBytes()]);
+  ScratchPool::Buffer both = pool.take(2 * in.getBytes());
   for (int64_t i = 0; i < count; ++i)
-    slicePiece(in, pieceOf(in, splitDim, count, scratch.get() + i * pieceBytes),
+    slicePiece(in, pieceOf(in, splitDim, count, both.get() + i * pieceBytes),
                splitDim, i, count);
   auto pending = post("MPI_Ialltoall", [&](MPI_Request *request) {
-    return MPI_Ialltoall(scratch.get(), pieceBytes, MPI_BYTE,
-                         scratch.get() + in.getBytes(), pieceBytes, MPI_BYTE,
-                         comm, request);
+    return MPI_Ialltoall(both.get(), pieceBytes, MPI_BYTE,
+                         both.get() + in.getBytes(), pieceBytes, MPI_BYTE, comm,
+                         request);
   });
-  pending->scratch = std::move(scratch);
+  pending->scratch = std::move(both);
   pending->finish = [in, out, splitDim, concatDim, count, pieceBytes,
                      scratch = &pending->scratch] {
     uint8_t *received = scratch->get() + in.getBytes();
@@ -522,7 +596,7 @@ MpiCommunicator::startCollectivePermute(const Tensor &in, const Tensor &out,
                                         const std::vector<int64_t> &pairs,
                                         const Axes &axes) {
   MPI_Comm comm = getComm(axes);
-  int64_t index = mesh.getGroup(rank, axes).index;
+  int64_t index = getGroupComm(axes).group.index;
   std::memset(out.data, 0, out.getBytes());
   auto pending = std::make_unique<MpiPending>(progress);
   auto guard = progress.lock();
