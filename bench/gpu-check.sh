@@ -8,7 +8,8 @@
 #      reference's losses and results (tessera verify --device cuda, and
 #      lit's GPU tests);
 #   4. prints GEMM TFLOP/s of nn.dot against cuBLAS alone and the
-#      datasheet peak (machines/), and a bf16 GPT train step's MFU;
+#      datasheet peak (machines/), the fused elementwise kernels' bandwidth
+#      against the datasheet's, and a bf16 GPT train step's MFU;
 #   5. times fused against unfused attention in a bf16 GPT train step.
 # Every step runs even when an earlier one fails; the exit status says
 # whether all passed.
@@ -44,7 +45,10 @@ peak() { # peak DTYPE: the datasheet FLOP/s of this GPU, or 0
 }
 peak_bf16=$(peak bf16)
 peak_fp32=$(peak fp32)
-echo "datasheet peak: bf16 $peak_bf16, fp32 $peak_fp32 FLOP/s (${machine:-unknown GPU})"
+peak_bandwidth=0
+[ -n "$machine" ] && peak_bandwidth=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"]["memory_bandwidth_bytes_per_second"])' \
+  "$machine" 2>/dev/null || echo 0)
+echo "datasheet peak: bf16 $peak_bf16, fp32 $peak_fp32 FLOP/s, memory $peak_bandwidth B/s (${machine:-unknown GPU})"
 
 step "build"
 if ! TESSERA_BUILD_JOBS=$(nproc) bash scripts/setup.sh > /tmp/gpu-check-build.log 2>&1; then
@@ -70,6 +74,9 @@ check lit /usr/lib/llvm-22/bin/lit -v build/test --filter 'gpu'
 step "GEMM: nn.dot against cuBLAS alone"
 check gemm build/bin/tessera-bench-gpu-gemm --peak-bf16 "$peak_bf16" \
   --peak-fp32 "$peak_fp32"
+
+step "fused elementwise kernels against the memory bandwidth"
+check fused build/bin/tessera-bench-gpu-fused --peak-bandwidth "$peak_bandwidth"
 
 step "MFU of a bf16 GPT train step (4 layers, hidden 1024, seq 512, batch 8)"
 work=$(mktemp -d)
