@@ -96,12 +96,13 @@ thread_local bool inRegion = false;
 
 void tessera::runtime::setKernelThreads(int threads) {
   threads = std::max(threads, 1);
-  if (threads == kernelThreads && (threads == 1 || pool))
-    return;
-  pool.reset();
-  kernelThreads = threads;
-  if (threads > 1)
-    pool = std::make_unique<Pool>(threads);
+  if (threads != kernelThreads || (threads > 1 && !pool)) {
+    pool.reset();
+    kernelThreads = threads;
+    if (threads > 1)
+      pool = std::make_unique<Pool>(threads);
+  }
+  // Always: OpenBLAS starts with a thread per core, one thread included.
   openblas_set_num_threads(threads);
 }
 

@@ -4,6 +4,7 @@
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Threads.h"
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -55,6 +56,20 @@ TEST(ThreadPoolTest, ANestedRegionRunsWhole) {
     });
   });
   EXPECT_EQ(inner, 2);
+}
+
+/// GEMMs take as many OpenBLAS threads as the kernels, one included:
+/// OpenBLAS starts with a thread per core, and --threads 1 once left it so.
+TEST(ThreadPoolTest, OpenBlasTakesTheKernelThreads) {
+  openblas_set_num_threads(2);
+  int two = openblas_get_num_threads(); // 1 on a machine of one core.
+  setKernelThreads(1);
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+  {
+    Threads threads(2);
+    EXPECT_EQ(openblas_get_num_threads(), two);
+  }
+  EXPECT_EQ(openblas_get_num_threads(), 1);
 }
 
 TEST(ThreadPoolTest, DefaultsToTheCoresOfThisRank) {
