@@ -73,6 +73,11 @@ private:
   }
   std::string checkStep(size_t index, const FusedStep &step);
   std::string checkOperands(size_t index, const FusedStep &step, Step &s);
+  /// Gives each value computed into scratch a row of it (`slot`), reusing
+  /// the rows of values no later step reads: a program's live tiles stay
+  /// in a core's L1 cache. Constants get rows of their own, filled once per
+  /// thread. Returns the number of rows.
+  int64_t assignSlots();
   /// Computes the outputs' elements [start, start + count), with each
   /// value's tile in `tiles` and rows of `scratch` to hold them.
   void computeTile(int64_t start, int64_t count, float *scratch,
@@ -87,6 +92,8 @@ private:
   /// a row of `scratch`): one that no input overlaps, so that writing it
   /// early changes nothing a later step reads.
   std::vector<int64_t> directOutput;
+  /// Per value, its row of scratch (-1: none, it is read where it lies).
+  std::vector<int64_t> slot;
 };
 } // namespace
 
@@ -304,7 +311,7 @@ void Program::computeTile(int64_t start, int64_t count, float *scratch,
       tiles[id] = input.as<const float>() + start;
       continue;
     }
-    float *tile = scratch + id * kTileElements;
+    float *tile = scratch + slot[id] * kTileElements;
     const uint8_t *bytes = input.as<const uint8_t>() + start;
     for (int64_t i = 0; i < count; ++i)
       tile[i] = bytes[i] != 0 ? 1.0f : 0.0f;
@@ -315,8 +322,11 @@ void Program::computeTile(int64_t start, int64_t count, float *scratch,
     int64_t id = numInputs + index;
     float *y = directOutput[index] >= 0
                    ? outputs[directOutput[index]]->as<float>() + start
-                   : scratch + id * kTileElements;
+                   : scratch + slot[id] * kTileElements;
     tiles[id] = y;
+    // A constant's row was filled when the thread began.
+    if (s.kind == Step::Kind::Constant)
+      continue;
     auto operand = [&](size_t i) { return tiles[s.operands[i]]; };
     switch (s.kind) {
     case Step::Kind::Math:
@@ -344,7 +354,6 @@ void Program::computeTile(int64_t start, int64_t count, float *scratch,
       std::copy_n(operand(0), count, y);
       break;
     case Step::Kind::Constant:
-      std::fill_n(y, count, s.value);
       break;
     case Step::Kind::Broadcast: {
       const Tensor &input = *inputs[s.operands[0]];
@@ -385,12 +394,58 @@ static bool overlap(const Tensor &a, const Tensor &b) {
   return x < y + b.getBytes() && y < x + a.getBytes();
 }
 
+int64_t Program::assignSlots() {
+  int64_t numInputs = getNumInputs(), numValues = numInputs + steps.size();
+  // The last step that reads each value; results are read at the end.
+  std::vector<int64_t> lastUse(numValues, -1);
+  for (size_t index = 0; index < steps.size(); ++index)
+    for (int64_t operand : steps[index].operands)
+      lastUse[operand] = index;
+  for (int64_t result : attrs.fusedResults)
+    lastUse[result] = steps.size();
+  slot.assign(numValues, -1);
+  int64_t numSlots = 0;
+  std::vector<int64_t> free;
+  auto take = [&](int64_t id) {
+    if (free.empty()) {
+      slot[id] = numSlots++;
+    } else {
+      slot[id] = free.back();
+      free.pop_back();
+    }
+  };
+  // Inputs of the fused shape that are not f32 (i1) are widened into a
+  // row; constants keep theirs.
+  for (int64_t id = 0; id < numInputs; ++id)
+    if (inputs[id]->shape == shape && inputs[id]->dtype != DType::F32)
+      take(id);
+  for (size_t index = 0; index < steps.size(); ++index)
+    if (steps[index].kind == Step::Kind::Constant)
+      take(numInputs + index);
+  for (size_t index = 0; index < steps.size(); ++index) {
+    int64_t id = numInputs + index;
+    if (directOutput[index] < 0 && slot[id] < 0)
+      take(id);
+    // Rows whose values are read for the last time here are free for the
+    // next step (not this one: a step never writes a row it reads).
+    for (int64_t operand : steps[index].operands)
+      if (lastUse[operand] == static_cast<int64_t>(index) &&
+          slot[operand] >= 0 &&
+          (operand < numInputs ||
+           steps[operand - numInputs].kind != Step::Kind::Constant)) {
+        free.push_back(slot[operand]);
+        lastUse[operand] = -1; // Freed once, when read twice here.
+      }
+  }
+  return numSlots;
+}
+
 void Program::run() {
-  int64_t numValues = getNumInputs() + steps.size();
   directOutput.assign(steps.size(), -1);
   for (size_t i = 0; i < outputs.size(); ++i) {
     int64_t step = attrs.fusedResults[i] - getNumInputs();
     if (step < 0 || directOutput[step] >= 0 ||
+        steps[step].kind == Step::Kind::Constant ||
         outputs[i]->dtype != DType::F32 ||
         std::any_of(inputs.begin(), inputs.end(), [&](const Tensor *input) {
           return overlap(*input, *outputs[i]);
@@ -398,12 +453,19 @@ void Program::run() {
       continue;
     directOutput[step] = i;
   }
+  int64_t numValues = getNumInputs() + steps.size();
+  int64_t numSlots = assignSlots();
   int64_t total = getNumElements(shape);
   int64_t numTiles = (total + kTileElements - 1) / kTileElements;
   parallelFor(numTiles, kTilesPerThread, [&](int64_t begin, int64_t end) {
-    // The tiles of a thread's last fused kernel stay for its next one.
+    // The rows of a thread's last fused kernel stay for its next one.
     thread_local std::vector<float> scratch;
-    scratch.resize(std::max<size_t>(scratch.size(), numValues * kTileElements));
+    scratch.resize(std::max<size_t>(scratch.size(), numSlots * kTileElements));
+    for (size_t index = 0; index < steps.size(); ++index)
+      if (steps[index].kind == Step::Kind::Constant)
+        std::fill_n(scratch.data() +
+                        slot[getNumInputs() + index] * kTileElements,
+                    kTileElements, steps[index].value);
     std::vector<const float *> tiles(numValues, nullptr);
     for (int64_t tile = begin; tile < end; ++tile) {
       int64_t start = tile * kTileElements;
