@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -327,8 +328,9 @@ Status runtime::loadCheckpoint(const std::string &dir,
              : std::string()));
   }
   char *end = nullptr;
+  errno = 0;
   long long saved = std::strtoll(stepLine.c_str() + 5, &end, 10);
-  if (*end != '\0')
+  if (*end != '\0' || end == stepLine.c_str() + 5 || errno == ERANGE)
     return dataError("the checkpoint in '" + dir + "' has no step number");
   if (saved < 0)
     return dataError("the checkpoint in '" + dir + "' is at step " +

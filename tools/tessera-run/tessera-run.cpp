@@ -53,6 +53,7 @@
 
 #include <mpi.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -136,8 +137,11 @@ Status parseOptions(int argc, char **argv, Options &options) {
       if (!value(text))
         return invalidArgument(arg + " needs a value");
       char *end = nullptr;
+      errno = 0;
       long long number = std::strtoll(text.c_str(), &end, 10);
-      if (*end != '\0' || number < (arg == "--steps" ? 1 : 0))
+      // Out of range, strtoll gives its largest value: a run without end.
+      if (*end != '\0' || text.empty() || errno == ERANGE ||
+          number < (arg == "--steps" ? 1 : 0))
         return invalidArgument(
             arg + " expects a non-negative integer" +
             (arg == "--steps" ? std::string(" >= 1") : std::string()) +
