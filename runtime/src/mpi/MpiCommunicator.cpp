@@ -142,6 +142,29 @@ private:
   std::multimap<size_t, std::unique_ptr<uint8_t[]>> free;
 };
 
+/// The requests of one collective: the one that most collectives post is
+/// kept inline (no allocation per call); a permute's sends and receives
+/// beyond it go on the heap.
+class Requests {
+public:
+  void push_back(MPI_Request request) {
+    if (count == 0)
+      first = request;
+    else if (count == 1)
+      more = {first, request};
+    else
+      more.push_back(request);
+    ++count;
+  }
+  MPI_Request *data() { return count <= 1 ? &first : more.data(); }
+  int size() const { return count; }
+
+private:
+  MPI_Request first = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> more;
+  int count = 0;
+};
+
 /// MPI requests in flight, the scratch memory they use, and the work that
 /// finishes the collective once they complete (unpacking, averaging).
 class MpiPending final : public PendingCollective {
@@ -152,7 +175,7 @@ public:
     progress.remove(this);
   }
 
-  std::vector<MPI_Request> requests;
+  Requests requests;
   ScratchPool::Buffer scratch;
   /// f32 copies that 16-bit floats are reduced in.
   std::vector<OwnedTensor> wide;
@@ -355,8 +378,8 @@ Tensor pieceOf(const Tensor &like, int64_t dim, int64_t count, void *data) {
 Status tessera::runtime::waitForRequests(MPI_Request *requests, int count,
                                          double timeoutSeconds,
                                          const std::string &why) {
-  // The clock is read from the second test on, and then every 256 tests:
-  // most waits of a small collective end at their first test.
+  // The clock is read every 256 tests, the first time to set the deadline:
+  // a small collective's wait ends before it.
   std::chrono::time_point<std::chrono::steady_clock,
                           std::chrono::duration<double>>
       deadline;
@@ -372,10 +395,12 @@ Status tessera::runtime::waitForRequests(MPI_Request *requests, int count,
     }
     if (done)
       return Status::success();
-    if (polls == 0)
+    if (polls % 256 != 255)
+      continue;
+    if (polls == 255)
       deadline = std::chrono::steady_clock::now() +
                  std::chrono::duration<double>(timeoutSeconds);
-    else if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+    else if (std::chrono::steady_clock::now() > deadline) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
       return timeoutError(std::string("not finished after ") + seconds +
