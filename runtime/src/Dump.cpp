@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <istream>
 
 using namespace tessera::runtime;
 
@@ -65,10 +66,16 @@ tessera::runtime::readTensors(const std::string &path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     return dataError("cannot open '" + path + "'");
-  // What a header claims is checked against the bytes left before anything
-  // of that size is allocated.
   int64_t fileBytes = file.tellg();
   file.seekg(0);
+  return readTensors(file, fileBytes, path);
+}
+
+Expected<std::vector<OwnedTensor>>
+tessera::runtime::readTensors(std::istream &file, int64_t fileBytes,
+                              const std::string &path) {
+  // What a header claims is checked against the bytes left before anything
+  // of that size is allocated.
   auto get = [&](void *data, size_t bytes) {
     return static_cast<bool>(file.read(static_cast<char *>(data), bytes));
   };

@@ -15,6 +15,7 @@
 #include "tessera/runtime/Tensor.h"
 
 #include <cstdio>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ Status writeTensors(const std::string &path,
                     const std::vector<OwnedTensor> &tensors);
 /// The tensors of a file, or a data error naming the file and what is wrong.
 Expected<std::vector<OwnedTensor>> readTensors(const std::string &path);
+/// The same of the `bytes` bytes of `in`, named `path` in errors.
+Expected<std::vector<OwnedTensor>> readTensors(std::istream &in, int64_t bytes,
+                                               const std::string &path);
 
 } // namespace tessera::runtime
 
