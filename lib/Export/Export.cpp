@@ -649,6 +649,26 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   });
   if (unpartitioned.wasInterrupted())
     return failure();
+  // Annotated arguments and results alone (nothing propagated yet) say so
+  // too, unless the partitioner made this function.
+  if (!function->hasAttr(dist::DistDialect::kPartitionedAttrName)) {
+    auto check = [&](ArrayAttr attrs, StringRef what) -> LogicalResult {
+      if (!attrs)
+        return success();
+      for (auto [index, dict] :
+           llvm::enumerate(attrs.getAsRange<DictionaryAttr>()))
+        if (dict && splits(dict.get(attrName)))
+          return function.emitError("cannot export: ")
+                 << what << " #" << index
+                 << " is sharded but the program is not partitioned; run "
+                    "--tessera-partition first (or --tessera-strip-sharding "
+                    "for one device)";
+      return success();
+    };
+    if (failed(check(function.getArgAttrsAttr(), "argument")) ||
+        failed(check(function.getResAttrsAttr(), "result")))
+      return failure();
+  }
 
   for (BlockArgument arg : function.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -1085,6 +1105,7 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
         function.emitError("the pipeline stages name different meshes");
         return signalPassFailure();
       }
+
       if (*found)
         mesh = *found;
     }

@@ -54,6 +54,12 @@ def Dist_Dialect : Dialect {
     /// every stage consistently with the unpipelined program.
     static constexpr ::llvm::StringLiteral kSourceIndexAttrName =
         "dist.source_index";
+    /// On a function: `--tessera-partition` made it the program of one
+    /// device (its types are the local pieces). The export needs it on a
+    /// function whose shardings name a mesh; passes that take the global
+    /// program (microbatching) refuse it.
+    static constexpr ::llvm::StringLiteral kPartitionedAttrName =
+        "dist.partitioned";
     /// On an argument or result of a partitioned function that is stored
     /// flat (`flat=` in its sharding): its global shape, which the 1-d piece
     /// no longer shows.

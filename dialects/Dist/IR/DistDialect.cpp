@@ -158,6 +158,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
              << kUnitAttrName << "' to be a string, got " << attr.getValue();
     return success();
   }
+  if (attr.getName() == kPartitionedAttrName) {
+    if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError("'")
+             << kPartitionedAttrName << "' is a unit attribute of functions";
+    return success();
+  }
   if (attr.getName() == kPipelineRankAttrName) {
     if (!isa<FunctionOpInterface>(op))
       return op->emitError("'")

@@ -1033,6 +1033,8 @@ struct PartitionPass : tessera::impl::PartitionPassBase<PartitionPass> {
               if (failed(FunctionPartitioner(function, mesh, explain, onMachine)
                              .run()))
                 return failure();
+              function->setAttr(dist::DistDialect::kPartitionedAttrName,
+                                UnitAttr::get(function.getContext()));
               return optimizeReshards(function);
             })))
       signalPassFailure();

@@ -85,6 +85,13 @@ struct MicrobatchPass : tessera::impl::MicrobatchPassBase<MicrobatchPass> {
           << microbatches.getValue();
       return signalPassFailure();
     }
+    for (auto function : module.getOps<func::FuncOp>())
+      if (function->hasAttr(dist::DistDialect::kPartitionedAttrName)) {
+        function.emitError("is partitioned: microbatching splits the global "
+                           "batch, so --tessera-microbatch runs before "
+                           "--tessera-partition");
+        return signalPassFailure();
+      }
     auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
     if (meshes.size() > 1) {
       module.emitError("microbatching needs one dist.mesh, found ")

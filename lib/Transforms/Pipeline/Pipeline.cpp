@@ -830,6 +830,9 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
       builder.getFunctionType({}, {}));
   stage->setAttr(dist::DistDialect::kPipelineRankAttrName,
                  builder.getI64IntegerAttr(rank));
+  if (function->hasAttr(dist::DistDialect::kPartitionedAttrName))
+    stage->setAttr(dist::DistDialect::kPartitionedAttrName,
+                   builder.getUnitAttr());
   Block *block = stage.addEntryBlock();
   builder.setInsertionPointToStart(block);
   IRMapping shared;

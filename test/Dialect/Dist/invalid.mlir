@@ -585,3 +585,18 @@ func.func @axis_index_twice() -> tensor<1xi64> {
   %i = dist.axis_index @mesh [["dp", "dp"]] : tensor<1xi64>
   return %i : tensor<1xi64>
 }
+
+// -----
+
+func.func @partitioned_op(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dist.partitioned' is a unit attribute of functions}}
+  %y = nn.relu %x {dist.partitioned} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'dist.partitioned' is a unit attribute of functions}}
+func.func @partitioned_value(%x: tensor<8xf32>) -> tensor<8xf32> attributes {dist.partitioned = 1 : i64} {
+  return %x : tensor<8xf32>
+}
