@@ -6,6 +6,12 @@ dist.mesh @mesh ["dp"=2, "dp"=4]
 
 // -----
 
+// Tests that a mesh's device count is bounded (it overflowed int64 before).
+// expected-error @+1 {{'dist.mesh' op has more than 1048576 devices (2^20), the most a plan runs on}}
+dist.mesh @huge ["dp"=4294967296, "tp"=4294967296]
+
+// -----
+
 // Tests that mesh axes have a size of at least one.
 // expected-error @+1 {{axis "tp" has size 0, expected at least 1}}
 dist.mesh @mesh ["tp"=0]
