@@ -1105,7 +1105,6 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
         function.emitError("the pipeline stages name different meshes");
         return signalPassFailure();
       }
-
       if (*found)
         mesh = *found;
     }
