@@ -83,6 +83,45 @@ void ModelDiagnosticHandler::emit(Diagnostic &diagnostic) {
     emitOne(note.getLocation(), note.str(), note.getSeverity());
 }
 
+/// The most elements a tensor of a model may have: 2^50, the generators'
+/// limit (a thousand times a 1T model's parameters). Larger, its FLOPs and
+/// bytes would overflow the int64 counts that costs, memory plans and
+/// plans use.
+static constexpr int64_t kMaxTensorElements = int64_t(1) << 50;
+
+/// Refuses a tensor of `type` at `loc` with more than kMaxTensorElements
+/// elements, its count multiplied out without overflow.
+static LogicalResult checkTensorSize(Type type, Location loc) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return success();
+  int64_t elements = 1;
+  for (int64_t size : tensor.getShape())
+    if (size > 0 && elements > kMaxTensorElements / size)
+      return emitError(loc) << "a tensor of " << tensor
+                            << " has more than 2^50 elements, the most "
+                               "Tessera counts without overflow";
+    else
+      elements *= size;
+  return success();
+}
+
+/// Every argument's and result's tensor of `module` within the bound.
+static LogicalResult checkTensorSizes(ModuleOp module) {
+  WalkResult result = module.walk<WalkOrder::PreOrder>([](Operation *op) {
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          if (failed(checkTensorSize(arg.getType(), arg.getLoc())))
+            return WalkResult::interrupt();
+    for (Type type : op->getResultTypes())
+      if (failed(checkTensorSize(type, op->getLoc())))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 llvm::Expected<std::unique_ptr<ModelFile>>
 tessera::loadModelFile(MLIRContext &context, StringRef path) {
   if (path.ends_with(".onnx")) {
@@ -119,7 +158,7 @@ tessera::loadModelFile(MLIRContext &context, StringRef path) {
     return llvm::make_error<DiagnosedError>();
   }
   file->module = parseSourceFile<ModuleOp>(file->sourceMgr, &context);
-  if (!file->module)
+  if (!file->module || failed(checkTensorSizes(*file->module)))
     return llvm::make_error<DiagnosedError>();
   return std::move(file);
 }
