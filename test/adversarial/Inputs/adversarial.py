@@ -71,6 +71,11 @@ class Suite:
         """A command that makes a valid input: it must succeed."""
         subprocess.run(command, check=True, capture_output=True, env=self.env)
 
+    def compile(self, example, plan, *flags):
+        """The plan of an example, trained with AdamW."""
+        self.setup([self.tool("tessera"), "compile", self.example(example),
+                    "--train", "adamw", *flags, "-o", plan])
+
     def run(self, what, command, keep=(), must_fail=False):
         """Runs one case; records a finding unless it ends cleanly. `keep`
         names the files that reproduce it, copied aside on a finding.
@@ -182,13 +187,10 @@ def suite_plan(s):
     one = s.path("one.plan")
     four = s.path("four.plan")
     text = s.path("four.txtplan")
-    s.setup([s.tool("tessera"), "compile", s.example("mlp.mlir"), "--train",
-             "adamw", "-o", one])
-    s.setup([s.tool("tessera"), "compile", s.example("mlp_megatron.mlir"),
-             "--mesh", "dp=2,tp=2", "--train", "adamw", "--zero", "3",
-             "--overlap", "-o", four])
-    s.setup([s.tool("tessera"), "compile", s.example("mlp_megatron.mlir"),
-             "--mesh", "dp=2,tp=2", "--train", "adamw", "--text", "-o", text])
+    s.compile("mlp.mlir", one)
+    s.compile("mlp_megatron.mlir", four, "--mesh", "dp=2,tp=2", "--zero", "3",
+              "--overlap")
+    s.compile("mlp_megatron.mlir", text, "--mesh", "dp=2,tp=2", "--text")
     binaries = {p: open(p, "rb").read() for p in (one, four)}
     # Without its checksum a text plan loads unchecked: its fields reach the
     # structural checks.
@@ -234,8 +236,7 @@ def suite_ir(s):
 def suite_cli(s):
     model = s.example("mlp_megatron.mlir")
     plan = s.path("cli.plan")
-    s.setup([s.tool("tessera"), "compile", s.example("mlp.mlir"), "--train",
-             "adamw", "-o", plan])
+    s.compile("mlp.mlir", plan)
     values = ["-1", "0", "nan", "inf", "1e309", "99999999999999999999",
               "", "abc", "0x10", "-0", "1.5"]
     tables = [
@@ -265,8 +266,7 @@ def suite_files(s):
     plan = s.path("files.plan")
     inputs = s.path("inputs.tensors")
     checkpoint = s.path("ckpt")
-    s.setup([s.tool("tessera"), "compile", s.example("mlp.mlir"), "--train",
-             "adamw", "-o", plan])
+    s.compile("mlp.mlir", plan)
     s.setup([s.tool("tessera-run"), plan, "--steps", "1", "--dump-inputs",
              inputs])
     shutil.rmtree(checkpoint, ignore_errors=True)
