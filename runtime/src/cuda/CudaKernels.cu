@@ -557,20 +557,26 @@ __global__ void adamwKernel(const float *param, const void *grad,
       recordError(error, KernelError::StepBelowOne, t, 0, 0);
     return;
   }
-  double correction1 = 1.0 - pow(beta1, static_cast<double>(t));
-  double correction2 = 1.0 - pow(beta2, static_cast<double>(t));
+  // In f32, as the CPU's update (and PyTorch's AdamW) computes.
+  float inverseCorrection1 =
+      static_cast<float>(1 / (1 - pow(beta1, static_cast<double>(t))));
+  float inverseCorrection2 =
+      static_cast<float>(1 / (1 - pow(beta2, static_cast<double>(t))));
+  float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
+  float rate = static_cast<float>(lr), eps = static_cast<float>(epsilon);
+  float decay = static_cast<float>(weightDecay);
   GRID_STRIDE(i, count) {
-    double p = param[i];
-    double g =
-        gradType == DType::F32
-            ? static_cast<const float *>(grad)[i]
-            : widenHalf(gradType, static_cast<const uint16_t *>(grad)[i]);
-    double mi = beta1 * m[i] + (1.0 - beta1) * g;
-    double vi = beta2 * v[i] + (1.0 - beta2) * g * g;
-    double update = mi / correction1 / (sqrt(vi / correction2) + epsilon);
+    float p = param[i];
+    float g = gradType == DType::F32
+                  ? static_cast<const float *>(grad)[i]
+                  : widenHalf(gradType, static_cast<const uint16_t *>(grad)[i]);
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    float update =
+        mi * inverseCorrection1 / (sqrtf(vi * inverseCorrection2) + eps);
     newM[i] = mi;
     newV[i] = vi;
-    newParam[i] = p - lr * (update + weightDecay * p);
+    newParam[i] = p - rate * (update + decay * p);
   }
 }
 

@@ -588,6 +588,53 @@ TEST(KernelsTest, TransposePermutesDims) {
             (std::vector<int64_t>{0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11}));
 }
 
+TEST(KernelsTest, TransposesBlockByBlockPastTheBlockEdges) {
+  // Shapes not a multiple of the CPU kernel's 64 x 64 blocks, with other
+  // dims around the transposed plane, in 1-, 4- and 8-byte elements: each
+  // result element is the input's at the permuted index.
+  std::vector<int64_t> shape = {3, 70, 2, 130};
+  for (std::vector<int64_t> perm : std::vector<std::vector<int64_t>>{
+           {1, 0, 3, 2}, {3, 0, 2, 1}, {0, 3, 1, 2}, {3, 2, 1, 0}}) {
+    std::vector<int64_t> resultShape;
+    for (int64_t dim : perm)
+      resultShape.push_back(shape[dim]);
+    int64_t count = 3 * 70 * 2 * 130;
+    std::vector<int64_t> values(count);
+    for (int64_t i = 0; i < count; ++i)
+      values[i] = i;
+    std::vector<uint8_t> bytes(count);
+    for (int64_t i = 0; i < count; ++i)
+      bytes[i] = static_cast<uint8_t>(i * 7 % 2);
+    OwnedTensor wide = i64(shape, values), narrow = f32(shape, iota(count)),
+                flags = i1(shape, bytes);
+    OwnedTensor wideResult(DType::I64, resultShape),
+        narrowResult(DType::F32, resultShape),
+        flagsResult(DType::I1, resultShape);
+    KernelAttrs attrs;
+    attrs.lists["permutation"] = perm;
+    ASSERT_EQ(run("nn.transpose", attrs, {&wide}, {&wideResult}), "");
+    ASSERT_EQ(run("nn.transpose", attrs, {&narrow}, {&narrowResult}), "");
+    ASSERT_EQ(run("nn.transpose", attrs, {&flags}, {&flagsResult}), "");
+    std::vector<int64_t> strides = {70 * 2 * 130, 2 * 130, 130, 1};
+    std::vector<int64_t> got = read<int64_t>(wideResult);
+    std::vector<float> gotNarrow = read<float>(narrowResult);
+    std::vector<uint8_t> gotFlags = read<uint8_t>(flagsResult);
+    std::vector<float> narrowValues = read<float>(narrow);
+    std::vector<int64_t> index(4, 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t source = 0;
+      for (int64_t dim = 0; dim < 4; ++dim)
+        source += index[dim] * strides[perm[dim]];
+      ASSERT_EQ(got[i], source) << "permutation " << perm[0] << perm[1]
+                                << perm[2] << perm[3] << " at " << i;
+      ASSERT_EQ(gotNarrow[i], narrowValues[source]);
+      ASSERT_EQ(gotFlags[i], bytes[source]);
+      for (int64_t dim = 3; dim >= 0 && ++index[dim] == resultShape[dim]; --dim)
+        index[dim] = 0;
+    }
+  }
+}
+
 TEST(KernelsTest, SliceTakesTheBoundedBox) {
   KernelAttrs attrs;
   attrs.lists["start"] = {1, 1};
