@@ -341,7 +341,10 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
     bindBuffers();
   }
   carried.resize(program.arguments_size(), nullptr);
+  updatedInPlace.resize(program.arguments_size(), false);
   for (int i = 0; i < program.arguments_size(); ++i) {
+    if (updatedInPlace[i])
+      continue;
     Tensor buffer = getBuffer(program.arguments(i).buffer());
     if (arguments[i].view.getBytes() != buffer.getBytes())
       return invalidArgument(
@@ -412,12 +415,21 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
   // vocabulary) when the device catches up.
   if (!(error = device.synchronize()).ok())
     return error;
-  // The updates stay on the device for the next run.
+  // The updates stay on the device for the next run: where the memory plan
+  // wrote one over its argument, in the arena already. (The copies out and
+  // back in of a GPT's parameters and AdamW moments cost 4% of its step.)
   for (int i = 0; i < program.results_size() && carryUpdates; ++i) {
     const plan::Result &result = program.results(i);
     if (!result.has_updates_argument())
       continue;
     Tensor buffer = getBuffer(result.buffer());
+    Tensor argument =
+        getBuffer(program.arguments(result.updates_argument()).buffer());
+    if (buffer.data == argument.data &&
+        buffer.getBytes() == argument.getBytes()) {
+      updatedInPlace[result.updates_argument()] = true;
+      continue;
+    }
     void *&memory = carried[result.updates_argument()];
     if (!memory && !(error = device.allocate(buffer.getBytes(), memory)).ok())
       return error.withPrefix("cannot keep result #" + std::to_string(i) +

@@ -1140,3 +1140,64 @@ TEST(PlanTest, RejectsAnAxisIndexOverUnknownAxesOrIntoTheWrongBuffer) {
             "program 0: instruction 2: axis_index writes a buffer of 1 i64 "
             "elements, got [2] of I64");
 }
+
+namespace {
+
+/// A one-rank program whose result updates its argument x [4]: x + x,
+/// written over x (an in-place update, as the memory plan places an
+/// optimizer's) or, with `inPlace` false, elsewhere.
+plan::Plan makeUpdatePlan(bool inPlace) {
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("dp");
+  axis->set_size(1);
+  plan::Program *program = plan.add_programs();
+  program->add_ranks(0);
+  addBuffer(program, {4}, 0);
+  addBuffer(program, {4}, inPlace ? 0 : 64);
+  if (inPlace)
+    program->mutable_buffers(1)->set_overwrites(0);
+  program->set_arena_bytes(128);
+  addReplicatedArgument(program, 0, {4});
+  plan::Instruction *add = program->add_instructions();
+  add->mutable_kernel()->set_op("nn.add");
+  add->mutable_kernel()->add_inputs(0);
+  add->mutable_kernel()->add_inputs(0);
+  add->mutable_kernel()->add_outputs(1);
+  add->add_frees(0);
+  plan::Result *result = program->add_results();
+  result->set_buffer(1);
+  result->add_global_shape(4);
+  result->add_dim_axes();
+  result->set_updates_argument(0);
+  return plan;
+}
+
+} // namespace
+
+TEST(ExecutorTest, CarriesUpdatesWrittenInPlaceOrElsewhere) {
+  // With carried updates, each run reads the last run's update of x, not
+  // the caller's x: 2x, 4x, 8x, whether the update is written over x
+  // (nothing is copied between runs) or elsewhere (it is kept aside).
+  for (bool inPlace : {true, false}) {
+    plan::Plan plan = makeUpdatePlan(inPlace);
+    ASSERT_EQ(getValidationError(plan), "");
+    Mesh mesh = getMesh(plan);
+    std::unique_ptr<Communicator> local = createLocalCommunicator();
+    Executor executor(plan.programs(0), mesh, *local);
+    executor.setCarryUpdates(true);
+    std::vector<OwnedTensor> arguments;
+    arguments.emplace_back(DType::F32, std::vector<int64_t>{4});
+    for (int i = 0; i < 4; ++i)
+      arguments[0].view.as<float>()[i] = static_cast<float>(i) - 1.5f;
+    std::vector<OwnedTensor> results;
+    for (float factor : {2.0f, 4.0f, 8.0f}) {
+      ASSERT_TRUE(executor.run(arguments, results).ok());
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(results[0].view.as<float>()[i],
+                  factor * (static_cast<float>(i) - 1.5f))
+            << (inPlace ? "in place" : "elsewhere") << ", element " << i;
+    }
+  }
+}

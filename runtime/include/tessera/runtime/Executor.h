@@ -141,9 +141,13 @@ private:
   bool carryUpdates = false;
   /// With carryUpdates, per argument: device memory holding the result that
   /// updates it, as the last run left it (null for the others, and before
-  /// the first run). The arena cannot hold them: its memory plan reuses an
-  /// argument's memory after the argument's last use.
+  /// the first run). The arena holds such a result for the next run only
+  /// where the memory plan wrote it over the argument (an in-place update):
+  /// elsewhere it reuses an argument's memory after the argument's last use.
   std::vector<void *> carried;
+  /// Per argument: whether the last run's update of it lies in its own
+  /// buffer, where the next run reads it, so that nothing is copied.
+  std::vector<bool> updatedInPlace;
   std::chrono::steady_clock::time_point epoch =
       std::chrono::steady_clock::now();
   bool tracing = false;
