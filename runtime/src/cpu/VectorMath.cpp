@@ -29,7 +29,16 @@ struct Sse2 {
   static V div(V a, V b) { return _mm_div_ps(a, b); }
   static V exp(V v) { return Sleef_expf4_u10(v); }
   static V log(V v) { return Sleef_logf4_u10(v); }
-  static V tanh(V v) { return Sleef_tanhf4_u10(v); }
+  /// |v|, and `magnitude` with the sign of `sign`.
+  static V abs(V v) { return _mm_andnot_ps(set(-0.0f), v); }
+  static V withSignOf(V magnitude, V sign) {
+    return _mm_or_ps(magnitude, _mm_and_ps(sign, set(-0.0f)));
+  }
+  /// All ones in the lanes where a < b; the lanes of `t` there, else `f`.
+  static V lessThan(V a, V b) { return _mm_cmplt_ps(a, b); }
+  static V select(V mask, V t, V f) {
+    return _mm_or_ps(_mm_and_ps(mask, t), _mm_andnot_ps(mask, f));
+  }
   static V erf(V v) { return Sleef_erff4_u10(v); }
 };
 using Kernels = VectorKernels<Sse2>;
@@ -47,26 +56,40 @@ bool useAvx2() {
 }
 } // namespace
 
+#define TESSERA_SSE2(name, kernel)                                             \
+  void tessera::runtime::cpu::sse2::name(const float *x, float *y,             \
+                                         int64_t n) {                          \
+    Kernels::kernel(x, y, n);                                                  \
+  }
+TESSERA_SSE2(vectorExp, exp)
+TESSERA_SSE2(vectorLog, log)
+TESSERA_SSE2(vectorTanh, tanh)
+TESSERA_SSE2(vectorErf, erf)
+TESSERA_SSE2(vectorSigmoid, sigmoid)
+TESSERA_SSE2(vectorSilu, silu)
+TESSERA_SSE2(vectorGelu, gelu)
+#undef TESSERA_SSE2
+
 #ifdef TESSERA_VECTOR_MATH_AVX2
-#define TESSERA_DISPATCH(name, kernel)                                         \
+#define TESSERA_DISPATCH(name)                                                 \
   void tessera::runtime::cpu::name(const float *x, float *y, int64_t n) {      \
     if (useAvx2())                                                             \
       return avx2::name(x, y, n);                                              \
-    Kernels::kernel(x, y, n);                                                  \
+    sse2::name(x, y, n);                                                       \
   }
 #else
-#define TESSERA_DISPATCH(name, kernel)                                         \
+#define TESSERA_DISPATCH(name)                                                 \
   void tessera::runtime::cpu::name(const float *x, float *y, int64_t n) {      \
-    Kernels::kernel(x, y, n);                                                  \
+    sse2::name(x, y, n);                                                       \
   }
 #endif
-TESSERA_DISPATCH(vectorExp, exp)
-TESSERA_DISPATCH(vectorLog, log)
-TESSERA_DISPATCH(vectorTanh, tanh)
-TESSERA_DISPATCH(vectorErf, erf)
-TESSERA_DISPATCH(vectorSigmoid, sigmoid)
-TESSERA_DISPATCH(vectorSilu, silu)
-TESSERA_DISPATCH(vectorGelu, gelu)
+TESSERA_DISPATCH(vectorExp)
+TESSERA_DISPATCH(vectorLog)
+TESSERA_DISPATCH(vectorTanh)
+TESSERA_DISPATCH(vectorErf)
+TESSERA_DISPATCH(vectorSigmoid)
+TESSERA_DISPATCH(vectorSilu)
+TESSERA_DISPATCH(vectorGelu)
 #undef TESSERA_DISPATCH
 
 #else

@@ -2,11 +2,12 @@
 //
 // Transcendental functions over float arrays through SLEEF's 1.0-ulp
 // functions, eight lanes at a time where the CPU has AVX2 and FMA and four
-// (SSE2) elsewhere, chosen once per process: about five times libm's scalar
-// speed for tanh on four lanes, three for exp and log. Every element, those
-// of a last partial group included, takes the same path, so an element's
-// result does not depend on where it lies in its buffer (a sharded run's
-// pieces match one device's tensor).
+// (SSE2) elsewhere, chosen once per process: about three times libm's
+// scalar speed for exp and log. tanh is Tessera's own, on SLEEF's exp
+// (VectorMathIsa.h), within 1 ulp. Every element, those of a last partial
+// group included, takes the same path, so an element's result does not
+// depend on where it lies in its buffer (a sharded run's pieces match one
+// device's tensor).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +29,18 @@ void vectorSigmoid(const float *x, float *y, int64_t n);
 void vectorSilu(const float *x, float *y, int64_t n);
 /// GELU in its tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void vectorGelu(const float *x, float *y, int64_t n);
+
+/// The SSE2 versions (where the compiler targets SSE2), which the functions
+/// above call where the CPU lacks AVX2 or FMA.
+namespace sse2 {
+void vectorExp(const float *x, float *y, int64_t n);
+void vectorLog(const float *x, float *y, int64_t n);
+void vectorTanh(const float *x, float *y, int64_t n);
+void vectorErf(const float *x, float *y, int64_t n);
+void vectorSigmoid(const float *x, float *y, int64_t n);
+void vectorSilu(const float *x, float *y, int64_t n);
+void vectorGelu(const float *x, float *y, int64_t n);
+} // namespace sse2
 
 /// The AVX2 versions (VectorMathAvx2.cpp, built on x86-64 only), which the
 /// functions above call where the CPU has AVX2 and FMA.

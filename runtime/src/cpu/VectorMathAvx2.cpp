@@ -27,7 +27,14 @@ struct Avx2 {
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V exp(V v) { return Sleef_expf8_u10avx2(v); }
   static V log(V v) { return Sleef_logf8_u10avx2(v); }
-  static V tanh(V v) { return Sleef_tanhf8_u10avx2(v); }
+  /// |v|, and `magnitude` with the sign of `sign`.
+  static V abs(V v) { return _mm256_andnot_ps(set(-0.0f), v); }
+  static V withSignOf(V magnitude, V sign) {
+    return _mm256_or_ps(magnitude, _mm256_and_ps(sign, set(-0.0f)));
+  }
+  /// All ones in the lanes where a < b; the lanes of `t` there, else `f`.
+  static V lessThan(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static V select(V mask, V t, V f) { return _mm256_blendv_ps(f, t, mask); }
   static V erf(V v) { return Sleef_erff8_u10avx2(v); }
 };
 using Kernels = VectorKernels<Avx2>;

@@ -81,6 +81,33 @@ TEST(VectorMathTest, ExpLogTanhErfAreWithinTwoUlpsOfLibm) {
       vectorErf, [](double v) { return std::erf(v); }, sweep(-6, 6, kCount), 2);
 }
 
+/// Every float from `lo` to `hi` (both positive), and their negatives.
+std::vector<float> everyFloat(float lo, float hi) {
+  std::vector<float> x;
+  for (float v = lo; v <= hi; v = std::nextafter(v, hi + 1)) {
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  return x;
+}
+
+TEST(VectorMathTest, TanhIsWithinOneUlpOnBothPaths) {
+  // Tessera's own tanh switches from a polynomial to the exp form at
+  // |x| = 0.625: every float around the switch, then small values down to
+  // subnormals, then a sweep past where tanh rounds to 1.
+  std::vector<void (*)(const float *, float *, int64_t)> paths = {vectorTanh};
+#ifdef __SSE2__
+  paths.push_back(sse2::vectorTanh);
+#endif
+  auto reference = [](double v) { return std::tanh(v); };
+  for (auto path : paths) {
+    expectWithinUlps(path, reference, everyFloat(0.62f, 0.63f), 1);
+    expectWithinUlps(path, reference, everyFloat(0.0f, 1e-40f), 0);
+    expectWithinUlps(path, reference, sweep(1e-40, 1e-3, 1 << 18), 1);
+    expectWithinUlps(path, reference, sweep(-100, 100, 1 << 20), 1);
+  }
+}
+
 TEST(VectorMathTest, ActivationsMatchTheirFormulas) {
   constexpr int64_t kCount = 1 << 18;
   std::vector<float> x = sweep(-20, 20, kCount);
