@@ -11,6 +11,7 @@
 
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Random.h"
+#include "tessera/runtime/Threads.h"
 
 #include "ArrayMath.h"
 #include "FusedKernel.h"
@@ -579,6 +580,51 @@ static int64_t getSizeOf(const Tensor &tensor,
   return size;
 }
 
+/// Rows or columns of a piece of splitGemm: whole multiples of this.
+constexpr int64_t kGemmPieceAlign = 64;
+/// The least M·N·K of a piece of splitGemm. OpenBLAS takes another path
+/// (its small-matrix kernels) at or below 100³ on some CPUs: a GEMM whose
+/// pieces would fall there runs whole, so that each element is computed
+/// alike on any thread count.
+constexpr double kGemmPieceWork = 2e6;
+
+/// C = op(A) op(B), row-major [m, n], over the kernel threads. OpenBLAS runs
+/// on one thread: its workers spin between calls, and on two cores they
+/// took the second from every other kernel (attention and the fused
+/// kernels ran no faster on two threads than on one). The larger of M and
+/// N is split here instead, a piece per thread, each an OpenBLAS call that
+/// blocks K as the whole would: the same bits on any thread count.
+static void splitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
+                      int64_t n, int64_t k, const float *a, int lda,
+                      const float *b, int ldb, float *c) {
+  auto gemm = [&](int64_t rows, int64_t cols, const float *pa, const float *pb,
+                  float *pc) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(rows),
+                static_cast<int>(cols), static_cast<int>(k), 1.0f, pa, lda, pb,
+                ldb, 0.0f, pc, static_cast<int>(n));
+  };
+  bool byRows = m >= n;
+  int64_t split = byRows ? m : n;
+  int64_t blocks = (split + kGemmPieceAlign - 1) / kGemmPieceAlign;
+  int64_t pieces = std::min<int64_t>(getKernelThreads(), blocks);
+  // The smallest piece holds blocks / pieces blocks, the last one short.
+  double smallest = static_cast<double>(blocks / std::max<int64_t>(pieces, 1) *
+                                            kGemmPieceAlign -
+                                        (blocks * kGemmPieceAlign - split)) *
+                    static_cast<double>(byRows ? n : m) * k;
+  if (pieces <= 1 || smallest <= kGemmPieceWork)
+    return gemm(m, n, a, b, c);
+  cpu::parallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
+    int64_t first = begin * kGemmPieceAlign;
+    int64_t size = std::min(split, end * kGemmPieceAlign) - first;
+    if (byRows)
+      gemm(size, n, a + first * (ta == CblasNoTrans ? lda : 1), b,
+           c + first * n);
+    else
+      gemm(m, size, a, b + first * (tb == CblasNoTrans ? 1 : ldb), c + first);
+  });
+}
+
 /// nn.dot as one sgemm per batch index over [batch, M, K] x [batch, K, N].
 static void runDot(KernelCall &c) {
   if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "lhs") ||
@@ -653,12 +699,22 @@ static void runDot(KernelCall &c) {
   }
   GemmOperand a(lhs, *lhsBatch, lhsFree, *lhsContract);
   GemmOperand b(rhs, *rhsBatch, *rhsContract, rhsFree);
+  auto gemm = [&](int64_t index) {
+    splitGemm(a.getTranspose(), b.getTranspose(), m, n, k,
+              a.getMatrix(index, m, k), a.getLeadingDim(m, k),
+              b.getMatrix(index, k, n), b.getLeadingDim(k, n),
+              result + index * m * n);
+  };
+  // A batch splits over the threads by its matrices, each one whole.
+  if (batch >= getKernelThreads()) {
+    cpu::parallelFor(batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t index = begin; index < end; ++index)
+        gemm(index);
+    });
+    return;
+  }
   for (int64_t index = 0; index < batch; ++index)
-    cblas_sgemm(CblasRowMajor, a.getTranspose(), b.getTranspose(),
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                1.0f, a.getMatrix(index, m, k), a.getLeadingDim(m, k),
-                b.getMatrix(index, k, n), b.getLeadingDim(k, n), 0.0f,
-                result + index * m * n, static_cast<int>(n));
+    gemm(index);
 }
 
 //===----------------------------------------------------------------------===//

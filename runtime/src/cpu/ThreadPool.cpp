@@ -102,8 +102,10 @@ void tessera::runtime::setKernelThreads(int threads) {
     if (threads > 1)
       pool = std::make_unique<Pool>(threads);
   }
-  // Always: OpenBLAS starts with a thread per core, one thread included.
-  openblas_set_num_threads(threads);
+  // Always one: OpenBLAS starts with a thread per core. GEMMs split over
+  // the pool instead (splitGemm in Kernels.cpp), since OpenBLAS's workers
+  // spin between calls on the cores the pool's kernels need.
+  openblas_set_num_threads(1);
 }
 
 int tessera::runtime::getKernelThreads() { return kernelThreads; }

@@ -1,9 +1,9 @@
 //===- Threads.h - The CPU kernels' threads ---------------------*- C++ -*-===//
 //
-// Large elementwise, row and attention kernels split their work over a
-// small pool of threads; GEMMs run on OpenBLAS's own threads, set to the
-// same count. Each element is computed by one thread in the same way
-// whatever the count, so a run's results do not depend on it.
+// Large elementwise, row, attention and GEMM kernels split their work over
+// a small pool of threads; OpenBLAS itself runs on one thread, each GEMM
+// piece a call of its own. Each element is computed by one thread in the
+// same way whatever the count, so a run's results do not depend on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +12,8 @@
 
 namespace tessera::runtime {
 
-/// The threads the CPU kernels (and OpenBLAS) use from now on, at least 1.
+/// The threads the CPU kernels use from now on, at least 1 (and OpenBLAS
+/// one).
 void setKernelThreads(int threads);
 int getKernelThreads();
 
