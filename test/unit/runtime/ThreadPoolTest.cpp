@@ -45,6 +45,24 @@ TEST(ThreadPoolTest, CoversEachElementOnceInChunksOfAtLeastTheGrain) {
   }
 }
 
+TEST(ThreadPoolTest, ManyShortRegionsRunEachChunkOnce) {
+  // Regions back to back, of 1 to 4 chunks on 4 threads (on fewer cores):
+  // a worker left out of one region may look only while the next is set
+  // up, and must run neither a chunk twice nor one of another region.
+  Threads scoped(4);
+  std::vector<std::atomic<int>> seen(4);
+  for (int region = 0; region < 5000; ++region) {
+    int chunks = 1 + region % 4;
+    cpu::parallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        ++seen[i];
+    });
+    for (int i = 0; i < 4; ++i)
+      ASSERT_EQ(seen[i].exchange(0), i < chunks ? 1 : 0)
+          << "region " << region << ", chunk " << i;
+  }
+}
+
 TEST(ThreadPoolTest, ANestedRegionRunsWhole) {
   Threads scoped(2);
   std::atomic<int> inner{0};
@@ -58,8 +76,6 @@ TEST(ThreadPoolTest, ANestedRegionRunsWhole) {
   EXPECT_EQ(inner, 2);
 }
 
-/// GEMMs take as many OpenBLAS threads as the kernels, one included:
-/// OpenBLAS starts with a thread per core, and --threads 1 once left it so.
 TEST(ThreadPoolTest, OpenBlasRunsOnOneThread) {
   // Whatever it started with and whatever the kernel threads: GEMMs split
   // over the kernels' pool, each piece on one OpenBLAS thread.
