@@ -6,9 +6,10 @@ and 1878 ms on one thread, and a smaller one), on 1 and 2 threads. Each
 build compiles the model and runs its plan with its tessera-run,
 interleaved and repeated; the table prints the minimum and median of each
 build's `--time` (the mean step after the first), next to the same GPT in
-PyTorch (torch_gpt.py, the minimum step of each run), and the ratios. The
-new build gets `--threads N`; the baseline, which may predate it, only
-OpenBLAS's N threads. On 2 threads PyTorch also runs with
+PyTorch (torch_gpt.py, the minimum step of each run), and the ratios. Each
+build gets `--threads N` where its tessera-run takes it (without it, a
+build defaults to every core); a baseline that predates it only OpenBLAS's
+N threads. On 2 threads PyTorch also runs with
 OMP_WAIT_POLICY=passive ("torch passive"), since its OpenMP threads
 otherwise spin on a busy machine.
 
@@ -29,14 +30,21 @@ SIZES = [(2, 128, 4, 64, 8, 512), (4, 256, 4, 128, 8, 1024),
          (6, 512, 8, 256, 4, 4096)]
 
 
-def run_tessera(build, plan, steps, threads, ranks, new):
+def takes_threads(build):
+    """Whether the build's tessera-run has --threads."""
+    help_text = subprocess.run([os.path.join(build, "tessera-run"), "--help"],
+                               capture_output=True, text=True)
+    return "--threads" in help_text.stdout + help_text.stderr
+
+
+def run_tessera(build, plan, steps, threads, ranks, threads_flag):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(threads))
     # One rank runs alone: under mpirun it would be bound to one core.
     command = ([os.path.join(build, "tessera-run"), plan] if ranks == 1 else
                [os.path.join(build, "tessera"), "run", plan, "--ranks",
                 str(ranks)]) + ["--steps", str(steps), "--time"]
-    if new:
+    if threads_flag:
         command += ["--threads", str(threads)]
     out = subprocess.run(command, check=True, capture_output=True, text=True,
                          env=env).stdout
@@ -108,10 +116,10 @@ def main():
                 for _ in range(args.repeats):
                     times["before"].append(run_tessera(
                         args.baseline, plans[args.baseline], args.steps,
-                        threads, ranks, new=False))
+                        threads, ranks, takes_threads(args.baseline)))
                     times["after"].append(run_tessera(
                         args.build, plans[args.build], args.steps, threads,
-                        ranks, new=True))
+                        ranks, threads_flag=True))
                     times["torch"].append(run_torch(
                         args.python, size, args.steps, threads, ranks, False))
                     if threads > 1:
