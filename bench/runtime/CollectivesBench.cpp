@@ -1,6 +1,7 @@
 //===- CollectivesBench.cpp - MPI collective bus bandwidth ----------------===//
 //
 // Run: mpirun -np 4 --oversubscribe build/bin/tessera-bench-collectives
+//        [MAX_BYTES (default 64 MiB)]
 // Times all_reduce, all_gather and reduce_scatter of the MPI communicator
 // over one mesh axis of all ranks, from 1 KiB to 64 MiB, and reports the
 // algorithm and bus bandwidth with nccl-tests' conventions: size is the
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -43,7 +45,8 @@ int main(int argc, char **argv) {
                 "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
                 "MPI (us)", "ratio");
   double n = size;
-  for (int64_t bytes = 1024; bytes <= (int64_t(64) << 20); bytes *= 4) {
+  int64_t maxBytes = argc > 1 ? std::atoll(argv[1]) : int64_t(64) << 20;
+  for (int64_t bytes = 1024; bytes <= maxBytes; bytes *= 4) {
     int64_t elements = bytes / 4;
     elements -= elements % size;
     OwnedTensor big(DType::F32, {elements});

@@ -21,7 +21,7 @@ namespace tessera::runtime {
 /// MPI_Waitall does, or `timeoutSeconds` pass: then a timeout error,
 /// `not finished after N s (--comm-timeout): ` and `why`.
 Status waitForRequests(MPI_Request *requests, int count, double timeoutSeconds,
-                       const std::string &why);
+                       const char *why);
 
 /// The least of every rank's `value` (MPI_Allreduce with MPI_MIN over
 /// MPI_COMM_WORLD) into `least`, within `timeoutSeconds`.
