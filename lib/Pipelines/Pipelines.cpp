@@ -16,6 +16,15 @@ using namespace mlir;
 using namespace tessera;
 
 std::string tessera::checkCompileOptions(const CompileOptions &options) {
+  // Counts of stages and microbatches start at 1 (a count below would
+  // compile as 1 where no pass reads it).
+  for (auto [value, flag] :
+       {std::pair<int64_t, const char *>{options.pipelineStages, "--pp"},
+        {options.microbatches, "--microbatches"},
+        {options.virtualStages, "--virtual"}})
+    if (value < 1)
+      return std::string(flag) + " must be at least 1, got " +
+             std::to_string(value);
   if (options.zero != ZeroStage::None && options.train != Optimizer::AdamW)
     return "--zero needs --train adamw (the optimizer state it shards)";
   if (options.isPipelined() && options.train == Optimizer::None)

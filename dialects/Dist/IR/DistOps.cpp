@@ -96,9 +96,7 @@ LogicalResult MeshOp::verify() {
       return emitOpError("axis \"") << axis.getValue() << "\" has size " << size
                                     << ", expected at least 1";
   }
-  // Checked as it grows, so that no product overflows: plans run on at most
-  // 2^20 devices.
-  constexpr int64_t kMaxDevices = int64_t(1) << 20;
+  // Checked as it grows, so that no product overflows.
   int64_t devices = 1;
   for (int64_t size : getShape()) {
     if (size > kMaxDevices / devices)

@@ -15,6 +15,10 @@
 
 namespace tessera::dist {
 class MeshOp;
+
+/// The most devices a mesh (and a plan) has, and the most pipeline stages
+/// a pipelined plan has: sizes multiply below it without overflow.
+constexpr int64_t kMaxDevices = int64_t(1) << 20;
 } // namespace tessera::dist
 
 #include "dialects/Dist/IR/DistOpInterfaces.h.inc"

@@ -1312,6 +1312,15 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
                        "more");
       return signalPassFailure();
     }
+    // As many stages as a plan has devices at most: their count must not
+    // overflow, nor the tables the schedule makes per stage grow unbounded.
+    if (stages > dist::kMaxDevices / virtualStages) {
+      module.emitError("expects at most ")
+          << dist::kMaxDevices << " pipeline stages (2^20), got "
+          << spec.ranks << " ranks x " << spec.virtualStages
+          << " virtual stages";
+      return signalPassFailure();
+    }
     if (virtualStages > 1 && spec.schedule != PipelineSchedule::Interleaved) {
       module.emitError("virtual stages need the interleaved schedule");
       return signalPassFailure();

@@ -238,12 +238,16 @@ def suite_cli(s):
     plan = s.path("cli.plan")
     s.compile("mlp.mlir", plan)
     values = ["-1", "0", "nan", "inf", "1e309", "99999999999999999999",
-              "", "abc", "0x10", "-0", "1.5"]
+              str(2**62), "", "abc", "0x10", "-0", "1.5"]
     tables = [
         ([s.tool("tessera"), "compile", model, "-o", s.path("cli-out.plan")],
          ["--mesh", "--microbatches", "--pp", "--lr", "--zero",
           "--bucket-bytes", "--memory-limit", "--prefetch", "--devices",
           "--weight-decay"]),
+        ([s.tool("tessera"), "compile", s.example("mlp.mlir"), "--train",
+          "adamw", "--pp", "2", "--microbatches", "2", "--schedule",
+          "interleaved", "-o", s.path("cli-out.plan")],
+         ["--virtual", "--microbatches", "--pp"]),
         ([s.tool("tessera"), "model", "gpt", "-o", s.path("cli-model.mlir")],
          ["--layers", "--hidden", "--heads", "--seq", "--vocab", "--batch",
           "--dropout"]),
