@@ -87,6 +87,21 @@ TEST(CompileOptionsTest, OptionsThatNeedAnotherAreRefused) {
             "--pp and --microbatches pipeline a train step: give --train");
 }
 
+TEST(CompileOptionsTest, CountsBelowOneAreRefused) {
+  CompileOptions options;
+  options.train = Optimizer::AdamW;
+  options.microbatches = -3;
+  EXPECT_EQ(checkCompileOptions(options),
+            "--microbatches must be at least 1, got -3");
+  options.microbatches = 1;
+  options.pipelineStages = 0;
+  EXPECT_EQ(checkCompileOptions(options), "--pp must be at least 1, got 0");
+  options.pipelineStages = 1;
+  options.virtualStages = -1;
+  EXPECT_EQ(checkCompileOptions(options),
+            "--virtual must be at least 1, got -1");
+}
+
 TEST(CompileOptionsTest, TheReplayCommandCarriesEveryOption) {
   CompileOptions options;
   options.mesh = "dp=2";
