@@ -4,6 +4,8 @@
 
 #include "tessera/Import/ONNX/Importer.h"
 
+#include "dialects/Dist/IR/DistOps.h"
+
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Support/Nesting.h"
 #include "tessera/runtime/Manifest.h"
@@ -175,6 +177,10 @@ tessera::runPipeline(ModuleOp module,
 
 llvm::Expected<int> Launcher::run(int64_t ranks, ArrayRef<std::string> args,
                                   StringRef runner) const {
+  // mpirun -np 0 starts a rank per slot, and a count past int wraps.
+  if (ranks < 1 || ranks > dist::kMaxDevices)
+    return llvm::createStringError(llvm::formatv(
+        "a run has 1 to {0} ranks, got {1}", dist::kMaxDevices, ranks));
   llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
   if (!mpirun)
     return llvm::createStringError("mpirun not found (install openmpi-bin)");

@@ -140,11 +140,15 @@ Status parseOptions(int argc, char **argv, Options &options) {
       errno = 0;
       long long number = std::strtoll(text.c_str(), &end, 10);
       // Out of range, strtoll gives its largest value: a run without end.
+      // So would 2^62 steps; a run has at most kMaxSteps.
+      bool isSteps = arg == "--steps";
       if (*end != '\0' || text.empty() || errno == ERANGE ||
-          number < (arg == "--steps" ? 1 : 0))
+          number < (isSteps ? 1 : 0) || (isSteps && number > kMaxSteps))
         return invalidArgument(
-            arg + " expects a non-negative integer" +
-            (arg == "--steps" ? std::string(" >= 1") : std::string()) +
+            arg +
+            (isSteps
+                 ? " expects an integer from 1 to " + std::to_string(kMaxSteps)
+                 : std::string(" expects a non-negative integer")) +
             ", got '" + text + "'");
       if (arg == "--steps")
         options.steps = number;

@@ -2,6 +2,8 @@
 
 #include "Commands.h"
 
+#include "tessera/runtime/Plan.h"
+
 using namespace mlir;
 using namespace tessera;
 using namespace tessera::cli;
@@ -71,6 +73,12 @@ static cl::opt<bool> timeSteps("time", cl::desc("Print the time per step"),
                                cl::sub(runCommand()));
 
 int cli::runRun() {
+  // tessera-run would refuse them too, but from inside mpirun's output.
+  if (steps < 1 || steps > runtime::kMaxSteps)
+    return reportError("--steps must be from 1 to " +
+                       Twine(runtime::kMaxSteps) + ", got " + Twine(steps));
+  if (seed < 0)
+    return reportError("--seed must be at least 0, got " + Twine(seed));
   std::vector<std::string> args = {planInput,
                                    "--steps",
                                    std::to_string(steps),

@@ -2,7 +2,13 @@
 
 #include "Commands.h"
 
+#include "tessera/runtime/Plan.h"
+
 #include "tessera/Pipelines/Pipelines.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace tessera;
@@ -29,6 +35,19 @@ int cli::runVerify(MLIRContext &context) {
   readCompileOptions(options);
   if (std::string error = checkCompileOptions(options); !error.empty())
     return reportError(error);
+  // Checked before any work: tessera-run would refuse the first two only
+  // from inside mpirun's output, and every error passes a NaN tolerance.
+  if (steps < 1 || steps > runtime::kMaxSteps)
+    return reportError("--steps must be from 1 to " +
+                       Twine(runtime::kMaxSteps) + ", got " + Twine(steps));
+  if (seed < 0)
+    return reportError("--seed must be at least 0, got " + Twine(seed));
+  if (!(tolerance >= 0 && std::isfinite(tolerance)))
+    return reportError(
+        llvm::formatv("--tolerance must be a finite number of 0 or more, got "
+                      "{0}",
+                      tolerance.getValue())
+            .str());
   llvm::Expected<std::unique_ptr<ModelFile>> file =
       loadModelFile(context, getModelInput());
   if (!file)

@@ -257,6 +257,11 @@ def suite_cli(s):
          ["--steps", "--threads", "--seed", "--comm-timeout", "--time"]),
         ([s.tool("tessera"), "gradcheck", s.example("mlp.mlir")],
          ["--eps", "--tolerance", "--samples"]),
+        ([s.tool("tessera"), "run", plan, "--ranks", "1"],
+         ["--ranks", "--steps", "--seed"]),
+        ([s.tool("tessera"), "verify", s.example("mlp.mlir"), "--train",
+          "adamw"],
+         ["--steps", "--seed", "--tolerance"]),
     ]
     for n in range(s.args.cases):
         base, options = tables[n % len(tables)]

@@ -20,6 +20,11 @@ namespace tessera::runtime {
 /// an axis_index over it is the running microbatch.
 inline constexpr const char *kMicrobatchAxis = "mb";
 
+/// The most steps a run takes (tessera-run --steps): what a 32-bit step
+/// counter holds, 25 days of 1 ms steps. More is a mistake, and a count
+/// like 2^62 would start a run that never ends.
+inline constexpr int64_t kMaxSteps = 2147483647;
+
 /// Reads a plan file and validates it: the plan, or a data error (no such
 /// file, not a plan) or the invalid plan error of validatePlan, named by the
 /// file.
