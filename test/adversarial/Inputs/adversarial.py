@@ -33,6 +33,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -82,13 +83,22 @@ class Suite:
         Returns the completed process (None on a hang)."""
         self.cases += 1
         case = f"{self.args.suite}-{self.cases}"
+        # A session of its own, killed whole on a hang: mpirun's ranks
+        # outlive a killed tessera and would load the machine for every
+        # later case (and run).
+        process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True,
+                                   errors="replace", env=self.env,
+                                   start_new_session=True)
         try:
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  errors="replace", timeout=LIMIT_SECONDS,
-                                  env=self.env)
+            stdout, stderr = process.communicate(timeout=LIMIT_SECONDS)
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
             self.finding(case, what, "hang", command, keep, "")
             return None
+        done = subprocess.CompletedProcess(command, process.returncode, stdout,
+                                           stderr)
         err = done.stderr
         problem = None
         if done.returncode < 0 or done.returncode > 128:
