@@ -28,6 +28,11 @@
 
 using namespace tessera::runtime;
 
+// OpenBLAS's pthreads build stops its worker threads with this (and starts
+// them again when a call wants more than one); weak, since other builds
+// lack it.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
 namespace {
 /// How long a worker, between regions, and the caller, at the end of one,
 /// poll before they block. A GPT step runs hundreds of kernels of tens of
@@ -151,8 +156,13 @@ void tessera::runtime::setKernelThreads(int threads) {
   }
   // Always one: OpenBLAS starts with a thread per core. GEMMs split over
   // the pool instead (splitGemm in Kernels.cpp), since OpenBLAS's workers
-  // spin between calls on the cores the pool's kernels need.
+  // spin between calls on the cores the pool's kernels need. They spin
+  // from the start, too (a process began with OPENBLAS_NUM_THREADS=2 ran
+  // its first three steps at 2.5 times the time of the later ones): where
+  // OpenBLAS has them (its pthreads build), they stop.
   openblas_set_num_threads(1);
+  if (blas_thread_shutdown_)
+    blas_thread_shutdown_();
 }
 
 int tessera::runtime::getKernelThreads() { return kernelThreads; }
