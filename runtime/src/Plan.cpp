@@ -1115,14 +1115,14 @@ Status runtime::validatePlan(const plan::Plan &plan) {
   for (const plan::Mesh::Axis &axis : plan.mesh().axes()) {
     if (axis.name().empty() || !names.insert(axis.name()).second)
       return invalidPlan("mesh axis names must be unique and non-empty");
-    if (axis.size() < 1 || axis.size() > (1 << 20))
+    if (axis.size() < 1 || axis.size() > kMaxDevices)
       return invalidPlan("mesh axis \"" + axis.name() + "\" has size " +
                          std::to_string(axis.size()));
   }
   Mesh mesh = getMesh(plan);
   int64_t devices = 1;
   for (int64_t size : mesh.getAxisSizes())
-    if ((devices *= size) > (1 << 20))
+    if ((devices *= size) > kMaxDevices)
       return invalidPlan("the mesh has more than 2^20 devices");
   if (plan.programs().empty())
     return invalidPlan("the plan has no program");

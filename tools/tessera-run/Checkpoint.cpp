@@ -3,9 +3,11 @@
 #include "Checkpoint.h"
 
 #include "tessera/runtime/Dump.h"
+#include "tessera/runtime/Executor.h"
 #include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
 
+#include <google/protobuf/text_format.h>
 #include <mpi.h>
 #include <xxhash.h>
 
@@ -18,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 using namespace tessera;
@@ -221,11 +224,17 @@ Status loadByPosition(const std::string &dir, const plan::Program &program,
   return Status::success();
 }
 
-/// The v2 format: this rank's tensors by name, checked against its index
-/// and checksum.
-Status loadByName(const std::string &dir, const plan::Program &program,
-                  std::vector<OwnedTensor> &locals, int rank) {
-  std::string indexPath = getShardIndexPath(dir, rank);
+/// One saved rank's files: its index's entries (describeArgument's lines)
+/// and its tensors, in the same order.
+struct Shard {
+  std::vector<std::string> entries;
+  std::vector<OwnedTensor> tensors;
+};
+
+/// Reads saved rank `rank`'s shard of the v2 checkpoint in `dir`, its
+/// tensors checked against its index's checksum.
+Expected<Shard> readShard(const std::string &dir, int64_t rank) {
+  std::string indexPath = getShardIndexPath(dir, static_cast<int>(rank));
   std::ifstream index(indexPath);
   std::string header, line;
   if (!std::getline(index, header) || header != "tessera checkpoint shard v2" ||
@@ -234,10 +243,10 @@ Status loadByName(const std::string &dir, const plan::Program &program,
                      "' is not a Tessera checkpoint shard's "
                      "index");
   uint64_t recorded = std::strtoull(line.c_str() + 5, nullptr, 16);
-  std::vector<std::string> entries;
+  Shard shard;
   while (std::getline(index, line))
-    entries.push_back(line);
-  std::string tensorsPath = getShardPath(dir, rank);
+    shard.entries.push_back(line);
+  std::string tensorsPath = getShardPath(dir, static_cast<int>(rank));
   Expected<uint64_t> checksum = getFileChecksum(tensorsPath);
   if (!checksum.ok())
     return checksum.getStatus();
@@ -249,14 +258,30 @@ Status loadByName(const std::string &dir, const plan::Program &program,
   Expected<std::vector<OwnedTensor>> read = readTensors(tensorsPath);
   if (!read.ok())
     return read.getStatus();
-  std::vector<OwnedTensor> shard = read.take();
-  if (shard.size() != entries.size())
-    return dataError("'" + tensorsPath + "' holds " +
-                     std::to_string(shard.size()) + " tensors, its index " +
-                     std::to_string(entries.size()));
+  shard.tensors = read.take();
+  if (shard.tensors.size() != shard.entries.size())
+    return dataError(
+        "'" + tensorsPath + "' holds " + std::to_string(shard.tensors.size()) +
+        " tensors, its index " + std::to_string(shard.entries.size()));
+  return shard;
+}
+
+/// The name an index entry gives its tensor.
+std::string getEntryName(const std::string &entry) {
+  return entry.substr(0, entry.find(' '));
+}
+
+/// The v2 format on the mesh it was saved on: this rank's tensors by name,
+/// checked against its index and checksum.
+Status loadByName(const std::string &dir, const plan::Program &program,
+                  std::vector<OwnedTensor> &locals, int rank) {
+  Expected<Shard> read = readShard(dir, rank);
+  if (!read.ok())
+    return read.getStatus();
+  Shard shard = read.take();
   std::map<std::string, size_t> byName;
-  for (size_t k = 0; k < entries.size(); ++k)
-    byName[entries[k].substr(0, entries[k].find(' '))] = k;
+  for (size_t k = 0; k < shard.entries.size(); ++k)
+    byName[getEntryName(shard.entries[k])] = k;
   std::vector<int> indices = getCheckpointed(program);
   for (int i : indices) {
     const plan::Argument &argument = program.arguments(i);
@@ -265,20 +290,164 @@ Status loadByName(const std::string &dir, const plan::Program &program,
       return dataError("the checkpoint in '" + dir + "' has no '" +
                        argument.name() + "' for rank " + std::to_string(rank));
     std::string want = describeArgument(argument);
-    if (entries[it->second] != want)
-      return dataError("checkpoint tensor '" + entries[it->second] +
+    if (shard.entries[it->second] != want)
+      return dataError("checkpoint tensor '" + shard.entries[it->second] +
                        "' is not this plan's '" + want + "'");
-    const Tensor &have = shard[it->second].view, &piece = locals[i].view;
+    const Tensor &have = shard.tensors[it->second].view,
+                 &piece = locals[i].view;
     if (have.dtype != piece.dtype || have.shape != piece.shape)
       return dataError("checkpoint tensor '" + argument.name() +
                        "' does not match this plan's piece of it");
-    locals[i] = std::move(shard[it->second]);
+    locals[i] = std::move(shard.tensors[it->second]);
     byName.erase(it);
   }
   if (!byName.empty())
     return dataError("the checkpoint in '" + dir + "' holds '" +
                      byName.begin()->first + "' for rank " +
                      std::to_string(rank) + ", which this plan does not have");
+  return Status::success();
+}
+
+/// The mesh formatMesh wrote ("dp=2 tp=2", "-" for one device).
+Expected<Mesh> parseMesh(const std::string &text) {
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  std::istringstream words(text == "-" ? "" : text);
+  int64_t devices = 1;
+  for (std::string word; words >> word;) {
+    size_t equals = word.find('=');
+    char *end = nullptr;
+    errno = 0;
+    long long size = equals == std::string::npos
+                         ? 0
+                         : std::strtoll(word.c_str() + equals + 1, &end, 10);
+    if (equals == std::string::npos || equals == 0 || *end != '\0' ||
+        errno == ERANGE || size < 1 || size > kMaxDevices / devices)
+      return dataError("the checkpoint's mesh '" + text +
+                       "' is not a list of axis=size");
+    devices *= size;
+    names.push_back(word.substr(0, equals));
+    sizes.push_back(size);
+  }
+  return Mesh(names, sizes);
+}
+
+/// A v2 checkpoint saved on `saved`, another mesh, loaded by global offsets:
+/// each argument's global tensor is put together from every saved rank's
+/// piece by the layout the checkpoint records of it, and this rank takes
+/// its piece under this plan's layout. Every rank reads every shard.
+Status loadResharded(const std::string &dir, const plan::Program &program,
+                     const Mesh &saved, const Mesh &mesh,
+                     std::vector<OwnedTensor> &locals, int rank) {
+  // Per name: the saved ranks holding a piece, where in their shard, and
+  // the layout recorded of it.
+  struct SavedPiece {
+    int64_t rank;
+    size_t index;
+    plan::Argument layout;
+  };
+  std::vector<Shard> shards;
+  std::map<std::string, std::vector<SavedPiece>> pieces;
+  bool units = false;
+  for (int64_t savedRank = 0; savedRank < saved.getNumDevices(); ++savedRank) {
+    Expected<Shard> read = readShard(dir, savedRank);
+    if (!read.ok())
+      return read.getStatus();
+    shards.push_back(read.take());
+    for (size_t k = 0; k < shards.back().entries.size(); ++k) {
+      const std::string &entry = shards.back().entries[k];
+      size_t at = entry.find(" @ ");
+      SavedPiece piece{savedRank, k, {}};
+      if (at == std::string::npos ||
+          (entry.substr(at + 3) != "-" &&
+           !google::protobuf::TextFormat::ParseFromString(entry.substr(at + 3),
+                                                          &piece.layout)))
+        return dataError("checkpoint tensor '" + entry +
+                         "' has no layout this runtime reads");
+      units = units || piece.layout.members_size() > 0;
+      pieces[getEntryName(entry)].push_back(std::move(piece));
+    }
+  }
+  std::vector<int> indices = getCheckpointed(program);
+  for (int i : indices)
+    units = units || program.arguments(i).members_size() > 0;
+  if (units)
+    return dataError("the checkpoint in '" + dir + "' (saved on mesh " +
+                     formatMesh(saved) + ") or this plan (on mesh " +
+                     formatMesh(mesh) +
+                     ") stores units' flat buffers (--zero-units), which a "
+                     "checkpoint is not resharded from or to yet: compile "
+                     "both plans with --zero-units=false");
+  for (int i : indices) {
+    const plan::Argument &argument = program.arguments(i);
+    auto found = pieces.find(argument.name());
+    if (found == pieces.end())
+      return dataError("the checkpoint in '" + dir + "' has no '" +
+                       argument.name() + "'");
+    std::string want = describeArgument(argument);
+    std::string head = want.substr(0, want.find(" @ "));
+    OwnedTensor global(
+        getDType(argument.dtype()),
+        {argument.global_shape().begin(), argument.global_shape().end()});
+    // The split axes' coordinates of the pieces found: together they must
+    // cover every piece of the saved layout.
+    std::set<std::vector<int64_t>> covered;
+    int64_t needed = 1;
+    for (const SavedPiece &saving : found->second) {
+      const std::string &entry = shards[saving.rank].entries[saving.index];
+      if (entry.substr(0, entry.find(" @ ")) != head)
+        return dataError("checkpoint tensor '" + entry +
+                         "' is not this plan's '" + want + "'");
+      PieceLayout layout = getLayout(saving.layout);
+      std::vector<std::string> split = layout.flatAxes;
+      for (const std::vector<std::string> &axes : layout.dimAxes)
+        split.insert(split.end(), axes.begin(), axes.end());
+      needed = 1;
+      std::vector<int64_t> coordinates = saved.getCoordinates(saving.rank), key;
+      for (const std::string &axis : split) {
+        int64_t index = saved.getAxisIndex(axis);
+        if (index < 0)
+          return dataError("checkpoint tensor '" + entry +
+                           "' is split over an axis its mesh lacks");
+        needed *= saved.getAxisSizes()[index];
+        key.push_back(coordinates[index]);
+      }
+      if (layout.dimAxes.size() != global.view.shape.size() ||
+          (!layout.paddedShape.empty() &&
+           layout.paddedShape.size() != global.view.shape.size()))
+        return dataError("checkpoint tensor '" + entry +
+                         "' has a layout of another rank");
+      // The piece must be the one its layout gives that rank, since it is
+      // written into the global tensor by that layout.
+      OwnedTensor expected =
+          takeLocalPiece(global.view, layout, saved, saving.rank);
+      const Tensor &piece = shards[saving.rank].tensors[saving.index].view;
+      if (piece.dtype != expected.view.dtype ||
+          piece.shape != expected.view.shape)
+        return dataError("checkpoint tensor '" + argument.name() +
+                         "' of saved rank " + std::to_string(saving.rank) +
+                         " does not match its recorded layout");
+      placeLocalPiece(piece, global.view, layout, saved, saving.rank);
+      covered.insert(key);
+    }
+    if (static_cast<int64_t>(covered.size()) != needed)
+      return dataError("the checkpoint in '" + dir + "' holds " +
+                       std::to_string(covered.size()) + " of the " +
+                       std::to_string(needed) + " pieces of '" +
+                       argument.name() + "'");
+    OwnedTensor mine =
+        takeLocalPiece(global.view, getLayout(argument), mesh, rank);
+    if (mine.view.dtype != locals[i].view.dtype ||
+        mine.view.shape != locals[i].view.shape)
+      return dataError("checkpoint tensor '" + argument.name() +
+                       "' does not match this plan's piece of it");
+    locals[i] = std::move(mine);
+    pieces.erase(found);
+  }
+  if (!pieces.empty())
+    return dataError("the checkpoint in '" + dir + "' holds '" +
+                     pieces.begin()->first +
+                     "', which this plan does not have");
   return Status::success();
 }
 
@@ -337,18 +506,24 @@ Status runtime::loadCheckpoint(const std::string &dir,
                      std::to_string(saved) + "; steps count from 0");
   if (!v1) {
     std::getline(index, meshLine);
-    if (meshLine != "mesh " + formatMesh(mesh))
-      return dataError("the checkpoint in '" + dir + "' was saved on " +
-                       (meshLine.rfind("mesh ", 0) == 0
-                            ? "mesh " + meshLine.substr(5)
-                            : std::string("an unknown mesh")) +
-                       ", this plan runs on mesh " + formatMesh(mesh) +
-                       " (resharding a checkpoint is not supported yet)");
+    if (meshLine.rfind("mesh ", 0) != 0)
+      return dataError("the checkpoint in '" + dir +
+                       "' does not say which mesh it was saved on");
   }
-  if (Status status = v1 ? loadByPosition(dir, program, locals, rank)
-                         : loadByName(dir, program, locals, rank);
-      !status.ok())
-    return status;
+  // On another mesh, by global offsets.
+  Status loaded;
+  if (v1) {
+    loaded = loadByPosition(dir, program, locals, rank);
+  } else if (meshLine.substr(5) == formatMesh(mesh)) {
+    loaded = loadByName(dir, program, locals, rank);
+  } else {
+    Expected<Mesh> saved = parseMesh(meshLine.substr(5));
+    loaded = saved.ok()
+                 ? loadResharded(dir, program, *saved, mesh, locals, rank)
+                 : saved.getStatus();
+  }
+  if (!loaded.ok())
+    return loaded;
   step = saved;
   return Status::success();
 }

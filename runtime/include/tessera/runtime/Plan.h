@@ -20,6 +20,9 @@ namespace tessera::runtime {
 /// an axis_index over it is the running microbatch.
 inline constexpr const char *kMicrobatchAxis = "mb";
 
+/// The most devices a plan's mesh has (the compiler's dist::kMaxDevices).
+inline constexpr int64_t kMaxDevices = int64_t(1) << 20;
+
 /// The most steps a run takes (tessera-run --steps): what a 32-bit step
 /// counter holds, 25 days of 1 ms steps. More is a mistake, and a count
 /// like 2^62 would start a run that never ends.
