@@ -953,10 +953,22 @@ struct NaiveAttention {
 };
 
 TEST(KernelsTest, AttentionMatchesTheUnfusedFormulaAcrossTiles) {
-  // 130 queries and keys: three 64-wide tiles, the last partial; 4 heads
-  // on 2 kv heads; causal and not.
-  for (bool causal : {true, false}) {
-    NaiveAttention ref{2, 4, 2, 130, 130, 8, 6, 0.35f, causal};
+  // Causal and not: 130 queries and keys (three 64-query tiles, the last
+  // partial, and one key tile) with 4 heads on 2 kv heads; 300 (two
+  // 256-key tiles); and 16400 keys against 70 queries, whose backward
+  // makes each tile's scores again rather than keep them (past 2^20).
+  struct Size {
+    int64_t b, a, kv, s, t, d, dv;
+  };
+  for (auto [size, causal] : {std::pair{Size{2, 4, 2, 130, 130, 8, 6}, true},
+                              {Size{2, 4, 2, 130, 130, 8, 6}, false},
+                              {Size{1, 2, 1, 300, 300, 4, 3}, true},
+                              {Size{1, 2, 1, 300, 300, 4, 3}, false},
+                              {Size{1, 1, 1, 70, 16400, 2, 2}, false}}) {
+    SCOPED_TRACE("queries " + std::to_string(size.s) + ", keys " +
+                 std::to_string(size.t) + (causal ? ", causal" : ""));
+    NaiveAttention ref{size.b, size.a,  size.kv, size.s, size.t,
+                       size.d, size.dv, 0.35f,   causal};
     ref.q = noise(ref.b * ref.a * ref.s * ref.d, 1);
     ref.k = noise(ref.b * ref.kv * ref.t * ref.d, 2);
     ref.v = noise(ref.b * ref.kv * ref.t * ref.dv, 3);
