@@ -918,7 +918,10 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   DenseMap<int64_t, int64_t> sendNumber;
   SmallVector<StringRef> unitNames;
   SmallVector<std::string> nameStorage;
-  for (auto [index, unit] : llvm::enumerate(templates)) {
+  for (auto entry : llvm::enumerate(templates)) {
+    // Named, not bound: lambdas below capture them (C++17).
+    size_t index = entry.index();
+    const UnitTemplate &unit = entry.value();
     nameStorage.push_back(getUnitName(unit));
     Operation *last = block->empty() ? nullptr : &block->back();
     DenseMap<Value, Value> slices, remade;
@@ -1316,9 +1319,8 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
     // overflow, nor the tables the schedule makes per stage grow unbounded.
     if (stages > dist::kMaxDevices / virtualStages) {
       module.emitError("expects at most ")
-          << dist::kMaxDevices << " pipeline stages (2^20), got "
-          << spec.ranks << " ranks x " << spec.virtualStages
-          << " virtual stages";
+          << dist::kMaxDevices << " pipeline stages (2^20), got " << spec.ranks
+          << " ranks x " << spec.virtualStages << " virtual stages";
       return signalPassFailure();
     }
     if (virtualStages > 1 && spec.schedule != PipelineSchedule::Interleaved) {

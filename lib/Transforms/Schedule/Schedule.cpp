@@ -287,11 +287,11 @@ struct SchedulePass : tessera::impl::SchedulePassBase<SchedulePass> {
         for (StringRef key : llvm::to_vector(llvm::make_first_range(open)))
           flush(key);
       SmallVector<StringRef> read;
-      for (auto &[key, members] : open)
+      for (auto &entry : open)
         if (llvm::any_of(op.getOperands(), [&](Value operand) {
-              return llvm::is_contained(members, operand.getDefiningOp());
+              return llvm::is_contained(entry.second, operand.getDefiningOp());
             }))
-          read.push_back(key);
+          read.push_back(entry.first);
       for (StringRef key : read)
         flush(key);
       if (!isa<dist::CollectiveOpInterface>(op) || startsPipelineUnit(op))
