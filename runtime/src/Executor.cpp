@@ -704,9 +704,22 @@ tessera::runtime::packMembers(const Message &unit,
 }
 
 template <typename Message>
-std::vector<OwnedTensor> tessera::runtime::unpackMembers(const Message &unit,
-                                                         const Tensor &global,
-                                                         const Mesh &mesh) {
+Expected<std::vector<OwnedTensor>>
+tessera::runtime::unpackMembers(const Message &unit, const Tensor &global,
+                                const Mesh &mesh) {
+  // Every member element lies in some row's piece, so the members together
+  // hold no more elements than the buffer: more, and the layout is not one
+  // of this buffer's (a damaged checkpoint's), refused before allocating.
+  int64_t total = 0, elements = global.getNumElements();
+  for (const plan::Member &member : unit.members()) {
+    std::optional<int64_t> count = getCheckedNumElements(
+        {member.global_shape().begin(), member.global_shape().end()});
+    if (!count || *count > elements - total)
+      return dataError("unit member '" + member.name() +
+                       "' does not fit its flat buffer of " +
+                       std::to_string(elements) + " elements");
+    total += *count;
+  }
   UnitRows layout = getUnitRows(unit, mesh);
   std::vector<OwnedTensor> unpacked;
   for (const plan::Member &member : unit.members())
@@ -714,24 +727,29 @@ std::vector<OwnedTensor> tessera::runtime::unpackMembers(const Message &unit,
                           std::vector<int64_t>(member.global_shape().begin(),
                                                member.global_shape().end()));
   auto *from = static_cast<uint8_t *>(global.data);
+  size_t left = global.getBytes();
   for (int64_t rank : layout.ranks)
     for (size_t i = 0; i < unpacked.size(); ++i) {
       // The member's piece on this row's ranks, in place in the row.
       OwnedTensor shape =
           takeLocalPiece(unpacked[i].view, layout.layouts[i], mesh, rank);
       Tensor piece{global.dtype, shape.view.shape, from};
+      if (piece.getBytes() > left)
+        return dataError("the pieces of unit member '" +
+                         unit.members(i).name() + "' run past its flat buffer");
       placeLocalPiece(piece, unpacked[i].view, layout.layouts[i], mesh, rank);
       from += piece.getBytes();
+      left -= piece.getBytes();
     }
   return unpacked;
 }
 
 template OwnedTensor tessera::runtime::packMembers(
     const plan::Argument &, const std::vector<const Tensor *> &, const Mesh &);
-template std::vector<OwnedTensor>
+template Expected<std::vector<OwnedTensor>>
 tessera::runtime::unpackMembers(const plan::Argument &, const Tensor &,
                                 const Mesh &);
-template std::vector<OwnedTensor>
+template Expected<std::vector<OwnedTensor>>
 tessera::runtime::unpackMembers(const plan::Result &, const Tensor &,
                                 const Mesh &);
 

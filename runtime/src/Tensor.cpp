@@ -54,6 +54,15 @@ int64_t runtime::getNumElements(const std::vector<int64_t> &shape) {
   return count;
 }
 
+std::optional<int64_t>
+runtime::getCheckedNumElements(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t size : shape)
+    if (size < 0 || __builtin_mul_overflow(count, size, &count))
+      return std::nullopt;
+  return count;
+}
+
 OwnedTensor::OwnedTensor(DType dtype, std::vector<int64_t> shape) {
   // A negative size is a malformed shape, which the plan loader rejects; here
   // it just gets no storage rather than an enormous allocation.

@@ -271,6 +271,23 @@ std::string getEntryName(const std::string &entry) {
   return entry.substr(0, entry.find(' '));
 }
 
+/// Whether rank `rank`'s shard index records exactly this plan's
+/// checkpointed arguments in this plan's layouts: then its tensors are this
+/// rank's pieces, loaded by name alone.
+bool holdsPlanLayouts(const std::string &dir, const plan::Program &program,
+                      int rank) {
+  std::ifstream index(getShardIndexPath(dir, rank));
+  std::string line;
+  std::multiset<std::string> entries, wanted;
+  for (int skip = 0; skip < 2 && std::getline(index, line); ++skip)
+    ;
+  while (std::getline(index, line))
+    entries.insert(line);
+  for (int i : getCheckpointed(program))
+    wanted.insert(describeArgument(program.arguments(i)));
+  return entries == wanted;
+}
+
 /// The v2 format on the mesh it was saved on: this rank's tensors by name,
 /// checked against its index and checksum.
 Status loadByName(const std::string &dir, const plan::Program &program,
@@ -332,15 +349,45 @@ Expected<Mesh> parseMesh(const std::string &text) {
   return Mesh(names, sizes);
 }
 
+/// "f32 [64, 256]".
+std::string describeTensor(DType dtype, const std::vector<int64_t> &shape) {
+  std::string text = std::string(getDTypeName(dtype)) + " [";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+/// The global shape an index entry records ("<name> <dtype> <dims...> @").
+Expected<std::vector<int64_t>> getEntryShape(const std::string &entry) {
+  std::istringstream words(entry.substr(0, entry.find(" @ ")));
+  std::string name, dtype, word;
+  words >> name >> dtype;
+  std::vector<int64_t> shape;
+  while (words >> word) {
+    char *end = nullptr;
+    errno = 0;
+    long long size = std::strtoll(word.c_str(), &end, 10);
+    if (*end != '\0' || errno == ERANGE || size < 0)
+      return dataError("checkpoint tensor '" + entry +
+                       "' has no global shape this runtime reads");
+    shape.push_back(size);
+  }
+  return shape;
+}
+
 /// A v2 checkpoint saved on `saved`, another mesh, loaded by global offsets:
-/// each argument's global tensor is put together from every saved rank's
-/// piece by the layout the checkpoint records of it, and this rank takes
-/// its piece under this plan's layout. Every rank reads every shard.
+/// each saved tensor's global value is put together from every saved
+/// rank's piece by the layout the checkpoint records of it (a unit's flat
+/// buffer is then taken apart into its members), and this rank takes its
+/// piece of each argument under this plan's layout (packing a unit's
+/// members into its flat buffer first). Every rank reads every shard.
 Status loadResharded(const std::string &dir, const plan::Program &program,
                      const Mesh &saved, const Mesh &mesh,
                      std::vector<OwnedTensor> &locals, int rank) {
-  // Per name: the saved ranks holding a piece, where in their shard, and
-  // the layout recorded of it.
+  // Per saved tensor (its index entry: name, dtype, global shape and
+  // layout, the same on every rank; two units of a block with TP share
+  // their name): the saved ranks holding a piece, where in their shard,
+  // and the layout recorded of it.
   struct SavedPiece {
     int64_t rank;
     size_t index;
@@ -348,7 +395,6 @@ Status loadResharded(const std::string &dir, const plan::Program &program,
   };
   std::vector<Shard> shards;
   std::map<std::string, std::vector<SavedPiece>> pieces;
-  bool units = false;
   for (int64_t savedRank = 0; savedRank < saved.getNumDevices(); ++savedRank) {
     Expected<Shard> read = readShard(dir, savedRank);
     if (!read.ok())
@@ -364,59 +410,69 @@ Status loadResharded(const std::string &dir, const plan::Program &program,
                                                           &piece.layout)))
         return dataError("checkpoint tensor '" + entry +
                          "' has no layout this runtime reads");
-      units = units || piece.layout.members_size() > 0;
-      pieces[getEntryName(entry)].push_back(std::move(piece));
+      pieces[entry].push_back(std::move(piece));
     }
   }
-  std::vector<int> indices = getCheckpointed(program);
-  for (int i : indices)
-    units = units || program.arguments(i).members_size() > 0;
-  if (units)
-    return dataError("the checkpoint in '" + dir + "' (saved on mesh " +
-                     formatMesh(saved) + ") or this plan (on mesh " +
-                     formatMesh(mesh) +
-                     ") stores units' flat buffers (--zero-units), which a "
-                     "checkpoint is not resharded from or to yet: compile "
-                     "both plans with --zero-units=false");
-  for (int i : indices) {
-    const plan::Argument &argument = program.arguments(i);
-    auto found = pieces.find(argument.name());
-    if (found == pieces.end())
-      return dataError("the checkpoint in '" + dir + "' has no '" +
-                       argument.name() + "'");
-    std::string want = describeArgument(argument);
-    std::string head = want.substr(0, want.find(" @ "));
+  // The saved tensors' global values by name, a unit's by its members'.
+  std::map<std::string, OwnedTensor> globals;
+  auto keep = [&](const std::string &name, OwnedTensor global) {
+    if (!globals.emplace(name, std::move(global)).second)
+      return dataError("the checkpoint in '" + dir + "' holds '" + name +
+                       "' twice, in different layouts");
+    return Status::success();
+  };
+  for (auto &[first, found] : pieces) {
+    std::string head = first.substr(0, first.find(" @ "));
+    std::string name = getEntryName(first);
+    Expected<std::vector<int64_t>> shape = getEntryShape(first);
+    if (!shape.ok())
+      return shape.getStatus();
+    // The layout (the same for every piece: it is part of the entry) and
+    // the axes that split the tensor into `needed` pieces.
+    PieceLayout layout = getLayout(found.front().layout);
+    std::vector<std::string> split = layout.flatAxes;
+    for (const std::vector<std::string> &axes : layout.dimAxes)
+      split.insert(split.end(), axes.begin(), axes.end());
+    int64_t needed = 1;
+    std::vector<int64_t> splitIndices;
+    for (const std::string &axis : split) {
+      int64_t index = saved.getAxisIndex(axis);
+      if (index < 0 ||
+          __builtin_mul_overflow(needed, saved.getAxisSizes()[index],
+                                 &needed) ||
+          needed > saved.getNumDevices())
+        return dataError("checkpoint tensor '" + first +
+                         "' is split over axes its mesh lacks or repeats");
+      splitIndices.push_back(index);
+    }
+    // Each element of the global tensor is in one of its `needed` pieces: a
+    // shape of more elements than that many of the largest piece is not
+    // theirs (and is not allocated).
+    int64_t largest = 0;
+    for (const SavedPiece &saving : found)
+      largest = std::max(
+          largest,
+          shards[saving.rank].tensors[saving.index].view.getNumElements());
+    std::optional<int64_t> elements = getCheckedNumElements(*shape);
+    if (!elements || *elements / needed > largest)
+      return dataError("checkpoint tensor '" + head + "' is larger than its " +
+                       std::to_string(needed) + " pieces of at most " +
+                       std::to_string(largest) + " elements hold");
+    if (layout.dimAxes.size() != shape->size() ||
+        (!layout.paddedShape.empty() &&
+         layout.paddedShape.size() != shape->size()))
+      return dataError("checkpoint tensor '" + first +
+                       "' has a layout of another rank");
     OwnedTensor global(
-        getDType(argument.dtype()),
-        {argument.global_shape().begin(), argument.global_shape().end()});
+        shards[found.front().rank].tensors[found.front().index].view.dtype,
+        *shape);
     // The split axes' coordinates of the pieces found: together they must
     // cover every piece of the saved layout.
     std::set<std::vector<int64_t>> covered;
-    int64_t needed = 1;
-    for (const SavedPiece &saving : found->second) {
-      const std::string &entry = shards[saving.rank].entries[saving.index];
-      if (entry.substr(0, entry.find(" @ ")) != head)
-        return dataError("checkpoint tensor '" + entry +
-                         "' is not this plan's '" + want + "'");
-      PieceLayout layout = getLayout(saving.layout);
-      std::vector<std::string> split = layout.flatAxes;
-      for (const std::vector<std::string> &axes : layout.dimAxes)
-        split.insert(split.end(), axes.begin(), axes.end());
-      needed = 1;
+    for (const SavedPiece &saving : found) {
       std::vector<int64_t> coordinates = saved.getCoordinates(saving.rank), key;
-      for (const std::string &axis : split) {
-        int64_t index = saved.getAxisIndex(axis);
-        if (index < 0)
-          return dataError("checkpoint tensor '" + entry +
-                           "' is split over an axis its mesh lacks");
-        needed *= saved.getAxisSizes()[index];
+      for (int64_t index : splitIndices)
         key.push_back(coordinates[index]);
-      }
-      if (layout.dimAxes.size() != global.view.shape.size() ||
-          (!layout.paddedShape.empty() &&
-           layout.paddedShape.size() != global.view.shape.size()))
-        return dataError("checkpoint tensor '" + entry +
-                         "' has a layout of another rank");
       // The piece must be the one its layout gives that rank, since it is
       // written into the global tensor by that layout.
       OwnedTensor expected =
@@ -424,8 +480,8 @@ Status loadResharded(const std::string &dir, const plan::Program &program,
       const Tensor &piece = shards[saving.rank].tensors[saving.index].view;
       if (piece.dtype != expected.view.dtype ||
           piece.shape != expected.view.shape)
-        return dataError("checkpoint tensor '" + argument.name() +
-                         "' of saved rank " + std::to_string(saving.rank) +
+        return dataError("checkpoint tensor '" + name + "' of saved rank " +
+                         std::to_string(saving.rank) +
                          " does not match its recorded layout");
       placeLocalPiece(piece, global.view, layout, saved, saving.rank);
       covered.insert(key);
@@ -433,20 +489,78 @@ Status loadResharded(const std::string &dir, const plan::Program &program,
     if (static_cast<int64_t>(covered.size()) != needed)
       return dataError("the checkpoint in '" + dir + "' holds " +
                        std::to_string(covered.size()) + " of the " +
-                       std::to_string(needed) + " pieces of '" +
-                       argument.name() + "'");
+                       std::to_string(needed) + " pieces of '" + name + "'");
+    const plan::Argument &unit = found.front().layout;
+    if (unit.members().empty()) {
+      if (Status kept = keep(name, std::move(global)); !kept.ok())
+        return kept;
+      continue;
+    }
+    plan::Argument withShape = unit;
+    *withShape.mutable_global_shape() = {shape->begin(), shape->end()};
+    Expected<std::vector<OwnedTensor>> members =
+        unpackMembers(withShape, global.view, saved);
+    if (!members.ok())
+      return members.getStatus().withPrefix("checkpoint tensor '" + head +
+                                            "': ");
+    for (int m = 0; m < unit.members_size(); ++m)
+      if (Status kept = keep(unit.members(m).name(), std::move((*members)[m]));
+          !kept.ok())
+        return kept;
+  }
+  shards.clear();
+  // This plan's pieces, each tensor matched by name, dtype and global shape.
+  auto take = [&](const std::string &name, DType dtype,
+                  const std::vector<int64_t> &shape) -> Expected<OwnedTensor> {
+    auto found = globals.find(name);
+    if (found == globals.end())
+      return dataError("the checkpoint in '" + dir + "' has no '" + name + "'");
+    const Tensor &have = found->second.view;
+    if (have.dtype != dtype || have.shape != shape)
+      return dataError("checkpoint tensor '" + name + "' is " +
+                       describeTensor(have.dtype, have.shape) +
+                       ", this plan's " + describeTensor(dtype, shape));
+    OwnedTensor taken = std::move(found->second);
+    globals.erase(found);
+    return taken;
+  };
+  for (int i : getCheckpointed(program)) {
+    const plan::Argument &argument = program.arguments(i);
+    DType dtype = getDType(argument.dtype());
+    OwnedTensor packed;
+    if (argument.members().empty()) {
+      Expected<OwnedTensor> global = take(
+          argument.name(), dtype,
+          {argument.global_shape().begin(), argument.global_shape().end()});
+      if (!global.ok())
+        return global.getStatus();
+      packed = global.take();
+    } else {
+      std::vector<OwnedTensor> members;
+      for (const plan::Member &member : argument.members()) {
+        Expected<OwnedTensor> global =
+            take(member.name(), dtype,
+                 {member.global_shape().begin(), member.global_shape().end()});
+        if (!global.ok())
+          return global.getStatus();
+        members.push_back(global.take());
+      }
+      std::vector<const Tensor *> views;
+      for (const OwnedTensor &member : members)
+        views.push_back(&member.view);
+      packed = packMembers(argument, views, mesh);
+    }
     OwnedTensor mine =
-        takeLocalPiece(global.view, getLayout(argument), mesh, rank);
+        takeLocalPiece(packed.view, getLayout(argument), mesh, rank);
     if (mine.view.dtype != locals[i].view.dtype ||
         mine.view.shape != locals[i].view.shape)
       return dataError("checkpoint tensor '" + argument.name() +
                        "' does not match this plan's piece of it");
     locals[i] = std::move(mine);
-    pieces.erase(found);
   }
-  if (!pieces.empty())
+  if (!globals.empty())
     return dataError("the checkpoint in '" + dir + "' holds '" +
-                     pieces.begin()->first +
+                     globals.begin()->first +
                      "', which this plan does not have");
   return Status::success();
 }
@@ -510,11 +624,13 @@ Status runtime::loadCheckpoint(const std::string &dir,
       return dataError("the checkpoint in '" + dir +
                        "' does not say which mesh it was saved on");
   }
-  // On another mesh, by global offsets.
+  // On another mesh or in other layouts (another ZeRO stage, units), by
+  // global offsets.
   Status loaded;
   if (v1) {
     loaded = loadByPosition(dir, program, locals, rank);
-  } else if (meshLine.substr(5) == formatMesh(mesh)) {
+  } else if (meshLine.substr(5) == formatMesh(mesh) &&
+             holdsPlanLayouts(dir, program, rank)) {
     loaded = loadByName(dir, program, locals, rank);
   } else {
     Expected<Mesh> saved = parseMesh(meshLine.substr(5));

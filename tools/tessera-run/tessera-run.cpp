@@ -736,10 +736,13 @@ int main(int argc, char **argv) {
       globalResults[index] = std::move(global);
       continue;
     }
-    std::vector<OwnedTensor> members = unpackMembers(result, global.view, mesh);
+    Expected<std::vector<OwnedTensor>> members =
+        unpackMembers(result, global.view, mesh);
+    if (!members.ok())
+      return fail(members.message());
     for (int m = 0; m < result.members_size(); ++m)
       globalResults.try_emplace(result.members(m).source_index(),
-                                std::move(members[m]));
+                                std::move((*members)[m]));
   }
   if (!options.dumpOutputs.empty()) {
     std::vector<OwnedTensor> dumped;

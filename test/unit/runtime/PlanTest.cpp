@@ -534,7 +534,10 @@ TEST(MeshTest, UnitMembersRoundTrip) {
   for (int64_t rank = 0; rank < 3; ++rank)
     placeLocalPiece(takeLocalPiece(packed.view, layout, mesh, rank).view,
                     rebuilt.view, layout, mesh, rank);
-  std::vector<OwnedTensor> members = unpackMembers(unit, rebuilt.view, mesh);
+  Expected<std::vector<OwnedTensor>> unpacked =
+      unpackMembers(unit, rebuilt.view, mesh);
+  ASSERT_TRUE(unpacked.ok()) << unpacked.message();
+  std::vector<OwnedTensor> members = unpacked.take();
   ASSERT_EQ(members.size(), 2u);
   EXPECT_EQ(members[0].storage, w.storage);
   EXPECT_EQ(members[1].storage, b.storage);
@@ -574,10 +577,22 @@ TEST(MeshTest, UnitRowsRoundTrip) {
   EXPECT_EQ(std::vector<float>(packed.view.as<float>() + 6,
                                packed.view.as<float>() + 12),
             want);
-  std::vector<OwnedTensor> members = unpackMembers(unit, packed.view, mesh);
+  Expected<std::vector<OwnedTensor>> unpacked =
+      unpackMembers(unit, packed.view, mesh);
+  ASSERT_TRUE(unpacked.ok()) << unpacked.message();
+  std::vector<OwnedTensor> members = unpacked.take();
   ASSERT_EQ(members.size(), 2u);
   EXPECT_EQ(members[0].storage, w.storage);
   EXPECT_EQ(members[1].storage, b.storage);
+  // A layout (a damaged checkpoint's) whose members do not fit the buffer
+  // is refused before anything is allocated or read past it.
+  unit.mutable_members(1)->set_global_shape(0, 400);
+  EXPECT_EQ(unpackMembers(unit, packed.view, mesh).message(),
+            "unit member 'fc.b' does not fit its flat buffer of 12 elements");
+  unit.mutable_members(1)->set_global_shape(0, 4);
+  unit.mutable_members(0)->mutable_dim_axes(1)->clear_axes();
+  EXPECT_EQ(unpackMembers(unit, packed.view, mesh).message(),
+            "the pieces of unit member 'fc.w' run past its flat buffer");
 }
 
 } // namespace

@@ -170,10 +170,10 @@ OwnedTensor packMembers(const Message &unit,
                         const Mesh &mesh);
 
 /// The members' global tensors of a unit's flat buffer `global`, of the
-/// layout `unit` gives.
+/// layout `unit` gives; an error where the layout does not fit the buffer.
 template <typename Message>
-std::vector<OwnedTensor> unpackMembers(const Message &unit,
-                                       const Tensor &global, const Mesh &mesh);
+Expected<std::vector<OwnedTensor>>
+unpackMembers(const Message &unit, const Tensor &global, const Mesh &mesh);
 
 /// The piece of a global tensor that `rank` holds under `layout`.
 OwnedTensor takeLocalPiece(const Tensor &global, const PieceLayout &layout,

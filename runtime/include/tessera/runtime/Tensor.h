@@ -4,6 +4,7 @@
 #define TESSERA_RUNTIME_TENSOR_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ uint16_t floatToHalf(DType dtype, float value);
 
 /// Row-major element count of a shape (1 for scalars).
 int64_t getNumElements(const std::vector<int64_t> &shape);
+/// The elements of `shape` read from a file: nothing where a size is
+/// negative or the count overflows int64.
+std::optional<int64_t> getCheckedNumElements(const std::vector<int64_t> &shape);
 
 /// A typed, shaped view over memory the executor owns.
 struct Tensor {
