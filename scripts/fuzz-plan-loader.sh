@@ -12,6 +12,7 @@ seed=${2:-0}
 out=build/fuzz
 mkdir -p "$out/corpus"
 clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined \
   -Iruntime/include -Iruntime/proto -Ibuild/runtime/proto \
   test/fuzz/PlanLoaderFuzzer.cpp runtime/src/Plan.cpp runtime/src/Manifest.cpp \
   runtime/src/Mesh.cpp runtime/src/Tensor.cpp runtime/src/cpu/Kernels.cpp \

@@ -10,7 +10,9 @@
 #include <google/protobuf/text_format.h>
 
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -560,7 +562,11 @@ Status ProgramValidator::checkLayout(const Message &message,
       if (mesh.getAxisIndex(axis) < 0)
         return invalidPlan(what + " names unknown mesh axis \"" + axis + "\"");
     int64_t group = mesh.getGroup(0, layout.flatAxes).size;
-    shape = {(getNumElements(shape) + group - 1) / group};
+    std::optional<int64_t> elements = getCheckedNumElements(shape);
+    if (!elements || *elements > std::numeric_limits<int64_t>::max() - group)
+      return invalidPlan(what + " has a piece of more elements than int64 "
+                                "counts");
+    shape = {(*elements + group - 1) / group};
   }
   if (!message.members().empty()) {
     // Each row holds each member's piece (all of it in a 1-d buffer).
@@ -574,14 +580,23 @@ Status ProgramValidator::checkLayout(const Message &message,
           if (mesh.getAxisIndex(axis) < 0)
             return invalidPlan(what + " member '" + member.name() +
                                "' names unknown mesh axis \"" + axis + "\"");
-        if (dim.axes_size() > 0)
-          pieces *=
-              mesh.getGroup(0, {dim.axes().begin(), dim.axes().end()}).size;
+        if (dim.axes_size() > 0 &&
+            __builtin_mul_overflow(
+                pieces,
+                mesh.getGroup(0, {dim.axes().begin(), dim.axes().end()}).size,
+                &pieces))
+          return invalidPlan(what + " member '" + member.name() +
+                             "' is split into more pieces than int64 counts");
       }
       split &= pieces == rows;
-      elements += getNumElements({member.global_shape().begin(),
-                                  member.global_shape().end()}) /
-                  pieces;
+      std::optional<int64_t> count = getCheckedNumElements(
+          {member.global_shape().begin(), member.global_shape().end()});
+      if (!count ||
+          __builtin_add_overflow(elements, *count / pieces, &elements))
+        return invalidPlan(what + " member '" + member.name() +
+                           "' has global shape " +
+                           shapeText(member.global_shape()) +
+                           ", whose elements int64 does not count");
     }
     if (rank < 1 || rank > 2 || !split ||
         message.global_shape(rank - 1) != elements)
@@ -648,16 +663,23 @@ Status ProgramValidator::run() {
     if (b.has_placed_in()) {
       int64_t in = b.placed_in();
       int64_t bytes = elements * getDTypeBytes(getDType(b.dtype()));
-      if (in <= id || in >= program.buffers_size() ||
+      // The later buffer is not checked yet: its size is counted here
+      // without overflow, and the offsets compared without sums.
+      std::optional<int64_t> inElements;
+      int64_t inArenaOffset = 0;
+      if (in > id && in < program.buffers_size()) {
+        inElements = getCheckedNumElements(
+            {buffer(in).shape().begin(), buffer(in).shape().end()});
+        inArenaOffset = buffer(in).arena_offset_bytes();
+      }
+      if (!inElements || *inElements > (int64_t(1) << 40) ||
           buffer(in).has_view_of() || buffer(in).has_placed_in() ||
           b.has_view_of() || b.slots() > 1 || buffer(in).slots() > 1 ||
           buffer(in).dtype() != b.dtype() || b.placed_offset_bytes() < 0 ||
-          b.placed_offset_bytes() + bytes >
-              getNumElements(
-                  {buffer(in).shape().begin(), buffer(in).shape().end()}) *
-                  getDTypeBytes(getDType(b.dtype())) ||
-          buffer(in).arena_offset_bytes() + b.placed_offset_bytes() !=
-              b.arena_offset_bytes())
+          b.placed_offset_bytes() >
+              *inElements * getDTypeBytes(getDType(b.dtype())) - bytes ||
+          inArenaOffset < 0 || b.arena_offset_bytes() < 0 ||
+          b.arena_offset_bytes() - b.placed_offset_bytes() != inArenaOffset)
         return fail("buffer " + std::to_string(id) + " is placed in buffer " +
                     std::to_string(in) +
                     ", expected a later buffer of its dtype, neither a view "

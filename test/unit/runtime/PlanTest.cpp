@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 
 using namespace tessera;
 using namespace tessera::runtime;
@@ -226,6 +227,19 @@ TEST(PlanTest, RejectsAUnitMemberSplitOverAnUnknownAxis) {
             "\"xx\"");
 }
 
+TEST(PlanTest, RejectsAUnitMemberWhoseElementsOverflow) {
+  // A plan-loader fuzzer finding: a member of [64, 2^62] overflowed the
+  // count of its elements.
+  plan::Plan plan = makePlan();
+  plan::Member *member = makeUnitArgument(plan)->add_members();
+  member->set_name("w");
+  member->add_global_shape(64);
+  member->add_global_shape(int64_t(1) << 62);
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: argument 'arg0' member 'w' has global shape [64, "
+            "4611686018427387904], whose elements int64 does not count");
+}
+
 TEST(PlanTest, RejectsAViewPastItsBuffer) {
   // Rows 3 and 4 of the gathered [4, 16] are a view 128 bytes in; from 192
   // bytes in they would run past it.
@@ -247,6 +261,19 @@ TEST(PlanTest, RejectsABufferPlacedOutsideItsConcatenation) {
   // but said to be 0 bytes into it.
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_buffers(1)->set_placed_in(2);
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: buffer 1 is placed in buffer 2, expected a later "
+            "buffer of its dtype, neither a view nor placed nor slotted, that "
+            "holds it at its arena offset");
+}
+
+TEST(PlanTest, RejectsABufferPlacedInOneWhoseSizeOverflows) {
+  // A plan-loader fuzzer finding: the buffer it is placed in, checked only
+  // later, had a shape whose element count overflowed.
+  plan::Plan plan = makePlan();
+  plan::Program *program = plan.mutable_programs(0);
+  program->mutable_buffers(1)->set_placed_in(2);
+  program->mutable_buffers(2)->add_shape(std::numeric_limits<int64_t>::min());
   EXPECT_EQ(getValidationError(plan),
             "program 0: buffer 1 is placed in buffer 2, expected a later "
             "buffer of its dtype, neither a view nor placed nor slotted, that "
