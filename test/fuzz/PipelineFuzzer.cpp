@@ -114,10 +114,33 @@ std::vector<std::pair<size_t, size_t>> findIntegers(llvm::StringRef text) {
   return spans;
 }
 
+/// The [begin, end) spans of the input's quoted strings.
+std::vector<std::pair<size_t, size_t>> findQuoted(const std::string &text) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  for (size_t i = text.find('"'); i != std::string::npos;) {
+    size_t close = text.find('"', i + 1);
+    if (close == std::string::npos)
+      break;
+    spans.emplace_back(i, close + 1);
+    i = text.find('"', close + 1);
+  }
+  return spans;
+}
+
 /// One MLIR-aware mutation of `text`, or false where it found nothing to
 /// change.
 bool mutateText(std::string &text, std::mt19937_64 &random) {
   auto pick = [&](size_t n) { return static_cast<size_t>(random() % n); };
+  // One of `spans` becomes the text of another.
+  auto copyAnother = [&](const std::vector<std::pair<size_t, size_t>> &spans) {
+    if (spans.size() < 2)
+      return false;
+    auto [begin, end] = spans[pick(spans.size())];
+    auto [fromBegin, fromEnd] = spans[pick(spans.size())];
+    text.replace(begin, end - begin,
+                 text.substr(fromBegin, fromEnd - fromBegin));
+    return true;
+  };
   switch (pick(4)) {
   case 0: { // An integer becomes one that breaks arithmetic.
     auto spans = findIntegers(text);
@@ -127,33 +150,10 @@ bool mutateText(std::string &text, std::mt19937_64 &random) {
     text.replace(begin, end - begin, kIntegers[pick(std::size(kIntegers))]);
     return true;
   }
-  case 1: { // An integer becomes another of the input's.
-    auto spans = findIntegers(text);
-    if (spans.size() < 2)
-      return false;
-    auto [begin, end] = spans[pick(spans.size())];
-    auto [fromBegin, fromEnd] = spans[pick(spans.size())];
-    text.replace(begin, end - begin,
-                 text.substr(fromBegin, fromEnd - fromBegin));
-    return true;
-  }
-  case 2: { // A quoted name (an axis, a parameter) becomes another.
-    std::vector<std::pair<size_t, size_t>> names;
-    for (size_t i = text.find('"'); i != std::string::npos;) {
-      size_t close = text.find('"', i + 1);
-      if (close == std::string::npos)
-        break;
-      names.emplace_back(i, close + 1);
-      i = text.find('"', close + 1);
-    }
-    if (names.size() < 2)
-      return false;
-    auto [begin, end] = names[pick(names.size())];
-    auto [fromBegin, fromEnd] = names[pick(names.size())];
-    text.replace(begin, end - begin,
-                 text.substr(fromBegin, fromEnd - fromBegin));
-    return true;
-  }
+  case 1: // An integer becomes another of the input's.
+    return copyAnother(findIntegers(text));
+  case 2: // A quoted name (an axis, a parameter) becomes another.
+    return copyAnother(findQuoted(text));
   default: { // A line moves, is copied or goes.
     std::vector<size_t> starts = {0};
     for (size_t i = 0; i < text.size(); ++i)
