@@ -636,7 +636,10 @@ Status ProgramValidator::run() {
       if (size < 0)
         return fail("buffer " + std::to_string(id) + " has a negative size");
       if (size > 0 && elements > (int64_t(1) << 40) / size)
-        return fail("buffer " + std::to_string(id) + " is too large");
+        return fail("buffer " + std::to_string(id) + " of shape " +
+                    shapeText(b.shape()) +
+                    " has more than 2^40 elements, the most a plan's buffer "
+                    "holds");
       elements *= size;
     }
     if (b.slots() < 0 ||
