@@ -5,6 +5,8 @@
 #include "tessera/Import/ONNX/Importer.h"
 
 #include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/CostOpInterface.h"
+#include "dialects/NN/IR/NNOps.h"
 
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Support/Nesting.h"
@@ -108,7 +110,14 @@ static LogicalResult checkTensorSize(Type type, Location loc) {
   return success();
 }
 
-/// Every argument's and result's tensor of `module` within the bound.
+/// The most FLOPs one op of a model may count: 2^56 (7e16, four times a
+/// 1T model's largest GEMM over a 3M-token batch), far enough below int64's
+/// end that the int64 sums of a few such ops (a fused op's, tessera stats')
+/// do not overflow; the planner sums in double.
+static constexpr int64_t kMaxOpFlops = int64_t(1) << 56;
+
+/// Every argument's and result's tensor of `module` within the bound, and
+/// every op's FLOPs within theirs.
 static LogicalResult checkTensorSizes(ModuleOp module) {
   WalkResult result = module.walk<WalkOrder::PreOrder>([](Operation *op) {
     for (Region &region : op->getRegions())
@@ -119,6 +128,15 @@ static LogicalResult checkTensorSizes(ModuleOp module) {
     for (Type type : op->getResultTypes())
       if (failed(checkTensorSize(type, op->getLoc())))
         return WalkResult::interrupt();
+    // A fused op's FLOPs are its body's, counted there.
+    auto cost = dyn_cast<CostOpInterface>(op);
+    if (!cost || isa<nn::FusedOp>(op->getParentOp()))
+      return WalkResult::advance();
+    if (cost.getFlops() > kMaxOpFlops) {
+      op->emitOpError() << "computes more than 2^56 FLOPs, the most Tessera "
+                           "counts for one op without overflow";
+      return WalkResult::interrupt();
+    }
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
@@ -135,6 +153,8 @@ tessera::loadModelFile(MLIRContext &context, StringRef path) {
     file->handler =
         std::make_unique<ModelDiagnosticHandler>(file->sourceMgr, &context);
     file->module = std::move(*imported);
+    if (failed(checkTensorSizes(*file->module)))
+      return llvm::make_error<DiagnosedError>();
     return std::move(file);
   }
   std::string error;

@@ -8,12 +8,24 @@
 
 #include "dialects/NN/IR/NNOps.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace tessera;
 using namespace tessera::nn;
 
 static int64_t numElements(Value value) {
   return getNumElements(value.getType());
+}
+
+/// a · b, or the largest int64 where that overflows: a model's tensors are
+/// bounded (2^50 elements), but a dot or attention over them can count
+/// more FLOPs than int64 holds, which loading the model then refuses.
+static int64_t mulSaturated(int64_t a, int64_t b) {
+  int64_t product;
+  return __builtin_mul_overflow(a, b, &product)
+             ? std::numeric_limits<int64_t>::max()
+             : product;
 }
 
 /// `perElement` FLOPs for every element of result 0.
@@ -90,7 +102,7 @@ int64_t DotOp::getFlops() {
   int64_t contracted = 1;
   for (int64_t dim : getLhsContractingDims())
     contracted *= lhs.getDimSize(dim);
-  return 2 * contracted * numElements(getResult());
+  return mulSaturated(2 * contracted, numElements(getResult()));
 }
 
 /// A reduction combines each input element once.
@@ -134,33 +146,41 @@ static int64_t getAttentionScores(Value query, Value key, bool causal) {
   int64_t queries = cast<RankedTensorType>(query.getType()).getDimSize(2);
   int64_t keys = cast<RankedTensorType>(key.getType()).getDimSize(2);
   if (!causal)
-    return queries * keys;
+    return mulSaturated(queries, keys);
   // Query i sees min(i + 1, keys) keys.
   int64_t seen = std::min(queries, keys);
-  return seen * (seen + 1) / 2 + (queries - seen) * keys;
+  int64_t triangle = seen % 2 == 0 ? mulSaturated(seen / 2, seen + 1)
+                                   : mulSaturated(seen, (seen + 1) / 2);
+  int64_t rest = mulSaturated(queries - seen, keys);
+  return triangle > std::numeric_limits<int64_t>::max() - rest
+             ? std::numeric_limits<int64_t>::max()
+             : triangle + rest;
 }
 
 int64_t AttentionOp::getFlops() {
   auto q = getQuery().getType(), v = getValue().getType();
-  int64_t pairs = q.getDimSize(0) * q.getDimSize(1) *
-                  getAttentionScores(getQuery(), getKey(), getCausal());
+  int64_t pairs =
+      mulSaturated(q.getDimSize(0) * q.getDimSize(1),
+                   getAttentionScores(getQuery(), getKey(), getCausal()));
   // q kᵀ and p v (two per multiply-add), and per score the scale, the
   // online max, exp, sum and the rescaling; with dropout, the draw (as
   // nn.dropout's).
-  return pairs * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5 +
-                  (getDropout().convertToFloat() > 0 ? 18 : 0));
+  return mulSaturated(pairs, 2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5 +
+                                 (getDropout().convertToFloat() > 0 ? 18 : 0));
 }
 
 int64_t AttentionGradOp::getFlops() {
   auto q = getQuery().getType(), v = getValue().getType();
-  int64_t pairs = q.getDimSize(0) * q.getDimSize(1) *
-                  getAttentionScores(getQuery(), getKey(), getCausal());
+  int64_t pairs =
+      mulSaturated(q.getDimSize(0) * q.getDimSize(1),
+                   getAttentionScores(getQuery(), getKey(), getCausal()));
   int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
   // The log-sum-exp pass (q kᵀ again and 3 per score), then q kᵀ, pᵀ do,
   // do vᵀ, ds k and dsᵀ q, and per score p, ds and the scales (6); with
   // dropout, the draw again.
-  return pairs * (2 * d + 3 + 2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6 +
-                  (getDropout().convertToFloat() > 0 ? 18 : 0));
+  return mulSaturated(pairs, 2 * d + 3 + 2 * d + 2 * dv + 2 * dv + 2 * d +
+                                 2 * d + 6 +
+                                 (getDropout().convertToFloat() > 0 ? 18 : 0));
 }
 
 /// One addition per source element.
@@ -168,7 +188,7 @@ int64_t ScatterAddOp::getFlops() { return numElements(getSource()); }
 
 /// One comparison per input element for each of the k picks.
 int64_t TopKOp::getFlops() {
-  return numElements(getInput()) * getKAttr().getInt();
+  return mulSaturated(numElements(getInput()), getKAttr().getInt());
 }
 
 /// The FLOPs of the fused ops; its bytes are the default, each input read
@@ -176,6 +196,7 @@ int64_t TopKOp::getFlops() {
 int64_t FusedOp::getFlops() {
   int64_t flops = 0;
   for (auto op : getBody().front().getOps<CostOpInterface>())
-    flops += op.getFlops();
+    if (__builtin_add_overflow(flops, op.getFlops(), &flops))
+      return std::numeric_limits<int64_t>::max();
   return flops;
 }
