@@ -475,7 +475,9 @@ Status ProgramValidator::checkSchedule() const {
                          "' on microbatch " +
                          std::to_string(entry.microbatch()) + " a second time");
   }
-  if (static_cast<int64_t>(runs.size()) != program.units_size() * m)
+  // m is compared first: the product of a huge count would overflow.
+  if (m > static_cast<int64_t>(runs.size()) ||
+      static_cast<int64_t>(runs.size()) != program.units_size() * m)
     return invalidPlan("the schedule runs " + std::to_string(runs.size()) +
                        " units, expected each of " +
                        std::to_string(program.units_size()) + " on each of " +
@@ -715,14 +717,19 @@ Status ProgramValidator::run() {
     }
     // Its elements are all of the root's, or a run of them from its view
     // offset.
+    // (Compared without sums or products that a plan's numbers overflow.)
     int64_t rootElements =
         getNumElements({root.shape().begin(), root.shape().end()});
     int64_t elementBytes = getDTypeBytes(getDType(b.dtype()));
-    int64_t offset = b.view_offset_bytes();
+    int64_t offset = b.view_offset_bytes(), whole = 0, arenaOffset = 0;
     if (root.dtype() != b.dtype() || offset < 0 || offset % elementBytes ||
-        (parts > 1 ? offset != 0 || rootElements != elements * parts
-                   : offset / elementBytes + elements > rootElements) ||
-        root.arena_offset_bytes() + offset != b.arena_offset_bytes())
+        (parts > 1
+             ? offset != 0 || __builtin_mul_overflow(elements, parts, &whole) ||
+                   rootElements != whole
+             : offset / elementBytes > rootElements - elements) ||
+        __builtin_add_overflow(root.arena_offset_bytes(), offset,
+                               &arenaOffset) ||
+        arenaOffset != b.arena_offset_bytes())
       return fail(view + " differs from buffer " + std::to_string(of) +
                   " in dtype, size or arena offset");
   }

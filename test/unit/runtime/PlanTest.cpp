@@ -1114,6 +1114,19 @@ TEST(PlanTest, RejectsABadSchedule) {
       errorOf([](plan::Program &p) { p.mutable_schedule()->RemoveLast(); }),
       "program 0: the schedule runs 3 units, expected each of 2 on each "
       "of 2 microbatches");
+  // A plan-loader fuzzer finding: a huge microbatch count overflowed the
+  // schedule's expected count (units times microbatches) and a microbatch
+  // view's (its rows times microbatches).
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.set_microbatches(int64_t(1) << 62);
+              p.mutable_buffers(1)->set_microbatch_stride_bytes(0);
+            }),
+            "program 0: the schedule runs 4 units, expected each of 2 on each "
+            "of 4611686018427387904 microbatches");
+  EXPECT_EQ(
+      errorOf([](plan::Program &p) { p.set_microbatches(int64_t(1) << 62); }),
+      "program 0: view buffer 1 differs from buffer 0 in dtype, size or "
+      "arena offset");
   EXPECT_EQ(
       errorOf([](plan::Program &p) { p.mutable_schedule(1)->set_slot(2); }),
       "program 0: schedule entry 1 uses slot 2 of 2");
