@@ -315,7 +315,10 @@ TransferSimulation tessera::simulateTransfers(
     }
   simulation.waitAfter.assign(receivers.size(), -1);
   for (int64_t rank = 0; rank < p; ++rank) {
-    for (auto [index, event] : llvm::enumerate(events[rank])) {
+    for (auto entry : llvm::enumerate(events[rank])) {
+      // Named, not bound: the lambda below captures it (C++17).
+      size_t index = entry.index();
+      const PipelineEvent &event = entry.value();
       if (event.kind != PipelineEvent::Send)
         continue;
       int64_t to = receivers[event.message];

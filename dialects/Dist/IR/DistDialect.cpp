@@ -212,12 +212,15 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
   if (shardings.size() != op->getNumResults())
     return op->emitError("expects one sharding per result (")
            << op->getNumResults() << "), got " << shardings.size();
-  for (auto [index, sharding] : llvm::enumerate(shardings))
+  for (auto entry : llvm::enumerate(shardings)) {
+    // Named, not bound: the lambda captures it (C++17).
+    size_t index = entry.index();
     if (failed(verifyShardingAt(
-            sharding, op, op->getResult(index).getType(), [&]() {
+            entry.value(), op, op->getResult(index).getType(), [&]() {
               return op->emitError()
                      << "invalid sharding of result #" << index << ": ";
             })))
       return failure();
+  }
   return success();
 }

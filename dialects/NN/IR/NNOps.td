@@ -37,10 +37,13 @@ def NN_RandomOpInterface : OpInterface<"RandomOpInterface"> {
     the partitioner sets; without them the op draws for the whole tensor.
   }];
   let methods = [
+    // Plain values: an op's absent optional operand is a null value, which
+    // converting to another TypedValue would cast (and, with MLIR's
+    // asserts on, dereference).
     InterfaceMethod<"The step counter the draw is keyed by.",
-        "::mlir::TypedValue<::mlir::TensorType>", "getStep">,
+        "::mlir::Value", "getStep">,
     InterfaceMethod<"The piece's index along each dim, if any.",
-        "::mlir::TypedValue<::mlir::TensorType>", "getPiece">,
+        "::mlir::Value", "getPiece">,
     InterfaceMethod<"", "::mlir::MutableOperandRange", "getPieceMutable">,
     InterfaceMethod<"The global shape, on a piece.",
         "std::optional<::llvm::ArrayRef<int64_t>>", "getGlobalShape">,

@@ -562,9 +562,17 @@ LogicalResult FunctionPropagator::writeBack() {
     SmallVector<Attribute> shardings;
     for (Value result : op->getResults()) {
       TensorSharding sharding = getState(result).getClosed();
-      if (sharding.flat.empty())
-        sharding.unreduced =
-            getKeptPartialAxes(result, mesh.getAxes(), keptPartial);
+      // Kept partial over the axes its users keep partial, but those that
+      // already split or replicate it: a value is never both split and
+      // partial over one axis (a weight's gradient split over tp, stored
+      // flat over every axis by ZeRO-3, is partial over dp alone).
+      if (sharding.flat.empty()) {
+        sharding.unreduced.clear();
+        AxisList kept = getKeptPartialAxes(result, mesh.getAxes(), keptPartial);
+        for (StringAttr axis : kept)
+          if (!sharding.usesAxis(axis))
+            sharding.unreduced.push_back(axis);
+      }
       shardings.push_back(sharding.toAttr(mesh.getName()));
     }
     op->setAttr(attrName, ArrayAttr::get(context, shardings));
