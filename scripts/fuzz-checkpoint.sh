@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the checkpoint loader's libFuzzer harness (clang with
+# -fsanitize=fuzzer, AddressSanitizer and UBSan on the harness and
+# tools/tessera-run/Checkpoint.cpp; the runtime linked as built) and fuzzes
+# it for $1 seconds (default 180) with libFuzzer's seed $2 (default 0: a
+# random one). Each input is a checkpoint directory's files cut at "\n@@\n",
+# loaded into a two-rank plan (by name, or resharded where the layouts
+# differ), a one-device plan (resharded) and a ZeRO-3 plan (units' flat
+# buffers); the seeds are checkpoints that two-rank runs of the same plans
+# saved. A failing input is written to build/fuzz/checkpoint-findings/ and
+# fails the script. Needs a built build/ (scripts/setup.sh) and Debian's
+# clang and libclang-rt-dev. The test suite runs it for 30 s with seed 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-180}
+seed=${2:-0}
+out=build/fuzz
+plans="$out/checkpoint-plans"
+corpus="$out/checkpoint-corpus"
+mkdir -p "$plans" "$corpus" "$out/checkpoint-findings"
+# No vptr checks: GCC folds identical template instances of the runtime
+# built (getLayout<Argument> and <Result>), so an instance compiled here can
+# be reached with the other's type.
+clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined -fno-sanitize=vptr \
+  -Iruntime/include -Iruntime/proto -Ibuild/runtime/proto \
+  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
+  test/fuzz/CheckpointFuzzer.cpp tools/tessera-run/Checkpoint.cpp \
+  build/lib/libTesseraRuntime.a build/lib/libTesseraPlanProto.a \
+  -L/usr/lib/x86_64-linux-gnu/openmpi/lib \
+  -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openmpi/lib:/usr/local/cuda/lib \
+  -L/usr/local/cuda/lib -lprotobuf -lxxhash -lmpi_cxx -lmpi -lopenblas -lsleef \
+  $(test -e /usr/local/cuda/lib/libcudart.so && echo -lcudart -lnccl) -ldl \
+  -o "$out/checkpoint-fuzzer"
+model=examples/mlp_megatron.mlir
+build/bin/tessera compile "$model" --mesh dp=2,tp=1 --train adamw \
+  -o "$plans/dp2.plan" > /dev/null
+build/bin/tessera compile "$model" --mesh dp=1,tp=1 --train adamw \
+  -o "$plans/one.plan" > /dev/null
+build/bin/tessera compile "$model" --mesh dp=2,tp=1 --train adamw --zero 3 \
+  -o "$plans/zero3.plan" > /dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for plan in dp2 zero3; do
+  mpirun -np 2 --oversubscribe build/bin/tessera-run "$plans/$plan.plan" \
+    --steps 1 --save-checkpoint "$work/$plan" > /dev/null
+  ck="$work/$plan"
+  { cat "$ck/index.txt"; printf '\n@@\n'; cat "$ck/rank-0.txt"
+    printf '\n@@\n'; cat "$ck/rank-0.tensors"; printf '\n@@\n'
+    cat "$ck/rank-1.txt"; printf '\n@@\n'; cat "$ck/rank-1.tensors"
+  } > "$corpus/$plan.checkpoint"
+done
+TESSERA_FUZZ_PLANS="$plans" "$out/checkpoint-fuzzer" "$corpus" \
+  -seed="$seed" -artifact_prefix="$out/checkpoint-findings/" \
+  -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=4096 \
+  -print_final_stats=1

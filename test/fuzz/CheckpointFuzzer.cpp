@@ -1,0 +1,105 @@
+//===- CheckpointFuzzer.cpp - libFuzzer harness of the checkpoint loader --===//
+//
+// Any byte string, cut at "\n@@\n" into a checkpoint directory's files (its
+// index.txt, then rank-0.txt, rank-0.tensors, rank-1.txt, rank-1.tensors),
+// goes through what tessera-run --load-checkpoint does with it on rank 0 of
+// each plan in $TESSERA_FUZZ_PLANS (a directory of plans: saved on the same
+// mesh it loads by name; on another mesh or in other layouts it reshards,
+// taking units' flat buffers apart). Loading may fail with a message, never
+// crash, read out of bounds or allocate past what the files hold. Build and
+// run with scripts/fuzz-checkpoint.sh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../tools/tessera-run/Checkpoint.h"
+
+#include "tessera/runtime/Plan.h"
+
+#include <google/protobuf/stubs/logging.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace tessera;
+using namespace tessera::runtime;
+
+namespace {
+
+struct LoadedPlan {
+  plan::Plan plan;
+  Mesh mesh;
+};
+
+std::vector<LoadedPlan> &getPlans() {
+  static std::vector<LoadedPlan> plans;
+  return plans;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  google::protobuf::SetLogHandler(nullptr);
+  const char *directory = std::getenv("TESSERA_FUZZ_PLANS");
+  if (!directory) {
+    std::fprintf(stderr, "set TESSERA_FUZZ_PLANS to a directory of plans\n");
+    std::exit(1);
+  }
+  for (const auto &entry : std::filesystem::directory_iterator(directory)) {
+    Expected<plan::Plan> plan = loadPlan(entry.path().string());
+    if (!plan.ok()) {
+      std::fprintf(stderr, "%s\n", plan.message().c_str());
+      std::exit(1);
+    }
+    Mesh mesh = getMesh(*plan);
+    getPlans().push_back({plan.take(), mesh});
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const std::string directory = [] {
+    std::string made =
+        "/tmp/tessera-checkpoint-fuzz-" + std::to_string(getpid());
+    mkdir(made.c_str(), 0700);
+    return made;
+  }();
+  const char *names[] = {"index.txt", "rank-0.txt", "rank-0.tensors",
+                         "rank-1.txt", "rank-1.tensors"};
+  std::string input(reinterpret_cast<const char *>(data), size);
+  size_t begin = 0;
+  for (const char *name : names) {
+    size_t end = input.find("\n@@\n", begin);
+    std::ofstream file(directory + "/" + name,
+                       std::ios::binary | std::ios::trunc);
+    if (begin <= input.size())
+      file << input.substr(begin, end == std::string::npos ? std::string::npos
+                                                           : end - begin);
+    begin = end == std::string::npos ? input.size() + 1 : end + 4;
+  }
+  for (const LoadedPlan &loaded : getPlans()) {
+    // Rank 0's program, its arguments' pieces allocated as tessera-run does.
+    const plan::Program *program = nullptr;
+    for (const plan::Program &each : loaded.plan.programs())
+      for (int64_t rank : each.ranks())
+        if (rank == 0)
+          program = &each;
+    if (!program)
+      continue;
+    std::vector<OwnedTensor> locals;
+    for (const plan::Argument &argument : program->arguments()) {
+      const plan::Buffer &buffer = program->buffers(argument.buffer());
+      locals.emplace_back(
+          getDType(buffer.dtype()),
+          std::vector<int64_t>(buffer.shape().begin(), buffer.shape().end()));
+    }
+    int64_t step = 0;
+    (void)loadCheckpoint(directory, *program, loaded.mesh, locals, 0, step);
+  }
+  return 0;
+}
