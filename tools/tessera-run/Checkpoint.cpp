@@ -463,6 +463,17 @@ Status loadResharded(const std::string &dir, const plan::Program &program,
          layout.paddedShape.size() != shape->size()))
       return dataError("checkpoint tensor '" + first +
                        "' has a layout of another rank");
+    // Padded, the pieces tile the padded shape, which must cover the
+    // tensor and (as above) fit in the pieces.
+    if (!layout.paddedShape.empty()) {
+      std::optional<int64_t> padded = getCheckedNumElements(layout.paddedShape);
+      bool covers = padded && *padded / needed <= largest;
+      for (size_t d = 0; covers && d < shape->size(); ++d)
+        covers = layout.paddedShape[d] >= (*shape)[d];
+      if (!covers)
+        return dataError("checkpoint tensor '" + first +
+                         "' has a padded shape that is not its pieces'");
+    }
     OwnedTensor global(
         shards[found.front().rank].tensors[found.front().index].view.dtype,
         *shape);
