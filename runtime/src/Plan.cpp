@@ -231,10 +231,7 @@ ProgramValidator::checkKernelInstruction(const plan::Kernel &kernel) const {
 
 static std::string
 shapeText(const google::protobuf::RepeatedField<int64_t> &s) {
-  std::string text = "[";
-  for (int i = 0; i < s.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(s[i]);
-  return text + "]";
+  return formatShape({s.begin(), s.end()});
 }
 
 Status

@@ -54,6 +54,13 @@ int64_t runtime::getNumElements(const std::vector<int64_t> &shape) {
   return count;
 }
 
+std::string runtime::formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 std::optional<int64_t>
 runtime::getCheckedNumElements(const std::vector<int64_t> &shape) {
   int64_t count = 1;

@@ -351,10 +351,7 @@ Expected<Mesh> parseMesh(const std::string &text) {
 
 /// "f32 [64, 256]".
 std::string describeTensor(DType dtype, const std::vector<int64_t> &shape) {
-  std::string text = std::string(getDTypeName(dtype)) + " [";
-  for (size_t d = 0; d < shape.size(); ++d)
-    text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
+  return std::string(getDTypeName(dtype)) + " " + formatShape(shape);
 }
 
 /// The global shape an index entry records ("<name> <dtype> <dims...> @").

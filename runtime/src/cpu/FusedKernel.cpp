@@ -26,13 +26,6 @@ template <typename... Args> std::string concat(const Args &...args) {
   return os.str();
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 bool isFloatValue(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
 }
@@ -107,8 +100,8 @@ std::string Program::checkOperands(size_t index, const FusedStep &step,
     if (operand < getNumInputs() && s.kind != Step::Kind::Broadcast &&
         inputs[operand]->shape != shape)
       return concat("step ", index, " ('", step.op, "') reads input ", operand,
-                    " of shape ", shapeText(inputs[operand]->shape),
-                    " without a broadcast to ", shapeText(shape));
+                    " of shape ", formatShape(inputs[operand]->shape),
+                    " without a broadcast to ", formatShape(shape));
   }
   return "";
 }
@@ -205,10 +198,10 @@ std::string Program::checkStep(size_t index, const FusedStep &step) {
     if (dim < 0 || dim >= static_cast<int64_t>(shape.size()) ||
         (i + 1 < input.getRank() && dim >= (*dims)[i + 1]))
       return concat(at, " expects increasing dims below ", shape.size(),
-                    ", got ", shapeText(*dims));
+                    ", got ", formatShape(*dims));
     if (input.shape[i] != shape[dim] && input.shape[i] != 1)
       return concat(at, " cannot broadcast input shape ",
-                    shapeText(input.shape), " to ", shapeText(shape));
+                    formatShape(input.shape), " to ", formatShape(shape));
     if (input.shape[i] != 1)
       s.strides[dim] = stride;
     stride *= input.shape[i];
@@ -234,11 +227,12 @@ std::string Program::check() {
     if (id < 0 || id >= numValues)
       return concat("result ", i, " is value ", id, ", expected < ", numValues);
     if (outputs[i]->shape != shape)
-      return concat("expects output ", i, " of shape ", shapeText(shape),
-                    ", got ", shapeText(outputs[i]->shape));
+      return concat("expects output ", i, " of shape ", formatShape(shape),
+                    ", got ", formatShape(outputs[i]->shape));
     if (id < getNumInputs() && inputs[id]->shape != shape)
       return concat("result ", i, " is input ", id, " of shape ",
-                    shapeText(inputs[id]->shape), ", not ", shapeText(shape));
+                    formatShape(inputs[id]->shape), ", not ",
+                    formatShape(shape));
     DType type = getValueType(id);
     // 16-bit floats arrive widened: a float result fits a float output.
     if (isFloatValue(type) ? outputs[i]->dtype != DType::F32

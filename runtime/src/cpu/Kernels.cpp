@@ -75,10 +75,7 @@ struct ListText {
 };
 
 std::ostream &operator<<(std::ostream &os, ListText list) {
-  os << "[";
-  for (size_t i = 0; i < list.values.size(); ++i)
-    os << (i ? ", " : "") << list.values[i];
-  return os << "]";
+  return os << formatShape(list.values);
 }
 
 /// Streams "1 input" or "2 inputs".

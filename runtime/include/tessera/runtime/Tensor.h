@@ -25,6 +25,8 @@ uint16_t floatToHalf(DType dtype, float value);
 
 /// Row-major element count of a shape (1 for scalars).
 int64_t getNumElements(const std::vector<int64_t> &shape);
+/// "[2, 64]": a shape as messages print it.
+std::string formatShape(const std::vector<int64_t> &shape);
 /// The elements of `shape` read from a file: nothing where a size is
 /// negative or the count overflows int64.
 std::optional<int64_t> getCheckedNumElements(const std::vector<int64_t> &shape);
