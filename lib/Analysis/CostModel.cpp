@@ -29,6 +29,58 @@ llvm::Expected<double> tessera::getComputeSeconds(const MachineModel &machine,
   return std::max(computeSeconds, memorySeconds);
 }
 
+double tessera::getGemmEfficiency(const MachineModel &machine,
+                                  const GemmShape &shape) {
+  const Efficiency &efficiency = machine.efficiency;
+  if (efficiency.computeUnits <= 0)
+    return efficiency.gemm *
+           getGemmEfficiency(shape.getFlops(), machine.gemmHalfEfficiencyFlops);
+  double rows = std::ceil(shape.m / efficiency.tileM);
+  double columns = std::ceil(shape.n / efficiency.tileN);
+  double padded = rows * efficiency.tileM * columns * efficiency.tileN;
+  double tiles = rows * columns * std::ceil(shape.batch);
+  double waves = std::ceil(tiles / efficiency.computeUnits);
+  return efficiency.gemm * shape.m * shape.n / padded *
+         (tiles / (waves * efficiency.computeUnits));
+}
+
+llvm::Expected<double> tessera::getGemmSeconds(const MachineModel &machine,
+                                               llvm::StringRef dtype,
+                                               const GemmShape &shape,
+                                               double bytes) {
+  llvm::Expected<double> peak = machine.getPeakFlops(dtype);
+  if (!peak)
+    return peak.takeError();
+  double flops = shape.getFlops();
+  if (flops <= 0)
+    return getMemoryBoundSeconds(machine, bytes);
+  return std::max(flops / (*peak * getGemmEfficiency(machine, shape)),
+                  getMemoryBoundSeconds(machine, bytes));
+}
+
+double tessera::getMemoryBoundSeconds(const MachineModel &machine,
+                                      double bytes) {
+  return bytes /
+         (machine.memoryBandwidthBytesPerSecond * machine.efficiency.memory);
+}
+
+llvm::Expected<double>
+tessera::getFusedAttentionSeconds(const MachineModel &machine,
+                                  llvm::StringRef dtype, double flops,
+                                  double bytes) {
+  llvm::Expected<double> peak = machine.getPeakFlops(dtype);
+  if (!peak)
+    return peak.takeError();
+  return std::max(flops / (*peak * machine.efficiency.attention),
+                  getMemoryBoundSeconds(machine, bytes));
+}
+
+double tessera::getOptimizerSeconds(const MachineModel &machine,
+                                    double parameters,
+                                    double bytesPerParameter) {
+  return getMemoryBoundSeconds(machine, parameters * bytesPerParameter);
+}
+
 double tessera::getRingSeconds(CollectiveKind kind, int64_t devices,
                                double bytes, double bandwidthBytesPerSecond,
                                double latencySeconds) {
@@ -154,9 +206,27 @@ double tessera::getCollectiveSeconds(const MachineModel &machine,
                                      DeviceGroup group) {
   if (group.size <= 1)
     return 0.0;
+  double call = machine.efficiency.collectiveSeconds;
   if (machine.torus)
-    return onTorus(*machine.torus, kind, bytes, group);
-  return onSwitchedLevels(machine, kind, bytes, group);
+    return call + onTorus(*machine.torus, kind, bytes, group);
+  return call + onSwitchedLevels(machine, kind, bytes, group);
+}
+
+double tessera::getPointToPointSeconds(const MachineModel &machine,
+                                       double bytes, DeviceGroup group) {
+  if (group.size <= 1)
+    return 0.0;
+  double call = machine.efficiency.collectiveSeconds;
+  if (machine.torus)
+    return call + machine.torus->hopLatencySeconds +
+           bytes / machine.torus->linkBandwidthBytesPerSecond;
+  const InterconnectLevel *level = &machine.levels.back();
+  for (const InterconnectLevel &inner : machine.levels)
+    if (group.size * group.stride <= inner.devices) {
+      level = &inner;
+      break;
+    }
+  return call + level->latencySeconds + bytes / level->bandwidthBytesPerSecond;
 }
 
 double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
@@ -186,10 +256,48 @@ double tessera::getRecomputeFactor(Recompute recompute, double attentionShare) {
   return 1.0;
 }
 
-double tessera::getOverlappedSeconds(double computeSeconds, double commSeconds,
-                                     double overlapFraction) {
-  double hidden = std::min(commSeconds * overlapFraction, computeSeconds);
-  return computeSeconds + commSeconds - hidden;
+double tessera::getExposedReductionSeconds(double windowSeconds,
+                                           double commSeconds,
+                                           int64_t buckets) {
+  if (buckets <= 1)
+    return commSeconds;
+  double b = buckets;
+  // Bucket i is made at W i / b and reduced after bucket i - 1: the last
+  // ends at max over i of (W i / b + (b - i + 1) C / b), at i = 1 or b.
+  return std::max(commSeconds / b, commSeconds - windowSeconds * (b - 1) / b);
+}
+
+double tessera::getAmdahlSpeedup(double serial, double n) {
+  return 1 / (serial + (1 - serial) / n);
+}
+
+double tessera::getGustafsonSpeedup(double serial, double n) {
+  return n - serial * (n - 1);
+}
+
+double
+tessera::fitSerialFraction(llvm::ArrayRef<std::pair<double, double>> points,
+                           bool gustafson) {
+  auto error = [&](double serial) {
+    double sum = 0;
+    for (auto [n, speedup] : points) {
+      double law = gustafson ? getGustafsonSpeedup(serial, n)
+                             : getAmdahlSpeedup(serial, n);
+      sum += (law - speedup) * (law - speedup);
+    }
+    return sum;
+  };
+  // A grid, then a finer one around its best point, three times.
+  double best = 0, low = 0, high = 1;
+  for (int round = 0; round < 3; ++round) {
+    double width = (high - low) / 1000;
+    for (int i = 0; i <= 1000; ++i)
+      if (error(low + i * width) < error(best))
+        best = low + i * width;
+    low = std::max(0.0, best - width);
+    high = std::min(1.0, best + width);
+  }
+  return best;
 }
 
 ReshardCost

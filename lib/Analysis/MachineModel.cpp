@@ -30,6 +30,73 @@ static llvm::Expected<double> getPositive(const json::Object &object,
   return *value;
 }
 
+/// A number at `key` of `object` that `valid` accepts (left as it is when
+/// absent); `expected` says what it must be.
+static llvm::Error getChecked(const json::Object &object, llvm::StringRef key,
+                              llvm::function_ref<bool(double)> valid,
+                              llvm::StringRef expected, double &to) {
+  if (!object.get(key))
+    return llvm::Error::success();
+  std::optional<double> value = object.getNumber(key);
+  if (!value || !valid(*value))
+    return fieldError("efficiency." + key, "must be " + expected);
+  to = *value;
+  return llvm::Error::success();
+}
+
+/// The optional "efficiency" object (see Efficiency).
+static llvm::Error parseEfficiency(const json::Object &object,
+                                   Efficiency &efficiency) {
+  static constexpr llvm::StringLiteral kFields[] = {"gemm",
+                                                    "gemm_tile",
+                                                    "compute_units",
+                                                    "attention",
+                                                    "memory",
+                                                    "kernel_launch_seconds",
+                                                    "collective_seconds",
+                                                    "step_seconds"};
+  for (const auto &entry : object)
+    if (!llvm::is_contained(kFields, llvm::StringRef(entry.first)))
+      return fieldError("efficiency." + llvm::StringRef(entry.first),
+                        "is not a known field");
+  auto isFraction = [](double value) { return value > 0 && value <= 1; };
+  for (auto [key, to] : {std::pair{"gemm", &efficiency.gemm},
+                         {"attention", &efficiency.attention},
+                         {"memory", &efficiency.memory}}) {
+    if (llvm::Error error = getChecked(object, key, isFraction,
+                                       "a fraction of peak in (0, 1]", *to))
+      return error;
+  }
+  auto isSeconds = [](double value) { return value >= 0 && value <= 3600; };
+  for (auto [key, to] :
+       {std::pair{"kernel_launch_seconds", &efficiency.kernelLaunchSeconds},
+        {"collective_seconds", &efficiency.collectiveSeconds},
+        {"step_seconds", &efficiency.stepSeconds}}) {
+    if (llvm::Error error =
+            getChecked(object, key, isSeconds, "seconds from 0 to 3600", *to))
+      return error;
+  }
+  if (object.get("gemm_tile")) {
+    const json::Array *tile = object.getArray("gemm_tile");
+    std::optional<int64_t> m, n;
+    if (tile && tile->size() == 2)
+      m = (*tile)[0].getAsInteger(), n = (*tile)[1].getAsInteger();
+    if (!m || !n || *m < 1 || *n < 1 || *m > 4096 || *n > 4096)
+      return fieldError("efficiency.gemm_tile",
+                        "must be [m, n], each from 1 to 4096");
+    efficiency.tileM = *m;
+    efficiency.tileN = *n;
+  }
+  if (object.get("compute_units")) {
+    std::optional<int64_t> units = object.getInteger("compute_units");
+    if (!units || *units < 0 || *units > (1 << 20))
+      return fieldError("efficiency.compute_units",
+                        "must be an integer from 0 to 2^20");
+    efficiency.computeUnits = *units;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<double> MachineModel::getPeakFlops(llvm::StringRef dtype) const {
   auto it = peakFlopsPerSecond.find(dtype);
   if (it != peakFlopsPerSecond.end())
@@ -120,6 +187,14 @@ llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
     if (!half)
       return half.takeError();
     machine.gemmHalfEfficiencyFlops = *half;
+  }
+
+  if (root->get("efficiency")) {
+    const json::Object *efficiency = root->getObject("efficiency");
+    if (!efficiency)
+      return fieldError("efficiency", "must be an object");
+    if (llvm::Error error = parseEfficiency(*efficiency, machine.efficiency))
+      return error;
   }
 
   const json::Array *levels = root->getArray("levels");

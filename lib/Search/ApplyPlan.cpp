@@ -50,6 +50,8 @@ SearchPins tessera::getAutoPins(const CompileOptions &options,
   // builds it, and the whole peak within 6% for every mode
   // (bench/search/activations.py), so --auto may recompute.
   pins.recompute = recompute;
+  pins.overlap = options.overlap;
+  pins.bucketBytes = options.bucketBytes;
   return pins;
 }
 

@@ -3,8 +3,12 @@
 #include "tessera/Search/PlanReport.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
 
 using namespace tessera;
+using llvm::SmallVector;
 
 std::string tessera::getZeroName(const PlanChoice &choice) {
   return std::to_string(choice.zero) +
@@ -48,11 +52,237 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"hardware_flops_per_step", plan.hardwareFlopsPerStep},
       {"tflops_per_device", plan.tflopsPerDevice},
       {"mfu", plan.mfu},
+      {"hfu", plan.hfu},
       {"compute_s", plan.computeSeconds},
       {"tp_comm_s", plan.tpCommSeconds},
       {"dp_comm_s", plan.dpCommSeconds},
       {"pp_comm_s", plan.ppCommSeconds},
-      {"bubble_fraction", plan.bubbleFraction}};
+      {"bubble_fraction", plan.bubbleFraction},
+      {"breakdown", toJson(plan.breakdown)}};
+}
+
+namespace {
+/// The terms of a breakdown after its compute, as the table and JSON name
+/// them.
+struct Term {
+  const char *label, *key;
+  double seconds;
+};
+SmallVector<Term> getTerms(const StepBreakdown &b) {
+  return {{"recomputation", "recompute_s", b.recompute},
+          {"kernel launches", "launch_s", b.launch},
+          {"exposed TP communication", "tp_exposed_s", b.tpExposed},
+          {"exposed DP communication", "dp_exposed_s", b.dpExposed},
+          {"exposed PP communication", "pp_exposed_s", b.ppExposed},
+          {"pipeline bubble", "bubble_s", b.bubble},
+          {"optimizer step", "optimizer_s", b.optimizer},
+          {"fixed per-step cost", "fixed_s", b.fixed}};
+}
+} // namespace
+
+llvm::json::Object tessera::toJson(const StepBreakdown &breakdown) {
+  llvm::json::Object compute;
+  for (const auto &[name, seconds] : breakdown.compute)
+    compute[name] = seconds;
+  llvm::json::Object object{{"compute_s", std::move(compute)}};
+  for (const Term &term : getTerms(breakdown))
+    object[term.key] = term.seconds;
+  object["total_s"] = breakdown.getTotalSeconds();
+  return object;
+}
+
+std::string tessera::formatBreakdown(const PlanEstimate &plan) {
+  const StepBreakdown &breakdown = plan.breakdown;
+  double total = breakdown.getTotalSeconds();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto row = [&](const llvm::Twine &label, double seconds) {
+    os << llvm::formatv("  {0,-32} {1,12:e3} {2,6:f1}%\n", label.str(), seconds,
+                        total > 0 ? 100 * seconds / total : 0.0);
+  };
+  os << llvm::formatv("  {0,-32} {1,12} {2,7}\n", "term", "seconds", "share");
+  for (const auto &[name, seconds] : breakdown.compute)
+    row("compute: " + name, seconds);
+  for (const Term &term : getTerms(breakdown))
+    row(term.label, term.seconds);
+  row("step", total);
+  os << llvm::formatv("  MFU {0:f1}%, HFU {1:f1}%, {2:f1} TFLOP/s per device "
+                      "(hardware)\n",
+                      100 * plan.mfu, 100 * plan.hfu, plan.tflopsPerDevice);
+  return text;
+}
+
+/// The other law at the curve's fitted fraction: Gustafson's scaled speedup
+/// under strong scaling, Amdahl's under weak; and their names.
+static double getOtherLaw(const ScalingCurve &curve, double n) {
+  return curve.mode == ScalingMode::Strong
+             ? getGustafsonSpeedup(curve.serialFraction, n)
+             : getAmdahlSpeedup(curve.serialFraction, n);
+}
+
+static double getFittedLaw(const ScalingCurve &curve, double n) {
+  return curve.mode == ScalingMode::Strong
+             ? getAmdahlSpeedup(curve.serialFraction, n)
+             : getGustafsonSpeedup(curve.serialFraction, n);
+}
+
+static const char *getLawName(ScalingMode mode) {
+  return mode == ScalingMode::Strong ? "Amdahl" : "Gustafson";
+}
+
+std::string tessera::formatScaling(const ScalingCurve &curve) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  bool strong = curve.mode == ScalingMode::Strong;
+  os << llvm::formatv("{0,8} {1,7} {2,5} {3,4} {4,4} {5,5} {6,4} {7,10} "
+                      "{8,10} {9,8} {10,10} {11,6} {12,10}\n",
+                      "devices", "batch", "dp", "tp", "pp", "mb", "zero",
+                      "step (s)", "seq/s", "speedup", "efficiency", "MFU",
+                      strong ? "Gustafson" : "Amdahl");
+  int64_t base = curve.points.front().devices;
+  for (const ScalingPoint &point : curve.points) {
+    if (!point.plan) {
+      os << llvm::formatv("{0,8} {1,7}  no plan fits in device memory\n",
+                          point.devices, point.batch);
+      continue;
+    }
+    const PlanChoice &c = point.plan->choice;
+    double n = static_cast<double>(point.devices) / base;
+    os << llvm::formatv(
+        "{0,8} {1,7} {2,5} {3,4} {4,4} {5,5} {6,4} {7,10} "
+        "{8,10} {9,8:f2} {10,9:f1}% {11,5:f1}% {12,10:f2}\n",
+        point.devices, point.batch, c.dp, c.tp, c.pp, c.microbatches,
+        getZeroName(c), llvm::format("%.4g", point.plan->stepTimeSeconds),
+        llvm::format("%.4g", point.throughput), point.speedup,
+        100 * point.efficiency, 100 * point.plan->mfu, getOtherLaw(curve, n));
+  }
+  double f = curve.serialFraction;
+  if (strong)
+    os << llvm::formatv(
+        "Amdahl: serial fraction {0:f4} fitted to the speedups (at most "
+        "{1} times the first count's throughput); the Gustafson column is "
+        "the scaled speedup n - f (n - 1) the same fraction gives a batch "
+        "grown with the devices\n",
+        f, f > 0 ? llvm::formatv("{0:f1}", 1 / f).str() : "unbounded");
+  else
+    os << llvm::formatv(
+        "Gustafson: serial fraction {0:f4} fitted to the scaled speedups; "
+        "the Amdahl column is the speedup 1 / (f + (1 - f) / n) the same "
+        "fraction gives the first count's batch\n",
+        f);
+  return text;
+}
+
+llvm::json::Object tessera::toJson(const ScalingCurve &curve) {
+  llvm::json::Array points;
+  for (const ScalingPoint &point : curve.points) {
+    llvm::json::Object object{{"devices", point.devices},
+                              {"batch", point.batch}};
+    if (point.plan) {
+      object["plan"] = toJson(*point.plan);
+      object["throughput_sequences_per_s"] = point.throughput;
+      object["speedup"] = point.speedup;
+      object["efficiency"] = point.efficiency;
+    }
+    points.push_back(std::move(object));
+  }
+  return llvm::json::Object{
+      {"mode", getEnumName(kScalingModeNames, curve.mode)},
+      {"law", getLawName(curve.mode)},
+      {"serial_fraction", curve.serialFraction},
+      {"points", std::move(points)}};
+}
+
+std::string tessera::getScalingSvg(const ScalingCurve &curve,
+                                   llvm::StringRef model,
+                                   llvm::StringRef machine) {
+  constexpr double kWidth = 720, kHeight = 440, kLeft = 70, kRight = 30,
+                   kTop = 50, kBottom = 60;
+  int64_t base = curve.points.front().devices;
+  double most = static_cast<double>(curve.points.back().devices) / base;
+  double top = most;
+  for (const ScalingPoint &point : curve.points)
+    top = std::max(top, point.speedup);
+  double xSpan = std::max(std::log2(most), 1.0);
+  double ySpan = std::max(std::log2(top), 1.0);
+  auto x = [&](double n) {
+    return kLeft + std::log2(n) / xSpan * (kWidth - kLeft - kRight);
+  };
+  auto y = [&](double speedup) {
+    return kHeight - kBottom -
+           std::log2(std::max(speedup, 1.0)) / ySpan *
+               (kHeight - kTop - kBottom);
+  };
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                      "width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" "
+                      "font-size=\"12\">\n",
+                      kWidth, kHeight);
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << llvm::formatv("<text x=\"{0}\" y=\"24\" font-size=\"15\">{1} "
+                      "scaling of {2} on {3}</text>\n",
+                      kLeft,
+                      curve.mode == ScalingMode::Strong ? "Strong" : "Weak",
+                      llvm::sys::path::filename(model), machine);
+  // Axes, and a tick at each count and at each power of two of speedup.
+  os << llvm::formatv("<path d=\"M{0},{1} V{2} H{3}\" stroke=\"black\" "
+                      "fill=\"none\"/>\n",
+                      kLeft, kTop, kHeight - kBottom, kWidth - kRight);
+  for (const ScalingPoint &point : curve.points) {
+    double n = static_cast<double>(point.devices) / base;
+    os << llvm::formatv("<text x=\"{0:f1}\" y=\"{1}\" "
+                        "text-anchor=\"middle\">{2}</text>\n",
+                        x(n), kHeight - kBottom + 18, point.devices);
+  }
+  for (double speedup = 1; speedup <= top * 1.0001; speedup *= 2)
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1:f1}\" "
+                        "text-anchor=\"end\">{2}</text>\n",
+                        kLeft - 6, y(speedup) + 4, speedup);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" "
+                      "text-anchor=\"middle\">devices</text>\n",
+                      (kLeft + kWidth - kRight) / 2, kHeight - 18);
+  os << llvm::formatv("<text x=\"18\" y=\"{0}\" text-anchor=\"middle\" "
+                      "transform=\"rotate(-90 18 {0})\">{1}</text>\n",
+                      (kTop + kHeight - kBottom) / 2,
+                      curve.mode == ScalingMode::Strong ? "speedup"
+                                                        : "scaled speedup");
+  // The ideal, the fitted law, the plans.
+  os << llvm::formatv("<path d=\"M{0:f1},{1:f1} L{2:f1},{3:f1}\" "
+                      "stroke=\"gray\" stroke-dasharray=\"4 4\"/>\n",
+                      x(1), y(1), x(most), y(most));
+  std::string law = "M";
+  for (int i = 0; i <= 64; ++i) {
+    double n = std::exp2(std::log2(most) * i / 64);
+    law += llvm::formatv("{0}{1:f1},{2:f1}", i ? " L" : "", x(n),
+                         y(getFittedLaw(curve, n)));
+  }
+  os << "<path d=\"" << law
+     << "\" stroke=\"darkorange\" fill=\"none\" stroke-width=\"2\"/>\n";
+  std::string measured;
+  for (const ScalingPoint &point : curve.points) {
+    if (!point.plan)
+      continue;
+    double n = static_cast<double>(point.devices) / base;
+    measured += llvm::formatv("{0}{1:f1},{2:f1}", measured.empty() ? "M" : " L",
+                              x(n), y(point.speedup));
+    os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"4\" "
+                        "fill=\"steelblue\"/>\n",
+                        x(n), y(point.speedup));
+  }
+  os << "<path d=\"" << measured
+     << "\" stroke=\"steelblue\" fill=\"none\" stroke-width=\"2\"/>\n";
+  // The legend.
+  double legend = kLeft + 16;
+  os << llvm::formatv(
+      "<text x=\"{0}\" y=\"{1}\" fill=\"steelblue\">best plan at each "
+      "count</text>\n<text x=\"{0}\" y=\"{2}\" fill=\"darkorange\">{3}, "
+      "serial fraction {4:f4}</text>\n<text x=\"{0}\" y=\"{5}\" "
+      "fill=\"gray\">ideal</text>\n",
+      legend, kTop + 4, kTop + 20, getLawName(curve.mode), curve.serialFraction,
+      kTop + 36);
+  os << "</svg>\n";
+  return text;
 }
 
 std::optional<WinReason>
@@ -69,13 +299,13 @@ tessera::getWinReason(llvm::ArrayRef<PlanEstimate> plans) {
       double winner, rival;
     } parts[] = {
         {"compute", best.computeSeconds, other.computeSeconds},
-        {"tensor-parallel communication", best.tpCommSeconds,
-         other.tpCommSeconds},
-        {"data-parallel communication", best.dpCommSeconds,
-         other.dpCommSeconds},
-        {"pipeline communication", best.ppCommSeconds, other.ppCommSeconds},
-        {"pipeline bubble", best.bubbleFraction * best.computeSeconds,
-         other.bubbleFraction * other.computeSeconds}};
+        {"tensor-parallel communication", best.breakdown.tpExposed,
+         other.breakdown.tpExposed},
+        {"exposed data-parallel communication", best.breakdown.dpExposed,
+         other.breakdown.dpExposed},
+        {"pipeline communication", best.breakdown.ppExposed,
+         other.breakdown.ppExposed},
+        {"pipeline bubble", best.breakdown.bubble, other.breakdown.bubble}};
     const Part *largest =
         llvm::max_element(parts, [](const Part &x, const Part &y) {
           return x.rival - x.winner < y.rival - y.winner;

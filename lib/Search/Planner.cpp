@@ -26,6 +26,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -330,6 +331,100 @@ static SmallVector<double> getItemFlops(func::FuncOp function) {
   return costs;
 }
 
+/// The GEMM shape of `dot`: its batch dims, the rest of lhs (m), of rhs (n),
+/// and the contracted dims (k).
+static GemmShape getGemmShape(nn::DotOp dot) {
+  ArrayRef<int64_t> lhs = dot.getLhs().getType().getShape();
+  ArrayRef<int64_t> rhs = dot.getRhs().getType().getShape();
+  GemmShape shape;
+  for (auto [dim, size] : llvm::enumerate(lhs)) {
+    int64_t index = dim;
+    if (llvm::is_contained(dot.getLhsBatchingDims(), index))
+      shape.batch *= size;
+    else if (llvm::is_contained(dot.getLhsContractingDims(), index))
+      shape.k *= size;
+    else
+      shape.m *= size;
+  }
+  for (auto [dim, size] : llvm::enumerate(rhs)) {
+    int64_t index = dim;
+    if (!llvm::is_contained(dot.getRhsBatchingDims(), index) &&
+        !llvm::is_contained(dot.getRhsContractingDims(), index))
+      shape.n *= size;
+  }
+  return shape;
+}
+
+SmallVector<OpCost> tessera::getOpCosts(func::FuncOp function, int64_t hidden,
+                                        int64_t seq, Value table) {
+  DenseMap<Operation *, int64_t> position;
+  SmallVector<Operation *> ops = getBodyOps(function, position);
+  llvm::SmallPtrSet<Operation *, 32> data, inBlock;
+  for (Operation *op : getDataOps(function, ops))
+    data.insert(op);
+  for (ArrayRef<Operation *> block : findRepeatedBlocks(function))
+    inBlock.insert(block.begin(), block.end());
+  auto isScores = [&](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && tensor.getRank() >= 2 &&
+           tensor.getShape().take_back(2) == ArrayRef<int64_t>{seq, seq};
+  };
+  SmallVector<OpCost> costs;
+  for (Operation *op : ops) {
+    auto costOp = dyn_cast<CostOpInterface>(op);
+    if (!costOp || isa<nn::ReshapeOp, nn::BroadcastOp, nn::ConstantOp>(op))
+      continue;
+    OpCost cost;
+    cost.name = op->getName().getStringRef().str();
+    cost.flops = costOp.getFlops();
+    cost.bytes = costOp.getBytesAccessed();
+    cost.perBatch = data.contains(op);
+    cost.inBlock = inBlock.contains(op);
+    cost.scores = llvm::any_of(op->getOperandTypes(), isScores) ||
+                  llvm::any_of(op->getResultTypes(), isScores);
+    if (auto dot = dyn_cast<nn::DotOp>(op)) {
+      cost.kind = OpClass::Gemm;
+      cost.gemm = getGemmShape(dot);
+      // Megatron's layout leaves the token embedding whole: a tied LM
+      // head runs whole on each TP rank.
+      cost.tensorSplit = !llvm::any_of(dot->getOperands(), [&](Value value) {
+        while (
+            isa_and_nonnull<nn::CastOp, nn::TransposeOp>(value.getDefiningOp()))
+          value = value.getDefiningOp()->getOperand(0);
+        return table && value == table;
+      });
+    } else if (isa<nn::AttentionOp>(op)) {
+      cost.kind = OpClass::FusedAttention;
+    } else {
+      // The residual stream's ops are h wide: their widest value's last dim.
+      RankedTensorType widest;
+      for (Type type :
+           llvm::concat<Type>(llvm::to_vector(op->getOperandTypes()),
+                              llvm::to_vector(op->getResultTypes())))
+        if (auto tensor = dyn_cast<RankedTensorType>(type))
+          if (tensor.getRank() > 0 &&
+              (!widest || tensor.getNumElements() > widest.getNumElements()))
+            widest = tensor;
+      cost.tensorSplit = widest && widest.getShape().back() != hidden;
+    }
+    auto same = llvm::find_if(costs, [&](const OpCost &other) {
+      return other.name == cost.name && other.kind == cost.kind &&
+             other.flops == cost.flops && other.bytes == cost.bytes &&
+             other.gemm.batch == cost.gemm.batch &&
+             other.gemm.m == cost.gemm.m && other.gemm.n == cost.gemm.n &&
+             other.gemm.k == cost.gemm.k &&
+             other.tensorSplit == cost.tensorSplit &&
+             other.perBatch == cost.perBatch && other.scores == cost.scores &&
+             other.inBlock == cost.inBlock;
+    });
+    if (same != costs.end())
+      ++same->count;
+    else
+      costs.push_back(std::move(cost));
+  }
+  return costs;
+}
+
 llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   ModelShape shape;
   func::FuncOp function = getModelFunction(module);
@@ -368,10 +463,11 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   };
   // The bytes of an element of the residual stream (the lookup's).
   double activationBytes = 4;
+  BlockArgument table;
   if (tokens)
     for (Operation *user : tokens.getUsers()) {
       auto lookup = dyn_cast<nn::EmbeddingOp>(user);
-      BlockArgument table = lookup ? isTable(lookup.getTable()) : nullptr;
+      table = lookup ? isTable(lookup.getTable()) : nullptr;
       if (!table || lookup.getIndices() != tokens)
         continue;
       auto type = cast<RankedTensorType>(table.getType());
@@ -422,6 +518,11 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
                                     : "the attention heads (a reshape of the "
                                       "hidden dim to [b, s, heads, d])"));
   shape.itemFlops = getItemFlops(function);
+  shape.opCosts = getOpCosts(function, shape.hidden, shape.seq, table);
+  shape.elementBytes = activationBytes;
+  for (BlockArgument arg : function.getArguments())
+    shape.parameterTensors +=
+        function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) != nullptr;
   if (auto kept = getKeptValues(module, function)) {
     shape.keptValues = std::move(kept->first);
     shape.keptPerLayer = kept->second / (activationBytes * shape.batch *
@@ -435,19 +536,24 @@ namespace {
 struct PrecisionBytes {
   double activation, weight, gradient, optimizer;
   const char *dtype;
+  /// What AdamW's update reads and writes per parameter (see
+  /// getOptimizerSeconds): the weight (the f32 master in mixed precision,
+  /// and its bf16 copy written), the gradient and two moments read, the
+  /// weight and moments written.
+  double optimizerUpdate;
 };
 
 PrecisionBytes getPrecisionBytes(Precision precision) {
   switch (precision) {
   case Precision::Mixed:
     // bf16 weights and gradients; f32 master weights, m and v (2+2+12).
-    return {2, 2, 2, 12, "bf16"};
+    return {2, 2, 2, 12, "bf16", 4 + 2 + 8 + 12 + 2};
   case Precision::BF16:
-    return {2, 2, 2, 4, "bf16"};
+    return {2, 2, 2, 4, "bf16", 2 + 2 + 4 + 6};
   case Precision::FP32:
-    return {4, 4, 4, 8, "fp32"};
+    return {4, 4, 4, 8, "fp32", 4 + 4 + 8 + 12};
   }
-  return {2, 2, 2, 12, "bf16"};
+  return {2, 2, 2, 12, "bf16", 4 + 2 + 8 + 12 + 2};
 }
 } // namespace
 
@@ -722,6 +828,118 @@ static double getPipelinedActivations(const PipelineActivationLayout &layout,
   return most;
 }
 
+double StepBreakdown::getComputeSeconds() const {
+  double seconds = 0;
+  for (const auto &entry : compute)
+    seconds += entry.second;
+  return seconds;
+}
+
+double StepBreakdown::getTotalSeconds() const {
+  return getComputeSeconds() + recompute + launch + tpExposed + ppExposed +
+         dpExposed + bubble + optimizer + fixed;
+}
+
+namespace {
+/// One device's compute over a step of the whole model (see priceOps).
+struct OpTimes {
+  /// Forward and backward by op class, in the order first met.
+  llvm::MapVector<StringRef, double> byClass;
+  double backward = 0, recompute = 0, kernels = 0;
+  /// The FLOPs recomputation adds to the step (all devices').
+  double recomputedFlops = 0;
+};
+} // namespace
+
+/// Prices `model`'s ops (OpCost) on one device of `choice`: each at its
+/// per-device, per-microbatch shape (the batch split over dp and the
+/// microbatches, Megatron-LM's TP split, sequence parallelism splitting the
+/// residual stream's ops too), in the plan's precision, by its roofline,
+/// times the microbatches; the backward from the forward; what
+/// recomputation runs again.
+static OpTimes priceOps(const ModelShape &model, const MachineModel &machine,
+                        const PlanChoice &choice, const PrecisionBytes &bytes) {
+  OpTimes times;
+  double t = choice.tp, rows = choice.dp * choice.microbatches;
+  double elementScale = bytes.activation / model.elementBytes;
+  auto gemm = [&](const GemmShape &shape, double moved) {
+    llvm::Expected<double> seconds =
+        getGemmSeconds(machine, bytes.dtype, shape, moved);
+    if (!seconds) {
+      // A machine without the plan's dtype: its first peak.
+      llvm::consumeError(seconds.takeError());
+      return shape.getFlops() / machine.peakFlopsPerSecond.begin()->second;
+    }
+    return *seconds;
+  };
+  for (const OpCost &op : model.opCosts) {
+    double batchSplit = op.perBatch ? rows : 1;
+    double split = op.tensorSplit || choice.sequenceParallel ? t : 1;
+    double moved = op.bytes * elementScale / batchSplit / split;
+    double forward = 0, backward = 0;
+    StringRef name = op.name;
+    switch (op.kind) {
+    case OpClass::Gemm: {
+      GemmShape shape = op.gemm;
+      double &rowsDim = shape.batch > 1 ? shape.batch : shape.m;
+      rowsDim /= batchSplit;
+      // TP splits the projections; sequence parallelism runs a whole one
+      // (the tied LM head) on a slice of the sequence.
+      if (op.tensorSplit || choice.sequenceParallel) {
+        moved = op.bytes * elementScale / batchSplit / t;
+        double &tpDim = !op.tensorSplit     ? rowsDim
+                        : shape.batch > 1   ? shape.batch
+                        : shape.n > shape.k ? shape.n
+                                            : shape.k;
+        tpDim /= t;
+      }
+      forward = gemm(shape, moved);
+      // The input's gradient (dY W^T) and the weight's (X^T dY).
+      backward = gemm({shape.batch, shape.m, shape.k, shape.n}, moved) +
+                 gemm({shape.batch, shape.k, shape.n, shape.m}, moved);
+      name = "gemm";
+      break;
+    }
+    case OpClass::FusedAttention: {
+      double flops = op.flops / batchSplit / t;
+      auto attention = [&](double flops, double moved) {
+        llvm::Expected<double> seconds =
+            getFusedAttentionSeconds(machine, bytes.dtype, flops, moved);
+        return seconds ? *seconds
+                       : (llvm::consumeError(seconds.takeError()),
+                          getMemoryBoundSeconds(machine, moved));
+      };
+      // FlashAttention's backward: five products of the forward's two.
+      forward = attention(flops, moved);
+      backward = attention(2.5 * flops, 2 * moved);
+      name = "attention";
+      break;
+    }
+    case OpClass::MemoryBound:
+      // The backward reads the output's gradient and the input, and
+      // writes the input's gradient: about twice the forward's bytes.
+      forward = getMemoryBoundSeconds(machine, moved);
+      backward = 2 * forward;
+      break;
+    }
+    double runs = op.count * choice.microbatches;
+    times.byClass[name] += runs * (forward + backward);
+    times.backward += runs * backward;
+    // A GEMM's backward is two kernels.
+    times.kernels += runs * (op.kind == OpClass::Gemm ? 3 : 2);
+    bool recomputed =
+        choice.recompute == Recompute::Full
+            ? op.inBlock
+            : choice.recompute == Recompute::Selective && op.scores;
+    if (recomputed) {
+      times.recompute += runs * forward;
+      times.kernels += runs;
+      times.recomputedFlops += op.count * op.flops;
+    }
+  }
+  return times;
+}
+
 PlanEstimate tessera::estimatePlan(const ModelShape &model,
                                    const MachineModel &machine,
                                    const PlanChoice &choice,
@@ -775,6 +993,18 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   if (choice.zero >= 2)
     estimate.gradBytes +=
         bytes.gradient * (std::max(0.0, unit - unmade) + summed);
+  // ZeRO-1 accumulates the step's whole gradients: with microbatches a
+  // microbatch's are made beside them; in a pipeline of one microbatch the
+  // reduce-scatter's shard is. Without ZeRO a pipeline of microbatches
+  // sums the LM head's term of a tied embedding's gradient ([V, h]) beside
+  // the accumulated one.
+  if (choice.zero == 1 && choice.microbatches > 1)
+    estimate.gradBytes += localParams * bytes.gradient;
+  else if (choice.zero == 1 && choice.pp > 1)
+    estimate.gradBytes += localParams * bytes.gradient / choice.dp;
+  if (choice.zero == 0 && choice.pp > 1 && choice.microbatches > 1 &&
+      model.tiedEmbedding)
+    estimate.gradBytes += model.vocab * h * bytes.gradient;
   estimate.optimizerBytes = state.optimizerStateBytes;
 
   // Activations of one layer and microbatch, in elements of s b h, as the
@@ -917,29 +1147,53 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
 
   // FLOPs: a step is forward plus backward (twice the forward).
   estimate.modelFlopsPerStep = 3 * model.forwardFlops;
-  double attentionShare = s / (6 * h + s);
-  estimate.hardwareFlopsPerStep =
-      estimate.modelFlopsPerStep *
-      getRecomputeFactor(choice.recompute, attentionShare);
   double peak = machine.getPeakFlops(bytes.dtype)
                     ? *machine.getPeakFlops(bytes.dtype)
                     : machine.peakFlopsPerSecond.begin()->second;
-  // GEMMs: the typical one on a device is a microbatch through an MLP
-  // projection; large GEMMs reach about 80% of the dense peak (cuBLAS on
-  // A100/H100). The rest of a layer (norms, softmax, GELU, residuals) is
-  // memory-bound: about the layer's stored activations read and written,
-  // forward and backward.
-  constexpr double kLargeGemmEfficiency = 0.8;
-  double gemmFlops = 2 * microbatch * s * h * (4 * h / t);
-  double gemmSeconds =
-      estimate.hardwareFlopsPerStep / devices /
-      (peak * kLargeGemmEfficiency *
-       getGemmEfficiency(gemmFlops, machine.gemmHalfEfficiencyFlops));
-  double elementwiseBytes = 3 * 2 * (34 / t) * sbh * (bytes.activation / 2) *
-                            layersPerStage * choice.microbatches;
-  estimate.computeSeconds =
-      (gemmSeconds + elementwiseBytes / machine.memoryBandwidthBytesPerSecond) *
-      (partitioned ? partitioned->computeScale : 1);
+  StepBreakdown &breakdown = estimate.breakdown;
+  // Compute on one device, the whole model's over the step, then the
+  // slowest stage's share: the layers are cut by dynamic programming, the LM
+  // head (and its loss) weighing on the last stage.
+  estimate.stageImbalance =
+      stageImbalance
+          ? *stageImbalance
+          : getStageImbalance(model, choice.pp, StageCutShape::get(choice));
+  double stage = estimate.stageImbalance / choice.pp *
+                 (partitioned ? partitioned->computeScale : 1);
+  double backwardSeconds = 0;
+  if (!model.opCosts.empty()) {
+    OpTimes times = priceOps(model, machine, choice, bytes);
+    for (auto &[name, seconds] : times.byClass)
+      breakdown.compute.emplace_back(name, seconds * stage);
+    breakdown.recompute = times.recompute * stage;
+    breakdown.launch = times.kernels * machine.efficiency.kernelLaunchSeconds *
+                       estimate.stageImbalance / choice.pp;
+    backwardSeconds = times.backward * stage;
+    estimate.hardwareFlopsPerStep =
+        estimate.modelFlopsPerStep + times.recomputedFlops;
+  } else {
+    // A shape without its ops: GEMMs at the efficiency of the typical one (a
+    // microbatch through an MLP projection); the rest of a layer (norms,
+    // softmax, GELU, residuals) memory-bound, about the layer's stored
+    // activations read and written, forward and backward.
+    double attentionShare = s / (6 * h + s);
+    estimate.hardwareFlopsPerStep =
+        estimate.modelFlopsPerStep *
+        getRecomputeFactor(choice.recompute, attentionShare);
+    double gemm = 2 * microbatch * s * h * (4 * h / t);
+    double gemmSeconds =
+        estimate.hardwareFlopsPerStep * choice.pp / devices /
+        (peak *
+         getGemmEfficiency(machine, {1, gemm / (8 * h * h / t), 4 * h / t, h}));
+    double elementwiseBytes = 3 * 2 * (34 / t) * sbh * (bytes.activation / 2) *
+                              model.layers * choice.microbatches;
+    breakdown.compute = {
+        {"gemm", gemmSeconds * stage},
+        {"elementwise",
+         getMemoryBoundSeconds(machine, elementwiseBytes) * stage}};
+    backwardSeconds = breakdown.getComputeSeconds() * 2 / 3;
+  }
+  estimate.computeSeconds = breakdown.getComputeSeconds() + breakdown.recompute;
 
   // TP: two all-reduces of the layer's activations forward, two backward
   // (all-gather + reduce-scatter pairs with sequence parallelism: the same
@@ -965,15 +1219,24 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     estimate.tpCommSeconds =
         perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
   }
+  // TP's collectives sit between the ops that make and read them: exposed.
+  breakdown.tpExposed = estimate.tpCommSeconds;
   // DP, as the compiler builds it: without ZeRO one all-reduce of the
   // gradients accumulated over the microbatches; stage 1 accumulates whole
-  // gradients too and reduce-scatters them once, before the update (after
-  // the backward: nothing to overlap); from stage 2 each microbatch's
-  // gradient is reduce-scattered as it is made (the shards accumulate). The
-  // parameters are gathered once per step after the update (stages 1 and
-  // 2); stage 3 gathers them for each microbatch's forward and again for
-  // its backward, as FSDP does, or, keeping the forward's copy, once per
-  // step.
+  // gradients too and reduce-scatters them once; from stage 2 each
+  // microbatch's gradient is reduce-scattered as it is made (the shards
+  // accumulate). The parameters are gathered once per step after the update
+  // (stages 1 and 2); stage 3 gathers them for each microbatch's forward and
+  // again for its backward, as FSDP does, or, keeping the forward's copy, once
+  // per step. The overlap schedule (getExposedReductionSeconds) starts a
+  // reduction once its gradient is made, in buckets: without ZeRO only with one
+  // microbatch (with more the sums are made at the step's end); from stage
+  // 2 each microbatch's during its own backward. Stage 1 reduce-scatters at
+  // the update, where nothing is left to overlap, and stages 1 and 2
+  // gather the parameters after it (Megatron-LM's distributed optimizer
+  // gathers them during the next step's forward); stage 3's gathers run a
+  // unit ahead of the compute that reads them. Without the schedule every
+  // collective is exposed whole.
   if (choice.dp > 1) {
     double gradientBytes = localParams * bytes.gradient;
     DeviceGroup group{choice.dp, choice.tp};
@@ -991,56 +1254,80 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       return bytes > 0 ? getCollectiveSeconds(machine, kind, bytes, group)
                        : 0.0;
     };
+    // Buckets of the stage's gradients: at most one per parameter, a
+    // ZeRO-3 unit (a layer) at least; one where nothing overlaps.
+    double m = choice.microbatches;
+    double window = backwardSeconds / m;
+    int64_t parameters =
+        std::max<int64_t>(1, model.parameterTensors / choice.pp);
+    int64_t buckets = 1;
+    if (choice.overlap)
+      buckets = choice.bucketBytes <= 0
+                    ? parameters
+                    : std::clamp<int64_t>(
+                          std::ceil(gradientBytes / choice.bucketBytes),
+                          choice.zero >= 3 ? layersPerStage : 1, parameters);
     if (choice.zero == 0) {
-      estimate.dpCommSeconds =
-          seconds(CollectiveKind::AllReduce, gradientBytes) +
-          seconds(CollectiveKind::AllReduce, tiedBytes);
+      double reduce = seconds(CollectiveKind::AllReduce, gradientBytes) +
+                      seconds(CollectiveKind::AllReduce, tiedBytes);
+      estimate.dpCommSeconds = reduce;
+      breakdown.dpExposed = getExposedReductionSeconds(
+          window, reduce, choice.microbatches == 1 ? buckets : 1);
       estimate.dpTrafficBytes = 2 * ring * (gradientBytes + tiedBytes);
     } else {
       double gathers = choice.zero >= 3 && choice.reshardAfterForward
                            ? 2.0 * choice.microbatches
                            : 1;
       int64_t reductions = choice.zero == 1 ? 1 : choice.microbatches;
-      estimate.dpCommSeconds =
-          reductions * (seconds(CollectiveKind::ReduceScatter, gradientBytes) +
-                        seconds(CollectiveKind::ReduceScatter, tiedBytes)) +
-          gathers *
-              seconds(CollectiveKind::AllGather, localParams * bytes.weight);
+      double reduce = seconds(CollectiveKind::ReduceScatter, gradientBytes) +
+                      seconds(CollectiveKind::ReduceScatter, tiedBytes);
+      double gather =
+          seconds(CollectiveKind::AllGather, localParams * bytes.weight);
+      estimate.dpCommSeconds = reductions * reduce + gathers * gather;
       estimate.dpTrafficBytes =
           ring * (reductions * (gradientBytes + tiedBytes) +
                   gathers * localParams * bytes.weight);
+      breakdown.dpExposed =
+          choice.zero == 1
+              ? reductions * reduce
+              : (m - 1) * std::max(0.0, reduce - window) +
+                    getExposedReductionSeconds(window, reduce, buckets);
+      if (choice.zero >= 3) {
+        // A forward is about half its backward.
+        double forwardWindow = window / 2;
+        breakdown.dpExposed += gathers * getExposedReductionSeconds(
+                                             forwardWindow, gather, buckets);
+      } else {
+        breakdown.dpExposed += gather;
+      }
     }
   }
-  // PP: activations forward and gradients backward at each stage boundary.
+  // PP: activations forward and gradients backward at each stage boundary,
+  // between devices dp x tp apart.
   if (choice.pp > 1) {
     double message = sbh * bytes.activation / (choice.sequenceParallel ? t : 1);
-    double p2p = getCollectiveSeconds(machine, CollectiveKind::AllGather,
-                                      2 * message, {2, choice.dp * choice.tp});
+    double p2p = getPointToPointSeconds(machine, message,
+                                        {choice.pp, choice.dp * choice.tp});
     estimate.ppCommSeconds = 2 * p2p * (choice.microbatches + choice.pp - 1);
     estimate.bubbleFraction = getBubbleFraction(
         choice.schedule, choice.pp, choice.microbatches, choice.virtualStages);
   }
-  // The slowest stage sets the pipeline's pace: layers are cut by dynamic
-  // programming, the LM head (and its loss) weighing on the last stage.
-  estimate.stageImbalance =
-      stageImbalance
-          ? *stageImbalance
-          : getStageImbalance(model, choice.pp, StageCutShape::get(choice));
-  estimate.computeSeconds *= estimate.stageImbalance;
-  // The DP reduction overlaps the backward pass (two thirds of compute),
-  // bucket by bucket; what does not fit is exposed.
-  double backward = estimate.computeSeconds * 2 / 3;
-  double exposedDp =
-      choice.zero == 1 ? estimate.dpCommSeconds
-                       : std::max(0.0, estimate.dpCommSeconds - 0.9 * backward);
-  estimate.stepTimeSeconds = (estimate.computeSeconds + estimate.tpCommSeconds +
-                              estimate.ppCommSeconds) *
-                                 (1 + estimate.bubbleFraction) +
-                             exposedDp;
+  breakdown.ppExposed = estimate.ppCommSeconds;
+  breakdown.bubble =
+      estimate.bubbleFraction *
+      (estimate.computeSeconds + breakdown.launch + breakdown.tpExposed);
+  // The update of the device's parameters (its ZeRO shard from stage 1).
+  double updated = localParams / (choice.zero >= 1 ? choice.dp : 1);
+  breakdown.optimizer =
+      getOptimizerSeconds(machine, updated, bytes.optimizerUpdate);
+  breakdown.fixed = machine.efficiency.stepSeconds;
+  estimate.stepTimeSeconds = breakdown.getTotalSeconds();
   estimate.tflopsPerDevice =
       estimate.hardwareFlopsPerStep / estimate.stepTimeSeconds / devices / 1e12;
   estimate.mfu =
       estimate.modelFlopsPerStep / (estimate.stepTimeSeconds * devices * peak);
+  estimate.hfu = estimate.hardwareFlopsPerStep /
+                 (estimate.stepTimeSeconds * devices * peak);
   return estimate;
 }
 
@@ -1093,6 +1380,13 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
 
 llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
                                      const SearchPins &pins) {
+  if (pins.virtualStages &&
+      (*pins.virtualStages < 2 || *pins.virtualStages > model.layers ||
+       (pins.schedule && *pins.schedule != PipelineSchedule::Interleaved)))
+    return llvm::createStringError(llvm::formatv(
+        "--virtual {0} needs --schedule interleaved and 2 to {1} (the "
+        "layers) stages per rank",
+        *pins.virtualStages, model.layers));
   if (pins.ilpShapes < 0)
     return llvm::createStringError(
         llvm::formatv("--ilp-shapes must be at least 0 (0: every shape), got "
@@ -1115,6 +1409,75 @@ llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
       "the microbatches must divide a dp replica's batch",
       devices, pinned.empty() ? "" : " with " + pinned, model.batch,
       model.heads, model.layers));
+}
+
+ModelShape tessera::withBatch(const ModelShape &model, int64_t batch) {
+  ModelShape scaled = model;
+  double factor = static_cast<double>(batch) / model.batch;
+  scaled.batch = batch;
+  scaled.forwardFlops *= factor;
+  for (double &flops : scaled.itemFlops)
+    flops *= factor;
+  for (OpCost &op : scaled.opCosts) {
+    if (!op.perBatch)
+      continue;
+    op.flops *= factor;
+    op.bytes *= factor;
+    (op.gemm.batch > 1 ? op.gemm.batch : op.gemm.m) *= factor;
+  }
+  // What was measured on the program at its batch no longer applies.
+  scaled.keptValues.clear();
+  return scaled;
+}
+
+llvm::Expected<ScalingCurve>
+tessera::getScalingCurve(const ModelShape &model, const MachineModel &machine,
+                         ArrayRef<int64_t> devices, ScalingMode mode,
+                         const SearchPins &pins) {
+  ScalingCurve curve;
+  curve.mode = mode;
+  if (devices.empty())
+    return llvm::createStringError("a scaling curve needs device counts");
+  SmallVector<std::pair<double, double>> speedups;
+  for (auto [index, count] : llvm::enumerate(devices)) {
+    if (index > 0 && count <= devices[index - 1])
+      return llvm::createStringError(
+          llvm::formatv("device counts must ascend: {0} after {1}", count,
+                        devices[index - 1]));
+    if (mode == ScalingMode::Weak && count % devices.front() != 0)
+      return llvm::createStringError(llvm::formatv(
+          "weak scaling grows the batch with the devices: {0} devices is not "
+          "a multiple of the first count, {1}",
+          count, devices.front()));
+    if (llvm::Error error = checkDeviceCount(machine, count))
+      return std::move(error);
+    ScalingPoint point;
+    point.devices = count;
+    point.batch = mode == ScalingMode::Strong
+                      ? model.batch
+                      : model.batch * (count / devices.front());
+    ModelShape shape = withBatch(model, point.batch);
+    if (llvm::Error error = checkSearchPins(shape, count, pins))
+      return llvm::createStringError(llvm::formatv(
+          "at {0} devices: {1}", count, llvm::toString(std::move(error))));
+    SearchResult result = searchPlans(shape, machine, count, pins);
+    if (!result.plans.empty()) {
+      point.plan = result.plans.front();
+      point.throughput = point.batch / point.plan->stepTimeSeconds;
+    }
+    curve.points.push_back(std::move(point));
+  }
+  const ScalingPoint &base = curve.points.front();
+  for (ScalingPoint &point : curve.points) {
+    if (!point.plan || !base.plan)
+      continue;
+    double n = static_cast<double>(point.devices) / base.devices;
+    point.speedup = point.throughput / base.throughput;
+    point.efficiency = point.speedup / n;
+    speedups.push_back({n, point.speedup});
+  }
+  curve.serialFraction = fitSerialFraction(speedups, mode == ScalingMode::Weak);
+  return curve;
 }
 
 SearchResult tessera::searchPlans(const ModelShape &model,
@@ -1264,10 +1627,13 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   PipelineSchedule::ZeroBubbleH1}) {
               if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
                 continue;
-              // Interleaving needs two chunks per stage and m a multiple of
-              // p.
+              // Interleaving needs its chunks per stage (two unless pinned)
+              // and m a multiple of p.
+              int64_t chunks = schedule == PipelineSchedule::Interleaved
+                                   ? pins.virtualStages.value_or(2)
+                                   : 1;
               if (schedule == PipelineSchedule::Interleaved &&
-                  (model.layers < 2 * pp || m % pp != 0))
+                  (model.layers < chunks * pp || m % pp != 0))
                 continue;
               if (!pinned(pins.schedule, schedule))
                 continue;
@@ -1287,22 +1653,23 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   if ((sp && (tp == 1 || model.seq % tp != 0)) ||
                       !pinned(pins.sequenceParallel, sp))
                     continue;
-                  PlanChoice choice{
-                      dp,
-                      tp,
-                      pp,
-                      m,
-                      zero,
-                      reshard,
-                      schedule,
-                      schedule == PipelineSchedule::Interleaved ? int64_t(2)
-                                                                : int64_t(1),
-                      recompute,
-                      sp,
-                      pins.precision,
-                      layout,
-                      layout == TensorLayout::Solved ? tensorLayouts.solvedShare
-                                                     : 1.0};
+                  PlanChoice choice{dp,
+                                    tp,
+                                    pp,
+                                    m,
+                                    zero,
+                                    reshard,
+                                    schedule,
+                                    chunks,
+                                    recompute,
+                                    sp,
+                                    pins.precision,
+                                    layout,
+                                    layout == TensorLayout::Solved
+                                        ? tensorLayouts.solvedShare
+                                        : 1.0,
+                                    pins.overlap,
+                                    pins.bucketBytes};
                   PlanEstimate estimate = estimatePlan(
                       model, machine, choice, getImbalance(choice),
                       partition ? &*partition : nullptr, getLayout(choice));

@@ -4,7 +4,9 @@
 //
 // Measures, on the runtime's own backend and communicator: the GEMM FLOP/s
 // of nn.dot over square sizes (the peak is the best), the memory bandwidth
-// of a large nn.add, and all_reduce times over message sizes on all ranks,
+// of a large nn.add, a tiny kernel's time (the cost model's launch), fused
+// attention's fraction of the GEMM peak, and all_reduce times over message
+// sizes on all ranks,
 // fitted to the ring model t = 2(n-1) alpha + 2(n-1)/n S / beta by least
 // squares. Rank 0 writes a machine file (machines/*.json schema) with one
 // interconnect level of N devices.
@@ -92,6 +94,42 @@ double measureMemoryBandwidth(bool quick) {
   return 3.0 * n * 4 / seconds;
 }
 
+/// What a kernel costs beyond its work: the best time of an nn.add of 16
+/// elements.
+double measureKernelLaunch() {
+  OwnedTensor a(DType::F32, {16}), b(DType::F32, {16}), c(DType::F32, {16});
+  return bestOf(200, [&] {
+    orDie(runCpuKernel("nn.add", {}, {&a.view, &b.view}, {&c.view}));
+  });
+}
+
+/// The fraction of the GEMM peak fused attention reaches, forward and
+/// backward, as the cost model prices it: nn.attention's FLOPs
+/// (CostOpInterface: 2 d + 2 dv + 5 per causal score) and the backward's
+/// 2.5 times them, over their time.
+double measureAttention(bool quick, double peak) {
+  int64_t b = 1, a = 4, s = quick ? 128 : 512, d = 64;
+  OwnedTensor q(DType::F32, {b, a, s, d}), k(DType::F32, {b, a, s, d}),
+      v(DType::F32, {b, a, s, d}), o(DType::F32, {b, a, s, d}),
+      r(DType::F32, {b, a, s, d}), dq(DType::F32, {b, a, s, d}),
+      dk(DType::F32, {b, a, s, d}), dv(DType::F32, {b, a, s, d});
+  KernelAttrs attrs;
+  attrs.floats["scale"] = 0.125;
+  attrs.ints["causal"] = 1;
+  attrs.floats["dropout"] = 0;
+  double forward = bestOf(3, [&] {
+    orDie(runCpuKernel("nn.attention", attrs, {&q.view, &k.view, &v.view},
+                       {&o.view}));
+  });
+  double backward = bestOf(3, [&] {
+    orDie(runCpuKernel("nn.attention_grad", attrs,
+                       {&q.view, &k.view, &v.view, &o.view, &r.view},
+                       {&dq.view, &dk.view, &dv.view}));
+  });
+  double flops = static_cast<double>(b) * a * s * (s + 1) / 2 * (4 * d + 5);
+  return std::min(1.0, 3.5 * flops / (forward + backward) / peak);
+}
+
 /// Fits t = a + b S over (S, t) by least squares.
 std::pair<double, double> fitLine(const std::vector<double> &sizes,
                                   const std::vector<double> &times) {
@@ -153,9 +191,14 @@ int main(int argc, char **argv) {
 
   auto [flops, halfFlops] = measureGemm(quick);
   double bandwidth = measureMemoryBandwidth(quick);
+  double launch = measureKernelLaunch();
+  double attention = measureAttention(quick, flops);
   // Every rank measured; the machine is as fast as its slowest rank.
   MPI_Allreduce(MPI_IN_PLACE, &flops, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &bandwidth, 1, MPI_DOUBLE, MPI_MIN,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &launch, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &attention, 1, MPI_DOUBLE, MPI_MIN,
                 MPI_COMM_WORLD);
 
   double alpha = 1e-6, beta = 1e9;
@@ -191,8 +234,9 @@ int main(int argc, char **argv) {
          << "  \"description\": \"CPU ranks of " << host
          << " as measured by tessera calibrate (" << size << " ranks)\",\n"
          << "  \"sources\": [\"tessera calibrate: nn.dot GEMMs, a large "
-            "nn.add and MPI all_reduce over message sizes, fitted to the "
-            "ring model\"],\n"
+            "nn.add, a 16-element nn.add (a kernel's fixed cost), "
+            "nn.attention and its gradient, and MPI all_reduce over message "
+            "sizes, fitted to the ring model\"],\n"
          << "  \"device\": {\n"
          << "    \"name\": \"CPU rank (OpenBLAS)\",\n"
          << "    \"peak_flops_per_second\": {\"fp32\": " << flops
@@ -201,6 +245,9 @@ int main(int argc, char **argv) {
          << "    \"memory_bandwidth_bytes_per_second\": " << bandwidth << ",\n"
          << "    \"gemm_half_efficiency_flops\": " << halfFlops << "\n"
          << "  },\n"
+         << "  \"efficiency\": {\"gemm\": 1, \"memory\": 1, "
+            "\"attention\": "
+         << attention << ", \"kernel_launch_seconds\": " << launch << "},\n"
          << "  \"levels\": [\n"
          << "    {\"name\": \"mpi\", \"devices\": " << std::max(size, 2)
          << ", \"bandwidth_bytes_per_second\": " << beta
@@ -208,9 +255,10 @@ int main(int argc, char **argv) {
          << "  ]\n"
          << "}\n";
     std::printf("calibrate: %d ranks: GEMM %.1f GFLOP/s, memory %.1f GB/s, "
+                "attention at %.0f%% of the GEMM peak, kernel %.2f us, "
                 "all_reduce alpha %.2f us, beta %.2f GB/s -> %s\n",
-                size, flops / 1e9, bandwidth / 1e9, alpha * 1e6, beta / 1e9,
-                output.c_str());
+                size, flops / 1e9, bandwidth / 1e9, 100 * attention,
+                launch * 1e6, alpha * 1e6, beta / 1e9, output.c_str());
   }
   communicator.reset();
   MPI_Finalize();

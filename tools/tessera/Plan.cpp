@@ -34,8 +34,20 @@ static cl::opt<std::string>
     machineName("machine",
                 cl::desc("A machines/<name>.json preset or a machine file"),
                 cl::Required, cl::sub(planCommand()));
-static cl::opt<int64_t> planDevices("devices", cl::desc("Number of devices"),
-                                    cl::Required, cl::sub(planCommand()));
+static cl::list<int64_t>
+    planDevices("devices",
+                cl::desc("Number of devices (with --scaling, the counts of "
+                         "the curve: 8,16,32)"),
+                cl::Required, cl::CommaSeparated, cl::sub(planCommand()));
+static cl::opt<ScalingMode> planScaling(
+    "scaling",
+    cl::desc("Print the best plan's throughput, speedup and parallel "
+             "efficiency at each --devices count, with Amdahl's or "
+             "Gustafson's serial fraction fitted to it"),
+    enumValues(kScalingModeNames), cl::sub(planCommand()));
+static cl::opt<std::string>
+    planPlot("plot", cl::desc("With --scaling: write the curve as an SVG plot"),
+             cl::value_desc("FILE.svg"), cl::sub(planCommand()));
 static cl::opt<int64_t> pinDp("dp", cl::desc("Pin the data-parallel size"),
                               cl::sub(planCommand()));
 static cl::opt<int64_t> pinTp("tp", cl::desc("Pin the tensor-parallel size"),
@@ -64,6 +76,11 @@ static cl::opt<PipelineSchedule> pinSchedule("schedule",
                                              cl::desc("Pin the schedule"),
                                              enumValues(kPipelineScheduleNames),
                                              cl::sub(planCommand()));
+static cl::opt<int64_t>
+    pinVirtual("virtual",
+               cl::desc("Pin the interleaved schedule's stages per rank "
+                        "(default 2)"),
+               cl::sub(planCommand()));
 static cl::opt<Recompute> pinRecompute("recompute",
                                        cl::desc("Pin recomputation"),
                                        enumValues(kRecomputeNames),
@@ -88,6 +105,23 @@ static cl::opt<int64_t> planTop("top", cl::desc("Plans to show"), cl::init(5),
                                 cl::sub(planCommand()));
 static cl::opt<bool> planJson("json", cl::desc("Print JSON"),
                               cl::sub(planCommand()));
+static cl::opt<bool> planBreakdown(
+    "breakdown",
+    cl::desc("Show where the best plan's step time goes: compute by op "
+             "class, exposed TP, DP and PP communication, bubble, optimizer, "
+             "recomputation and overheads, with MFU and HFU (--json: each "
+             "plan's \"breakdown\")"),
+    cl::sub(planCommand()));
+static cl::opt<bool>
+    planOverlap("overlap",
+                cl::desc("Price the plans as compiled with --overlap: gradient "
+                         "reductions overlap the backward in buckets"),
+                cl::sub(planCommand()));
+static cl::opt<int64_t> planBucketBytes(
+    "bucket-bytes",
+    cl::desc("With --overlap: the reductions' bucket size, as compiled "
+             "(0: each its own)"),
+    cl::init(0), cl::sub(planCommand()));
 static cl::list<std::string> explainOps(
     "explain-op",
     cl::desc("Explain the ILP's choice for the ops NAME names on the best "
@@ -173,7 +207,7 @@ static int explainPlanOps(ModuleOp model, const MachineModel &machine,
 /// ZeRO stage (but --zero) and count of microbatches, each op's sharding
 /// solved on it.
 static int runShardingPlan(ModuleOp model, const MachineModel &machine,
-                           StringRef notGpt) {
+                           int64_t devices, StringRef notGpt) {
   SearchPins pins;
   pin(pinDp, pins.dp);
   pin(pinTp, pins.tp);
@@ -185,14 +219,14 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   llvm::Expected<MeshShardingPins> meshPins = getMeshShardingPins(model, pins);
   if (!meshPins)
     return reportError(meshPins.takeError());
-  MeshShardingSearch search = searchMeshShardings(
-      model, machine, planDevices, getPlanSolverOptions(model), *meshPins,
-      getTrainStepActivations(model));
+  MeshShardingSearch search =
+      searchMeshShardings(model, machine, devices, getPlanSolverOptions(model),
+                          *meshPins, getTrainStepActivations(model));
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2}, every op sharded by the ILP ({3}); {4} plans "
       "considered, {5} with no sharding or stage cut that fits\n",
-      planModel, planDevices.getValue(), machine.name, notGpt,
-      search.considered, search.failed);
+      planModel, devices, machine.name, notGpt, search.considered,
+      search.failed);
   if (!pins.microbatches && meshPins->microbatches)
     llvm::outs() << "plan: one microbatch: the model's train step does not "
                     "split into more (tessera compile --microbatches 2 says "
@@ -228,6 +262,37 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   return 0;
 }
 
+/// tessera plan --scaling: the best plan at each --devices count.
+static int runScaling(const ModelShape &shape, const MachineModel &machine,
+                      const SearchPins &pins) {
+  llvm::Expected<ScalingCurve> curve = getScalingCurve(
+      shape, machine,
+      SmallVector<int64_t>(planDevices.begin(), planDevices.end()), planScaling,
+      pins);
+  if (!curve)
+    return reportError(curve.takeError());
+  if (planJson)
+    llvm::outs() << llvm::formatv("{0:2}\n", llvm::json::Value(toJson(*curve)));
+  else
+    llvm::outs() << llvm::formatv(
+                        "scaling ({0}) of {1} on {2}: the best plan of "
+                        "Megatron's layout at each count\n",
+                        getEnumName(kScalingModeNames, curve->mode), planModel,
+                        machine.name)
+                 << formatScaling(*curve);
+  if (!planPlot.empty()) {
+    std::error_code error;
+    llvm::raw_fd_ostream file(planPlot, error);
+    if (error)
+      return reportError("cannot write " + planPlot + ": " + error.message());
+    file << getScalingSvg(*curve, planModel, machine.name);
+  }
+  return llvm::any_of(curve->points,
+                      [](const ScalingPoint &point) { return !point.plan; })
+             ? 1
+             : 0;
+}
+
 int cli::runPlan(MLIRContext &context) {
   llvm::Expected<std::unique_ptr<ModelFile>> file =
       loadModelFile(context, planModel);
@@ -238,11 +303,21 @@ int cli::runPlan(MLIRContext &context) {
       loadMachineModel(machineName, kMachinesDir);
   if (!machine)
     return reportError(machine.takeError());
-  if (llvm::Error error = checkDeviceCount(*machine, planDevices))
+  bool scaling = planScaling.getNumOccurrences() > 0;
+  if (!scaling && planDevices.size() != 1)
+    return reportError("--devices takes one count (a list with --scaling)");
+  if (!scaling && !planPlot.empty())
+    return reportError("--plot draws a --scaling curve");
+  int64_t devices = planDevices.front();
+  if (llvm::Error error = checkDeviceCount(*machine, devices))
     return reportError(std::move(error));
   llvm::Expected<ModelShape> shape = getModelShape(model);
+  if (!shape && scaling)
+    return reportError("--scaling searches GPT-style models: " +
+                       llvm::toString(shape.takeError()));
   if (!shape)
-    return runShardingPlan(model, *machine, llvm::toString(shape.takeError()));
+    return runShardingPlan(model, *machine, devices,
+                           llvm::toString(shape.takeError()));
 
   SearchPins pins;
   pin(pinDp, pins.dp);
@@ -253,16 +328,23 @@ int cli::runPlan(MLIRContext &context) {
   if (pinReshardAfterForward.getNumOccurrences())
     pins.reshardAfterForward = pinReshardAfterForward == Switch::On;
   pin(pinSchedule, pins.schedule);
+  pin(pinVirtual, pins.virtualStages);
   pin(pinLayout, pins.layout);
   pin(pinRecompute, pins.recompute);
   if (pinSequenceParallel.getNumOccurrences())
     pins.sequenceParallel = pinSequenceParallel == Switch::On;
   pins.precision = planPrecision;
   pins.ilpShapes = planIlpShapes;
-  if (llvm::Error error = checkSearchPins(*shape, planDevices, pins))
+  pins.overlap = planOverlap;
+  if (planBucketBytes < 0)
+    return reportError("--bucket-bytes must not be negative");
+  pins.bucketBytes = planBucketBytes;
+  if (scaling)
+    return runScaling(*shape, *machine, pins);
+  if (llvm::Error error = checkSearchPins(*shape, devices, pins))
     return reportError(std::move(error));
 
-  SearchResult result = searchPlans(*shape, *machine, planDevices, pins, model);
+  SearchResult result = searchPlans(*shape, *machine, devices, pins, model);
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), result.plans.size());
   if (planJson) {
@@ -270,7 +352,7 @@ int cli::runPlan(MLIRContext &context) {
     for (const PlanEstimate &plan : ArrayRef(result.plans).take_front(shown))
       plans.push_back(toJson(plan));
     llvm::json::Object root{{"machine", machine->name},
-                            {"devices", planDevices.getValue()},
+                            {"devices", devices},
                             {"considered", result.considered},
                             {"over_memory", result.overMemory},
                             {"plans", std::move(plans)}};
@@ -281,10 +363,9 @@ int cli::runPlan(MLIRContext &context) {
   llvm::outs() << llvm::formatv(
       "plan: {0} on {1} x {2} ({3} layers, hidden {4}, {5} parameters, batch "
       "{6}); {7} plans considered, {8} over {9} GB of device memory\n",
-      planModel, planDevices.getValue(), machine->name, shape->layers,
-      shape->hidden, formatCount(shape->parameters), shape->batch,
-      result.considered, result.overMemory,
-      llvm::format("%.4g", machine->memoryBytes / 1e9));
+      planModel, devices, machine->name, shape->layers, shape->hidden,
+      formatCount(shape->parameters), shape->batch, result.considered,
+      result.overMemory, llvm::format("%.4g", machine->memoryBytes / 1e9));
   if (result.plans.empty())
     return reportError(
         pins.layout == TensorLayout::Solved && !result.solveFailure.empty()
@@ -311,6 +392,15 @@ int cli::runPlan(MLIRContext &context) {
         // do not read 0.000.
         llvm::format("%.4g", plan.stepTimeSeconds), 100 * plan.mfu,
         llvm::format("%.4g", plan.peakMemoryBytes / 1e9));
+  }
+  if (planBreakdown) {
+    const PlanEstimate &best = result.plans.front();
+    const PlanChoice &c = best.choice;
+    llvm::outs()
+        << llvm::formatv(
+               "breakdown of plan 1 (dp={0} tp={1} pp={2} zero={3}{4}):\n",
+               c.dp, c.tp, c.pp, getZeroName(c), formatPipeline(c))
+        << formatBreakdown(best);
   }
   if (!explainOps.empty()) {
     // As the search solves the best plan's layout: the batch on dp.

@@ -30,6 +30,47 @@ llvm::Expected<double> getComputeSeconds(const MachineModel &machine,
                                          llvm::StringRef dtype, double flops,
                                          double bytes);
 
+/// A GEMM as the cost model prices it: `batch` independent [m, k] x [k, n]
+/// products.
+struct GemmShape {
+  double batch = 1, m = 1, n = 1, k = 1;
+  double getFlops() const { return 2 * batch * m * n * k; }
+};
+
+/// The fraction of the dtype's dense peak a GEMM of `shape` reaches on
+/// `machine`: the largest GEMMs' (Efficiency::gemm), times the share of
+/// its padded output tiles that holds output and the share of its last
+/// wave of tiles over the compute units that has work (tile and wave
+/// quantization: a [4096, 4096] GEMM of 128 x 128 tiles fills 1024 tiles,
+/// 9.5 waves of an A100's 108 units, 95% of them); a machine without
+/// compute units (a CPU) by size alone, flops / (flops +
+/// gemmHalfEfficiencyFlops). Kernel launches are priced on their own.
+double getGemmEfficiency(const MachineModel &machine, const GemmShape &shape);
+
+/// The roofline time of a GEMM: its FLOPs at getGemmEfficiency of the
+/// dtype's peak, or its `bytes` at memory bandwidth, the longer.
+llvm::Expected<double> getGemmSeconds(const MachineModel &machine,
+                                      llvm::StringRef dtype,
+                                      const GemmShape &shape, double bytes);
+
+/// A memory-bound kernel's time: its bytes at the bandwidth such kernels
+/// reach (Efficiency::memory).
+double getMemoryBoundSeconds(const MachineModel &machine, double bytes);
+
+/// Fused attention (one kernel over the scores' tiles): its FLOPs at
+/// Efficiency::attention of the dtype's peak, or its bytes, the longer.
+llvm::Expected<double> getFusedAttentionSeconds(const MachineModel &machine,
+                                                llvm::StringRef dtype,
+                                                double flops, double bytes);
+
+/// The optimizer's update of `parameters` elements: memory-bound, reading
+/// and writing `bytesPerParameter` of weights, gradient and state each
+/// (AdamW in mixed precision: the f32 master weight, gradient and two
+/// moments read, the master and moments written, the bf16 copy written:
+/// 30 bytes).
+double getOptimizerSeconds(const MachineModel &machine, double parameters,
+                           double bytesPerParameter);
+
 enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll };
 
 /// Alpha-beta time of the ring algorithm on one link class: `bytes` is the
@@ -54,8 +95,18 @@ double getTreeAllReduceSeconds(int64_t devices, double bytes,
 ///   per device, one each way), one dimension after the other on the
 ///   shrinking share; a group that is no run of dimensions pays `stride`
 ///   hops of latency per ring step.
+///
+/// Each call also pays Efficiency::collectiveSeconds.
 double getCollectiveSeconds(const MachineModel &machine, CollectiveKind kind,
                             double bytes, DeviceGroup group);
+
+/// A point-to-point send of `bytes` between neighbours of `group` (the
+/// pipeline's stages, `stride` devices apart): on the links of the
+/// innermost level whose blocks hold the whole group (the slowest
+/// neighbours set a pipeline's pace), or one torus hop; plus the
+/// collective call's fixed cost.
+double getPointToPointSeconds(const MachineModel &machine, double bytes,
+                              DeviceGroup group);
 
 /// What one reshard costs: its collectives' time, the bytes each moves
 /// (the full buffer, as getCollectiveSeconds takes it) and the bytes each
@@ -123,10 +174,27 @@ inline constexpr EnumName<Recompute> kRecomputeNames[] = {
 /// forward FLOPs.
 double getRecomputeFactor(Recompute recompute, double attentionShare = 0.05);
 
-/// A step whose communication overlaps `overlapFraction` of itself with
-/// compute: compute plus the communication left exposed.
-double getOverlappedSeconds(double computeSeconds, double commSeconds,
-                            double overlapFraction);
+/// What a gradient reduction of `commSeconds` leaves exposed after a
+/// backward of `windowSeconds` that makes the gradients in `buckets` equal
+/// buckets, each reduced once made and one at a time: the last bucket's
+/// reduction at least, and what the reductions take beyond the window,
+/// max(C / b, C - W (b - 1) / b). One bucket (or none: reductions not
+/// overlapped) is exposed whole.
+double getExposedReductionSeconds(double windowSeconds, double commSeconds,
+                                  int64_t buckets);
+
+/// Amdahl's law: the speedup of n times the devices on the same work, when
+/// a fraction `serial` of it does not parallelize: 1 / (s + (1 - s) / n).
+double getAmdahlSpeedup(double serial, double n);
+
+/// Gustafson's law: the scaled speedup of n times the devices on n times
+/// the work, when a fraction `serial` of the run is serial: n - s (n - 1).
+double getGustafsonSpeedup(double serial, double n);
+
+/// The serial fraction in [0, 1] whose law (Amdahl's, or Gustafson's) fits
+/// the (n, speedup) `points` best, in least squares.
+double fitSerialFraction(llvm::ArrayRef<std::pair<double, double>> points,
+                         bool gustafson);
 
 } // namespace tessera
 

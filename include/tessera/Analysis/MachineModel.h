@@ -36,6 +36,27 @@ struct Torus {
   double hopLatencySeconds = 0;
 };
 
+/// What a device reaches of its peaks, and the fixed costs a step pays: the
+/// parameters a machine file's "efficiency" object fits to measured runs
+/// (bench/costmodel/fit.py), these defaults where it gives none.
+struct Efficiency {
+  /// The fraction of the dense peak the largest GEMMs reach.
+  double gemm = 0.8;
+  /// The output tile a GEMM kernel computes ([m, n]) and how many tiles run
+  /// at once (streaming multiprocessors): a GEMM of too few tiles for a
+  /// whole last wave idles the rest (0 units: no such quantization).
+  int64_t tileM = 128, tileN = 128, computeUnits = 0;
+  /// The fraction of the dense peak fused attention (FlashAttention)
+  /// reaches, forward and backward.
+  double attention = 0.8;
+  /// The fraction of the memory bandwidth a memory-bound kernel reaches.
+  double memory = 1;
+  /// Fixed costs: a kernel's launch, a collective's call (on top of its
+  /// alpha-beta time) and a training step's own (the host's work between
+  /// steps: the data loader, the loss's read-back, the optimizer's launch).
+  double kernelLaunchSeconds = 0, collectiveSeconds = 0, stepSeconds = 0;
+};
+
 struct MachineModel {
   std::string name;
   std::string description;
@@ -48,6 +69,7 @@ struct MachineModel {
   /// The GEMM size (FLOPs) that reaches half of peak (getGemmEfficiency);
   /// optional in the file ("gemm_half_efficiency_flops").
   double gemmHalfEfficiencyFlops = 2e9;
+  Efficiency efficiency;
   /// Switched levels, innermost first; empty for a torus.
   llvm::SmallVector<InterconnectLevel> levels;
   std::optional<Torus> torus;

@@ -20,8 +20,29 @@ std::string getZeroName(const PlanChoice &choice);
 /// choice, empty for a plan without one.
 std::string formatPipeline(const PlanChoice &choice);
 
-/// One plan as the JSON objects of `tessera plan --json`.
+/// One plan as the JSON objects of `tessera plan --json`, its breakdown
+/// (toJson of it) under "breakdown".
 llvm::json::Object toJson(const PlanEstimate &plan);
+
+/// A step's terms in seconds: "compute" by op class, then each other term
+/// and "total_s", their sum.
+llvm::json::Object toJson(const StepBreakdown &breakdown);
+
+/// The rows of `tessera plan --breakdown`: each term of the step, its
+/// seconds and share of the step; the total; the plan's MFU and HFU.
+std::string formatBreakdown(const PlanEstimate &plan);
+
+/// The rows of `tessera plan --scaling`: each count's best plan, throughput,
+/// speedup and parallel efficiency, the fitted serial fraction, and the
+/// other law at it (Gustafson's scaled speedup of Amdahl's fraction under
+/// strong scaling; Amdahl's bound under weak).
+std::string formatScaling(const ScalingCurve &curve);
+llvm::json::Object toJson(const ScalingCurve &curve);
+
+/// The curve as an SVG plot: speedup against devices on log axes, with the
+/// ideal line and the fitted law.
+std::string getScalingSvg(const ScalingCurve &curve, llvm::StringRef model,
+                          llvm::StringRef machine);
 
 /// Why the fastest plan wins: against the best plan of another DP/TP/PP
 /// shape, the part of the step that differs most.

@@ -32,6 +32,47 @@ struct KeptValue {
   mlir::OperationName name;
 };
 
+/// How the cost model prices an op (see OpCost).
+enum class OpClass { Gemm, FusedAttention, MemoryBound };
+
+/// Ops of the model's forward that the cost model prices alike, as one
+/// device runs them at the model's batch: each by its own roofline from its
+/// CostOpInterface FLOPs and bytes (a GEMM at getGemmEfficiency of its
+/// shape), the backward from the forward (a GEMM's two products, fused
+/// attention's 2.5 times the FLOPs, a memory-bound op's bytes twice). Views
+/// (reshapes, broadcasts the next kernel reads in place) cost nothing.
+struct OpCost {
+  /// The op's name: the breakdown's row for a memory-bound op.
+  std::string name;
+  OpClass kind = OpClass::MemoryBound;
+  /// A GEMM's products (nn.dot): its batch dims, the rest of lhs (m), of
+  /// rhs (n) and the contracted dims (k).
+  GemmShape gemm;
+  double flops = 0, bytes = 0;
+  /// Whether Megatron-LM's tensor parallelism splits it: the projections
+  /// (a GEMM's larger of n and k, or its batch of heads), attention, the
+  /// MLP's width, the logits; not the residual stream's ops (norms,
+  /// residual adds, dropout of h wide values) or a tied LM head, which
+  /// sequence parallelism splits instead (their rows).
+  bool tensorSplit = true;
+  /// Whether it reads the data (its work scales with the batch), not only
+  /// parameters.
+  bool perBatch = true;
+  /// Whether it reads or makes unfused attention's [s, s] scores: what
+  /// selective recomputation runs again.
+  bool scores = false;
+  /// Whether it is in a repeated block: what full recomputation runs again.
+  bool inBlock = false;
+  int64_t count = 1;
+};
+
+/// The ops of `function`'s forward by OpCost, alike ones counted once;
+/// `table` is the token embedding (whole in Megatron's layout: a dot that
+/// reads it, a tied LM head, is not split over TP).
+llvm::SmallVector<OpCost> getOpCosts(mlir::func::FuncOp function,
+                                     int64_t hidden, int64_t seq,
+                                     mlir::Value table = nullptr);
+
 /// What the search needs of a model: its transformer shape, read from a
 /// GPT-style nn program (tessera model gpt), and its forward FLOPs summed
 /// over its ops' CostOpInterface.
@@ -72,6 +113,13 @@ struct ModelShape {
   /// first) and the LM head; empty where the model does not cut so. The
   /// stage cuts scale GPT's formula by them, item by item.
   llvm::SmallVector<double> itemFlops;
+  /// The forward's ops as the cost model prices them (getOpCosts), at the
+  /// model's element type (`elementBytes`); empty where not read from a
+  /// program (GPT's formula prices compute then).
+  llvm::SmallVector<OpCost> opCosts;
+  double elementBytes = 4;
+  /// The parameter tensors (each a gradient the step reduces).
+  int64_t parameterTensors = 0;
 };
 
 /// Reads the shape of a GPT-style model; fails naming what it cannot find.
@@ -116,10 +164,37 @@ struct PlanChoice {
   /// memory left no room for them in any plan, the search solves the
   /// state into less.
   double layoutMemoryShare = 1;
+  /// The overlap schedule (--overlap): gradient reductions overlap the
+  /// backward, in buckets of `bucketBytes` (0: each its own), and ZeRO-3's
+  /// gathers the compute before their readers. The search prices the
+  /// compile's options; it does not choose them.
+  bool overlap = false;
+  int64_t bucketBytes = 0;
+};
+
+/// Where a step's time goes: the terms sum to the step time.
+struct StepBreakdown {
+  /// Compute on the slowest pipeline stage over the step's microbatches,
+  /// forward and backward, by op class: "gemm", "attention" (fused) and
+  /// each memory-bound op by name (nn.layer_norm, nn.softmax, ...).
+  llvm::SmallVector<std::pair<std::string, double>> compute;
+  /// The forward run again by recomputation; the kernels' launches.
+  double recompute = 0, launch = 0;
+  /// Communication on the critical path: TP's collectives, the pipeline's
+  /// sends, the data-parallel reductions and gathers the backward does not
+  /// hide.
+  double tpExposed = 0, ppExposed = 0, dpExposed = 0;
+  /// The pipeline's idle time; the optimizer's update; the per-step fixed
+  /// cost (Efficiency::stepSeconds).
+  double bubble = 0, optimizer = 0, fixed = 0;
+
+  double getComputeSeconds() const;
+  double getTotalSeconds() const;
 };
 
 struct PlanEstimate {
   PlanChoice choice;
+  StepBreakdown breakdown;
   double stepTimeSeconds = 0;
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0,
          ppCommSeconds = 0, bubbleFraction = 0;
@@ -132,7 +207,10 @@ struct PlanEstimate {
   double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0,
          peakMemoryBytes = 0;
   double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
-  double tflopsPerDevice = 0, mfu = 0;
+  /// Model and hardware FLOPs utilization: the step's model FLOPs (three
+  /// forwards) and hardware FLOPs (and what recomputation adds) over the
+  /// devices' peak for the step time.
+  double tflopsPerDevice = 0, mfu = 0, hfu = 0;
   bool fits = false;
 };
 
@@ -268,9 +346,14 @@ struct SearchPins {
   std::optional<TensorLayout> layout;
   std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
+  /// The interleaved schedule's chunks per stage (2 unless pinned).
+  std::optional<int64_t> virtualStages;
   std::optional<Recompute> recompute;
   std::optional<bool> sequenceParallel;
   Precision precision = Precision::Mixed;
+  /// The overlap schedule the plans are compiled with (PlanChoice).
+  bool overlap = false;
+  int64_t bucketBytes = 0;
   /// How many dp x tp shapes with tp the ILP's layout is solved on: those
   /// of this many fastest template plans, or every shape (0). Each is a
   /// solve and two partitions: on a large machine every shape takes most
@@ -280,7 +363,7 @@ struct SearchPins {
 
 struct SearchResult {
   /// Feasible plans (within device memory), fastest first.
-  llvm::SmallVector<PlanEstimate> plans;
+  llvm::SmallVector<PlanEstimate, 0> plans;
   int64_t considered = 0;
   int64_t overMemory = 0;
   /// Why the ILP's layout failed on the first shape it failed on (none
@@ -322,9 +405,48 @@ SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
                          int64_t devices, const SearchPins &pins,
                          mlir::ModuleOp program = nullptr);
 
+/// `model` at a global batch of `batch` sequences: what its ops do per
+/// sequence scaled (the ops that read the data; a GEMM's rows or batch).
+ModelShape withBatch(const ModelShape &model, int64_t batch);
+
+enum class ScalingMode { Strong, Weak };
+inline constexpr EnumName<ScalingMode> kScalingModeNames[] = {
+    {"strong", ScalingMode::Strong, "the global batch fixed (Amdahl)"},
+    {"weak", ScalingMode::Weak, "the batch per device fixed (Gustafson)"}};
+
+/// The best plan at one device count of a scaling curve.
+struct ScalingPoint {
+  int64_t devices = 0, batch = 0;
+  /// None where no plan fits.
+  std::optional<PlanEstimate> plan;
+  /// Sequences per second; over the first count's (the speedup, scaled
+  /// under weak scaling); the speedup over the devices' ratio.
+  double throughput = 0, speedup = 0, efficiency = 0;
+};
+
+struct ScalingCurve {
+  ScalingMode mode = ScalingMode::Strong;
+  llvm::SmallVector<ScalingPoint, 0> points;
+  /// The serial fraction of the mode's law fitted to the speedups:
+  /// Amdahl's (strong), Gustafson's (weak).
+  double serialFraction = 0;
+};
+
+/// The best plan (searchPlans, Megatron's layout by its formulas) of
+/// `model` at each of `devices` (ascending, the first the baseline): under
+/// strong scaling at the model's batch, under weak scaling at its batch
+/// times the devices over the first count's (each count a multiple of the
+/// first). Fails naming a count the machine or pins do not allow.
+llvm::Expected<ScalingCurve> getScalingCurve(const ModelShape &model,
+                                             const MachineModel &machine,
+                                             llvm::ArrayRef<int64_t> devices,
+                                             ScalingMode mode,
+                                             const SearchPins &pins);
+
 } // namespace tessera
 
 // Their options read the names of the tables above.
+TESSERA_ENUM_OPTION_PARSER(tessera::ScalingMode);
 TESSERA_ENUM_OPTION_PARSER(tessera::Precision);
 TESSERA_ENUM_OPTION_PARSER(tessera::TensorLayout);
 

@@ -145,11 +145,95 @@ TEST(CostModelTest, RecomputationAddsForwardFlops) {
   EXPECT_DOUBLE_EQ(getRecomputeFactor(Recompute::Selective, 0.3), 1.1);
 }
 
-TEST(CostModelTest, OverlapHidesCommunicationUpToTheCompute) {
-  EXPECT_DOUBLE_EQ(getOverlappedSeconds(10, 4, 0.5), 12);
-  EXPECT_DOUBLE_EQ(getOverlappedSeconds(10, 4, 1.0), 10);
-  // Never more hidden than there is compute.
-  EXPECT_DOUBLE_EQ(getOverlappedSeconds(1, 4, 1.0), 4);
+TEST(CostModelTest, BucketedReductionExposesItsLastBucket) {
+  // Not overlapped (one bucket): all of it.
+  EXPECT_DOUBLE_EQ(getExposedReductionSeconds(10, 4, 1), 4);
+  // Four buckets of 1 s under a 10 s backward: only the last.
+  EXPECT_DOUBLE_EQ(getExposedReductionSeconds(10, 4, 4), 1);
+  // Communication-bound: 40 s of reductions, the first starting after a
+  // quarter of the backward: 10/4 + 40 - 10.
+  EXPECT_DOUBLE_EQ(getExposedReductionSeconds(10, 40, 4), 32.5);
+}
+
+TEST(CostModelTest, GemmEfficiencyQuantizesTilesOverTheUnits) {
+  MachineModel machine = makeSwitched();
+  machine.efficiency.gemm = 0.8;
+  machine.efficiency.computeUnits = 108;
+  // [4096, 4096]: 1024 tiles of 128 x 128, 9.48 waves of 108: 94.8%.
+  GemmShape square{1, 4096, 4096, 4096};
+  EXPECT_NEAR(getGemmEfficiency(machine, square), 0.8 * 1024.0 / 1080, 1e-9);
+  // 108 tiles exactly: one full wave.
+  EXPECT_NEAR(getGemmEfficiency(machine, {1, 128 * 12, 128 * 9, 64}), 0.8,
+              1e-9);
+  // One more row than a tile pads a second row of tiles half empty... of
+  // 129 rows, 256 computed: and 2 tiles of 108 units.
+  EXPECT_NEAR(getGemmEfficiency(machine, {1, 129, 128, 4096}),
+              0.8 * (129.0 / 256) * (2.0 / 108), 1e-9);
+  // The batch of products fills the waves too; K does not tile.
+  EXPECT_NEAR(getGemmEfficiency(machine, {54, 128, 256, 64}), 0.8, 1e-9);
+  // Without units (a CPU), size alone, as getGemmEfficiency(flops).
+  machine.efficiency.computeUnits = 0;
+  machine.gemmHalfEfficiencyFlops = 2e9;
+  GemmShape small{1, 1000, 1000, 1};
+  EXPECT_DOUBLE_EQ(getGemmEfficiency(machine, small),
+                   0.8 * getGemmEfficiency(2e6));
+  // Time: the FLOPs at that efficiency, or the bytes, the longer.
+  EXPECT_DOUBLE_EQ(*getGemmSeconds(machine, "bf16", small, 0),
+                   2e6 / (1e15 * 0.8 * getGemmEfficiency(2e6)));
+  EXPECT_DOUBLE_EQ(*getGemmSeconds(machine, "bf16", small, 1e9), 1e-3);
+  EXPECT_FALSE(bool(getGemmSeconds(machine, "fp8", small, 0)));
+  llvm::consumeError(getGemmSeconds(machine, "fp8", small, 0).takeError());
+}
+
+TEST(CostModelTest, MemoryBoundKernelsPayTheBandwidthTheyReach) {
+  MachineModel machine = makeSwitched();
+  machine.efficiency.memory = 0.5;
+  EXPECT_DOUBLE_EQ(getMemoryBoundSeconds(machine, 1e9), 2e-3);
+  // AdamW in mixed precision, 30 bytes per parameter: 1e9 of them.
+  EXPECT_DOUBLE_EQ(getOptimizerSeconds(machine, 1e9, 30), 60e-3);
+  machine.efficiency.attention = 0.5;
+  EXPECT_DOUBLE_EQ(*getFusedAttentionSeconds(machine, "bf16", 1e12, 0), 2e-3);
+  EXPECT_DOUBLE_EQ(*getFusedAttentionSeconds(machine, "bf16", 1, 1e9), 2e-3);
+}
+
+TEST(CostModelTest, CollectivesAndSendsPayTheirCall) {
+  MachineModel machine = makeSwitched();
+  double bare =
+      getCollectiveSeconds(machine, CollectiveKind::AllReduce, 1e6, {8, 1});
+  machine.efficiency.collectiveSeconds = 5e-6;
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(machine, CollectiveKind::AllReduce, 1e6, {8, 1}),
+      bare + 5e-6);
+  // A group of one calls nothing.
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(machine, CollectiveKind::AllReduce, 1e6, {1, 1}), 0);
+  // Stages 2 devices apart, 4 of them: inside a node (NVLink).
+  EXPECT_DOUBLE_EQ(getPointToPointSeconds(machine, 1e8, {4, 2}),
+                   5e-6 + 1e-6 + 1e8 / 100e9);
+  // 8 apart: every send crosses nodes (InfiniBand).
+  EXPECT_DOUBLE_EQ(getPointToPointSeconds(machine, 1e8, {2, 8}),
+                   5e-6 + 10e-6 + 1e8 / 10e9);
+  MachineModel torus = makeTorus();
+  EXPECT_DOUBLE_EQ(getPointToPointSeconds(torus, 1e8, {4, 16}),
+                   1e-6 + 1e8 / 50e9);
+}
+
+TEST(CostModelTest, ScalingLawsAndTheirSerialFractions) {
+  // Amdahl: 5% serial caps the speedup at 20; 16 devices give 9.14.
+  EXPECT_DOUBLE_EQ(getAmdahlSpeedup(0.05, 16), 1 / (0.05 + 0.95 / 16));
+  EXPECT_DOUBLE_EQ(getAmdahlSpeedup(0, 16), 16);
+  // Gustafson: the scaled speedup loses the serial part of each device.
+  EXPECT_DOUBLE_EQ(getGustafsonSpeedup(0.05, 16), 16 - 0.05 * 15);
+  // Fits recover the fraction the points were made with.
+  llvm::SmallVector<std::pair<double, double>> amdahl, gustafson;
+  for (double n : {1, 2, 4, 8, 16, 64}) {
+    amdahl.push_back({n, getAmdahlSpeedup(0.037, n)});
+    gustafson.push_back({n, getGustafsonSpeedup(0.21, n)});
+  }
+  EXPECT_NEAR(fitSerialFraction(amdahl, false), 0.037, 1e-6);
+  EXPECT_NEAR(fitSerialFraction(gustafson, true), 0.21, 1e-6);
+  // Perfect scaling: no serial part.
+  EXPECT_EQ(fitSerialFraction({{1, 1}, {4, 4}}, false), 0);
 }
 
 } // namespace

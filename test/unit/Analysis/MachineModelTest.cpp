@@ -89,4 +89,65 @@ TEST(MachineModelTest, ErrorsNameTheField) {
             "machine file is nested deeper than 1000 levels (at byte 1000)");
 }
 
+TEST(MachineModelTest, EfficiencyIsOptionalAndChecked) {
+  const char *base = R"({"name": "m", "sources": ["s"],
+    "device": {"name": "d", "peak_flops_per_second": {"bf16": 1e15},
+               "memory_bytes": 1e9, "memory_bandwidth_bytes_per_second": 1e12},
+    "levels": [{"name": "nvlink", "devices": 8,
+      "bandwidth_bytes_per_second": 1e11, "latency_seconds": 1e-6}]%s})";
+  auto make = [&](const char *efficiency) {
+    char text[1024];
+    std::snprintf(text, sizeof(text), base, efficiency);
+    return std::string(text);
+  };
+  llvm::Expected<MachineModel> plain = parseMachineModel(make(""));
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  EXPECT_EQ(plain->efficiency.gemm, Efficiency().gemm);
+  EXPECT_EQ(plain->efficiency.computeUnits, 0);
+  llvm::Expected<MachineModel> fitted = parseMachineModel(
+      make(R"(, "efficiency": {"gemm": 0.7, "gemm_tile": [256, 128],
+        "compute_units": 132, "attention": 0.4, "memory": 0.9,
+        "kernel_launch_seconds": 2e-6, "collective_seconds": 1e-5,
+        "step_seconds": 0.01})"));
+  ASSERT_TRUE(bool(fitted)) << llvm::toString(fitted.takeError());
+  EXPECT_EQ(fitted->efficiency.gemm, 0.7);
+  EXPECT_EQ(fitted->efficiency.tileM, 256);
+  EXPECT_EQ(fitted->efficiency.tileN, 128);
+  EXPECT_EQ(fitted->efficiency.computeUnits, 132);
+  EXPECT_EQ(fitted->efficiency.attention, 0.4);
+  EXPECT_EQ(fitted->efficiency.memory, 0.9);
+  EXPECT_EQ(fitted->efficiency.kernelLaunchSeconds, 2e-6);
+  EXPECT_EQ(fitted->efficiency.collectiveSeconds, 1e-5);
+  EXPECT_EQ(fitted->efficiency.stepSeconds, 0.01);
+  EXPECT_EQ(parseError(make(R"(, "efficiency": {"gemm": 1.5})")),
+            "machine field 'efficiency.gemm' must be a fraction of peak in (0, "
+            "1]");
+  EXPECT_EQ(parseError(make(R"(, "efficiency": {"step_seconds": -1})")),
+            "machine field 'efficiency.step_seconds' must be seconds from 0 to "
+            "3600");
+  EXPECT_EQ(parseError(make(R"(, "efficiency": {"gemm_tile": [0, 8]})")),
+            "machine field 'efficiency.gemm_tile' must be [m, n], each from 1 "
+            "to 4096");
+  EXPECT_EQ(parseError(make(R"(, "efficiency": {"compute_units": 1.5})")),
+            "machine field 'efficiency.compute_units' must be an integer from "
+            "0 to 2^20");
+  EXPECT_EQ(parseError(make(R"(, "efficiency": {"gemm_eff": 0.5})")),
+            "machine field 'efficiency.gemm_eff' is not a known field");
+  EXPECT_EQ(parseError(make(R"(, "efficiency": 3)")),
+            "machine field 'efficiency' must be an object");
+}
+
+TEST(MachineModelTest, CalibratedPresetsRecordTheirFits) {
+  for (const char *name : {"dgx-a100-80gb", "dgx-h100", "h200-cluster"}) {
+    llvm::Expected<MachineModel> machine =
+        loadMachineModel(name, TESSERA_MACHINES_DIR);
+    ASSERT_TRUE(bool(machine)) << llvm::toString(machine.takeError());
+    EXPECT_GT(machine->efficiency.computeUnits, 0) << name;
+    EXPECT_TRUE(llvm::any_of(machine->sources, [](const std::string &source) {
+      return llvm::StringRef(source).contains("bench/costmodel/fit.py") ||
+             llvm::StringRef(source).contains("the same GH100 die");
+    })) << name;
+  }
+}
+
 } // namespace

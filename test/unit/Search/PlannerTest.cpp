@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 using namespace tessera;
 
 namespace {
@@ -171,11 +173,12 @@ TEST(PlannerTest, ZeroStagesShardModelStateAsInTheZeroPaper) {
   };
   // Mixed precision: 2 + 2 + 12 bytes per parameter. From stage 2 a block's
   // gradient is whole until its reduce-scatter (its TP piece, one flat
-  // buffer: (12 h² + 7 h) / 8).
+  // buffer: (12 h² + 7 h) / 8). At stage 1 a pipeline stage holds the
+  // reduce-scatter's shard beside the whole gradient.
   double h = model.hidden;
   double whole = 2 * ((12 * h * h + 7 * h) / 8) / local;
   EXPECT_DOUBLE_EQ(state(0), 16);
-  EXPECT_DOUBLE_EQ(state(1), 4 + 12.0 / 64);
+  EXPECT_DOUBLE_EQ(state(1), 4 + 14.0 / 64);
   EXPECT_DOUBLE_EQ(state(2), 2 + 14.0 / 64 + whole);
   EXPECT_DOUBLE_EQ(state(3), 16.0 / 64 + whole);
 }
@@ -896,6 +899,148 @@ TEST(PlannerTest, MeshSchedulesAndRecomputationArePricedAsCompiled) {
     EXPECT_GE(planned, 0.96 * arena);
     EXPECT_LE(planned, 1.20 * arena);
   }
+}
+
+TEST(PlannerTest, OpCostsFollowTheGraph) {
+  mlir::MLIRContext context;
+  context.loadDialect<nn::NNDialect, mlir::func::FuncDialect>();
+  for (const char *attention : {"fused", "unfused"}) {
+    SCOPED_TRACE(attention);
+    GptConfig config = getSmallGpt();
+    config.attention = attention;
+    config.sharding = "none";
+    mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
+    llvm::Expected<ModelShape> shape = getModelShape(*model);
+    ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+    // Every FLOP of the forward is some op's (views have none).
+    double flops = 0;
+    for (const OpCost &op : shape->opCosts)
+      flops += op.flops * op.count;
+    EXPECT_DOUBLE_EQ(flops, shape->forwardFlops);
+    auto find = [&](llvm::StringRef name, bool inBlock) {
+      auto it = llvm::find_if(shape->opCosts, [&](const OpCost &op) {
+        return op.name == name && op.inBlock == inBlock;
+      });
+      return it == shape->opCosts.end() ? nullptr : &*it;
+    };
+    // The tied LM head: the one GEMM outside the blocks, [b s, h] x [h, V],
+    // whole on each TP rank.
+    const OpCost *head = find("nn.dot", false);
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->kind, OpClass::Gemm);
+    EXPECT_FALSE(head->tensorSplit);
+    EXPECT_EQ(head->gemm.m, config.batch * config.seq);
+    EXPECT_EQ(head->gemm.k, config.hidden);
+    EXPECT_EQ(head->gemm.n, config.vocab);
+    // The blocks' layer norms are the residual stream's, twice a block; the
+    // MLP's activation is split over TP.
+    const OpCost *norm = find("nn.layer_norm", true);
+    ASSERT_TRUE(norm);
+    EXPECT_FALSE(norm->tensorSplit);
+    EXPECT_EQ(norm->count, 2 * config.layers);
+    const OpCost *gelu = find("nn.gelu", true);
+    ASSERT_TRUE(gelu);
+    EXPECT_TRUE(gelu->tensorSplit);
+    EXPECT_FALSE(gelu->scores);
+    // Attention: one fused op a block, or the scores' softmax that
+    // selective recomputation runs again.
+    if (config.attention == "fused") {
+      const OpCost *fused = find("nn.attention", true);
+      ASSERT_TRUE(fused);
+      EXPECT_EQ(fused->kind, OpClass::FusedAttention);
+      EXPECT_EQ(fused->count, config.layers);
+    } else {
+      const OpCost *softmax = find("nn.softmax", true);
+      ASSERT_TRUE(softmax);
+      EXPECT_TRUE(softmax->scores);
+      EXPECT_TRUE(softmax->tensorSplit);
+    }
+  }
+}
+
+TEST(PlannerTest, BreakdownTermsSumToTheStep) {
+  mlir::MLIRContext context;
+  context.loadDialect<nn::NNDialect, mlir::func::FuncDialect>();
+  GptConfig config = getSmallGpt();
+  config.attention = "unfused";
+  mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
+  llvm::Expected<ModelShape> shape = getModelShape(*model);
+  ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+  MachineModel machine = dgx();
+  machine.efficiency.kernelLaunchSeconds = 3e-6;
+  machine.efficiency.stepSeconds = 1e-3;
+  machine.efficiency.computeUnits = 132;
+  for (auto [dp, tp, pp, zero, recompute] :
+       {std::tuple{2, 2, 1, 0, Recompute::None},
+        {2, 1, 2, 1, Recompute::Selective},
+        {1, 2, 2, 3, Recompute::Full},
+        {4, 1, 1, 2, Recompute::None}}) {
+    PlanChoice choice;
+    choice.dp = dp, choice.tp = tp, choice.pp = pp, choice.zero = zero;
+    choice.recompute = recompute;
+    choice.microbatches = pp > 1 ? 4 : 1;
+    choice.overlap = true;
+    PlanEstimate estimate = estimatePlan(*shape, machine, choice);
+    const StepBreakdown &terms = estimate.breakdown;
+    SCOPED_TRACE(
+        llvm::formatv("dp {0} tp {1} pp {2} zero {3}", dp, tp, pp, zero).str());
+    EXPECT_DOUBLE_EQ(terms.getTotalSeconds(), estimate.stepTimeSeconds);
+    for (const auto &[name, seconds] : terms.compute)
+      EXPECT_GT(seconds, 0) << name;
+    EXPECT_EQ(terms.recompute > 0, recompute != Recompute::None);
+    EXPECT_GT(terms.launch, 0);
+    EXPECT_EQ(terms.tpExposed > 0, tp > 1);
+    EXPECT_EQ(terms.dpExposed > 0, dp > 1);
+    EXPECT_EQ(terms.bubble > 0, pp > 1);
+    EXPECT_GT(terms.optimizer, 0);
+    EXPECT_EQ(terms.fixed, 1e-3);
+    EXPECT_GT(estimate.hfu,
+              estimate.mfu * (recompute == Recompute::None ? 0.999 : 1.0001));
+  }
+  // GEMMs are priced at their efficiency: halving it doubles their time
+  // (none of them memory-bound).
+  machine.memoryBandwidthBytesPerSecond = 1e18;
+  PlanChoice choice;
+  choice.tp = 2;
+  auto gemmSeconds = [&](const MachineModel &on) {
+    for (const auto &[name, seconds] :
+         estimatePlan(*shape, on, choice).breakdown.compute)
+      if (name == "gemm")
+        return seconds;
+    return 0.0;
+  };
+  MachineModel slower = machine;
+  slower.efficiency.gemm /= 2;
+  EXPECT_NEAR(gemmSeconds(slower), 2 * gemmSeconds(machine),
+              1e-9 * gemmSeconds(machine));
+}
+
+TEST(PlannerTest, DataParallelReductionsOverlapAsScheduled) {
+  ModelShape model = gpt3();
+  model.parameterTensors = 4 * model.layers;
+  PlanChoice choice;
+  choice.dp = 8;
+  choice.tp = 8;
+  choice.pp = 4;
+  auto exposed = [&](int64_t zero, int64_t microbatches, bool overlap) {
+    choice.zero = zero;
+    choice.microbatches = microbatches;
+    choice.overlap = overlap;
+    choice.bucketBytes = 25 << 20;
+    PlanEstimate estimate = estimatePlan(model, dgx(), choice);
+    return estimate.breakdown.dpExposed / estimate.dpCommSeconds;
+  };
+  // Without the overlap schedule, and where the compiled step reduces after
+  // the backward (ZeRO-0 with microbatches, ZeRO-1), all of it.
+  EXPECT_DOUBLE_EQ(exposed(0, 1, false), 1);
+  EXPECT_DOUBLE_EQ(exposed(0, 4, true), 1);
+  EXPECT_DOUBLE_EQ(exposed(1, 1, true), 1);
+  // Bucketed during the backward: its last bucket.
+  EXPECT_LT(exposed(0, 1, true), 0.1);
+  // From stage 2 each microbatch's during its own; stage 2 gathers after
+  // the update, stage 3 ahead of the forward.
+  EXPECT_LT(exposed(2, 4, true), 0.6);
+  EXPECT_LT(exposed(3, 4, true), exposed(2, 4, true));
 }
 
 TEST(PlannerTest, KeepingTheForwardsGathersTradesMemoryForTraffic) {
