@@ -13,7 +13,8 @@ gives the measured terms:
   optimizer's and the collectives (norms, elementwise chains, softmax,
   cross-entropy, copies);
 - optimizer: nn.adamw; collectives: dist.* on the compute stream (blocking,
-  exposed);
+  exposed), each the least time any rank spent in it (what the others
+  spent beyond it is waiting for the slowest rank: skew);
 - the rest of the step (its wall time less its kernels) against the
   launches and the fixed per-step cost.
 
@@ -42,9 +43,13 @@ GPT = ["--layers", "4", "--hidden", "256", "--heads", "4", "--seq", "128",
 PLANS = [(2, 2, 1), (2, 1, 2), (4, 2, 2), (4, 4, 1)]
 
 
-def run(command, **kwargs):
+# One thread per rank, in the calibration and the run alike.
+ONE_THREAD = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+
+
+def run(command):
     return subprocess.run(command, check=True, capture_output=True, text=True,
-                          **kwargs).stdout
+                          env=ONE_THREAD).stdout
 
 
 def predict(model, machine, ranks, dp, tp):
@@ -74,17 +79,22 @@ def measure(model, ranks, dp, tp, steps, directory):
          "adamw", "-o", plan])
     trace = os.path.join(directory, f"trace-{dp}x{tp}")
     out = run([TESSERA, "run", plan, "--ranks", str(ranks), "--steps",
-               str(steps), "--time", "--trace", trace],
-              env=dict(os.environ, OPENBLAS_NUM_THREADS="1",
-                       OMP_NUM_THREADS="1"))
+               str(steps), "--time", "--threads", "1", "--trace", trace])
     # Rank 0's trace, in order, each step the same instructions: the first
-    # step's (the warm-up) left out.
-    with open(os.path.join(trace, "rank0.json")) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    # step's (the warm-up) left out. A blocking collective also waits for
+    # the slowest rank: its time is the least any rank spent in it (the
+    # rest, skew between the ranks, counts with the step's rest).
+    ranks_events = []
+    for rank in range(ranks):
+        with open(os.path.join(trace, f"rank{rank}.json")) as f:
+            ranks_events.append([e for e in json.load(f)["traceEvents"]
+                                 if e.get("ph") == "X"])
+    events = ranks_events[0]
     per_step = len(events) // steps
-    events = events[per_step:]
+    first = per_step
+    events = events[first:]
     totals = collections.Counter()
-    for event in events:
+    for index, event in enumerate(events, first):
         name, seconds = event["name"], event["dur"] * 1e-6
         if event.get("tid") == 1:
             continue  # the communication stream overlaps
@@ -95,7 +105,9 @@ def measure(model, ranks, dp, tp, steps, directory):
         elif name in ("nn.adamw", "nn.sgd"):
             totals["optimizer"] += seconds
         elif name.startswith("dist."):
-            totals["collectives"] += seconds
+            totals["collectives"] += min(
+                r[index]["dur"] for r in ranks_events
+                if index < len(r) and r[index]["name"] == name) * 1e-6
         else:
             totals["memory-bound"] += seconds
     measured = {k: v / (steps - 1) for k, v in totals.items()}

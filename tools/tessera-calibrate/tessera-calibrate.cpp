@@ -3,7 +3,8 @@
 //   mpirun -np N tessera-calibrate OUTPUT.json [--quick]
 //
 // Measures, on the runtime's own backend and communicator: the GEMM FLOP/s
-// of nn.dot over square sizes (the peak is the best), the memory bandwidth
+// of nn.dot over square sizes (peak and half-efficiency size fitted to
+// their times), the memory bandwidth
 // of a large nn.add, a tiny kernel's time (the cost model's launch), fused
 // attention's fraction of the GEMM peak, and all_reduce times over message
 // sizes on all ranks,
@@ -58,11 +59,27 @@ void orDie(const Status &status) {
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-/// The best GEMM FLOP/s and the size that reaches half of it: with
-/// efficiency f / (f + h), a GEMM of f FLOPs takes (f + h) / peak.
+/// Fits t = a + b S over (S, t) by least squares.
+std::pair<double, double> fitLine(const std::vector<double> &sizes,
+                                  const std::vector<double> &times) {
+  double n = sizes.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    sx += sizes[i];
+    sy += times[i];
+    sxx += sizes[i] * sizes[i];
+    sxy += sizes[i] * times[i];
+  }
+  double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  double intercept = (sy - slope * sx) / n;
+  return {std::max(intercept, 1e-9), std::max(slope, 1e-15)};
+}
+
+/// The GEMM peak and the size that reaches half of it: with efficiency
+/// f / (f + h), a GEMM of f FLOPs takes (f + h) / peak, a line in f fitted
+/// by least squares (one slow large GEMM moves it less than the largest
+/// shortfall would).
 std::pair<double, double> measureGemm(bool quick) {
-  double peak = 0;
-  std::vector<std::pair<double, double>> runs;
+  std::vector<double> flops, times;
   KernelAttrs attrs;
   attrs.lists["lhs_batching_dims"] = {};
   attrs.lists["rhs_batching_dims"] = {};
@@ -72,17 +89,13 @@ std::pair<double, double> measureGemm(bool quick) {
                          : std::vector<int64_t>{32, 64, 256, 512, 1024}) {
     OwnedTensor a(DType::F32, {n, n}), b(DType::F32, {n, n}),
         c(DType::F32, {n, n});
-    double seconds = bestOf(3, [&] {
+    times.push_back(bestOf(3, [&] {
       orDie(runCpuKernel("nn.dot", attrs, {&a.view, &b.view}, {&c.view}));
-    });
-    double flops = 2.0 * n * n * n;
-    peak = std::max(peak, flops / seconds);
-    runs.push_back({flops, seconds});
+    }));
+    flops.push_back(2.0 * n * n * n);
   }
-  double half = 0;
-  for (auto [flops, seconds] : runs)
-    half = std::max(half, seconds * peak - flops);
-  return {peak, std::max(half, 1.0)};
+  auto [intercept, slope] = fitLine(flops, times);
+  return {1 / slope, std::max(intercept / slope, 1.0)};
 }
 
 double measureMemoryBandwidth(bool quick) {
@@ -128,21 +141,6 @@ double measureAttention(bool quick, double peak) {
   });
   double flops = static_cast<double>(b) * a * s * (s + 1) / 2 * (4 * d + 5);
   return std::min(1.0, 3.5 * flops / (forward + backward) / peak);
-}
-
-/// Fits t = a + b S over (S, t) by least squares.
-std::pair<double, double> fitLine(const std::vector<double> &sizes,
-                                  const std::vector<double> &times) {
-  double n = sizes.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    sx += sizes[i];
-    sy += times[i];
-    sxx += sizes[i] * sizes[i];
-    sxy += sizes[i] * times[i];
-  }
-  double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  double intercept = (sy - slope * sx) / n;
-  return {std::max(intercept, 1e-9), std::max(slope, 1e-15)};
 }
 
 } // namespace
