@@ -51,7 +51,7 @@ MEGATRON_BUCKET_BYTES = 40_000_000 * 4
 # TFLOP/s of the A100's 312; about 35% of the H100's peak, as the
 # FlashAttention-3 paper measures it).
 FLASH_ATTENTION = {"dgx-a100-80gb": 0.6, "dgx-h100": 0.35, "h200-cluster": 0.35}
-# A kernel's launch where too few runs fit it: the A100 runs' fit.
+# A kernel's launch where too few runs fit it (about the A100 runs' fit).
 LAUNCH_SECONDS = 2e-6
 # No published BF16 end-to-end run on H200 gives its configuration: it takes
 # the H100's compute efficiencies (the same GH100 die, with HBM3e).
@@ -106,8 +106,11 @@ def model_file(run, cache):
     args = [str(a) for a in args]
     path = os.path.join(cache, "-".join([kind] + args[1::2]) + ".mlir")
     if not os.path.exists(path):
-        subprocess.run([TESSERA, "model", kind, *args, "-o", path], check=True,
-                       stderr=subprocess.DEVNULL)
+        # Whole or not at all: two runs may share a shape.
+        partial = f"{path}.{os.getpid()}.{id(run)}"
+        subprocess.run([TESSERA, "model", kind, *args, "-o", partial],
+                       check=True, stderr=subprocess.DEVNULL)
+        os.replace(partial, path)
     return path
 
 

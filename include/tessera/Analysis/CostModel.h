@@ -65,9 +65,9 @@ llvm::Expected<double> getFusedAttentionSeconds(const MachineModel &machine,
 
 /// The optimizer's update of `parameters` elements: memory-bound, reading
 /// and writing `bytesPerParameter` of weights, gradient and state each
-/// (AdamW in mixed precision: the f32 master weight, gradient and two
-/// moments read, the master and moments written, the bf16 copy written:
-/// 30 bytes).
+/// (AdamW in mixed precision: the f32 master weight, the bf16 gradient and
+/// two moments read, the master and moments written, the bf16 copy
+/// written: 28 bytes).
 double getOptimizerSeconds(const MachineModel &machine, double parameters,
                            double bytesPerParameter);
 
