@@ -312,8 +312,9 @@ int cli::runPlan(MLIRContext &context) {
   if (llvm::Error error = checkDeviceCount(*machine, devices))
     return reportError(std::move(error));
   llvm::Expected<ModelShape> shape = getModelShape(model);
-  if (!shape && scaling)
-    return reportError("--scaling searches GPT-style models: " +
+  if (!shape && (scaling || planBreakdown))
+    return reportError(std::string(scaling ? "--scaling" : "--breakdown") +
+                       " prices the plans of GPT-style models: " +
                        llvm::toString(shape.takeError()));
   if (!shape)
     return runShardingPlan(model, *machine, devices,
