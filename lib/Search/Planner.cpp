@@ -3,8 +3,9 @@
 // The estimate follows Megatron-LM's analysis of GPT training (Narayanan et
 // al. 2021; activation memory from Korthikanti et al. 2022) on top of the
 // machine and cost models: model state per ZeRO stage, activations per
-// recomputation mode, TP all-reduces per layer, the DP gradient reduction
-// overlapped with the backward pass, pipeline point-to-point and bubbles.
+// recomputation mode, compute op by op from the graph (priceOps), TP
+// collectives, the DP gradient reduction as the overlap schedule places it,
+// pipeline point-to-point and bubbles, summed term by term (StepBreakdown).
 //
 //===----------------------------------------------------------------------===//
 
