@@ -757,6 +757,9 @@ LogicalResult PlanBuilder::build(plan::Program &result,
         if (auto updates = function.getResultAttrOfType<IntegerAttr>(
                 index, nn::kUpdatesAttrName))
           planResult->set_updates_argument(updates.getInt());
+        if (auto metric = function.getResultAttrOfType<StringAttr>(
+                index, nn::kMetricAttrName))
+          planResult->set_metric(metric.str());
         setSharding(function.getResultAttr(index, attrName),
                     function.getResultAttr(index, globalShapeName),
                     function.getResultAttr(index, unpaddedName),

@@ -27,6 +27,29 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
              std::to_string(value);
   if (options.zero != ZeroStage::None && options.train != Optimizer::AdamW)
     return "--zero needs --train adamw (the optimizer state it shards)";
+  if (options.clipGrad < 0)
+    return "--clip-grad must be a non-negative norm (0: no clipping)";
+  if (options.clipGrad > 0 && options.train != Optimizer::AdamW)
+    return "--clip-grad needs --train adamw";
+  if (options.clipGrad > 0 && options.pipelineStages > 1)
+    return "--clip-grad with --pp is not supported yet: the global norm "
+           "would have to be summed over the pipeline stages";
+  bool scheduled = options.lrSchedule != LrScheduleKind::Constant ||
+                   options.warmupSteps != 0;
+  if (scheduled && options.train != Optimizer::AdamW)
+    return "--lr-schedule and --warmup-steps need --train adamw";
+  if (options.warmupSteps < 0)
+    return "--warmup-steps must be at least 0, got " +
+           std::to_string(options.warmupSteps);
+  if (options.lrSchedule != LrScheduleKind::Constant &&
+      options.decaySteps <= options.warmupSteps)
+    return "--lr-schedule " +
+           std::string(
+               getEnumName(kLrScheduleNames, options.lrSchedule.getValue())) +
+           " needs --decay-steps past --warmup-steps (" +
+           std::to_string(options.warmupSteps) + ")";
+  if (options.minLr < 0 || options.minLr > options.lr)
+    return "--min-lr must be from 0 to --lr";
   if (options.isPipelined() && options.train == Optimizer::None)
     return "--pp and --microbatches pipeline a train step: give --train";
   if (options.recompute != Recompute::None && options.train == Optimizer::None)
@@ -43,7 +66,21 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   trainStep.lr = options.lr;
   trainStep.weightDecay = options.weightDecay;
   trainStep.precision = options.precision;
+  trainStep.schedule = options.lrSchedule;
+  trainStep.warmupSteps = options.warmupSteps;
+  trainStep.decaySteps = options.decaySteps;
+  trainStep.minLr = options.minLr;
   pm.addPass(createTrainStepPass(trainStep));
+}
+
+/// Gradient clipping, when `options` ask for it: the norm reads the
+/// gradients as the updates read them, so after ZeRO.
+static void addClipping(OpPassManager &pm, const CompileOptions &options) {
+  if (options.clipGrad <= 0)
+    return;
+  ClipGradientsPassOptions clip;
+  clip.maxNorm = options.clipGrad;
+  pm.addPass(createClipGradientsPass(clip));
 }
 
 /// The ops' folders and canonicalizations (a dot reads a transposed operand
@@ -89,6 +126,7 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
     zero.units = options.zeroUnits;
     pm.addPass(createZeroPass(zero));
   }
+  addClipping(pm, options);
   // Microbatches are a mesh axis in time: propagation and partition treat
   // them as one more split of the batch, which the pipeline pass then runs
   // one microbatch after another (each unit once, run per microbatch by
@@ -158,6 +196,7 @@ void tessera::buildCompilePipeline(OpPassManager &pm,
 void tessera::buildSingleDevicePipeline(OpPassManager &pm,
                                         const CompileOptions &options) {
   addTrainStep(pm, options);
+  addClipping(pm, options);
   pm.addPass(createStripShardingPass());
   addFolding(pm);
   addFusionAndExport(pm, options);

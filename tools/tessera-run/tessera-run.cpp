@@ -43,12 +43,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "Data.h"
+#include "TrainingLog.h"
 
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"
 #include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
+#include "tessera/runtime/Safetensors.h"
 #include "tessera/runtime/Threads.h"
 
 #include <mpi.h>
@@ -83,6 +86,10 @@ struct Options {
   std::string dumpLosses;
   std::string saveCheckpoint;
   std::string loadCheckpoint;
+  std::string data;
+  std::string loadWeights;
+  std::string saveWeights;
+  std::string metrics;
   std::string traceDir;
   bool time = false;
   /// Only load the plan (validated, its manifest and checksum checked).
@@ -97,6 +104,8 @@ const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
     "[--weights FILE] "
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
+    "       [--data TOKENS] [--load-weights FILE.safetensors] "
+    "[--save-weights FILE.safetensors] [--metrics FILE.jsonl]\n"
     "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
     "[--time]\n"
     "       [--device cpu|cuda] [--comm-timeout SECONDS] [--threads N]\n"
@@ -169,6 +178,18 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--load-checkpoint") {
       if (!value(options.loadCheckpoint))
         return invalidArgument("--load-checkpoint needs a directory");
+    } else if (arg == "--data") {
+      if (!value(options.data))
+        return invalidArgument("--data needs a token file");
+    } else if (arg == "--load-weights") {
+      if (!value(options.loadWeights))
+        return invalidArgument("--load-weights needs a safetensors file");
+    } else if (arg == "--save-weights") {
+      if (!value(options.saveWeights))
+        return invalidArgument("--save-weights needs a safetensors file");
+    } else if (arg == "--metrics") {
+      if (!value(options.metrics))
+        return invalidArgument("--metrics needs a file");
     } else if (arg == "--trace") {
       if (!value(options.traceDir))
         return invalidArgument("--trace needs a directory");
@@ -217,6 +238,12 @@ Status parseOptions(int argc, char **argv, Options &options) {
   }
   if (options.plan.empty())
     return invalidArgument("no plan given");
+  if (!options.weights.empty() && !options.loadWeights.empty())
+    return invalidArgument("--weights and --load-weights both give the "
+                           "parameters: give one");
+  if (!options.data.empty() && !options.inputs.empty())
+    return invalidArgument("--data and --inputs both give the step's data: "
+                           "give one");
   return Status::success();
 }
 
@@ -283,7 +310,9 @@ Status checkOutputs(const Options &options) {
   for (auto [flag, file] : {std::pair<const char *, const std::string *>{
                                 "--dump-inputs", &options.dumpInputs},
                             {"--dump-outputs", &options.dumpOutputs},
-                            {"--dump-losses", &options.dumpLosses}}) {
+                            {"--dump-losses", &options.dumpLosses},
+                            {"--save-weights", &options.saveWeights},
+                            {"--metrics", &options.metrics}}) {
     if (file->empty())
       continue;
     fs::path parent = fs::path(*file).parent_path();
@@ -301,13 +330,18 @@ Status checkOutputs(const Options &options) {
   return Status::success();
 }
 
-/// The loss: the first scalar float result that updates no argument; -1
-/// when there is none.
+bool isFloatType(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || isHalf(dtype);
+}
+
+/// The loss: the first scalar float result that updates no argument and is
+/// no metric; -1 when there is none.
 int getLossResult(const plan::Program &program) {
   for (int i = 0; i < program.results_size(); ++i) {
     const plan::Result &result = program.results(i);
     plan::DType dtype = program.buffers(result.buffer()).dtype();
-    if (!result.has_updates_argument() && result.global_shape_size() == 0 &&
+    if (!result.has_updates_argument() && result.metric().empty() &&
+        result.global_shape_size() == 0 &&
         (dtype == plan::F32 || dtype == plan::BF16 || dtype == plan::F16))
       return i;
   }
@@ -494,6 +528,54 @@ int main(int argc, char **argv) {
                   std::to_string(weights.size()) + " tensors, the plan has " +
                   std::to_string(weightOf.size()) + " parameters");
   }
+  // --load-weights: the parameters by name from a safetensors file, each
+  // checked against the step's parameter of that name; every mismatch is
+  // reported at once.
+  std::optional<SafetensorsFile> safetensors;
+  std::map<int64_t, const SafetensorsFile::Entry *> entryOf;
+  if (!options.loadWeights.empty()) {
+    Expected<SafetensorsFile> opened = openSafetensors(options.loadWeights);
+    if (!opened.ok())
+      return fail(opened.message());
+    safetensors.emplace(opened.take());
+    std::map<std::string, std::pair<int64_t, plan::Argument>> params;
+    for (const plan::Program &each : plan.programs())
+      for (int i = 0; i < each.arguments_size(); ++i)
+        for (const auto &[source, tensor] :
+             getStepTensors(each.arguments(i), i))
+          if (tensor.role() == plan::PARAM)
+            params.emplace(tensor.name(), std::make_pair(source, tensor));
+    std::vector<std::string> problems;
+    for (const auto &[name, param] : params) {
+      const plan::Argument &tensor = param.second;
+      std::vector<int64_t> shape(tensor.global_shape().begin(),
+                                 tensor.global_shape().end());
+      DType dtype = getDType(tensor.dtype());
+      const SafetensorsFile::Entry *entry = safetensors->find(name);
+      if (!entry)
+        problems.push_back("no tensor '" + name + "' (" + getDTypeName(dtype) +
+                           " " + formatShape(shape) + ")");
+      else if (entry->shape != shape)
+        problems.push_back("'" + name + "' is " + formatShape(entry->shape) +
+                           ", the model's " + formatShape(shape));
+      else if (isFloatType(entry->dtype) != isFloatType(dtype))
+        problems.push_back("'" + name + "' is " + getDTypeName(entry->dtype) +
+                           ", the model's " + getDTypeName(dtype));
+      else
+        entryOf[param.first] = entry;
+    }
+    for (const std::string &name : safetensors->getNames())
+      if (!params.count(name))
+        problems.push_back("'" + name + "' is no parameter of the model");
+    if (!problems.empty()) {
+      std::string message = "'" + options.loadWeights +
+                            "' does not hold "
+                            "the model's parameters:";
+      for (const std::string &problem : problems)
+        message += "\n  " + problem;
+      return fail(message);
+    }
+  }
   std::vector<OwnedTensor> inputs(needed), data;
   bool dataOnly = false;
   if (!options.inputs.empty()) {
@@ -521,7 +603,30 @@ int main(int argc, char **argv) {
   for (int i = 0; i < program->arguments_size(); ++i) {
     const plan::Argument &argument = program->arguments(i);
     std::vector<const Tensor *> held;
+    std::vector<Tensor> mapped; // views of --load-weights' tensors
+    mapped.reserve(stepTensors[i].size());
     for (const auto &[source, tensor] : stepTensors[i]) {
+      // A parameter of --load-weights: read in place where it has the
+      // parameter's dtype (only the piece is copied), else converted.
+      if (auto entry = entryOf.find(source); entry != entryOf.end()) {
+        Tensor view = safetensors->view(*entry->second);
+        if (view.dtype == getDType(tensor.dtype()) &&
+            options.dumpInputs.empty()) {
+          mapped.push_back(view);
+          held.push_back(&mapped.back());
+          continue;
+        }
+        Expected<OwnedTensor> converted =
+            convertTo(view, getDType(tensor.dtype()));
+        if (!converted.ok())
+          return fail(converted.getStatus()
+                          .withPrefix("'" + options.loadWeights +
+                                      "': tensor '" + tensor.name() + "': ")
+                          .message());
+        inputs[source] = converted.take();
+        held.push_back(&inputs[source].view);
+        continue;
+      }
       // Given (a weight, a data tensor, or the whole step's input), or made.
       const std::string *file = nullptr;
       if (auto weight = weightOf.find(source); weight != weightOf.end()) {
@@ -563,9 +668,17 @@ int main(int argc, char **argv) {
   // The new parameters and optimizer state of each step stay on the device
   // as the next step's arguments.
   executor.setCarryUpdates(true);
+  // Steps before the last fetch only what the log reads: the loss and the
+  // gradient norm.
+  int normResult = -1;
+  for (int i = 0; i < program->results_size(); ++i)
+    if (program->results(i).metric() == "grad_norm")
+      normResult = i;
   std::vector<bool> lossOnly(program->results_size(), false);
   if (lossResult >= 0)
     lossOnly[lossResult] = true;
+  if (normResult >= 0)
+    lossOnly[normResult] = true;
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
@@ -584,6 +697,20 @@ int main(int argc, char **argv) {
                 std::to_string(firstStep) +
                 " pass the largest step the plan's step counter holds (" +
                 std::to_string(lastStep) + ")");
+  // --data: each step's inputs and labels, read ahead.
+  std::unique_ptr<DataFeed> feed;
+  if (!options.data.empty()) {
+    Expected<std::unique_ptr<DataFeed>> created = DataFeed::create(
+        options.data, plan, *program, mesh, rank, options.seed);
+    if (!created.ok())
+      return fail(created.message());
+    feed = created.take();
+    feed->prefetch(firstStep + 1);
+  }
+  // The training log, from the first rank whose program has the loss.
+  TrainingLog log(plan, *program, rank, options.steps);
+  if (Status opened = log.openMetrics(options.metrics); !opened.ok())
+    return fail(opened.message());
   for (int64_t step = firstStep + 1; step <= firstStep + options.steps;
        ++step) {
     for (int i = 0; i < program->arguments_size(); ++i) {
@@ -595,9 +722,14 @@ int main(int argc, char **argv) {
       else if (counter.dtype == DType::I32)
         counter.as<int32_t>()[0] = static_cast<int32_t>(step);
     }
-    // Steps before the last fetch only the loss.
     bool last = step == firstStep + options.steps;
     auto begin = std::chrono::steady_clock::now();
+    if (feed) {
+      if (Status status = feed->fill(step, locals); !status.ok())
+        return fail("step " + std::to_string(step) + ": " + status.message());
+      if (!last)
+        feed->prefetch(step + 1);
+    }
     if (Status status = executor.run(locals, results,
                                      last ? std::vector<bool>() : lossOnly);
         !status.ok())
@@ -607,6 +739,15 @@ int main(int argc, char **argv) {
             .count());
     if (lossResult >= 0)
       losses.push_back(getScalar(results[lossResult].view));
+    if (lossResult >= 0 && log.isLogger())
+      if (Status logged = log.logStep(
+              step, losses.back(),
+              normResult >= 0
+                  ? std::optional<double>(getScalar(results[normResult].view))
+                  : std::nullopt,
+              stepSeconds.back());
+          !logged.ok())
+        return fail(logged.message());
   }
   // The last step's updates are the new arguments (a checkpoint saves them).
   for (int i = 0; i < program->results_size(); ++i)
@@ -679,10 +820,6 @@ int main(int argc, char **argv) {
       losses.resize(resultsAt[r] / sizeof(double));
       std::memcpy(losses.data(), everyone[r].data(), resultsAt[r]);
     }
-  if (options.steps > 1)
-    for (size_t i = 0; i < losses.size(); ++i)
-      std::printf("step %lld: loss = %.7g\n",
-                  static_cast<long long>(firstStep + 1 + i), losses[i]);
   if (!options.dumpLosses.empty()) {
     std::FILE *file = std::fopen(options.dumpLosses.c_str(), "w");
     if (!file)
@@ -743,6 +880,37 @@ int main(int argc, char **argv) {
     for (int m = 0; m < result.members_size(); ++m)
       globalResults.try_emplace(result.members(m).source_index(),
                                 std::move((*members)[m]));
+  }
+  // --save-weights: each new parameter under its name, once (a parameter
+  // tied across pipeline stages is a result of each).
+  if (!options.saveWeights.empty()) {
+    std::vector<std::pair<std::string, const Tensor *>> named;
+    std::set<std::string> seen;
+    auto add = [&](const std::string &name, int64_t index) {
+      auto found = globalResults.find(index);
+      if (found != globalResults.end() && seen.insert(name).second)
+        named.push_back({name, &found->second.view});
+    };
+    for (const plan::Program &each : plan.programs())
+      for (int i = 0; i < each.results_size(); ++i) {
+        const plan::Result &result = each.results(i);
+        if (!result.has_updates_argument())
+          continue;
+        const plan::Argument &argument =
+            each.arguments(result.updates_argument());
+        if (argument.role() != plan::PARAM)
+          continue;
+        if (argument.members().empty())
+          add(argument.name(),
+              result.has_source_index() ? result.source_index() : i);
+        for (int m = 0;
+             m < argument.members_size() && m < result.members_size(); ++m)
+          add(argument.members(m).name(), result.members(m).source_index());
+      }
+    if (Status status =
+            writeSafetensors(options.saveWeights, named, {{"format", "pt"}});
+        !status.ok())
+      return fail(status.message());
   }
   if (!options.dumpOutputs.empty()) {
     std::vector<OwnedTensor> dumped;

@@ -26,6 +26,7 @@ llvm::cl::SubCommand &runCommand();
 llvm::cl::SubCommand &gradcheckCommand();
 llvm::cl::SubCommand &planCommand();
 llvm::cl::SubCommand &calibrateCommand();
+llvm::cl::SubCommand &dataCommand();
 
 int runModel(mlir::MLIRContext &context);
 int runStats(mlir::MLIRContext &context);
@@ -36,6 +37,7 @@ int runRun();
 int runGradcheck(mlir::MLIRContext &context);
 int runPlan(mlir::MLIRContext &context);
 int runCalibrate();
+int runData();
 
 /// The options compile and verify share, as the compile pipeline's.
 void readCompileOptions(CompileOptions &options);

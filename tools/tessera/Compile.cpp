@@ -141,6 +141,33 @@ static cl::opt<double> weightDecay("weight-decay",
                                    cl::init(0.0), cl::sub(compileCommand()),
                                    cl::sub(verifyCommand()));
 
+static cl::opt<LrScheduleKind> lrSchedule(
+    "lr-schedule",
+    cl::desc("With --train adamw: how the learning rate follows the step "
+             "(after --warmup-steps of linear warmup)"),
+    cl::init(LrScheduleKind::Constant), enumValues(kLrScheduleNames),
+    cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t>
+    warmupSteps("warmup-steps",
+                cl::desc("With --train adamw: steps of linear warmup to --lr"),
+                cl::init(0), cl::sub(compileCommand()),
+                cl::sub(verifyCommand()));
+static cl::opt<int64_t> decaySteps(
+    "decay-steps",
+    cl::desc("With --lr-schedule linear or cosine: the step by which the "
+             "learning rate reaches --min-lr"),
+    cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<double>
+    minLr("min-lr",
+          cl::desc("With --lr-schedule linear or cosine: the learning rate "
+                   "it decays to"),
+          cl::init(0.0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<double> clipGrad(
+    "clip-grad",
+    cl::desc("With --train adamw: clip the gradients to this global norm, "
+             "as PyTorch's clip_grad_norm_ (0: no clipping)"),
+    cl::init(0.0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+
 void cli::readCompileOptions(CompileOptions &options) {
   options.mesh = meshSpec;
   options.pipelineStages = pipelineStages;
@@ -151,6 +178,11 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.recompute = recompute;
   options.lr = learningRate.getValue();
   options.weightDecay = weightDecay.getValue();
+  options.lrSchedule = lrSchedule;
+  options.warmupSteps = warmupSteps;
+  options.decaySteps = decaySteps;
+  options.minLr = minLr.getValue();
+  options.clipGrad = clipGrad.getValue();
   options.precision = precision;
   options.zero = zeroStage;
   options.zeroAxes = SmallVector<std::string>(zeroAxes.begin(), zeroAxes.end());

@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   for (llvm::cl::SubCommand *command :
        {&modelCommand(), &statsCommand(), &importCommand(), &compileCommand(),
         &verifyCommand(), &runCommand(), &gradcheckCommand(), &planCommand(),
-        &calibrateCommand()})
+        &calibrateCommand(), &dataCommand()})
     (void)command;
   // The top level's help lists the subcommands; LLVM's own options, which
   // libLLVM registers there, still parse but stay out of it.
@@ -107,9 +107,12 @@ int main(int argc, char **argv) {
     return runPlan(context);
   if (calibrateCommand())
     return runCalibrate();
+  if (dataCommand())
+    return runData();
   llvm::errs()
       << "tessera: error: expected a subcommand: model, stats, "
-         "import, compile, verify, run, gradcheck, plan or calibrate (see "
+         "import, compile, verify, run, gradcheck, plan, calibrate or data "
+         "(see "
          "--help)\n";
   return 1;
 }

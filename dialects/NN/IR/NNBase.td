@@ -60,4 +60,11 @@ def NN_ComparePredicate : I32EnumAttr<"ComparePredicate",
   let cppNamespace = "::tessera::nn";
 }
 
+def NN_LrSchedule : I32EnumAttr<"LrSchedule",
+    "how nn.adamw's learning rate follows the step counter", [
+      I32EnumAttrCase<"constant", 0>, I32EnumAttrCase<"linear", 1>,
+      I32EnumAttrCase<"cosine", 2>]> {
+  let cppNamespace = "::tessera::nn";
+}
+
 #endif // TESSERA_NN_BASE

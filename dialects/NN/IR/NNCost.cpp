@@ -113,6 +113,9 @@ int64_t ReduceMeanOp::getFlops() {
   return numElements(getInput()) + numElements(getResult());
 }
 
+/// A multiply and an add per element.
+int64_t SumSquaresOp::getFlops() { return 2 * numElements(getInput()); }
+
 int64_t CrossEntropyOp::getFlops() {
   // Per logit: max, subtract, exp, sum; per row: log, subtract the label's.
   return 4 * numElements(getLogits()) + 2 * numElements(getResult());

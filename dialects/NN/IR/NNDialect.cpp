@@ -53,13 +53,13 @@ LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
              << " to be the index of an argument, got " << attr.getValue();
     return success();
   }
-  if (attr.getName() != kGradOfAttrName)
+  if (attr.getName() != kGradOfAttrName && attr.getName() != kMetricAttrName)
     return op->emitError("unknown nn attribute '")
            << attr.getName().getValue() << "' on result #" << resultIndex;
   auto name = dyn_cast<StringAttr>(attr.getValue());
   if (!name || name.getValue().empty())
     return op->emitError("expects '")
-           << kGradOfAttrName << "' of result #" << resultIndex
+           << attr.getName().getValue() << "' of result #" << resultIndex
            << " to be a non-empty string, got " << attr.getValue();
   return success();
 }

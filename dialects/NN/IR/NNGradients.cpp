@@ -396,6 +396,21 @@ TESSERA_GRADIENT(ReduceSumOp) {
   return success();
 }
 
+TESSERA_GRADIENT(SumSquaresOp) {
+  Grad g(builder, getLoc());
+  // d sum(x²) = 2 x dy, in the input's type.
+  auto type = getInput().getType();
+  Value dy = resultGradients[0];
+  if (!type.getElementType().isF32())
+    dy = CastOp::create(builder, getLoc(),
+                        RankedTensorType::get({}, type.getElementType()), dy);
+  SmallVector<int64_t> every =
+      llvm::to_vector(llvm::seq<int64_t>(type.getRank()));
+  operandGradients.assign(
+      {g.scale(g.mul(getInput(), g.expand(dy, type, every)), 2.0)});
+  return success();
+}
+
 TESSERA_GRADIENT(ReduceMeanOp) {
   Grad g(builder, getLoc());
   int64_t count = 1;

@@ -864,12 +864,34 @@ LogicalResult AdamWOp::verify() {
       failed(checkHyperparameter(*this, "beta1", getBeta1(), 0, 1)) ||
       failed(checkHyperparameter(*this, "beta2", getBeta2(), 0, 1)) ||
       failed(checkHyperparameter(*this, "epsilon", getEpsilon(), 0)) ||
-      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(), 0)))
+      failed(checkHyperparameter(*this, "weight_decay", getWeightDecay(), 0)) ||
+      failed(checkHyperparameter(*this, "min_lr", getMinLr(), 0)) ||
+      failed(checkHyperparameter(*this, "max_grad_norm", getMaxGradNorm(), 0)))
     return failure();
+  if (getMinLr() > getLr())
+    return emitOpError("expects min_lr (")
+           << getMinLr().convertToFloat() << ") at most lr ("
+           << getLr().convertToFloat() << ")";
+  if (getWarmupSteps() < 0)
+    return emitOpError("expects warmup_steps >= 0, got ") << getWarmupSteps();
+  if (getSchedule() != LrSchedule::constant &&
+      getDecaySteps() <= getWarmupSteps())
+    return emitOpError("expects decay_steps (")
+           << getDecaySteps() << ") past warmup_steps (" << getWarmupSteps()
+           << ") for a " << stringifyLrSchedule(getSchedule()) << " schedule";
+  if (getGradNorm() && getMaxGradNorm().isZero())
+    return emitOpError("reads a gradient norm but clips to no max_grad_norm");
   return success();
 }
 
 SmallVector<Value> AdamWOp::getState() { return {getM(), getV()}; }
+
+LogicalResult SumSquaresOp::inferReturnTypes(MLIRContext *context,
+                                             std::optional<Location>, Adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
 
 #define GET_OP_CLASSES
 #include "dialects/NN/IR/NNOps.cpp.inc"

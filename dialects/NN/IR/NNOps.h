@@ -39,6 +39,10 @@ constexpr llvm::StringLiteral kStateAttrName = "nn.state";
 /// the index of the argument it replaces in the next step.
 constexpr llvm::StringLiteral kUpdatesAttrName = "nn.updates";
 
+/// The function-result attribute of a train step's metric, which a run logs
+/// each step: "grad_norm" (--tessera-clip-gradients).
+constexpr llvm::StringLiteral kMetricAttrName = "nn.metric";
+
 /// Whether `op` may be an op of an nn.fused body (see nn.fused): an
 /// elementwise op whose values are f32, bf16, f16 or i1 (a float compare, a
 /// select of floats, a cast between float types), a splat float constant or

@@ -948,8 +948,8 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
     ```
     m' = beta1 · m + (1 - beta1) · g
     v' = beta2 · v + (1 - beta2) · g²
-    p' = p - lr · (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
-                   + weight_decay · p)
+    p' = p - lr(t) · (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
+                      + weight_decay · p)
     ```
     The moments may be wider than the parameter (f32 state for bf16 weights)
     but have its shape. The gradient has the parameter's type, or (a
@@ -957,29 +957,69 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
     float type, which the update reads as f32, as fused mixed-precision
     optimizers do.
 
+    The learning rate follows `schedule` from the step counter, as
+    Megatron-LM's: `lr · t / warmup_steps` for `t <= warmup_steps`, then
+    from `lr` down to `min_lr` over the steps up to `decay_steps`
+    (`linear`: in a straight line; `cosine`: along half a cosine), and
+    `min_lr` after them; `constant` keeps `lr` after the warmup.
+
+    With `grad_norm` (the global norm of every gradient of the step, see
+    `--tessera-clip-gradients`), the update reads the gradient clipped to
+    `max_grad_norm`, as PyTorch's `clip_grad_norm_`:
+    `g · min(1, max_grad_norm / (grad_norm + 1e-6))`.
+
     ```mlir
     %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
         : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
     %q2, %n2, %w2 = nn.adamw %q, %h, %n, %w, %t lr = 1.0e-03
+        {schedule = 2 : i32, warmup_steps = 10 : i64, decay_steps = 100 : i64}
         : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
           grad tensor<16x64xbf16>
+    %r2, %o2, %x2 = nn.adamw %r, %k, %o, %x, %t norm %norm lr = 1.0e-03
+        {max_grad_norm = 1.0 : f32}
+        : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> norm tensor<f32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
       NN_FloatTensor:$m, NN_FloatTensor:$v, NN_ScalarIndexTensor:$step,
+      Optional<0DTensorOf<[F32]>>:$grad_norm,
       F32Attr:$lr,
       DefaultValuedAttr<F32Attr, "0.9">:$beta1,
       DefaultValuedAttr<F32Attr, "0.999">:$beta2,
       DefaultValuedAttr<F32Attr, "1.0e-8">:$epsilon,
-      DefaultValuedAttr<F32Attr, "0.01">:$weight_decay);
+      DefaultValuedAttr<F32Attr, "0.01">:$weight_decay,
+      DefaultValuedAttr<NN_LrSchedule, "LrSchedule::constant">:$schedule,
+      DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+      DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+      DefaultValuedAttr<F32Attr, "0.0">:$min_lr,
+      DefaultValuedAttr<F32Attr, "0.0">:$max_grad_norm);
   let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_m,
                       NN_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $step `lr` `=` $lr attr-dict `:`
-    type($param) `,` type($m) `,` type($step)
+    $param `,` $grad `,` $m `,` $v `,` $step (`norm` $grad_norm^)? `lr` `=`
+    $lr attr-dict `:` type($param) `,` type($m) `,` type($step)
     custom<GradType>(type($grad), ref(type($param)))
+    (`norm` type($grad_norm)^)?
   }];
   let hasVerifier = 1;
+}
+
+def NN_SumSquaresOp : NN_ModelOp<"sum_squares", [InferTypeOpAdaptor]> {
+  let summary = "the sum of the squares of every element, in f32";
+  let description = [{
+    `sum(x²)` over every element of `input`, accumulated in f32 or wider:
+    a gradient's part of the global norm that gradient clipping scales by.
+    Split over some axes, each device sums its piece and the partial sums
+    are summed over those axes; a piece stored flat sums its elements (the
+    padding is zeros).
+
+    ```mlir
+    %s = nn.sum_squares %g : tensor<16x64xbf16>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -481,8 +481,20 @@ ShardingRule AdamWOp::getShardingRule() {
   ShardingRuleBuilder builder = makeBuilder(*this);
   for (auto [dim, size] : llvm::enumerate(getShape(getParam()))) {
     int64_t d = dim;
-    builder.addFactor({d, d, d, d, kNoDim}, {d, d, d}, size);
+    // The step counter and the gradient norm are scalars.
+    SmallVector<int64_t> operands = {d, d, d, d, kNoDim};
+    if (getGradNorm())
+      operands.push_back(kNoDim);
+    builder.addFactor(operands, {d, d, d}, size);
   }
+  return builder.build();
+}
+
+ShardingRule SumSquaresOp::getShardingRule() {
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (auto [dim, size] : llvm::enumerate(getShape(getInput())))
+    builder.addFactor({static_cast<int64_t>(dim)}, {kNoDim}, size,
+                      FactorKind::Reduction);
   return builder.build();
 }
 

@@ -81,6 +81,25 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
   Option<ExactDouble> weightDecay{
       *this, "weight-decay", llvm::cl::desc("Weight decay of the optimizer"),
       llvm::cl::init(ExactDouble(0.0))};
+  Option<LrScheduleKind> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("How the learning rate follows the step counter"),
+      llvm::cl::init(LrScheduleKind::Constant), enumValues(kLrScheduleNames)};
+  Option<int64_t> warmupSteps{*this, "warmup-steps",
+                              llvm::cl::desc("Steps of linear warmup"),
+                              llvm::cl::init(0)};
+  Option<int64_t> decaySteps{
+      *this, "decay-steps",
+      llvm::cl::desc("The step by which a schedule reaches min-lr"),
+      llvm::cl::init(0)};
+  Option<ExactDouble> minLr{*this, "min-lr",
+                            llvm::cl::desc("The learning rate a schedule "
+                                           "decays to"),
+                            llvm::cl::init(ExactDouble(0.0))};
+  Option<ExactDouble> clipGrad{
+      *this, "clip-grad",
+      llvm::cl::desc("Clip the gradients to this global norm (0: none)"),
+      llvm::cl::init(ExactDouble(0.0))};
   Option<TrainPrecision> precision{
       *this, "precision", llvm::cl::desc("The types the train step uses"),
       llvm::cl::init(TrainPrecision::Model), enumValues(kTrainPrecisionNames)};

@@ -37,6 +37,16 @@ inline constexpr EnumName<TrainPrecision> kTrainPrecisionNames[] = {
     {"mixed", TrainPrecision::Mixed,
      "f32 master weights and optimizer state for a bf16/f16 model"}};
 
+/// How a train step's learning rate follows the step counter (nn.adamw's
+/// `schedule`).
+enum class LrScheduleKind { Constant, Linear, Cosine };
+inline constexpr EnumName<LrScheduleKind> kLrScheduleNames[] = {
+    {"constant", LrScheduleKind::Constant, "lr after the warmup"},
+    {"linear", LrScheduleKind::Linear,
+     "lr down to min-lr in a straight line by decay-steps"},
+    {"cosine", LrScheduleKind::Cosine,
+     "lr down to min-lr along half a cosine by decay-steps"}};
+
 /// A ZeRO stage: how much of the model state it splits over the
 /// data-parallel axes.
 enum class ZeroStage {

@@ -79,6 +79,43 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
            /*default=*/"::tessera::TrainPrecision::Model",
            "The types the step computes in",
            [{::tessera::enumValues(::tessera::kTrainPrecisionNames)}]>,
+    Option<"schedule", "lr-schedule", "::tessera::LrScheduleKind",
+           /*default=*/"::tessera::LrScheduleKind::Constant",
+           "How the learning rate follows the step counter (AdamW)",
+           [{::tessera::enumValues(::tessera::kLrScheduleNames)}]>,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Steps of linear warmup from 0 to lr">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "The step by which a linear or cosine schedule reaches min-lr">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0",
+           "The learning rate a schedule decays to">,
+  ];
+}
+
+def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {
+  let summary = "Clips a train step's gradients by their global norm";
+  let description = [{
+    Runs on a train step after `--tessera-zero` (or where it would run) and
+    before microbatching and propagation. The global norm is that of every
+    gradient the step's `nn.adamw` updates read, as they read them (after
+    ZeRO, a unit's flat gradient; the sum of a microbatched step's
+    gradients): `sqrt(sum_i nn.sum_squares(g_i))`. Every update then reads
+    it as its `grad_norm` with `max_grad_norm = max-norm`, and scales its
+    gradient by `min(1, max-norm / (norm + 1e-6))`, as PyTorch's
+    `clip_grad_norm_`. The norm is also returned after the loss, marked
+    `nn.metric = "grad_norm"`.
+
+    The updates move after the norm, which reads every gradient; each
+    gradient the updates read is first made complete
+    (`dist.sharding_constraint` with no pending sums, unless ZeRO pinned
+    it), so that the norm and the update read one reduced gradient.
+    Partitioned, each `nn.sum_squares` is summed over exactly the axes that
+    split its gradient, once: a partial sum over an axis is reduced where
+    the sum of the squares meets a term without it.
+  }];
+  let options = [
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
+           "The largest global gradient norm the updates read">,
   ];
 }
 

@@ -23,7 +23,22 @@ struct OptimizerOptions {
   bool adamw;
   double lr, beta1, beta2, epsilon, weightDecay;
   bool mixed;
+  LrScheduleKind schedule;
+  int64_t warmupSteps, decaySteps;
+  double minLr;
 };
+
+nn::LrSchedule getSchedule(LrScheduleKind kind) {
+  switch (kind) {
+  case LrScheduleKind::Constant:
+    return nn::LrSchedule::constant;
+  case LrScheduleKind::Linear:
+    return nn::LrSchedule::linear;
+  case LrScheduleKind::Cosine:
+    return nn::LrSchedule::cosine;
+  }
+  llvm_unreachable("unknown schedule");
+}
 
 /// Makes every 16-bit float parameter an f32 master weight, cast down where
 /// the model reads it.
@@ -124,8 +139,12 @@ LogicalResult buildTrainStep(func::FuncOp function,
           builder, loc, function.getArgument(param), gradient,
           function.getArgument(moments[index]),
           function.getArgument(squares[index]), function.getArgument(*step),
-          f32(options.lr), f32(options.beta1), f32(options.beta2),
-          f32(options.epsilon), f32(options.weightDecay));
+          /*grad_norm=*/Value(), f32(options.lr), f32(options.beta1),
+          f32(options.beta2), f32(options.epsilon), f32(options.weightDecay),
+          nn::LrScheduleAttr::get(context, getSchedule(options.schedule)),
+          builder.getI64IntegerAttr(options.warmupSteps),
+          builder.getI64IntegerAttr(options.decaySteps), f32(options.minLr),
+          f32(0.0));
       newParams.push_back(update.getNewParam());
       newMoments.push_back(update.getNewM());
       newSquares.push_back(update.getNewV());
@@ -177,7 +196,17 @@ struct TrainStepPass : tessera::impl::TrainStepPassBase<TrainStepPass> {
                              beta2,
                              epsilon,
                              weightDecay,
-                             precision == TrainPrecision::Mixed};
+                             precision == TrainPrecision::Mixed,
+                             schedule,
+                             warmupSteps,
+                             decaySteps,
+                             minLr};
+    if (!options.adamw &&
+        (schedule != LrScheduleKind::Constant || warmupSteps != 0)) {
+      getOperation().emitError("a learning-rate schedule reads the step "
+                               "counter of an AdamW train step; SGD has none");
+      return signalPassFailure();
+    }
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && failed(buildTrainStep(function, options)))
         return signalPassFailure();

@@ -643,6 +643,25 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   // laid out by its dims, and reshardResults stores what is wanted flat.
   if (isFlatPointwise(op, rule, wanted))
     return partitionFlatOp(op, rule, wanted);
+  // A sum of squares of a flat piece sums its elements (the padding is
+  // zeros): a partial sum over every axis that splits it.
+  if (auto squares = dyn_cast<nn::SumSquaresOp>(op.getOperation());
+      squares && !operandShardings.front().flat.empty()) {
+    TensorSharding piece = operandShardings.front();
+    piece.unreduced.clear();
+    builder.setInsertionPoint(op);
+    FailureOr<Value> local =
+        reshard(op, "operand #0", op->getOperand(0), piece);
+    if (failed(local))
+      return failure();
+    op->setOperand(0, *local);
+    TensorSharding partial = TensorSharding::getReplicated(0);
+    for (const AxisList &axes : piece.getDimAxes())
+      llvm::append_range(partial.unreduced, axes);
+    llvm::append_range(partial.unreduced, piece.flat);
+    localShardings[op->getResult(0)] = partial;
+    return reshardResults(op, wanted, dist::ReductionKind::sum);
+  }
 
   // A linear op carries the pending sums its result is wanted with, where
   // every operand has them: it computes on the partial sums.

@@ -78,6 +78,7 @@ public:
 
 private:
   LogicalResult classify();
+  LogicalResult findGradientNorms();
   void findForward();
   bool moveGathersIntoUnits();
   LogicalResult cutStages();
@@ -139,6 +140,13 @@ private:
   /// Body values read by post ops or returned: summed over microbatches on
   /// the rank that makes them.
   llvm::SetVector<Value> accumulated;
+  /// Gradient clipping's norms (the nn.sqrt each update reads as its
+  /// grad_norm), the ops of the sums under them (nn.add and dist.all_reduce
+  /// of scalars) and their terms (nn.sum_squares of a gradient): each rank
+  /// sums the terms of the gradients its updates read, and the ranks' sums
+  /// meet in one all_reduce over the pipeline axis.
+  llvm::SetVector<Operation *> normRoots;
+  llvm::DenseSet<Operation *> normSums, normTerms;
   SmallVector<Message> messages;
   /// Per rank, the schedule's units and the events that run them.
   SmallVector<SmallVector<Unit>> units;
@@ -262,6 +270,37 @@ LogicalResult Pipeliner::classify() {
              << index << " is a per-microbatch value (reduce it, e.g. to a "
              << "mean, or return it from an unpipelined program)";
     accumulated.insert(operand);
+  }
+  return success();
+}
+
+LogicalResult Pipeliner::findGradientNorms() {
+  for (Operation &op : body->without_terminator())
+    if (auto update = dyn_cast<nn::AdamWOp>(op); update && update.getGradNorm())
+      if (Operation *root = update.getGradNorm().getDefiningOp())
+        normRoots.insert(root);
+  for (Operation *root : normRoots) {
+    if (!isa<nn::SqrtOp>(root))
+      return root->emitError("cannot pipeline: the gradient norm is not the "
+                             "square root of a sum of nn.sum_squares");
+    SmallVector<Value> worklist = {root->getOperand(0)};
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (isa_and_nonnull<nn::SumSquaresOp>(def)) {
+        normTerms.insert(def);
+        continue;
+      }
+      bool sum =
+          isa_and_nonnull<nn::AddOp>(def) ||
+          (isa_and_nonnull<dist::AllReduceOp>(def) &&
+           !isMicrobatchReduction(def) &&
+           cast<dist::AllReduceOp>(def).getKind() == dist::ReductionKind::sum);
+      if (!sum)
+        return root->emitError("cannot pipeline: the gradient norm sums a "
+                               "value that is no nn.sum_squares");
+      normSums.insert(def);
+      llvm::append_range(worklist, def->getOperands());
+    }
   }
   return success();
 }
@@ -628,6 +667,16 @@ void Pipeliner::assignRanks() {
     if (classes.lookup(op) != OpClass::Post)
       continue;
     std::set<int64_t> &ranks = ranksOf[op];
+    // A term of a gradient norm runs where the updates that read its
+    // gradient run, so that the gradient goes nowhere else.
+    if (normTerms.contains(op)) {
+      for (Operation *user : op->getOperand(0).getUsers())
+        if (auto update = dyn_cast<OptimizerOpInterface>(user);
+            update && update.getGradient() == op->getOperand(0))
+          ranks.insert(ranksOf[user].begin(), ranksOf[user].end());
+      if (!ranks.empty())
+        continue;
+    }
     for (OpOperand &use : op->getUses()) {
       if (use.getOwner() != returnOp) {
         ranks.insert(ranksOf[use.getOwner()].begin(),
@@ -836,6 +885,42 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   Block *block = stage.addEntryBlock();
   builder.setInsertionPointToStart(block);
   IRMapping shared;
+  // A gradient norm: this rank's sum of the terms it is the first to make
+  // (a gradient tied across stages is read on several), within the stage
+  // summed as the partitioner sums them, then over the pipeline axis.
+  std::function<Value(Value)> sumTerms = [&](Value value) -> Value {
+    Operation *def = value.getDefiningOp();
+    if (normTerms.contains(def))
+      return *getRanks(def).begin() == rank ? shared.lookup(value) : Value();
+    if (auto add = dyn_cast<nn::AddOp>(def)) {
+      Value lhs = sumTerms(add.getLhs()), rhs = sumTerms(add.getRhs());
+      if (!lhs || !rhs)
+        return lhs ? lhs : rhs;
+      return nn::AddOp::create(builder, def->getLoc(), lhs, rhs);
+    }
+    auto reduce = cast<dist::AllReduceOp>(def);
+    Value input = sumTerms(reduce.getInput());
+    if (!input)
+      return Value();
+    return dist::AllReduceOp::create(
+        builder, def->getLoc(), input, reduce.getMeshAttr(),
+        reduce.getMeshAxesAttr(), reduce.getKindAttr());
+  };
+  auto emitGradientNorm = [&](Operation *root) {
+    Value sum = sumTerms(root->getOperand(0));
+    auto scalar = cast<RankedTensorType>(root->getResult(0).getType());
+    if (!sum)
+      sum = nn::ConstantOp::create(
+          builder, root->getLoc(),
+          DenseElementsAttr::get(scalar, builder.getF32FloatAttr(0.0f)));
+    if (spec.ranks > 1)
+      sum = dist::AllReduceOp::create(
+          builder, root->getLoc(), sum, meshName,
+          builder.getArrayAttr({axisName}),
+          dist::ReductionKindAttr::get(context, dist::ReductionKind::sum));
+    shared.map(root->getResult(0),
+               nn::SqrtOp::create(builder, root->getLoc(), sum).getResult());
+  };
   DenseMap<unsigned, unsigned> argIndex;
   for (unsigned index : args) {
     BlockArgument arg = function.getArgument(index);
@@ -1050,6 +1135,12 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
       for (Operation &op : body->without_terminator()) {
         if (classes.lookup(&op) != OpClass::Post || !getRanks(&op).count(rank))
           continue;
+        if (normSums.contains(&op))
+          continue;
+        if (normRoots.contains(&op)) {
+          emitGradientNorm(&op);
+          continue;
+        }
         if (!isMicrobatchReduction(&op)) {
           builder.clone(op, shared);
           continue;
@@ -1261,7 +1352,7 @@ bool Pipeliner::moveGathersIntoUnits() {
 }
 
 LogicalResult Pipeliner::run() {
-  if (failed(classify()))
+  if (failed(classify()) || failed(findGradientNorms()))
     return failure();
   findForward();
   // ZeRO-3 gathers a stage's parameters in each unit that reads them, per

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/runtime/Kernels.h"
+#include "tessera/runtime/LrSchedule.h"
 #include "tessera/runtime/Random.h"
 #include "tessera/runtime/Threads.h"
 
@@ -2304,6 +2305,8 @@ struct AdamWStep {
   float lr, beta1, beta2, epsilon, weightDecay;
   /// The reciprocals of the step's bias corrections, 1 / (1 - beta^step).
   float inverseCorrection1, inverseCorrection2;
+  /// What clipping scales the gradient by (1: not clipped).
+  float clipScale;
 };
 } // namespace
 
@@ -2341,8 +2344,26 @@ TESSERA_CLONES static void updateAdamW(const float *param, const float *grad,
   std::copy_n(vt, n, newV);
 }
 
+/// nn.adamw's peak learning rate, with its schedule's attributes checked
+/// (the rate of a step is getScheduledLr's).
+static std::optional<double> getAdamWLearningRate(KernelCall &c) {
+  std::optional<double> lr = c.getFloat("lr"), minLr = c.getFloat("min_lr");
+  std::optional<int64_t> schedule = c.getInt("schedule"),
+                         warmup = c.getInt("warmup_steps"),
+                         decay = c.getInt("decay_steps");
+  if (!lr || !minLr || !schedule || !warmup || !decay)
+    return std::nullopt;
+  if (*schedule < 0 || *schedule > static_cast<int64_t>(LrSchedule::Cosine)) {
+    c.fail("unknown learning-rate schedule ", *schedule);
+    return std::nullopt;
+  }
+  return lr;
+}
+
 static void runAdamW(KernelCall &c) {
-  if (!c.expectArity(5, 3))
+  // A clipped update reads the step's global gradient norm too.
+  bool clipped = c.getNumInputs() == 6;
+  if (!(clipped ? c.expectArity(6, 3) : c.expectArity(5, 3)))
     return;
   const std::vector<int64_t> &shape = c.in(0).shape;
   const char *inputNames[] = {"param", "grad", "m", "v"};
@@ -2361,12 +2382,16 @@ static void runAdamW(KernelCall &c) {
       return;
   if (!c.expectIndex(c.in(4), "step") || !c.expectShape(c.in(4), {}, "step"))
     return;
-  std::optional<double> lr = c.getFloat("lr");
+  if (clipped && (!c.expectF32(c.in(5), "grad_norm") ||
+                  !c.expectShape(c.in(5), {}, "grad_norm")))
+    return;
+  std::optional<double> lr = getAdamWLearningRate(c);
   std::optional<double> beta1 = c.getFloat("beta1");
   std::optional<double> beta2 = c.getFloat("beta2");
   std::optional<double> epsilon = c.getFloat("epsilon");
   std::optional<double> weightDecay = c.getFloat("weight_decay");
-  if (!lr || !beta1 || !beta2 || !epsilon || !weightDecay)
+  std::optional<double> maxGradNorm = c.getFloat("max_grad_norm");
+  if (!lr || !beta1 || !beta2 || !epsilon || !weightDecay || !maxGradNorm)
     return;
   if (c.isCheckOnly())
     return;
@@ -2378,14 +2403,19 @@ static void runAdamW(KernelCall &c) {
     return;
   }
   AdamWStep s = {
-      static_cast<float>(*lr),
+      static_cast<float>(
+          getScheduledLr(static_cast<LrSchedule>(*c.getInt("schedule")), *lr,
+                         *c.getFloat("min_lr"), *c.getInt("warmup_steps"),
+                         *c.getInt("decay_steps"), step)),
       static_cast<float>(*beta1),
       static_cast<float>(*beta2),
       static_cast<float>(*epsilon),
       static_cast<float>(*weightDecay),
       static_cast<float>(1 / (1 - std::pow(*beta1, static_cast<double>(step)))),
-      static_cast<float>(1 /
-                         (1 - std::pow(*beta2, static_cast<double>(step))))};
+      static_cast<float>(1 / (1 - std::pow(*beta2, static_cast<double>(step)))),
+      clipped ? getClipScale(c.in(5).as<float>()[0],
+                             static_cast<float>(*maxGradNorm))
+              : 1.0f};
   const float *param = c.in(0).as<float>();
   const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
   float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
@@ -2405,10 +2435,52 @@ static void runAdamW(KernelCall &c) {
                            wide[j] = halfToFloat(gradType, bits[j]);
                          grad = wide;
                        }
+                       // Clipped, as PyTorch scales the gradient in place
+                       // before the step.
+                       if (s.clipScale != 1.0f) {
+                         for (int64_t j = 0; j < n; ++j)
+                           wide[j] = grad[j] * s.clipScale;
+                         grad = wide;
+                       }
                        updateAdamW(param + i, grad, m + i, v + i, newParam + i,
                                    newM + i, newV + i, n, s);
                      }
                    });
+}
+
+/// nn.sum_squares: in double, over fixed blocks summed in order, so that
+/// the sum does not depend on the threads.
+static void runSumSquares(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectF32(c.out(0), "result") ||
+      !c.expectShape(c.out(0), {}, "result"))
+    return;
+  DType dtype = c.in(0).dtype;
+  if (dtype != DType::F32 && !isHalf(dtype)) {
+    c.fail("expects a float input, got ", getDTypeName(dtype));
+    return;
+  }
+  if (c.isCheckOnly())
+    return;
+  constexpr int64_t kBlock = 4096;
+  int64_t n = c.in(0).getNumElements();
+  std::vector<double> blocks((n + kBlock - 1) / kBlock, 0.0);
+  cpu::parallelFor(blocks.size(), kElementsPerThread / kBlock,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t b = begin; b < end; ++b) {
+                       double sum = 0;
+                       for (int64_t i = b * kBlock, e = std::min(n, i + kBlock);
+                            i < e; ++i) {
+                         double x = dtype == DType::F32
+                                        ? c.in(0).as<float>()[i]
+                                        : halfToFloat(
+                                              dtype, c.in(0).as<uint16_t>()[i]);
+                         sum += x * x;
+                       }
+                       blocks[b] = sum;
+                     }
+                   });
+  c.out(0).as<float>()[0] =
+      static_cast<float>(std::accumulate(blocks.begin(), blocks.end(), 0.0));
 }
 
 //===----------------------------------------------------------------------===//
@@ -2507,6 +2579,7 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              // Optimizer updates.
              {"nn.sgd", runSgd},
              {"nn.adamw", runAdamW},
+             {"nn.sum_squares", runSumSquares},
              // Fusion.
              {"nn.fused", runFused},
          })

@@ -621,12 +621,31 @@ struct CudaDevice::Ops {
   }
 
   static Status adamw(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    cuda::AdamWRate rate = {
+        static_cast<LrSchedule>(*l.attrs.getInt("schedule")),
+        getFloat(l, "lr"),
+        getFloat(l, "min_lr"),
+        *l.attrs.getInt("warmup_steps"),
+        *l.attrs.getInt("decay_steps"),
+        l.inputs.size() == 6 ? f(l.in(5)) : nullptr,
+        static_cast<float>(getFloat(l, "max_grad_norm"))};
     cuda::adamw(f(l.in(0)), l.in(1).data, l.in(1).dtype, f(l.in(2)), f(l.in(3)),
                 l.in(4).data, is64(l.in(4)), f(l.out(0)), f(l.out(1)),
-                f(l.out(2)), l.in(0).getNumElements(), getFloat(l, "lr"),
+                f(l.out(2)), l.in(0).getNumElements(), rate,
                 getFloat(l, "beta1"), getFloat(l, "beta2"),
                 getFloat(l, "epsilon"), getFloat(l, "weight_decay"),
                 d.kernelError, d.compute);
+    return Status::success();
+  }
+
+  static Status sumSquares(CudaDevice &d, const CudaKernel &, const Launch &l) {
+    void *partials = nullptr;
+    if (Status status =
+            d.scratch.take(cuda::kSumSquaresBlocks * sizeof(double), partials);
+        !status.ok())
+      return status;
+    cuda::sumSquares(l.in(0).data, l.in(0).dtype, l.in(0).getNumElements(),
+                     static_cast<double *>(partials), f(l.out(0)), d.compute);
     return Status::success();
   }
 
@@ -695,6 +714,7 @@ struct CudaDevice::Ops {
           {"nn.attention_grad", attentionGrad, false},
           {"nn.sgd", sgd, false},
           {"nn.adamw", adamw, false},
+          {"nn.sum_squares", sumSquares, false},
           {"nn.fused", fused, true},
       };
       std::unordered_map<std::string, CudaKernel> table;

@@ -548,9 +548,10 @@ __global__ void randomKernel(const float *x, float *y, int64_t count,
 __global__ void adamwKernel(const float *param, const void *grad,
                             DType gradType, const float *m, const float *v,
                             const void *step, bool step64, float *newParam,
-                            float *newM, float *newV, int64_t count, double lr,
-                            double beta1, double beta2, double epsilon,
-                            double weightDecay, KernelError *error) {
+                            float *newM, float *newV, int64_t count,
+                            AdamWRate rate, double beta1, double beta2,
+                            double epsilon, double weightDecay,
+                            KernelError *error) {
   long long t = readIndex(step, step64, 0);
   if (t < 1) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -563,21 +564,58 @@ __global__ void adamwKernel(const float *param, const void *grad,
   float inverseCorrection2 =
       static_cast<float>(1 / (1 - pow(beta2, static_cast<double>(t))));
   float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-  float rate = static_cast<float>(lr), eps = static_cast<float>(epsilon);
+  float lr = static_cast<float>(getScheduledLr(
+      rate.schedule, rate.lr, rate.minLr, rate.warmup, rate.decay, t));
+  float eps = static_cast<float>(epsilon);
   float decay = static_cast<float>(weightDecay);
+  float clip =
+      rate.gradNorm ? getClipScale(*rate.gradNorm, rate.maxGradNorm) : 1.0f;
   GRID_STRIDE(i, count) {
     float p = param[i];
     float g = gradType == DType::F32
                   ? static_cast<const float *>(grad)[i]
                   : widenHalf(gradType, static_cast<const uint16_t *>(grad)[i]);
+    if (rate.gradNorm)
+      g *= clip;
     float mi = b1 * m[i] + (1.0f - b1) * g;
     float vi = b2 * v[i] + (1.0f - b2) * g * g;
     float update =
         mi * inverseCorrection1 / (sqrtf(vi * inverseCorrection2) + eps);
     newM[i] = mi;
     newV[i] = vi;
-    newParam[i] = p - rate * (update + decay * p);
+    newParam[i] = p - lr * (update + decay * p);
   }
+}
+
+/// sumSquares' first pass: block b sums the squares of its grid-stride
+/// share, in a fixed order.
+__global__ void sumSquaresKernel(const void *x, DType dtype, int64_t count,
+                                 double *partials) {
+  __shared__ double sums[kThreads];
+  double sum = 0;
+  GRID_STRIDE(i, count) {
+    double value = dtype == DType::F32
+                       ? static_cast<const float *>(x)[i]
+                       : widenHalf(dtype, static_cast<const uint16_t *>(x)[i]);
+    sum += value * value;
+  }
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = sums[0];
+}
+
+/// sumSquares' second pass: the blocks' sums, in order.
+__global__ void sumPartialsKernel(const double *partials, float *result) {
+  double sum = 0;
+  for (int b = 0; b < kSumSquaresBlocks; ++b)
+    sum += partials[b];
+  *result = static_cast<float>(sum);
 }
 
 } // namespace
@@ -824,12 +862,19 @@ void sgd(const float *param, const float *grad, float *y, int64_t count,
 
 void adamw(const float *param, const void *grad, DType gradType, const float *m,
            const float *v, const void *step, bool step64, float *newParam,
-           float *newM, float *newV, int64_t count, double lr, double beta1,
-           double beta2, double epsilon, double weightDecay, KernelError *error,
-           cudaStream_t stream) {
+           float *newM, float *newV, int64_t count, const AdamWRate &rate,
+           double beta1, double beta2, double epsilon, double weightDecay,
+           KernelError *error, cudaStream_t stream) {
   adamwKernel<<<getBlocks(count), kThreads, 0, stream>>>(
       param, grad, gradType, m, v, step, step64, newParam, newM, newV, count,
-      lr, beta1, beta2, epsilon, weightDecay, error);
+      rate, beta1, beta2, epsilon, weightDecay, error);
+}
+
+void sumSquares(const void *x, DType dtype, int64_t count, double *partials,
+                float *result, cudaStream_t stream) {
+  sumSquaresKernel<<<kSumSquaresBlocks, kThreads, 0, stream>>>(x, dtype, count,
+                                                               partials);
+  sumPartialsKernel<<<1, 1, 0, stream>>>(partials, result);
 }
 
 } // namespace tessera::runtime::cuda

@@ -17,6 +17,7 @@
 #include "ElementMath.h"
 #include "FusedMath.h"
 #include "Layouts.h"
+#include "tessera/runtime/LrSchedule.h"
 #include "tessera/runtime/Random.h"
 #include "tessera/runtime/Tensor.h"
 
@@ -167,13 +168,31 @@ void attentionGrad(const AttentionShape &shape, const float *q, const float *k,
                    cudaStream_t stream);
 void sgd(const float *param, const float *grad, float *y, int64_t count,
          float lr, float weightDecay, cudaStream_t stream);
-/// AdamW with the step read from device memory (bias corrections per step);
-/// the gradient is f32, or bf16/f16 (`gradType`) widened as it is read.
+/// An AdamW update's learning rate by step (getScheduledLr) and its
+/// clipping: with `gradNorm` (device memory), the gradient is scaled by
+/// getClipScale(*gradNorm, maxGradNorm).
+struct AdamWRate {
+  LrSchedule schedule;
+  double lr, minLr;
+  int64_t warmup, decay;
+  const float *gradNorm;
+  float maxGradNorm;
+};
+/// AdamW with the step read from device memory (bias corrections and the
+/// learning rate per step); the gradient is f32, or bf16/f16 (`gradType`)
+/// widened as it is read.
 void adamw(const float *param, const void *grad, DType gradType, const float *m,
            const float *v, const void *step, bool step64, float *newParam,
-           float *newM, float *newV, int64_t count, double lr, double beta1,
-           double beta2, double epsilon, double weightDecay, KernelError *error,
-           cudaStream_t stream);
+           float *newM, float *newV, int64_t count, const AdamWRate &rate,
+           double beta1, double beta2, double epsilon, double weightDecay,
+           KernelError *error, cudaStream_t stream);
+/// Blocks of sumSquares' first pass: the size of its `partials`.
+constexpr int kSumSquaresBlocks = 256;
+/// nn.sum_squares of `count` f32 or bf16/f16 elements into `result` (one
+/// f32), in double: a fixed grid's blocks sum into `partials`, which one
+/// block sums in order, so that the sum is the same every run.
+void sumSquares(const void *x, DType dtype, int64_t count, double *partials,
+                float *result, cudaStream_t stream);
 
 } // namespace tessera::runtime::cuda
 

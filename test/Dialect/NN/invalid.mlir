@@ -975,3 +975,32 @@ func.func @fused_arguments(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   }
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// Tests that adamw's schedule decays after its warmup.
+func.func @adamw_schedule_steps(%p: tensor<16x64xf32>, %t: tensor<i64>) -> tensor<16x64xf32> {
+  // expected-error @+1 {{'nn.adamw' op expects decay_steps (5) past warmup_steps (10) for a cosine schedule}}
+  %p2, %m2, %v2 = nn.adamw %p, %p, %p, %p, %t lr = 1.0e-03 {schedule = 2 : i32, warmup_steps = 10, decay_steps = 5}
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
+  return %p2 : tensor<16x64xf32>
+}
+
+// -----
+
+func.func @adamw_min_lr(%p: tensor<16x64xf32>, %t: tensor<i64>) -> tensor<16x64xf32> {
+  // expected-error @+1 {{'nn.adamw' op expects min_lr (1.000000e-02) at most lr (1.000000e-03)}}
+  %p2, %m2, %v2 = nn.adamw %p, %p, %p, %p, %t lr = 1.0e-03 {min_lr = 1.0e-02 : f32}
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64>
+  return %p2 : tensor<16x64xf32>
+}
+
+// -----
+
+// Tests that an update reading a gradient norm clips to a norm.
+func.func @adamw_norm_without_max(%p: tensor<16x64xf32>, %t: tensor<i64>, %n: tensor<f32>) -> tensor<16x64xf32> {
+  // expected-error @+1 {{'nn.adamw' op reads a gradient norm but clips to no max_grad_norm}}
+  %p2, %m2, %v2 = nn.adamw %p, %p, %p, %p, %t norm %n lr = 1.0e-03
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> norm tensor<f32>
+  return %p2 : tensor<16x64xf32>
+}

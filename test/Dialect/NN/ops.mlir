@@ -407,6 +407,22 @@ func.func @adamw_mixed(%p: tensor<16x64xbf16>, %g: tensor<16x64xbf16>, %m: tenso
 
 // -----
 
+// Tests that adamw round-trips a schedule and a clipped gradient.
+// CHECK-LABEL: func.func @adamw_clipped(
+// CHECK:         nn.adamw %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} norm %{{.+}} lr = 1.000000e-03 {decay_steps = 100 : i64, max_grad_norm = 1.000000e+00 : f32, schedule = 2 : i32, warmup_steps = 10 : i64} : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> norm tensor<f32>
+// CHECK:         nn.sum_squares %{{.+}} : tensor<16x64xbf16>
+func.func @adamw_clipped(%p: tensor<16x64xf32>, %g: tensor<16x64xf32>, %m: tensor<16x64xf32>,
+                         %v: tensor<16x64xf32>, %t: tensor<i64>, %n: tensor<f32>,
+                         %h: tensor<16x64xbf16>) -> (tensor<16x64xf32>, tensor<f32>) {
+  %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t norm %n lr = 1.0e-03
+      {schedule = 2 : i32, warmup_steps = 10, decay_steps = 100, max_grad_norm = 1.0 : f32}
+      : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> norm tensor<f32>
+  %s = nn.sum_squares %h : tensor<16x64xbf16>
+  return %p2, %s : tensor<16x64xf32>, tensor<f32>
+}
+
+// -----
+
 // Tests that adamw round-trips an f32 master weight's update from a bf16
 // gradient (mixed precision), whose type it prints.
 // CHECK-LABEL: func.func @adamw_master(

@@ -62,6 +62,9 @@ TEST(CheckKernelTest, AcceptsValidCallsWithoutReadingData) {
                   {"beta2", 0.999},
                   {"epsilon", 1.0e-8},
                   {"weight_decay", 0.01}};
+  adamw.floats["min_lr"] = 0;
+  adamw.floats["max_grad_norm"] = 0;
+  adamw.ints = {{"schedule", 0}, {"warmup_steps", 0}, {"decay_steps", 0}};
   EXPECT_EQ(checkKernel("nn.adamw", adamw,
                         {&param, &param, &param, &param, &step},
                         {&param, &param, &param})
@@ -586,6 +589,9 @@ TEST_F(CudaKernelsTest, OptimizerUpdates) {
                   {"beta2", 0.999},
                   {"epsilon", 1.0e-8},
                   {"weight_decay", 0.01}};
+  adamw.floats["min_lr"] = 0;
+  adamw.floats["max_grad_norm"] = 0;
+  adamw.ints = {{"schedule", 0}, {"warmup_steps", 0}, {"decay_steps", 0}};
   OwnedTensor step(DType::I64, {});
   step.view.as<int64_t>()[0] = 3;
   check("nn.adamw", adamw,
@@ -609,6 +615,9 @@ TEST_F(CudaKernelsTest, DataErrorsAreReportedAtTheSync) {
                   {"beta2", 0.999},
                   {"epsilon", 1.0e-8},
                   {"weight_decay", 0.01}};
+  adamw.floats["min_lr"] = 0;
+  adamw.floats["max_grad_norm"] = 0;
+  adamw.ints = {{"schedule", 0}, {"warmup_steps", 0}, {"decay_steps", 0}};
   OwnedTensor step(DType::I32, {});
   Spec p{DType::F32, {4}};
   std::vector<OwnedTensor> updated;

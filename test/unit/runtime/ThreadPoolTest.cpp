@@ -161,6 +161,9 @@ TEST(ThreadPoolTest, KernelsGiveTheSameBitsOnAnyNumberOfThreads) {
   attention.ints["seed"] = 0;
   for (const char *name : {"lr", "beta1", "beta2", "epsilon", "weight_decay"})
     adamw.floats[name] = 0.01;
+  adamw.floats["min_lr"] = 0;
+  adamw.floats["max_grad_norm"] = 0;
+  adamw.ints = {{"schedule", 0}, {"warmup_steps", 0}, {"decay_steps", 0}};
   fused.fusedSteps = {FusedStep{"nn.mul", {0, 1}, {}, DType::F32},
                       FusedStep{"nn.tanh", {2}, {}, DType::F32}};
   fused.fusedResults = {3};

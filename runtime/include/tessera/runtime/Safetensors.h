@@ -1,0 +1,99 @@
+//===- Safetensors.h - Reading and writing safetensors files ----*- C++ -*-===//
+//
+// The safetensors format (huggingface/safetensors) holds named tensors: an
+// 8-byte little-endian header length N, N bytes of a UTF-8 JSON object that
+// maps each name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
+// counted from the byte after the header) and an optional "__metadata__" of
+// strings, then the raw little-endian data. A file is opened by mapping it
+// read-only, so that a tensor is a view over the mapped bytes until it is
+// converted or copied; every range, shape and dtype in the header is checked
+// before a view is handed out. A write goes to `<path>.tmp`, is synced and
+// renamed over `<path>`, so that a reader never sees half a file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_SAFETENSORS_H
+#define TESSERA_RUNTIME_SAFETENSORS_H
+
+#include "tessera/runtime/Status.h"
+#include "tessera/runtime/Tensor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::runtime {
+
+/// An open safetensors file: its validated header and its mapped bytes,
+/// unmapped when the file is destroyed. Movable, not copyable.
+class SafetensorsFile {
+public:
+  /// One tensor of the file; `data` points into the mapping.
+  struct Entry {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    const void *data = nullptr;
+  };
+
+  SafetensorsFile(SafetensorsFile &&other) noexcept;
+  SafetensorsFile &operator=(SafetensorsFile &&other) noexcept;
+  SafetensorsFile(const SafetensorsFile &) = delete;
+  SafetensorsFile &operator=(const SafetensorsFile &) = delete;
+  ~SafetensorsFile();
+
+  /// The tensors, sorted by name.
+  const std::vector<Entry> &getEntries() const { return entries; }
+  /// The tensor names, sorted.
+  std::vector<std::string> getNames() const;
+  /// The tensor named `name`, or null.
+  const Entry *find(const std::string &name) const;
+  /// The header's "__metadata__" (empty without one).
+  const std::map<std::string, std::string> &getMetadata() const {
+    return metadata;
+  }
+  /// A non-owning view of `entry`'s bytes, valid while this file lives. The
+  /// mapping is read-only: writing through the view faults.
+  Tensor view(const Entry &entry) const;
+
+private:
+  friend Expected<SafetensorsFile> openSafetensors(const std::string &path);
+  SafetensorsFile() = default;
+  void unmap();
+
+  void *mapping = nullptr;
+  size_t mappedBytes = 0;
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Maps and validates the safetensors file at `path`. Fails with a data error
+/// naming the file (and the tensor, where one is at fault) when the file
+/// cannot be read, the header is malformed, a dtype is one the runtime lacks
+/// (U8, I8, F8_*, ...), or a tensor's bytes are out of the file, do not match
+/// its shape, overlap another's or are misaligned for its dtype.
+Expected<SafetensorsFile> openSafetensors(const std::string &path);
+
+/// A copy of `from` in `to`: between float dtypes (f32, f64, f16, bf16) with
+/// rounding to nearest even, or between integer dtypes (i1, i32, i64), where
+/// a value out of the range of `to` is a data error. Float to integer and back
+/// are invalid arguments. The same dtype gives a plain copy.
+Expected<OwnedTensor> convertTo(const Tensor &from, DType to);
+
+/// Writes `tensors` to `path` as safetensors, the header in the given order,
+/// and `metadata` as the header's "__metadata__". The data is packed without
+/// gaps, larger elements first (stable, as the reference writer does), so
+/// that every tensor is aligned to its elements.
+/// Fails with an invalid argument on a duplicate or reserved name or a null
+/// tensor, and with a data error naming the file when it cannot be written.
+Status writeSafetensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    const std::map<std::string, std::string> &metadata = {});
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_SAFETENSORS_H

@@ -1,0 +1,494 @@
+//===- Safetensors.cpp - Reading and writing safetensors files ------------===//
+
+#include "tessera/runtime/Safetensors.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+
+using namespace tessera;
+using namespace tessera::runtime;
+using google::protobuf::Value;
+
+namespace {
+
+/// The safetensors dtypes the runtime has; BOOL takes a byte, as i1 does.
+const std::pair<const char *, DType> kDTypeNames[] = {
+    {"F32", DType::F32},   {"F64", DType::F64}, {"F16", DType::F16},
+    {"BF16", DType::BF16}, {"I32", DType::I32}, {"I64", DType::I64},
+    {"BOOL", DType::I1}};
+
+std::optional<DType> parseDType(const std::string &name) {
+  for (const auto &[text, dtype] : kDTypeNames)
+    if (name == text)
+      return dtype;
+  return std::nullopt;
+}
+
+const char *getSafetensorsName(DType dtype) {
+  for (const auto &[text, known] : kDTypeNames)
+    if (known == dtype)
+      return text;
+  return nullptr;
+}
+
+/// A JSON number that is an index or a size: the parser gives doubles, which
+/// hold every integer below 2^53 exactly.
+std::optional<uint64_t> getIndex(const Value &value) {
+  if (value.kind_case() != Value::kNumberValue)
+    return std::nullopt;
+  double number = value.number_value();
+  if (!(number >= 0 && number < 9007199254740992.0) ||
+      number != std::floor(number))
+    return std::nullopt;
+  return static_cast<uint64_t>(number);
+}
+
+/// A JSON list of such numbers.
+std::optional<std::vector<uint64_t>> getIndices(const Value &value) {
+  if (!value.has_list_value())
+    return std::nullopt;
+  std::vector<uint64_t> indices;
+  for (const Value &item : value.list_value().values()) {
+    std::optional<uint64_t> index = getIndex(item);
+    if (!index)
+      return std::nullopt;
+    indices.push_back(*index);
+  }
+  return indices;
+}
+
+/// Reads the header entry `name` into `entry`. The data section starts at
+/// `data`, byte `dataOffset` of the file, and holds `dataBytes`.
+Status parseEntry(const std::string &name, const Value &value,
+                  const uint8_t *data, uint64_t dataOffset, uint64_t dataBytes,
+                  SafetensorsFile::Entry &entry) {
+  auto fail = [&](const std::string &message) {
+    return dataError("tensor '" + name + "': " + message);
+  };
+  if (!value.has_struct_value())
+    return fail("expected an object with dtype, shape and data_offsets");
+  const auto &fields = value.struct_value().fields();
+  auto indicesOf = [&](const char *key) {
+    auto field = fields.find(key);
+    return field == fields.end() ? std::nullopt : getIndices(field->second);
+  };
+  auto dtypeField = fields.find("dtype");
+  if (dtypeField == fields.end() ||
+      dtypeField->second.kind_case() != Value::kStringValue)
+    return fail("expected a string \"dtype\"");
+  const std::string &dtypeName = dtypeField->second.string_value();
+  std::optional<DType> dtype = parseDType(dtypeName);
+  if (!dtype)
+    return fail("unsupported dtype '" + dtypeName +
+                "' (expected F32, F64, F16, BF16, I32, I64 or BOOL)");
+  std::optional<std::vector<uint64_t>> dims = indicesOf("shape");
+  if (!dims)
+    return fail("expected \"shape\" to be a list of non-negative integers");
+  std::optional<std::vector<uint64_t>> offsets = indicesOf("data_offsets");
+  if (!offsets || offsets->size() != 2)
+    return fail("expected \"data_offsets\" to be two non-negative integers");
+
+  uint64_t begin = (*offsets)[0], end = (*offsets)[1];
+  std::string span =
+      "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  if (begin > end || end > dataBytes)
+    return fail("data_offsets " + span + " are not a range within the " +
+                std::to_string(dataBytes) + " bytes of data");
+  std::vector<int64_t> shape(dims->begin(), dims->end());
+  int64_t elementBytes = getDTypeBytes(*dtype);
+  std::optional<int64_t> count = getCheckedNumElements(shape);
+  if (!count || *count > std::numeric_limits<int64_t>::max() / elementBytes)
+    return fail("shape " + formatShape(shape) + " is too large");
+  uint64_t bytes = *count * elementBytes;
+  if (end - begin != bytes)
+    return fail("data_offsets " + span + " hold " +
+                std::to_string(end - begin) + " bytes, but shape " +
+                formatShape(shape) + " of " + dtypeName + " needs " +
+                std::to_string(bytes));
+  // The mapping starts on a page, so the file offset gives the alignment.
+  if ((dataOffset + begin) % elementBytes != 0)
+    return fail("data at byte " + std::to_string(dataOffset + begin) +
+                " of the file is not aligned to its " +
+                std::to_string(elementBytes) + "-byte elements");
+  entry = {name, *dtype, std::move(shape), data + begin};
+  return Status::success();
+}
+
+/// The header's "__metadata__": an object of strings.
+Status parseMetadata(const Value &value,
+                     std::map<std::string, std::string> &metadata) {
+  if (value.has_struct_value()) {
+    for (const auto &[key, item] : value.struct_value().fields()) {
+      if (item.kind_case() != Value::kStringValue)
+        break;
+      metadata[key] = item.string_value();
+    }
+    if (metadata.size() == value.struct_value().fields().size())
+      return Status::success();
+  }
+  return dataError("expected \"__metadata__\" to be an object of strings");
+}
+
+} // namespace
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
+    : mapping(std::exchange(other.mapping, nullptr)),
+      mappedBytes(std::exchange(other.mappedBytes, 0)),
+      entries(std::move(other.entries)), metadata(std::move(other.metadata)) {}
+
+SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
+  if (this != &other) {
+    unmap();
+    mapping = std::exchange(other.mapping, nullptr);
+    mappedBytes = std::exchange(other.mappedBytes, 0);
+    entries = std::move(other.entries);
+    metadata = std::move(other.metadata);
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+void SafetensorsFile::unmap() {
+  if (mapping)
+    ::munmap(mapping, mappedBytes);
+  mapping = nullptr;
+  mappedBytes = 0;
+}
+
+std::vector<std::string> SafetensorsFile::getNames() const {
+  std::vector<std::string> names;
+  for (const Entry &entry : entries)
+    names.push_back(entry.name);
+  return names;
+}
+
+const SafetensorsFile::Entry *
+SafetensorsFile::find(const std::string &name) const {
+  auto it = std::lower_bound(entries.begin(), entries.end(), name,
+                             [](const Entry &entry, const std::string &key) {
+                               return entry.name < key;
+                             });
+  return it != entries.end() && it->name == name ? &*it : nullptr;
+}
+
+Tensor SafetensorsFile::view(const Entry &entry) const {
+  return Tensor{entry.dtype, entry.shape, const_cast<void *>(entry.data)};
+}
+
+Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
+  std::string where = "safetensors file '" + path + "': ";
+  auto fail = [&](const std::string &message) {
+    return dataError(where + message);
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size < 8) {
+    ::close(fd);
+    return fail("not a regular file of at least the 8-byte header length");
+  }
+  uint64_t fileBytes = info.st_size;
+  void *mapping = ::mmap(nullptr, fileBytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  int mapError = errno;
+  ::close(fd);
+  if (mapping == MAP_FAILED)
+    return fail(std::string("cannot map: ") + std::strerror(mapError));
+  // From here on the file unmaps itself on every return.
+  SafetensorsFile file;
+  file.mapping = mapping;
+  file.mappedBytes = fileBytes;
+
+  const auto *bytes = static_cast<const uint8_t *>(mapping);
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = headerBytes << 8 | bytes[i];
+  if (headerBytes > fileBytes - 8)
+    return fail("header length " + std::to_string(headerBytes) +
+                " runs past the end of the file (" + std::to_string(fileBytes) +
+                " bytes)");
+  std::string json(reinterpret_cast<const char *>(bytes + 8), headerBytes);
+  google::protobuf::Struct header;
+  if (json.empty() || json[0] != '{')
+    return fail("header is not a JSON object");
+  if (auto parsed = google::protobuf::util::JsonStringToMessage(json, &header);
+      !parsed.ok())
+    return fail("header is not valid JSON: " + std::string(parsed.message()));
+
+  uint64_t dataOffset = 8 + headerBytes, dataBytes = fileBytes - dataOffset;
+  for (const auto &[name, value] : header.fields()) {
+    Status status = Status::success();
+    if (name == "__metadata__") {
+      status = parseMetadata(value, file.metadata);
+    } else {
+      file.entries.emplace_back();
+      status = parseEntry(name, value, bytes + dataOffset, dataOffset,
+                          dataBytes, file.entries.back());
+    }
+    if (!status.ok())
+      return status.withPrefix(where);
+  }
+  // The protobuf map has no order (and no duplicate names).
+  auto &entries = file.entries;
+  std::sort(entries.begin(), entries.end(),
+            [](const auto &a, const auto &b) { return a.name < b.name; });
+
+  // By where they start, a tensor overlaps an earlier one when it starts
+  // before the furthest end so far; an empty tensor overlaps nothing.
+  using Entry = SafetensorsFile::Entry;
+  auto start = [](const Entry *entry) {
+    return static_cast<const uint8_t *>(entry->data);
+  };
+  auto end = [&](const Entry *entry) {
+    return start(entry) +
+           getNumElements(entry->shape) * getDTypeBytes(entry->dtype);
+  };
+  std::vector<const Entry *> byStart;
+  for (const Entry &entry : entries)
+    if (end(&entry) != start(&entry))
+      byStart.push_back(&entry);
+  std::stable_sort(
+      byStart.begin(), byStart.end(),
+      [&](const Entry *a, const Entry *b) { return start(a) < start(b); });
+  const Entry *furthest = nullptr;
+  for (const Entry *entry : byStart) {
+    if (furthest && start(entry) < end(furthest))
+      return fail("tensors '" + furthest->name + "' and '" + entry->name +
+                  "' overlap in the data");
+    if (!furthest || end(entry) > end(furthest))
+      furthest = entry;
+  }
+  return Expected<SafetensorsFile>(std::move(file));
+}
+
+//===----------------------------------------------------------------------===//
+// Conversion
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || isHalf(dtype);
+}
+
+/// Element `i` of a float tensor, widened.
+double getFloat(const Tensor &tensor, int64_t i) {
+  if (isHalf(tensor.dtype))
+    return halfToFloat(tensor.dtype, tensor.as<uint16_t>()[i]);
+  return tensor.dtype == DType::F64 ? tensor.as<double>()[i]
+                                    : tensor.as<float>()[i];
+}
+
+/// Stores `value` rounded to nearest even; f16 and bf16 round through f32.
+void setFloat(const Tensor &tensor, int64_t i, double value) {
+  if (isHalf(tensor.dtype))
+    tensor.as<uint16_t>()[i] =
+        floatToHalf(tensor.dtype, static_cast<float>(value));
+  else if (tensor.dtype == DType::F64)
+    tensor.as<double>()[i] = value;
+  else
+    tensor.as<float>()[i] = static_cast<float>(value);
+}
+
+/// Element `i` of an integer tensor; an i1 is a byte.
+int64_t getInteger(const Tensor &tensor, int64_t i) {
+  if (tensor.dtype == DType::I64)
+    return tensor.as<int64_t>()[i];
+  return tensor.dtype == DType::I32 ? tensor.as<int32_t>()[i]
+                                    : tensor.as<uint8_t>()[i];
+}
+
+/// Stores `value`, which the caller checked to be in range.
+void setInteger(const Tensor &tensor, int64_t i, int64_t value) {
+  if (tensor.dtype == DType::I64)
+    tensor.as<int64_t>()[i] = value;
+  else if (tensor.dtype == DType::I32)
+    tensor.as<int32_t>()[i] = static_cast<int32_t>(value);
+  else
+    tensor.as<uint8_t>()[i] = static_cast<uint8_t>(value);
+}
+
+/// The values an integer dtype holds.
+std::pair<int64_t, int64_t> getIntegerRange(DType dtype) {
+  if (dtype == DType::I1)
+    return {0, 1};
+  if (dtype == DType::I32)
+    return {std::numeric_limits<int32_t>::min(),
+            std::numeric_limits<int32_t>::max()};
+  return {std::numeric_limits<int64_t>::min(),
+          std::numeric_limits<int64_t>::max()};
+}
+
+} // namespace
+
+Expected<OwnedTensor> runtime::convertTo(const Tensor &from, DType to) {
+  OwnedTensor result(to, from.shape);
+  int64_t count = from.getNumElements();
+  if (from.dtype == to) {
+    if (count > 0)
+      std::memcpy(result.view.data, from.data, from.getBytes());
+    return result;
+  }
+  if (isFloat(from.dtype) != isFloat(to))
+    return invalidArgument(
+        std::string("cannot convert ") + getDTypeName(from.dtype) + " to " +
+        getDTypeName(to) + ": only float to float or integer to integer");
+  if (isFloat(to)) {
+    for (int64_t i = 0; i < count; ++i)
+      setFloat(result.view, i, getFloat(from, i));
+    return result;
+  }
+  auto [low, high] = getIntegerRange(to);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t value = getInteger(from, i);
+    if (value < low || value > high)
+      return dataError("element " + std::to_string(i) + " is " +
+                       std::to_string(value) + ", out of the range of " +
+                       getDTypeName(to));
+    setInteger(result.view, i, value);
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `text` as a JSON string, quotes included.
+std::string quoteJson(const std::string &text) {
+  std::string quoted = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (c < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", c);
+      quoted += escape;
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
+/// Writes all of `bytes`, resuming after a partial write or a signal.
+bool writeAll(int fd, const void *data, size_t bytes) {
+  const char *next = static_cast<const char *>(data);
+  while (bytes > 0) {
+    ssize_t written = ::write(fd, next, bytes);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      return false;
+    next += written;
+    bytes -= written;
+  }
+  return true;
+}
+
+} // namespace
+
+Status runtime::writeSafetensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    const std::map<std::string, std::string> &metadata) {
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto &[key, value] : metadata)
+      header += (header.back() == '{' ? "" : ",") + quoteJson(key) + ":" +
+                quoteJson(value);
+    header += "}";
+  }
+  std::set<std::string> seen;
+  for (const auto &[name, tensor] : tensors) {
+    auto fail = [&](const std::string &message) {
+      return invalidArgument("cannot write tensor '" + name + "' to '" + path +
+                             "': " + message);
+    };
+    if (name == "__metadata__")
+      return fail("the name is reserved for the header's metadata");
+    if (!seen.insert(name).second)
+      return fail("another tensor has the same name");
+    if (!tensor)
+      return fail("the tensor is null");
+    std::optional<int64_t> count = getCheckedNumElements(tensor->shape);
+    if (!count || *count > std::numeric_limits<int64_t>::max() / 8)
+      return fail("shape " + formatShape(tensor->shape) + " is invalid");
+    if (!tensor->data && *count > 0)
+      return fail("the tensor has no data");
+  }
+  // As the reference writer does, the data holds the tensors of larger
+  // elements first, so that each is aligned to its elements (the header
+  // keeps the given order).
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return getDTypeBytes(tensors[a].second->dtype) >
+           getDTypeBytes(tensors[b].second->dtype);
+  });
+  std::vector<uint64_t> begins(tensors.size());
+  uint64_t offset = 0;
+  for (size_t i : order) {
+    begins[i] = offset;
+    offset += tensors[i].second->getBytes();
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor &tensor = *tensors[i].second;
+    std::string dims;
+    for (int64_t size : tensor.shape)
+      dims += (dims.empty() ? "" : ",") + std::to_string(size);
+    header += (header.size() > 1 ? "," : "") + quoteJson(tensors[i].first) +
+              ":{\"dtype\":\"" + getSafetensorsName(tensor.dtype) +
+              "\",\"shape\":[" + dims + "],\"data_offsets\":[" +
+              std::to_string(begins[i]) + "," +
+              std::to_string(begins[i] + tensor.getBytes()) + "]}";
+  }
+  header += "}";
+  // Padded with spaces, as the reference writer does, to start the data on
+  // 8 bytes.
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  std::string staging = path + ".tmp";
+  int fd =
+      ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return dataError("cannot write safetensors file '" + staging +
+                     "': " + std::strerror(errno));
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
+  bool ok =
+      writeAll(fd, length, 8) && writeAll(fd, header.data(), header.size());
+  for (size_t i : order)
+    ok = ok &&
+         writeAll(fd, tensors[i].second->data, tensors[i].second->getBytes());
+  ok = ::fsync(fd) == 0 && ok;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || std::rename(staging.c_str(), path.c_str()) != 0) {
+    Status status = dataError("cannot write safetensors file '" + path +
+                              "': " + std::strerror(errno));
+    std::remove(staging.c_str());
+    return status;
+  }
+  return Status::success();
+}

@@ -1,0 +1,58 @@
+//===- TrainingLog.h - tessera-run's per-step training log ------*- C++ -*-===//
+//
+// Each step of a train step, one line on stdout (with more than one step)
+// and, with --metrics FILE.jsonl, one JSON object per line: the loss, the
+// learning rate (nn.adamw's schedule at the step), the global gradient norm
+// (with --clip-grad), tokens per second, the step's time and the time left.
+// The first rank whose program computes the loss writes it, as each step
+// ends there.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUN_TRAININGLOG_H
+#define TESSERA_RUN_TRAININGLOG_H
+
+#include "tessera/runtime/Kernels.h"
+#include "tessera/runtime/Status.h"
+
+#include "plan.pb.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace tessera::runtime {
+
+class TrainingLog {
+public:
+  /// The log of `steps` steps of `program`, this rank's of `plan`.
+  TrainingLog(const plan::Plan &plan, const plan::Program &program,
+              int64_t rank, int64_t steps);
+  ~TrainingLog();
+  TrainingLog(const TrainingLog &) = delete;
+  TrainingLog &operator=(const TrainingLog &) = delete;
+
+  /// Whether this rank writes the log.
+  bool isLogger() const { return logger; }
+  /// On the logging rank, opens the --metrics file (none: `path` empty).
+  Status openMetrics(const std::string &path);
+  /// Logs step `step`, which took `seconds`.
+  Status logStep(int64_t step, double loss, std::optional<double> gradNorm,
+                 double seconds);
+
+private:
+  bool logger = false;
+  int64_t steps, logged = 0;
+  double totalSeconds = 0;
+  /// The first nn.adamw's attributes: its learning-rate schedule.
+  std::optional<KernelAttrs> adamw;
+  /// The global batch's tokens ([batch, seq] of the first integer data
+  /// argument); 0 when the step has none.
+  int64_t tokensPerStep = 0;
+  std::string metricsPath;
+  std::FILE *metrics = nullptr;
+};
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUN_TRAININGLOG_H
