@@ -31,9 +31,6 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
     return "--clip-grad must be a non-negative norm (0: no clipping)";
   if (options.clipGrad > 0 && options.train != Optimizer::AdamW)
     return "--clip-grad needs --train adamw";
-  if (options.clipGrad > 0 && options.pipelineStages > 1)
-    return "--clip-grad with --pp is not supported yet: the global norm "
-           "would have to be summed over the pipeline stages";
   bool scheduled = options.lrSchedule != LrScheduleKind::Constant ||
                    options.warmupSteps != 0;
   if (scheduled && options.train != Optimizer::AdamW)

@@ -99,7 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           std::vector<int64_t>(buffer.shape().begin(), buffer.shape().end()));
     }
     int64_t step = 0;
-    (void)loadCheckpoint(directory, *program, loaded.mesh, locals, 0, step);
+    (void)loadCheckpoint(directory, loaded.plan, *program, loaded.mesh, locals,
+                         0, step);
   }
   return 0;
 }

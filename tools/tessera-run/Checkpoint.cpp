@@ -378,9 +378,10 @@ Expected<std::vector<int64_t>> getEntryShape(const std::string &entry) {
 /// buffer is then taken apart into its members), and this rank takes its
 /// piece of each argument under this plan's layout (packing a unit's
 /// members into its flat buffer first). Every rank reads every shard.
-Status loadResharded(const std::string &dir, const plan::Program &program,
-                     const Mesh &saved, const Mesh &mesh,
-                     std::vector<OwnedTensor> &locals, int rank) {
+Status loadResharded(const std::string &dir, const plan::Plan &plan,
+                     const plan::Program &program, const Mesh &saved,
+                     const Mesh &mesh, std::vector<OwnedTensor> &locals,
+                     int rank) {
   // Per saved tensor (its index entry: name, dtype, global shape and
   // layout, the same on every rank; two units of a block with TP share
   // their name): the saved ranks holding a piece, where in their shard,
@@ -566,6 +567,14 @@ Status loadResharded(const std::string &dir, const plan::Program &program,
                        "' does not match this plan's piece of it");
     locals[i] = std::move(mine);
   }
+  // What is left belongs to other pipeline stages' programs, or to none.
+  for (const plan::Program &each : plan.programs())
+    for (int i : getCheckpointed(each)) {
+      const plan::Argument &argument = each.arguments(i);
+      globals.erase(argument.name());
+      for (const plan::Member &member : argument.members())
+        globals.erase(member.name());
+    }
   if (!globals.empty())
     return dataError("the checkpoint in '" + dir + "' holds '" +
                      globals.begin()->first +
@@ -598,7 +607,7 @@ Status runtime::saveCheckpoint(const std::string &given,
                timeoutSeconds);
 }
 
-Status runtime::loadCheckpoint(const std::string &dir,
+Status runtime::loadCheckpoint(const std::string &dir, const plan::Plan &plan,
                                const plan::Program &program, const Mesh &mesh,
                                std::vector<OwnedTensor> &locals, int rank,
                                int64_t &step) {
@@ -643,7 +652,7 @@ Status runtime::loadCheckpoint(const std::string &dir,
   } else {
     Expected<Mesh> saved = parseMesh(meshLine.substr(5));
     loaded = saved.ok()
-                 ? loadResharded(dir, program, *saved, mesh, locals, rank)
+                 ? loadResharded(dir, plan, program, *saved, mesh, locals, rank)
                  : saved.getStatus();
   }
   if (!loaded.ok())

@@ -36,11 +36,13 @@ Status saveCheckpoint(const std::string &dir, const plan::Program &program,
                       const Mesh &mesh, const std::vector<OwnedTensor> &locals,
                       int rank, int64_t step, double timeoutSeconds);
 
-/// Reads this rank's pieces from `dir` into `locals`; the step the
-/// checkpoint reached comes back through `step`.
-Status loadCheckpoint(const std::string &dir, const plan::Program &program,
-                      const Mesh &mesh, std::vector<OwnedTensor> &locals,
-                      int rank, int64_t &step);
+/// Reads this rank's pieces from `dir` into `locals` (`program` is this
+/// rank's of `plan`); the step the checkpoint reached comes back through
+/// `step`.
+Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
+                      const plan::Program &program, const Mesh &mesh,
+                      std::vector<OwnedTensor> &locals, int rank,
+                      int64_t &step);
 
 } // namespace tessera::runtime
 

@@ -682,8 +682,8 @@ int main(int argc, char **argv) {
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
-    if (Status status = loadCheckpoint(options.loadCheckpoint, *program, mesh,
-                                       locals, rank, firstStep);
+    if (Status status = loadCheckpoint(options.loadCheckpoint, plan, *program,
+                                       mesh, locals, rank, firstStep);
         !status.ok())
       return fail(status.message());
   // The last step must fit the plan's step counter.

@@ -866,9 +866,13 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
       }
       continue;
     }
+    // A metric (the gradient norm, made on every rank) is returned by each
+    // rank that makes it, so that the rank that logs the loss has it too.
     Operation *def = operand.getDefiningOp();
     int64_t maker = def ? *getRanks(def).begin() : 0;
-    if (maker == rank)
+    bool metric = function.getResultAttr(index, nn::kMetricAttrName) && def &&
+                  getRanks(def).count(rank);
+    if (maker == rank || metric)
       results.push_back(index);
   }
   SmallVector<unsigned> args(used.begin(), used.end());
