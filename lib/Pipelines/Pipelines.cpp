@@ -31,6 +31,14 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
     return "--clip-grad must be a non-negative norm (0: no clipping)";
   if (options.clipGrad > 0 && options.train != Optimizer::AdamW)
     return "--clip-grad needs --train adamw";
+  if (options.lossScale && options.train != Optimizer::AdamW)
+    return "--loss-scale needs --train adamw";
+  if (options.lossScale && options.pipelineStages > 1)
+    return "--loss-scale with --pp is not supported yet: the stages would "
+           "have to agree on the scale";
+  if (options.initialLossScale < 0 || options.lossScaleWindow < 1)
+    return "--initial-loss-scale must be positive (0: the default) and "
+           "--loss-scale-window at least 1";
   bool scheduled = options.lrSchedule != LrScheduleKind::Constant ||
                    options.warmupSteps != 0;
   if (scheduled && options.train != Optimizer::AdamW)
@@ -67,16 +75,19 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   trainStep.warmupSteps = options.warmupSteps;
   trainStep.decaySteps = options.decaySteps;
   trainStep.minLr = options.minLr;
+  trainStep.lossScale = options.lossScale;
+  trainStep.initialLossScale = options.initialLossScale;
   pm.addPass(createTrainStepPass(trainStep));
 }
 
 /// Gradient clipping, when `options` ask for it: the norm reads the
 /// gradients as the updates read them, so after ZeRO.
 static void addClipping(OpPassManager &pm, const CompileOptions &options) {
-  if (options.clipGrad <= 0)
+  if (options.clipGrad <= 0 && !options.lossScale)
     return;
   ClipGradientsPassOptions clip;
   clip.maxNorm = options.clipGrad;
+  clip.window = options.lossScaleWindow;
   pm.addPass(createClipGradientsPass(clip));
 }
 

@@ -6,7 +6,9 @@
 #include "tessera/runtime/LrSchedule.h"
 #include "tessera/runtime/Plan.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 using namespace tessera;
@@ -40,23 +42,25 @@ TrainingLog::TrainingLog(const plan::Plan &plan, const plan::Program &program,
 }
 
 TrainingLog::~TrainingLog() {
-  if (metrics)
-    std::fclose(metrics);
+  if (metricsFile)
+    std::fclose(metricsFile);
 }
 
 Status TrainingLog::openMetrics(const std::string &path) {
   if (!logger || path.empty())
     return Status::success();
   metricsPath = path;
-  metrics = std::fopen(path.c_str(), "w");
-  if (!metrics)
+  metricsFile = std::fopen(path.c_str(), "w");
+  if (!metricsFile)
     return dataError("cannot write the metrics file '" + path +
                      "': " + std::strerror(errno));
   return Status::success();
 }
 
-Status TrainingLog::logStep(int64_t step, double loss,
-                            std::optional<double> gradNorm, double seconds) {
+Status
+TrainingLog::logStep(int64_t step, double loss,
+                     const std::vector<std::pair<std::string, double>> &metrics,
+                     double seconds) {
   ++logged;
   totalSeconds += seconds;
   double eta = totalSeconds / logged * (steps - logged);
@@ -70,27 +74,41 @@ Status TrainingLog::logStep(int64_t step, double loss,
     std::printf("step %lld: loss = %.7g", static_cast<long long>(step), loss);
     if (lr)
       std::printf(" | lr %.4g", *lr);
-    if (gradNorm)
-      std::printf(" | grad norm %.4g", *gradNorm);
+    for (const auto &[name, value] : metrics) {
+      std::string words = name;
+      std::replace(words.begin(), words.end(), '_', ' ');
+      // A gradient norm that is not finite: an overflow, whose step the
+      // updates skipped.
+      if (std::isfinite(value))
+        std::printf(" | %s %.4g", words.c_str(), value);
+      else
+        std::printf(" | %s %s (step skipped)", words.c_str(),
+                    std::isnan(value) ? "nan" : "inf");
+    }
     if (tokensPerStep)
       std::printf(" | %.0f tokens/s", tokensPerStep / seconds);
     std::printf(" | %.1f ms | ETA %.1f s\n", 1e3 * seconds, eta);
     std::fflush(stdout);
   }
-  if (!metrics)
+  if (!metricsFile)
     return Status::success();
-  std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.9g",
+  std::fprintf(metricsFile, "{\"step\": %lld, \"loss\": %.9g",
                static_cast<long long>(step), loss);
   if (lr)
-    std::fprintf(metrics, ", \"lr\": %.9g", *lr);
-  if (gradNorm)
-    std::fprintf(metrics, ", \"grad_norm\": %.9g", *gradNorm);
+    std::fprintf(metricsFile, ", \"lr\": %.9g", *lr);
+  // JSON has no inf or NaN: a value that is not finite is null.
+  for (const auto &[name, value] : metrics)
+    if (std::isfinite(value))
+      std::fprintf(metricsFile, ", \"%s\": %.9g", name.c_str(), value);
+    else
+      std::fprintf(metricsFile, ", \"%s\": null", name.c_str());
   if (tokensPerStep)
-    std::fprintf(metrics, ", \"tokens_per_second\": %.6g",
+    std::fprintf(metricsFile, ", \"tokens_per_second\": %.6g",
                  tokensPerStep / seconds);
-  std::fprintf(metrics, ", \"step_seconds\": %.6g, \"eta_seconds\": %.6g}\n",
-               seconds, eta);
-  if (std::fflush(metrics) != 0)
+  std::fprintf(metricsFile,
+               ", \"step_seconds\": %.6g, \"eta_seconds\": %.6g}\n", seconds,
+               eta);
+  if (std::fflush(metricsFile) != 0)
     return dataError("cannot write the metrics file '" + metricsPath + "'");
   return Status::success();
 }

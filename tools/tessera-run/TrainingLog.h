@@ -2,8 +2,9 @@
 //
 // Each step of a train step, one line on stdout (with more than one step)
 // and, with --metrics FILE.jsonl, one JSON object per line: the loss, the
-// learning rate (nn.adamw's schedule at the step), the global gradient norm
-// (with --clip-grad), tokens per second, the step's time and the time left.
+// learning rate (nn.adamw's schedule at the step), the train step's
+// metrics (the global gradient norm with --clip-grad, the loss scale with
+// --loss-scale), tokens per second, the step's time and the time left.
 // The first rank whose program computes the loss writes it, as each step
 // ends there.
 //
@@ -20,6 +21,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera::runtime {
 
@@ -36,8 +39,9 @@ public:
   bool isLogger() const { return logger; }
   /// On the logging rank, opens the --metrics file (none: `path` empty).
   Status openMetrics(const std::string &path);
-  /// Logs step `step`, which took `seconds`.
-  Status logStep(int64_t step, double loss, std::optional<double> gradNorm,
+  /// Logs step `step`, which took `seconds`, with its metrics by name.
+  Status logStep(int64_t step, double loss,
+                 const std::vector<std::pair<std::string, double>> &metrics,
                  double seconds);
 
 private:
@@ -50,7 +54,7 @@ private:
   /// argument); 0 when the step has none.
   int64_t tokensPerStep = 0;
   std::string metricsPath;
-  std::FILE *metrics = nullptr;
+  std::FILE *metricsFile = nullptr;
 };
 
 } // namespace tessera::runtime

@@ -669,16 +669,16 @@ int main(int argc, char **argv) {
   // as the next step's arguments.
   executor.setCarryUpdates(true);
   // Steps before the last fetch only what the log reads: the loss and the
-  // gradient norm.
-  int normResult = -1;
-  for (int i = 0; i < program->results_size(); ++i)
-    if (program->results(i).metric() == "grad_norm")
-      normResult = i;
+  // metrics (the gradient norm, the loss scale).
   std::vector<bool> lossOnly(program->results_size(), false);
   if (lossResult >= 0)
     lossOnly[lossResult] = true;
-  if (normResult >= 0)
-    lossOnly[normResult] = true;
+  std::vector<int> metricResults;
+  for (int i = 0; i < program->results_size(); ++i)
+    if (!program->results(i).metric().empty()) {
+      metricResults.push_back(i);
+      lossOnly[i] = true;
+    }
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
   if (!options.loadCheckpoint.empty())
@@ -739,15 +739,16 @@ int main(int argc, char **argv) {
             .count());
     if (lossResult >= 0)
       losses.push_back(getScalar(results[lossResult].view));
-    if (lossResult >= 0 && log.isLogger())
-      if (Status logged = log.logStep(
-              step, losses.back(),
-              normResult >= 0
-                  ? std::optional<double>(getScalar(results[normResult].view))
-                  : std::nullopt,
-              stepSeconds.back());
+    if (lossResult >= 0 && log.isLogger()) {
+      std::vector<std::pair<std::string, double>> metrics;
+      for (int i : metricResults)
+        metrics.emplace_back(program->results(i).metric(),
+                             getScalar(results[i].view));
+      if (Status logged =
+              log.logStep(step, losses.back(), metrics, stepSeconds.back());
           !logged.ok())
         return fail(logged.message());
+    }
   }
   // The last step's updates are the new arguments (a checkpoint saves them).
   for (int i = 0; i < program->results_size(); ++i)

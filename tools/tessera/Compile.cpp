@@ -168,6 +168,23 @@ static cl::opt<double> clipGrad(
              "as PyTorch's clip_grad_norm_ (0: no clipping)"),
     cl::init(0.0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 
+static cl::opt<bool> lossScale(
+    "loss-scale",
+    cl::desc("With --train adamw: dynamic loss scaling, as PyTorch's "
+             "GradScaler (f16 mixed precision): a step whose gradients "
+             "overflow is skipped and halves the scale"),
+    cl::init(false), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<double> initialLossScale(
+    "initial-loss-scale",
+    cl::desc("With --loss-scale: the first scale (0: 2^16, or 2^15 for an "
+             "f16 loss)"),
+    cl::init(0.0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<int64_t> lossScaleWindow(
+    "loss-scale-window",
+    cl::desc("With --loss-scale: steps without an overflow after which the "
+             "scale doubles"),
+    cl::init(2000), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+
 void cli::readCompileOptions(CompileOptions &options) {
   options.mesh = meshSpec;
   options.pipelineStages = pipelineStages;
@@ -183,6 +200,9 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.decaySteps = decaySteps;
   options.minLr = minLr.getValue();
   options.clipGrad = clipGrad.getValue();
+  options.lossScale = lossScale;
+  options.initialLossScale = initialLossScale.getValue();
+  options.lossScaleWindow = lossScaleWindow;
   options.precision = precision;
   options.zero = zeroStage;
   options.zeroAxes = SmallVector<std::string>(zeroAxes.begin(), zeroAxes.end());

@@ -879,8 +879,9 @@ LogicalResult AdamWOp::verify() {
     return emitOpError("expects decay_steps (")
            << getDecaySteps() << ") past warmup_steps (" << getWarmupSteps()
            << ") for a " << stringifyLrSchedule(getSchedule()) << " schedule";
-  if (getGradNorm() && getMaxGradNorm().isZero())
-    return emitOpError("reads a gradient norm but clips to no max_grad_norm");
+  if (getGradNorm() && getMaxGradNorm().isZero() && !getLossScale())
+    return emitOpError("reads a gradient norm but clips to no max_grad_norm "
+                       "and scales no loss");
   return success();
 }
 

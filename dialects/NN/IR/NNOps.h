@@ -35,6 +35,11 @@ constexpr llvm::StringLiteral kGradOfAttrName = "nn.grad_of";
 /// "<param>.adam_v", or "step" for the step counter the runtime sets.
 constexpr llvm::StringLiteral kStateAttrName = "nn.state";
 
+/// Dynamic loss scaling's state (nn.state names): the scale's log2 over its
+/// first value, and the steps since it last changed without an overflow.
+constexpr llvm::StringLiteral kLossScaleLog2Name = "loss_scale.log2";
+constexpr llvm::StringLiteral kLossScaleGoodStepsName = "loss_scale.good_steps";
+
 /// The function-result attribute of a train step's new parameter or state:
 /// the index of the argument it replaces in the next step.
 constexpr llvm::StringLiteral kUpdatesAttrName = "nn.updates";

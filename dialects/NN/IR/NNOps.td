@@ -940,7 +940,7 @@ def NN_SgdOp : NN_ModelOp<"sgd", [InferTypeOpAdaptor,
 }
 
 def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
-    AllTypesMatch<["m", "v"]>,
+    AttrSizedOperandSegments, AllTypesMatch<["m", "v"]>,
     DeclareOpInterfaceMethods<OptimizerOpInterface>]> {
   let summary = "AdamW step with decoupled weight decay";
   let description = [{
@@ -966,7 +966,14 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
     With `grad_norm` (the global norm of every gradient of the step, see
     `--tessera-clip-gradients`), the update reads the gradient clipped to
     `max_grad_norm`, as PyTorch's `clip_grad_norm_`:
-    `g · min(1, max_grad_norm / (grad_norm + 1e-6))`.
+    `g · min(1, max_grad_norm / (grad_norm + 1e-6))` (`max_grad_norm = 0`:
+    not clipped). A norm that is not finite (an inf or NaN in some
+    gradient) leaves the parameter and moments as they are: the step is
+    skipped.
+
+    With `loss_scale` S (dynamic loss scaling, which needs `grad_norm`), the
+    gradient and its norm are S times the true ones: the update reads g / S
+    and clips by grad_norm / S, in f32.
 
     ```mlir
     %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %t lr = 1.0e-03
@@ -983,6 +990,7 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
       NN_FloatTensor:$m, NN_FloatTensor:$v, NN_ScalarIndexTensor:$step,
       Optional<0DTensorOf<[F32]>>:$grad_norm,
+      Optional<0DTensorOf<[F32]>>:$loss_scale,
       F32Attr:$lr,
       DefaultValuedAttr<F32Attr, "0.9">:$beta1,
       DefaultValuedAttr<F32Attr, "0.999">:$beta2,
@@ -996,10 +1004,10 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
   let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_m,
                       NN_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $step (`norm` $grad_norm^)? `lr` `=`
-    $lr attr-dict `:` type($param) `,` type($m) `,` type($step)
-    custom<GradType>(type($grad), ref(type($param)))
-    (`norm` type($grad_norm)^)?
+    $param `,` $grad `,` $m `,` $v `,` $step (`norm` $grad_norm^)?
+    (`scale` $loss_scale^)? `lr` `=` $lr attr-dict `:` type($param) `,`
+    type($m) `,` type($step) custom<GradType>(type($grad), ref(type($param)))
+    (`norm` type($grad_norm)^)? (`scale` type($loss_scale)^)?
   }];
   let hasVerifier = 1;
 }

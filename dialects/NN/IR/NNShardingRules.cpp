@@ -481,9 +481,11 @@ ShardingRule AdamWOp::getShardingRule() {
   ShardingRuleBuilder builder = makeBuilder(*this);
   for (auto [dim, size] : llvm::enumerate(getShape(getParam()))) {
     int64_t d = dim;
-    // The step counter and the gradient norm are scalars.
+    // The step counter, the gradient norm and the loss scale are scalars.
     SmallVector<int64_t> operands = {d, d, d, d, kNoDim};
     if (getGradNorm())
+      operands.push_back(kNoDim);
+    if (getLossScale())
       operands.push_back(kNoDim);
     builder.addFactor(operands, {d, d, d}, size);
   }

@@ -100,6 +100,18 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       *this, "clip-grad",
       llvm::cl::desc("Clip the gradients to this global norm (0: none)"),
       llvm::cl::init(ExactDouble(0.0))};
+  Option<bool> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("Dynamic loss scaling (f16 mixed precision)"),
+      llvm::cl::init(false)};
+  Option<ExactDouble> initialLossScale{
+      *this, "initial-loss-scale",
+      llvm::cl::desc("The first loss scale (0: 2^16, 2^15 for an f16 loss)"),
+      llvm::cl::init(ExactDouble(0.0))};
+  Option<int64_t> lossScaleWindow{
+      *this, "loss-scale-window",
+      llvm::cl::desc("Steps without an overflow before the scale doubles"),
+      llvm::cl::init(2000)};
   Option<TrainPrecision> precision{
       *this, "precision", llvm::cl::desc("The types the train step uses"),
       llvm::cl::init(TrainPrecision::Model), enumValues(kTrainPrecisionNames)};

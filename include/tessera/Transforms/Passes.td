@@ -89,6 +89,12 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
            "The step by which a linear or cosine schedule reaches min-lr">,
     Option<"minLr", "min-lr", "double", /*default=*/"0.0",
            "The learning rate a schedule decays to">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "Dynamic loss scaling: differentiate the loss times a scale that "
+           "--tessera-clip-gradients updates">,
+    Option<"initialLossScale", "initial-loss-scale", "double",
+           /*default=*/"0", "The first loss scale (0: 2^16, or 2^15 for an "
+           "f16 loss)">,
   ];
 }
 
@@ -105,6 +111,14 @@ def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {
     `clip_grad_norm_`. The norm is also returned after the loss, marked
     `nn.metric = "grad_norm"`.
 
+    With dynamic loss scaling (`--tessera-train-step=loss-scale=1`: the
+    updates read a `loss_scale` S), the gradients are S times the true ones:
+    the norm is too, and a norm that is not finite (an overflow) makes every
+    update skip the step. The scale's state is updated as PyTorch's
+    GradScaler updates it: halved after an overflow, doubled after
+    `loss-scale-window` steps without one. The true norm and the scale are
+    returned as the metrics "grad_norm" and "loss_scale".
+
     The updates move after the norm, which reads every gradient; each
     gradient the updates read is first made complete
     (`dist.sharding_constraint` with no pending sums, unless ZeRO pinned
@@ -115,7 +129,10 @@ def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
-           "The largest global gradient norm the updates read">,
+           "The largest global gradient norm the updates read (0: no "
+           "clipping, only the norm that loss scaling reads)">,
+    Option<"window", "loss-scale-window", "int64_t", /*default=*/"2000",
+           "Steps without an overflow after which the loss scale doubles">,
   ];
 }
 

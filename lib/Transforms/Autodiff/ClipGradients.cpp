@@ -13,6 +13,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <limits>
+
 namespace tessera {
 #define GEN_PASS_DEF_CLIPGRADIENTSPASS
 #include "tessera/Transforms/Passes.h.inc"
@@ -23,8 +25,67 @@ using namespace tessera;
 
 namespace {
 
+/// Dynamic loss scaling's state arguments (nn::kLossScaleLog2Name, then
+/// nn::kLossScaleGoodStepsName).
+FailureOr<std::pair<BlockArgument, BlockArgument>>
+getLossScaleState(func::FuncOp function) {
+  BlockArgument log2, goodSteps;
+  for (BlockArgument arg : function.getArguments())
+    if (auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          nn::kStateAttrName)) {
+      if (name.getValue() == nn::kLossScaleLog2Name)
+        log2 = arg;
+      if (name.getValue() == nn::kLossScaleGoodStepsName)
+        goodSteps = arg;
+    }
+  if (!log2 || !goodSteps)
+    return function.emitError("the updates scale the loss, but the step has "
+                              "no loss-scale state (nn.state = \"")
+           << nn::kLossScaleLog2Name << "\" and \""
+           << nn::kLossScaleGoodStepsName << "\")";
+  return std::make_pair(log2, goodSteps);
+}
+
+/// The loss scale's next state, as PyTorch's GradScaler: a norm that is not
+/// finite (an overflow; the updates skip the step) halves the scale, and
+/// `window` steps in a row without one double it.
+template <typename AddResult>
+void updateLossScale(OpBuilder &builder, Location loc, Value norm,
+                     BlockArgument log2, BlockArgument goodSteps,
+                     int64_t window, AddResult addResult) {
+  auto scalar = cast<RankedTensorType>(log2.getType());
+  auto constant = [&](double value) {
+    return nn::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(
+            scalar, builder.getF32FloatAttr(static_cast<float>(value))));
+  };
+  // NaN compares false, as +inf does.
+  Value finite =
+      nn::CompareOp::create(builder, loc, nn::ComparePredicate::lt, norm,
+                            constant(std::numeric_limits<double>::infinity()));
+  Value one = constant(1.0), zero = constant(0.0);
+  Value counted = nn::AddOp::create(builder, loc, goodSteps, one);
+  Value grow = nn::CompareOp::create(builder, loc, nn::ComparePredicate::ge,
+                                     counted, constant(window));
+  Value nextLog2 = nn::SelectOp::create(
+      builder, loc, finite,
+      nn::SelectOp::create(builder, loc, grow,
+                           nn::AddOp::create(builder, loc, log2, one), log2),
+      nn::SubOp::create(builder, loc, log2, one));
+  Value nextGood = nn::SelectOp::create(
+      builder, loc, finite,
+      nn::SelectOp::create(builder, loc, grow, zero, counted), zero);
+  auto updates = [&](BlockArgument arg) {
+    return builder.getNamedAttr(nn::kUpdatesAttrName,
+                                builder.getI64IntegerAttr(arg.getArgNumber()));
+  };
+  addResult(nextLog2, updates(log2));
+  addResult(nextGood, updates(goodSteps));
+}
+
 LogicalResult clipGradients(func::FuncOp function, dist::MeshOp mesh,
-                            double maxNorm) {
+                            double maxNorm, int64_t window) {
   SmallVector<nn::AdamWOp> updates;
   for (Operation &op : function.getBody().front()) {
     if (isa<nn::SgdOp>(op))
@@ -78,14 +139,12 @@ LogicalResult clipGradients(func::FuncOp function, dist::MeshOp mesh,
     update.getGradNormMutable().assign(norm);
     update.setMaxGradNormAttr(builder.getF32FloatAttr(maxNorm));
   }
-  // The norm is returned after the loss.
   auto returnOp = cast<func::ReturnOp>(block.getTerminator());
   SmallVector<Value> results(returnOp.getOperands());
-  results.push_back(norm);
   SmallVector<DictionaryAttr> attrs;
   function.getAllResultAttrs(attrs);
   // Where ZeRO packed units, each result records its index in the step as
-  // written: the norm's is after all of them.
+  // written: the new ones' come after all of them.
   int64_t written = 0;
   bool recorded = false;
   for (DictionaryAttr dict : attrs) {
@@ -96,16 +155,44 @@ LogicalResult clipGradients(func::FuncOp function, dist::MeshOp mesh,
     recorded |=
         members || (dict && dict.get(dist::DistDialect::kSourceIndexAttrName));
   }
-  SmallVector<NamedAttribute> normAttrs = {builder.getNamedAttr(
-      nn::kMetricAttrName, builder.getStringAttr("grad_norm"))};
-  if (recorded)
-    normAttrs.push_back(
-        builder.getNamedAttr(dist::DistDialect::kSourceIndexAttrName,
-                             builder.getI64IntegerAttr(written)));
-  attrs.push_back(builder.getDictionaryAttr(normAttrs));
+  auto addResult = [&](Value value, NamedAttribute attr) {
+    SmallVector<NamedAttribute> list = {attr};
+    if (recorded)
+      list.push_back(
+          builder.getNamedAttr(dist::DistDialect::kSourceIndexAttrName,
+                               builder.getI64IntegerAttr(written++)));
+    results.push_back(value);
+    attrs.push_back(builder.getDictionaryAttr(list));
+  };
+  auto metric = [&](StringRef name) {
+    return builder.getNamedAttr(nn::kMetricAttrName,
+                                builder.getStringAttr(name));
+  };
+
+  // Dynamic loss scaling: the gradients are S times the true ones.
+  Value scale = updates.front().getLossScale();
+  if (llvm::any_of(updates, [&](nn::AdamWOp update) {
+        return update.getLossScale() != scale;
+      }))
+    return updates.front().emitError("the updates read different loss scales");
+  Value trueNorm = norm;
+  if (scale) {
+    FailureOr<std::pair<BlockArgument, BlockArgument>> state =
+        getLossScaleState(function);
+    if (failed(state))
+      return failure();
+    trueNorm = nn::DivOp::create(builder, loc, norm, scale);
+    updateLossScale(builder, loc, norm, state->first, state->second, window,
+                    addResult);
+  }
+  addResult(trueNorm, metric("grad_norm"));
+  if (scale)
+    addResult(scale, metric("loss_scale"));
+
   returnOp->setOperands(results);
-  SmallVector<Type> types(function.getResultTypes());
-  types.push_back(norm.getType());
+  SmallVector<Type> types;
+  for (Value value : results)
+    types.push_back(value.getType());
   function.setType(builder.getFunctionType(function.getArgumentTypes(), types));
   function.setAllResultAttrs(attrs);
   return success();
@@ -116,17 +203,18 @@ struct ClipGradientsPass
   using ClipGradientsPassBase::ClipGradientsPassBase;
 
   void runOnOperation() override {
-    if (!(maxNorm > 0)) {
-      getOperation().emitError("gradient clipping needs a positive max-norm, "
+    if (!(maxNorm >= 0) || window < 1) {
+      getOperation().emitError("gradient clipping needs a max-norm of 0 (none) "
+                               "or more and a loss-scale-window of 1 or more, "
                                "got ")
-          << maxNorm.getValue();
+          << maxNorm.getValue() << " and " << window.getValue();
       return signalPassFailure();
     }
     auto meshes = llvm::to_vector(getOperation().getOps<dist::MeshOp>());
     dist::MeshOp mesh = meshes.empty() ? dist::MeshOp() : meshes.front();
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() &&
-          failed(clipGradients(function, mesh, maxNorm)))
+          failed(clipGradients(function, mesh, maxNorm, window)))
         return signalPassFailure();
   }
 };

@@ -26,6 +26,8 @@ struct OptimizerOptions {
   LrScheduleKind schedule;
   int64_t warmupSteps, decaySteps;
   double minLr;
+  bool lossScale;
+  double initialLossScale;
 };
 
 nn::LrSchedule getSchedule(LrScheduleKind kind) {
@@ -73,15 +75,57 @@ LogicalResult buildTrainStep(func::FuncOp function,
   DictionaryAttr lossAttrs = function.getResultAttrDict(0);
   if (options.mixed && failed(useMasterWeights(function, params)))
     return failure();
+  MLIRContext *context = function.getContext();
+  Location loc = function.getLoc();
+  // Optimizer state becomes new arguments.
+  auto addState = [&](Type type, const Twine &name) {
+    unsigned index = function.getNumArguments();
+    NamedAttribute attr(StringAttr::get(context, nn::kStateAttrName),
+                        StringAttr::get(context, name));
+    (void)function.insertArgument(index, type,
+                                  DictionaryAttr::get(context, {attr}), loc);
+    return index;
+  };
+  // Dynamic loss scaling differentiates the loss times S = initial ·
+  // 2^log2, whose log2 the clipping pass updates from the gradients' norm.
+  Value unscaledLoss, lossScale;
+  if (options.lossScale) {
+    auto scalar = RankedTensorType::get({}, Float32Type::get(context));
+    BlockArgument log2 =
+        function.getArgument(addState(scalar, nn::kLossScaleLog2Name));
+    addState(scalar, nn::kLossScaleGoodStepsName);
+    auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
+    unscaledLoss = returnOp.getOperand(0);
+    auto lossType = cast<RankedTensorType>(unscaledLoss.getType());
+    // PyTorch's GradScaler starts at 2^16; an f16 loss's gradient seed
+    // holds at most 2^15.
+    double initial = options.initialLossScale > 0 ? options.initialLossScale
+                     : lossType.getElementType().isF16() ? 32768.0
+                                                         : 65536.0;
+    OpBuilder entry = OpBuilder::atBlockBegin(&function.getBody().front());
+    auto constant = [&](double value) {
+      return nn::ConstantOp::create(
+          entry, loc,
+          DenseElementsAttr::get(
+              scalar, entry.getF32FloatAttr(static_cast<float>(value))));
+    };
+    lossScale = nn::PowOp::create(
+        entry, loc, constant(2.0),
+        nn::AddOp::create(entry, loc, log2, constant(std::log2(initial))));
+    OpBuilder atReturn(returnOp);
+    Value scale = lossScale;
+    if (lossType != scalar)
+      scale = nn::CastOp::create(atReturn, loc, lossType, scale);
+    returnOp->setOperand(0,
+                         nn::MulOp::create(atReturn, loc, unscaledLoss, scale));
+  }
   if (failed(differentiate(function)))
     return failure();
 
   auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
-  Value loss = returnOp.getOperand(0);
+  Value loss = unscaledLoss ? unscaledLoss : returnOp.getOperand(0);
   SmallVector<Value> gradients(returnOp.getOperands().drop_front());
   OpBuilder builder(returnOp);
-  MLIRContext *context = function.getContext();
-  Location loc = function.getLoc();
   auto f32 = [&](double value) {
     return builder.getF32FloatAttr(static_cast<float>(value));
   };
@@ -96,15 +140,7 @@ LogicalResult buildTrainStep(func::FuncOp function,
       updates.push_back(param);
     }
   } else {
-    // The moments and the step counter become new arguments.
-    auto addState = [&](Type type, const Twine &name) {
-      unsigned index = function.getNumArguments();
-      NamedAttribute attr(StringAttr::get(context, nn::kStateAttrName),
-                          StringAttr::get(context, name));
-      (void)function.insertArgument(index, type,
-                                    DictionaryAttr::get(context, {attr}), loc);
-      return index;
-    };
+    // The moments and the step counter.
     SmallVector<unsigned> moments, squares;
     for (unsigned param : params) {
       Type type = function.getArgument(param).getType();
@@ -139,7 +175,7 @@ LogicalResult buildTrainStep(func::FuncOp function,
           builder, loc, function.getArgument(param), gradient,
           function.getArgument(moments[index]),
           function.getArgument(squares[index]), function.getArgument(*step),
-          /*grad_norm=*/Value(), f32(options.lr), f32(options.beta1),
+          /*grad_norm=*/Value(), lossScale, f32(options.lr), f32(options.beta1),
           f32(options.beta2), f32(options.epsilon), f32(options.weightDecay),
           nn::LrScheduleAttr::get(context, getSchedule(options.schedule)),
           builder.getI64IntegerAttr(options.warmupSteps),
@@ -157,8 +193,13 @@ LogicalResult buildTrainStep(func::FuncOp function,
     llvm::append_range(updates, squares);
   }
   results.push_back(loss);
+  Operation *scaledLoss =
+      unscaledLoss ? returnOp.getOperand(0).getDefiningOp() : nullptr;
   func::ReturnOp::create(builder, returnOp.getLoc(), results);
   returnOp.erase();
+  // The scaled loss's value (its gradient was all that was wanted).
+  if (scaledLoss && scaledLoss->use_empty())
+    scaledLoss->erase();
   // The 16-bit gradients' casts up that no update reads any more.
   llvm::SetVector<Operation *> casts;
   for (Value gradient : gradients)
@@ -200,7 +241,14 @@ struct TrainStepPass : tessera::impl::TrainStepPassBase<TrainStepPass> {
                              schedule,
                              warmupSteps,
                              decaySteps,
-                             minLr};
+                             minLr,
+                             lossScale,
+                             initialLossScale};
+    if (!options.adamw && lossScale) {
+      getOperation().emitError("dynamic loss scaling needs an AdamW train "
+                               "step (the clipping pass skips its steps)");
+      return signalPassFailure();
+    }
     if (!options.adamw &&
         (schedule != LrScheduleKind::Constant || warmupSteps != 0)) {
       getOperation().emitError("a learning-rate schedule reads the step "

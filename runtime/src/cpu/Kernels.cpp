@@ -2305,7 +2305,7 @@ struct AdamWStep {
   float lr, beta1, beta2, epsilon, weightDecay;
   /// The reciprocals of the step's bias corrections, 1 / (1 - beta^step).
   float inverseCorrection1, inverseCorrection2;
-  /// What clipping scales the gradient by (1: not clipped).
+  /// What unscaling and clipping multiply the gradient by (1: neither).
   float clipScale;
 };
 } // namespace
@@ -2361,9 +2361,11 @@ static std::optional<double> getAdamWLearningRate(KernelCall &c) {
 }
 
 static void runAdamW(KernelCall &c) {
-  // A clipped update reads the step's global gradient norm too.
-  bool clipped = c.getNumInputs() == 6;
-  if (!(clipped ? c.expectArity(6, 3) : c.expectArity(5, 3)))
+  // A clipped update reads the step's global gradient norm too, and a
+  // loss-scaled one the scale after it.
+  size_t inputs = std::clamp<size_t>(c.getNumInputs(), 5, 7);
+  bool clipped = inputs >= 6, scaled = inputs == 7;
+  if (!c.expectArity(inputs, 3))
     return;
   const std::vector<int64_t> &shape = c.in(0).shape;
   const char *inputNames[] = {"param", "grad", "m", "v"};
@@ -2385,6 +2387,9 @@ static void runAdamW(KernelCall &c) {
   if (clipped && (!c.expectF32(c.in(5), "grad_norm") ||
                   !c.expectShape(c.in(5), {}, "grad_norm")))
     return;
+  if (scaled && (!c.expectF32(c.in(6), "loss_scale") ||
+                 !c.expectShape(c.in(6), {}, "loss_scale")))
+    return;
   std::optional<double> lr = getAdamWLearningRate(c);
   std::optional<double> beta1 = c.getFloat("beta1");
   std::optional<double> beta2 = c.getFloat("beta2");
@@ -2402,6 +2407,19 @@ static void runAdamW(KernelCall &c) {
                  step);
     return;
   }
+  const float *param = c.in(0).as<float>();
+  const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
+  float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
+        *newV = c.out(2).as<float>();
+  int64_t e = c.in(0).getNumElements();
+  // An overflow skips the step: the state stays as it is.
+  float norm = clipped ? c.in(5).as<float>()[0] : 0.0f;
+  if (!isFiniteNorm(norm)) {
+    for (auto [from, to] : {std::pair{param, newParam}, {m, newM}, {v, newV}})
+      if (from != to)
+        std::copy_n(from, e, to);
+    return;
+  }
   AdamWStep s = {
       static_cast<float>(
           getScheduledLr(static_cast<LrSchedule>(*c.getInt("schedule")), *lr,
@@ -2413,14 +2431,9 @@ static void runAdamW(KernelCall &c) {
       static_cast<float>(*weightDecay),
       static_cast<float>(1 / (1 - std::pow(*beta1, static_cast<double>(step)))),
       static_cast<float>(1 / (1 - std::pow(*beta2, static_cast<double>(step)))),
-      clipped ? getClipScale(c.in(5).as<float>()[0],
-                             static_cast<float>(*maxGradNorm))
+      clipped ? getGradientFactor(norm, static_cast<float>(*maxGradNorm),
+                                  scaled ? c.in(6).as<float>()[0] : 1.0f)
               : 1.0f};
-  const float *param = c.in(0).as<float>();
-  const float *m = c.in(2).as<float>(), *v = c.in(3).as<float>();
-  float *newParam = c.out(0).as<float>(), *newM = c.out(1).as<float>(),
-        *newV = c.out(2).as<float>();
-  int64_t e = c.in(0).getNumElements();
   int64_t tiles = (e + kAdamWTile - 1) / kAdamWTile;
   cpu::parallelFor(tiles, kElementsPerThread / kAdamWTile,
                    [&](int64_t begin, int64_t end) {
@@ -2435,8 +2448,8 @@ static void runAdamW(KernelCall &c) {
                            wide[j] = halfToFloat(gradType, bits[j]);
                          grad = wide;
                        }
-                       // Clipped, as PyTorch scales the gradient in place
-                       // before the step.
+                       // Unscaled and clipped, as PyTorch scales the
+                       // gradient in place before the step.
                        if (s.clipScale != 1.0f) {
                          for (int64_t j = 0; j < n; ++j)
                            wide[j] = grad[j] * s.clipScale;

@@ -627,8 +627,9 @@ struct CudaDevice::Ops {
         getFloat(l, "min_lr"),
         *l.attrs.getInt("warmup_steps"),
         *l.attrs.getInt("decay_steps"),
-        l.inputs.size() == 6 ? f(l.in(5)) : nullptr,
-        static_cast<float>(getFloat(l, "max_grad_norm"))};
+        l.inputs.size() >= 6 ? f(l.in(5)) : nullptr,
+        static_cast<float>(getFloat(l, "max_grad_norm")),
+        l.inputs.size() == 7 ? f(l.in(6)) : nullptr};
     cuda::adamw(f(l.in(0)), l.in(1).data, l.in(1).dtype, f(l.in(2)), f(l.in(3)),
                 l.in(4).data, is64(l.in(4)), f(l.out(0)), f(l.out(1)),
                 f(l.out(2)), l.in(0).getNumElements(), rate,

@@ -568,9 +568,20 @@ __global__ void adamwKernel(const float *param, const void *grad,
       rate.schedule, rate.lr, rate.minLr, rate.warmup, rate.decay, t));
   float eps = static_cast<float>(epsilon);
   float decay = static_cast<float>(weightDecay);
-  float clip =
-      rate.gradNorm ? getClipScale(*rate.gradNorm, rate.maxGradNorm) : 1.0f;
+  float norm = rate.gradNorm ? *rate.gradNorm : 0.0f;
+  bool skip = !isFiniteNorm(norm);
+  float clip = rate.gradNorm
+                   ? getGradientFactor(norm, rate.maxGradNorm,
+                                       rate.lossScale ? *rate.lossScale : 1.0f)
+                   : 1.0f;
   GRID_STRIDE(i, count) {
+    // An overflow skips the step: the state stays as it is.
+    if (skip) {
+      newParam[i] = param[i];
+      newM[i] = m[i];
+      newV[i] = v[i];
+      continue;
+    }
     float p = param[i];
     float g = gradType == DType::F32
                   ? static_cast<const float *>(grad)[i]

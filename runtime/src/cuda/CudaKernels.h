@@ -170,13 +170,15 @@ void sgd(const float *param, const float *grad, float *y, int64_t count,
          float lr, float weightDecay, cudaStream_t stream);
 /// An AdamW update's learning rate by step (getScheduledLr) and its
 /// clipping: with `gradNorm` (device memory), the gradient is scaled by
-/// getClipScale(*gradNorm, maxGradNorm).
+/// getGradientFactor(*gradNorm, maxGradNorm, *lossScale or 1), and a norm
+/// that is not finite skips the step.
 struct AdamWRate {
   LrSchedule schedule;
   double lr, minLr;
   int64_t warmup, decay;
   const float *gradNorm;
   float maxGradNorm;
+  const float *lossScale;
 };
 /// AdamW with the step read from device memory (bias corrections and the
 /// learning rate per step); the gradient is f32, or bf16/f16 (`gradType`)

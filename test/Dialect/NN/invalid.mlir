@@ -999,7 +999,7 @@ func.func @adamw_min_lr(%p: tensor<16x64xf32>, %t: tensor<i64>) -> tensor<16x64x
 
 // Tests that an update reading a gradient norm clips to a norm.
 func.func @adamw_norm_without_max(%p: tensor<16x64xf32>, %t: tensor<i64>, %n: tensor<f32>) -> tensor<16x64xf32> {
-  // expected-error @+1 {{'nn.adamw' op reads a gradient norm but clips to no max_grad_norm}}
+  // expected-error @+1 {{'nn.adamw' op reads a gradient norm but clips to no max_grad_norm and scales no loss}}
   %p2, %m2, %v2 = nn.adamw %p, %p, %p, %p, %t norm %n lr = 1.0e-03
       : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> norm tensor<f32>
   return %p2 : tensor<16x64xf32>

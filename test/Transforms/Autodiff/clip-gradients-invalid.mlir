@@ -3,8 +3,10 @@
 // SGD: error: gradient clipping needs an AdamW train step (--train adamw)
 // RUN: not tessera-opt %s --tessera-clip-gradients 2>&1 | FileCheck %s --check-prefix=NONE
 // NONE: error: gradient clipping needs a train step: run --tessera-train-step first
-// RUN: not tessera-opt %s --tessera-train-step "--tessera-clip-gradients=max-norm=0" 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: gradient clipping needs a positive max-norm, got 0
+// RUN: not tessera-opt %s --tessera-train-step "--tessera-clip-gradients=max-norm=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: error: gradient clipping needs a max-norm of 0 (none) or more and a loss-scale-window of 1 or more, got -1.000000e+00 and 2000
+// RUN: not tessera-opt %s "--tessera-train-step=optimizer=sgd loss-scale=1" 2>&1 | FileCheck %s --check-prefix=SGDSCALE
+// SGDSCALE: error: dynamic loss scaling needs an AdamW train step
 // RUN: not tessera-opt %s --tessera-train-step --tessera-clip-gradients --tessera-clip-gradients 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: is clipped already: run --tessera-clip-gradients once
 // RUN: not tessera-opt %s "--tessera-train-step=optimizer=sgd lr-schedule=linear decay-steps=5" 2>&1 | FileCheck %s --check-prefix=SGDLR

@@ -94,9 +94,10 @@ TEST_F(NNCostTest, OptimizerUpdatesScaleWithTheParameter) {
   EXPECT_EQ(sgd.getFlops(), 2 * 64);
   auto adamw = nn::AdamWOp::create(
       builder, loc, p, p, p, p, value({}, builder.getI64Type()),
-      /*grad_norm=*/Value(), builder.getF32FloatAttr(1e-3f),
-      builder.getF32FloatAttr(0.9f), builder.getF32FloatAttr(0.999f),
-      builder.getF32FloatAttr(1e-8f), builder.getF32FloatAttr(0.01f),
+      /*grad_norm=*/Value(), /*loss_scale=*/Value(),
+      builder.getF32FloatAttr(1e-3f), builder.getF32FloatAttr(0.9f),
+      builder.getF32FloatAttr(0.999f), builder.getF32FloatAttr(1e-8f),
+      builder.getF32FloatAttr(0.01f),
       nn::LrScheduleAttr::get(builder.getContext(), nn::LrSchedule::constant),
       builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(0),
       builder.getF32FloatAttr(0.0f), builder.getF32FloatAttr(0.0f));

@@ -1158,6 +1158,50 @@ TEST(KernelsTest, AdamWClipsAndSchedulesAsTheUnclippedStepWouldAtItsRate) {
             "nn.adamw: unknown learning-rate schedule 7");
 }
 
+TEST(KernelsTest, AdamWUnscalesALossScaledGradientAndSkipsAnOverflow) {
+  // Gradients and their norm 1024 times the true ones: the update is the
+  // plain one's, clipped by the true norm.
+  OwnedTensor param = f32({2}, {1, -2}), grad = f32({2}, {0.3f, 0.4f});
+  OwnedTensor scaledGrad = f32({2}, {0.3f * 1024, 0.4f * 1024});
+  OwnedTensor m = f32({2}, {0.1f, 0.2f}), v = f32({2}, {0.01f, 0.02f});
+  OwnedTensor step = i64({}, {2}), norm = f32({}, {0.5f});
+  OwnedTensor scaledNorm = f32({}, {0.5f * 1024}), scale = f32({}, {1024});
+  KernelAttrs attrs;
+  attrs.floats = {{"lr", 0.1},
+                  {"beta1", 0.9},
+                  {"beta2", 0.99},
+                  {"epsilon", 1e-8},
+                  {"weight_decay", 0.0},
+                  {"min_lr", 0},
+                  {"max_grad_norm", 0.25}};
+  attrs.ints = {{"schedule", 0}, {"warmup_steps", 0}, {"decay_steps", 0}};
+  OwnedTensor p1(DType::F32, {2}), m1(DType::F32, {2}), v1(DType::F32, {2});
+  OwnedTensor p2(DType::F32, {2}), m2(DType::F32, {2}), v2(DType::F32, {2});
+  ASSERT_EQ(run("nn.adamw", attrs, {&param, &grad, &m, &v, &step, &norm},
+                {&p1, &m1, &v1}),
+            "");
+  ASSERT_EQ(run("nn.adamw", attrs,
+                {&param, &scaledGrad, &m, &v, &step, &scaledNorm, &scale},
+                {&p2, &m2, &v2}),
+            "");
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_FLOAT_EQ(read<float>(p2)[i], read<float>(p1)[i]);
+    EXPECT_FLOAT_EQ(read<float>(v2)[i], read<float>(v1)[i]);
+  }
+  // An overflow (an inf or NaN norm) leaves everything as it was.
+  for (float bad : {std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    OwnedTensor overflow = f32({}, {bad});
+    ASSERT_EQ(run("nn.adamw", attrs,
+                  {&param, &scaledGrad, &m, &v, &step, &overflow, &scale},
+                  {&p2, &m2, &v2}),
+              "");
+    EXPECT_EQ(read<float>(p2), read<float>(param));
+    EXPECT_EQ(read<float>(m2), read<float>(m));
+    EXPECT_EQ(read<float>(v2), read<float>(v));
+  }
+}
+
 TEST(KernelsTest, SumSquaresSumsInDoubleWhateverTheThreads) {
   std::vector<float> values(100000);
   double want = 0;

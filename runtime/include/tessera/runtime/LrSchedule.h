@@ -52,6 +52,22 @@ TESSERA_HOST_DEVICE inline float getClipScale(float norm, float maxNorm) {
   return scale < 1.0f ? scale : 1.0f;
 }
 
+/// What an update multiplies its gradient by when the step's gradients
+/// (and their global norm `norm`) are `lossScale` times the true ones and
+/// it clips to `maxNorm` (0: no clipping): 1 / lossScale, clipped by the
+/// true norm. Only for a finite norm (isFiniteNorm).
+TESSERA_HOST_DEVICE inline float getGradientFactor(float norm, float maxNorm,
+                                                   float lossScale) {
+  float clip = maxNorm > 0 ? getClipScale(norm / lossScale, maxNorm) : 1.0f;
+  return clip / lossScale;
+}
+
+/// Whether a gradient norm is finite: an inf or NaN in any gradient (an
+/// overflow of a scaled loss) makes it not, and the update skips the step.
+TESSERA_HOST_DEVICE inline bool isFiniteNorm(float norm) {
+  return norm - norm == 0.0f;
+}
+
 } // namespace tessera::runtime
 
 #endif // TESSERA_RUNTIME_LRSCHEDULE_H
