@@ -4,7 +4,10 @@
 //                            [--inputs FILE] [--weights FILE]
 //                            [--dump-inputs FILE]
 //                            [--dump-outputs FILE] [--dump-losses FILE]
-//                            [--save-checkpoint DIR] [--load-checkpoint DIR]
+//                            [--data TOKENS] [--metrics FILE.jsonl]
+//                            [--load-weights FILE] [--save-weights FILE]
+//                            [--save-checkpoint DIR [--save-every N]]
+//                            [--load-checkpoint DIR]
 //                            [--device cpu|cuda] [--comm-timeout SECONDS]
 //                            [--threads N]
 //   tessera-run model.plan --check-plan
@@ -16,10 +19,14 @@
 //
 // A train step (results that update arguments) trains: after each step its
 // new parameters and optimizer state replace the old, the step counter
-// counts from 1, and rank 0 prints the loss. A checkpoint (Checkpoint.h)
-// holds each rank's pieces of the parameters and optimizer state, named,
-// with a checksum, and the step reached; it is swapped in whole, and
-// loading it on the same plan resumes bit for bit.
+// counts from 1, and the first rank with the loss logs the step
+// (TrainingLog.h). With --data, each step's tokens and labels are the next
+// batch of a token file (Data.h). A checkpoint (Checkpoint.h) holds each
+// rank's pieces of the parameters and optimizer state, named, with a
+// checksum, and the step reached; it is swapped in whole (at the end, and
+// every --save-every steps), loading it on the same plan resumes bit for
+// bit, and on another plan reshards it. --load-weights and --save-weights
+// read and write the parameters alone as safetensors, by their names.
 //
 // On the CPU, large elementwise, row and attention kernels split over
 // --threads threads, and GEMMs run on as many OpenBLAS threads; by default
@@ -32,9 +39,9 @@
 //
 // Every rank loads and validates the plan, builds the same global inputs
 // (seeded, or read from --inputs; the parameters from --weights, as
-// `tessera import --weights-out` writes them), keeps its piece, runs its
-// program and
-// sends its results to rank 0, which assembles and prints them. With
+// `tessera import --weights-out` writes them, or --load-weights), keeps its
+// piece, runs its program and sends its results to rank 0, which assembles
+// and prints them. With
 // pipeline stages (one program per stage) every input and result is known
 // by its index in the unpipelined step, so a run feeds and reports them as
 // that step would. A failure on any rank is reported with the rank and ends
@@ -90,6 +97,9 @@ struct Options {
   std::string loadWeights;
   std::string saveWeights;
   std::string metrics;
+  /// With --save-checkpoint: also save after every this many steps (0:
+  /// only at the end).
+  int64_t saveEvery = 0;
   std::string traceDir;
   bool time = false;
   /// Only load the plan (validated, its manifest and checksum checked).
@@ -106,7 +116,8 @@ const char *kUsage =
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
     "       [--data TOKENS] [--load-weights FILE.safetensors] "
     "[--save-weights FILE.safetensors] [--metrics FILE.jsonl]\n"
-    "       [--save-checkpoint DIR] [--load-checkpoint DIR] [--trace DIR] "
+    "       [--save-checkpoint DIR [--save-every N]] [--load-checkpoint DIR] "
+    "[--trace DIR] "
     "[--time]\n"
     "       [--device cpu|cuda] [--comm-timeout SECONDS] [--threads N]\n"
     "       tessera-run PLAN --check-plan: load and check the plan, and "
@@ -187,6 +198,17 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--save-weights") {
       if (!value(options.saveWeights))
         return invalidArgument("--save-weights needs a safetensors file");
+    } else if (arg == "--save-every") {
+      if (!value(text))
+        return invalidArgument("--save-every needs a number of steps");
+      char *end = nullptr;
+      errno = 0;
+      long long every = std::strtoll(text.c_str(), &end, 10);
+      if (*end != '\0' || text.empty() || errno == ERANGE || every < 1)
+        return invalidArgument(
+            "--save-every expects a positive number of steps, got '" + text +
+            "'");
+      options.saveEvery = every;
     } else if (arg == "--metrics") {
       if (!value(options.metrics))
         return invalidArgument("--metrics needs a file");
@@ -241,6 +263,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
   if (!options.weights.empty() && !options.loadWeights.empty())
     return invalidArgument("--weights and --load-weights both give the "
                            "parameters: give one");
+  if (options.saveEvery > 0 && options.saveCheckpoint.empty())
+    return invalidArgument("--save-every needs --save-checkpoint DIR");
   if (!options.data.empty() && !options.inputs.empty())
     return invalidArgument("--data and --inputs both give the step's data: "
                            "give one");
@@ -723,6 +747,9 @@ int main(int argc, char **argv) {
         counter.as<int32_t>()[0] = static_cast<int32_t>(step);
     }
     bool last = step == firstStep + options.steps;
+    // A step that saves a checkpoint on the way fetches every result.
+    bool saves =
+        !last && options.saveEvery > 0 && step % options.saveEvery == 0;
     auto begin = std::chrono::steady_clock::now();
     if (feed) {
       if (Status status = feed->fill(step, locals); !status.ok())
@@ -730,8 +757,8 @@ int main(int argc, char **argv) {
       if (!last)
         feed->prefetch(step + 1);
     }
-    if (Status status = executor.run(locals, results,
-                                     last ? std::vector<bool>() : lossOnly);
+    if (Status status = executor.run(
+            locals, results, last || saves ? std::vector<bool>() : lossOnly);
         !status.ok())
       return fail("step " + std::to_string(step) + ": " + status.message());
     stepSeconds.push_back(
@@ -748,6 +775,18 @@ int main(int argc, char **argv) {
               log.logStep(step, losses.back(), metrics, stepSeconds.back());
           !logged.ok())
         return fail(logged.message());
+    }
+    // On the way (--save-every), the step's updates are saved as the last
+    // step's are.
+    if (saves) {
+      for (int i = 0; i < program->results_size(); ++i)
+        if (program->results(i).has_updates_argument())
+          locals[program->results(i).updates_argument()] = results[i];
+      if (Status status =
+              saveCheckpoint(options.saveCheckpoint, *program, mesh, locals,
+                             rank, step, options.commTimeout);
+          !status.ok())
+        return fail(status.message());
     }
   }
   // The last step's updates are the new arguments (a checkpoint saves them).
