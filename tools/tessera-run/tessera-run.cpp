@@ -629,19 +629,35 @@ int main(int argc, char **argv) {
     std::vector<const Tensor *> held;
     std::vector<Tensor> mapped; // views of --load-weights' tensors
     mapped.reserve(stepTensors[i].size());
+    std::optional<OwnedTensor> convertedPiece;
     for (const auto &[source, tensor] : stepTensors[i]) {
-      // A parameter of --load-weights: read in place where it has the
-      // parameter's dtype (only the piece is copied), else converted.
+      // A parameter of --load-weights: read in place (only the piece is
+      // copied), and converted where it has another dtype: only the piece,
+      // unless it is a member of a unit.
       if (auto entry = entryOf.find(source); entry != entryOf.end()) {
         Tensor view = safetensors->view(*entry->second);
-        if (view.dtype == getDType(tensor.dtype()) &&
-            options.dumpInputs.empty()) {
+        DType dtype = getDType(tensor.dtype());
+        bool convert = view.dtype != dtype;
+        if (!options.dumpInputs.empty() ||
+            (convert && !argument.members().empty())) {
+          // Whole, converted where it must be (below).
+        } else if (convert) {
+          OwnedTensor piece =
+              takeLocalPiece(view, getLayout(argument), mesh, rank);
+          Expected<OwnedTensor> converted = convertTo(piece.view, dtype);
+          if (!converted.ok())
+            return fail(converted.getStatus()
+                            .withPrefix("'" + options.loadWeights +
+                                        "': tensor '" + tensor.name() + "': ")
+                            .message());
+          convertedPiece = converted.take();
+          continue;
+        } else {
           mapped.push_back(view);
           held.push_back(&mapped.back());
           continue;
         }
-        Expected<OwnedTensor> converted =
-            convertTo(view, getDType(tensor.dtype()));
+        Expected<OwnedTensor> converted = convertTo(view, dtype);
         if (!converted.ok())
           return fail(converted.getStatus()
                           .withPrefix("'" + options.loadWeights +
@@ -672,6 +688,10 @@ int main(int argc, char **argv) {
         return fail("input #" + std::to_string(source) + " of '" + *file +
                     "' does not match argument '" + tensor.name() + "'");
       held.push_back(&inputs[source].view);
+    }
+    if (convertedPiece) {
+      locals.push_back(std::move(*convertedPiece));
+      continue;
     }
     OwnedTensor packed;
     if (!argument.members().empty())
