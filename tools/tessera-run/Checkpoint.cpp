@@ -232,8 +232,9 @@ struct Shard {
 };
 
 /// Reads saved rank `rank`'s shard of the v2 checkpoint in `dir`, its
-/// tensors checked against its index's checksum.
-Expected<Shard> readShard(const std::string &dir, int64_t rank) {
+/// tensors checked against its index's checksum (or only its index).
+Expected<Shard> readShard(const std::string &dir, int64_t rank,
+                          bool indexOnly = false) {
   std::string indexPath = getShardIndexPath(dir, static_cast<int>(rank));
   std::ifstream index(indexPath);
   std::string header, line;
@@ -246,6 +247,8 @@ Expected<Shard> readShard(const std::string &dir, int64_t rank) {
   Shard shard;
   while (std::getline(index, line))
     shard.entries.push_back(line);
+  if (indexOnly)
+    return shard;
   std::string tensorsPath = getShardPath(dir, static_cast<int>(rank));
   Expected<uint64_t> checksum = getFileChecksum(tensorsPath);
   if (!checksum.ok())
@@ -372,6 +375,29 @@ Expected<std::vector<int64_t>> getEntryShape(const std::string &entry) {
   return shape;
 }
 
+/// The indices in `saved` of the axes that split a saved tensor (`entry`,
+/// its index line) laid out as `layout`: its flat axes, then its dims'.
+Expected<std::vector<int64_t>> getSplitAxes(const std::string &entry,
+                                            const PieceLayout &layout,
+                                            const Mesh &saved) {
+  std::vector<std::string> split = layout.flatAxes;
+  for (const std::vector<std::string> &axes : layout.dimAxes)
+    split.insert(split.end(), axes.begin(), axes.end());
+  int64_t pieces = 1;
+  std::vector<int64_t> indices;
+  for (const std::string &axis : split) {
+    int64_t index = saved.getAxisIndex(axis);
+    if (index < 0 ||
+        __builtin_mul_overflow(pieces, saved.getAxisSizes()[index], &pieces) ||
+        pieces > saved.getNumDevices() ||
+        std::find(indices.begin(), indices.end(), index) != indices.end())
+      return dataError("checkpoint tensor '" + entry +
+                       "' is split over axes its mesh lacks or repeats");
+    indices.push_back(index);
+  }
+  return indices;
+}
+
 /// A v2 checkpoint saved on `saved`, another mesh, loaded by global offsets:
 /// each saved tensor's global value is put together from every saved
 /// rank's piece by the layout the checkpoint records of it (a unit's flat
@@ -391,15 +417,13 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
     size_t index;
     plan::Argument layout;
   };
-  std::vector<Shard> shards;
   std::map<std::string, std::vector<SavedPiece>> pieces;
   for (int64_t savedRank = 0; savedRank < saved.getNumDevices(); ++savedRank) {
-    Expected<Shard> read = readShard(dir, savedRank);
+    Expected<Shard> read = readShard(dir, savedRank, /*indexOnly=*/true);
     if (!read.ok())
       return read.getStatus();
-    shards.push_back(read.take());
-    for (size_t k = 0; k < shards.back().entries.size(); ++k) {
-      const std::string &entry = shards.back().entries[k];
+    for (size_t k = 0; k < read->entries.size(); ++k) {
+      const std::string &entry = read->entries[k];
       size_t at = entry.find(" @ ");
       SavedPiece piece{savedRank, k, {}};
       if (at == std::string::npos ||
@@ -410,6 +434,64 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
                          "' has no layout this runtime reads");
       pieces[entry].push_back(std::move(piece));
     }
+  }
+  // The tensors this rank's program reads; the others must be another
+  // pipeline stage's.
+  std::set<std::string> mine, planned;
+  for (const plan::Program &each : plan.programs())
+    for (int i : getCheckpointed(each)) {
+      const plan::Argument &argument = each.arguments(i);
+      std::set<std::string> &names = &each == &program ? mine : planned;
+      names.insert(argument.name());
+      for (const plan::Member &member : argument.members())
+        names.insert(member.name());
+    }
+  planned.insert(mine.begin(), mine.end());
+  for (auto it = pieces.begin(); it != pieces.end();) {
+    std::vector<std::string> names = {getEntryName(it->first)};
+    for (const plan::Member &member : it->second.front().layout.members())
+      names.push_back(member.name());
+    auto isIn = [&](const std::set<std::string> &set) {
+      return std::any_of(
+          names.begin(), names.end(),
+          [&](const std::string &name) { return set.count(name) > 0; });
+    };
+    if (!isIn(planned))
+      return dataError("the checkpoint in '" + dir + "' holds '" +
+                       names.front() + "', which this plan does not have");
+    it = isIn(mine) ? std::next(it) : pieces.erase(it);
+  }
+  // Of each piece, one saved rank's copy (a piece replicated over some axes
+  // is saved by each rank of them), from as few files as may be: then only
+  // those are read.
+  std::map<int64_t, Shard> shards;
+  for (auto &[entry, found] : pieces) {
+    Expected<std::vector<int64_t>> splitIndices =
+        getSplitAxes(entry, getLayout(found.front().layout), saved);
+    if (!splitIndices.ok())
+      return splitIndices.getStatus();
+    std::map<std::vector<int64_t>, std::vector<SavedPiece>> byPiece;
+    for (SavedPiece &saving : found) {
+      std::vector<int64_t> coordinates = saved.getCoordinates(saving.rank), key;
+      for (int64_t index : *splitIndices)
+        key.push_back(coordinates[index]);
+      byPiece[key].push_back(std::move(saving));
+    }
+    found.clear();
+    for (auto &[key, copies] : byPiece) {
+      auto chosen = std::find_if(
+          copies.begin(), copies.end(),
+          [&](const SavedPiece &copy) { return shards.count(copy.rank) > 0; });
+      found.push_back(
+          std::move(chosen == copies.end() ? copies.front() : *chosen));
+      shards.try_emplace(found.back().rank);
+    }
+  }
+  for (auto &[savedRank, shard] : shards) {
+    Expected<Shard> read = readShard(dir, savedRank);
+    if (!read.ok())
+      return read.getStatus();
+    shard = read.take();
   }
   // The saved tensors' global values by name, a unit's by its members'.
   std::map<std::string, OwnedTensor> globals;
@@ -428,21 +510,13 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
     // The layout (the same for every piece: it is part of the entry) and
     // the axes that split the tensor into `needed` pieces.
     PieceLayout layout = getLayout(found.front().layout);
-    std::vector<std::string> split = layout.flatAxes;
-    for (const std::vector<std::string> &axes : layout.dimAxes)
-      split.insert(split.end(), axes.begin(), axes.end());
+    Expected<std::vector<int64_t>> splitIndices =
+        getSplitAxes(first, layout, saved);
+    if (!splitIndices.ok())
+      return splitIndices.getStatus();
     int64_t needed = 1;
-    std::vector<int64_t> splitIndices;
-    for (const std::string &axis : split) {
-      int64_t index = saved.getAxisIndex(axis);
-      if (index < 0 ||
-          __builtin_mul_overflow(needed, saved.getAxisSizes()[index],
-                                 &needed) ||
-          needed > saved.getNumDevices())
-        return dataError("checkpoint tensor '" + first +
-                         "' is split over axes its mesh lacks or repeats");
-      splitIndices.push_back(index);
-    }
+    for (int64_t index : *splitIndices)
+      needed *= saved.getAxisSizes()[index];
     // Each element of the global tensor is in one of its `needed` pieces: a
     // shape of more elements than that many of the largest piece is not
     // theirs (and is not allocated).
@@ -480,7 +554,7 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
     std::set<std::vector<int64_t>> covered;
     for (const SavedPiece &saving : found) {
       std::vector<int64_t> coordinates = saved.getCoordinates(saving.rank), key;
-      for (int64_t index : splitIndices)
+      for (int64_t index : *splitIndices)
         key.push_back(coordinates[index]);
       // The piece must be the one its layout gives that rank, since it is
       // written into the global tensor by that layout.
