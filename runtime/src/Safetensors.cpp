@@ -420,7 +420,9 @@ Status runtime::writeSafetensors(
     header += "}";
   }
   std::set<std::string> seen;
-  for (const auto &[name, tensor] : tensors) {
+  for (const auto &named : tensors) {
+    const std::string &name = named.first;
+    const Tensor *tensor = named.second;
     auto fail = [&](const std::string &message) {
       return invalidArgument("cannot write tensor '" + name + "' to '" + path +
                              "': " + message);
