@@ -33,9 +33,6 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
     return "--clip-grad needs --train adamw";
   if (options.lossScale && options.train != Optimizer::AdamW)
     return "--loss-scale needs --train adamw";
-  if (options.lossScale && options.pipelineStages > 1)
-    return "--loss-scale with --pp is not supported yet: the stages would "
-           "have to agree on the scale";
   if (options.initialLossScale < 0 || options.lossScaleWindow < 1)
     return "--initial-loss-scale must be positive (0: the default) and "
            "--loss-scale-window at least 1";

@@ -226,8 +226,11 @@ LogicalResult Pipeliner::classify() {
                               (reduce.getKind() == dist::ReductionKind::sum ||
                                reduce.getKind() == dist::ReductionKind::avg);
                      });
+    // A gradient norm is made after the gradients, as the updates are.
+    bool norm = normTerms.contains(&op) || normSums.contains(&op) ||
+                normRoots.contains(&op);
     bool post = readsPost || sumOfSums || isMicrobatchReduction(&op) ||
-                isa<OptimizerOpInterface>(op);
+                isa<OptimizerOpInterface>(op) || norm;
     classes[&op] = post        ? OpClass::Post
                    : readsBody ? OpClass::Body
                                : OpClass::Pre;
@@ -275,6 +278,7 @@ LogicalResult Pipeliner::classify() {
 }
 
 LogicalResult Pipeliner::findGradientNorms() {
+  body = &function.getBody().front();
   for (Operation &op : body->without_terminator())
     if (auto update = dyn_cast<nn::AdamWOp>(op); update && update.getGradNorm())
       if (Operation *root = update.getGradNorm().getDefiningOp())
@@ -703,6 +707,40 @@ void Pipeliner::assignRanks() {
   for (Operation *op : llvm::reverse(ops))
     if (classes.lookup(op) == OpClass::Pre)
       addUsers(op, /*withPost=*/true);
+  // An argument read on more ranks than its update runs on (optimizer
+  // state that every stage's pre ops read, as the loss scale) is updated
+  // on each of them, and the post ops its update reads with it: every copy
+  // stays the same.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (OpOperand &result : returnOp->getOpOperands()) {
+      auto updates = function.getResultAttrOfType<IntegerAttr>(
+          result.getOperandNumber(), nn::kUpdatesAttrName);
+      Operation *update = result.get().getDefiningOp();
+      if (!updates || !update || classes.lookup(update) != OpClass::Post)
+        continue;
+      std::set<int64_t> readers;
+      for (Operation *user : function.getArgument(updates.getInt()).getUsers())
+        readers.insert(ranksOf[user].begin(), ranksOf[user].end());
+      SmallVector<Operation *> worklist = {update};
+      while (!worklist.empty()) {
+        Operation *op = worklist.pop_back_val();
+        std::set<int64_t> &ranks = ranksOf[op];
+        size_t before = ranks.size();
+        ranks.insert(readers.begin(), readers.end());
+        if (ranks.size() == before)
+          continue;
+        changed = true;
+        // A gradient norm is made on every rank from each rank's terms.
+        if (normRoots.contains(op))
+          continue;
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && classes.lookup(def) != OpClass::Body)
+            worklist.push_back(def);
+      }
+    }
+  }
 }
 
 void Pipeliner::splitWeightGradients() {
@@ -1356,7 +1394,7 @@ bool Pipeliner::moveGathersIntoUnits() {
 }
 
 LogicalResult Pipeliner::run() {
-  if (failed(classify()) || failed(findGradientNorms()))
+  if (failed(findGradientNorms()) || failed(classify()))
     return failure();
   findForward();
   // ZeRO-3 gathers a stage's parameters in each unit that reads them, per
