@@ -770,7 +770,14 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        accumulate where they are made). Post ops run on every rank that
        holds the parameter they update (a parameter tied across stages, such as GPT's
        embedding, is updated identically on each), receiving the
-       accumulated values they read from other ranks.
+       accumulated values they read from other ranks. State that every
+       stage reads (dynamic loss scaling's scale) is updated on each.
+    6. Gradient norms (`--tessera-clip-gradients`: the `nn.sqrt` of a sum
+       of `nn.sum_squares` that the updates read) are post ops. Each term
+       runs where the updates of its gradient run, so no gradient moves for
+       it; each rank sums the terms it is the first to make (within the
+       stage as the partitioner summed them), and one all_reduce over "pp"
+       adds the ranks' sums before the square root.
 
     Data arguments become one local batch of all microbatches (microbatch m
     is rows [m·b, (m+1)·b) of it); each stage's arguments and results keep
