@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -493,4 +495,151 @@ Status runtime::writeSafetensors(
     return status;
   }
   return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Sharded checkpoints (Hugging Face's index)
+//===----------------------------------------------------------------------===//
+
+const SafetensorsFile::Entry *
+SafetensorsCheckpoint::find(const std::string &name) const {
+  auto it = entries.find(name);
+  return it == entries.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> SafetensorsCheckpoint::getNames() const {
+  std::vector<std::string> names;
+  for (const auto &entry : entries)
+    names.push_back(entry.first);
+  return names;
+}
+
+namespace {
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The directory part of `path`, with its slash ("" for none).
+std::string getDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+/// Writes `text` to `path` through a synced temporary file.
+Status writeTextFile(const std::string &path, const std::string &text) {
+  std::string staging = path + ".tmp";
+  int fd =
+      ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok =
+      fd >= 0 && writeAll(fd, text.data(), text.size()) && ::fsync(fd) == 0;
+  ok = fd >= 0 && ::close(fd) == 0 && ok;
+  if (!ok || std::rename(staging.c_str(), path.c_str()) != 0) {
+    Status status =
+        dataError("cannot write '" + path + "': " + std::strerror(errno));
+    std::remove(staging.c_str());
+    return status;
+  }
+  return Status::success();
+}
+
+} // namespace
+
+Expected<SafetensorsCheckpoint>
+runtime::openSafetensorsCheckpoint(const std::string &path) {
+  SafetensorsCheckpoint checkpoint;
+  if (!endsWith(path, ".index.json")) {
+    Expected<SafetensorsFile> file = openSafetensors(path);
+    if (!file.ok())
+      return file.getStatus();
+    checkpoint.files.push_back(file.take());
+  } else {
+    auto fail = [&](const std::string &message) {
+      return dataError("safetensors index '" + path + "': " + message);
+    };
+    std::ifstream in(path);
+    if (!in)
+      return dataError("cannot read the safetensors index '" + path + "'");
+    std::string json((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    google::protobuf::Struct index;
+    if (!google::protobuf::util::JsonStringToMessage(json, &index).ok())
+      return fail("not a JSON object");
+    auto map = index.fields().find("weight_map");
+    if (map == index.fields().end() || !map->second.has_struct_value())
+      return fail("no \"weight_map\" object naming each tensor's file");
+    // Each file once, in the order of its first tensor's name.
+    std::map<std::string, std::vector<std::string>> byFile;
+    for (const auto &[name, file] : map->second.struct_value().fields()) {
+      if (file.kind_case() != Value::kStringValue ||
+          file.string_value().empty() ||
+          file.string_value().find('/') != std::string::npos)
+        return fail("tensor '" + name +
+                    "' is mapped to no file name of this directory");
+      byFile[file.string_value()].push_back(name);
+    }
+    std::string directory = getDirectory(path);
+    for (const auto &[file, names] : byFile) {
+      Expected<SafetensorsFile> opened = openSafetensors(directory + file);
+      if (!opened.ok())
+        return opened.getStatus();
+      for (const std::string &name : names)
+        if (!opened->find(name))
+          return fail("tensor '" + name + "' is not in '" + file +
+                      "', which the weight map names");
+      checkpoint.files.push_back(opened.take());
+    }
+  }
+  for (const SafetensorsFile &file : checkpoint.files)
+    for (const SafetensorsFile::Entry &entry : file.getEntries())
+      if (!checkpoint.entries.emplace(entry.name, &entry).second)
+        return dataError("safetensors checkpoint '" + path + "' holds '" +
+                         entry.name + "' in two files");
+  return checkpoint;
+}
+
+Status runtime::writeSafetensorsShards(
+    const std::string &indexPath,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    int64_t maxShardBytes, const std::map<std::string, std::string> &metadata) {
+  if (!endsWith(indexPath, ".safetensors.index.json"))
+    return invalidArgument("a sharded safetensors checkpoint's index is named "
+                           "<name>.safetensors.index.json, got '" +
+                           indexPath + "'");
+  if (maxShardBytes < 1)
+    return invalidArgument("a shard holds at least one byte");
+  // The tensors in order, a shard closed once it holds maxShardBytes.
+  std::vector<std::vector<std::pair<std::string, const Tensor *>>> shards(1);
+  int64_t bytes = 0, total = 0;
+  for (const auto &tensor : tensors) {
+    int64_t size = tensor.second ? tensor.second->getBytes() : 0;
+    if (!shards.back().empty() && bytes + size > maxShardBytes) {
+      shards.emplace_back();
+      bytes = 0;
+    }
+    shards.back().push_back(tensor);
+    bytes += size;
+    total += size;
+  }
+  std::string base = indexPath.substr(
+      0, indexPath.size() - std::string(".safetensors.index.json").size());
+  size_t slash = base.rfind('/');
+  std::string stem = slash == std::string::npos ? base : base.substr(slash + 1);
+  std::string weightMap;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char suffix[40];
+    std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu.safetensors", k + 1,
+                  shards.size());
+    if (Status status = writeSafetensors(base + suffix, shards[k], metadata);
+        !status.ok())
+      return status;
+    for (const auto &tensor : shards[k])
+      weightMap += (weightMap.empty() ? "" : ",\n    ") +
+                   quoteJson(tensor.first) + ": " + quoteJson(stem + suffix);
+  }
+  return writeTextFile(
+      indexPath,
+      "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
+          "},\n  \"weight_map\": {\n    " + weightMap + "\n  }\n}\n");
 }

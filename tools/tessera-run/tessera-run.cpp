@@ -100,6 +100,9 @@ struct Options {
   /// With --save-checkpoint: also save after every this many steps (0:
   /// only at the end).
   int64_t saveEvery = 0;
+  /// With --save-weights NAME.safetensors.index.json: the bytes after
+  /// which a shard is closed (Hugging Face's default, 5 GB).
+  int64_t shardBytes = 5000000000;
   std::string traceDir;
   bool time = false;
   /// Only load the plan (validated, its manifest and checksum checked).
@@ -115,7 +118,8 @@ const char *kUsage =
     "[--weights FILE] "
     "[--dump-inputs FILE] [--dump-outputs FILE] [--dump-losses FILE]\n"
     "       [--data TOKENS] [--load-weights FILE.safetensors] "
-    "[--save-weights FILE.safetensors] [--metrics FILE.jsonl]\n"
+    "[--save-weights FILE.safetensors|NAME.safetensors.index.json "
+    "[--shard-bytes B]] [--metrics FILE.jsonl]\n"
     "       [--save-checkpoint DIR [--save-every N]] [--load-checkpoint DIR] "
     "[--trace DIR] "
     "[--time]\n"
@@ -209,6 +213,17 @@ Status parseOptions(int argc, char **argv, Options &options) {
             "--save-every expects a positive number of steps, got '" + text +
             "'");
       options.saveEvery = every;
+    } else if (arg == "--shard-bytes") {
+      if (!value(text))
+        return invalidArgument("--shard-bytes needs a number of bytes");
+      char *end = nullptr;
+      errno = 0;
+      long long bytes = std::strtoll(text.c_str(), &end, 10);
+      if (*end != '\0' || text.empty() || errno == ERANGE || bytes < 1)
+        return invalidArgument(
+            "--shard-bytes expects a positive number of bytes, got '" + text +
+            "'");
+      options.shardBytes = bytes;
     } else if (arg == "--metrics") {
       if (!value(options.metrics))
         return invalidArgument("--metrics needs a file");
@@ -555,10 +570,11 @@ int main(int argc, char **argv) {
   // --load-weights: the parameters by name from a safetensors file, each
   // checked against the step's parameter of that name; every mismatch is
   // reported at once.
-  std::optional<SafetensorsFile> safetensors;
+  std::optional<SafetensorsCheckpoint> safetensors;
   std::map<int64_t, const SafetensorsFile::Entry *> entryOf;
   if (!options.loadWeights.empty()) {
-    Expected<SafetensorsFile> opened = openSafetensors(options.loadWeights);
+    Expected<SafetensorsCheckpoint> opened =
+        openSafetensorsCheckpoint(options.loadWeights);
     if (!opened.ok())
       return fail(opened.message());
     safetensors.emplace(opened.take());
@@ -967,8 +983,17 @@ int main(int argc, char **argv) {
              m < argument.members_size() && m < result.members_size(); ++m)
           add(argument.members(m).name(), result.members(m).source_index());
       }
-    if (Status status =
-            writeSafetensors(options.saveWeights, named, {{"format", "pt"}});
+    // Hugging Face's sharded form where the path names an index.
+    const std::string index = ".safetensors.index.json";
+    bool sharded =
+        options.saveWeights.size() > index.size() &&
+        options.saveWeights.compare(options.saveWeights.size() - index.size(),
+                                    index.size(), index) == 0;
+    if (Status status = sharded ? writeSafetensorsShards(
+                                      options.saveWeights, named,
+                                      options.shardBytes, {{"format", "pt"}})
+                                : writeSafetensors(options.saveWeights, named,
+                                                   {{"format", "pt"}});
         !status.ok())
       return fail(status.message());
   }

@@ -77,6 +77,44 @@ private:
 /// its shape, overlap another's or are misaligned for its dtype.
 Expected<SafetensorsFile> openSafetensors(const std::string &path);
 
+/// The tensors of a safetensors checkpoint: one file, or Hugging Face's
+/// sharded form, an index (`<name>.safetensors.index.json`, whose
+/// "weight_map" names the file of each tensor, next to it) and its files.
+class SafetensorsCheckpoint {
+public:
+  /// The tensor named `name`, or null.
+  const SafetensorsFile::Entry *find(const std::string &name) const;
+  /// The tensor names, sorted.
+  std::vector<std::string> getNames() const;
+  /// A non-owning view of `entry`'s bytes, valid while this lives.
+  Tensor view(const SafetensorsFile::Entry &entry) const {
+    return files.front().view(entry);
+  }
+
+private:
+  friend Expected<SafetensorsCheckpoint>
+  openSafetensorsCheckpoint(const std::string &path);
+  std::vector<SafetensorsFile> files;
+  std::map<std::string, const SafetensorsFile::Entry *> entries;
+};
+
+/// Opens `path`: a safetensors file, or (ending in ".index.json") a sharded
+/// checkpoint's index and every file it names. Fails as openSafetensors
+/// does for each file, and when the index is malformed, names a tensor its
+/// file lacks, or two files hold one name.
+Expected<SafetensorsCheckpoint>
+openSafetensorsCheckpoint(const std::string &path);
+
+/// Writes `tensors` as Hugging Face's sharded checkpoint: `indexPath`
+/// (`<name>.safetensors.index.json`) and next to it
+/// `<name>-00001-of-0000N.safetensors`..., each tensor whole in one file,
+/// a file closed once it holds `maxShardBytes` (at least one tensor each).
+Status writeSafetensorsShards(
+    const std::string &indexPath,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    int64_t maxShardBytes,
+    const std::map<std::string, std::string> &metadata = {});
+
 /// A copy of `from` in `to`: between float dtypes (f32, f64, f16, bf16) with
 /// rounding to nearest even, or between integer dtypes (i1, i32, i64), where
 /// a value out of the range of `to` is a data error. Float to integer and back
