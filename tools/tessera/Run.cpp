@@ -48,7 +48,8 @@ static cl::opt<std::string>
                    cl::value_desc("DIR"), cl::sub(runCommand()));
 static cl::opt<std::string> loadCheckpoint(
     "load-checkpoint",
-    cl::desc("Resume from the checkpoint in DIR (saved under this plan)"),
+    cl::desc("Resume from the checkpoint in DIR (saved under any plan of the "
+             "model)"),
     cl::value_desc("DIR"), cl::sub(runCommand()));
 static cl::opt<std::string>
     dumpInputs("dump-inputs", cl::desc("Write the global inputs to FILE"),
@@ -71,6 +72,36 @@ static cl::opt<std::string>
                   cl::value_desc("N"), cl::sub(runCommand()));
 static cl::opt<bool> timeSteps("time", cl::desc("Print the time per step"),
                                cl::sub(runCommand()));
+static cl::opt<std::string>
+    dataFile("data",
+             cl::desc("Train on a token file (tessera data pack): each "
+                      "step's tokens and labels are its next batch"),
+             cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    loadWeights("load-weights",
+                cl::desc("The parameters from a safetensors file (or a sharded "
+                         "checkpoint's .index.json), by their names"),
+                cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string> saveWeights(
+    "save-weights",
+    cl::desc(
+        "Write the parameters as safetensors (NAME.safetensors.index.json: "
+        "sharded, as Hugging Face shards)"),
+    cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    shardBytes("shard-bytes",
+               cl::desc("With --save-weights NAME.safetensors.index.json: "
+                        "the bytes of a shard (default 5 GB)"),
+               cl::value_desc("B"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    metricsFile("metrics",
+                cl::desc("Write each step's loss, learning rate, metrics, "
+                         "tokens/s and times to FILE as JSON lines"),
+                cl::value_desc("FILE"), cl::sub(runCommand()));
+static cl::opt<std::string>
+    saveEvery("save-every",
+              cl::desc("With --save-checkpoint: also save every N steps"),
+              cl::value_desc("N"), cl::sub(runCommand()));
 
 int cli::runRun() {
   // tessera-run would refuse them too, but from inside mpirun's output.
@@ -88,7 +119,9 @@ int cli::runRun() {
                                    device};
   for (const cl::opt<std::string> *option :
        {&inputsFile, &weightsFile, &traceDir, &saveCheckpoint, &loadCheckpoint,
-        &dumpInputs, &dumpOutputs, &dumpLosses, &commTimeout, &kernelThreads})
+        &dumpInputs, &dumpOutputs, &dumpLosses, &commTimeout, &kernelThreads,
+        &dataFile, &loadWeights, &saveWeights, &shardBytes, &metricsFile,
+        &saveEvery})
     if (option->getNumOccurrences()) {
       args.push_back(("--" + option->ArgStr).str());
       args.push_back(option->getValue());
