@@ -647,38 +647,33 @@ int main(int argc, char **argv) {
     mapped.reserve(stepTensors[i].size());
     std::optional<OwnedTensor> convertedPiece;
     for (const auto &[source, tensor] : stepTensors[i]) {
-      // A parameter of --load-weights: read in place (only the piece is
-      // copied), and converted where it has another dtype: only the piece,
-      // unless it is a member of a unit.
+      // A parameter of --load-weights: read in place where it has the
+      // parameter's dtype (only the piece is copied), else converted: only
+      // the piece, unless it is a unit's member (or --dump-inputs wants it).
       if (auto entry = entryOf.find(source); entry != entryOf.end()) {
         Tensor view = safetensors->view(*entry->second);
         DType dtype = getDType(tensor.dtype());
-        bool convert = view.dtype != dtype;
-        if (!options.dumpInputs.empty() ||
-            (convert && !argument.members().empty())) {
-          // Whole, converted where it must be (below).
-        } else if (convert) {
-          OwnedTensor piece =
-              takeLocalPiece(view, getLayout(argument), mesh, rank);
-          Expected<OwnedTensor> converted = convertTo(piece.view, dtype);
-          if (!converted.ok())
-            return fail(converted.getStatus()
-                            .withPrefix("'" + options.loadWeights +
-                                        "': tensor '" + tensor.name() + "': ")
-                            .message());
-          convertedPiece = converted.take();
-          continue;
-        } else {
+        if (view.dtype == dtype && options.dumpInputs.empty()) {
           mapped.push_back(view);
           held.push_back(&mapped.back());
           continue;
         }
-        Expected<OwnedTensor> converted = convertTo(view, dtype);
+        bool piece = view.dtype != dtype && options.dumpInputs.empty() &&
+                     argument.members().empty();
+        OwnedTensor local;
+        if (piece)
+          local = takeLocalPiece(view, getLayout(argument), mesh, rank);
+        Expected<OwnedTensor> converted =
+            convertTo(piece ? local.view : view, dtype);
         if (!converted.ok())
           return fail(converted.getStatus()
                           .withPrefix("'" + options.loadWeights +
                                       "': tensor '" + tensor.name() + "': ")
                           .message());
+        if (piece) {
+          convertedPiece = converted.take();
+          continue;
+        }
         inputs[source] = converted.take();
         held.push_back(&inputs[source].view);
         continue;
