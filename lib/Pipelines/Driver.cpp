@@ -22,6 +22,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
+#include <thread>
+
 extern char **environ;
 
 using namespace mlir;
@@ -206,8 +208,13 @@ llvm::Expected<int> Launcher::run(int64_t ranks, ArrayRef<std::string> args,
     return llvm::createStringError("mpirun not found (install openmpi-bin)");
   SmallString<256> program(toolsDir);
   llvm::sys::path::append(program, runner);
-  std::vector<std::string> argv = {*mpirun, "-np", std::to_string(ranks),
-                                   "--oversubscribe", std::string(program)};
+  // Quiet: a rank's error is its own line, without Open MPI's banners
+  // about the job it ends. More ranks than cores share them.
+  std::vector<std::string> argv = {*mpirun, "-q", "-np",
+                                   std::to_string(ranks)};
+  if (ranks > static_cast<int64_t>(std::thread::hardware_concurrency()))
+    argv.push_back("--oversubscribe");
+  argv.push_back(std::string(program));
   llvm::append_range(argv, args);
   // OpenMPI refuses root without these; one BLAS thread per rank.
   std::vector<std::string> env;
