@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <sstream>
 
 using namespace tessera;
 using namespace tessera::runtime;
@@ -177,8 +178,10 @@ static std::string getCollectiveName(const plan::Collective &collective) {
 }
 
 void Executor::record(TraceEvent event) {
-  if (tracing)
-    trace.push_back(std::move(event));
+  if (!tracing)
+    return;
+  event.step = runs;
+  trace.push_back(std::move(event));
 }
 
 double
@@ -194,7 +197,8 @@ Status Executor::finish(InFlight &started) {
   double end = getMicroseconds();
   if (auto done = started.pending->getCompletionTime())
     end = std::min(end, getMicroseconds(*done));
-  record({started.name, started.stream, started.start, end});
+  record({started.name, started.stream, started.start, end, started.instruction,
+          started.microbatch});
   return Status::success();
 }
 
@@ -235,6 +239,7 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
                   : std::string());
     };
     double start = getMicroseconds();
+    int64_t microbatch = run.inUnit ? run.microbatch : -1;
     for (int64_t event : instruction.wait_events()) {
       auto it = inFlight.find(event);
       if (it == inFlight.end())
@@ -259,7 +264,8 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
       std::string name = std::string(transfer.is_send() ? "send" : "recv") +
                          " tag " + std::to_string(transfer.tag());
       if (instruction.stream() != 0) {
-        InFlight started{std::move(pending), start, name, instruction.stream()};
+        InFlight started{std::move(pending),   start, name,
+                         instruction.stream(), index, microbatch};
         if (run.inUnit)
           sendsInFlight[{index, run.microbatch}] = std::move(started);
         else
@@ -268,14 +274,18 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
       }
       if (!(error = pending->wait()).ok())
         return error.withPrefix(at() + " (" + name + "): ");
-      record({name, 0, start, getMicroseconds()});
+      record({name, 0, start, getMicroseconds(), index, microbatch});
       continue;
     }
     if (instruction.has_collective() && instruction.stream() != 0) {
       const plan::Collective &collective = instruction.collective();
       inFlight[instruction.signal_events(0)] = {
-          startCollective(collective, run), start,
-          getCollectiveName(collective), instruction.stream()};
+          startCollective(collective, run),
+          start,
+          getCollectiveName(collective),
+          instruction.stream(),
+          index,
+          microbatch};
       continue;
     }
     if (instruction.has_kernel()) {
@@ -293,14 +303,15 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
       // the time to queue it (a GPU's started collectives run on).
       if (tracing && error.ok())
         error = device.synchronize();
-      record({loaded.kernel->getOp(), 0, start, getMicroseconds()});
+      record({loaded.kernel->getOp(), 0, start, getMicroseconds(), index,
+              microbatch});
     } else if (instruction.has_collective()) {
       error = startCollective(instruction.collective(), run)->wait();
       if (!error.ok())
         error = error.withPrefix(describeCommunication(program, instruction) +
                                  ": ");
       record({getCollectiveName(instruction.collective()), 0, start,
-              getMicroseconds()});
+              getMicroseconds(), index, microbatch});
     } else if (instruction.has_accumulate()) {
       const plan::Accumulate &accumulate = instruction.accumulate();
       Tensor input = getBuffer(accumulate.input(), run);
@@ -311,10 +322,10 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
         error = device.copyWithin(sum.data, input.data, sum.getBytes());
         accumulated[accumulate.accumulator()] = true;
       }
-      record({"accumulate", 0, start, getMicroseconds()});
+      record({"accumulate", 0, start, getMicroseconds(), index, microbatch});
     } else if (instruction.has_axis_index()) {
       error = runAxisIndex(instruction.axis_index(), run);
-      record({"axis_index", 0, start, getMicroseconds()});
+      record({"axis_index", 0, start, getMicroseconds(), index, microbatch});
     }
     if (!error.ok())
       return error.withPrefix(at() + ": ");
@@ -327,6 +338,7 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
                      const std::vector<bool> &wanted) {
   if (!loadStatus.ok())
     return loadStatus;
+  ++runs;
   if (static_cast<int>(arguments.size()) != program.arguments_size())
     return invalidArgument(
         "the program takes " + std::to_string(program.arguments_size()) +
@@ -768,24 +780,127 @@ void tessera::runtime::placeLocalPiece(const Tensor &local,
   movePiece(nullptr, &local, global, layout, mesh, rank, /*toGlobal=*/true);
 }
 
-void Executor::writeTrace(std::ostream &os, int64_t rank) const {
-  os << "{\"traceEvents\": [\n";
+namespace {
+
+/// `text` as a JSON string, quotes included.
+std::string quoteJson(const std::string &text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      quoted += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      continue;
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+/// A buffer as a trace event's argument: its shape, dtype and bytes.
+std::string describeBuffer(const plan::Program &program, int64_t id) {
+  if (id < 0 || id >= program.buffers_size())
+    return "null";
+  const plan::Buffer &buffer = program.buffers(id);
+  std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
+  DType dtype = getDType(buffer.dtype());
+  std::string text = "{\"shape\": [";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "], \"dtype\": \"" + getDTypeName(dtype) + "\", \"bytes\": " +
+         std::to_string(getNumElements(shape) * getDTypeBytes(dtype)) + "}";
+}
+
+std::string
+describeBuffers(const plan::Program &program,
+                const google::protobuf::RepeatedField<int64_t> &ids) {
+  std::string text = "[";
+  for (int i = 0; i < ids.size(); ++i)
+    text += (i ? ", " : "") + describeBuffer(program, ids[i]);
+  return text + "]";
+}
+
+} // namespace
+
+void Executor::writeTraceEvents(std::ostream &os, int64_t rank) const {
   os << "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
-     << ", \"args\": {\"name\": \"rank " << rank << "\"}},\n";
+     << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
   for (int64_t stream : {kUnitTrack, int64_t(0), int64_t(1)})
-    os << "  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
+    os << ",\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
        << ", \"tid\": " << stream << ", \"args\": {\"name\": \""
        << (stream == kUnitTrack ? "pipeline units"
            : stream == 0        ? "compute"
                                 : "communication")
-       << "\"}},\n";
-  for (size_t i = 0; i < trace.size(); ++i) {
-    const TraceEvent &event = trace[i];
-    os << "  {\"name\": \"" << event.name
-       << "\", \"ph\": \"X\", \"pid\": " << rank
-       << ", \"tid\": " << event.stream << ", \"ts\": " << event.start
-       << ", \"dur\": " << event.end - event.start << "}"
-       << (i + 1 < trace.size() ? "," : "") << "\n";
+       << "\"}}";
+  // A marker where each step's first event starts.
+  int64_t marked = 0;
+  for (const TraceEvent &event : trace)
+    if (event.step > marked) {
+      marked = event.step;
+      os << ",\n  {\"name\": \"step " << marked
+         << "\", \"ph\": \"i\", \"s\": \"p\", \"pid\": " << rank
+         << ", \"tid\": 0, \"ts\": " << event.start << "}";
+    }
+  for (const TraceEvent &event : trace) {
+    std::string args = "\"step\": " + std::to_string(event.step);
+    if (event.microbatch >= 0)
+      args += ", \"microbatch\": " + std::to_string(event.microbatch);
+    std::string flow;
+    if (event.instruction >= 0 &&
+        event.instruction < program.instructions_size()) {
+      const plan::Instruction &instruction =
+          program.instructions(event.instruction);
+      args += ", \"instruction\": " + std::to_string(event.instruction);
+      if (instruction.has_kernel()) {
+        args += ", \"inputs\": " +
+                describeBuffers(program, instruction.kernel().inputs()) +
+                ", \"outputs\": " +
+                describeBuffers(program, instruction.kernel().outputs());
+      } else if (instruction.has_collective()) {
+        const plan::Collective &collective = instruction.collective();
+        args += ", \"group\": [";
+        for (int i = 0; i < collective.mesh_axes_size(); ++i)
+          args += (i ? ", " : "") + quoteJson(collective.mesh_axes(i));
+        args += "], \"input\": " + describeBuffer(program, collective.input()) +
+                ", \"output\": " + describeBuffer(program, collective.output());
+      } else if (instruction.has_send_recv()) {
+        const plan::SendRecv &transfer = instruction.send_recv();
+        std::vector<int64_t> peer = mesh.getCoordinates(rank);
+        peer[mesh.getAxisIndex(transfer.mesh_axis())] = transfer.peer();
+        int64_t peerRank = mesh.getRank(peer);
+        args += ", \"peer\": " + std::to_string(peerRank) +
+                ", \"tag\": " + std::to_string(transfer.tag()) +
+                ", \"tensor\": " + describeBuffer(program, transfer.buffer());
+        // The arrow from a send to its receive: one id on both ranks.
+        int64_t from = transfer.is_send() ? rank : peerRank;
+        int64_t to = transfer.is_send() ? peerRank : rank;
+        std::string id =
+            quoteJson(std::to_string(from) + ">" + std::to_string(to) + ":" +
+                      std::to_string(transfer.tag()) + ":" +
+                      std::to_string(event.microbatch) + ":" +
+                      std::to_string(event.step));
+        flow = std::string(",\n  {\"name\": \"transfer\", \"cat\": "
+                           "\"transfer\", \"ph\": \"") +
+               (transfer.is_send() ? "s" : "f") +
+               "\", \"bp\": \"e\", \"id\": " + id +
+               ", \"pid\": " + std::to_string(rank) +
+               ", \"tid\": " + std::to_string(event.stream) + ", \"ts\": ";
+        std::ostringstream at;
+        at << event.start;
+        flow += at.str() + "}";
+      } else if (instruction.has_accumulate()) {
+        args += ", \"tensor\": " +
+                describeBuffer(program, instruction.accumulate().input());
+      }
+    }
+    os << ",\n  {\"name\": " << quoteJson(event.name)
+       << ", \"ph\": \"X\", \"pid\": " << rank << ", \"tid\": " << event.stream
+       << ", \"ts\": " << event.start
+       << ", \"dur\": " << event.end - event.start << ", \"args\": {" << args
+       << "}}" << flow;
   }
-  os << "]}\n";
+}
+
+void Executor::writeTrace(std::ostream &os, int64_t rank) const {
+  os << "{\"traceEvents\": [\n";
+  writeTraceEvents(os, rank);
+  os << "\n]}\n";
 }

@@ -73,6 +73,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -851,6 +852,29 @@ int main(int argc, char **argv) {
     executor.writeTrace(file, rank);
     if (!file)
       return fail("cannot write the trace '" + path + "'");
+    // And one trace of every rank, which rank 0 writes: a process per rank,
+    // the transfers' arrows between them.
+    std::ostringstream events;
+    executor.writeTraceEvents(events, rank);
+    std::string text = events.str();
+    std::vector<std::vector<uint8_t>> everyone;
+    if (Status status = communicator->gatherToRoot(
+            std::vector<uint8_t>(text.begin(), text.end()), everyone);
+        !status.ok())
+      return fail(status.message());
+    if (rank == 0) {
+      std::string merged = options.traceDir + "/trace.json";
+      std::ofstream all(merged);
+      all << "{\"traceEvents\": [\n";
+      for (size_t r = 0; r < everyone.size(); ++r) {
+        all << (r ? ",\n" : "");
+        all.write(reinterpret_cast<const char *>(everyone[r].data()),
+                  everyone[r].size());
+      }
+      all << "\n]}\n";
+      if (!all)
+        return fail("cannot write the trace '" + merged + "'");
+    }
   }
   if (!options.saveCheckpoint.empty())
     if (Status status =

@@ -69,14 +69,24 @@ public:
     std::string name;
     int64_t stream;
     double start, end;
+    /// The instruction it ran (-1: none, as a wait or a unit) and its
+    /// microbatch (-1: outside the units); the run (step) it was part of,
+    /// from 1.
+    int64_t instruction = -1, microbatch = -1, step = 0;
   };
   /// Records a TraceEvent per instruction from now on (off at first).
   void setTracing(bool on) { tracing = on; }
   /// Every instruction of every traced run so far.
   const std::vector<TraceEvent> &getTrace() const { return trace; }
   /// The trace as Chrome trace JSON (Perfetto opens it): one process per
-  /// rank, one thread per stream.
+  /// rank, one thread per stream, a marker where each step starts, and on
+  /// each instruction's span its tensors (shapes, dtypes, bytes), its
+  /// collective's group or its transfer's peer, its microbatch and step;
+  /// flow arrows join a send to its receive across ranks' traces.
   void writeTrace(std::ostream &os, int64_t rank) const;
+  /// The events alone, comma-separated (writeTrace's list, which a merged
+  /// trace of every rank concatenates).
+  void writeTraceEvents(std::ostream &os, int64_t rank) const;
 
 private:
   /// A kernel instruction as loaded: the device's kernel, the attributes
@@ -95,6 +105,7 @@ private:
     double start;
     std::string name;
     int64_t stream;
+    int64_t instruction = -1, microbatch = -1;
   };
 
   Status load();
@@ -152,6 +163,8 @@ private:
       std::chrono::steady_clock::now();
   bool tracing = false;
   std::vector<TraceEvent> trace;
+  /// Runs so far: the step a traced event belongs to.
+  int64_t runs = 0;
 };
 
 /// The global value of argument `index` for `seed`, the same on every rank:
