@@ -10,11 +10,14 @@
 
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Support/Nesting.h"
+#include "tessera/Support/Progress.h"
 #include "tessera/runtime/Manifest.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Tensor.h"
 
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
@@ -187,12 +190,33 @@ tessera::loadModelFile(MLIRContext &context, StringRef path) {
   return std::move(file);
 }
 
+namespace {
+/// Shows each top-level pass on a progress line as it starts.
+class PassProgress : public PassInstrumentation {
+public:
+  explicit PassProgress(ProgressLine &line) : line(line) {}
+  void runBeforePass(Pass *pass, Operation *op) override {
+    if (isa<ModuleOp>(op))
+      line.update("compiling: " + pass->getArgument());
+  }
+
+private:
+  ProgressLine &line;
+};
+} // namespace
+
 llvm::Error
 tessera::runPipeline(ModuleOp module,
                      llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(module->getContext());
   build(pm);
-  if (failed(pm.run(module)))
+  // On a terminal, the pass that is running.
+  ProgressLine progress;
+  if (progress.isEnabled())
+    pm.addInstrumentation(std::make_unique<PassProgress>(progress));
+  LogicalResult ran = pm.run(module);
+  progress.clear();
+  if (failed(ran))
     return llvm::make_error<DiagnosedError>();
   return llvm::Error::success();
 }
@@ -210,8 +234,7 @@ llvm::Expected<int> Launcher::run(int64_t ranks, ArrayRef<std::string> args,
   llvm::sys::path::append(program, runner);
   // Quiet: a rank's error is its own line, without Open MPI's banners
   // about the job it ends. More ranks than cores share them.
-  std::vector<std::string> argv = {*mpirun, "-q", "-np",
-                                   std::to_string(ranks)};
+  std::vector<std::string> argv = {*mpirun, "-q", "-np", std::to_string(ranks)};
   if (ranks > static_cast<int64_t>(std::thread::hardware_concurrency()))
     argv.push_back("--oversubscribe");
   argv.push_back(std::string(program));

@@ -1675,6 +1675,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                       model, machine, choice, getImbalance(choice),
                       partition ? &*partition : nullptr, getLayout(choice));
                   ++result.considered;
+                  if (pins.progress && result.considered % 64 == 0)
+                    pins.progress(result);
                   if (!estimate.fits) {
                     ++result.overMemory;
                     // What the ILP's state leaves the rest of its
@@ -1689,6 +1691,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                     }
                     continue;
                   }
+                  result.bestStepSeconds = std::min(result.bestStepSeconds,
+                                                    estimate.stepTimeSeconds);
                   result.plans.push_back(estimate);
                 }
               }

@@ -2,6 +2,8 @@
 
 #include "Commands.h"
 
+#include "tessera/Support/Progress.h"
+
 #include "tessera/Analysis/TrainStep.h"
 #include "tessera/Search/ApplyPlan.h"
 #include "tessera/Search/PlanReport.h"
@@ -345,7 +347,20 @@ int cli::runPlan(MLIRContext &context) {
   if (llvm::Error error = checkSearchPins(*shape, devices, pins))
     return reportError(std::move(error));
 
+  // On a terminal, how far the search is.
+  ProgressLine progress;
+  if (progress.isEnabled())
+    pins.progress = [&](const SearchResult &sofar) {
+      progress.update(
+          llvm::formatv(
+              "plans considered {0}, best step {1}", sofar.considered,
+              std::isinf(sofar.bestStepSeconds)
+                  ? std::string("none yet")
+                  : llvm::formatv("{0:F4} s", sofar.bestStepSeconds).str())
+              .str());
+    };
   SearchResult result = searchPlans(*shape, *machine, devices, pins, model);
+  progress.clear();
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), result.plans.size());
   if (planJson) {

@@ -18,6 +18,8 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <array>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -341,6 +343,8 @@ PlanEstimate estimatePlan(const ModelShape &model, const MachineModel &machine,
                           const PipelineActivationLayout *layout = nullptr);
 
 /// Choices the user pinned; unset ones are searched.
+struct SearchResult;
+
 struct SearchPins {
   std::optional<int64_t> dp, tp, pp, microbatches, zero;
   std::optional<TensorLayout> layout;
@@ -359,6 +363,9 @@ struct SearchPins {
   /// solve and two partitions: on a large machine every shape takes most
   /// of the search.
   int64_t ilpShapes = 4;
+  /// Called as the search goes (after every 64 plans considered) with what
+  /// it has so far: a caller's progress line.
+  std::function<void(const SearchResult &)> progress;
 };
 
 struct SearchResult {
@@ -366,6 +373,8 @@ struct SearchResult {
   llvm::SmallVector<PlanEstimate, 0> plans;
   int64_t considered = 0;
   int64_t overMemory = 0;
+  /// The fastest feasible plan's step so far (infinity: none yet).
+  double bestStepSeconds = std::numeric_limits<double>::infinity();
   /// Why the ILP's layout failed on the first shape it failed on (none
   /// where it was solved on every shape it was tried on).
   std::string solveFailure;
