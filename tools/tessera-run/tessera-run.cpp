@@ -147,6 +147,32 @@ int getLocalGpu() {
   return count > 0 ? getLocalRank().first % count : 0;
 }
 
+/// Fails when this process is a world of one but a launcher other than
+/// MPI's started several: torchrun-style variables (WORLD_SIZE, RANK) or
+/// srun's (SLURM_STEP_NUM_TASKS) say how many.
+Status checkLauncher() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto count = [](const char *name) -> long {
+    const char *value = std::getenv(name);
+    return value ? std::strtol(value, nullptr, 10) : 0;
+  };
+  if (size > 1)
+    return Status::success();
+  if (long world = count("WORLD_SIZE"); world > 1)
+    return invalidArgument(
+        "started as one of " + std::to_string(world) +
+        " processes by torchrun-style variables (WORLD_SIZE, RANK), but not "
+        "by an MPI launcher: tessera-run runs under mpirun (or tessera run, "
+        "or srun with MPI support); the variables alone do not start it yet");
+  if (long tasks = count("SLURM_STEP_NUM_TASKS"); tasks > 1)
+    return invalidArgument(
+        "started as one of " + std::to_string(tasks) +
+        " SLURM tasks, but MPI sees one process: run srun with MPI support "
+        "(srun --mpi=pmix tessera-run ...)");
+  return Status::success();
+}
+
 /// Parses the command line.
 Status parseOptions(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
@@ -418,6 +444,15 @@ int main(int argc, char **argv) {
       MPI_Finalize();
       return 0;
     }
+  // Started without an MPI launcher by one that sets its own variables
+  // (torchrun's, or srun without MPI support), each process is a world of
+  // one: say so once instead of running N copies of rank 0.
+  if (Status launched = checkLauncher(); !launched.ok()) {
+    std::fprintf(stderr, "tessera-run: error: %s\n",
+                 launched.message().c_str());
+    MPI_Finalize();
+    return 2;
+  }
   Options options;
   if (Status parsed = parseOptions(argc, argv, options); !parsed.ok()) {
     if (rank == 0)
