@@ -15,6 +15,7 @@ config.excludes = ["CMakeLists.txt", "Inputs", "lit.cfg.py", "lit.site.cfg.py", 
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%tessera_src_root", config.tessera_src_root))
+config.substitutions.append(("%tessera_obj_root", config.tessera_obj_root))
 config.substitutions.append(("%tessera_tools_dir", config.tessera_tools_dir))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])

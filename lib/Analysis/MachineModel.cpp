@@ -277,3 +277,15 @@ tessera::loadMachineModel(llvm::StringRef nameOrPath,
                                    llvm::toString(machine.takeError()));
   return machine;
 }
+
+std::string tessera::getMachinesDir() {
+  llvm::SmallString<256> installed;
+  if (!llvm::sys::fs::real_path("/proc/self/exe", installed)) {
+    llvm::sys::path::remove_filename(installed); // .../bin
+    llvm::sys::path::remove_filename(installed); // the prefix
+    llvm::sys::path::append(installed, "share", "tessera", "machines");
+    if (llvm::sys::fs::is_directory(installed))
+      return std::string(installed);
+  }
+  return TESSERA_MACHINES_DIR;
+}

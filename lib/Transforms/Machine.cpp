@@ -10,7 +10,7 @@ tessera::loadOptionalMachine(Operation *op, StringRef name) {
   if (name.empty())
     return std::optional<MachineModel>();
   llvm::Expected<MachineModel> loaded =
-      loadMachineModel(name, TESSERA_MACHINES_DIR);
+      loadMachineModel(name, getMachinesDir());
   if (!loaded)
     return op->emitError("cannot load machine '")
            << name << "': " << llvm::toString(loaded.takeError());

@@ -40,7 +40,7 @@ int cli::runCalibrate() {
     return 1;
   // The file must read back as a machine.
   llvm::Expected<MachineModel> machine =
-      loadMachineModel(calibrateOutput, kMachinesDir);
+      loadMachineModel(calibrateOutput, getMachinesDir());
   if (!machine)
     return reportError(machine.takeError());
   return 0;

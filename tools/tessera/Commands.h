@@ -52,8 +52,6 @@ int reportError(const llvm::Twine &message);
 /// Starts tessera-run and tessera-calibrate from this binary's directory.
 const Launcher &getLauncher();
 
-/// The machine presets' directory.
-inline constexpr const char *kMachinesDir = TESSERA_MACHINES_DIR;
 
 /// 174615846912 -> "174.6B".
 std::string formatCount(int64_t count);

@@ -280,7 +280,7 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     return llvm::createStringError(
         "--auto needs --machine NAME and --devices N");
   llvm::Expected<MachineModel> machine =
-      loadMachineModel(machineName, kMachinesDir);
+      loadMachineModel(machineName, getMachinesDir());
   if (!machine)
     return machine.takeError();
   std::optional<int64_t> zero;

@@ -302,7 +302,7 @@ int cli::runPlan(MLIRContext &context) {
     return reportError(file.takeError());
   ModuleOp model = *(*file)->module;
   llvm::Expected<MachineModel> machine =
-      loadMachineModel(machineName, kMachinesDir);
+      loadMachineModel(machineName, getMachinesDir());
   if (!machine)
     return reportError(machine.takeError());
   bool scaling = planScaling.getNumOccurrences() > 0;

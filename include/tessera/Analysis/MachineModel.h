@@ -86,6 +86,11 @@ llvm::Expected<MachineModel> parseMachineModel(llvm::StringRef json);
 llvm::Expected<MachineModel> loadMachineModel(llvm::StringRef nameOrPath,
                                               llvm::StringRef machinesDir);
 
+/// The machine presets' directory: `share/tessera/machines` beside the
+/// running binary's directory (an installed Tessera, wherever it was moved),
+/// else the source tree's `machines` the build was configured from.
+std::string getMachinesDir();
+
 } // namespace tessera
 
 #endif // TESSERA_ANALYSIS_MACHINEMODEL_H

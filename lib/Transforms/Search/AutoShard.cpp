@@ -51,7 +51,7 @@ struct AutoShardPass : tessera::impl::AutoShardPassBase<AutoShardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     llvm::Expected<MachineModel> machineModel =
-        loadMachineModel(machine, TESSERA_MACHINES_DIR);
+        loadMachineModel(machine, getMachinesDir());
     if (!machineModel) {
       emitError(module.getLoc(), "cannot load machine '")
           << machine << "': " << llvm::toString(machineModel.takeError());
