@@ -229,28 +229,18 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--save-weights") {
       if (!value(options.saveWeights))
         return invalidArgument("--save-weights needs a safetensors file");
-    } else if (arg == "--save-every") {
+    } else if (arg == "--save-every" || arg == "--shard-bytes") {
+      bool every = arg == "--save-every";
+      const char *what = every ? "steps" : "bytes";
       if (!value(text))
-        return invalidArgument("--save-every needs a number of steps");
+        return invalidArgument(arg + " needs a number of " + what);
       char *end = nullptr;
       errno = 0;
-      long long every = std::strtoll(text.c_str(), &end, 10);
-      if (*end != '\0' || text.empty() || errno == ERANGE || every < 1)
-        return invalidArgument(
-            "--save-every expects a positive number of steps, got '" + text +
-            "'");
-      options.saveEvery = every;
-    } else if (arg == "--shard-bytes") {
-      if (!value(text))
-        return invalidArgument("--shard-bytes needs a number of bytes");
-      char *end = nullptr;
-      errno = 0;
-      long long bytes = std::strtoll(text.c_str(), &end, 10);
-      if (*end != '\0' || text.empty() || errno == ERANGE || bytes < 1)
-        return invalidArgument(
-            "--shard-bytes expects a positive number of bytes, got '" + text +
-            "'");
-      options.shardBytes = bytes;
+      long long number = std::strtoll(text.c_str(), &end, 10);
+      if (*end != '\0' || text.empty() || errno == ERANGE || number < 1)
+        return invalidArgument(arg + " expects a positive number of " + what +
+                               ", got '" + text + "'");
+      (every ? options.saveEvery : options.shardBytes) = number;
     } else if (arg == "--metrics") {
       if (!value(options.metrics))
         return invalidArgument("--metrics needs a file");
