@@ -2,6 +2,8 @@
 
 #include "tessera/runtime/Executor.h"
 
+#include "Json.h"
+
 #include "tessera/runtime/Manifest.h"
 
 #include <algorithm>
@@ -781,19 +783,6 @@ void tessera::runtime::placeLocalPiece(const Tensor &local,
 }
 
 namespace {
-
-/// `text` as a JSON string, quotes included.
-std::string quoteJson(const std::string &text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      quoted += '\\';
-    if (static_cast<unsigned char>(c) < 0x20)
-      continue;
-    quoted += c;
-  }
-  return quoted + "\"";
-}
 
 /// A buffer as a trace event's argument: its shape, dtype and bytes.
 std::string describeBuffer(const plan::Program &program, int64_t id) {

@@ -2,6 +2,8 @@
 
 #include "tessera/runtime/Safetensors.h"
 
+#include "Json.h"
+
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
@@ -285,10 +287,6 @@ Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
 
 namespace {
 
-bool isFloat(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64 || isHalf(dtype);
-}
-
 /// Element `i` of a float tensor, widened.
 double getFloat(const Tensor &tensor, int64_t i) {
   if (isHalf(tensor.dtype))
@@ -373,24 +371,6 @@ Expected<OwnedTensor> runtime::convertTo(const Tensor &from, DType to) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// `text` as a JSON string, quotes included.
-std::string quoteJson(const std::string &text) {
-  std::string quoted = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (c < 0x20) {
-      char escape[8];
-      std::snprintf(escape, sizeof escape, "\\u%04x", c);
-      quoted += escape;
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "\"";
-}
 
 /// Writes all of `bytes`, resuming after a partial write or a signal.
 bool writeAll(int fd, const void *data, size_t bytes) {

@@ -98,6 +98,10 @@ bool tessera::runtime::isHalf(DType dtype) {
   return dtype == DType::BF16 || dtype == DType::F16;
 }
 
+bool tessera::runtime::isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || isHalf(dtype);
+}
+
 float tessera::runtime::halfToFloat(DType dtype, uint16_t bits) {
   uint32_t word;
   if (dtype == DType::BF16) {

@@ -31,9 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (Expected<SafetensorsFile> weights = openSafetensors(path); weights.ok())
     for (const SafetensorsFile::Entry &entry : weights->getEntries()) {
       Tensor view = weights->view(entry);
-      bool isFloat = view.dtype == DType::F32 || view.dtype == DType::F64 ||
-                     isHalf(view.dtype);
-      (void)convertTo(view, isFloat ? DType::F32 : DType::I64);
+      (void)convertTo(view, isFloat(view.dtype) ? DType::F32 : DType::I64);
     }
 
   if (Expected<std::unique_ptr<TokenFile>> tokens = TokenFile::open(path);

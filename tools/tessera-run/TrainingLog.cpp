@@ -14,20 +14,26 @@
 using namespace tessera;
 using namespace tessera::runtime;
 
+int tessera::runtime::getLossResult(const plan::Program &program) {
+  for (int i = 0; i < program.results_size(); ++i) {
+    const plan::Result &result = program.results(i);
+    plan::DType dtype = program.buffers(result.buffer()).dtype();
+    if (!result.has_updates_argument() && result.metric().empty() &&
+        result.global_shape_size() == 0 &&
+        (dtype == plan::F32 || dtype == plan::BF16 || dtype == plan::F16))
+      return i;
+  }
+  return -1;
+}
+
 TrainingLog::TrainingLog(const plan::Plan &plan, const plan::Program &program,
                          int64_t rank, int64_t steps)
     : steps(steps) {
-  for (int64_t r = 0; r < getMesh(plan).getNumDevices(); ++r) {
-    const plan::Program *each = getProgramOfRank(plan, r);
-    bool hasLoss = false;
-    for (const plan::Result &result : each->results())
-      hasLoss |= !result.has_updates_argument() && result.metric().empty() &&
-                 result.global_shape_size() == 0;
-    if (hasLoss) {
+  for (int64_t r = 0; r < getMesh(plan).getNumDevices(); ++r)
+    if (getLossResult(*getProgramOfRank(plan, r)) >= 0) {
       logger = r == rank;
       break;
     }
-  }
   for (const plan::Instruction &instruction : program.instructions())
     if (instruction.has_kernel() && instruction.kernel().op() == "nn.adamw") {
       adamw = getKernelAttrs(instruction.kernel());

@@ -26,6 +26,10 @@
 
 namespace tessera::runtime {
 
+/// The loss: the first scalar float result that updates no argument and is
+/// no metric; -1 when there is none.
+int getLossResult(const plan::Program &program);
+
 class TrainingLog {
 public:
   /// The log of `steps` steps of `program`, this rank's of `plan`.

@@ -386,24 +386,6 @@ Status checkOutputs(const Options &options) {
   return Status::success();
 }
 
-bool isFloatType(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64 || isHalf(dtype);
-}
-
-/// The loss: the first scalar float result that updates no argument and is
-/// no metric; -1 when there is none.
-int getLossResult(const plan::Program &program) {
-  for (int i = 0; i < program.results_size(); ++i) {
-    const plan::Result &result = program.results(i);
-    plan::DType dtype = program.buffers(result.buffer()).dtype();
-    if (!result.has_updates_argument() && result.metric().empty() &&
-        result.global_shape_size() == 0 &&
-        (dtype == plan::F32 || dtype == plan::BF16 || dtype == plan::F16))
-      return i;
-  }
-  return -1;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -624,7 +606,7 @@ int main(int argc, char **argv) {
       else if (entry->shape != shape)
         problems.push_back("'" + name + "' is " + formatShape(entry->shape) +
                            ", the model's " + formatShape(shape));
-      else if (isFloatType(entry->dtype) != isFloatType(dtype))
+      else if (isFloat(entry->dtype) != isFloat(dtype))
         problems.push_back("'" + name + "' is " + getDTypeName(entry->dtype) +
                            ", the model's " + getDTypeName(dtype));
       else

@@ -96,11 +96,6 @@ template <typename... Args> static std::string concat(const Args &...args) {
   return os.str();
 }
 
-static bool isFloat(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
-         dtype == DType::BF16;
-}
-
 namespace tessera::runtime::detail {
 /// One kernel invocation: the op (every message starts with its name), its
 /// attributes and its tensors. The `expect*` checks record the first failure

@@ -1,8 +1,9 @@
 //===- LrSchedule.h - nn.adamw's learning rate by step ----------*- C++ -*-===//
 //
-// The learning rate of a step, as nn.adamw's `schedule` gives it: shared by
+// The learning rate of a step, as nn.adamw's `schedule` gives it, and what
+// the update multiplies its gradient by (clipping, loss scaling): shared by
 // the CPU and CUDA kernels (host and device code) and by tessera-run, which
-// logs it.
+// logs the rate.
 //
 //===----------------------------------------------------------------------===//
 

@@ -20,6 +20,8 @@ const char *getDTypeName(DType dtype);
 /// 16-bit floats: bfloat16 and IEEE half, widened for math and narrowed back
 /// with rounding to nearest even.
 bool isHalf(DType dtype);
+/// f32, f64 and the 16-bit floats.
+bool isFloat(DType dtype);
 float halfToFloat(DType dtype, uint16_t bits);
 uint16_t floatToHalf(DType dtype, float value);
 
