@@ -372,15 +372,22 @@ Status ProgramValidator::checkMemoryPlan() const {
       continue; // checked against its buffer in run()
     int64_t bytes = getNumElements({b.shape().begin(), b.shape().end()}) *
                     getDTypeBytes(getDType(b.dtype()));
-    if (b.slots() > 1)
-      bytes += (b.slots() - 1) * b.slot_stride_bytes();
-    if (b.arena_offset_bytes() < 0 ||
-        b.arena_offset_bytes() + bytes > program.arena_bytes())
-      return invalidPlan("buffer " + std::to_string(id) + " at offset " +
-                         std::to_string(b.arena_offset_bytes()) + " with " +
-                         std::to_string(bytes) +
-                         " bytes lies outside the arena of " +
-                         std::to_string(program.arena_bytes()) + " bytes");
+    // The slots' extent and the end are summed without overflow: a plan's
+    // numbers may be anything.
+    int64_t slotBytes = 0, end = 0;
+    bool overflows = b.slots() > 1 &&
+                     (__builtin_mul_overflow(
+                          b.slots() - 1, b.slot_stride_bytes(), &slotBytes) ||
+                      __builtin_add_overflow(bytes, slotBytes, &bytes));
+    if (overflows || b.arena_offset_bytes() < 0 ||
+        __builtin_add_overflow(b.arena_offset_bytes(), bytes, &end) ||
+        end > program.arena_bytes())
+      return invalidPlan(
+          "buffer " + std::to_string(id) + " at offset " +
+          std::to_string(b.arena_offset_bytes()) + " with " +
+          (overflows ? std::string("more than 2^63") : std::to_string(bytes)) +
+          " bytes lies outside the arena of " +
+          std::to_string(program.arena_bytes()) + " bytes");
     intervals.push_back({definedAt[id], freedAt[id] < 0 ? last : freedAt[id],
                          b.arena_offset_bytes(), bytes, id});
   }

@@ -280,6 +280,24 @@ TEST(PlanTest, RejectsABufferPlacedInOneWhoseSizeOverflows) {
             "holds it at its arena offset");
 }
 
+TEST(PlanTest, RejectsABufferWhoseEndOverflows) {
+  // Plan-loader fuzzer findings: an arena offset near 2^63, and slots whose
+  // extent overflows, made the arena check's sum overflow.
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_buffers(0)->set_arena_offset_bytes(
+      std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: buffer 0 at offset 9223372036854775807 with 128 "
+            "bytes lies outside the arena of 512 bytes");
+  plan = makePlan();
+  plan::Buffer *slotted = plan.mutable_programs(0)->mutable_buffers(0);
+  slotted->set_slots(std::numeric_limits<int64_t>::max());
+  slotted->set_slot_stride_bytes(int64_t(1) << 40);
+  EXPECT_EQ(getValidationError(plan),
+            "program 0: buffer 0 at offset 0 with more than 2^63 bytes lies "
+            "outside the arena of 512 bytes");
+}
+
 TEST(PlanTest, RejectsRanksWithoutAProgram) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)->mutable_ranks()->RemoveLast();
