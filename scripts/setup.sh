@@ -8,10 +8,10 @@ packages=(
   build-essential cmake ninja-build ccache python3
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools lld-22
   libgtest-dev libbenchmark-dev protobuf-compiler libprotobuf-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev
   coinor-libcbc-dev pkgconf libxxhash-dev libsleef-dev
   libonnx-dev libonnx-testdata python3-onnx python3-torch
-  clang libclang-rt-dev
+  clang libclang-rt-dev chromium
 )
 missing=()
 for package in "${packages[@]}"; do

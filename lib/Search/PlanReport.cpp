@@ -193,6 +193,43 @@ llvm::json::Object tessera::toJson(const ScalingCurve &curve) {
       {"points", std::move(points)}};
 }
 
+llvm::Expected<ScalingCurve>
+tessera::parseScalingCurve(const llvm::json::Value &json) {
+  auto fail = [](const llvm::Twine &what) {
+    return llvm::createStringError(
+        "not the JSON of tessera plan --scaling --json: " + what);
+  };
+  const llvm::json::Object *object = json.getAsObject();
+  if (!object)
+    return fail("expected an object");
+  std::optional<llvm::StringRef> mode = object->getString("mode");
+  std::optional<double> fraction = object->getNumber("serial_fraction");
+  const llvm::json::Array *points = object->getArray("points");
+  std::optional<ScalingMode> parsed =
+      mode ? parseEnumName(kScalingModeNames, *mode) : std::nullopt;
+  if (!parsed || !fraction || !points || points->empty())
+    return fail("expected \"mode\" (strong or weak), \"serial_fraction\" "
+                "and a list of \"points\"");
+  ScalingCurve curve;
+  curve.mode = *parsed;
+  curve.serialFraction = *fraction;
+  for (const llvm::json::Value &value : *points) {
+    const llvm::json::Object *point = value.getAsObject();
+    std::optional<int64_t> devices =
+        point ? point->getInteger("devices") : std::nullopt;
+    if (!devices || *devices < 1)
+      return fail("a point without a positive \"devices\" count");
+    ScalingPoint &added = curve.points.emplace_back();
+    added.devices = *devices;
+    added.batch = point->getInteger("batch").value_or(0);
+    added.throughput =
+        point->getNumber("throughput_sequences_per_s").value_or(0);
+    added.speedup = point->getNumber("speedup").value_or(0);
+    added.efficiency = point->getNumber("efficiency").value_or(0);
+  }
+  return curve;
+}
+
 std::string tessera::getScalingSvg(const ScalingCurve &curve,
                                    llvm::StringRef model,
                                    llvm::StringRef machine) {
@@ -215,10 +252,11 @@ std::string tessera::getScalingSvg(const ScalingCurve &curve,
   };
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" "
-                      "width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" "
-                      "font-size=\"12\">\n",
-                      kWidth, kHeight);
+  os << llvm::formatv(
+      "<svg class=\"scaling\" xmlns=\"http://www.w3.org/"
+      "2000/svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n",
+      kWidth, kHeight);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   os << llvm::formatv("<text x=\"{0}\" y=\"24\" font-size=\"15\">{1} "
                       "scaling of {2} on {3}</text>\n",
@@ -261,7 +299,7 @@ std::string tessera::getScalingSvg(const ScalingCurve &curve,
      << "\" stroke=\"darkorange\" fill=\"none\" stroke-width=\"2\"/>\n";
   std::string measured;
   for (const ScalingPoint &point : curve.points) {
-    if (!point.plan)
+    if (point.speedup <= 0) // no plan fits
       continue;
     double n = static_cast<double>(point.devices) / base;
     measured += llvm::formatv("{0}{1:f1},{2:f1}", measured.empty() ? "M" : " L",

@@ -27,6 +27,7 @@ llvm::cl::SubCommand &gradcheckCommand();
 llvm::cl::SubCommand &planCommand();
 llvm::cl::SubCommand &calibrateCommand();
 llvm::cl::SubCommand &dataCommand();
+llvm::cl::SubCommand &reportCommand();
 
 int runModel(mlir::MLIRContext &context);
 int runStats(mlir::MLIRContext &context);
@@ -38,6 +39,7 @@ int runGradcheck(mlir::MLIRContext &context);
 int runPlan(mlir::MLIRContext &context);
 int runCalibrate();
 int runData();
+int runReport();
 
 /// The options compile and verify share, as the compile pipeline's.
 void readCompileOptions(CompileOptions &options);
@@ -51,7 +53,6 @@ int reportError(const llvm::Twine &message);
 
 /// Starts tessera-run and tessera-calibrate from this binary's directory.
 const Launcher &getLauncher();
-
 
 /// 174615846912 -> "174.6B".
 std::string formatCount(int64_t count);

@@ -273,9 +273,13 @@ static int runScaling(const ModelShape &shape, const MachineModel &machine,
       pins);
   if (!curve)
     return reportError(curve.takeError());
-  if (planJson)
-    llvm::outs() << llvm::formatv("{0:2}\n", llvm::json::Value(toJson(*curve)));
-  else
+  if (planJson) {
+    llvm::json::Object json = toJson(*curve);
+    json["model"] = planModel;
+    json["machine"] = machine.name;
+    llvm::outs() << llvm::formatv("{0:2}\n",
+                                  llvm::json::Value(std::move(json)));
+  } else
     llvm::outs() << llvm::formatv(
                         "scaling ({0}) of {1} on {2}: the best plan of "
                         "Megatron's layout at each count\n",

@@ -1,14 +1,17 @@
 //===- tessera.cpp - The Tessera command-line interface -------------------===//
 //
-// tessera model gpt|mlp ...   emit a model in nn IR            (Model.cpp)
-// tessera stats FILE          parameters, ops and FLOPs         (Stats.cpp)
-// tessera import MODEL.onnx   an ONNX model as nn IR            (Import.cpp)
-// tessera compile FILE ...    shard, partition and export a plan (Compile.cpp)
-// tessera verify FILE ...     sharded plan on N ranks vs one device
-// (Verify.cpp) tessera run PLAN --ranks N  run a plan on N local ranks
-// (Run.cpp) tessera gradcheck FILE      autodiff vs finite differences
-// (Gradcheck.cpp) tessera plan FILE ...       search the DP/TP/PP plan
-// (Plan.cpp) tessera calibrate -o FILE   fit a machine file (Calibrate.cpp)
+// tessera model gpt|llama|mlp ...  emit a model in nn IR         (Model.cpp)
+// tessera stats FILE                parameters, ops and FLOPs      (Stats.cpp)
+// tessera import MODEL.onnx         an ONNX model as nn IR        (Import.cpp)
+// tessera compile FILE ...          shard, partition, export     (Compile.cpp)
+// tessera verify FILE ...           sharded plan vs one device    (Verify.cpp)
+// tessera run PLAN --ranks N        run a plan on N local ranks      (Run.cpp)
+// tessera gradcheck FILE            autodiff vs finite differences
+//                                                              (Gradcheck.cpp)
+// tessera plan FILE ...             search the DP/TP/PP plan        (Plan.cpp)
+// tessera calibrate -o FILE         fit a machine file         (Calibrate.cpp)
+// tessera data pack TEXT -o FILE    a token file                    (Data.cpp)
+// tessera report PLAN -o FILE       the plan as an HTML page      (Report.cpp)
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,7 +69,7 @@ int main(int argc, char **argv) {
   for (llvm::cl::SubCommand *command :
        {&modelCommand(), &statsCommand(), &importCommand(), &compileCommand(),
         &verifyCommand(), &runCommand(), &gradcheckCommand(), &planCommand(),
-        &calibrateCommand(), &dataCommand()})
+        &calibrateCommand(), &dataCommand(), &reportCommand()})
     (void)command;
   // The top level's help lists the subcommands; LLVM's own options, which
   // libLLVM registers there, still parse but stay out of it.
@@ -109,9 +112,12 @@ int main(int argc, char **argv) {
     return runCalibrate();
   if (dataCommand())
     return runData();
+  if (reportCommand())
+    return runReport();
   llvm::errs()
       << "tessera: error: expected a subcommand: model, stats, "
-         "import, compile, verify, run, gradcheck, plan, calibrate or data "
+         "import, compile, verify, run, gradcheck, plan, calibrate, data or "
+         "report "
          "(see "
          "--help)\n";
   return 1;

@@ -39,6 +39,11 @@ std::string formatBreakdown(const PlanEstimate &plan);
 std::string formatScaling(const ScalingCurve &curve);
 llvm::json::Object toJson(const ScalingCurve &curve);
 
+/// A curve back from toJson's object (tessera plan --scaling --json): its
+/// mode, fitted fraction and points (a point's plan is not read back; a
+/// point without one has speedup 0). Fails naming what is missing.
+llvm::Expected<ScalingCurve> parseScalingCurve(const llvm::json::Value &json);
+
 /// The curve as an SVG plot: speedup against devices on log axes, with the
 /// ideal line and the fitted law.
 std::string getScalingSvg(const ScalingCurve &curve, llvm::StringRef model,
