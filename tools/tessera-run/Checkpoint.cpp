@@ -4,11 +4,9 @@
 
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"
-#include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
 
 #include <google/protobuf/text_format.h>
-#include <mpi.h>
 #include <xxhash.h>
 
 #include <fcntl.h>
@@ -116,13 +114,12 @@ Status sync(const std::string &path, bool directory = false) {
 /// Every rank learns whether any failed: the first failing rank keeps its
 /// error, the others get one naming it; a rank that never comes, a timeout
 /// after `timeoutSeconds`.
-Status agree(Status status, int rank, double timeoutSeconds) {
-  int size = 1, first = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+Status agree(Status status, const Job &job, double timeoutSeconds) {
+  int size = job.getSize(), rank = job.getRank(), first = 0;
   int mine = status.ok() ? size : rank;
   if (Status agreed =
-          allReduceMinWithin(mine, first, timeoutSeconds,
-                             "a rank stopped while saving the checkpoint");
+          job.allReduceMin(mine, first, timeoutSeconds,
+                           "a rank stopped while saving the checkpoint");
       !agreed.ok())
     return agreed;
   if (first == size || first == rank)
@@ -660,8 +657,10 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
 
 Status runtime::saveCheckpoint(const std::string &given,
                                const plan::Program &program, const Mesh &mesh,
-                               const std::vector<OwnedTensor> &locals, int rank,
-                               int64_t step, double timeoutSeconds) {
+                               const std::vector<OwnedTensor> &locals,
+                               const Job &job, int64_t step,
+                               double timeoutSeconds) {
+  int rank = job.getRank();
   std::string dir = withoutTrailingSlashes(given);
   std::string staging = dir + ".partial", old = dir + ".old";
   // What an interrupted save left is cleared before anyone writes.
@@ -669,15 +668,17 @@ Status runtime::saveCheckpoint(const std::string &given,
     std::error_code error;
     std::filesystem::remove_all(staging, error);
   }
-  if (Status cleared = barrierWithin(
-          timeoutSeconds, "a rank stopped before saving the checkpoint");
+  int ignored = 0;
+  if (Status cleared =
+          job.allReduceMin(0, ignored, timeoutSeconds,
+                           "a rank stopped before saving the checkpoint");
       !cleared.ok())
     return cleared;
   Status written = agree(writeShard(staging, program, mesh, locals, rank, step),
-                         rank, timeoutSeconds);
+                         job, timeoutSeconds);
   if (!written.ok())
     return written;
-  return agree(rank == 0 ? swapIn(staging, dir, old) : Status::success(), rank,
+  return agree(rank == 0 ? swapIn(staging, dir, old) : Status::success(), job,
                timeoutSeconds);
 }
 

@@ -16,6 +16,8 @@
 #ifndef TESSERA_RUN_CHECKPOINT_H
 #define TESSERA_RUN_CHECKPOINT_H
 
+#include "Job.h"
+
 #include "tessera/runtime/Mesh.h"
 #include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
@@ -34,7 +36,7 @@ namespace tessera::runtime {
 /// why; a rank that never comes is a timeout after `timeoutSeconds`.
 Status saveCheckpoint(const std::string &dir, const plan::Program &program,
                       const Mesh &mesh, const std::vector<OwnedTensor> &locals,
-                      int rank, int64_t step, double timeoutSeconds);
+                      const Job &job, int64_t step, double timeoutSeconds);
 
 /// Reads this rank's pieces from `dir` into `locals` (`program` is this
 /// rank's of `plan`); the step the checkpoint reached comes back through

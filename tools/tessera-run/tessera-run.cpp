@@ -1,4 +1,4 @@
-//===- tessera-run.cpp - Runs a plan on the ranks of an MPI job -----------===//
+//===- tessera-run.cpp - Runs a plan on the ranks of a job ---------------===//
 //
 //   mpirun -np N tessera-run model.plan [--steps N] [--seed S]
 //                            [--inputs FILE] [--weights FILE]
@@ -12,8 +12,10 @@
 //                            [--threads N]
 //   tessera-run model.plan --check-plan
 //
-// On `--device cuda` each rank runs on a GPU of its node (its rank among
-// the node's ranks, modulo the node's GPUs) with NCCL collectives. On
+// One process per rank, started by mpirun, srun, or torchrun-style
+// variables (GPUs only; the ranks meet in a TCP rendezvous, Job.h). On
+// `--device cuda` each rank runs on a GPU of its node (its rank among the
+// node's ranks, modulo the node's GPUs) with NCCL collectives. On
 // either device, a collective or transfer that does not finish within
 // --comm-timeout (default 600 s) ends the job with an error naming it.
 //
@@ -51,12 +53,12 @@
 
 #include "Checkpoint.h"
 #include "Data.h"
+#include "Job.h"
 #include "TrainingLog.h"
 
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"
-#include "tessera/runtime/MpiWait.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Safetensors.h"
 #include "tessera/runtime/Threads.h"
@@ -127,51 +129,6 @@ const char *kUsage =
     "       [--device cpu|cuda] [--comm-timeout SECONDS] [--threads N]\n"
     "       tessera-run PLAN --check-plan: load and check the plan, and "
     "exit\n";
-
-/// This rank's index among the ranks of its node, and their number.
-std::pair<int, int> getLocalRank() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                      &node);
-  int local = 0, size = 1;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_size(node, &size);
-  MPI_Comm_free(&node);
-  return {local, size};
-}
-
-/// This rank's GPU: its index among the ranks of its node, modulo the
-/// node's GPUs.
-int getLocalGpu() {
-  int count = getCudaDeviceCount();
-  return count > 0 ? getLocalRank().first % count : 0;
-}
-
-/// Fails when this process is a world of one but a launcher other than
-/// MPI's started several: torchrun-style variables (WORLD_SIZE, RANK) or
-/// srun's (SLURM_STEP_NUM_TASKS) say how many.
-Status checkLauncher() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  auto count = [](const char *name) -> long {
-    const char *value = std::getenv(name);
-    return value ? std::strtol(value, nullptr, 10) : 0;
-  };
-  if (size > 1)
-    return Status::success();
-  if (long world = count("WORLD_SIZE"); world > 1)
-    return invalidArgument(
-        "started as one of " + std::to_string(world) +
-        " processes by torchrun-style variables (WORLD_SIZE, RANK), but not "
-        "by an MPI launcher: tessera-run runs under mpirun (or tessera run, "
-        "or srun with MPI support); the variables alone do not start it yet");
-  if (long tasks = count("SLURM_STEP_NUM_TASKS"); tasks > 1)
-    return invalidArgument(
-        "started as one of " + std::to_string(tasks) +
-        " SLURM tasks, but MPI sees one process: run srun with MPI support "
-        "(srun --mpi=pmix tessera-run ...)");
-  return Status::success();
-}
 
 /// Parses the command line.
 Status parseOptions(int argc, char **argv, Options &options) {
@@ -393,41 +350,28 @@ int main(int argc, char **argv) {
   // one computes (see MpiCommunicator).
   int threads = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // Every rank reports its own failure, then ends the whole job so that no
-  // rank waits forever in a collective.
-  auto fail = [&](const std::string &message) {
-    std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
-                 message.c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
-  };
+  // Until the job is known, the first process of MPI's world and of a
+  // torchrun-style one speaks for all.
+  int mpiRank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpiRank);
+  const char *torchrunRank = std::getenv("RANK");
+  bool first = mpiRank == 0 && (!torchrunRank || std::atoi(torchrunRank) == 0);
 
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-h") == 0) {
-      if (rank == 0)
+      if (first)
         std::printf("tessera-run: runs a plan's training steps on this "
-                    "rank (start one per device of the plan, with mpirun "
-                    "or tessera run)\n%s",
+                    "rank (start one per device of the plan, with mpirun, "
+                    "tessera run, srun, or torchrun-style variables on "
+                    "GPUs)\n%s",
                     kUsage);
       MPI_Finalize();
       return 0;
     }
-  // Started without an MPI launcher by one that sets its own variables
-  // (torchrun's, or srun without MPI support), each process is a world of
-  // one: say so once instead of running N copies of rank 0.
-  if (Status launched = checkLauncher(); !launched.ok()) {
-    std::fprintf(stderr, "tessera-run: error: %s\n",
-                 launched.message().c_str());
-    MPI_Finalize();
-    return 2;
-  }
   Options options;
   if (Status parsed = parseOptions(argc, argv, options); !parsed.ok()) {
-    if (rank == 0)
+    if (first)
       std::fprintf(stderr, "tessera-run: error: %s\n%s",
                    parsed.message().c_str(), kUsage);
     MPI_Finalize();
@@ -436,7 +380,7 @@ int main(int argc, char **argv) {
   // The plan loads as every rank would load it; nothing runs.
   if (options.checkPlan) {
     int status = 0;
-    if (rank == 0) {
+    if (first) {
       Expected<plan::Plan> loaded = loadPlan(options.plan);
       if (loaded.ok()) {
         int64_t ranks = 0;
@@ -458,15 +402,47 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return status;
   }
+  // Which launcher started this process, and, for torchrun-style
+  // variables, the rendezvous of its ranks.
+  Expected<Job> started = Job::start(options.commTimeout);
+  if (!started.ok()) {
+    std::fprintf(stderr, "tessera-run: error: %s\n", started.message().c_str());
+    MPI_Finalize();
+    return 2;
+  }
+  const Job job = started.take();
+  int rank = job.getRank(), size = job.getSize();
+  // Every rank reports its own failure, then ends the whole job so that no
+  // rank waits forever in a collective.
+  auto fail = [&](const std::string &message) {
+    std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
+                 message.c_str());
+    std::fflush(stderr);
+    job.abort();
+    return 1;
+  };
+  // The ranks that met without MPI have no MPI collectives: they run on
+  // GPUs, over NCCL. Rank 0 says so once.
+  if (job.getRendezvous() && options.device != "cuda") {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "tessera-run: error: rank 0: the %d ranks met at "
+                   "MASTER_ADDR:MASTER_PORT, but the CPU backend's "
+                   "collectives run over MPI: start tessera-run with mpirun "
+                   "(or tessera run, or srun --mpi=pmix); torchrun-style "
+                   "variables start --device cuda only\n",
+                   size);
+    MPI_Finalize();
+    return 2;
+  }
   // Every rank checks the outputs it writes; all stop if one cannot, and
   // the first that cannot says why.
   Status outputs = checkOutputs(options);
-  int size = 1, failing = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int failing = 0;
   int firstFailing = outputs.ok() ? size : rank;
   if (Status agreed =
-          allReduceMinWithin(firstFailing, failing, options.commTimeout,
-                             "a rank stopped before checking its outputs");
+          job.allReduceMin(firstFailing, failing, options.commTimeout,
+                           "a rank stopped before checking its outputs");
       !agreed.ok()) {
     std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
                  agreed.message().c_str());
@@ -487,7 +463,11 @@ int main(int argc, char **argv) {
   Mesh mesh = getMesh(plan);
   std::unique_ptr<Device> device;
   if (options.device == "cuda") {
-    Expected<std::unique_ptr<Device>> cuda = createCudaDevice(getLocalGpu());
+    // This rank's GPU: its index among the ranks of its node, modulo the
+    // node's GPUs.
+    int gpus = getCudaDeviceCount();
+    Expected<std::unique_ptr<Device>> cuda =
+        createCudaDevice(gpus > 0 ? job.getLocalRank() % gpus : 0);
     if (!cuda.ok())
       return fail(cuda.message());
     device = cuda.take();
@@ -505,7 +485,8 @@ int main(int argc, char **argv) {
                                          });
   Expected<std::unique_ptr<Communicator>> created =
       options.device == "cuda"
-          ? createNcclCommunicator(mesh, *device, options.commTimeout)
+          ? createNcclCommunicator(mesh, *device, options.commTimeout,
+                                   job.getRendezvous())
           : createMpiCommunicator(mesh, options.commTimeout, overlaps);
   if (!created.ok())
     return fail(created.message());
@@ -516,7 +497,7 @@ int main(int argc, char **argv) {
     setKernelThreads(options.threads > 0
                          ? options.threads
                          : getDefaultKernelThreads(
-                               getLocalRank().second,
+                               job.getLocalSize(),
                                overlaps && threads >= MPI_THREAD_SERIALIZED));
   // The groups of every program's collectives, set up by all ranks at once.
   std::set<Axes> groups;
@@ -823,7 +804,7 @@ int main(int argc, char **argv) {
           locals[program->results(i).updates_argument()] = results[i];
       if (Status status =
               saveCheckpoint(options.saveCheckpoint, *program, mesh, locals,
-                             rank, step, options.commTimeout);
+                             job, step, options.commTimeout);
           !status.ok())
         return fail(status.message());
     }
@@ -885,7 +866,7 @@ int main(int argc, char **argv) {
   }
   if (!options.saveCheckpoint.empty())
     if (Status status =
-            saveCheckpoint(options.saveCheckpoint, *program, mesh, locals, rank,
+            saveCheckpoint(options.saveCheckpoint, *program, mesh, locals, job,
                            firstStep + options.steps, options.commTimeout);
         !status.ok())
       return fail(status.message());

@@ -17,6 +17,7 @@ Expected<std::unique_ptr<Device>> tessera::runtime::createCudaDevice(int) {
 }
 
 Expected<std::unique_ptr<Communicator>>
-tessera::runtime::createNcclCommunicator(const Mesh &, Device &, double) {
+tessera::runtime::createNcclCommunicator(const Mesh &, Device &, double,
+                                         Rendezvous *) {
   return unavailable(kNoCuda);
 }

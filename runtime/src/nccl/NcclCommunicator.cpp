@@ -1,6 +1,7 @@
 //===- NcclCommunicator.cpp - Collectives over NCCL on a GPU --------------===//
 //
-// The world communicator comes from a unique id broadcast over MPI; each set
+// The world communicator comes from a unique id broadcast over MPI, or over
+// the TCP rendezvous of a torchrun-style start (Rendezvous.h); each set
 // of mesh axes gets its groups by ncclCommSplit, and each (sender, receiver)
 // channel of point-to-point transfers a two-rank communicator and stream of
 // its own, so that transfers in different directions never queue behind one
@@ -18,11 +19,13 @@
 #include "../cuda/CudaDevice.h"
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/MpiWait.h"
+#include "tessera/runtime/Rendezvous.h"
 
 #include <mpi.h>
 #include <nccl.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -112,10 +115,12 @@ private:
 
 class NcclCommunicator final : public Communicator {
 public:
+  /// The host side travels over `mpi` or, where it is null, `rendezvous`.
   NcclCommunicator(const Mesh &mesh, CudaDevice &device, double timeout,
-                   std::unique_ptr<Communicator> mpi, int rank, int size)
+                   std::unique_ptr<Communicator> mpi, Rendezvous *rendezvous,
+                   int rank, int size)
       : mesh(mesh), device(device), timeout(timeout), mpi(std::move(mpi)),
-        rank(rank), size(size) {}
+        rendezvous(rendezvous), rank(rank), size(size) {}
   ~NcclCommunicator() override;
 
   /// Creates the world communicator.
@@ -144,7 +149,12 @@ public:
   Pending startRecv(const Tensor &out, int64_t peer, int64_t tag) override;
   Status gatherToRoot(const std::vector<uint8_t> &in,
                       std::vector<std::vector<uint8_t>> &out) override {
-    return mpi->gatherToRoot(in, out);
+    if (mpi)
+      return mpi->gatherToRoot(in, out);
+    Status status = rendezvous->allGather(in, out);
+    if (rank != 0)
+      out.clear();
+    return status;
   }
 
   /// Waits for `done`, watching `comms`; aborts every communicator on an
@@ -170,6 +180,7 @@ private:
   CudaDevice &device;
   double timeout;
   std::unique_ptr<Communicator> mpi;
+  Rendezvous *rendezvous;
   int rank, size;
   ncclComm_t world = nullptr;
   cudaStream_t stream = nullptr;
@@ -212,16 +223,29 @@ Status NcclCommunicator::init() {
   if (rank == 0 &&
       !(error = getNcclError(ncclGetUniqueId(&id), "ncclGetUniqueId")).empty())
     return communicationError(error);
-  MPI_Request request;
-  if (MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD, &request) !=
-      MPI_SUCCESS)
-    return communicationError(
-        "broadcasting the NCCL unique id over MPI failed");
-  if (Status status =
-          waitForRequests(&request, 1, timeout,
-                          "a rank stopped before receiving the NCCL unique id");
-      !status.ok())
-    return status;
+  if (rendezvous) {
+    std::vector<uint8_t> mine;
+    if (rank == 0)
+      mine.assign(reinterpret_cast<const uint8_t *>(&id),
+                  reinterpret_cast<const uint8_t *>(&id) + sizeof(id));
+    std::vector<std::vector<uint8_t>> all;
+    if (Status status = rendezvous->allGather(mine, all); !status.ok())
+      return status.withPrefix("sharing the NCCL unique id: ");
+    if (all[0].size() != sizeof(id))
+      return communicationError("rank 0 sent no NCCL unique id");
+    std::memcpy(&id, all[0].data(), sizeof(id));
+  } else {
+    MPI_Request request;
+    if (MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD, &request) !=
+        MPI_SUCCESS)
+      return communicationError(
+          "broadcasting the NCCL unique id over MPI failed");
+    if (Status status = waitForRequests(
+            &request, 1, timeout,
+            "a rank stopped before receiving the NCCL unique id");
+        !status.ok())
+      return status;
+  }
   if (!(error = getCudaError(cudaSetDevice(device.getOrdinal()),
                              "selecting the GPU"))
            .empty() ||
@@ -563,18 +587,31 @@ Pending NcclCommunicator::startRecv(const Tensor &out, int64_t peer,
 
 Expected<std::unique_ptr<Communicator>>
 tessera::runtime::createNcclCommunicator(const Mesh &mesh, Device &device,
-                                         double timeoutSeconds) {
+                                         double timeoutSeconds,
+                                         Rendezvous *rendezvous) {
   auto *cuda = dynamic_cast<CudaDevice *>(&device);
   if (!cuda)
     return invalidArgument("the NCCL communicator needs a CUDA device, got " +
                            device.getName());
-  // MPI checks the job's size against the mesh and carries gatherToRoot.
-  Expected<std::unique_ptr<Communicator>> mpi = createMpiCommunicator(mesh);
-  if (!mpi.ok())
-    return mpi.getStatus();
-  int rank = (*mpi)->getRank(), size = (*mpi)->getNumRanks();
-  auto communicator = std::make_unique<NcclCommunicator>(
-      mesh, *cuda, timeoutSeconds, mpi.take(), rank, size);
+  std::unique_ptr<NcclCommunicator> communicator;
+  if (rendezvous) {
+    if (rendezvous->getSize() != mesh.getNumDevices())
+      return invalidArgument(
+          "the plan's mesh has " + std::to_string(mesh.getNumDevices()) +
+          " devices but " + std::to_string(rendezvous->getSize()) +
+          " ranks met (WORLD_SIZE): start one rank per device");
+    communicator = std::make_unique<NcclCommunicator>(
+        mesh, *cuda, timeoutSeconds, nullptr, rendezvous, rendezvous->getRank(),
+        rendezvous->getSize());
+  } else {
+    // MPI checks the job's size against the mesh and carries gatherToRoot.
+    Expected<std::unique_ptr<Communicator>> mpi = createMpiCommunicator(mesh);
+    if (!mpi.ok())
+      return mpi.getStatus();
+    int rank = (*mpi)->getRank(), size = (*mpi)->getNumRanks();
+    communicator = std::make_unique<NcclCommunicator>(
+        mesh, *cuda, timeoutSeconds, mpi.take(), nullptr, rank, size);
+  }
   if (Status status = communicator->init(); !status.ok())
     return status;
   return std::unique_ptr<Communicator>(std::move(communicator));

@@ -24,6 +24,8 @@
 
 namespace tessera::runtime {
 
+class Rendezvous;
+
 class Communicator;
 
 /// Work may run asynchronously (on a stream, in order); copyToHost and
@@ -73,13 +75,16 @@ int getCudaDeviceCount();
 Expected<std::unique_ptr<Device>> createCudaDevice(int ordinal);
 
 /// The NCCL communicator of a mesh on `device` (a CUDA device of this
-/// process): MPI must be initialized (the unique id travels over it, and
-/// gatherToRoot uses it); collectives run on their own stream, ordered
-/// after the device's compute stream with events. A collective that does not
-/// finish within `timeoutSeconds` aborts the communicator with an error.
-/// Fails without the CUDA backend.
+/// process). The unique id travels, and gatherToRoot runs, over
+/// `rendezvous` where given (a torchrun-style start), else over MPI, which
+/// must be initialized; either way the world's size must be the mesh's.
+/// Collectives run on their own stream, ordered after the device's compute
+/// stream with events. A collective that does not finish within
+/// `timeoutSeconds` aborts the communicator with an error. Fails without
+/// the CUDA backend.
 Expected<std::unique_ptr<Communicator>>
-createNcclCommunicator(const Mesh &mesh, Device &device, double timeoutSeconds);
+createNcclCommunicator(const Mesh &mesh, Device &device, double timeoutSeconds,
+                       Rendezvous *rendezvous = nullptr);
 
 } // namespace tessera::runtime
 
