@@ -67,4 +67,19 @@ function(add_tessera_library name)
   target_link_libraries(${name} PUBLIC ${ARG_LINK})
   mlir_target_link_libraries(${name} PUBLIC MLIRIR MLIRSupport ${ARG_MLIR})
   target_link_libraries(${name} PUBLIC LLVM)
+  # Installed (find_package(Tessera)), its headers and LLVM's, and the flags
+  # LLVM's headers need: its definitions, and no RTTI where LLVM has none.
+  target_include_directories(${name} INTERFACE $<INSTALL_INTERFACE:include>)
+  foreach(dir ${LLVM_INCLUDE_DIRS})
+    target_include_directories(${name} SYSTEM INTERFACE
+      $<INSTALL_INTERFACE:${dir}>)
+  endforeach()
+  foreach(definition ${TESSERA_LLVM_DEFINITIONS})
+    target_compile_options(${name} INTERFACE
+      $<INSTALL_INTERFACE:${definition}>)
+  endforeach()
+  if(NOT LLVM_ENABLE_RTTI)
+    target_compile_options(${name} INTERFACE $<INSTALL_INTERFACE:-fno-rtti>)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY TESSERA_COMPILER_LIBRARIES ${name})
 endfunction()
