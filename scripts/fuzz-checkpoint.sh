@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds the checkpoint loader's libFuzzer harness (clang with
 # -fsanitize=fuzzer, AddressSanitizer and UBSan on the harness and
-# tools/tessera-run/Checkpoint.cpp; the runtime linked as built) and fuzzes
-# it for $1 seconds (default 180) with libFuzzer's seed $2 (default 0: a
-# random one). Each input is a checkpoint directory's files cut at "\n@@\n",
-# loaded into a two-rank plan (by name, or resharded where the layouts
-# differ), a one-device plan (resharded) and a ZeRO-3 plan (units' flat
-# buffers); the seeds are checkpoints that two-rank runs of the same plans
-# saved. A failing input is written to build/fuzz/checkpoint-findings/ and
-# fails the script. Needs a built build/ (scripts/setup.sh) and Debian's
-# clang and libclang-rt-dev. The test suite runs it for 30 s with seed 1.
+# tools/tessera-run/Checkpoint.cpp and Job.cpp; the runtime linked as built)
+# and fuzzes it for $1 seconds (default 180) with libFuzzer's seed $2
+# (default 0: a random one). Each input is a checkpoint directory's files
+# cut at "\n@@\n", loaded into a two-rank plan (by name, or resharded where
+# the layouts differ), a one-device plan (resharded) and a ZeRO-3 plan
+# (units' flat buffers); the seeds are checkpoints that two-rank runs of
+# the same plans saved. A failing input is written to
+# build/fuzz/checkpoint-findings/ and fails the script. Needs a built
+# build/ (scripts/setup.sh) and Debian's clang and libclang-rt-dev. The test
+# suite runs it for 30 s with seed 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-180}
@@ -26,6 +27,7 @@ clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
   -Iruntime/include -Iruntime/proto -Ibuild/runtime/proto \
   -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
   test/fuzz/CheckpointFuzzer.cpp tools/tessera-run/Checkpoint.cpp \
+  tools/tessera-run/Job.cpp \
   build/lib/libTesseraRuntime.a build/lib/libTesseraPlanProto.a \
   -L/usr/lib/x86_64-linux-gnu/openmpi/lib \
   -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openmpi/lib:/usr/local/cuda/lib \
