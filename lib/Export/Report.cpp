@@ -66,20 +66,6 @@ std::string formatNumber(double value) {
   return text;
 }
 
-/// {0, 1, 2, 3, 6} -> "0-3, 6".
-std::string formatRanks(llvm::ArrayRef<int64_t> ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
-      ++j;
-    text += (text.empty() ? "" : ", ") + std::to_string(ranks[i]) +
-            (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return text;
-}
-
 int64_t getDTypeBytes(plan::DType dtype) {
   switch (dtype) {
   case plan::F64:
@@ -129,6 +115,14 @@ std::string getProgramLabel(const plan::Plan &plan, int64_t index) {
 constexpr double kWidth = 960, kLabel = 190, kRight = 20, kRowHeight = 26,
                  kTop = 40;
 
+/// The opening tag of a figure of class `kind`.
+void writeSvgStart(llvm::raw_ostream &os, llvm::StringRef kind, double height) {
+  os << llvm::formatv("<svg class=\"{0}\" xmlns=\"http://www.w3.org/2000/"
+                      "svg\" width=\"{1}\" height=\"{2}\" font-family=\"sans-"
+                      "serif\" font-size=\"12\">\n",
+                      kind, kWidth, height);
+}
+
 const char *getUnitColor(char kind) {
   return kind == 'F'   ? "#4e79a7"
          : kind == 'B' ? "#59a14f"
@@ -167,10 +161,7 @@ std::string drawSchedule(llvm::ArrayRef<UnitSpan> spans,
   double height = kTop + kRowHeight * rowOf.size() + 30;
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("<svg class=\"schedule\" xmlns=\"http://www.w3.org/2000/"
-                      "svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-"
-                      "serif\" font-size=\"12\">\n",
-                      kWidth, height);
+  writeSvgStart(os, "schedule", height);
   std::vector<std::pair<std::string, std::string>> legend;
   for (const auto &kind :
        {std::make_pair('F', "forward"), std::make_pair('B', "backward"),
@@ -250,10 +241,7 @@ std::string drawMemory(const plan::Plan &plan, std::optional<double> capacity) {
   double height = kTop + kRowHeight * plan.programs_size() + 30;
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("<svg class=\"memory\" xmlns=\"http://www.w3.org/2000/"
-                      "svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-"
-                      "serif\" font-size=\"12\">\n",
-                      kWidth, height);
+  writeSvgStart(os, "memory", height);
   std::vector<std::pair<std::string, std::string>> legend;
   for (const MemoryCategory &category : getCategories({}))
     legend.push_back({category.name, category.color});
@@ -348,10 +336,7 @@ drawCollectives(const plan::Plan &plan,
   double height = kTop + kRowHeight * rows.size() + 10;
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("<svg class=\"collectives\" xmlns=\"http://www.w3.org/"
-                      "2000/svg\" width=\"{0}\" height=\"{1}\" font-family=\""
-                      "sans-serif\" font-size=\"12\">\n",
-                      kWidth, height);
+  writeSvgStart(os, "collectives", height);
   std::vector<std::pair<std::string, std::string>> legend;
   for (const std::string &kind : kinds)
     legend.push_back({kind, getCollectiveColor(kind)});
@@ -614,6 +599,19 @@ tessera::getCollectivesPerStep(const plan::Mesh &mesh,
 //===----------------------------------------------------------------------===//
 // The page
 //===----------------------------------------------------------------------===//
+
+std::string tessera::formatRanks(llvm::ArrayRef<int64_t> ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    text += (text.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+            (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return text;
+}
 
 llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
   const plan::Plan &plan = *inputs.plan;

@@ -58,10 +58,15 @@ static llvm::Error checkHeads(int64_t heads, int64_t hidden) {
 
 /// The options the transformer generators share.
 static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
+                                            bool vocabParallel,
                                             StringRef attention,
                                             StringRef dtype) {
   if (llvm::Error error = checkSharding(sharding))
     return error;
+  if (vocabParallel && sharding == "none")
+    return fieldError("vocab-parallel", "splits the embedding of a megatron "
+                                        "sharding: give --sharding megatron "
+                                        "or megatron-sp");
   if (llvm::Error error = checkAttention(attention))
     return error;
   return checkDtype(dtype);
@@ -127,7 +132,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
-  return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel, c.attention,
+                                  c.dtype);
 }
 
 llvm::Error tessera::validate(const MlpConfig &c) {
@@ -192,7 +198,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
-  return checkAnnotationsAndTypes(c.sharding, c.attention, c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel, c.attention,
+                                  c.dtype);
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
@@ -510,7 +517,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
   fb.finish(loss);
   if (c.sharding != "none")
-    annotateMegatron(*module, 1, 1);
+    annotateMegatron(*module, 1, 1, c.vocabParallel);
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -646,7 +653,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
   fb.finish(loss);
   if (c.sharding != "none")
-    annotateMegatron(*module, 1, 1);
+    annotateMegatron(*module, 1, 1, c.vocabParallel);
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -760,16 +767,20 @@ static llvm::DenseSet<Operation *> getKeyValueProducts(func::FuncOp function) {
 ///   over "tp" when it divides the kv heads, else over the part of "tp"
 ///   that does (--tessera-split-axes), each kv head whole on the devices
 ///   of its query heads (Megatron-LM's replicated kv heads).
-/// Embedding tables stay whole, also where the LM head reads them. A
-/// parameter decided twice differently, or whose dim "tp" does not divide,
-/// stays whole, and what it computes is whole.
-static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp) {
+/// Embedding tables are split on the vocabulary with `vocabParallel`, a
+/// tied LM head with them (its column-parallel split is the same), else
+/// whole, also where the LM head reads them. A parameter decided twice
+/// differently, or whose dim "tp" does not divide, stays whole, and what it
+/// computes is whole.
+static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp,
+                                    bool vocabParallel) {
   MegatronDims dims;
   llvm::DenseSet<unsigned> conflicts;
   auto decide = [&](BlockArgument param, int64_t dim) {
     auto type = cast<RankedTensorType>(param.getType());
     if (type.getDimSize(dim) % tp != 0 ||
-        llvm::any_of(param.getUsers(), llvm::IsaPred<nn::EmbeddingOp>))
+        (!vocabParallel &&
+         llvm::any_of(param.getUsers(), llvm::IsaPred<nn::EmbeddingOp>)))
       return false;
     unsigned index = param.getArgNumber();
     auto [it, inserted] = dims.try_emplace(index, dim);
@@ -783,6 +794,9 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp) {
   llvm::DenseMap<Value, int64_t> columnProducts;
   llvm::DenseSet<Operation *> keyValueProducts = getKeyValueProducts(function);
   function.walk([&](Operation *op) {
+    if (auto lookup = dyn_cast<nn::EmbeddingOp>(op); lookup && vocabParallel)
+      if (auto param = traceParameter(function, lookup.getTable(), 0))
+        decide(param->first, param->second);
     if (auto dot = dyn_cast<nn::DotOp>(op)) {
       ArrayRef<int64_t> contracting = dot.getRhsContractingDims();
       auto rhsType = cast<RankedTensorType>(dot.getRhs().getType());
@@ -838,7 +852,8 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp) {
   return dims;
 }
 
-void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
+void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp,
+                               bool vocabParallel) {
   MLIRContext *context = module.getContext();
   context->loadDialect<dist::DistDialect>();
   OpBuilder builder(context);
@@ -865,7 +880,7 @@ void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp) {
   module.walk([&](func::FuncOp function) {
     for (unsigned i = 0; i < function.getNumResults(); ++i)
       function.removeResultAttr(i, builder.getStringAttr(attrName));
-    MegatronDims split = getMegatronDims(function, tp);
+    MegatronDims split = getMegatronDims(function, tp, vocabParallel);
     for (BlockArgument arg : function.getArguments()) {
       unsigned index = arg.getArgNumber();
       function.removeArgAttr(index, attrName);

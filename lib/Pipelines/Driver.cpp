@@ -9,6 +9,7 @@
 #include "dialects/NN/IR/NNOps.h"
 
 #include "tessera/Analysis/MemoryPlan.h"
+#include "tessera/Export/Report.h"
 #include "tessera/Support/Nesting.h"
 #include "tessera/Support/Progress.h"
 #include "tessera/runtime/Manifest.h"
@@ -338,21 +339,6 @@ llvm::Error tessera::checkPlanFile(StringRef path) {
   return readPlan(path).takeError();
 }
 
-/// "0-3, 8-11": a program's ranks as runs.
-static std::string formatRanks(const plan::Program &program) {
-  std::string text;
-  const auto &ranks = program.ranks();
-  for (int i = 0; i < ranks.size();) {
-    int j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
-      ++j;
-    text += (text.empty() ? "" : ", ") + std::to_string(ranks[i]) +
-            (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return text;
-}
-
 llvm::Error tessera::printManifest(StringRef path, llvm::raw_ostream &os) {
   llvm::Expected<plan::Plan> loaded = readPlan(path);
   if (!loaded)
@@ -388,9 +374,13 @@ llvm::Error tessera::printManifest(StringRef path, llvm::raw_ostream &os) {
           lines.push_back(std::move(line));
         },
         [](int64_t) {});
-    os << llvm::formatv("manifest of program {0} (ranks {1}): {2} "
-                        "collectives and transfers per step\n",
-                        index, formatRanks(program), lines.size());
+    os << llvm::formatv(
+        "manifest of program {0} (ranks {1}): {2} "
+        "collectives and transfers per step\n",
+        index,
+        formatRanks({program.ranks().data(),
+                     static_cast<size_t>(program.ranks().size())}),
+        lines.size());
     for (const std::string &line : lines)
       os << line << "\n";
   }

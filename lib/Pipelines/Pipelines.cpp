@@ -148,6 +148,8 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   propagate.mode = options.propagation;
   propagate.machine = options.machine;
   pm.addPass(createPropagatePass(propagate));
+  // Softmax and cross-entropy over a split dim work on its pieces.
+  pm.addPass(createDecomposeSplitReductionsPass());
   // Dims that their axes do not divide grow to a multiple of them.
   pm.addPass(createPadPass());
   PartitionPassOptions partition;

@@ -1280,13 +1280,33 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
                            ? 2.0 * choice.microbatches
                            : 1;
       int64_t reductions = choice.zero == 1 ? 1 : choice.microbatches;
-      double reduce = seconds(CollectiveKind::ReduceScatter, gradientBytes) +
-                      seconds(CollectiveKind::ReduceScatter, tiedBytes);
+      // From stage 2 the token embedding's gradient is sharded on the
+      // vocabulary over dp, and with one microbatch the lookup's term of it
+      // is a vocab-parallel scatter: each device adds its rows from the
+      // step's row gradients and ids gathered over dp, where that moves
+      // fewer bytes than reduce-scattering the whole table (small
+      // vocabularies, few tokens), as the partitioner prices it. (With
+      // microbatches the gradient is accumulated flat, which keeps the
+      // default layout; a pipeline's first stage is priced with the table
+      // reduced.)
+      double reducedBytes = gradientBytes, rowBytes = 0;
+      if (choice.zero >= 2 && choice.pp == 1 && choice.microbatches == 1) {
+        double table = model.vocab * model.hidden * bytes.gradient;
+        double rows = model.batch * model.seq *
+                      (model.hidden * bytes.activation + sizeof(int32_t));
+        if (rows < table) {
+          reducedBytes -= table;
+          rowBytes = rows;
+        }
+      }
+      double reduce = seconds(CollectiveKind::ReduceScatter, reducedBytes) +
+                      seconds(CollectiveKind::ReduceScatter, tiedBytes) +
+                      seconds(CollectiveKind::AllGather, rowBytes);
       double gather =
           seconds(CollectiveKind::AllGather, localParams * bytes.weight);
       estimate.dpCommSeconds = reductions * reduce + gathers * gather;
       estimate.dpTrafficBytes =
-          ring * (reductions * (gradientBytes + tiedBytes) +
+          ring * (reductions * (reducedBytes + tiedBytes + rowBytes) +
                   gathers * localParams * bytes.weight);
       breakdown.dpExposed =
           choice.zero == 1

@@ -77,6 +77,13 @@ static cl::opt<double>
                      "the attention probabilities, and of each block's "
                      "attention and MLP outputs; 0 for none"),
             cl::sub(modelCommand()));
+static cl::opt<bool> vocabParallel(
+    "vocab-parallel",
+    cl::desc("With --sharding megatron(-sp) (gpt, llama): the token "
+             "embedding, and a tied LM head, split on the vocabulary over "
+             "\"tp\" (Megatron-LM's vocab-parallel embedding and "
+             "cross-entropy)"),
+    cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
@@ -102,6 +109,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(batch, config.batch);
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
+    setIfGiven(vocabParallel, config.vocabParallel);
     setIfGiven(attention, config.attention);
     setIfGiven(dropout, config.dropout);
     if (llvm::Error error = tessera::validate(config))
@@ -123,6 +131,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(normEps, config.normEps);
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
+    setIfGiven(vocabParallel, config.vocabParallel);
     setIfGiven(attention, config.attention);
     setIfGiven(dropout, config.dropout);
     if (llvm::Error error = tessera::validate(config))

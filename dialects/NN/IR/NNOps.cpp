@@ -477,6 +477,10 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   if (table.getRank() != 2)
     return error("expects a table of rank 2 ([vocab, hidden]), got rank ",
                  table.getRank());
+  if (Value piece = adaptor.getPiece();
+      piece && getRanked(piece).getShape() != ArrayRef<int64_t>{1})
+    return error("expects a piece index of shape [1], got ",
+                 formatList(getRanked(piece).getShape()));
   SmallVector<int64_t> shape(indices.getShape());
   shape.push_back(table.getDimSize(1));
   inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
@@ -759,6 +763,11 @@ LogicalResult OneHotOp::verify() {
     return emitOpError("expects a result of shape ")
            << formatList(labels) << " ++ [depth >= 1], got "
            << formatList(result);
+  if (Value piece = getPiece();
+      piece && cast<RankedTensorType>(piece.getType()).getShape() !=
+                   ArrayRef<int64_t>{1})
+    return emitOpError("expects a piece index of shape [1], got ")
+           << formatList(cast<RankedTensorType>(piece.getType()).getShape());
   return success();
 }
 
@@ -778,6 +787,10 @@ EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   auto vocab = static_cast<int64_t>(adaptor.getVocab());
   if (vocab < 1)
     return error("expects a vocab of at least 1, got ", vocab);
+  if (Value piece = adaptor.getPiece();
+      piece && getRanked(piece).getShape() != ArrayRef<int64_t>{1})
+    return error("expects a piece index of shape [1], got ",
+                 formatList(getRanked(piece).getShape()));
   inferred.push_back(RankedTensorType::get({vocab, grad.getShape().back()},
                                            grad.getElementType()));
   return success();

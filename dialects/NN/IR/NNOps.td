@@ -71,6 +71,29 @@ def NN_RandomOpInterface : OpInterface<"RandomOpInterface"> {
   ];
 }
 
+/// Ops that read integer positions (token ids, labels) against a dim that a
+/// device may hold a piece of: the vocab of an embedding table, the classes
+/// of a one-hot encoding. Megatron-LM's vocab-parallel embedding and
+/// cross-entropy rest on them.
+def NN_OffsetOpInterface : OpInterface<"OffsetOpInterface"> {
+  let cppNamespace = "::tessera::nn";
+  let description = [{
+    On a device's piece of the positioned dim, `piece` holds the piece's
+    index along it (a `dist.axis_index` over its axes, which the partitioner
+    sets): the op works on the positions `piece × size` to
+    `(piece + 1) × size` of the whole dim, `size` its local size, and a
+    position outside them is one no row or class of the piece matches.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The factor of the op's sharding rule that holds the positioned dim.
+      }], "int64_t", "getOffsetFactor">,
+    InterfaceMethod<"The piece's index along the positioned dim, if any.",
+        "::mlir::Value", "getPiece">,
+    InterfaceMethod<"", "::mlir::MutableOperandRange", "getPieceMutable">,
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//
@@ -639,26 +662,35 @@ def NN_RmsNormGradOp : NN_ModelOp<"rms_norm_grad", [InferTypeOpAdaptor]> {
   }];
 }
 
-def NN_EmbeddingOp : NN_ModelOp<"embedding", [InferTypeOpAdaptor],
-                                 ["getBytesAccessed"],
-                                 ["isFactorPartitionable"]> {
+def NN_EmbeddingOp : NN_ModelOp<"embedding", [
+    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>,
+    InferTypeOpAdaptor], ["getBytesAccessed"]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     For a `[vocab, hidden]` table and integer indices of any shape, gives the
     rows of the indices: shape `indices ++ [hidden]`. An index outside
     `[0, vocab)` yields a zero row. The vocab factor is a reduction (a one-hot
     product), so a vocab-split table gives partial sums, as in Megatron-LM's
-    vocab-parallel embedding.
+    vocab-parallel embedding: with `piece` (nn.OffsetOpInterface) a device's
+    rows are the table's `piece × vocab` to `(piece + 1) × vocab`, each index
+    looks up its row there or gives zeros, and the pieces' sum over the
+    vocab's axes is the whole lookup.
 
     ```mlir
     %e = nn.embedding %wte, %tokens : tensor<512x64xf32>, tensor<2x8xi32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$indices);
+  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$indices,
+      Optional<1DTensorOf<[I64]>>:$piece);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `,` $indices attr-dict `:` type($table) `,` type($indices)
+    $table `,` $indices (`piece` $piece^)? attr-dict `:` type($table) `,`
+    type($indices) (`,` type($piece)^)?
   }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$table,
+                                 "::mlir::Value":$indices), [{
+    build($_builder, $_state, table, indices, ::mlir::Value());
+  }]>];
 }
 
 def NN_GatherOp : NN_ModelOp<"gather"> {
@@ -877,29 +909,43 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
 }
 
 
-def NN_OneHotOp : NN_ModelOp<"one_hot"> {
+def NN_OneHotOp : NN_ModelOp<"one_hot", [
+    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>]> {
   let summary = "one-hot encoding of integer labels";
   let description = [{
     For labels of any shape gives `labels ++ [depth]` with 1 at each label
     and 0 elsewhere (all 0 for a label outside `[0, depth)`). The gradient of
-    cross-entropy uses it.
+    cross-entropy uses it. With `piece` (nn.OffsetOpInterface) the result
+    is a device's piece of the classes, `piece × depth` to
+    `(piece + 1) × depth`.
 
     ```mlir
     %h = nn.one_hot %labels : tensor<2x8xi32> -> tensor<2x8x512xf32>
     ```
   }];
-  let arguments = (ins NN_IndexTensor:$labels);
+  let arguments = (ins NN_IndexTensor:$labels,
+      Optional<1DTensorOf<[I64]>>:$piece);
   let results = (outs NN_FloatTensor:$result);
-  let assemblyFormat = "$labels attr-dict `:` type($labels) `->` type($result)";
+  let assemblyFormat = [{
+    $labels (`piece` $piece^)? attr-dict `:` type($labels)
+    (`,` type($piece)^)? `->` type($result)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Type":$result,
+                                 "::mlir::Value":$labels), [{
+    build($_builder, $_state, result, labels, ::mlir::Value());
+  }]>];
   let hasVerifier = 1;
 }
 
-def NN_EmbeddingGradOp : NN_ModelOp<"embedding_grad", [InferTypeOpAdaptor]> {
+def NN_EmbeddingGradOp : NN_ModelOp<"embedding_grad", [
+    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>,
+    InferTypeOpAdaptor], [], ["updateLocalAttributes"]> {
   let summary = "gradient of an embedding table: scatter-add of row gradients";
   let description = [{
     Sums the row gradients `grad` (shape `indices ++ [hidden]`) into a
     `[vocab, hidden]` table at their indices; indices outside `[0, vocab)`
-    add nothing.
+    add nothing. With `piece` (nn.OffsetOpInterface) the result is a
+    device's rows of the table, `piece × vocab` to `(piece + 1) × vocab`.
 
     ```mlir
     %d = nn.embedding_grad %dy, %tokens vocab = 512
@@ -907,12 +953,16 @@ def NN_EmbeddingGradOp : NN_ModelOp<"embedding_grad", [InferTypeOpAdaptor]> {
     ```
   }];
   let arguments = (ins NN_FloatTensor:$grad, NN_IndexTensor:$indices,
-                       I64Attr:$vocab);
+      Optional<1DTensorOf<[I64]>>:$piece, I64Attr:$vocab);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $indices `vocab` `=` $vocab attr-dict `:` type($grad) `,`
-    type($indices)
+    $grad `,` $indices (`piece` $piece^)? `vocab` `=` $vocab attr-dict `:`
+    type($grad) `,` type($indices) (`,` type($piece)^)?
   }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$grad,
+                                 "::mlir::Value":$indices, "int64_t":$vocab), [{
+    build($_builder, $_state, grad, indices, ::mlir::Value(), vocab);
+  }]>];
 }
 
 //===----------------------------------------------------------------------===//

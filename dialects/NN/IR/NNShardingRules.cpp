@@ -117,8 +117,8 @@ bool IotaOp::isFactorPartitionable(int64_t factor) {
 }
 
 /// A random op's piece index (its last operand, if it has one) is whole.
-static void addPieceFactor(ShardingRuleBuilder &builder, RandomOpInterface op) {
-  Value piece = op.getPiece();
+static void addPieceFactor(ShardingRuleBuilder &builder, Operation *op,
+                           Value piece) {
   if (!piece)
     return;
   SmallVector<int64_t> operandDims(op->getNumOperands(), kNoDim);
@@ -155,7 +155,7 @@ static ShardingRule getRandomRule(Operation *op) {
       operandDims.push_back(kNoDim);
     builder.addFactor(operandDims, {static_cast<int64_t>(dim)}, size);
   }
-  addPieceFactor(builder, random);
+  addPieceFactor(builder, op, random.getPiece());
   return builder.build();
 }
 
@@ -317,26 +317,33 @@ ShardingRule LayerNormGradOp::getShardingRule() {
 }
 ShardingRule RmsNormGradOp::getShardingRule() { return getNormGradRule(*this); }
 
+/// `dims` of an op's operands, then none of its piece index, if any (the
+/// last operand of an nn.OffsetOpInterface op).
+static SmallVector<int64_t> withPiece(Operation *op, ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> all(dims);
+  all.resize(op->getNumOperands(), kNoDim);
+  return all;
+}
+
 ShardingRule EmbeddingOp::getShardingRule() {
   ArrayRef<int64_t> tableShape = getShape(getTable());
   ArrayRef<int64_t> indexShape = getShape(getIndices());
   ShardingRuleBuilder builder = makeBuilder(*this);
   int64_t rank = indexShape.size();
   for (int64_t dim = 0; dim < rank; ++dim)
-    builder.addFactor({kNoDim, dim}, {dim}, indexShape[dim]);
-  builder.addFactor({1, kNoDim}, {rank}, tableShape[1]);
+    builder.addFactor(withPiece(*this, {kNoDim, dim}), {dim}, indexShape[dim]);
+  builder.addFactor(withPiece(*this, {1, kNoDim}), {rank}, tableShape[1]);
   // A lookup is a product with a one-hot matrix: a vocab-split table gives
-  // partial sums (Megatron-LM's vocab-parallel embedding).
-  builder.addFactor({0, kNoDim}, {kNoDim}, tableShape[0],
+  // partial sums (Megatron-LM's vocab-parallel embedding), each device's
+  // rows placed by its piece index (getOffsetFactor).
+  builder.addFactor(withPiece(*this, {0, kNoDim}), {kNoDim}, tableShape[0],
                     FactorKind::Reduction);
+  addPieceFactor(builder, *this, getPiece());
   return builder.build();
 }
 
-/// A vocab-split embedding needs each device's vocab offset, which plans
-/// cannot express yet: the table is gathered instead (correct, but not
-/// Megatron's vocab-parallel embedding).
-bool EmbeddingOp::isFactorPartitionable(int64_t factor) {
-  return getShardingRule().getFactors()[factor].kind != FactorKind::Reduction;
+int64_t EmbeddingOp::getOffsetFactor() {
+  return getIndices().getType().getRank() + 1;
 }
 
 ShardingRule CrossEntropyOp::getShardingRule() {
@@ -397,7 +404,7 @@ ShardingRule AttentionOp::getShardingRule() {
                     FactorKind::NeedReplication);
   builder.addFactor(withDropoutKey(*this, {kNoDim, kNoDim, 3}), {3},
                     n.valueDim);
-  addPieceFactor(builder, *this);
+  addPieceFactor(builder, *this, getPiece());
   return builder.build();
 }
 
@@ -425,7 +432,7 @@ ShardingRule AttentionGradOp::getShardingRule() {
   builder.addFactor(withDropoutKey(*this, {kNoDim, kNoDim, 3, 3, 3}),
                     {kNoDim, kNoDim, 3}, n.valueDim,
                     FactorKind::NeedReplication);
-  addPieceFactor(builder, *this);
+  addPieceFactor(builder, *this, getPiece());
   return builder.build();
 }
 
@@ -505,10 +512,15 @@ ShardingRule OneHotOp::getShardingRule() {
   ShardingRuleBuilder builder = makeBuilder(*this);
   int64_t last = shape.size() - 1;
   for (int64_t dim = 0; dim < last; ++dim)
-    builder.addFactor({dim}, {dim}, shape[dim]);
-  // A split depth would need each device's offset of the classes.
-  builder.addFactor({kNoDim}, {last}, shape[last], FactorKind::NeedReplication);
+    builder.addFactor(withPiece(*this, {dim}), {dim}, shape[dim]);
+  // A split depth is placed by the piece index (getOffsetFactor).
+  builder.addFactor(withPiece(*this, {kNoDim}), {last}, shape[last]);
+  addPieceFactor(builder, *this, getPiece());
   return builder.build();
+}
+
+int64_t OneHotOp::getOffsetFactor() {
+  return getResult().getType().getRank() - 1;
 }
 
 ShardingRule EmbeddingGradOp::getShardingRule() {
@@ -517,13 +529,24 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   int64_t rank = gradShape.size() - 1;
   // Positions are summed over: a split one leaves partial tables.
   for (int64_t dim = 0; dim < rank; ++dim)
-    builder.addFactor({dim, dim}, {kNoDim}, gradShape[dim],
+    builder.addFactor(withPiece(*this, {dim, dim}), {kNoDim}, gradShape[dim],
                       FactorKind::Reduction);
-  builder.addFactor({rank, kNoDim}, {1}, gradShape[rank]);
-  // Scattering into a split vocab would need each device's row offset.
-  builder.addFactor({kNoDim, kNoDim}, {0}, getShape(getResult())[0],
-                    FactorKind::NeedReplication);
+  builder.addFactor(withPiece(*this, {rank, kNoDim}), {1}, gradShape[rank]);
+  // A split vocab: each device scatters into its rows, placed by the piece
+  // index (getOffsetFactor).
+  builder.addFactor(withPiece(*this, {kNoDim, kNoDim}), {0},
+                    getShape(getResult())[0]);
+  addPieceFactor(builder, *this, getPiece());
   return builder.build();
+}
+
+int64_t EmbeddingGradOp::getOffsetFactor() {
+  return getIndices().getType().getRank() + 1;
+}
+
+/// A device's rows of a vocab-split table gradient.
+void EmbeddingGradOp::updateLocalAttributes() {
+  setVocab(getResult().getType().getDimSize(0));
 }
 
 //===----------------------------------------------------------------------===//

@@ -13,6 +13,7 @@
 #ifndef TESSERA_EXPORT_REPORT_H
 #define TESSERA_EXPORT_REPORT_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
@@ -85,6 +86,9 @@ struct ReportInputs {
 
 /// The page.
 llvm::Expected<std::string> renderReport(const ReportInputs &inputs);
+
+/// Ranks as runs: {0, 1, 2, 3, 6} -> "0-3, 6".
+std::string formatRanks(llvm::ArrayRef<int64_t> ranks);
 
 } // namespace tessera
 

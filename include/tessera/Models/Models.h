@@ -44,6 +44,10 @@ struct GptConfig {
   /// projections by rows. "megatron-sp" adds sequence parallelism
   /// (annotateSequenceParallel).
   std::string sharding = "none";
+  /// With a megatron sharding: the token embedding, and so the tied LM
+  /// head, split on the vocabulary over "tp" (Megatron-LM's vocab-parallel
+  /// embedding and cross-entropy).
+  bool vocabParallel = false;
 };
 
 /// A Llama-style decoder (Touvron et al. 2023): a token embedding,
@@ -81,6 +85,9 @@ struct LlamaConfig {
   /// v, w1 and w3 split by columns, wo and w2 by rows, the LM head by
   /// vocabulary.
   std::string sharding = "none";
+  /// See GptConfig::vocabParallel: the token embedding split on the
+  /// vocabulary.
+  bool vocabParallel = false;
 };
 
 /// Llama's SwiGLU width when none is given: 2/3 of 4·hidden, rounded up to
@@ -134,9 +141,11 @@ mlir::OwningOpRef<mlir::ModuleOp> buildLlama(mlir::MLIRContext *context,
 /// k, v, each part of a fused q/k/v weight, the MLP's first projections),
 /// and its bias with it; one that a dot reads with an activation computed
 /// from such a product split by rows (the attention output, the MLP's last
-/// projection); MLP layers then alternate. Embedding tables and other
-/// parameters are left for propagation.
-void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp);
+/// projection); MLP layers then alternate. Embedding tables are split on
+/// the vocabulary over "tp" with `vocabParallel` (and a tied LM head with
+/// them), else whole; other parameters are left for propagation.
+void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp,
+                      bool vocabParallel = false);
 
 /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022) on a model
 /// annotated by annotateMegatron, read from its structure: the input of

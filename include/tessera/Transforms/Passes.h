@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "tessera/Analysis/Sharding.h"
 #include "tessera/Transforms/PassOptions.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -30,6 +31,12 @@ mlir::LogicalResult forEachMeshFunction(
     mlir::ModuleOp module,
     llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp, dist::MeshOp)>
         fn);
+
+/// The propagated sharding of `value` in `function` (its argument's
+/// attribute, its sharding constraint's, or its op's per-result one),
+/// closed; replicated where there is none.
+TensorSharding getPropagatedSharding(mlir::func::FuncOp function,
+                                     mlir::Value value);
 
 /// What --tessera-fuse-elementwise does to one block: from `first` on (the
 /// whole block when null), so that the ops before it stay as they are (the

@@ -264,6 +264,39 @@ def PropagatePass : Pass<"tessera-propagate", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def DecomposeSplitReductionsPass
+    : Pass<"tessera-decompose-split-reductions", "mlir::ModuleOp"> {
+  let summary = "Softmax and cross-entropy over a split dim, as Megatron-LM's vocab-parallel cross-entropy";
+  let description = [{
+    Runs on propagated functions, before `--tessera-pad` and
+    `--tessera-partition`. `nn.softmax` (not causal), `nn.log_softmax` and
+    `nn.cross_entropy` reduce over a dim (the classes) that their sharding
+    rules keep whole on every device. Where propagation left that dim of
+    the input split, as a tied LM head leaves its logits split on the
+    vocabulary with the embedding table, the op would gather the whole
+    input first.
+
+    This pass rewrites each such op into the ops it is made of, which
+    partition on pieces of the dim: `s = x - max(x)`, `e = exp(s)`, then
+    `e / sum(e)` (softmax), `s - log(sum(e))` (log-softmax) or
+    `log(sum(e)) - sum(s * one_hot(labels))` (cross-entropy). Each new
+    value gets the input's dims' sharding, or that without the reduced
+    dim; the result keeps the op's. Partitioned, the max and the sums are
+    partial results over the dim's axes, completed by an all-reduce (max,
+    then sum) of a row-sized tensor, and the one-hot covers the device's
+    classes (`nn.one_hot`'s piece index): the logits are never gathered,
+    forward or backward. Ops whose dim is not split are left as they are.
+
+    ```mlir
+    // logits [4, 8, 1024] split over "tp" on the vocabulary:
+    %l = nn.cross_entropy %logits, %labels : tensor<4x8x1024xf32>, tensor<4x8xi32>
+    // becomes nn.reduce_max, nn.sub, nn.exp, nn.reduce_sum, nn.one_hot,
+    // nn.mul, nn.reduce_sum, nn.log and nn.sub, each with a dist.sharding.
+    ```
+  }];
+  let dependentDialects = ["::tessera::nn::NNDialect"];
+}
+
 def PadPass : Pass<"tessera-pad", "mlir::ModuleOp"> {
   let summary = "Pads dims that their mesh axes do not divide, as GSPMD and Shardy do";
   let description = [{

@@ -254,21 +254,7 @@ LogicalResult FunctionPadder::solve() {
 }
 
 TensorSharding FunctionPadder::getSharding(Value value) {
-  StringRef attrName = dist::DistDialect::kShardingAttrName;
-  Attribute attr;
-  if (auto arg = dyn_cast<BlockArgument>(value)) {
-    attr = function.getArgAttr(arg.getArgNumber(), attrName);
-  } else if (auto constraint =
-                 value.getDefiningOp<dist::ShardingConstraintOp>()) {
-    attr = constraint.getSharding();
-  } else if (auto perResult = dyn_cast_or_null<ArrayAttr>(
-                 value.getDefiningOp()->getAttr(attrName))) {
-    attr = perResult[cast<OpResult>(value).getResultNumber()];
-  }
-  int64_t rank = cast<RankedTensorType>(value.getType()).getRank();
-  if (auto sharding = dyn_cast_or_null<dist::ShardingAttr>(attr))
-    return TensorSharding::fromAttr(sharding).getClosed();
-  return TensorSharding::getReplicated(rank);
+  return getPropagatedSharding(function, value);
 }
 
 void FunctionPadder::annotate(Operation *op, const TensorSharding &sharding) {

@@ -79,6 +79,8 @@ private:
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
                                 const ShardingRule &rule);
   LogicalResult partitionReplicatedOp(Operation *op);
+  LogicalResult placeOffsetPiece(nn::OffsetOpInterface op,
+                                 ArrayRef<StringAttr> axes);
   LogicalResult placeRandomPiece(nn::RandomOpInterface op,
                                  ArrayRef<AxisList> resultDimAxes);
 
@@ -508,15 +510,6 @@ FactorAxes FunctionPartitioner::chooseLayout(
   auto isKind = [&](int64_t factor, FactorKind kind) {
     return rule.getFactors()[factor].kind == kind;
   };
-  if (explain)
-    for (int64_t factor = 0; factor < rule.getNumFactors(); ++factor)
-      if (isKind(factor, FactorKind::Reduction) &&
-          !op.isFactorPartitionable(factor) &&
-          !firstNonEmpty(operandViews, factor).empty())
-        op->emitRemark("reduction factor #")
-            << factor << " arrives split and is gathered: " << op->getName()
-            << " does not partition it yet";
-
   // By default, reduction factors take their axes from the operands (the
   // results they sum into do not have them); then the results decide the
   // other factors. Reductions claim first so that a split contracting dim is
@@ -706,10 +699,33 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
         if (failed(placeRandomPiece(random, actual.getDimAxes())))
           return failure();
   }
+  if (auto offset = dyn_cast<nn::OffsetOpInterface>(op.getOperation()))
+    if (failed(placeOffsetPiece(offset, chosen[offset.getOffsetFactor()])))
+      return failure();
 
   op.updateLocalAttributes();
 
   return reshardResults(op, wanted, getReductionKind(op));
+}
+
+/// An op that positions integers against a dim split over `axes` (a
+/// vocab-split embedding table, a class-split one-hot) reads its piece's
+/// index along the dim from a dist.axis_index over those axes.
+LogicalResult FunctionPartitioner::placeOffsetPiece(nn::OffsetOpInterface op,
+                                                    ArrayRef<StringAttr> axes) {
+  if (axes.empty())
+    return success();
+  if (op.getPiece())
+    return op->emitOpError("is already a device's piece; partition the global "
+                           "program once");
+  builder.setInsertionPoint(op);
+  auto index = dist::AxisIndexOp::create(
+      builder, op->getLoc(), RankedTensorType::get({1}, builder.getI64Type()),
+      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
+      builder.getArrayAttr(
+          {builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes))}));
+  op.getPieceMutable().assign(index.getResult());
+  return success();
 }
 
 /// A random op split over some axes draws for its piece: it reads the

@@ -1633,12 +1633,27 @@ static void runDropout(KernelCall &c) {
   }
 }
 
+/// The first position of a piece of `size` along a split dim: the piece
+/// index in input `input` (nn.OffsetOpInterface's), if the kernel has it,
+/// times the size; 0 for a whole dim. Fails (none) on a malformed index.
+static std::optional<int64_t> readPieceOffset(KernelCall &c, int64_t input,
+                                              int64_t size) {
+  if (static_cast<int64_t>(c.getNumInputs()) <= input)
+    return 0;
+  const Tensor &piece = c.in(input);
+  if (!c.expectDType(piece, DType::I64, "piece") ||
+      !c.expectShape(piece, {1}, "piece"))
+    return std::nullopt;
+  return c.isCheckOnly() ? 0 : piece.as<int64_t>()[0] * size;
+}
+
 /// nn.embedding. An index outside the table gives a zero row: with a
-/// vocab-split table each rank looks up shifted indices in its own rows and
-/// the partial results are summed.
+/// vocab-split table each rank looks up the indices in its own rows, placed
+/// by its piece index, and the partial results are summed.
 static void runEmbedding(KernelCall &c) {
-  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "table") ||
-      !c.expectIndex(c.in(1), "indices") || !c.expectF32(c.out(0), "result"))
+  if (!(c.getNumInputs() == 3 ? c.expectArity(3, 1) : c.expectArity(2, 1)) ||
+      !c.expectF32(c.in(0), "table") || !c.expectIndex(c.in(1), "indices") ||
+      !c.expectF32(c.out(0), "result"))
     return;
   const Tensor &table = c.in(0), &indices = c.in(1);
   if (table.getRank() != 2) {
@@ -1649,13 +1664,14 @@ static void runEmbedding(KernelCall &c) {
   int64_t vocab = table.shape[0], hidden = table.shape[1];
   std::vector<int64_t> resultShape = indices.shape;
   resultShape.push_back(hidden);
-  if (!c.expectShape(c.out(0), resultShape, "result"))
+  std::optional<int64_t> offset = readPieceOffset(c, 2, vocab);
+  if (!offset || !c.expectShape(c.out(0), resultShape, "result"))
     return;
   if (c.isCheckOnly())
     return;
   float *result = c.out(0).as<float>();
   for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
-    int64_t index = readIndex(indices, i);
+    int64_t index = readIndex(indices, i) - *offset;
     float *row = result + i * hidden;
     if (index < 0 || index >= vocab)
       std::fill(row, row + hidden, 0.0f);
@@ -1667,8 +1683,9 @@ static void runEmbedding(KernelCall &c) {
 /// nn.embedding_grad: row gradients summed into the table at their indices;
 /// an index outside the table adds nothing.
 static void runEmbeddingGrad(KernelCall &c) {
-  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "gradient") ||
-      !c.expectIndex(c.in(1), "indices") || !c.expectF32(c.out(0), "result"))
+  if (!(c.getNumInputs() == 3 ? c.expectArity(3, 1) : c.expectArity(2, 1)) ||
+      !c.expectF32(c.in(0), "gradient") || !c.expectIndex(c.in(1), "indices") ||
+      !c.expectF32(c.out(0), "result"))
     return;
   const Tensor &grad = c.in(0), &indices = c.in(1);
   Tensor &table = c.out(0);
@@ -1679,15 +1696,16 @@ static void runEmbeddingGrad(KernelCall &c) {
     return;
   }
   rowShape.push_back(table.shape[1]);
-  if (!c.expectShape(grad, rowShape, "gradient"))
+  int64_t vocab = table.shape[0], hidden = table.shape[1];
+  std::optional<int64_t> offset = readPieceOffset(c, 2, vocab);
+  if (!offset || !c.expectShape(grad, rowShape, "gradient"))
     return;
   if (c.isCheckOnly())
     return;
-  int64_t vocab = table.shape[0], hidden = table.shape[1];
   float *rows = table.as<float>();
   std::fill(rows, rows + vocab * hidden, 0.0f);
   for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
-    int64_t index = readIndex(indices, i);
+    int64_t index = readIndex(indices, i) - *offset;
     if (index < 0 || index >= vocab)
       continue;
     const float *from = grad.as<float>() + i * hidden;
@@ -1698,10 +1716,10 @@ static void runEmbeddingGrad(KernelCall &c) {
 }
 
 /// nn.one_hot: 1 at each label, 0 elsewhere (a label outside the depth
-/// gives a zero row).
+/// gives a zero row); with a piece index, a piece of the classes.
 static void runOneHot(KernelCall &c) {
-  if (!c.expectArity(1, 1) || !c.expectIndex(c.in(0), "labels") ||
-      !c.expectF32(c.out(0), "result"))
+  if (!(c.getNumInputs() == 2 ? c.expectArity(2, 1) : c.expectArity(1, 1)) ||
+      !c.expectIndex(c.in(0), "labels") || !c.expectF32(c.out(0), "result"))
     return;
   const Tensor &labels = c.in(0);
   Tensor &result = c.out(0);
@@ -1712,14 +1730,15 @@ static void runOneHot(KernelCall &c) {
   std::vector<int64_t> shape = labels.shape;
   int64_t depth = result.shape.back();
   shape.push_back(depth);
-  if (!c.expectShape(result, shape, "result"))
+  std::optional<int64_t> offset = readPieceOffset(c, 1, depth);
+  if (!offset || !c.expectShape(result, shape, "result"))
     return;
   if (c.isCheckOnly())
     return;
   float *out = result.as<float>();
   std::fill(out, out + result.getNumElements(), 0.0f);
   for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
-    int64_t label = readIndex(labels, i);
+    int64_t label = readIndex(labels, i) - *offset;
     if (label >= 0 && label < depth)
       out[i * depth + label] = 1.0f;
   }

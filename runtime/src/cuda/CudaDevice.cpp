@@ -483,23 +483,31 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  /// The piece index of an nn.OffsetOpInterface op, input `input` if the
+  /// kernel has it (the host-side check validated it).
+  static const int64_t *getPiece(const Launch &l, size_t input) {
+    return l.inputs.size() > input
+               ? static_cast<const int64_t *>(l.in(input).data)
+               : nullptr;
+  }
+
   static Status embedding(CudaDevice &d, const CudaKernel &, const Launch &l) {
-    cuda::embedding(f(l.in(0)), l.in(1).data, is64(l.in(1)), f(l.out(0)),
-                    l.in(1).getNumElements(), l.in(0).shape[0],
+    cuda::embedding(f(l.in(0)), l.in(1).data, is64(l.in(1)), getPiece(l, 2),
+                    f(l.out(0)), l.in(1).getNumElements(), l.in(0).shape[0],
                     l.in(0).shape[1], d.compute);
     return Status::success();
   }
 
   static Status embeddingGrad(CudaDevice &d, const CudaKernel &,
                               const Launch &l) {
-    cuda::embeddingGrad(f(l.in(0)), l.in(1).data, is64(l.in(1)), f(l.out(0)),
-                        l.in(1).getNumElements(), l.out(0).shape[0],
-                        l.out(0).shape[1], d.compute);
+    cuda::embeddingGrad(f(l.in(0)), l.in(1).data, is64(l.in(1)), getPiece(l, 2),
+                        f(l.out(0)), l.in(1).getNumElements(),
+                        l.out(0).shape[0], l.out(0).shape[1], d.compute);
     return Status::success();
   }
 
   static Status oneHot(CudaDevice &d, const CudaKernel &, const Launch &l) {
-    cuda::oneHot(l.in(0).data, is64(l.in(0)), f(l.out(0)),
+    cuda::oneHot(l.in(0).data, is64(l.in(0)), getPiece(l, 1), f(l.out(0)),
                  l.in(0).getNumElements(), l.out(0).shape.back(), d.compute);
     return Status::success();
   }

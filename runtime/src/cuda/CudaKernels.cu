@@ -300,30 +300,43 @@ __global__ void crossEntropyKernel(const float *logits, const void *labels,
 // Embeddings and masks
 //===----------------------------------------------------------------------===//
 
+/// The first position of this device's piece of `size` along a split dim.
+__device__ long long getPieceOffset(const int64_t *piece, int64_t size) {
+  return piece ? piece[0] * size : 0;
+}
+
 __global__ void embeddingKernel(const float *table, const void *indices,
-                                bool indices64, float *y, int64_t count,
-                                int64_t vocab, int64_t hidden) {
+                                bool indices64, const int64_t *piece, float *y,
+                                int64_t count, int64_t vocab, int64_t hidden) {
   GRID_STRIDE(i, count * hidden) {
-    long long index = readIndex(indices, indices64, i / hidden);
+    long long index = readIndex(indices, indices64, i / hidden) -
+                      getPieceOffset(piece, vocab);
     y[i] =
         index < 0 || index >= vocab ? 0.0f : table[index * hidden + i % hidden];
   }
 }
 
 __global__ void embeddingGradKernel(const float *grad, const void *indices,
-                                    bool indices64, float *table, int64_t count,
-                                    int64_t vocab, int64_t hidden) {
+                                    bool indices64, const int64_t *piece,
+                                    float *table, int64_t count, int64_t vocab,
+                                    int64_t hidden) {
   GRID_STRIDE(i, count * hidden) {
-    long long index = readIndex(indices, indices64, i / hidden);
+    long long index = readIndex(indices, indices64, i / hidden) -
+                      getPieceOffset(piece, vocab);
     if (index >= 0 && index < vocab)
       atomicAdd(table + index * hidden + i % hidden, grad[i]);
   }
 }
 
-__global__ void oneHotKernel(const void *labels, bool labels64, float *y,
-                             int64_t count, int64_t depth) {
+__global__ void oneHotKernel(const void *labels, bool labels64,
+                             const int64_t *piece, float *y, int64_t count,
+                             int64_t depth) {
   GRID_STRIDE(i, count * depth) {
-    y[i] = readIndex(labels, labels64, i / depth) == i % depth ? 1.0f : 0.0f;
+    y[i] = readIndex(labels, labels64, i / depth) -
+                       getPieceOffset(piece, depth) ==
+                   i % depth
+               ? 1.0f
+               : 0.0f;
   }
 }
 
@@ -788,27 +801,27 @@ void crossEntropy(const float *logits, const void *labels, bool labels64,
 }
 
 void embedding(const float *table, const void *indices, bool indices64,
-               float *y, int64_t count, int64_t vocab, int64_t hidden,
-               cudaStream_t stream) {
+               const int64_t *piece, float *y, int64_t count, int64_t vocab,
+               int64_t hidden, cudaStream_t stream) {
   if (count * hidden > 0)
     embeddingKernel<<<getBlocks(count * hidden), kThreads, 0, stream>>>(
-        table, indices, indices64, y, count, vocab, hidden);
+        table, indices, indices64, piece, y, count, vocab, hidden);
 }
 
 void embeddingGrad(const float *grad, const void *indices, bool indices64,
-                   float *table, int64_t count, int64_t vocab, int64_t hidden,
-                   cudaStream_t stream) {
+                   const int64_t *piece, float *table, int64_t count,
+                   int64_t vocab, int64_t hidden, cudaStream_t stream) {
   cudaMemsetAsync(table, 0, vocab * hidden * sizeof(float), stream);
   if (count * hidden > 0)
     embeddingGradKernel<<<getBlocks(count * hidden), kThreads, 0, stream>>>(
-        grad, indices, indices64, table, count, vocab, hidden);
+        grad, indices, indices64, piece, table, count, vocab, hidden);
 }
 
-void oneHot(const void *labels, bool labels64, float *y, int64_t count,
-            int64_t depth, cudaStream_t stream) {
+void oneHot(const void *labels, bool labels64, const int64_t *piece, float *y,
+            int64_t count, int64_t depth, cudaStream_t stream) {
   if (count * depth > 0)
     oneHotKernel<<<getBlocks(count * depth), kThreads, 0, stream>>>(
-        labels, labels64, y, count, depth);
+        labels, labels64, piece, y, count, depth);
 }
 
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,

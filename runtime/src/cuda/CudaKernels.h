@@ -110,16 +110,19 @@ void normGrad(bool rms, const float *x, const float *gamma, const float *dy,
 void crossEntropy(const float *logits, const void *labels, bool labels64,
                   float *y, int64_t rows, int64_t vocab, KernelError *error,
                   cudaStream_t stream);
+/// `piece` (device memory, or null for a whole dim): the index of this
+/// device's piece of the positioned dim (nn.OffsetOpInterface), whose
+/// positions start at piece × the local size.
 /// Rows of `table` at `indices` (zero rows outside [0, vocab)).
 void embedding(const float *table, const void *indices, bool indices64,
-               float *y, int64_t count, int64_t vocab, int64_t hidden,
-               cudaStream_t stream);
+               const int64_t *piece, float *y, int64_t count, int64_t vocab,
+               int64_t hidden, cudaStream_t stream);
 /// `table` = the rows of `grad` summed at `indices` (outside: dropped).
 void embeddingGrad(const float *grad, const void *indices, bool indices64,
-                   float *table, int64_t count, int64_t vocab, int64_t hidden,
-                   cudaStream_t stream);
-void oneHot(const void *labels, bool labels64, float *y, int64_t count,
-            int64_t depth, cudaStream_t stream);
+                   const int64_t *piece, float *table, int64_t count,
+                   int64_t vocab, int64_t hidden, cudaStream_t stream);
+void oneHot(const void *labels, bool labels64, const int64_t *piece, float *y,
+            int64_t count, int64_t depth, cudaStream_t stream);
 /// x with key > query set to `fill`, over [..., queries, keys].
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,
                 int64_t keys, float fill, cudaStream_t stream);

@@ -1004,3 +1004,28 @@ func.func @adamw_norm_without_max(%p: tensor<16x64xf32>, %t: tensor<i64>, %n: te
       : tensor<16x64xf32>, tensor<16x64xf32>, tensor<i64> norm tensor<f32>
   return %p2 : tensor<16x64xf32>
 }
+
+// -----
+
+// Tests that a piece index is one coordinate.
+func.func @embedding_piece_shape(%t: tensor<512x64xf32>, %i: tensor<2x8xi32>, %p: tensor<2xi64>) -> tensor<2x8x64xf32> {
+  // expected-error @+1 {{'nn.embedding' op expects a piece index of shape [1], got [2]}}
+  %0 = nn.embedding %t, %i piece %p : tensor<512x64xf32>, tensor<2x8xi32>, tensor<2xi64>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+func.func @embedding_grad_piece_shape(%g: tensor<2x8x64xf32>, %i: tensor<2x8xi32>, %p: tensor<2xi64>) -> tensor<512x64xf32> {
+  // expected-error @+1 {{'nn.embedding_grad' op expects a piece index of shape [1], got [2]}}
+  %0 = nn.embedding_grad %g, %i piece %p vocab = 512 : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2xi64>
+  return %0 : tensor<512x64xf32>
+}
+
+// -----
+
+func.func @one_hot_piece_shape(%i: tensor<2x8xi32>, %p: tensor<2xi64>) -> tensor<2x8x16xf32> {
+  // expected-error @+1 {{'nn.one_hot' op expects a piece index of shape [1], got [2]}}
+  %0 = nn.one_hot %i piece %p : tensor<2x8xi32>, tensor<2xi64> -> tensor<2x8x16xf32>
+  return %0 : tensor<2x8x16xf32>
+}

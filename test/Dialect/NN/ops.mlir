@@ -334,6 +334,22 @@ func.func @embedding(%wte: tensor<512x64xbf16> {nn.param = "wte"}, %tokens: tens
 
 // -----
 
+// Tests that the ops that position integers against a split dim round-trip
+// with a device's piece index.
+// CHECK-LABEL: func.func @offset_pieces(
+// CHECK:         nn.embedding %{{.+}}, %{{.+}} piece %{{.+}} : tensor<256x64xf32>, tensor<2x8xi32>, tensor<1xi64>
+// CHECK:         nn.embedding_grad %{{.+}}, %{{.+}} piece %{{.+}} vocab = 256 : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<1xi64>
+// CHECK:         nn.one_hot %{{.+}} piece %{{.+}} : tensor<2x8xi32>, tensor<1xi64> -> tensor<2x8x256xf32>
+func.func @offset_pieces(%t: tensor<256x64xf32>, %i: tensor<2x8xi32>, %p: tensor<1xi64>)
+    -> (tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8x256xf32>) {
+  %e = nn.embedding %t, %i piece %p : tensor<256x64xf32>, tensor<2x8xi32>, tensor<1xi64>
+  %g = nn.embedding_grad %e, %i piece %p vocab = 256 : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<1xi64>
+  %h = nn.one_hot %i piece %p : tensor<2x8xi32>, tensor<1xi64> -> tensor<2x8x256xf32>
+  return %e, %g, %h : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8x256xf32>
+}
+
+// -----
+
 // Tests that cross_entropy round-trips and infers the labels' shape.
 // CHECK-LABEL: func.func @cross_entropy(
 // CHECK-SAME:      %[[LOGITS:.+]]: tensor<2x8x512xf32>, %[[LABELS:.+]]: tensor<2x8xi64>)

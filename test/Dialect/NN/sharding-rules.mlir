@@ -299,16 +299,30 @@ func.func @reductions_and_norms(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tenso
 
 // -----
 
-// Tests that one_hot's depth and embedding_grad's vocab cannot be split, and
-// that embedding_grad sums over the positions.
+// Tests that one_hot's depth and embedding_grad's vocab split freely (a
+// device's piece is placed by its piece index), and that embedding_grad
+// sums over the positions.
 func.func @backward_helpers(%labels: tensor<2x8xi32>, %dy: tensor<2x8x64xf32>) -> (tensor<2x8x512xf32>, tensor<512x64xf32>) {
-  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j, k]) {i=2, j=8, k=512} need_replication={k}}}
+  // expected-remark @+2 {{sharding rule: ([i, j]) -> ([i, j, k]) {i=2, j=8, k=512}}}
   // expected-remark @+1 {{cost: flops=0 bytes=32832}}
   %h = nn.one_hot %labels : tensor<2x8xi32> -> tensor<2x8x512xf32>
-  // expected-remark @+2 {{sharding rule: ([i, j, k], [i, j]) -> ([l, k]) {i=2, j=8, k=64, l=512} reduction={i, j} need_replication={l}}}
+  // expected-remark @+2 {{sharding rule: ([i, j, k], [i, j]) -> ([l, k]) {i=2, j=8, k=64, l=512} reduction={i, j}}}
   // expected-remark @+1 {{cost: flops=1024 bytes=135232}}
   %g = nn.embedding_grad %dy, %labels vocab = 512 : tensor<2x8x64xf32>, tensor<2x8xi32>
   return %h, %g : tensor<2x8x512xf32>, tensor<512x64xf32>
+}
+
+// -----
+
+// Tests that on a device's piece, the piece index is whole.
+func.func @offset_pieces(%labels: tensor<2x8xi32>, %piece: tensor<1xi64>, %t: tensor<256x64xf32>) -> (tensor<2x8x256xf32>, tensor<2x8x64xf32>) {
+  // expected-remark @+2 {{sharding rule: ([i, j], [l]) -> ([i, j, k]) {i=2, j=8, k=256, l=1} need_replication={l}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=16456}}
+  %h = nn.one_hot %labels piece %piece : tensor<2x8xi32>, tensor<1xi64> -> tensor<2x8x256xf32>
+  // expected-remark @+2 {{sharding rule: ([l, k], [i, j], [m]) -> ([i, j, k]) {i=2, j=8, k=64, l=256, m=1} reduction={l} need_replication={m}}}
+  // expected-remark @+1 {{cost: flops=0 bytes=8256}}
+  %e = nn.embedding %t, %labels piece %piece : tensor<256x64xf32>, tensor<2x8xi32>, tensor<1xi64>
+  return %h, %e : tensor<2x8x256xf32>, tensor<2x8x64xf32>
 }
 
 // -----

@@ -17,14 +17,12 @@ func.func @reasons(%a: tensor<8x64xf32> {dist.sharding = #dist.sharding<@mesh_tp
   return %p, %q : tensor<8x16xf32>, tensor<8x16xf32>
 }
 
-// Tests that explain mode says when a factor arrives split that the op does
-// not partition (isFactorPartitionable: a vocab-split embedding table), and
-// that its operand is gathered.
+// Tests that explain mode shows a vocab-split embedding table's lookup as
+// Megatron-LM's: each device's rows, the partial lookups all-reduced.
 dist.mesh @mesh_tp_2 ["tp"=2]
 func.func @vocab_split(%table: tensor<16x8xf32> {dist.sharding = #dist.sharding<@mesh_tp_2, [{"tp"}, {}]>},
                        %ids: tensor<4xi32>) -> tensor<4x8xf32> {
-  // expected-remark @+2 {{reduction factor #2 arrives split and is gathered: nn.embedding does not partition it yet}}
-  // expected-remark @+1 {{operand #0 resharded from #dist.sharding<@mesh_tp_2, [{"tp"}, {}]> to #dist.sharding<@mesh_tp_2, [{}, {}]>: all_gather over {"tp"} on dim 0;}}
+  // expected-remark @+1 {{result #0 resharded from #dist.sharding<@mesh_tp_2, [{}, {}], unreduced={"tp"}> to #dist.sharding<@mesh_tp_2, [{}, {}]>: all_reduce over {"tp"};}}
   %e = nn.embedding %table, %ids : tensor<16x8xf32>, tensor<4xi32>
   return %e : tensor<4x8xf32>
 }

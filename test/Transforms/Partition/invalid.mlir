@@ -65,3 +65,15 @@ func.func @random_piece(%x: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mes
   %y = nn.dropout %x step %step piece %piece rate = 0.5 seed = 0 {global_shape = array<i64: 16, 8>} : tensor<8x8xf32>, tensor<i64>, tensor<2xi64>
   return %y : tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that a lookup that is already a device's piece of a vocab-split
+// table is not split again.
+dist.mesh @mesh ["tp"=2]
+func.func @embedding_piece(%t: tensor<16x4xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+                           %i: tensor<2x8xi32>, %piece: tensor<1xi64>) -> tensor<2x8x4xf32> {
+  // expected-error @+1 {{'nn.embedding' op is already a device's piece; partition the global program once}}
+  %e = nn.embedding %t, %i piece %piece : tensor<16x4xf32>, tensor<2x8xi32>, tensor<1xi64>
+  return %e : tensor<2x8x4xf32>
+}

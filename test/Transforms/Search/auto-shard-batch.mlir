@@ -10,9 +10,10 @@
 // body stay open to axes the mesh gains later (the microbatches').
 dist.mesh @mesh ["dp"=2, "tp"=4]
 // CHECK-LABEL: func.func @embed_mlp
-// CHECK-SAME: %{{.+}}: tensor<64x1024xi32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"tp"}]>}
+// CHECK-SAME: %{{.+}}: tensor<64x1024xi32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}]>}
 // CHECK-NOT: "dp"{{[^>]*}}>, nn.param
-// CHECK: nn.embedding
+// CHECK: dist.sharding_constraint %arg0 <@mesh, [{"dp", ?}, {"tp", ?}]>
+// CHECK-NEXT: nn.embedding
 // CHECK-NEXT: dist.sharding_constraint %{{.+}} <@mesh, [{"dp", ?}, {"tp", ?}, {?}]>
 // CHECK-NEXT: nn.broadcast
 // CHECK-NEXT: dist.sharding_constraint %{{.+}} <@mesh, [{"dp", ?}, {"tp", ?}, {?}]>

@@ -876,6 +876,32 @@ TEST(KernelsTest, OneHotMarksEachLabel) {
             (std::vector<float>{0, 1, 0, 1, 0, 0, 0, 0, 0}));
 }
 
+TEST(KernelsTest, OffsetOpsWorkOnTheirPieceOfTheVocabulary) {
+  // A device's piece 1 of a 6-row table split in two: rows 3, 4 and 5.
+  OwnedTensor piece = i64({1}, {1});
+  OwnedTensor table = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  OwnedTensor indices = i32({4}, {4, 0, 3, 6});
+  OwnedTensor rows(DType::F32, {4, 2});
+  ASSERT_EQ(run("nn.embedding", {}, {&table, &indices, &piece}, {&rows}), "");
+  EXPECT_EQ(read<float>(rows), (std::vector<float>{3, 4, 0, 0, 1, 2, 0, 0}));
+
+  OwnedTensor grad = f32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  OwnedTensor tableGrad(DType::F32, {3, 2});
+  ASSERT_EQ(
+      run("nn.embedding_grad", {}, {&grad, &indices, &piece}, {&tableGrad}),
+      "");
+  EXPECT_EQ(read<float>(tableGrad), (std::vector<float>{5, 6, 1, 2, 0, 0}));
+
+  OwnedTensor labels = i64({3}, {4, 1, 3});
+  OwnedTensor hot(DType::F32, {3, 3});
+  ASSERT_EQ(run("nn.one_hot", {}, {&labels, &piece}, {&hot}), "");
+  EXPECT_EQ(read<float>(hot), (std::vector<float>{0, 1, 0, 0, 0, 0, 1, 0, 0}));
+
+  OwnedTensor wide = i64({2}, {1, 0});
+  EXPECT_EQ(run("nn.one_hot", {}, {&labels, &wide}, {&hot}),
+            "nn.one_hot: expects piece of shape [1], got [2]");
+}
+
 /// Pseudo-random values in [-1, 1), reproducible.
 std::vector<float> noise(int64_t count, uint32_t seed) {
   std::vector<float> values(count);

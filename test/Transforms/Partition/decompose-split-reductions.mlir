@@ -1,0 +1,52 @@
+// RUN: tessera-opt %s -split-input-file --tessera-propagate --tessera-decompose-split-reductions | FileCheck %s
+
+// Tests that a cross-entropy over logits split on the classes becomes the
+// ops it is made of, each with its sharding: the rows' max and sum over the
+// split dim, the label's logit through a one-hot of the same split.
+dist.mesh @mesh ["tp"=2]
+// CHECK-LABEL: func.func @cross_entropy
+func.func @cross_entropy(%logits: tensor<4x8x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}, {"tp"}]>},
+                         %labels: tensor<4x8xi32>) -> tensor<4x8xf32> {
+  // CHECK-NOT: nn.cross_entropy
+  // CHECK: %[[M:.+]] = nn.reduce_max %arg0 dims = [2] {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]}
+  // CHECK: %[[MB:.+]] = nn.broadcast %[[M]] dims = [0, 1] {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]}
+  // CHECK: %[[S:.+]] = nn.sub %arg0, %[[MB]] {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]}
+  // CHECK: %[[E:.+]] = nn.exp %[[S]] {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]}
+  // CHECK: %[[Z:.+]] = nn.reduce_sum %[[E]] dims = [2] {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]}
+  // CHECK: %[[H:.+]] = nn.one_hot %arg1 {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]} : tensor<4x8xi32> -> tensor<4x8x64xf32>
+  // CHECK: %[[P:.+]] = nn.mul %[[S]], %[[H]]
+  // CHECK: %[[T:.+]] = nn.reduce_sum %[[P]] dims = [2]
+  // CHECK: %[[L:.+]] = nn.log %[[Z]]
+  // CHECK: %[[R:.+]] = nn.sub %[[L]], %[[T]] {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]}
+  // CHECK: return %[[R]]
+  %l = nn.cross_entropy %logits, %labels : tensor<4x8x64xf32>, tensor<4x8xi32>
+  return %l : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests softmax and log-softmax over a split dim, and that ops whose dim is
+// whole, or a causal softmax, stay as they are.
+dist.mesh @mesh ["tp"=2]
+// CHECK-LABEL: func.func @softmaxes
+func.func @softmaxes(%x: tensor<4x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
+                     %y: tensor<4x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
+                     %s: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+    -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>) {
+  // CHECK: %[[E:.+]] = nn.exp
+  // CHECK: %[[Z:.+]] = nn.reduce_sum %[[E]] dims = [1]
+  // CHECK: %[[ZB:.+]] = nn.broadcast %[[Z]] dims = [0]
+  // CHECK: nn.div %[[E]], %[[ZB]]
+  %a = nn.softmax %x dim = 1 : tensor<4x64xf32>
+  // CHECK: %[[LS:.+]] = nn.sub %arg0
+  // CHECK: %[[LZ:.+]] = nn.reduce_sum
+  // CHECK: %[[LOG:.+]] = nn.log %[[LZ]]
+  // CHECK: %[[LB:.+]] = nn.broadcast %[[LOG]]
+  // CHECK: nn.sub %[[LS]], %[[LB]]
+  %b = nn.log_softmax %x dim = 1 : tensor<4x64xf32>
+  // CHECK: nn.softmax %arg1 dim = 1
+  %c = nn.softmax %y dim = 1 : tensor<4x64xf32>
+  // CHECK: nn.softmax %arg2 dim = 1 causal = true
+  %d = nn.softmax %s dim = 1 causal = true : tensor<8x8xf32>
+  return %a, %b, %c, %d : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>
+}
