@@ -739,6 +739,11 @@ LogicalResult IotaOp::verify() {
            << type.getRank() << "), got " << dim;
   if (type.getElementType().isInteger(1))
     return emitOpError("expects a float or i32/i64 result, got i1");
+  if (Value piece = getPiece();
+      piece && cast<RankedTensorType>(piece.getType()).getShape() !=
+                   ArrayRef<int64_t>{1})
+    return emitOpError("expects a piece index of shape [1], got ")
+           << formatList(cast<RankedTensorType>(piece.getType()).getShape());
   return success();
 }
 

@@ -309,7 +309,8 @@ def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor],
   let hasFolder = 1;
 }
 
-def NN_IotaOp : NN_ModelOp<"iota", [], [], ["isFactorPartitionable"]> {
+def NN_IotaOp : NN_ModelOp<"iota", [
+    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>]> {
   let summary = "the index along one dimension";
   let description = [{
     Each element is its index along `dim`: `result[i0, ..., in] = i_dim`,
@@ -317,18 +318,24 @@ def NN_IotaOp : NN_ModelOp<"iota", [], [], ["isFactorPartitionable"]> {
     embeddings) are computed from it in the graph rather than stored as
     tables.
 
-    A device's piece of `dim` would need its offset in the global index, so
-    that factor is computed whole (issue 23's `dist.axis_index` will let it
-    split); the other dims split freely.
+    Every dim splits. On a device's piece of `dim`, `piece` (from
+    `dist.axis_index`, nn.OffsetOpInterface) places it: the indices are
+    `piece × size` on, `size` the local size.
 
     ```mlir
     // Positions 0..7 down the rows of a [seq, d/2] table.
     %p = nn.iota dim = 0 : tensor<8x16xf32>
     ```
   }];
-  let arguments = (ins I64Attr:$dim);
+  let arguments = (ins Optional<1DTensorOf<[I64]>>:$piece, I64Attr:$dim);
   let results = (outs NN_AnyTensor:$result);
-  let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    `dim` `=` $dim (`piece` $piece^ `:` type($piece))? attr-dict `:`
+    type($result)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Type":$result, "int64_t":$dim), [{
+    build($_builder, $_state, result, ::mlir::Value(), dim);
+  }]>];
   let hasVerifier = 1;
 }
 

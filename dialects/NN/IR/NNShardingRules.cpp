@@ -103,20 +103,8 @@ void ConstantOp::updateLocalAttributes() {
         DenseElementsAttr::get(getType(), elements.getSplatValue<Attribute>()));
 }
 
-ShardingRule IotaOp::getShardingRule() {
-  ShardingRuleBuilder builder = makeBuilder(*this);
-  for (auto [dim, size] : llvm::enumerate(getShape(getResult())))
-    builder.addFactor({}, {static_cast<int64_t>(dim)}, size);
-  return builder.build();
-}
-
-/// A piece of `dim` would need its global offset; the others are the same
-/// on every device.
-bool IotaOp::isFactorPartitionable(int64_t factor) {
-  return factor != getDimAttr().getInt();
-}
-
-/// A random op's piece index (its last operand, if it has one) is whole.
+/// An op's piece index (its last operand, if it has one: a random op's,
+/// an nn.OffsetOpInterface op's) is whole.
 static void addPieceFactor(ShardingRuleBuilder &builder, Operation *op,
                            Value piece) {
   if (!piece)
@@ -126,6 +114,20 @@ static void addPieceFactor(ShardingRuleBuilder &builder, Operation *op,
   builder.addFactor(operandDims, {kNoDim}, getShape(piece)[0],
                     FactorKind::NeedReplication);
 }
+
+/// Every dim splits: a piece of `dim` is placed by the piece index
+/// (getOffsetFactor), which is whole.
+ShardingRule IotaOp::getShardingRule() {
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  SmallVector<int64_t> none(getNumOperands(), kNoDim);
+  for (auto [dim, size] : llvm::enumerate(getShape(getResult())))
+    builder.addFactor(none, {static_cast<int64_t>(dim)}, size);
+  addPieceFactor(builder, *this, getPiece());
+  return builder.build();
+}
+
+int64_t IotaOp::getOffsetFactor() { return getDimAttr().getInt(); }
+
 
 /// `dims` of the attention op's tensor operands, then none of its dropout's
 /// step and piece.

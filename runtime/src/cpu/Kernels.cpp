@@ -997,9 +997,23 @@ static void runConstant(KernelCall &c) {
   copyBytes(result.data, value->data(), value->size());
 }
 
+/// The first position of a piece of `size` along a split dim: the piece
+/// index in input `input` (nn.OffsetOpInterface's), if the kernel has it,
+/// times the size; 0 for a whole dim. Fails (none) on a malformed index.
+static std::optional<int64_t> readPieceOffset(KernelCall &c, int64_t input,
+                                              int64_t size) {
+  if (static_cast<int64_t>(c.getNumInputs()) <= input)
+    return 0;
+  const Tensor &piece = c.in(input);
+  if (!c.expectDType(piece, DType::I64, "piece") ||
+      !c.expectShape(piece, {1}, "piece"))
+    return std::nullopt;
+  return c.isCheckOnly() ? 0 : piece.as<int64_t>()[0] * size;
+}
+
 /// nn.iota: each element its index along `dim`.
 static void runIota(KernelCall &c) {
-  if (!c.expectArity(0, 1))
+  if (!(c.getNumInputs() == 1 ? c.expectArity(1, 1) : c.expectArity(0, 1)))
     return;
   Tensor &result = c.out(0);
   std::optional<int64_t> dim = c.getInt("dim");
@@ -1011,16 +1025,17 @@ static void runIota(KernelCall &c) {
   }
   if (result.dtype != DType::F32 && !c.expectIndex(result, "result"))
     return;
-  if (c.isCheckOnly())
+  int64_t size = result.shape[*dim];
+  std::optional<int64_t> offset = readPieceOffset(c, 0, size);
+  if (!offset || c.isCheckOnly())
     return;
   // Row-major: the index along dim repeats `inner` times and wraps at its
   // size.
   int64_t inner = 1;
   for (int64_t d = *dim + 1; d < result.getRank(); ++d)
     inner *= result.shape[d];
-  int64_t size = result.shape[*dim];
   for (int64_t i = 0, e = result.getNumElements(); i < e; ++i) {
-    int64_t index = i / inner % size;
+    int64_t index = *offset + i / inner % size;
     switch (result.dtype) {
     case DType::F32:
       result.as<float>()[i] = static_cast<float>(index);
@@ -1631,20 +1646,6 @@ static void runDropout(KernelCall &c) {
     for (int64_t i = 0; i < width; ++i)
       y[row + i] = x[row + i] * scales[i];
   }
-}
-
-/// The first position of a piece of `size` along a split dim: the piece
-/// index in input `input` (nn.OffsetOpInterface's), if the kernel has it,
-/// times the size; 0 for a whole dim. Fails (none) on a malformed index.
-static std::optional<int64_t> readPieceOffset(KernelCall &c, int64_t input,
-                                              int64_t size) {
-  if (static_cast<int64_t>(c.getNumInputs()) <= input)
-    return 0;
-  const Tensor &piece = c.in(input);
-  if (!c.expectDType(piece, DType::I64, "piece") ||
-      !c.expectShape(piece, {1}, "piece"))
-    return std::nullopt;
-  return c.isCheckOnly() ? 0 : piece.as<int64_t>()[0] * size;
 }
 
 /// nn.embedding. An index outside the table gives a zero row: with a

@@ -356,8 +356,8 @@ struct CudaDevice::Ops {
     int64_t inner = 1;
     for (int64_t i = dim + 1; i < out.getRank(); ++i)
       inner *= out.shape[i];
-    cuda::iota(out.dtype, out.data, out.getNumElements(), inner, out.shape[dim],
-               d.compute);
+    cuda::iota(out.dtype, getPiece(l, 0), out.data, out.getNumElements(), inner,
+               out.shape[dim], d.compute);
     return Status::success();
   }
 

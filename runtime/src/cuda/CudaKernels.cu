@@ -121,11 +121,20 @@ __global__ void clampKernel(const float *x, float *y, int64_t count, float lo,
   GRID_STRIDE(i, count) { y[i] = applyClamp(x[i], lo, hi); }
 }
 
-/// The index along one dim, `inner` elements apart, wrapping at `size`.
-__global__ void iotaKernel(DType dtype, void *y, int64_t count, int64_t inner,
-                           int64_t size) {
+/// The first position of this device's piece of `size` along a split dim
+/// (nn.OffsetOpInterface), 0 for a whole dim.
+__device__ long long getPieceOffset(const int64_t *piece, int64_t size) {
+  return piece ? piece[0] * size : 0;
+}
+
+/// The index along one dim, `inner` elements apart, wrapping at `size`,
+/// from the piece's first.
+__global__ void iotaKernel(DType dtype, const int64_t *piece, void *y,
+                           int64_t count, int64_t inner, int64_t size) {
   GRID_STRIDE(i, count) {
-    storeScalar(dtype, y, i, Scalar{false, 0.0f, i / inner % size});
+    storeScalar(dtype, y, i,
+                Scalar{false, 0.0f,
+                       getPieceOffset(piece, size) + i / inner % size});
   }
 }
 
@@ -299,11 +308,6 @@ __global__ void crossEntropyKernel(const float *logits, const void *labels,
 //===----------------------------------------------------------------------===//
 // Embeddings and masks
 //===----------------------------------------------------------------------===//
-
-/// The first position of this device's piece of `size` along a split dim.
-__device__ long long getPieceOffset(const int64_t *piece, int64_t size) {
-  return piece ? piece[0] * size : 0;
-}
 
 __global__ void embeddingKernel(const float *table, const void *indices,
                                 bool indices64, const int64_t *piece, float *y,
@@ -745,11 +749,11 @@ void drawRandom(const float *x, float *y, int64_t count, float rate,
         x, y, count, rate, seed, step, step64, piece, place, error);
 }
 
-void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,
-          cudaStream_t stream) {
+void iota(DType dtype, const int64_t *piece, void *y, int64_t count,
+          int64_t inner, int64_t size, cudaStream_t stream) {
   if (count > 0)
-    iotaKernel<<<getBlocks(count), kThreads, 0, stream>>>(dtype, y, count,
-                                                          inner, size);
+    iotaKernel<<<getBlocks(count), kThreads, 0, stream>>>(dtype, piece, y,
+                                                          count, inner, size);
 }
 
 void fill(void *y, int elementBytes, uint64_t pattern, int64_t count,

@@ -81,9 +81,10 @@ void drawRandom(const float *x, float *y, int64_t count, float rate,
                 uint64_t seed, const void *step, bool step64,
                 const int64_t *piece, const random::PiecePlace &place,
                 KernelError *error, cudaStream_t stream);
-/// nn.iota in any element type: y[i] is (i / inner) % size.
-void iota(DType dtype, void *y, int64_t count, int64_t inner, int64_t size,
-          cudaStream_t stream);
+/// nn.iota in any element type: y[i] is (i / inner) % size, from the
+/// first index of the piece `piece` (device memory, or null) places.
+void iota(DType dtype, const int64_t *piece, void *y, int64_t count,
+          int64_t inner, int64_t size, cudaStream_t stream);
 /// Every element of y is the `elementBytes` low bytes of `pattern`.
 void fill(void *y, int elementBytes, uint64_t pattern, int64_t count,
           cudaStream_t stream);

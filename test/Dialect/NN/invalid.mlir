@@ -1029,3 +1029,11 @@ func.func @one_hot_piece_shape(%i: tensor<2x8xi32>, %p: tensor<2xi64>) -> tensor
   %0 = nn.one_hot %i piece %p : tensor<2x8xi32>, tensor<2xi64> -> tensor<2x8x16xf32>
   return %0 : tensor<2x8x16xf32>
 }
+
+// -----
+
+func.func @iota_piece_shape(%p: tensor<2xi64>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'nn.iota' op expects a piece index of shape [1], got [2]}}
+  %0 = nn.iota dim = 0 piece %p : tensor<2xi64> : tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}

@@ -162,14 +162,17 @@ func.func @constant() -> (tensor<2x2xf32>, tensor<2x4x8x8xf32>, tensor<3xi32>) {
 
 // -----
 
-// Tests that iota round-trips in float and integer types.
+// Tests that iota round-trips in float and integer types, and with a piece
+// index.
 // CHECK-LABEL: func.func @iota(
 // CHECK:         %[[P:.+]] = nn.iota dim = 0 : tensor<8x4xf32>
 // CHECK:         %[[I:.+]] = nn.iota dim = 1 : tensor<2x3xi64>
+// CHECK:         nn.iota dim = 0 piece %{{.+}} : tensor<1xi64> : tensor<8x4xf32>
 // CHECK:         return %[[P]], %[[I]]
-func.func @iota() -> (tensor<8x4xf32>, tensor<2x3xi64>) {
+func.func @iota(%piece: tensor<1xi64>) -> (tensor<8x4xf32>, tensor<2x3xi64>) {
   %p = nn.iota dim = 0 : tensor<8x4xf32>
   %i = nn.iota dim = 1 : tensor<2x3xi64>
+  %q = nn.iota dim = 0 piece %piece : tensor<1xi64> : tensor<8x4xf32>
   return %p, %i : tensor<8x4xf32>, tensor<2x3xi64>
 }
 

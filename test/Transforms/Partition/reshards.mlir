@@ -146,16 +146,18 @@ func.func @local_attributes(%a: tensor<8x192xf32> {dist.sharding = #dist.shardin
 
 // -----
 
-// Tests that an iota wanted split along its index dim is computed whole
-// there and sliced locally (a piece would need its global offset), while its
-// other dims take their local size.
+// Tests that an iota wanted split along its index dim computes its piece,
+// placed by the device's coordinate along the dim's axes (no slicing), and
+// its other dims their local size.
 dist.mesh @mesh_x_2_y_4 ["x"=2, "y"=4]
 // CHECK-LABEL: func.func @iota
 func.func @iota(%a: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_4, [{"x"}, {"y"}]>}) -> tensor<8x16xf32> {
-  // CHECK-DAG: %[[ROWS:.+]] = nn.iota dim = 0 : tensor<8x4xf32>
-  // CHECK-DAG: dist.all_slice %[[ROWS]] {{.*}}tensor<8x4xf32> -> tensor<4x4xf32>
-  // CHECK-DAG: %[[COLUMNS:.+]] = nn.iota dim = 1 : tensor<4x16xf32>
-  // CHECK-DAG: dist.all_slice %[[COLUMNS]] {{.*}}tensor<4x16xf32> -> tensor<4x4xf32>
+  // CHECK-NOT: dist.all_slice
+  // CHECK-DAG: %[[X:.+]] = dist.axis_index @mesh_x_2_y_4 {{\[}}["x"]] : tensor<1xi64>
+  // CHECK-DAG: nn.iota dim = 0 piece %[[X]] : tensor<1xi64> : tensor<4x4xf32>
+  // CHECK-DAG: %[[Y:.+]] = dist.axis_index @mesh_x_2_y_4 {{\[}}["y"]] : tensor<1xi64>
+  // CHECK-DAG: nn.iota dim = 1 piece %[[Y]] : tensor<1xi64> : tensor<4x4xf32>
+  // CHECK-NOT: dist.all_slice
   %r = nn.iota dim = 0 : tensor<8x16xf32>
   %c = nn.iota dim = 1 : tensor<8x16xf32>
   %s = nn.add %r, %a : tensor<8x16xf32>

@@ -897,6 +897,13 @@ TEST(KernelsTest, OffsetOpsWorkOnTheirPieceOfTheVocabulary) {
   ASSERT_EQ(run("nn.one_hot", {}, {&labels, &piece}, {&hot}), "");
   EXPECT_EQ(read<float>(hot), (std::vector<float>{0, 1, 0, 0, 0, 0, 1, 0, 0}));
 
+  // Rows 3 to 5 of an iota down 6 rows.
+  KernelAttrs down;
+  down.ints["dim"] = 0;
+  OwnedTensor positions(DType::I64, {3, 2});
+  ASSERT_EQ(run("nn.iota", down, {&piece}, {&positions}), "");
+  EXPECT_EQ(read<int64_t>(positions), (std::vector<int64_t>{3, 3, 4, 4, 5, 5}));
+
   OwnedTensor wide = i64({2}, {1, 0});
   EXPECT_EQ(run("nn.one_hot", {}, {&labels, &wide}, {&hot}),
             "nn.one_hot: expects piece of shape [1], got [2]");
