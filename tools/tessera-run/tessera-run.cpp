@@ -343,20 +343,23 @@ Status checkOutputs(const Options &options) {
   return Status::success();
 }
 
+/// Whether this process is its job's first by its launcher's variables
+/// (mpirun's, PMIx's, PMI's, SLURM's, torchrun's), or was started alone:
+/// before MPI starts, it speaks for all.
+bool isFirstProcess() {
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                           "SLURM_PROCID", "RANK"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value) == 0;
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  // Serialized: a progress thread tests collectives in flight while this
-  // one computes (see MpiCommunicator).
-  int threads = MPI_THREAD_SINGLE;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
-  // Until the job is known, the first process of MPI's world and of a
-  // torchrun-style one speaks for all.
-  int mpiRank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &mpiRank);
-  const char *torchrunRank = std::getenv("RANK");
-  bool first = mpiRank == 0 && (!torchrunRank || std::atoi(torchrunRank) == 0);
-
+  // Help, bad options and a plan check need no MPI: they end before it
+  // starts (and a plan check never depends on an MPI runtime).
+  bool first = isFirstProcess();
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-h") == 0) {
@@ -366,7 +369,6 @@ int main(int argc, char **argv) {
                     "tessera run, srun, or torchrun-style variables on "
                     "GPUs)\n%s",
                     kUsage);
-      MPI_Finalize();
       return 0;
     }
   Options options;
@@ -374,34 +376,34 @@ int main(int argc, char **argv) {
     if (first)
       std::fprintf(stderr, "tessera-run: error: %s\n%s",
                    parsed.message().c_str(), kUsage);
-    MPI_Finalize();
     return 2;
   }
   // The plan loads as every rank would load it; nothing runs.
   if (options.checkPlan) {
-    int status = 0;
-    if (first) {
-      Expected<plan::Plan> loaded = loadPlan(options.plan);
-      if (loaded.ok()) {
-        int64_t ranks = 0;
-        for (const plan::Program &program : loaded->programs())
-          ranks += program.ranks_size();
-        std::printf("tessera-run: plan '%s' is valid: %lld ranks in %d "
-                    "program%s, %s\n",
-                    options.plan.c_str(), static_cast<long long>(ranks),
-                    loaded->programs_size(),
-                    loaded->programs_size() == 1 ? "" : "s",
-                    loaded->checksum() ? "its checksum matches"
-                                       : "no checksum (written by hand)");
-      } else {
-        std::fprintf(stderr, "tessera-run: error: %s\n",
-                     loaded.message().c_str());
-        status = 1;
-      }
+    if (!first)
+      return 0;
+    Expected<plan::Plan> loaded = loadPlan(options.plan);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "tessera-run: error: %s\n",
+                   loaded.message().c_str());
+      return 1;
     }
-    MPI_Finalize();
-    return status;
+    int64_t ranks = 0;
+    for (const plan::Program &program : loaded->programs())
+      ranks += program.ranks_size();
+    std::printf("tessera-run: plan '%s' is valid: %lld ranks in %d "
+                "program%s, %s\n",
+                options.plan.c_str(), static_cast<long long>(ranks),
+                loaded->programs_size(),
+                loaded->programs_size() == 1 ? "" : "s",
+                loaded->checksum() ? "its checksum matches"
+                                   : "no checksum (written by hand)");
+    return 0;
   }
+  // Serialized: a progress thread tests collectives in flight while this
+  // one computes (see MpiCommunicator).
+  int threads = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
   // Which launcher started this process, and, for torchrun-style
   // variables, the rendezvous of its ranks.
   Expected<Job> started = Job::start(options.commTimeout);

@@ -55,9 +55,15 @@ class Suite:
         self.refused = 0
         self.findings = []
         os.makedirs(args.work, exist_ok=True)
+        # Open MPI's session directories of their own: jobs of tests
+        # running in parallel share /tmp/ompi.<host>.<uid> otherwise, and
+        # one job's cleanup can remove it while another starts
+        # (open-mpi/ompi#8510).
         self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                        OMPI_MCA_rmaps_base_oversubscribe="1")
+                        OMPI_MCA_rmaps_base_oversubscribe="1",
+                        OMPI_MCA_orte_tmpdir_base=os.path.join(
+                            os.path.abspath(args.work), "ompi"))
 
     def tool(self, name):
         return os.path.join(self.args.bin, name)

@@ -100,9 +100,14 @@ def run_data_set(model_path, model, data_set, binaries, scratch):
         tsrt.write(given, data + tsrt.read(weights))
     except ValueError as error:
         return f"inputs: {error}"
+    # Open MPI's session directory of its own: runs of tests in parallel
+    # share /tmp/ompi.<host>.<uid> otherwise, and one's cleanup can remove
+    # it while another starts (open-mpi/ompi#8510).
     done = subprocess.run(
         [os.path.join(binaries, "tessera-run"), plan, "--inputs", given,
-         "--dump-outputs", got], capture_output=True, text=True)
+         "--dump-outputs", got], capture_output=True, text=True,
+        env=dict(os.environ,
+                 OMPI_MCA_orte_tmpdir_base=os.path.join(scratch, "ompi")))
     if done.returncode:
         return "run: " + first_line(done.stderr)
     outputs = tsrt.read(got)
