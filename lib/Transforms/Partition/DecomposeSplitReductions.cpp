@@ -111,7 +111,21 @@ void decompose(Operation *op, Value input, int64_t dim,
   Decomposer d(op, mesh);
   d.setLayout(sharding, dim);
   // softmax = e / sum(e), log_softmax = s - log(sum(e)), cross-entropy =
-  // log(sum(e)) - s[label], with s = x - max(x) and e = exp(s).
+  // log(sum(e)) - s[label], with s = x - max(x) and e = exp(s); a scaled
+  // softmax's x is its input times the scale.
+  if (auto softmax = dyn_cast<nn::SoftmaxOp>(op);
+      softmax && softmax.getScale().convertToDouble() != 1.0) {
+    auto type = cast<RankedTensorType>(input.getType());
+    Value scale =
+        d.annotate(nn::ConstantOp::create(
+                       d.builder, d.loc,
+                       DenseElementsAttr::get(
+                           type, d.builder.getFloatAttr(type.getElementType(),
+                                                        softmax.getScale()))),
+                   d.whole);
+    input =
+        d.annotate(nn::MulOp::create(d.builder, d.loc, input, scale), d.whole);
+  }
   Value shifted = d.shift(input);
   Value exps = d.exp(shifted);
   Value total = d.sum(exps);

@@ -25,14 +25,14 @@ func.func @cross_entropy(%logits: tensor<4x8x64xf32> {dist.sharding = #dist.shar
 
 // -----
 
-// Tests softmax and log-softmax over a split dim, and that ops whose dim is
-// whole, or a causal softmax, stay as they are.
+// Tests softmax (scaled too) and log-softmax over a split dim, and that ops
+// whose dim is whole, or a causal softmax, stay as they are.
 dist.mesh @mesh ["tp"=2]
 // CHECK-LABEL: func.func @softmaxes
 func.func @softmaxes(%x: tensor<4x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>},
                      %y: tensor<4x64xf32> {dist.sharding = #dist.sharding<@mesh, [{"tp"}, {}]>},
                      %s: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
-    -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>) {
+    -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>) {
   // CHECK: %[[E:.+]] = nn.exp
   // CHECK: %[[Z:.+]] = nn.reduce_sum %[[E]] dims = [1]
   // CHECK: %[[ZB:.+]] = nn.broadcast %[[Z]] dims = [0]
@@ -44,9 +44,14 @@ func.func @softmaxes(%x: tensor<4x64xf32> {dist.sharding = #dist.sharding<@mesh,
   // CHECK: %[[LB:.+]] = nn.broadcast %[[LOG]]
   // CHECK: nn.sub %[[LS]], %[[LB]]
   %b = nn.log_softmax %x dim = 1 : tensor<4x64xf32>
+  // CHECK: %[[SCALE:.+]] = nn.constant {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} dense<1.250000e-01> : tensor<4x64xf32>
+  // CHECK: %[[SCALED:.+]] = nn.mul %arg0, %[[SCALE]]
+  // CHECK: nn.reduce_max %[[SCALED]] dims = [1]
+  // CHECK: nn.div
+  %e = nn.softmax %x dim = 1 scale = 0.125 : tensor<4x64xf32>
   // CHECK: nn.softmax %arg1 dim = 1
   %c = nn.softmax %y dim = 1 : tensor<4x64xf32>
   // CHECK: nn.softmax %arg2 dim = 1 causal = true
   %d = nn.softmax %s dim = 1 causal = true : tensor<8x8xf32>
-  return %a, %b, %c, %d : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>
+  return %a, %b, %e, %c, %d : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>
 }
