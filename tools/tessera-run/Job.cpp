@@ -10,10 +10,31 @@
 
 using namespace tessera::runtime;
 
+bool Job::needsMpi() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(name))
+      return true;
+  const char *world = std::getenv("WORLD_SIZE");
+  return !world || std::atol(world) <= 1;
+}
+
+void Job::finishMpi() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Finalize();
+}
+
 Expected<Job> Job::start(double timeoutSeconds) {
   Job job;
-  MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &job.size);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &job.size);
+  }
   if (job.size > 1) {
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
@@ -59,6 +80,6 @@ Status Job::allReduceMin(int value, int &least, double timeoutSeconds,
 void Job::abort() const {
   if (!rendezvous)
     MPI_Abort(MPI_COMM_WORLD, 1);
-  MPI_Finalize();
+  finishMpi();
   std::exit(1);
 }

@@ -22,11 +22,20 @@ namespace tessera::runtime {
 
 class Job {
 public:
-  /// How this process was started (MPI initialized): MPI's world where it
-  /// has several ranks; else torchrun-style variables with WORLD_SIZE > 1,
-  /// whose ranks meet within `timeoutSeconds`; else a world of one. Fails
-  /// on a wrong variable, a failed rendezvous, or a multi-task srun step
-  /// without MPI support (its tasks have no way to meet).
+  /// Whether this process runs over MPI: an MPI launcher started it, or
+  /// nothing did (a world of one). Torchrun-style variables alone (WORLD_SIZE
+  /// > 1) need no MPI, and do not start it: their processes would each be
+  /// an MPI singleton, racing to make one session directory.
+  static bool needsMpi();
+  /// Finalizes MPI if it was started and is not finalized yet.
+  static void finishMpi();
+
+  /// How this process was started, after MPI_Init where needsMpi: MPI's
+  /// world where it has several ranks; else torchrun-style variables with
+  /// WORLD_SIZE > 1, whose ranks meet within `timeoutSeconds`; else a world
+  /// of one. Fails on a wrong variable, a failed rendezvous, or a
+  /// multi-task srun step without MPI support (its tasks have no way to
+  /// meet).
   static Expected<Job> start(double timeoutSeconds);
 
   int getRank() const { return rank; }

@@ -403,13 +403,14 @@ int main(int argc, char **argv) {
   // Serialized: a progress thread tests collectives in flight while this
   // one computes (see MpiCommunicator).
   int threads = MPI_THREAD_SINGLE;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
+  if (Job::needsMpi())
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
   // Which launcher started this process, and, for torchrun-style
   // variables, the rendezvous of its ranks.
   Expected<Job> started = Job::start(options.commTimeout);
   if (!started.ok()) {
     std::fprintf(stderr, "tessera-run: error: %s\n", started.message().c_str());
-    MPI_Finalize();
+    Job::finishMpi();
     return 2;
   }
   const Job job = started.take();
@@ -434,7 +435,7 @@ int main(int argc, char **argv) {
                    "(or tessera run, or srun --mpi=pmix); torchrun-style "
                    "variables start --device cuda only\n",
                    size);
-    MPI_Finalize();
+    Job::finishMpi();
     return 2;
   }
   // Every rank checks the outputs it writes; all stop if one cannot, and
@@ -448,14 +449,14 @@ int main(int argc, char **argv) {
       !agreed.ok()) {
     std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
                  agreed.message().c_str());
-    MPI_Finalize();
+    Job::finishMpi();
     return 2;
   }
   if (failing < size) {
     if (failing == rank)
       std::fprintf(stderr, "tessera-run: error: rank %d: %s\n", rank,
                    outputs.message().c_str());
-    MPI_Finalize();
+    Job::finishMpi();
     return 2;
   }
   Expected<plan::Plan> loaded = loadPlan(options.plan);
@@ -885,7 +886,7 @@ int main(int argc, char **argv) {
     return fail(status.message());
   if (rank != 0) {
     communicator.reset();
-    MPI_Finalize();
+    Job::finishMpi();
     return 0;
   }
   // Each rank's bytes: its losses (if its program has a loss), then its
@@ -1014,6 +1015,6 @@ int main(int argc, char **argv) {
       return fail(status.message());
   }
   communicator.reset();
-  MPI_Finalize();
+  Job::finishMpi();
   return 0;
 }
