@@ -19,6 +19,14 @@ bool Job::needsMpi() {
   return !world || std::atol(world) <= 1;
 }
 
+bool Job::isFirstProcess() {
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                           "SLURM_PROCID", "RANK"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value) == 0;
+  return true;
+}
+
 void Job::finishMpi() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

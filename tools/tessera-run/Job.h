@@ -29,6 +29,10 @@ public:
   static bool needsMpi();
   /// Finalizes MPI if it was started and is not finalized yet.
   static void finishMpi();
+  /// Whether this process is its job's first by its launcher's variables
+  /// (mpirun's, PMIx's, PMI's, SLURM's, torchrun's), or was started alone:
+  /// before MPI starts, it speaks for all.
+  static bool isFirstProcess();
 
   /// How this process was started, after MPI_Init where needsMpi: MPI's
   /// world where it has several ranks; else torchrun-style variables with

@@ -343,23 +343,12 @@ Status checkOutputs(const Options &options) {
   return Status::success();
 }
 
-/// Whether this process is its job's first by its launcher's variables
-/// (mpirun's, PMIx's, PMI's, SLURM's, torchrun's), or was started alone:
-/// before MPI starts, it speaks for all.
-bool isFirstProcess() {
-  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                           "SLURM_PROCID", "RANK"})
-    if (const char *value = std::getenv(name))
-      return std::atoi(value) == 0;
-  return true;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   // Help, bad options and a plan check need no MPI: they end before it
   // starts (and a plan check never depends on an MPI runtime).
-  bool first = isFirstProcess();
+  bool first = Job::isFirstProcess();
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-h") == 0) {
