@@ -2,8 +2,10 @@
 
 #include "tessera/runtime/Dump.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <istream>
 
 using namespace tessera::runtime;
@@ -71,13 +73,28 @@ tessera::runtime::readTensors(const std::string &path) {
   return readTensors(file, fileBytes, path);
 }
 
-Expected<std::vector<OwnedTensor>>
-tessera::runtime::readTensors(std::istream &file, int64_t fileBytes,
-                              const std::string &path) {
+namespace {
+/// Where tensor `index` of `dtype` and `shape` goes: its data's bytes, or an
+/// error that stops the read.
+using PlaceTensor = std::function<Expected<void *>(
+    uint64_t index, DType dtype, const std::vector<int64_t> &shape)>;
+
+/// Reads a tensor file of `fileBytes` bytes from `file`, each tensor's data
+/// into where `place` says. `count` is the file's tensor count, for `place`
+/// to check. `seen`, where given, sees every byte of the file in order.
+Status readTensorFile(std::istream &file, int64_t fileBytes,
+                      const std::string &path,
+                      const std::function<Status(uint64_t count)> &checkCount,
+                      const PlaceTensor &place,
+                      const std::function<void(const void *, size_t)> &seen) {
   // What a header claims is checked against the bytes left before anything
   // of that size is allocated.
   auto get = [&](void *data, size_t bytes) {
-    return static_cast<bool>(file.read(static_cast<char *>(data), bytes));
+    if (!file.read(static_cast<char *>(data), bytes))
+      return false;
+    if (seen)
+      seen(data, bytes);
+    return true;
   };
   auto bad = [&](const std::string &what) {
     return dataError("'" + path + "' is not a tensor file: " + what);
@@ -91,7 +108,8 @@ tessera::runtime::readTensors(std::istream &file, int64_t fileBytes,
     return bad("unknown version");
   if (!get(&count, 8) || count > (1 << 20))
     return bad("bad tensor count");
-  std::vector<OwnedTensor> tensors;
+  if (Status status = checkCount(count); !status.ok())
+    return status;
   for (uint64_t i = 0; i < count; ++i) {
     uint32_t dtype, rank;
     if (!get(&dtype, 4) || dtype > static_cast<uint32_t>(DType::I1) ||
@@ -113,10 +131,67 @@ tessera::runtime::readTensors(std::istream &file, int64_t fileBytes,
       return bad("tensor " + std::to_string(i) + " claims " +
                  std::to_string(claimed) + " bytes of data, the file has " +
                  std::to_string(left) + " left");
-    OwnedTensor tensor(static_cast<DType>(dtype), shape);
-    if (!get(tensor.view.data, tensor.view.getBytes()))
-      return bad("truncated data of tensor " + std::to_string(i));
-    tensors.push_back(std::move(tensor));
+    Expected<void *> data = place(i, static_cast<DType>(dtype), shape);
+    if (!data.ok())
+      return data.getStatus();
+    // In pieces, so that `seen` reads each while it is in the cache.
+    constexpr int64_t kPiece = 8 << 20;
+    for (int64_t at = 0; at < claimed; at += kPiece)
+      if (!get(static_cast<char *>(*data) + at, std::min(kPiece, claimed - at)))
+        return bad("truncated data of tensor " + std::to_string(i));
   }
+  if (seen) {
+    // Whatever follows the tensors counts too.
+    std::vector<char> rest(1 << 16);
+    while (file.read(rest.data(), rest.size()) || file.gcount() > 0)
+      seen(rest.data(), file.gcount());
+  }
+  return Status::success();
+}
+} // namespace
+
+Expected<std::vector<OwnedTensor>>
+tessera::runtime::readTensors(std::istream &file, int64_t fileBytes,
+                              const std::string &path) {
+  std::vector<OwnedTensor> tensors;
+  Status status = readTensorFile(
+      file, fileBytes, path, [](uint64_t) { return Status::success(); },
+      [&](uint64_t, DType dtype,
+          const std::vector<int64_t> &shape) -> Expected<void *> {
+        tensors.emplace_back(dtype, shape);
+        return tensors.back().view.data;
+      },
+      nullptr);
+  if (!status.ok())
+    return status;
   return tensors;
+}
+
+Status tessera::runtime::readTensorsInto(
+    const std::string &path, const std::vector<Tensor> &into,
+    const std::function<void(const void *, size_t)> &seen) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file)
+    return dataError("cannot open '" + path + "'");
+  int64_t fileBytes = file.tellg();
+  file.seekg(0);
+  return readTensorFile(
+      file, fileBytes, path,
+      [&](uint64_t count) {
+        return count == into.size()
+                   ? Status::success()
+                   : dataError("'" + path + "' holds " + std::to_string(count) +
+                               " tensors, not " + std::to_string(into.size()));
+      },
+      [&](uint64_t index, DType dtype,
+          const std::vector<int64_t> &shape) -> Expected<void *> {
+        const Tensor &target = into[index];
+        if (dtype != target.dtype || shape != target.shape)
+          return dataError(
+              "tensor " + std::to_string(index) + " of '" + path + "' is " +
+              getDTypeName(dtype) + " " + formatShape(shape) + ", not " +
+              getDTypeName(target.dtype) + " " + formatShape(target.shape));
+        return target.data;
+      },
+      seen);
 }

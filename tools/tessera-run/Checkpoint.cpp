@@ -138,11 +138,18 @@ Status writeShard(const std::string &staging, const plan::Program &program,
     return dataError("cannot make the checkpoint directory '" + staging +
                      "': " + error.message());
   std::vector<int> indices = getCheckpointed(program);
-  std::vector<OwnedTensor> shard;
-  for (int i : indices)
-    shard.push_back(locals[i]);
   std::string tensors = getShardPath(staging, rank);
-  if (Status status = writeTensors(tensors, shard); !status.ok())
+  TensorFileWriter writer;
+  if (Status status = writer.open(tensors); !status.ok())
+    return status;
+  for (int i : indices) {
+    const Tensor &piece = locals[i].view;
+    if (Status status = writer.write(piece.dtype, piece.shape, piece.data,
+                                     piece.getBytes());
+        !status.ok())
+      return status;
+  }
+  if (Status status = writer.close(); !status.ok())
     return status;
   Expected<uint64_t> checksum = getFileChecksum(tensors);
   if (!checksum.ok())
@@ -174,8 +181,10 @@ Status writeShard(const std::string &staging, const plan::Program &program,
   return Status::success();
 }
 
-/// Rank 0 puts `staging` in place of `dir`: `dir` moves to `old` first, so
-/// that one of them always holds a whole checkpoint.
+/// Rank 0 puts `staging` in place of `dir`. Where the file system can, the
+/// two directories trade places in one atomic rename (RENAME_EXCHANGE), so
+/// that `dir` always holds a whole checkpoint; elsewhere `dir` moves to
+/// `old` first, and one of the two always does.
 Status swapIn(const std::string &staging, const std::string &dir,
               const std::string &old) {
   namespace fs = std::filesystem;
@@ -183,14 +192,25 @@ Status swapIn(const std::string &staging, const std::string &dir,
   if (Status status = sync(staging, /*directory=*/true); !status.ok())
     return status;
   fs::remove_all(old, error);
-  if (fs::exists(dir))
-    fs::rename(dir, old, error);
-  if (!error)
+  if (!fs::exists(dir)) {
     fs::rename(staging, dir, error);
+  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(),
+                         RENAME_EXCHANGE) == 0) {
+    // The staging directory now holds the previous checkpoint.
+    fs::remove_all(staging, error);
+    error.clear();
+  } else if (errno == EINVAL || errno == ENOSYS) {
+    fs::rename(dir, old, error);
+    if (!error)
+      fs::rename(staging, dir, error);
+    if (!error)
+      fs::remove_all(old, error);
+  } else {
+    error = std::error_code(errno, std::generic_category());
+  }
   if (error)
     return dataError("cannot put the checkpoint in place of '" + dir +
                      "': " + error.message());
-  fs::remove_all(old, error);
   fs::path parent = fs::absolute(dir).parent_path();
   return sync(parent.string(), /*directory=*/true);
 }
@@ -226,7 +246,17 @@ Status loadByPosition(const std::string &dir, const plan::Program &program,
 struct Shard {
   std::vector<std::string> entries;
   std::vector<OwnedTensor> tensors;
+  /// The XXH3-64 its index records of its tensors file.
+  uint64_t checksum = 0;
 };
+
+/// The error of a tensors file whose bytes are not its index's checksum.
+Status getDamagedError(const std::string &dir, int64_t rank) {
+  return dataError("'" + getShardPath(dir, static_cast<int>(rank)) +
+                   "' is damaged: its contents do not match the checksum "
+                   "in '" +
+                   getShardIndexPath(dir, static_cast<int>(rank)) + "'");
+}
 
 /// Reads saved rank `rank`'s shard of the v2 checkpoint in `dir`, its
 /// tensors checked against its index's checksum (or only its index).
@@ -240,8 +270,8 @@ Expected<Shard> readShard(const std::string &dir, int64_t rank,
     return dataError("'" + indexPath +
                      "' is not a Tessera checkpoint shard's "
                      "index");
-  uint64_t recorded = std::strtoull(line.c_str() + 5, nullptr, 16);
   Shard shard;
+  shard.checksum = std::strtoull(line.c_str() + 5, nullptr, 16);
   while (std::getline(index, line))
     shard.entries.push_back(line);
   if (indexOnly)
@@ -250,11 +280,8 @@ Expected<Shard> readShard(const std::string &dir, int64_t rank,
   Expected<uint64_t> checksum = getFileChecksum(tensorsPath);
   if (!checksum.ok())
     return checksum.getStatus();
-  if (*checksum != recorded)
-    return dataError("'" + tensorsPath +
-                     "' is damaged: its contents do not match the checksum "
-                     "in '" +
-                     indexPath + "'");
+  if (*checksum != shard.checksum)
+    return getDamagedError(dir, rank);
   Expected<std::vector<OwnedTensor>> read = readTensors(tensorsPath);
   if (!read.ok())
     return read.getStatus();
@@ -290,17 +317,19 @@ bool holdsPlanLayouts(const std::string &dir, const plan::Program &program,
 
 /// The v2 format on the mesh it was saved on: this rank's tensors by name,
 /// checked against its index and checksum.
+/// The tensors are read straight into the arguments they replace, and the
+/// checksum is computed in the same pass.
 Status loadByName(const std::string &dir, const plan::Program &program,
                   std::vector<OwnedTensor> &locals, int rank) {
-  Expected<Shard> read = readShard(dir, rank);
+  Expected<Shard> read = readShard(dir, rank, /*indexOnly=*/true);
   if (!read.ok())
     return read.getStatus();
-  Shard shard = read.take();
+  const Shard &shard = *read;
   std::map<std::string, size_t> byName;
   for (size_t k = 0; k < shard.entries.size(); ++k)
     byName[getEntryName(shard.entries[k])] = k;
-  std::vector<int> indices = getCheckpointed(program);
-  for (int i : indices) {
+  std::vector<Tensor> into(shard.entries.size());
+  for (int i : getCheckpointed(program)) {
     const plan::Argument &argument = program.arguments(i);
     auto it = byName.find(argument.name());
     if (it == byName.end())
@@ -310,19 +339,27 @@ Status loadByName(const std::string &dir, const plan::Program &program,
     if (shard.entries[it->second] != want)
       return dataError("checkpoint tensor '" + shard.entries[it->second] +
                        "' is not this plan's '" + want + "'");
-    const Tensor &have = shard.tensors[it->second].view,
-                 &piece = locals[i].view;
-    if (have.dtype != piece.dtype || have.shape != piece.shape)
-      return dataError("checkpoint tensor '" + argument.name() +
-                       "' does not match this plan's piece of it");
-    locals[i] = std::move(shard.tensors[it->second]);
+    into[it->second] = locals[i].view;
     byName.erase(it);
   }
   if (!byName.empty())
     return dataError("the checkpoint in '" + dir + "' holds '" +
                      byName.begin()->first + "' for rank " +
                      std::to_string(rank) + ", which this plan does not have");
-  return Status::success();
+  std::string tensorsPath = getShardPath(dir, rank);
+  XXH3_state_t *state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  Status status =
+      readTensorsInto(tensorsPath, into, [&](const void *data, size_t bytes) {
+        XXH3_64bits_update(state, data, bytes);
+      });
+  uint64_t checksum = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  if (!status.ok())
+    return status.withPrefix("'" + getShardIndexPath(dir, rank) +
+                             "' does not describe its tensors file: ");
+  return checksum == shard.checksum ? Status::success()
+                                    : getDamagedError(dir, rank);
 }
 
 /// The mesh formatMesh wrote ("dp=2 tp=2", "-" for one device).
@@ -682,26 +719,30 @@ Status runtime::saveCheckpoint(const std::string &given,
                timeoutSeconds);
 }
 
-Status runtime::loadCheckpoint(const std::string &dir, const plan::Plan &plan,
+Status runtime::loadCheckpoint(const std::string &given, const plan::Plan &plan,
                                const plan::Program &program, const Mesh &mesh,
                                std::vector<OwnedTensor> &locals, int rank,
                                int64_t &step) {
+  // A save interrupted between its two renames (on a file system without
+  // RENAME_EXCHANGE) left the previous checkpoint in <dir>.old.
+  std::string dir = given, old = withoutTrailingSlashes(given) + ".old";
+  if (!std::filesystem::exists(given + "/index.txt") &&
+      std::filesystem::exists(old + "/index.txt")) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "tessera-run: note: '%s' holds no checkpoint; loading the "
+                   "previous one from '%s', left by an interrupted save\n",
+                   given.c_str(), old.c_str());
+    dir = old;
+  }
   std::ifstream index(dir + "/index.txt");
   std::string format, stepLine, meshLine;
   std::getline(index, format);
   std::getline(index, stepLine);
   bool v1 = format == "tessera checkpoint v1";
   if ((!v1 && format != "tessera checkpoint v2") ||
-      stepLine.rfind("step ", 0) != 0) {
-    std::string old = withoutTrailingSlashes(dir) + ".old";
-    return dataError(
-        "'" + dir + "' holds no Tessera checkpoint index" +
-        (std::filesystem::exists(old + "/index.txt")
-             ? " ('" + old +
-                   "' holds the previous checkpoint, left by a save that "
-                   "was interrupted: move it back)"
-             : std::string()));
-  }
+      stepLine.rfind("step ", 0) != 0)
+    return dataError("'" + dir + "' holds no Tessera checkpoint index");
   char *end = nullptr;
   errno = 0;
   long long saved = std::strtoll(stepLine.c_str() + 5, &end, 10);

@@ -6,10 +6,12 @@
 // parameters and optimizer state, with rank-<N>.txt naming each (name,
 // dtype, global shape, layout) and the tensors file's XXH3-64. A save
 // writes into <dir>.partial and, once every rank has written and synced
-// its files, rank 0 swaps it in by renames: a kill at any moment leaves the
-// previous checkpoint whole (in <dir>, or in <dir>.old between the two
-// renames). A load matches the tensors by name, layout, dtype and shape,
-// never by position, and checks the checksum.
+// its files, rank 0 swaps it in: in one rename that exchanges the two
+// directories where the file system can, else by two renames through
+// <dir>.old. A kill at any moment leaves the previous checkpoint whole, in
+// <dir> (or in <dir>.old between the two renames, where a load finds it). A
+// load matches the tensors by name, layout, dtype and shape, never by
+// position, and checks the checksum.
 //
 //===----------------------------------------------------------------------===//
 

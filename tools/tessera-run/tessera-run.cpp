@@ -717,11 +717,21 @@ int main(int argc, char **argv) {
     }
   std::vector<double> losses, stepSeconds;
   int64_t firstStep = 0;
-  if (!options.loadCheckpoint.empty())
+  // --time reports how long the checkpoint took, as seen by rank 0.
+  auto secondsSince = [](std::chrono::steady_clock::time_point begin) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         begin)
+        .count();
+  };
+  if (!options.loadCheckpoint.empty()) {
+    auto begin = std::chrono::steady_clock::now();
     if (Status status = loadCheckpoint(options.loadCheckpoint, plan, *program,
                                        mesh, locals, rank, firstStep);
         !status.ok())
       return fail(status.message());
+    if (options.time && rank == 0)
+      std::printf("checkpoint: loaded in %.3f s\n", secondsSince(begin));
+  }
   // The last step must fit the plan's step counter.
   int64_t lastStep = std::numeric_limits<int64_t>::max();
   for (int i = 0; i < program->arguments_size(); ++i)
@@ -773,9 +783,7 @@ int main(int argc, char **argv) {
             locals, results, last || saves ? std::vector<bool>() : lossOnly);
         !status.ok())
       return fail("step " + std::to_string(step) + ": " + status.message());
-    stepSeconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-            .count());
+    stepSeconds.push_back(secondsSince(begin));
     if (lossResult >= 0)
       losses.push_back(getScalar(results[lossResult].view));
     if (lossResult >= 0 && log.isLogger()) {
@@ -856,19 +864,33 @@ int main(int argc, char **argv) {
         return fail("cannot write the trace '" + merged + "'");
     }
   }
-  if (!options.saveCheckpoint.empty())
+  if (!options.saveCheckpoint.empty()) {
+    auto begin = std::chrono::steady_clock::now();
     if (Status status =
             saveCheckpoint(options.saveCheckpoint, *program, mesh, locals, job,
                            firstStep + options.steps, options.commTimeout);
         !status.ok())
       return fail(status.message());
+    if (options.time && rank == 0)
+      std::printf("checkpoint: saved in %.3f s\n", secondsSince(begin));
+  }
   // Rank 0 learns every rank's losses and result pieces: the loss is on the
-  // last pipeline stage, and each result on the ranks of its program.
+  // last pipeline stage, and each result on the ranks of its program. The
+  // new parameters and optimizer state (results that update an argument)
+  // come only where they are written out: they are the size of the model on
+  // every rank.
+  bool allResults =
+      !options.saveWeights.empty() || !options.dumpOutputs.empty();
+  auto isGathered = [&](const plan::Result &result) {
+    return allResults || !result.has_updates_argument();
+  };
   std::vector<uint8_t> mine(losses.size() * sizeof(double));
   std::memcpy(mine.data(), losses.data(), mine.size());
-  for (const OwnedTensor &result : results) {
-    const auto *bytes = static_cast<const uint8_t *>(result.view.data);
-    mine.insert(mine.end(), bytes, bytes + result.view.getBytes());
+  for (int i = 0; i < program->results_size(); ++i) {
+    if (!isGathered(program->results(i)))
+      continue;
+    const auto *bytes = static_cast<const uint8_t *>(results[i].view.data);
+    mine.insert(mine.end(), bytes, bytes + results[i].view.getBytes());
   }
   std::vector<std::vector<uint8_t>> everyone;
   if (Status status = communicator->gatherToRoot(mine, everyone); !status.ok())
@@ -910,6 +932,8 @@ int main(int argc, char **argv) {
   for (int p = 0; p < plan.programs_size(); ++p)
     for (int i = 0; i < plan.programs(p).results_size(); ++i) {
       const plan::Result &result = plan.programs(p).results(i);
+      if (!isGathered(result))
+        continue;
       if (result.members().empty())
         sources.try_emplace(
             result.has_source_index() ? result.source_index() : i, p, i);
@@ -932,6 +956,8 @@ int main(int argc, char **argv) {
     for (int64_t r : owner.ranks()) {
       size_t offset = resultsAt[r];
       for (int i = 0; i < source.second; ++i) {
+        if (!isGathered(owner.results(i)))
+          continue;
         const plan::Buffer &before = owner.buffers(owner.results(i).buffer());
         offset +=
             getNumElements({before.shape().begin(), before.shape().end()}) *

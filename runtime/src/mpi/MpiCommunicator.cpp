@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -722,34 +723,49 @@ Pending MpiCommunicator::startRecv(const Tensor &out, int64_t peer,
 Status MpiCommunicator::gatherToRoot(const std::vector<uint8_t> &in,
                                      std::vector<std::vector<uint8_t>> &out) {
   // Non-blocking, so that its waits time out as the collectives' do.
-  int bytes = static_cast<int>(in.size());
-  std::vector<int> counts(rank == 0 ? size : 0), offsets;
-  Status status = post("MPI_Igather", [&](MPI_Request *request) {
-                    return MPI_Igather(&bytes, 1, MPI_INT, counts.data(), 1,
-                                       MPI_INT, 0, MPI_COMM_WORLD, request);
-                  })->wait();
+  int64_t bytes = static_cast<int64_t>(in.size());
+  std::vector<int64_t> sizes(size);
+  Status status =
+      post("MPI_Iallgather", [&](MPI_Request *request) {
+        return MPI_Iallgather(&bytes, 1, MPI_INT64_T, sizes.data(), 1,
+                              MPI_INT64_T, MPI_COMM_WORLD, request);
+      })->wait();
   if (!status.ok())
     return status.withPrefix("gathering the results' sizes on rank 0: ");
-  std::vector<uint8_t> all;
-  if (rank == 0) {
-    int total = 0;
-    for (int count : counts) {
-      offsets.push_back(total);
-      total += count;
+  // MPI counts and displacements are ints: the bytes go in rounds of at
+  // most INT_MAX in all, each rank sending up to its share of that.
+  int64_t share = std::numeric_limits<int>::max() / size;
+  int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  out.assign(rank == 0 ? size : 0, {});
+  for (int r = 0; r < static_cast<int>(out.size()); ++r)
+    out[r].reserve(sizes[r]);
+  std::vector<uint8_t> round;
+  for (int64_t at = 0; at == 0 || at < largest; at += share) {
+    auto getCount = [&](int64_t total) {
+      return static_cast<int>(std::clamp<int64_t>(total - at, 0, share));
+    };
+    std::vector<int> counts, offsets;
+    if (rank == 0) {
+      int total = 0;
+      for (int64_t each : sizes) {
+        offsets.push_back(total);
+        counts.push_back(getCount(each));
+        total += counts.back();
+      }
+      round.resize(total);
     }
-    all.resize(total);
+    status = post("MPI_Igatherv", [&](MPI_Request *request) {
+               return MPI_Igatherv(in.data() + std::min(at, bytes),
+                                   getCount(bytes), MPI_BYTE, round.data(),
+                                   counts.data(), offsets.data(), MPI_BYTE, 0,
+                                   MPI_COMM_WORLD, request);
+             })->wait();
+    if (!status.ok())
+      return status.withPrefix("gathering the results on rank 0: ");
+    for (int r = 0; r < static_cast<int>(out.size()); ++r)
+      out[r].insert(out[r].end(), round.begin() + offsets[r],
+                    round.begin() + offsets[r] + counts[r]);
   }
-  status = post("MPI_Igatherv", [&](MPI_Request *request) {
-             return MPI_Igatherv(in.data(), bytes, MPI_BYTE, all.data(),
-                                 counts.data(), offsets.data(), MPI_BYTE, 0,
-                                 MPI_COMM_WORLD, request);
-           })->wait();
-  if (!status.ok())
-    return status.withPrefix("gathering the results on rank 0: ");
-  out.clear();
-  for (size_t r = 0; r < counts.size(); ++r)
-    out.emplace_back(all.begin() + offsets[r],
-                     all.begin() + offsets[r] + counts[r]);
   return Status::success();
 }
 

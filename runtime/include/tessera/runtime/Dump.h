@@ -15,6 +15,7 @@
 #include "tessera/runtime/Tensor.h"
 
 #include <cstdio>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -52,6 +53,13 @@ Expected<std::vector<OwnedTensor>> readTensors(const std::string &path);
 /// The same of the `bytes` bytes of `in`, named `path` in errors.
 Expected<std::vector<OwnedTensor>> readTensors(std::istream &in, int64_t bytes,
                                                const std::string &path);
+/// Reads the tensor file `path` into `into`, whose dtypes and shapes must be
+/// the file's, in order (no allocation: a checkpoint loads into the
+/// arguments it replaces). `seen`, where given, sees every byte of the file
+/// in order (a checksum computed in the same pass).
+Status readTensorsInto(
+    const std::string &path, const std::vector<Tensor> &into,
+    const std::function<void(const void *, size_t)> &seen = nullptr);
 
 } // namespace tessera::runtime
 
