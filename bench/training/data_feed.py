@@ -3,7 +3,7 @@
 synthetic batches, next to PyTorch's way of feeding them.
 
 Packs a text of a few MB (`tessera data pack`), compiles GPT AdamW steps
-for one and two CPU ranks, and times `tessera-run --time` with the
+for one, two and four CPU ranks (four oversubscribe this machine's cores), and times `tessera-run --time` with the
 synthetic batch every step and with `--data` (each rank reading its pieces
 of the next batch from the mapped file, a step ahead on a thread), several
 runs each, alternating, and reports the median step times and their
@@ -85,7 +85,9 @@ def main():
         print(f"{'plan':<12} {'synthetic ms':>13} {'--data ms':>10} "
               f"{'difference':>11}")
         for name, ranks, mesh in [("1 device", 1, "dp=1,tp=1"),
-                                  ("dp=2", 2, "dp=2,tp=1")]:
+                                  ("dp=2", 2, "dp=2,tp=1"),
+                                  ("dp=4", 4, "dp=4,tp=1"),
+                                  ("dp=2 x tp=2", 4, "dp=2,tp=2")]:
             plan = os.path.join(work, f"{ranks}.plan")
             subprocess.run([tessera, "compile", model, "--mesh", mesh,
                             "--train", "adamw", "-o", plan], check=True,

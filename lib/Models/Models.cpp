@@ -59,6 +59,7 @@ static llvm::Error checkHeads(int64_t heads, int64_t hidden) {
 /// The options the transformer generators share.
 static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
                                             bool vocabParallel,
+                                            StringRef contextParallel,
                                             StringRef attention,
                                             StringRef dtype) {
   if (llvm::Error error = checkSharding(sharding))
@@ -67,6 +68,18 @@ static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
     return fieldError("vocab-parallel", "splits the embedding of a megatron "
                                         "sharding: give --sharding megatron "
                                         "or megatron-sp");
+  if (contextParallel != "none" && contextParallel != "ulysses")
+    return fieldError("context-parallel",
+                      "must be none or ulysses, got '" + contextParallel +
+                          "' (ring attention is not built yet)");
+  if (contextParallel != "none" && sharding == "none")
+    return fieldError("context-parallel",
+                      "adds a \"cp\" axis to a megatron sharding: give "
+                      "--sharding megatron or megatron-sp");
+  if (contextParallel != "none" && attention != "fused")
+    return fieldError("context-parallel",
+                      "exchanges the fused attention's heads: give "
+                      "--attention fused");
   if (llvm::Error error = checkAttention(attention))
     return error;
   return checkDtype(dtype);
@@ -132,8 +145,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
-  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel, c.attention,
-                                  c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
+                                  c.contextParallel, c.attention, c.dtype);
 }
 
 llvm::Error tessera::validate(const MlpConfig &c) {
@@ -198,8 +211,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
-  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel, c.attention,
-                                  c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
+                                  c.contextParallel, c.attention, c.dtype);
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
@@ -518,6 +531,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   fb.finish(loss);
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
+  if (c.contextParallel == "ulysses")
+    annotateContextParallel(*module);
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -654,6 +669,8 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   fb.finish(loss);
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
+  if (c.contextParallel == "ulysses")
+    annotateContextParallel(*module);
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -905,6 +922,74 @@ void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp,
   });
 }
 
+/// Whether the module's mesh has a "cp" axis (annotateContextParallel).
+static bool hasContextAxis(ModuleOp module) {
+  return llvm::any_of(module.getOps<dist::MeshOp>(), [](dist::MeshOp mesh) {
+    return mesh.getAxisIndex("cp").has_value();
+  });
+}
+
+void tessera::annotateContextParallel(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  OpBuilder builder(context);
+  // The mesh: "cp" between "dp" and "tp", so that "tp" stays the innermost
+  // (fastest) axis, as Megatron-LM orders tp, cp, dp.
+  for (auto mesh : llvm::make_early_inc_range(module.getOps<dist::MeshOp>())) {
+    SmallVector<StringRef> names;
+    SmallVector<int64_t> sizes;
+    for (auto [name, size] :
+         llvm::zip(mesh.getAxisNames().getAsValueRange<StringAttr>(),
+                   mesh.getShape())) {
+      if (name == "tp") {
+        names.push_back("cp");
+        sizes.push_back(1);
+      }
+      names.push_back(name);
+      sizes.push_back(size);
+    }
+    builder.setInsertionPoint(mesh);
+    dist::MeshOp::create(builder, mesh.getLoc(), mesh.getSymName(),
+                         builder.getStrArrayAttr(names),
+                         builder.getDenseI64ArrayAttr(sizes));
+    mesh.erase();
+  }
+  auto mesh = FlatSymbolRefAttr::get(context, "mesh");
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
+    SmallVector<StringAttr> names;
+    for (StringRef axis : axes)
+      names.push_back(StringAttr::get(context, axis));
+    return dist::DimShardingAttr::get(context, names, isOpen, std::nullopt);
+  };
+  module.walk([&](func::FuncOp function) {
+    // The data ([batch, sequence, ...]): the sequence over "cp".
+    for (BlockArgument arg : function.getArguments()) {
+      unsigned index = arg.getArgNumber();
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      auto sharding =
+          function.getArgAttrOfType<dist::ShardingAttr>(index, attrName);
+      if (!type || type.getRank() < 2 || !sharding ||
+          function.getArgAttr(index, nn::kParamAttrName))
+        continue;
+      SmallVector<dist::DimShardingAttr> dims(sharding.getDims());
+      dims[1] = dim({"cp"});
+      function.setArgAttr(index, attrName, dist::ShardingAttr::get(mesh, dims));
+    }
+    // Each attention's queries [batch, heads, sequence, d]: the heads over
+    // "tp" and "cp", the sequence whole. The batch is left open: it is
+    // split over "dp" and, with microbatches, over their axis.
+    function.walk([&](nn::AttentionOp attention) {
+      Value query = attention.getQuery();
+      builder.setInsertionPoint(attention);
+      auto constraint = dist::ShardingConstraintOp::create(
+          builder, attention.getLoc(), query,
+          dist::ShardingAttr::get(mesh, {dim({}, /*isOpen=*/true),
+                                         dim({"tp", "cp"}), dim({}), dim({})}));
+      attention.getQueryMutable().assign(constraint);
+    });
+  });
+}
+
 void tessera::annotateSequenceParallel(ModuleOp module) {
   MLIRContext *context = module.getContext();
   auto mesh = FlatSymbolRefAttr::get(context, "mesh");
@@ -976,21 +1061,28 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
       }
     });
     // The residual stream, split on the sequence: the layer norms and
-    // residual adds run on a piece of it, as does the LM head.
+    // residual adds run on a piece of it, as does the LM head. Under
+    // context parallelism "whole" is the device's piece over "cp", and
+    // "tp" splits that further.
+    SmallVector<StringRef> whole, piece = {"tp"};
+    if (hasContextAxis(module)) {
+      whole = {"cp"};
+      piece = {"cp", "tp"};
+    }
     for (Value residual : residuals)
-      constrain(residual, {"tp"}, {});
+      constrain(residual, piece, {});
     // A layer norm's output that a column-parallel region reads is made on a
     // piece of the sequence and gathered whole (Megatron's g); its gradient,
     // the region's partial sums, is reduce-scattered back onto the piece.
     // (Each constraint goes right after the value: the second one written
     // comes first.)
     for (Value output : gathered) {
-      constrain(output, {}, {});
-      constrain(output, {"tp"}, {});
+      constrain(output, whole, {});
+      constrain(output, piece, {});
     }
     // A row-parallel region's partial sums are reduce-scattered onto the
     // sequence (Megatron's g-bar), and their gradient gathered whole.
     for (nn::DotOp dot : rowParallel)
-      constrain(dot.getResult(), {}, {}, {tp});
+      constrain(dot.getResult(), whole, {}, {tp});
   });
 }

@@ -84,6 +84,13 @@ static cl::opt<bool> vocabParallel(
              "\"tp\" (Megatron-LM's vocab-parallel embedding and "
              "cross-entropy)"),
     cl::sub(modelCommand()));
+static cl::opt<std::string> contextParallel(
+    "context-parallel",
+    cl::desc("With --sharding megatron(-sp) (gpt, llama): none, or ulysses: "
+             "the sequence split over a \"cp\" axis, the fused "
+             "attention's heads exchanged for it by all-to-all "
+             "(DeepSpeed-Ulysses)"),
+    cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
@@ -110,6 +117,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
     setIfGiven(vocabParallel, config.vocabParallel);
+    setIfGiven(contextParallel, config.contextParallel);
     setIfGiven(attention, config.attention);
     setIfGiven(dropout, config.dropout);
     if (llvm::Error error = tessera::validate(config))
@@ -132,6 +140,7 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(dtype, config.dtype);
     setIfGiven(sharding, config.sharding);
     setIfGiven(vocabParallel, config.vocabParallel);
+    setIfGiven(contextParallel, config.contextParallel);
     setIfGiven(attention, config.attention);
     setIfGiven(dropout, config.dropout);
     if (llvm::Error error = tessera::validate(config))

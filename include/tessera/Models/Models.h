@@ -48,6 +48,10 @@ struct GptConfig {
   /// head, split on the vocabulary over "tp" (Megatron-LM's vocab-parallel
   /// embedding and cross-entropy).
   bool vocabParallel = false;
+  /// With a megatron sharding: "none", or "ulysses" for context
+  /// parallelism over a "cp" axis by DeepSpeed-Ulysses' all-to-all
+  /// (annotateContextParallel).
+  std::string contextParallel = "none";
 };
 
 /// A Llama-style decoder (Touvron et al. 2023): a token embedding,
@@ -88,6 +92,8 @@ struct LlamaConfig {
   /// See GptConfig::vocabParallel: the token embedding split on the
   /// vocabulary.
   bool vocabParallel = false;
+  /// See GptConfig::contextParallel.
+  std::string contextParallel = "none";
 };
 
 /// Llama's SwiGLU width when none is given: 2/3 of 4·hidden, rounded up to
@@ -158,6 +164,17 @@ void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp,
 /// all-reduces, and the gradients do the reverse; layer norms, residual
 /// adds and the LM head run on a slice of the sequence.
 void annotateSequenceParallel(mlir::ModuleOp module);
+
+/// Context parallelism by DeepSpeed-Ulysses (Jacobs et al. 2023) on a model
+/// annotated by annotateMegatron: the mesh gets a "cp" axis between "dp"
+/// and "tp" (size 1; --mesh resizes it), the data's sequence dim is split
+/// over it, and so is every activation computed from it, per token. Each
+/// nn.attention's queries are constrained to their heads split over "tp"
+/// and then "cp" and the whole sequence: the partitioner exchanges heads
+/// for sequence by an all_to_all over "cp" before the attention (for the
+/// queries, keys and values) and back after it, and the backward does the
+/// reverse. The heads must divide by tp x cp.
+void annotateContextParallel(mlir::ModuleOp module);
 
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);
