@@ -1050,6 +1050,22 @@ static LogicalResult optimizeReshards(func::FuncOp function) {
   GreedyRewriteConfig config;
   config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   (void)applyPatternsGreedily(function, std::move(patterns), config);
+  // An all_to_all repeated on the same value in a block (the backward
+  // resharding a forward value again: context parallelism's keys and
+  // values) is made once. Its result is as large as its operand, so keeping
+  // it for the later user costs no more than keeping the operand did. (A
+  // repeated all_gather is left: ZeRO-3 gathers again on purpose.)
+  llvm::DenseMap<std::tuple<Value, Attribute, Type>, dist::AllToAllOp> made;
+  function.walk([&](dist::AllToAllOp exchange) {
+    auto [first, inserted] = made.try_emplace(
+        {exchange.getInput(), exchange->getAttrDictionary(),
+         exchange.getType()},
+        exchange);
+    if (inserted || first->second->getBlock() != exchange->getBlock())
+      return;
+    exchange.replaceAllUsesWith(first->second.getResult());
+    exchange.erase();
+  });
   return success();
 }
 
