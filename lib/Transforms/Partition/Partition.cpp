@@ -1054,17 +1054,48 @@ static LogicalResult optimizeReshards(func::FuncOp function) {
   // resharding a forward value again: context parallelism's keys and
   // values) is made once. Its result is as large as its operand, so keeping
   // it for the later user costs no more than keeping the operand did. (A
-  // repeated all_gather is left: ZeRO-3 gathers again on purpose.)
-  llvm::DenseMap<std::tuple<Value, Attribute, Type>, dist::AllToAllOp> made;
+  // repeated all_gather is left: ZeRO-3 gathers again on purpose.) An
+  // all_to_all of a transpose of a value already exchanged is that
+  // exchange transposed (a gradient read as dX's operand and, transposed,
+  // as dW's).
+  using Exchange = std::tuple<Value, Attribute, int64_t, int64_t>;
+  llvm::DenseMap<Exchange, dist::AllToAllOp> made;
   function.walk([&](dist::AllToAllOp exchange) {
-    auto [first, inserted] = made.try_emplace(
-        {exchange.getInput(), exchange->getAttrDictionary(),
-         exchange.getType()},
-        exchange);
-    if (inserted || first->second->getBlock() != exchange->getBlock())
+    Attribute axes = exchange.getMeshAxesAttr();
+    int64_t split = exchange.getSplitDim(), concat = exchange.getConcatDim();
+    // The first exchange of `key` in this block, if any.
+    auto find = [&](const Exchange &key) -> dist::AllToAllOp {
+      auto found = made.find(key);
+      return found != made.end() &&
+                     found->second->getBlock() == exchange->getBlock()
+                 ? found->second
+                 : nullptr;
+    };
+    Exchange key{exchange.getInput(), axes, split, concat};
+    if (dist::AllToAllOp first = find(key)) {
+      exchange.replaceAllUsesWith(first.getResult());
+      exchange.erase();
       return;
-    exchange.replaceAllUsesWith(first->second.getResult());
+    }
+    auto transpose = exchange.getInput().getDefiningOp<nn::TransposeOp>();
+    ArrayRef<int64_t> permutation =
+        transpose ? transpose.getPermutation() : ArrayRef<int64_t>();
+    dist::AllToAllOp earlier =
+        transpose ? find({transpose.getInput(), axes, permutation[split],
+                          permutation[concat]})
+                  : nullptr;
+    if (!earlier) {
+      made[key] = exchange;
+      return;
+    }
+    OpBuilder builder(exchange);
+    Value moved = nn::TransposeOp::create(builder, exchange.getLoc(),
+                                          earlier.getResult(), permutation);
+    assert(moved.getType() == exchange.getType());
+    exchange.replaceAllUsesWith(moved);
     exchange.erase();
+    if (transpose->use_empty())
+      transpose.erase();
   });
   return success();
 }
