@@ -68,9 +68,11 @@ static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
     return fieldError("vocab-parallel", "splits the embedding of a megatron "
                                         "sharding: give --sharding megatron "
                                         "or megatron-sp");
-  if (contextParallel != "none" && contextParallel != "ulysses")
+  if (contextParallel != "none" && contextParallel != "ulysses" &&
+      contextParallel != "all-gather")
     return fieldError("context-parallel",
-                      "must be none or ulysses, got '" + contextParallel +
+                      "must be none, ulysses or all-gather, got '" +
+                          contextParallel +
                           "' (ring attention is not built yet)");
   if (contextParallel != "none" && sharding == "none")
     return fieldError("context-parallel",
@@ -78,7 +80,7 @@ static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
                       "--sharding megatron or megatron-sp");
   if (contextParallel != "none" && attention != "fused")
     return fieldError("context-parallel",
-                      "exchanges the fused attention's heads: give "
+                      "partitions the fused attention: give "
                       "--attention fused");
   if (llvm::Error error = checkAttention(attention))
     return error;
@@ -531,8 +533,8 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   fb.finish(loss);
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
-  if (c.contextParallel == "ulysses")
-    annotateContextParallel(*module);
+  if (c.contextParallel != "none")
+    annotateContextParallel(*module, c.contextParallel == "ulysses");
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -669,8 +671,8 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   fb.finish(loss);
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
-  if (c.contextParallel == "ulysses")
-    annotateContextParallel(*module);
+  if (c.contextParallel != "none")
+    annotateContextParallel(*module, c.contextParallel == "ulysses");
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -929,7 +931,7 @@ static bool hasContextAxis(ModuleOp module) {
   });
 }
 
-void tessera::annotateContextParallel(ModuleOp module) {
+void tessera::annotateContextParallel(ModuleOp module, bool exchangeHeads) {
   MLIRContext *context = module.getContext();
   OpBuilder builder(context);
   // The mesh: "cp" between "dp" and "tp", so that "tp" stays the innermost
@@ -975,9 +977,11 @@ void tessera::annotateContextParallel(ModuleOp module) {
       dims[1] = dim({"cp"});
       function.setArgAttr(index, attrName, dist::ShardingAttr::get(mesh, dims));
     }
-    // Each attention's queries [batch, heads, sequence, d]: the heads over
-    // "tp" and "cp", the sequence whole. The batch is left open: it is
-    // split over "dp" and, with microbatches, over their axis.
+    // Ulysses: each attention's queries [batch, heads, sequence, d] with
+    // the heads over "tp" and "cp", the sequence whole. The batch is left
+    // open: it is split over "dp" and, with microbatches, over their axis.
+    if (!exchangeHeads)
+      return;
     function.walk([&](nn::AttentionOp attention) {
       Value query = attention.getQuery();
       builder.setInsertionPoint(attention);

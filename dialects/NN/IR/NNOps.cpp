@@ -618,10 +618,17 @@ SmallVector<int64_t> AttentionOp::getDrawShape() {
   return getAttentionDrawShape(getQuery(), getKey());
 }
 SmallVector<int64_t> AttentionOp::getDrawDims() { return {0, 1, 2, -1}; }
+/// A causal piece of the queries (draw dim 2) reads its place.
+SmallVector<int64_t> AttentionOp::getPositionedDims() {
+  return getCausal() ? SmallVector<int64_t>{2} : SmallVector<int64_t>();
+}
 SmallVector<int64_t> AttentionGradOp::getDrawShape() {
   return getAttentionDrawShape(getQuery(), getKey());
 }
 SmallVector<int64_t> AttentionGradOp::getDrawDims() { return {0, 1, 2, -1}; }
+SmallVector<int64_t> AttentionGradOp::getPositionedDims() {
+  return getCausal() ? SmallVector<int64_t>{2} : SmallVector<int64_t>();
+}
 
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||

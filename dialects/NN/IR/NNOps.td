@@ -52,6 +52,13 @@ def NN_RandomOpInterface : OpInterface<"RandomOpInterface"> {
     InterfaceMethod<"The per-op stream of the generator.", "uint64_t",
         "getSeed">,
     InterfaceMethod<[{
+        The dims of the draw whose piece index the op reads even where it
+        does not draw (no step): it positions by them (causal attention on a
+        piece of the queries). None by default.
+      }], "::llvm::SmallVector<int64_t>", "getPositionedDims", (ins), "", [{
+        return {};
+      }]>,
+    InterfaceMethod<[{
         The shape of the tensor drawn for here: result 0's by default.
       }], "::llvm::SmallVector<int64_t>", "getDrawShape", (ins), "", [{
         return ::llvm::SmallVector<int64_t>(::llvm::cast<::mlir::ShapedType>(
@@ -813,7 +820,8 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
 
 def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<NN_RandomOpInterface,
-                              ["getDrawShape", "getDrawDims"]>]> {
+                              ["getDrawShape", "getDrawDims",
+                               "getPositionedDims"]>]> {
   let summary = "fused scaled-dot-product attention";
   let description = [{
     `softmax(scale · q kᵀ) v` per batch and head, without the scores: the
@@ -836,10 +844,13 @@ def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     `piece` and `global_shape` place a device's piece as on nn.dropout. The
     backward draws the same mask again.
 
-    Sharding: the batch, the kv heads and `dv` split freely; the query
-    positions split when not causal (a causal piece would need its offset);
-    the keys and `d` are needed whole (the softmax and the scores read every
-    one), and the query heads of one kv head stay together.
+    Sharding: the batch, the kv heads, `dv` and the query positions split
+    freely; the keys and `d` are needed whole (the softmax and the scores
+    read every one), and the query heads of one kv head stay together. A
+    causal piece of the queries takes its `piece` (and `global_shape`) as a
+    dropout does, without a `step` where it does not drop: its queries'
+    positions start at `piece[2]` times its queries (context parallelism
+    that gathers the keys and values, as Llama 3 trains).
 
     ```mlir
     // Causal GQA: 8 query heads on 2 kv heads.
@@ -871,7 +882,8 @@ def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
 def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
     [AttrSizedOperandSegments,
      DeclareOpInterfaceMethods<NN_RandomOpInterface,
-                               ["getDrawShape", "getDrawDims"]>]> {
+                               ["getDrawShape", "getDrawDims",
+                               "getPositionedDims"]>]> {
   let summary = "gradients of nn.attention, fused";
   let description = [{
     For `o = nn.attention q, k, v` and the gradient `do` of `o`, the
@@ -885,6 +897,9 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
     tile's mask is drawn again: `dv += (z p)ᵀ do` and
     `ds = p · (z · do vᵀ - rowsum(do · o))`, `z` the kept probabilities'
     scale (`1 / (1 - dropout)`, 0 where dropped).
+
+    On a piece of the queries (placed as on nn.attention), `dq` is the
+    piece's and `dk` and `dv` are partial sums over the pieces.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true

@@ -128,7 +128,6 @@ ShardingRule IotaOp::getShardingRule() {
 
 int64_t IotaOp::getOffsetFactor() { return getDimAttr().getInt(); }
 
-
 /// `dims` of the attention op's tensor operands, then none of its dropout's
 /// step and piece.
 static SmallVector<int64_t> withDropoutKey(Operation *op,
@@ -395,10 +394,8 @@ ShardingRule AttentionOp::getShardingRule() {
   if (n.heads != n.kvHeads)
     builder.addFactor(withDropoutKey(*this, {1, kNoDim, kNoDim}), {1},
                       n.heads / n.kvHeads);
-  // A causal piece of the queries would need its global offset.
-  builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim}), {2}, n.queries,
-                    getCausal() ? FactorKind::NeedReplication
-                                : FactorKind::Parallel);
+  // A causal piece of the queries is placed by its piece index.
+  builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim}), {2}, n.queries);
   // The softmax reads every key, and every score all of d.
   builder.addFactor(withDropoutKey(*this, {kNoDim, 2, 2}), {kNoDim}, n.keys,
                     FactorKind::NeedReplication);
@@ -424,9 +421,9 @@ ShardingRule AttentionGradOp::getShardingRule() {
     builder.addFactor(withDropoutKey(*this, {1, kNoDim, kNoDim, 1, 1}),
                       {1, kNoDim, kNoDim}, n.heads / n.kvHeads,
                       FactorKind::Reduction);
+  // dk and dv sum over the queries: partial on a piece of them.
   builder.addFactor(withDropoutKey(*this, {2, kNoDim, kNoDim, 2, 2}),
-                    {2, kNoDim, kNoDim}, n.queries,
-                    FactorKind::NeedReplication);
+                    {2, kNoDim, kNoDim}, n.queries, FactorKind::Reduction);
   builder.addFactor(withDropoutKey(*this, {kNoDim, 2, 2, kNoDim, kNoDim}),
                     {kNoDim, 2, 2}, n.keys, FactorKind::NeedReplication);
   builder.addFactor(withDropoutKey(*this, {3, 3, kNoDim, kNoDim, kNoDim}),

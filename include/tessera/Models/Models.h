@@ -48,9 +48,10 @@ struct GptConfig {
   /// head, split on the vocabulary over "tp" (Megatron-LM's vocab-parallel
   /// embedding and cross-entropy).
   bool vocabParallel = false;
-  /// With a megatron sharding: "none", or "ulysses" for context
-  /// parallelism over a "cp" axis by DeepSpeed-Ulysses' all-to-all
-  /// (annotateContextParallel).
+  /// With a megatron sharding: "none", or context parallelism over a "cp"
+  /// axis (annotateContextParallel): "ulysses" by DeepSpeed-Ulysses'
+  /// all-to-all of heads for sequence, "all-gather" by gathering the keys
+  /// and values.
   std::string contextParallel = "none";
 };
 
@@ -165,16 +166,22 @@ void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp,
 /// adds and the LM head run on a slice of the sequence.
 void annotateSequenceParallel(mlir::ModuleOp module);
 
-/// Context parallelism by DeepSpeed-Ulysses (Jacobs et al. 2023) on a model
-/// annotated by annotateMegatron: the mesh gets a "cp" axis between "dp"
-/// and "tp" (size 1; --mesh resizes it), the data's sequence dim is split
-/// over it, and so is every activation computed from it, per token. Each
-/// nn.attention's queries are constrained to their heads split over "tp"
-/// and then "cp" and the whole sequence: the partitioner exchanges heads
-/// for sequence by an all_to_all over "cp" before the attention (for the
-/// queries, keys and values) and back after it, and the backward does the
-/// reverse. The heads must divide by tp x cp.
-void annotateContextParallel(mlir::ModuleOp module);
+/// Context parallelism on a model annotated by annotateMegatron: the mesh
+/// gets a "cp" axis between "dp" and "tp" (size 1; --mesh resizes it), the
+/// data's sequence dim is split over it, and so is every activation
+/// computed from it, per token.
+/// - `exchangeHeads` (DeepSpeed-Ulysses, Jacobs et al. 2023): each
+///   nn.attention's queries are constrained to their heads split over "tp"
+///   and then "cp" and the whole sequence. The partitioner exchanges heads
+///   for sequence by an all_to_all over "cp" before the attention (for the
+///   queries, keys and values) and back after it, and the backward does
+///   the reverse. The heads should divide by tp x cp (else they are
+///   padded).
+/// - else (all-gather, as Llama 3 trains): each attention computes its
+///   piece of the queries, causal by its piece's position, against the keys
+///   and values gathered whole over "cp"; the backward reduce-scatters
+///   their gradients.
+void annotateContextParallel(mlir::ModuleOp module, bool exchangeHeads);
 
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);

@@ -731,7 +731,9 @@ LogicalResult FunctionPartitioner::placeOffsetPiece(nn::OffsetOpInterface op,
 /// A random op split over some axes draws for its piece: it reads the
 /// piece's index along each dim of its draw from a dist.axis_index over the
 /// axes of the result dim the draw dim follows, and the global shape places
-/// it. `resultDimAxes` are result 0's; the op is local already.
+/// it. One that does not draw (no step) reads it where a dim it positions
+/// by is split (causal attention on a piece of its queries).
+/// `resultDimAxes` are result 0's; the op is local already.
 LogicalResult
 FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
                                       ArrayRef<AxisList> resultDimAxes) {
@@ -739,8 +741,11 @@ FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
   SmallVector<AxisList> drawAxes;
   for (int64_t dim : op.getDrawDims())
     drawAxes.push_back(dim < 0 ? AxisList() : resultDimAxes[dim]);
-  if (!op.getStep() ||
-      llvm::all_of(drawAxes, [](const AxisList &axes) { return axes.empty(); }))
+  // Without a step, only a split of the dims the op positions by needs it.
+  SmallVector<int64_t> needed = op.getPositionedDims();
+  if (op.getStep())
+    needed = llvm::to_vector(llvm::seq<int64_t>(0, drawAxes.size()));
+  if (llvm::all_of(needed, [&](int64_t dim) { return drawAxes[dim].empty(); }))
     return success();
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "

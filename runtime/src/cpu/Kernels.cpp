@@ -1940,9 +1940,13 @@ struct AttentionDims {
                          count, scales);
   }
 
-  /// The keys query `query` sees: all, or with `causal` those up to it.
+  /// On a piece of the queries, the global position of its first.
+  int64_t queryStart = 0;
+
+  /// The keys query `query` sees: all, or with `causal` those up to its
+  /// position.
   int64_t getVisibleKeys(int64_t query) const {
-    return causal ? std::min(keys, query + 1) : keys;
+    return causal ? std::clamp<int64_t>(queryStart + query + 1, 0, keys) : keys;
   }
   /// Offsets of (batch, head)'s rows in q (and the result), and of its kv
   /// head's in k and v.
@@ -2016,14 +2020,49 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
     c.fail("expects a dropout rate in [0, 1), got ", n.dropout.rate);
     return std::nullopt;
   }
-  if (n.dropout.rate > 0 && c.getNumInputs() == tensors) {
+  // Then the step (a scalar) where it drops, and the piece index where it
+  // is a piece of the draw [b, heads, s, t].
+  size_t extra = c.getNumInputs() - tensors;
+  bool hasStep = extra > 0 && c.in(tensors).getRank() == 0;
+  if (n.dropout.rate > 0 && !hasStep) {
     c.fail("expects the step its dropout mask is drawn for");
     return std::nullopt;
   }
-  if (c.getNumInputs() > tensors &&
-      !getRandomDraw(c, tensors, outputs, {n.batch, n.heads, n.queries, n.keys},
-                     n.dropout.seed, n.dropout.step, n.dropout.place))
+  std::vector<int64_t> draw = {n.batch, n.heads, n.queries, n.keys};
+  if (hasStep && !getRandomDraw(c, tensors, outputs, draw, n.dropout.seed,
+                                n.dropout.step, n.dropout.place))
     return std::nullopt;
+  if (!hasStep && extra > 0) {
+    // A causal piece without dropout: the piece places the queries alone.
+    if (!n.causal || extra > 1) {
+      c.fail("expects a piece index without a step only when causal, got ",
+             extra, " inputs after ", tensors == 3 ? "q, k, v" : "the tensors");
+      return std::nullopt;
+    }
+    const std::vector<int64_t> *global = c.getList("global_shape");
+    if (!global)
+      return std::nullopt;
+    if (std::string error =
+            random::makePiecePlace(draw, *global, n.dropout.place);
+        !error.empty()) {
+      c.fail(error);
+      return std::nullopt;
+    }
+    if (!c.expectDType(c.in(tensors), DType::I64, "piece") ||
+        !c.expectShape(c.in(tensors), {4}, "piece"))
+      return std::nullopt;
+    const int64_t *index = c.in(tensors).as<int64_t>();
+    if (!c.isCheckOnly())
+      if (int dim = n.dropout.place.setPieceIndex(index); dim >= 0) {
+        c.failOnData("piece ", index[dim], " of size ", draw[dim],
+                     " lies outside dim ", dim, " of size ", (*global)[dim]);
+        return std::nullopt;
+      }
+  }
+  // A causal piece of the queries starts at its piece index times them.
+  size_t piece = hasStep ? tensors + 1 : tensors;
+  if (n.causal && c.getNumInputs() > piece && !c.isCheckOnly())
+    n.queryStart = c.in(piece).as<int64_t>()[2] * n.queries;
   return n;
 }
 

@@ -574,22 +574,26 @@ struct CudaDevice::Ops {
              int(v[3]),
              static_cast<float>(getFloat(l, "scale")),
              *l.attrs.getInt("causal") != 0};
-    // The dropout's step and piece follow q, k, v (and o, do).
+    // The dropout's step (a scalar) and the piece index follow q, k, v (and
+    // o, do); a causal piece of the queries has the piece without a step.
     size_t tensors = k.getOp() == "nn.attention" ? 3 : 5;
     shape.dropout.rate = static_cast<float>(getFloat(l, "dropout"));
-    if (l.inputs.size() > tensors) {
+    bool hasStep = l.inputs.size() > tensors && l.in(tensors).getRank() == 0;
+    size_t piece = hasStep ? tensors + 1 : tensors;
+    std::vector<int64_t> globalShape;
+    if (l.inputs.size() > piece) {
+      globalShape = *l.attrs.getList("global_shape");
+      shape.piece = l.in(piece).as<int64_t>();
+    }
+    if (hasStep) {
       shape.dropout.seed = static_cast<uint64_t>(*l.attrs.getInt("seed"));
-      std::vector<int64_t> globalShape;
-      if (l.inputs.size() > tensors + 1) {
-        globalShape = *l.attrs.getList("global_shape");
-        shape.piece = l.in(tensors + 1).as<int64_t>();
-      }
-      // checkKernel has checked the shapes.
-      random::makePiecePlace({q[0], q[1], q[2], l.in(1).shape[2]}, globalShape,
-                             shape.dropout.place);
       shape.step = l.in(tensors).data;
       shape.step64 = is64(l.in(tensors));
     }
+    // checkKernel has checked the shapes.
+    if (hasStep || shape.piece)
+      random::makePiecePlace({q[0], q[1], q[2], l.in(1).shape[2]}, globalShape,
+                             shape.dropout.place);
     return Status::success();
   }
 

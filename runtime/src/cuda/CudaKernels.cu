@@ -385,9 +385,16 @@ __global__ void topKKernel(const float *x, float *values, int64_t *indices,
 constexpr int kAttentionRows = 64;
 constexpr int kAttentionKeys = 16;
 
+/// On a causal piece of the queries, the global position of its first
+/// (the piece index along the queries times them).
+__device__ int64_t queryStart(const AttentionShape &n) {
+  return n.causal && n.piece ? n.piece[2] * n.queries : 0;
+}
+
 /// The keys query `query` sees.
 __device__ int64_t visibleKeys(const AttentionShape &n, int64_t query) {
-  return n.causal ? min(n.keys, query + 1) : n.keys;
+  return n.causal ? max(int64_t(0), min(n.keys, queryStart(n) + query + 1))
+                  : n.keys;
 }
 
 /// The first row of (batch, head)'s kv head in k and v.
@@ -511,7 +518,8 @@ __global__ void attentionKeyGradKernel(AttentionShape n, const float *q,
       dkRow[e] = 0.0f;
     for (int e = 0; e < n.dv; ++e)
       dvRow[e] = 0.0f;
-    int64_t first = n.causal ? key : 0;
+    // The first query that sees the key.
+    int64_t first = n.causal ? max(int64_t(0), key - queryStart(n)) : 0;
     for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
       int64_t base = (b * n.heads + h) * n.queries + first;
       if (first < n.queries)

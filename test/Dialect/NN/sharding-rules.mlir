@@ -328,12 +328,12 @@ func.func @offset_pieces(%labels: tensor<2x8xi32>, %piece: tensor<1xi64>, %t: te
 // -----
 
 // Tests that causal GQA attention splits the batch, the kv heads, each kv
-// head's group of query heads (which read it whole) and dv; the queries,
-// the keys and d are needed whole; and that it
+// head's group of query heads (which read it whole), the queries (a causal
+// piece by its place) and dv; the keys and d are needed whole; and that it
 // counts only the scores at or before their query (136 of 256 per head):
 // 2 x 8 x 136 x (2 x 64 + 2 x 32 + 5).
 func.func @attention(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x32xf32>) -> tensor<2x8x16x32xf32> {
-  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=16, n=64, o=32} need_replication={l, m, n}}}
+  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=16, n=64, o=32} need_replication={m, n}}}
   // expected-remark @+1 {{cost: flops=428672 bytes=122880}}
   %o = nn.attention %q, %k, %v causal = true scale = 0.125 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x32xf32>) -> tensor<2x8x16x32xf32>
   return %o : tensor<2x8x16x32xf32>
@@ -343,7 +343,7 @@ func.func @attention(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: t
 
 // Tests that attention's gradient splits only the batch and the heads.
 func.func @attention_grad(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>, %o: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
-  // expected-remark @+2 {{sharding rule: ([i, j, k, m], [i, j, l, m], [i, j, l, n], [i, j, k, n], [i, j, k, n]) -> ([i, j, k, m], [i, j, l, m], [i, j, l, n]) {i=2, j=4, k=8, l=8, m=16, n=16} need_replication={k, l, m, n}}}
+  // expected-remark @+2 {{sharding rule: ([i, j, k, m], [i, j, l, m], [i, j, l, n], [i, j, k, n], [i, j, k, n]) -> ([i, j, k, m], [i, j, l, m], [i, j, l, n]) {i=2, j=4, k=8, l=8, m=16, n=16} reduction={k} need_replication={l, m, n}}}
   // expected-remark @+1 {{cost: flops=102912 bytes=32768}}
   %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %o scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
   return %dq : tensor<2x4x8x16xf32>
@@ -354,7 +354,7 @@ func.func @attention_grad(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v
 // Tests that GQA attention's gradient splits the group of query heads as a
 // reduction that dq keeps: dk and dv sum over it.
 func.func @gqa_grad(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %o: tensor<2x4x8x16xf32>) -> tensor<2x2x8x16xf32> {
-  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, jk, l, o], [i, jk, l, o]) -> ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) {i=2, j=2, k=2, l=8, m=8, n=16, o=16} reduction={k} need_replication={l, m, n, o}}}
+  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, jk, l, o], [i, jk, l, o]) -> ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) {i=2, j=2, k=2, l=8, m=8, n=16, o=16} reduction={k, l} need_replication={m, n, o}}}
   // expected-remark @+1 {{cost:}}
   %dq, %dk, %dv = nn.attention_grad %q, %k, %k, %o, %o scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return %dk : tensor<2x2x8x16xf32>
@@ -395,7 +395,7 @@ func.func @random(%x: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, 
 
 // Tests that attention's dropout step is whole and its draw is priced.
 func.func @attention_dropout(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x32xf32>, %step: tensor<i64>) -> tensor<2x8x16x32xf32> {
-  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], []) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=16, n=64, o=32} need_replication={l, m, n}}}
+  // expected-remark @+2 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], []) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=16, n=64, o=32} need_replication={m, n}}}
   // expected-remark @+1 {{cost: flops=467840 bytes=122888}}
   %o = nn.attention %q, %k, %v step %step causal = true scale = 0.125 dropout = 0.1 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x32xf32>, tensor<i64>) -> tensor<2x8x16x32xf32>
   return %o : tensor<2x8x16x32xf32>

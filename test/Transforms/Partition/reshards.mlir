@@ -169,18 +169,18 @@ func.func @iota(%a: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y
 
 // Tests that fused attention with its kv heads split needs no collective
 // (each device holds its kv heads and their query heads), and that a
-// causal attention's queries split over "x" are gathered (a piece would
-// need its offset) and the result sliced back.
+// causal attention's queries split over "x" stay split: the piece reads
+// its place (the queries' positions) from a dist.axis_index.
 dist.mesh @mesh_x_2_y_2 ["x"=2, "y"=2]
 // CHECK-LABEL: func.func @attention
 func.func @attention(%q: tensor<2x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {"x"}, {}]>},
                      %k: tensor<2x2x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {}, {}]>},
                      %v: tensor<2x2x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {}, {}]>})
     -> (tensor<2x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh_x_2_y_2, [{}, {"y"}, {"x"}, {}]>}) {
-  // CHECK: %[[Q:.+]] = dist.all_gather %{{.+}} {{.*}}["x"]
-  // CHECK: %[[O:.+]] = nn.attention %[[Q]], %{{.+}}, %{{.+}} causal = true scale = 2.500000e-01 : (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x16xf32>
-  // CHECK: dist.all_slice %[[O]]
-  // CHECK-NOT: dist.all_reduce
+  // CHECK-NOT: dist.all_gather
+  // CHECK: %[[P:.+]] = dist.axis_index @mesh_x_2_y_2 {{\[\[}}], ["y"], ["x"], []] : tensor<4xi64>
+  // CHECK: nn.attention %arg0, %arg1, %arg2 piece %[[P]] causal = true scale = 2.500000e-01 {global_shape = array<i64: 2, 4, 8, 8>} : (tensor<2x2x4x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<4xi64>) -> tensor<2x2x4x16xf32>
+  // CHECK-NEXT: return
   %o = nn.attention %q, %k, %v causal = true scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
   return %o : tensor<2x4x8x16xf32>
 }

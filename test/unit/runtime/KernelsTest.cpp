@@ -1030,6 +1030,70 @@ TEST(KernelsTest, AttentionMatchesTheUnfusedFormulaAcrossTiles) {
   }
 }
 
+TEST(KernelsTest, CausalAttentionOnAPieceOfTheQueriesPlacesThemByThePiece) {
+  // 130 queries and keys over 2 pieces of 65 queries (context parallelism
+  // that gathers the keys): each piece's output is the whole's rows, and
+  // its dk and dv sum to the whole's.
+  NaiveAttention ref{1, 4, 2, 130, 130, 8, 6, 0.35f, true};
+  ref.q = noise(ref.b * ref.a * ref.s * ref.d, 1);
+  ref.k = noise(ref.b * ref.kv * ref.t * ref.d, 2);
+  ref.v = noise(ref.b * ref.kv * ref.t * ref.dv, 3);
+  ref.r = noise(ref.b * ref.a * ref.s * ref.dv, 4);
+  ref.run();
+  int64_t rows = 65;
+  OwnedTensor k = f32({ref.b, ref.kv, ref.t, ref.d}, ref.k),
+              v = f32({ref.b, ref.kv, ref.t, ref.dv}, ref.v);
+  std::vector<float> dkSum(ref.k.size(), 0), dvSum(ref.v.size(), 0);
+  KernelAttrs attrs;
+  attrs.floats["scale"] = ref.scale;
+  attrs.ints["causal"] = 1;
+  attrs.floats["dropout"] = 0;
+  attrs.lists["global_shape"] = {ref.b, ref.a, ref.s, ref.t};
+  // The piece's rows of a [b, heads, s, width] tensor.
+  auto rowsOf = [&](const std::vector<float> &whole, int64_t width,
+                    int64_t piece) {
+    std::vector<float> part;
+    for (int64_t bh = 0; bh < ref.b * ref.a; ++bh)
+      for (int64_t i = piece * rows; i < (piece + 1) * rows; ++i)
+        part.insert(part.end(), whole.begin() + (bh * ref.s + i) * width,
+                    whole.begin() + (bh * ref.s + i + 1) * width);
+    return part;
+  };
+  for (int64_t piece = 0; piece < 2; ++piece) {
+    SCOPED_TRACE("piece " + std::to_string(piece));
+    OwnedTensor q = f32({ref.b, ref.a, rows, ref.d},
+                        rowsOf(ref.q, ref.d, piece)),
+                r = f32({ref.b, ref.a, rows, ref.dv},
+                        rowsOf(ref.r, ref.dv, piece)),
+                index = i64({4}, {0, 0, piece, 0});
+    OwnedTensor o(DType::F32, {ref.b, ref.a, rows, ref.dv});
+    ASSERT_EQ(run("nn.attention", attrs, {&q, &k, &v, &index}, {&o}), "");
+    expectNear(read<float>(o), rowsOf(ref.o, ref.dv, piece), 1e-5f);
+    // The gradient reads the whole output's rows, as the forward's are.
+    OwnedTensor wholeRows = f32(o.view.shape, rowsOf(ref.o, ref.dv, piece));
+    OwnedTensor dq(DType::F32, q.view.shape), dk(DType::F32, k.view.shape),
+        dv(DType::F32, v.view.shape);
+    ASSERT_EQ(run("nn.attention_grad", attrs,
+                  {&q, &k, &v, &wholeRows, &r, &index}, {&dq, &dk, &dv}),
+              "");
+    expectNear(read<float>(dq), rowsOf(ref.dq, ref.d, piece), 1e-4f);
+    std::vector<float> dkPiece = read<float>(dk), dvPiece = read<float>(dv);
+    for (size_t e = 0; e < dkSum.size(); ++e)
+      dkSum[e] += dkPiece[e];
+    for (size_t e = 0; e < dvSum.size(); ++e)
+      dvSum[e] += dvPiece[e];
+  }
+  expectNear(dkSum, ref.dk, 1e-4f);
+  expectNear(dvSum, ref.dvOut, 1e-4f);
+  // A piece without a step is a causal op's only.
+  attrs.ints["causal"] = 0;
+  OwnedTensor q(DType::F32, {1, 4, 65, 8}), o(DType::F32, {1, 4, 65, 6}),
+      index = i64({4}, {0, 0, 1, 0});
+  EXPECT_EQ(run("nn.attention", attrs, {&q, &k, &v, &index}, {&o}),
+            "nn.attention: expects a piece index without a step only when "
+            "causal, got 1 inputs after q, k, v");
+}
+
 TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
   KernelAttrs attrs;
   attrs.floats["scale"] = 1.0;
