@@ -186,6 +186,30 @@ int64_t AttentionGradOp::getFlops() {
                                  (getDropout().convertToFloat() > 0 ? 18 : 0));
 }
 
+/// A ring block's scores: every pair of a block, counted as if seen (the
+/// block's place in the causal order is known only when it runs; the ring's
+/// blocks average half of them).
+static int64_t getBlockPairs(Value query, Value key) {
+  auto q = cast<RankedTensorType>(query.getType());
+  return mulSaturated(q.getDimSize(0) * q.getDimSize(1),
+                      getAttentionScores(query, key, /*causal=*/false));
+}
+
+int64_t AttentionBlockOp::getFlops() {
+  auto q = getQuery().getType(), v = getValue().getType();
+  // As nn.attention's, and the log-sum-exp per row.
+  return mulSaturated(getBlockPairs(getQuery(), getKey()),
+                      2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+}
+
+int64_t AttentionBlockGradOp::getFlops() {
+  auto q = getQuery().getType(), v = getValue().getType();
+  int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
+  // As nn.attention_grad's without its log-sum-exp pass (it is given).
+  return mulSaturated(getBlockPairs(getQuery(), getKey()),
+                      2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6);
+}
+
 /// One addition per source element.
 int64_t ScatterAddOp::getFlops() { return numElements(getSource()); }
 

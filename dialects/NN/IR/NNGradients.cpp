@@ -710,7 +710,7 @@ TESSERA_GRADIENT(AttentionOp) {
       TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getResult(), resultGradients[0],
       getStep(), getPiece(), getCausal(), getScale(), getDropout(), getSeed(),
-      getGlobalShapeAttr());
+      getGlobalShapeAttr(), getRing());
   operandGradients.assign(
       {fused.getQueryGrad(), fused.getKeyGrad(), fused.getValueGrad()});
   // The step and piece carry no gradient.
@@ -719,6 +719,16 @@ TESSERA_GRADIENT(AttentionOp) {
 }
 
 TESSERA_GRADIENT(AttentionGradOp) {
+  return emitOpError("has no derivative (second derivatives of attention are "
+                     "not built)");
+}
+
+TESSERA_GRADIENT(AttentionBlockOp) {
+  return emitOpError("has no derivative here: the partitioner makes it from "
+                     "an nn.attention, whose gradient is taken before");
+}
+
+TESSERA_GRADIENT(AttentionBlockGradOp) {
   return emitOpError("has no derivative (second derivatives of attention are "
                      "not built)");
 }

@@ -660,6 +660,55 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+/// Checks a ring attention block's operands and attributes: its index
+/// one element, the step within the ring, and the rows' log-sum-exps
+/// [b, heads, s] in f32.
+static LogicalResult verifyAttentionBlock(Operation *op, Value query,
+                                          Value index, Value lse,
+                                          int64_t step, int64_t size) {
+  if (cast<RankedTensorType>(index.getType()).getDimSize(0) != 1)
+    return op->emitOpError("expects an index of one element, got ")
+           << index.getType();
+  if (size < 1 || step < 0 || step >= size)
+    return op->emitOpError("expects 0 <= ring_step < ring_size, got ")
+           << step << " and " << size;
+  ArrayRef<int64_t> q = cast<RankedTensorType>(query.getType()).getShape();
+  return verifyType(op, "a log-sum-exp", lse.getType(), {q[0], q[1], q[2]},
+                    lse);
+}
+
+LogicalResult AttentionBlockOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
+      failed(verifyAttentionBlock(*this, getQuery(), getIndex(), getLse(),
+                                  getRingStep(), getRingSize())))
+    return failure();
+  return verifyType(*this, "a result", getResult().getType(),
+                    getAttentionResultShape(getQuery(), getValue()),
+                    getQuery());
+}
+
+LogicalResult AttentionBlockGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
+      failed(verifyAttentionBlock(*this, getQuery(), getIndex(), getLse(),
+                                  getRingStep(), getRingSize())))
+    return failure();
+  SmallVector<int64_t> result = getAttentionResultShape(getQuery(), getValue());
+  if (failed(verifyType(*this, "the forward's result", getResult().getType(),
+                        result, getQuery())) ||
+      failed(verifyType(*this, "a result gradient", getResultGrad().getType(),
+                        result, getQuery())))
+    return failure();
+  for (auto [what, gradient, operand] :
+       {std::tuple(StringRef("a q gradient"), getQueryGrad(), getQuery()),
+        std::tuple(StringRef("a k gradient"), getKeyGrad(), getKey()),
+        std::tuple(StringRef("a v gradient"), getValueGrad(), getValue())})
+    if (failed(verifyType(*this, what, gradient.getType(),
+                          cast<RankedTensorType>(operand.getType()).getShape(),
+                          operand)))
+      return failure();
+  return success();
+}
+
 LogicalResult ClampOp::verify() {
   // The negation catches NaN bounds too.
   if (!(getMin().convertToFloat() <= getMax().convertToFloat()))

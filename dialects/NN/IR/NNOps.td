@@ -844,6 +844,13 @@ def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     `piece` and `global_shape` place a device's piece as on nn.dropout. The
     backward draws the same mask again.
 
+    With `ring`, a sequence split over some axes is computed as a ring
+    (ring attention, Liu et al. 2023): each device keeps its piece of the
+    queries, and the keys and values pass around the ring of those axes by
+    collective permutes, one nn.attention_block per step, combined by their
+    log-sum-exps; the gradient passes the keys' and values' gradients
+    around with them. Without, the keys and values are gathered whole.
+
     Sharding: the batch, the kv heads, `dv` and the query positions split
     freely; the keys and `d` are needed whole (the softmax and the scores
     read every one), and the query heads of one kv head stay together. A
@@ -865,12 +872,14 @@ def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
       DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
       DefaultValuedAttr<I64Attr, "0">:$seed,
-      OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+      OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+      DefaultValuedAttr<BoolAttr, "false">:$ring);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`step` $step^)? (`piece` $piece^)?
     (`causal` `=` $causal^)? `scale` `=` $scale (`dropout` `=` $dropout^)?
-    (`seed` `=` $seed^)? attr-dict `:` functional-type(operands, results)
+    (`seed` `=` $seed^)? (`ring` `=` $ring^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -918,13 +927,86 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
       DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
       DefaultValuedAttr<I64Attr, "0">:$seed,
-      OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+      OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+      DefaultValuedAttr<BoolAttr, "false">:$ring);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $result_grad
     (`step` $step^)? (`piece` $piece^)? (`causal` `=` $causal^)?
     `scale` `=` $scale (`dropout` `=` $dropout^)? (`seed` `=` $seed^)?
+    (`ring` `=` $ring^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_AttentionBlockOp : NN_ModelOp<"attention_block"> {
+  let summary = "one block of ring attention, with its rows' log-sum-exp";
+  let description = [{
+    A device's queries against the keys and values of one device of a ring
+    of `ring_size` (the partitioner's making, for an `nn.attention` with
+    `ring` whose sequence is split): on ring step `ring_step`, the device at
+    `index` in the ring holds the keys of the device at
+    `(index - ring_step) mod ring_size`. Its queries' positions start at
+    `index` times its queries and the keys' at that device's index times
+    the keys; with `causal`, a key after its query is hidden.
+
+    The results are the softmax-weighted sum of this block's values per
+    query row, normalized over this block alone, and the row's log-sum-exp
+    of its scores (-infinity, with a result of 0, for a row that sees no
+    key of the block). Blocks combine by their log-sum-exps:
+    `o = o1 exp(l1 - l) + o2 exp(l2 - l)`, `l = log(exp(l1) + exp(l2))`.
+
+    ```mlir
+    %o, %lse = nn.attention_block %q, %k, %v index %i causal = true
+        scale = 0.25 ring_step = 1 ring_size = 2
+        : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>,
+           tensor<1xi64>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+      NN_FloatTensor:$value, 1DTensorOf<[I64]>:$index,
+      DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
+      I64Attr:$ring_step, I64Attr:$ring_size);
+  let results = (outs NN_FloatTensor:$result, F32Tensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `index` $index (`causal` `=` $causal^)?
+    `scale` `=` $scale `ring_step` `=` $ring_step `ring_size` `=` $ring_size
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_AttentionBlockGradOp : NN_ModelOp<"attention_block_grad"> {
+  let summary = "one block's terms of ring attention's gradients";
+  let description = [{
+    For the block nn.attention_block computes (the same operands and
+    attributes), given the whole ring's output `result`, its gradient
+    `result_grad` and each row's log-sum-exp over every block `lse`: this
+    block's term of `dq`, and `dk` and `dv` of its keys and values, as
+    nn.attention_grad computes them with the probabilities
+    `exp(scale · q kᵀ - lse)`.
+
+    ```mlir
+    %dq, %dk, %dv = nn.attention_block_grad %q, %k, %v, %o, %do, %lse
+        index %i causal = true scale = 0.25 ring_step = 1 ring_size = 2
+        : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>,
+           tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8xf32>,
+           tensor<1xi64>)
+        -> (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+      NN_FloatTensor:$value, NN_FloatTensor:$result,
+      NN_FloatTensor:$result_grad, F32Tensor:$lse, 1DTensorOf<[I64]>:$index,
+      DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
+      I64Attr:$ring_step, I64Attr:$ring_size);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+      NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result `,` $result_grad `,` $lse
+    `index` $index (`causal` `=` $causal^)? `scale` `=` $scale
+    `ring_step` `=` $ring_step `ring_size` `=` $ring_size
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -435,6 +435,54 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return builder.build();
 }
 
+/// A ring attention block (and its gradient), which the partitioner makes
+/// on local pieces: the batch and the kv heads with their groups split;
+/// the sequence and head dims it reads whole, as a block is one device's.
+static ShardingRule getAttentionBlockRule(Operation *op, Value query,
+                                          Value value, bool gradient) {
+  AttentionSizes n(query, value);
+  ShardingRuleBuilder builder = makeBuilder(op);
+  // Operands q, k, v, (o, do, lse,) index; results o, lse or dq, dk, dv.
+  auto dims = [&](SmallVector<int64_t> q, SmallVector<int64_t> kv,
+                  SmallVector<int64_t> rows) {
+    SmallVector<int64_t> operands = {q[0], kv[0], kv[1]};
+    if (gradient)
+      operands.append({q[1], q[1], rows[0]});
+    operands.push_back(kNoDim);
+    SmallVector<int64_t> results =
+        gradient ? SmallVector<int64_t>{q[0], kv[0], kv[1]}
+                 : SmallVector<int64_t>{q[1], rows[0]};
+    return std::pair(operands, results);
+  };
+  auto add = [&](SmallVector<int64_t> q, SmallVector<int64_t> kv,
+                 SmallVector<int64_t> rows, int64_t size,
+                 FactorKind kind = FactorKind::Parallel) {
+    auto [operands, results] = dims(q, kv, rows);
+    builder.addFactor(operands, results, size, kind);
+  };
+  // {q, o/dq dims}, {k, v dims}, {lse dim}: batch, kv heads, their groups.
+  add({0, 0}, {0, 0}, {0}, n.batch);
+  add({1, 1}, {1, 1}, {1}, n.kvHeads);
+  if (n.heads != n.kvHeads)
+    add({1, 1}, {kNoDim, kNoDim}, {1}, n.heads / n.kvHeads,
+        gradient ? FactorKind::Reduction : FactorKind::Parallel);
+  add({2, 2}, {kNoDim, kNoDim}, {2}, n.queries, FactorKind::NeedReplication);
+  add({kNoDim, kNoDim}, {2, 2}, {kNoDim}, n.keys, FactorKind::NeedReplication);
+  add({3, kNoDim}, {3, kNoDim}, {kNoDim}, n.headDim,
+      FactorKind::NeedReplication);
+  add({kNoDim, 3}, {kNoDim, 3}, {kNoDim}, n.valueDim,
+      FactorKind::NeedReplication);
+  return builder.build();
+}
+
+ShardingRule AttentionBlockOp::getShardingRule() {
+  return getAttentionBlockRule(*this, getQuery(), getValue(), false);
+}
+
+ShardingRule AttentionBlockGradOp::getShardingRule() {
+  return getAttentionBlockRule(*this, getQuery(), getValue(), true);
+}
+
 ShardingRule GatherOp::getShardingRule() {
   ArrayRef<int64_t> in = getShape(getInput()), out = getShape(getResult());
   int64_t axis = getAxisAttr().getInt();

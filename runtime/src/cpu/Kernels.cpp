@@ -1940,13 +1940,16 @@ struct AttentionDims {
                          count, scales);
   }
 
-  /// On a piece of the queries, the global position of its first.
-  int64_t queryStart = 0;
+  /// On a piece of the queries, the global position of its first; on a
+  /// ring block, of its first key too.
+  int64_t queryStart = 0, keyStart = 0;
 
   /// The keys query `query` sees: all, or with `causal` those up to its
   /// position.
   int64_t getVisibleKeys(int64_t query) const {
-    return causal ? std::clamp<int64_t>(queryStart + query + 1, 0, keys) : keys;
+    return causal
+               ? std::clamp<int64_t>(queryStart + query - keyStart + 1, 0, keys)
+               : keys;
   }
   /// Offsets of (batch, head)'s rows in q (and the result), and of its kv
   /// head's in k and v.
@@ -2105,14 +2108,12 @@ static void scoreTile(const AttentionDims &n, const float *q, const float *k,
 /// online softmax (FlashAttention's forward): each tile's scores are made,
 /// exponentiated against the running row maximum, and multiplied into the
 /// running output, which is rescaled when the maximum grows.
-static void runAttention(KernelCall &c) {
-  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/false);
-  if (!dims || c.isCheckOnly())
-    return;
-  const AttentionDims &n = *dims;
-  const float *q = c.in(0).as<float>(), *k = c.in(1).as<float>(),
-              *v = c.in(2).as<float>();
-  float *out = c.out(0).as<float>();
+/// The forward of `n` into `out`, and each query row's log-sum-exp into
+/// `lse` where given (-infinity, with an output of 0, for a row that sees
+/// no key).
+static void computeAttention(const AttentionDims &n, const float *q,
+                             const float *k, const float *v, float *out,
+                             float *lse) {
   const float minusInfinity = -std::numeric_limits<float>::infinity();
   // The (batch, head) pairs split over the kernel threads.
   cpu::parallelFor(n.batch * n.heads, 1, [&](int64_t begin, int64_t end) {
@@ -2163,28 +2164,39 @@ static void runAttention(KernelCall &c) {
           for (int64_t e = 0; e < n.dv; ++e)
             oh[(i0 + r) * n.dv + e] =
                 rowSum[r] > 0 ? acc[r * n.dv + e] / rowSum[r] : 0.0f;
+        if (lse)
+          for (int64_t r = 0; r < rows; ++r)
+            lse[n.getQueryOffset(b, h) + i0 + r] =
+                rowSum[r] > 0 ? rowMax[r] + std::log(rowSum[r]) : minusInfinity;
       }
     }
   });
+}
+
+static void runAttention(KernelCall &c) {
+  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/false);
+  if (!dims || c.isCheckOnly())
+    return;
+  computeAttention(*dims, c.in(0).as<float>(), c.in(1).as<float>(),
+                   c.in(2).as<float>(), c.out(0).as<float>(), nullptr);
 }
 
 /// nn.attention_grad (FlashAttention's backward): a first pass recomputes
 /// each query row's log-sum-exp, then every tile's probabilities are made
 /// again from it, and the tile adds its terms to dv, dq and dk (a kv head's
 /// from each query head of its group).
-static void runAttentionGrad(KernelCall &c) {
-  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/true);
-  if (!dims || c.isCheckOnly())
-    return;
-  const AttentionDims &n = *dims;
-  const float *q = c.in(0).as<float>(), *k = c.in(1).as<float>(),
-              *v = c.in(2).as<float>(), *out = c.in(3).as<float>(),
-              *dout = c.in(4).as<float>();
-  float *dq = c.out(0).as<float>(), *dk = c.out(1).as<float>(),
-        *dv = c.out(2).as<float>();
-  std::fill(dq, dq + c.out(0).getNumElements(), 0.0f);
-  std::fill(dk, dk + c.out(1).getNumElements(), 0.0f);
-  std::fill(dv, dv + c.out(2).getNumElements(), 0.0f);
+/// The gradients of `n` into dq, dk and dv (set whole), from the forward's
+/// output and its gradient; with `givenLse` (a ring block's: the rows'
+/// log-sum-exps over every block), the probabilities are made against it
+/// instead of the rows' own.
+static void computeAttentionGrad(const AttentionDims &n, const float *q,
+                                 const float *k, const float *v,
+                                 const float *out, const float *dout,
+                                 const float *givenLse, float *dq, float *dk,
+                                 float *dv) {
+  std::fill(dq, dq + n.batch * n.heads * n.queries * n.d, 0.0f);
+  std::fill(dk, dk + n.batch * n.kvHeads * n.keys * n.d, 0.0f);
+  std::fill(dv, dv + n.batch * n.kvHeads * n.keys * n.dv, 0.0f);
   const float minusInfinity = -std::numeric_limits<float>::infinity();
   // The (batch, kv head) pairs split over the kernel threads, each taking
   // its group's query heads in order (they add to its dk and dv).
@@ -2221,10 +2233,11 @@ static void runAttentionGrad(KernelCall &c) {
           // The log-sum-exp of each query's scores, and rowsum(do · o). The
           // scores stay for the tiles below where they fit (the tile of
           // key j0 at j0 · rows), and are made again where they do not.
-          bool keepScores = rows * keyEnd <= kKeptScores;
+          // A given log-sum-exp needs no first pass.
+          bool keepScores = !givenLse && rows * keyEnd <= kKeptScores;
           std::fill(rowMax.begin(), rowMax.end(), minusInfinity);
           std::fill(rowSum.begin(), rowSum.end(), 0.0f);
-          for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
+          for (int64_t j0 = 0; !givenLse && j0 < keyEnd; j0 += kKeyTile) {
             int64_t cols = std::min(kKeyTile, keyEnd - j0);
             float *tile = keepScores ? scores.data() + j0 * rows : probs.data();
             scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, tile);
@@ -2243,7 +2256,8 @@ static void runAttentionGrad(KernelCall &c) {
             }
           }
           for (int64_t r = 0; r < rows; ++r) {
-            logSumExp[r] = rowMax[r] + std::log(rowSum[r]);
+            logSumExp[r] = givenLse ? givenLse[qOffset + i0 + r]
+                                    : rowMax[r] + std::log(rowSum[r]);
             const float *dor = doh + (i0 + r) * n.dv,
                         *outr = oh + (i0 + r) * n.dv;
             rowDot[r] = static_cast<float>(
@@ -2302,6 +2316,111 @@ static void runAttentionGrad(KernelCall &c) {
         }
       }
   });
+}
+
+static void runAttentionGrad(KernelCall &c) {
+  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/true);
+  if (!dims || c.isCheckOnly())
+    return;
+  computeAttentionGrad(*dims, c.in(0).as<float>(), c.in(1).as<float>(),
+                       c.in(2).as<float>(), c.in(3).as<float>(),
+                       c.in(4).as<float>(), nullptr, c.out(0).as<float>(),
+                       c.out(1).as<float>(), c.out(2).as<float>());
+}
+
+/// Checks nn.attention_block's or nn.attention_block_grad's tensors (q, k,
+/// v, then for the gradient o, do and the log-sum-exps, then the index in
+/// the ring; the outputs o and the log-sum-exps, or dq, dk and dv) and
+/// places the block: its queries from index × queries, its keys from the
+/// index of the device they came from, (index - ring_step) mod ring_size,
+/// times the keys.
+static std::optional<AttentionDims> checkAttentionBlock(KernelCall &c,
+                                                        bool gradient) {
+  size_t tensors = gradient ? 6 : 3, outputs = gradient ? 3 : 2;
+  if (!c.expectArity(tensors + 1, outputs))
+    return std::nullopt;
+  const char *names[] = {"q", "k", "v", "result", "result gradient", "lse"};
+  for (size_t i = 0; i < tensors; ++i)
+    if (!c.expectF32(c.in(i), names[i]))
+      return std::nullopt;
+  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4) {
+    c.fail("expects q, k and v of rank 4, got ranks ", q.getRank(), ", ",
+           k.getRank(), ", ", v.getRank());
+    return std::nullopt;
+  }
+  AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2],
+                  q.shape[3], v.shape[3], 0,          false};
+  if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
+    c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
+           " for ", n.heads);
+    return std::nullopt;
+  }
+  std::vector<int64_t> result = {n.batch, n.heads, n.queries, n.dv},
+                       rows = {n.batch, n.heads, n.queries};
+  if (!c.expectShape(k, {n.batch, n.kvHeads, n.keys, n.d}, "k") ||
+      !c.expectShape(v, {n.batch, n.kvHeads, n.keys, n.dv}, "v"))
+    return std::nullopt;
+  if (gradient) {
+    if (!c.expectShape(c.in(3), result, "result") ||
+        !c.expectShape(c.in(4), result, "result gradient") ||
+        !c.expectShape(c.in(5), rows, "lse"))
+      return std::nullopt;
+    for (size_t i = 0; i < 3; ++i)
+      if (!c.expectF32(c.out(i), names[i]) ||
+          !c.expectShape(c.out(i), c.in(i).shape, names[i]))
+        return std::nullopt;
+  } else if (!c.expectF32(c.out(0), "result") ||
+             !c.expectShape(c.out(0), result, "result") ||
+             !c.expectF32(c.out(1), "lse") ||
+             !c.expectShape(c.out(1), rows, "lse")) {
+    return std::nullopt;
+  }
+  const Tensor &index = c.in(tensors);
+  if (!c.expectDType(index, DType::I64, "index") ||
+      !c.expectShape(index, {1}, "index"))
+    return std::nullopt;
+  std::optional<double> scale = c.getFloat("scale");
+  std::optional<int64_t> causal = c.getInt("causal"),
+                         step = c.getInt("ring_step"),
+                         size = c.getInt("ring_size");
+  if (!scale || !causal || !step || !size)
+    return std::nullopt;
+  if (*size < 1 || *step < 0 || *step >= *size) {
+    c.fail("expects 0 <= ring_step < ring_size, got ", *step, " and ", *size);
+    return std::nullopt;
+  }
+  n.scale = static_cast<float>(*scale);
+  n.causal = *causal != 0;
+  if (!c.isCheckOnly()) {
+    int64_t at = index.as<int64_t>()[0];
+    if (at < 0 || at >= *size) {
+      c.failOnData("index ", at, " lies outside the ring of ", *size);
+      return std::nullopt;
+    }
+    n.queryStart = at * n.queries;
+    n.keyStart = (at - *step + *size) % *size * n.keys;
+  }
+  return n;
+}
+
+static void runAttentionBlock(KernelCall &c) {
+  std::optional<AttentionDims> dims = checkAttentionBlock(c, false);
+  if (!dims || c.isCheckOnly())
+    return;
+  computeAttention(*dims, c.in(0).as<float>(), c.in(1).as<float>(),
+                   c.in(2).as<float>(), c.out(0).as<float>(),
+                   c.out(1).as<float>());
+}
+
+static void runAttentionBlockGrad(KernelCall &c) {
+  std::optional<AttentionDims> dims = checkAttentionBlock(c, true);
+  if (!dims || c.isCheckOnly())
+    return;
+  computeAttentionGrad(
+      *dims, c.in(0).as<float>(), c.in(1).as<float>(), c.in(2).as<float>(),
+      c.in(3).as<float>(), c.in(4).as<float>(), c.in(5).as<float>(),
+      c.out(0).as<float>(), c.out(1).as<float>(), c.out(2).as<float>());
 }
 
 static void runCausalMask(KernelCall &c) {
@@ -2642,6 +2761,8 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              {"nn.cross_entropy", runCrossEntropy},
              {"nn.causal_mask", runCausalMask},
              {"nn.attention", runAttention},
+             {"nn.attention_block", runAttentionBlock},
+             {"nn.attention_block_grad", runAttentionBlockGrad},
              {"nn.attention_grad", runAttentionGrad},
              // Optimizer updates.
              {"nn.sgd", runSgd},

@@ -1094,6 +1094,115 @@ TEST(KernelsTest, CausalAttentionOnAPieceOfTheQueriesPlacesThemByThePiece) {
             "causal, got 1 inputs after q, k, v");
 }
 
+TEST(KernelsTest, RingAttentionBlocksCombineToTheWholeAttention) {
+  // 130 queries and keys in a ring of 2 devices of 65: device i's queries
+  // against the keys of device (i - step) mod 2 at each step, combined by
+  // the blocks' log-sum-exps, are the whole attention's rows; the blocks'
+  // gradients against the combined log-sum-exps sum to the whole's.
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    NaiveAttention ref{1, 4, 2, 130, 130, 8, 6, 0.35f, causal};
+    ref.q = noise(ref.b * ref.a * ref.s * ref.d, 1);
+    ref.k = noise(ref.b * ref.kv * ref.t * ref.d, 2);
+    ref.v = noise(ref.b * ref.kv * ref.t * ref.dv, 3);
+    ref.r = noise(ref.b * ref.a * ref.s * ref.dv, 4);
+    ref.run();
+    int64_t rows = 65, ring = 2;
+    // Piece `piece` of a [b, heads, s, width] tensor along s.
+    auto pieceOf = [&](const std::vector<float> &whole, int64_t heads,
+                       int64_t width, int64_t piece) {
+      std::vector<float> part;
+      for (int64_t bh = 0; bh < ref.b * heads; ++bh)
+        part.insert(part.end(),
+                    whole.begin() + (bh * ref.s + piece * rows) * width,
+                    whole.begin() + (bh * ref.s + (piece + 1) * rows) * width);
+      return part;
+    };
+    KernelAttrs attrs;
+    attrs.floats["scale"] = ref.scale;
+    attrs.ints["causal"] = causal;
+    attrs.ints["ring_size"] = ring;
+    std::vector<std::vector<float>> dkSum(ring), dvSum(ring);
+    for (int64_t device = 0; device < ring; ++device) {
+      OwnedTensor q = f32({1, 4, rows, 8}, pieceOf(ref.q, 4, 8, device)),
+                  r = f32({1, 4, rows, 6}, pieceOf(ref.r, 4, 6, device)),
+                  index = i64({1}, {device});
+      std::vector<float> o(4 * rows * 6, 0.0f), lse(4 * rows, -INFINITY);
+      std::vector<OwnedTensor> ks, vs;
+      for (int64_t step = 0; step < ring; ++step) {
+        int64_t from = (device - step + ring) % ring;
+        ks.push_back(f32({1, 2, rows, 8}, pieceOf(ref.k, 2, 8, from)));
+        vs.push_back(f32({1, 2, rows, 6}, pieceOf(ref.v, 2, 6, from)));
+        attrs.ints["ring_step"] = step;
+        OwnedTensor block(DType::F32, {1, 4, rows, 6}),
+            blockLse(DType::F32, {1, 4, rows});
+        ASSERT_EQ(run("nn.attention_block", attrs,
+                      {&q, &ks.back(), &vs.back(), &index},
+                      {&block, &blockLse}),
+                  "");
+        std::vector<float> ob = read<float>(block), lb = read<float>(blockLse);
+        for (int64_t row = 0; row < 4 * rows; ++row) {
+          float high = std::max(lse[row], lb[row]);
+          if (high == -INFINITY)
+            continue;
+          float a = std::exp(lse[row] - high), c = std::exp(lb[row] - high);
+          for (int64_t e = 0; e < 6; ++e)
+            o[row * 6 + e] =
+                (o[row * 6 + e] * a + ob[row * 6 + e] * c) / (a + c);
+          lse[row] = high + std::log(a + c);
+        }
+      }
+      expectNear(o, pieceOf(ref.o, 4, 6, device), 1e-5f);
+      OwnedTensor whole = f32({1, 4, rows, 6}, o),
+                  lses = f32({1, 4, rows}, lse);
+      std::vector<float> dq(4 * rows * 8, 0.0f);
+      for (int64_t step = 0; step < ring; ++step) {
+        int64_t from = (device - step + ring) % ring;
+        attrs.ints["ring_step"] = step;
+        OwnedTensor dqb(DType::F32, q.view.shape),
+            dkb(DType::F32, ks[step].view.shape),
+            dvb(DType::F32, vs[step].view.shape);
+        ASSERT_EQ(run("nn.attention_block_grad", attrs,
+                      {&q, &ks[step], &vs[step], &whole, &r, &lses, &index},
+                      {&dqb, &dkb, &dvb}),
+                  "");
+        std::vector<float> part = read<float>(dqb);
+        for (size_t e = 0; e < dq.size(); ++e)
+          dq[e] += part[e];
+        for (auto [sum, gradient] :
+             {std::pair(&dkSum[from], &dkb), std::pair(&dvSum[from], &dvb)}) {
+          std::vector<float> terms = read<float>(*gradient);
+          sum->resize(terms.size(), 0.0f);
+          for (size_t e = 0; e < terms.size(); ++e)
+            (*sum)[e] += terms[e];
+        }
+      }
+      expectNear(dq, pieceOf(ref.dq, 4, 8, device), 1e-4f);
+    }
+    for (int64_t piece = 0; piece < ring; ++piece) {
+      expectNear(dkSum[piece], pieceOf(ref.dk, 2, 8, piece), 1e-4f);
+      expectNear(dvSum[piece], pieceOf(ref.dvOut, 2, 6, piece), 1e-4f);
+    }
+  }
+  // The index lies in the ring, the step within it.
+  KernelAttrs attrs;
+  attrs.floats["scale"] = 1.0;
+  attrs.ints["causal"] = 1;
+  attrs.ints["ring_size"] = 2;
+  attrs.ints["ring_step"] = 2;
+  OwnedTensor q(DType::F32, {1, 1, 4, 2}), k(DType::F32, {1, 1, 4, 2}),
+      o(DType::F32, {1, 1, 4, 2}), lse(DType::F32, {1, 1, 4}),
+      index = i64({1}, {0});
+  EXPECT_EQ(run("nn.attention_block", attrs, {&q, &k, &k, &index}, {&o, &lse}),
+            "nn.attention_block: expects 0 <= ring_step < ring_size, got 2 "
+            "and 2");
+  attrs.ints["ring_step"] = 1;
+  OwnedTensor outside = i64({1}, {5});
+  EXPECT_EQ(
+      run("nn.attention_block", attrs, {&q, &k, &k, &outside}, {&o, &lse}),
+      "nn.attention_block: index 5 lies outside the ring of 2");
+}
+
 TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
   KernelAttrs attrs;
   attrs.floats["scale"] = 1.0;
