@@ -554,10 +554,8 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
-  /// nn.attention's (or its gradient's) sizes, or why the GPU kernels do
-  /// not take them.
-  static Status getAttentionShape(const CudaKernel &k, const Launch &l,
-                                  AttentionShape &shape) {
+  /// Why the GPU's attention kernels do not take these head dims, if so.
+  static Status checkHeadDims(const CudaKernel &k, const Launch &l) {
     const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
     if (q[3] > kAttentionMaxHeadDim || v[3] > kAttentionMaxHeadDim)
       return Status(StatusCode::Unavailable,
@@ -565,6 +563,16 @@ struct CudaDevice::Ops {
                         std::to_string(kAttentionMaxHeadDim) +
                         " are not supported on the GPU, got " +
                         std::to_string(q[3]) + " and " + std::to_string(v[3]));
+    return Status::success();
+  }
+
+  /// nn.attention's (or its gradient's) sizes, or why the GPU kernels do
+  /// not take them.
+  static Status getAttentionShape(const CudaKernel &k, const Launch &l,
+                                  AttentionShape &shape) {
+    if (Status status = checkHeadDims(k, l); !status.ok())
+      return status;
+    const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
     shape = {q[0],
              q[1],
              v[1],
@@ -603,7 +611,57 @@ struct CudaDevice::Ops {
       return status;
     shape.error = d.kernelError;
     cuda::attention(shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.out(0)),
-                    d.compute);
+                    nullptr, d.compute);
+    return Status::success();
+  }
+
+  /// nn.attention_block's (or its gradient's) sizes and place in the ring;
+  /// checkKernel has checked the shapes and the attributes.
+  static AttentionShape getAttentionBlockShape(const Launch &l,
+                                               size_t indexInput) {
+    const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
+    AttentionShape shape = {q[0],
+                            q[1],
+                            v[1],
+                            q[2],
+                            v[2],
+                            int(q[3]),
+                            int(v[3]),
+                            static_cast<float>(getFloat(l, "scale")),
+                            *l.attrs.getInt("causal") != 0};
+    shape.ringIndex = l.in(indexInput).as<int64_t>();
+    shape.ringStep = *l.attrs.getInt("ring_step");
+    shape.ringSize = *l.attrs.getInt("ring_size");
+    return shape;
+  }
+
+  static Status attentionBlock(CudaDevice &d, const CudaKernel &k,
+                               const Launch &l) {
+    if (Status status = checkHeadDims(k, l); !status.ok())
+      return status;
+    AttentionShape shape = getAttentionBlockShape(l, 3);
+    shape.error = d.kernelError;
+    cuda::attention(shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.out(0)),
+                    f(l.out(1)), d.compute);
+    return Status::success();
+  }
+
+  static Status attentionBlockGrad(CudaDevice &d, const CudaKernel &k,
+                                   const Launch &l) {
+    if (Status status = checkHeadDims(k, l); !status.ok())
+      return status;
+    AttentionShape shape = getAttentionBlockShape(l, 6);
+    shape.error = d.kernelError;
+    // rowsum(do · o) per query row; the log-sum-exps are given.
+    size_t rows = size_t(shape.batch * shape.heads * shape.queries);
+    void *stats = nullptr;
+    if (Status status = d.scratch.take(rows * sizeof(float), stats);
+        !status.ok())
+      return status;
+    cuda::attentionGrad(
+        shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.in(3)), f(l.in(4)),
+        f(l.out(0)), f(l.out(1)), f(l.out(2)), const_cast<float *>(f(l.in(5))),
+        static_cast<float *>(stats), /*lseGiven=*/true, d.compute);
     return Status::success();
   }
 
@@ -622,7 +680,7 @@ struct CudaDevice::Ops {
     float *lse = static_cast<float *>(stats);
     cuda::attentionGrad(shape, f(l.in(0)), f(l.in(1)), f(l.in(2)), f(l.in(3)),
                         f(l.in(4)), f(l.out(0)), f(l.out(1)), f(l.out(2)), lse,
-                        lse + rows, d.compute);
+                        lse + rows, /*lseGiven=*/false, d.compute);
     return Status::success();
   }
 
@@ -725,6 +783,8 @@ struct CudaDevice::Ops {
           {"nn.causal_mask", causalMask, false},
           {"nn.attention", attention, false},
           {"nn.attention_grad", attentionGrad, false},
+          {"nn.attention_block", attentionBlock, false},
+          {"nn.attention_block_grad", attentionBlockGrad, false},
           {"nn.sgd", sgd, false},
           {"nn.adamw", adamw, false},
           {"nn.sum_squares", sumSquares, false},

@@ -132,9 +132,9 @@ __device__ long long getPieceOffset(const int64_t *piece, int64_t size) {
 __global__ void iotaKernel(DType dtype, const int64_t *piece, void *y,
                            int64_t count, int64_t inner, int64_t size) {
   GRID_STRIDE(i, count) {
-    storeScalar(dtype, y, i,
-                Scalar{false, 0.0f,
-                       getPieceOffset(piece, size) + i / inner % size});
+    storeScalar(
+        dtype, y, i,
+        Scalar{false, 0.0f, getPieceOffset(piece, size) + i / inner % size});
   }
 }
 
@@ -336,11 +336,11 @@ __global__ void oneHotKernel(const void *labels, bool labels64,
                              const int64_t *piece, float *y, int64_t count,
                              int64_t depth) {
   GRID_STRIDE(i, count * depth) {
-    y[i] = readIndex(labels, labels64, i / depth) -
-                       getPieceOffset(piece, depth) ==
-                   i % depth
-               ? 1.0f
-               : 0.0f;
+    y[i] =
+        readIndex(labels, labels64, i / depth) - getPieceOffset(piece, depth) ==
+                i % depth
+            ? 1.0f
+            : 0.0f;
   }
 }
 
@@ -388,12 +388,22 @@ constexpr int kAttentionKeys = 16;
 /// On a causal piece of the queries, the global position of its first
 /// (the piece index along the queries times them).
 __device__ int64_t queryStart(const AttentionShape &n) {
+  if (n.ringIndex)
+    return n.ringIndex[0] * n.queries;
   return n.causal && n.piece ? n.piece[2] * n.queries : 0;
+}
+
+/// On a ring block, the global position of its first key.
+__device__ int64_t keyStart(const AttentionShape &n) {
+  return n.ringIndex
+             ? (n.ringIndex[0] - n.ringStep + n.ringSize) % n.ringSize * n.keys
+             : 0;
 }
 
 /// The keys query `query` sees.
 __device__ int64_t visibleKeys(const AttentionShape &n, int64_t query) {
-  return n.causal ? max(int64_t(0), min(n.keys, queryStart(n) + query + 1))
+  return n.causal ? max(int64_t(0),
+                        min(n.keys, queryStart(n) + query - keyStart(n) + 1))
                   : n.keys;
 }
 
@@ -423,7 +433,8 @@ __device__ bool loadDropout(const AttentionShape &n, AttentionDropout &drop) {
 }
 
 __global__ void attentionKernel(AttentionShape n, const float *q,
-                                const float *k, const float *v, float *out) {
+                                const float *k, const float *v, float *out,
+                                float *lse) {
   __shared__ float tile[kAttentionKeys * 2 * kAttentionMaxHeadDim];
   int64_t batchHead = blockIdx.x;
   int64_t query = int64_t(blockIdx.y) * kAttentionRows + threadIdx.x;
@@ -464,20 +475,25 @@ __global__ void attentionKernel(AttentionShape n, const float *q,
     for (int e = 0; e < n.dv; ++e)
       out[(batchHead * n.queries + query) * n.dv + e] =
           state.sum > 0.0f ? acc[e] / state.sum : 0.0f;
+  if (active && lse)
+    lse[batchHead * n.queries + query] =
+        state.sum > 0.0f ? attentionLogSumExp(state) : -INFINITY;
 }
 
 /// Each query row's log-sum-exp and rowsum(do · o).
 __global__ void attentionRowStatsKernel(AttentionShape n, const float *q,
                                         const float *k, const float *out,
                                         const float *dout, float *lse,
-                                        float *rowDot) {
+                                        float *rowDot, bool lseGiven) {
   GRID_STRIDE(row, n.batch * n.heads * n.queries) {
     int64_t batchHead = row / n.queries, query = row % n.queries;
-    AttentionRowState state;
-    attentionRowUpdate(q + row * n.d, k + kvRow(n, batchHead) * n.d, nullptr,
-                       int(visibleKeys(n, query)), n.d, n.dv, n.scale, nullptr,
-                       state);
-    lse[row] = attentionLogSumExp(state);
+    if (!lseGiven) {
+      AttentionRowState state;
+      attentionRowUpdate(q + row * n.d, k + kvRow(n, batchHead) * n.d, nullptr,
+                         int(visibleKeys(n, query)), n.d, n.dv, n.scale,
+                         nullptr, state);
+      lse[row] = attentionLogSumExp(state);
+    }
     rowDot[row] = attentionDot(dout + row * n.dv, out + row * n.dv, n.dv);
   }
 }
@@ -519,7 +535,8 @@ __global__ void attentionKeyGradKernel(AttentionShape n, const float *q,
     for (int e = 0; e < n.dv; ++e)
       dvRow[e] = 0.0f;
     // The first query that sees the key.
-    int64_t first = n.causal ? max(int64_t(0), key - queryStart(n)) : 0;
+    int64_t first =
+        n.causal ? max(int64_t(0), key + keyStart(n) - queryStart(n)) : 0;
     for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
       int64_t base = (b * n.heads + h) * n.queries + first;
       if (first < n.queries)
@@ -864,23 +881,24 @@ void topK(const float *x, float *values, int64_t *indices, int64_t rows,
 }
 
 void attention(const AttentionShape &shape, const float *q, const float *k,
-               const float *v, float *out, cudaStream_t stream) {
+               const float *v, float *out, float *lse, cudaStream_t stream) {
   if (shape.batch * shape.heads == 0 || shape.queries == 0)
     return;
   dim3 blocks(unsigned(shape.batch * shape.heads),
               unsigned((shape.queries + kAttentionRows - 1) / kAttentionRows));
-  attentionKernel<<<blocks, kAttentionRows, 0, stream>>>(shape, q, k, v, out);
+  attentionKernel<<<blocks, kAttentionRows, 0, stream>>>(shape, q, k, v, out,
+                                                         lse);
 }
 
 void attentionGrad(const AttentionShape &shape, const float *q, const float *k,
                    const float *v, const float *out, const float *dout,
                    float *dq, float *dk, float *dv, float *lse, float *rowDot,
-                   cudaStream_t stream) {
+                   bool lseGiven, cudaStream_t stream) {
   int64_t queryRows = shape.batch * shape.heads * shape.queries;
   int64_t keyRows = shape.batch * shape.kvHeads * shape.keys;
   if (queryRows > 0) {
     attentionRowStatsKernel<<<getBlocks(queryRows), kThreads, 0, stream>>>(
-        shape, q, k, out, dout, lse, rowDot);
+        shape, q, k, out, dout, lse, rowDot, lseGiven);
     attentionQueryGradKernel<<<getBlocks(queryRows), kThreads, 0, stream>>>(
         shape, q, k, v, dout, lse, rowDot, dq);
   }

@@ -157,19 +157,28 @@ struct AttentionShape {
   const void *step = nullptr;
   bool step64 = false;
   const int64_t *piece = nullptr;
+  /// A ring block (nn.attention_block): the device's index in the ring
+  /// (device memory), the step and the ring's size; its queries start at
+  /// the index times them, its keys at (index - step) mod size times them.
+  const int64_t *ringIndex = nullptr;
+  int64_t ringStep = 0, ringSize = 1;
   KernelError *error = nullptr;
 };
 /// nn.attention: a block per (batch, head) and 64 queries, a thread per
-/// query, the keys and values staged through shared memory in tiles.
+/// query, the keys and values staged through shared memory in tiles; with
+/// `lse`, each query row's log-sum-exp there too (-infinity, with an output
+/// of 0, where the row sees no key: nn.attention_block).
 void attention(const AttentionShape &shape, const float *q, const float *k,
-               const float *v, float *out, cudaStream_t stream);
+               const float *v, float *out, float *lse, cudaStream_t stream);
 /// nn.attention_grad: each query row's log-sum-exp and rowsum(do · o) into
 /// `lse` and `rowDot` (batch · heads · queries floats each), then dq a
-/// thread per query row, and dk and dv a thread per key row.
+/// thread per query row, and dk and dv a thread per key row. With
+/// `lseGiven` (nn.attention_block_grad), `lse` holds the rows'
+/// log-sum-exps already and only rowDot is made.
 void attentionGrad(const AttentionShape &shape, const float *q, const float *k,
                    const float *v, const float *out, const float *dout,
                    float *dq, float *dk, float *dv, float *lse, float *rowDot,
-                   cudaStream_t stream);
+                   bool lseGiven, cudaStream_t stream);
 void sgd(const float *param, const float *grad, float *y, int64_t count,
          float lr, float weightDecay, cudaStream_t stream);
 /// An AdamW update's learning rate by step (getScheduledLr) and its
