@@ -60,7 +60,7 @@ static llvm::Error checkHeads(int64_t heads, int64_t hidden) {
 static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
                                             bool vocabParallel,
                                             StringRef contextParallel,
-                                            StringRef attention,
+                                            StringRef attention, double dropout,
                                             StringRef dtype) {
   if (llvm::Error error = checkSharding(sharding))
     return error;
@@ -68,12 +68,15 @@ static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
     return fieldError("vocab-parallel", "splits the embedding of a megatron "
                                         "sharding: give --sharding megatron "
                                         "or megatron-sp");
-  if (contextParallel != "none" && contextParallel != "ulysses" &&
-      contextParallel != "all-gather")
+  if (contextParallel != "none" && contextParallel != "ring" &&
+      contextParallel != "ulysses" && contextParallel != "all-gather")
     return fieldError("context-parallel",
-                      "must be none, ulysses or all-gather, got '" +
-                          contextParallel +
-                          "' (ring attention is not built yet)");
+                      "must be none, ring, ulysses or all-gather, got '" +
+                          contextParallel + "'");
+  if (contextParallel == "ring" && dropout > 0)
+    return fieldError("context-parallel",
+                      "ring does not drop attention probabilities yet: give "
+                      "--dropout 0, or ulysses or all-gather");
   if (contextParallel != "none" && sharding == "none")
     return fieldError("context-parallel",
                       "adds a \"cp\" axis to a megatron sharding: give "
@@ -148,7 +151,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
-                                  c.contextParallel, c.attention, c.dtype);
+                                  c.contextParallel, c.attention, c.dropout,
+                                  c.dtype);
 }
 
 llvm::Error tessera::validate(const MlpConfig &c) {
@@ -214,7 +218,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
-                                  c.contextParallel, c.attention, c.dtype);
+                                  c.contextParallel, c.attention, c.dropout,
+                                  c.dtype);
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
@@ -534,7 +539,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
   if (c.contextParallel != "none")
-    annotateContextParallel(*module, c.contextParallel == "ulysses");
+    annotateContextParallel(*module, c.contextParallel);
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -672,7 +677,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
   if (c.contextParallel != "none")
-    annotateContextParallel(*module, c.contextParallel == "ulysses");
+    annotateContextParallel(*module, c.contextParallel);
   if (c.sharding == "megatron-sp")
     annotateSequenceParallel(*module);
   return module;
@@ -931,7 +936,7 @@ static bool hasContextAxis(ModuleOp module) {
   });
 }
 
-void tessera::annotateContextParallel(ModuleOp module, bool exchangeHeads) {
+void tessera::annotateContextParallel(ModuleOp module, StringRef kind) {
   MLIRContext *context = module.getContext();
   OpBuilder builder(context);
   // The mesh: "cp" between "dp" and "tp", so that "tp" stays the innermost
@@ -977,10 +982,13 @@ void tessera::annotateContextParallel(ModuleOp module, bool exchangeHeads) {
       dims[1] = dim({"cp"});
       function.setArgAttr(index, attrName, dist::ShardingAttr::get(mesh, dims));
     }
+    // Ring: each attention passes the keys and values around "cp".
+    if (kind == "ring")
+      function.walk([](nn::AttentionOp attention) { attention.setRing(true); });
     // Ulysses: each attention's queries [batch, heads, sequence, d] with
     // the heads over "tp" and "cp", the sequence whole. The batch is left
     // open: it is split over "dp" and, with microbatches, over their axis.
-    if (!exchangeHeads)
+    if (kind != "ulysses")
       return;
     function.walk([&](nn::AttentionOp attention) {
       Value query = attention.getQuery();

@@ -88,9 +88,9 @@ static cl::opt<std::string> contextParallel(
     "context-parallel",
     cl::desc("With --sharding megatron(-sp) (gpt, llama): none, or the "
              "sequence split over a \"cp\" axis, the fused attention's "
-             "heads exchanged for it by all-to-all (ulysses, as "
-             "DeepSpeed-Ulysses) or its keys and values gathered "
-             "(all-gather, as Llama 3)"),
+             "keys and values passed around it (ring), its heads exchanged "
+             "for it by all-to-all (ulysses, as DeepSpeed-Ulysses) or its "
+             "keys and values gathered (all-gather, as Llama 3)"),
     cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),

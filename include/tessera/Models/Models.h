@@ -49,9 +49,9 @@ struct GptConfig {
   /// embedding and cross-entropy).
   bool vocabParallel = false;
   /// With a megatron sharding: "none", or context parallelism over a "cp"
-  /// axis (annotateContextParallel): "ulysses" by DeepSpeed-Ulysses'
-  /// all-to-all of heads for sequence, "all-gather" by gathering the keys
-  /// and values.
+  /// axis (annotateContextParallel): "ring" by ring attention, "ulysses" by
+  /// DeepSpeed-Ulysses' all-to-all of heads for sequence, "all-gather" by
+  /// gathering the keys and values.
   std::string contextParallel = "none";
 };
 
@@ -169,19 +169,25 @@ void annotateSequenceParallel(mlir::ModuleOp module);
 /// Context parallelism on a model annotated by annotateMegatron: the mesh
 /// gets a "cp" axis between "dp" and "tp" (size 1; --mesh resizes it), the
 /// data's sequence dim is split over it, and so is every activation
-/// computed from it, per token.
-/// - `exchangeHeads` (DeepSpeed-Ulysses, Jacobs et al. 2023): each
+/// computed from it, per token. `kind` says how attention, which reads the
+/// whole sequence, is computed:
+/// - "ring" (ring attention, Liu et al. 2023): each nn.attention gets
+///   `ring`; each device keeps its piece of the queries and the keys and
+///   values pass around the "cp" ring, one block per step, combined by
+///   their log-sum-exps; the backward passes their gradients around with
+///   them.
+/// - "ulysses" (DeepSpeed-Ulysses, Jacobs et al. 2023): each
 ///   nn.attention's queries are constrained to their heads split over "tp"
 ///   and then "cp" and the whole sequence. The partitioner exchanges heads
 ///   for sequence by an all_to_all over "cp" before the attention (for the
 ///   queries, keys and values) and back after it, and the backward does
 ///   the reverse. The heads should divide by tp x cp (else they are
 ///   padded).
-/// - else (all-gather, as Llama 3 trains): each attention computes its
+/// - "all-gather" (as Llama 3 trains): each attention computes its
 ///   piece of the queries, causal by its piece's position, against the keys
 ///   and values gathered whole over "cp"; the backward reduce-scatters
 ///   their gradients.
-void annotateContextParallel(mlir::ModuleOp module, bool exchangeHeads);
+void annotateContextParallel(mlir::ModuleOp module, llvm::StringRef kind);
 
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);

@@ -78,6 +78,18 @@ private:
                           ArrayRef<StringAttr> carried);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
                                 const ShardingRule &rule);
+  AxisList getRingAxes(ShardingRuleOpInterface op, const ShardingRule &rule,
+                       const FactorAxes &chosen) const;
+  Value passAlongRing(Location loc, Value value, ArrayRef<StringAttr> ring);
+  std::pair<Value, Value> buildRingForward(Location loc, Value query, Value key,
+                                           Value value, Value index,
+                                           ArrayRef<StringAttr> ring,
+                                           bool causal, APFloat scale);
+  LogicalResult partitionRingAttention(ShardingRuleOpInterface op,
+                                       const ShardingRule &rule,
+                                       const FactorAxes &chosen,
+                                       ArrayRef<StringAttr> ring,
+                                       ArrayRef<TensorSharding> wanted);
   LogicalResult partitionReplicatedOp(Operation *op);
   LogicalResult placeOffsetPiece(nn::OffsetOpInterface op,
                                  ArrayRef<StringAttr> axes);
@@ -99,6 +111,11 @@ private:
   /// The sharding each local value has.
   DenseMap<Value, TensorSharding> localShardings;
   DenseMap<Operation *, ShardingRule> rules;
+  /// A ring attention's output, and its rows' log-sum-exps, which its
+  /// gradient's ring reads.
+  DenseMap<Value, Value> ringLogSumExps;
+  /// Ops whose results others made (ring attention), erased at the end.
+  SmallVector<Operation *> replacedOps;
 };
 
 } // namespace
@@ -624,6 +641,214 @@ FactorAxes FunctionPartitioner::chooseLayout(
   return layouts[best];
 }
 
+/// The axes that split the queries of `op` when it is an nn.attention or
+/// nn.attention_grad with `ring` computed on `chosen`, over more than one
+/// device; else none.
+AxisList FunctionPartitioner::getRingAxes(ShardingRuleOpInterface op,
+                                          const ShardingRule &rule,
+                                          const FactorAxes &chosen) const {
+  bool ring = false;
+  if (auto attention = dyn_cast<nn::AttentionOp>(op.getOperation()))
+    ring = attention.getRing();
+  if (auto gradient = dyn_cast<nn::AttentionGradOp>(op.getOperation()))
+    ring = gradient.getRing();
+  if (!ring)
+    return {};
+  AxisList axes = chosen[rule.getOperandDimFactors(0, 2).front()];
+  return mesh.getGroupSize(axes) > 1 ? axes : AxisList();
+}
+
+/// `value` sent one step along the ring of `ring`'s devices: each device's
+/// to the next, the last's to the first.
+Value FunctionPartitioner::passAlongRing(Location loc, Value value,
+                                         ArrayRef<StringAttr> ring) {
+  int64_t size = mesh.getGroupSize(ring);
+  SmallVector<int64_t> pairs;
+  for (int64_t r = 0; r < size; ++r)
+    pairs.append({r, (r + 1) % size});
+  return dist::CollectivePermuteOp::create(
+      builder, loc, value.getType(), value,
+      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
+      builder.getArrayAttr(llvm::to_vector_of<Attribute>(ring)),
+      builder.getDenseI64ArrayAttr(pairs));
+}
+
+/// Ring attention's forward on local pieces: each step's block against the
+/// keys and values the ring passed on (the next step's sent before the
+/// block computes, so that the transfer overlaps it), combined by the
+/// blocks' log-sum-exps. Answers the output and the rows' log-sum-exps.
+std::pair<Value, Value> FunctionPartitioner::buildRingForward(
+    Location loc, Value query, Value key, Value value, Value index,
+    ArrayRef<StringAttr> ring, bool causal, APFloat scale) {
+  MLIRContext *context = builder.getContext();
+  int64_t size = mesh.getGroupSize(ring);
+  auto queryType = cast<RankedTensorType>(query.getType());
+  auto outType = RankedTensorType::get(
+      {queryType.getDimSize(0), queryType.getDimSize(1),
+       queryType.getDimSize(2),
+       cast<RankedTensorType>(value.getType()).getDimSize(3)},
+      queryType.getElementType());
+  auto lseType = RankedTensorType::get(queryType.getShape().drop_back(),
+                                       Float32Type::get(context));
+  auto wideType = outType.clone(Float32Type::get(context));
+  Value out, lse;
+  for (int64_t step = 0; step < size; ++step) {
+    Value nextKey, nextValue;
+    if (step + 1 < size) {
+      nextKey = passAlongRing(loc, key, ring);
+      nextValue = passAlongRing(loc, value, ring);
+    }
+    auto block = nn::AttentionBlockOp::create(
+        builder, loc, TypeRange{outType, lseType}, query, key, value, index,
+        causal, scale, step, size);
+    // The blocks combine in f32 (the kernels compute in it).
+    Value blockOut = block.getResult();
+    if (!outType.getElementType().isF32())
+      blockOut = nn::CastOp::create(builder, loc, wideType, blockOut);
+    if (step == 0) {
+      out = blockOut;
+      lse = block.getLse();
+    } else {
+      // l = m + log(exp(l1 - m) + exp(l2 - m)), m their maximum (finite:
+      // the first block holds each query's own position);
+      // o = (o1 exp(l1 - m) + o2 exp(l2 - m)) / (exp(l1 - m) + exp(l2 - m)).
+      Value high = nn::MaxOp::create(builder, loc, lse, block.getLse());
+      Value a = nn::ExpOp::create(builder, loc,
+                                  nn::SubOp::create(builder, loc, lse, high));
+      Value b = nn::ExpOp::create(
+          builder, loc, nn::SubOp::create(builder, loc, block.getLse(), high));
+      Value sum = nn::AddOp::create(builder, loc, a, b);
+      lse = nn::AddOp::create(builder, loc, high,
+                              nn::LogOp::create(builder, loc, sum));
+      auto spread = [&](Value weight) {
+        return nn::BroadcastOp::create(
+            builder, loc, wideType,
+            nn::DivOp::create(builder, loc, weight, sum),
+            builder.getDenseI64ArrayAttr({0, 1, 2}));
+      };
+      out = nn::AddOp::create(
+          builder, loc, nn::MulOp::create(builder, loc, out, spread(a)),
+          nn::MulOp::create(builder, loc, blockOut, spread(b)));
+    }
+    key = nextKey;
+    value = nextValue;
+  }
+  if (out.getType() != outType)
+    out = nn::CastOp::create(builder, loc, outType, out);
+  return {out, lse};
+}
+
+/// nn.attention or nn.attention_grad with `ring`, its queries split over
+/// `ring`: the operands laid out as `chosen` gives them, but the keys and
+/// values on their piece of the sequence over `ring` too, and the op's
+/// results made by the ring, which the op is replaced by (and erased once
+/// the function is partitioned).
+LogicalResult FunctionPartitioner::partitionRingAttention(
+    ShardingRuleOpInterface op, const ShardingRule &rule,
+    const FactorAxes &chosen, ArrayRef<StringAttr> ring,
+    ArrayRef<TensorSharding> wanted) {
+  auto attention = dyn_cast<nn::AttentionOp>(op.getOperation());
+  auto gradient = dyn_cast<nn::AttentionGradOp>(op.getOperation());
+  bool drops = attention ? attention.getDropout().convertToFloat() > 0
+                         : gradient.getDropout().convertToFloat() > 0;
+  if (drops)
+    return op->emitOpError("with ring and dropout is not built: drop the "
+                           "ring (the keys are then gathered) or the dropout");
+  Location loc = op->getLoc();
+  builder.setInsertionPoint(op);
+  // q, k, v (and o, do); the keys' and values' sequence over the ring.
+  unsigned tensors = attention ? 3 : 5;
+  SmallVector<Value> local;
+  for (unsigned index = 0; index < tensors; ++index) {
+    Value operand = op->getOperand(index);
+    TensorSharding layout =
+        getFactorLayout(rule, mesh, rule.getOperandFactors()[index], chosen,
+                        globalTypes.lookup(operand).getRank(), {});
+    if (index == 1 || index == 2)
+      layout.dims[2].axes.assign(ring.begin(), ring.end());
+    FailureOr<Value> piece =
+        reshard(op, "operand #" + Twine(index), operand, layout);
+    if (failed(piece))
+      return failure();
+    local.push_back(*piece);
+  }
+  auto meshSymbol = FlatSymbolRefAttr::get(meshOp.getSymNameAttr());
+  Value index =
+      dist::AxisIndexOp::create(
+          builder, loc, RankedTensorType::get({1}, builder.getI64Type()),
+          meshSymbol,
+          builder.getArrayAttr(
+              {builder.getArrayAttr(llvm::to_vector_of<Attribute>(ring))}))
+          .getResult();
+  bool causal = attention ? attention.getCausal() : gradient.getCausal();
+  APFloat scale = attention ? attention.getScale() : gradient.getScale();
+  SmallVector<Value> made;
+  if (attention) {
+    auto [out, lse] = buildRingForward(loc, local[0], local[1], local[2], index,
+                                       ring, causal, scale);
+    ringLogSumExps[out] = lse;
+    made.push_back(out);
+  } else {
+    // The forward's log-sum-exps, or the forward again where they are not
+    // at hand (a gradient without its ring forward).
+    Value lse = ringLogSumExps.lookup(local[3]);
+    if (!lse)
+      lse = buildRingForward(loc, local[0], local[1], local[2], index, ring,
+                             causal, scale)
+                .second;
+    int64_t size = mesh.getGroupSize(ring);
+    auto permute = [&](Value value) { return passAlongRing(loc, value, ring); };
+    // dq sums the blocks' terms here; each block's dk and dv sum as they
+    // travel the ring with its keys and values, and go home at the end.
+    Value key = local[1], value = local[2], dq, dk, dv;
+    for (int64_t step = 0; step < size; ++step) {
+      Value nextKey, nextValue;
+      if (step + 1 < size) {
+        nextKey = permute(key);
+        nextValue = permute(value);
+      }
+      auto block = nn::AttentionBlockGradOp::create(
+          builder, loc,
+          TypeRange{local[0].getType(), key.getType(), value.getType()},
+          local[0], key, value, local[3], local[4], lse, index, causal, scale,
+          step, size);
+      auto sum = [&](Value total, Value term) -> Value {
+        return total ? nn::AddOp::create(builder, loc, total, term).getResult()
+                     : term;
+      };
+      dq = sum(dq, block.getQueryGrad());
+      dk = sum(dk, block.getKeyGrad());
+      dv = sum(dv, block.getValueGrad());
+      dk = permute(dk);
+      dv = permute(dv);
+      key = nextKey;
+      value = nextValue;
+    }
+    made.append({dq, dk, dv});
+  }
+  // Laid out as the op's results, but the keys' and values' gradients on
+  // their piece of the sequence, complete over the ring.
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    TensorSharding actual =
+        getResultLayout(rule, mesh, index, chosen, wanted[index].getRank(), {});
+    llvm::erase_if(actual.unreduced, [&](StringAttr axis) {
+      return llvm::is_contained(ring, axis);
+    });
+    if (gradient && index > 0)
+      actual.dims[2].axes.assign(ring.begin(), ring.end());
+    Value value = made[index];
+    globalTypes[value] = globalTypes.lookup(result);
+    localShardings[value] = actual;
+    FailureOr<Value> laidOut = reshard(op, "result #" + Twine(index), value,
+                                       wanted[index], getReductionKind(op));
+    if (failed(laidOut))
+      return failure();
+    result.replaceAllUsesWith(*laidOut);
+  }
+  replacedOps.push_back(op);
+  return success();
+}
+
 LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
                                                    const ShardingRule &rule) {
   SmallVector<TensorSharding> operandShardings;
@@ -667,6 +892,8 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
         carried.push_back(axis);
 
   FactorAxes chosen = chooseLayout(op, rule, operandShardings, wanted, carried);
+  if (AxisList ring = getRingAxes(op, rule, chosen); !ring.empty())
+    return partitionRingAttention(op, rule, chosen, ring, wanted);
   builder.setInsertionPoint(op);
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     FailureOr<Value> local = reshard(
@@ -956,6 +1183,8 @@ LogicalResult FunctionPartitioner::run() {
         return failure();
   }
 
+  for (Operation *op : llvm::reverse(replacedOps))
+    op->erase();
   auto returnOp = cast<func::ReturnOp>(function.getBody().back().back());
   function.setType(FunctionType::get(function.getContext(),
                                      function.front().getArgumentTypes(),

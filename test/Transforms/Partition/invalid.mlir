@@ -77,3 +77,18 @@ func.func @embedding_piece(%t: tensor<16x4xf32> {dist.sharding = #dist.sharding<
   %e = nn.embedding %t, %i piece %piece : tensor<16x4xf32>, tensor<2x8xi32>, tensor<1xi64>
   return %e : tensor<2x8x4xf32>
 }
+
+// -----
+
+// Tests that ring attention that drops its probabilities is refused where
+// it would be partitioned into a ring.
+dist.mesh @mesh_cp_2 ["cp"=2]
+func.func @ring_dropout(
+    %q: tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+    %k: tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+    %v: tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+    %step: tensor<i64>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{'nn.attention' op with ring and dropout is not built: drop the ring (the keys are then gathered) or the dropout}}
+  %o = nn.attention %q, %k, %v step %step causal = true scale = 0.5 dropout = 0.1 ring = true : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<i64>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}

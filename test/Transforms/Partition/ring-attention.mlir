@@ -1,0 +1,28 @@
+// RUN: tessera-opt %s --tessera-propagate --tessera-partition | FileCheck %s
+
+// Tests that nn.attention with ring, its sequence split over "cp", is
+// computed as a ring: each device keeps its queries, the keys and values
+// pass along the ring (each step's sent before the block that does not read
+// them computes), and the blocks combine by their log-sum-exps (the
+// combined log-sum-exp, which only a gradient reads, is left out here).
+dist.mesh @mesh ["dp"=2, "cp"=2]
+// CHECK-LABEL: func.func @ring
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x2x4x8xf32> {{.*}}, %[[K:.+]]: tensor<1x1x4x8xf32> {{.*}}, %[[V:.+]]: tensor<1x1x4x8xf32>
+func.func @ring(
+    %q: tensor<2x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}, {"cp"}, {}]>},
+    %k: tensor<2x1x8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}, {"cp"}, {}]>},
+    %v: tensor<2x1x8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}, {"cp"}, {}]>})
+    -> (tensor<2x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {}, {"cp"}, {}]>}) {
+  // CHECK-NOT: dist.all_gather
+  // CHECK: %[[I:.+]] = dist.axis_index @mesh {{\[\[}}"cp"]] : tensor<1xi64>
+  // CHECK-NEXT: %[[K1:.+]] = dist.collective_permute %[[K]] on @mesh ["cp"] pairs = [0, 1, 1, 0] : tensor<1x1x4x8xf32>
+  // CHECK-NEXT: %[[V1:.+]] = dist.collective_permute %[[V]] on @mesh ["cp"] pairs = [0, 1, 1, 0] : tensor<1x1x4x8xf32>
+  // CHECK-NEXT: %[[O0:.+]], %[[L0:.+]] = nn.attention_block %[[Q]], %[[K]], %[[V]] index %[[I]] causal = true scale = 3.500000e-01 ring_step = 0 ring_size = 2 : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1xi64>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  // CHECK-NEXT: %[[O1:.+]], %[[L1:.+]] = nn.attention_block %[[Q]], %[[K1]], %[[V1]] index %[[I]] causal = true scale = 3.500000e-01 ring_step = 1 ring_size = 2
+  // CHECK-NEXT: %[[M:.+]] = nn.max %[[L0]], %[[L1]] : tensor<1x2x4xf32>
+  // CHECK-COUNT-2: nn.broadcast
+  // CHECK: %[[O:.+]] = nn.add
+  // CHECK-NEXT: return %[[O]] : tensor<1x2x4x8xf32>
+  %o = nn.attention %q, %k, %v causal = true scale = 0.35 ring = true : (tensor<2x2x8x8xf32>, tensor<2x1x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  return %o : tensor<2x2x8x8xf32>
+}
