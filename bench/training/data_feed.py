@@ -3,11 +3,11 @@
 synthetic batches, next to PyTorch's way of feeding them.
 
 Packs a text of a few MB (`tessera data pack`), compiles GPT AdamW steps
-for one, two and four CPU ranks (four oversubscribe this machine's cores), and times `tessera-run --time` with the
-synthetic batch every step and with `--data` (each rank reading its pieces
-of the next batch from the mapped file, a step ahead on a thread), several
-runs each, alternating, and reports the median step times and their
-difference. The peer is how nanoGPT feeds PyTorch: a random batch of
+for one, two and four CPU ranks (four oversubscribe this machine's
+cores), and times `tessera-run --time` with the synthetic batch every
+step and with `--data` (each rank reading its pieces of the next batch
+from the mapped file, a step ahead on a thread), several runs each,
+alternating, and reports the median step times and their difference. The peer is how nanoGPT feeds PyTorch: a random batch of
 samples cut from the mapped uint16 file each step (torch.from_file and
 indexing, in /usr/bin/python3), timed alone: the time it adds to a step
 where nothing reads it ahead.
