@@ -929,6 +929,15 @@ void tessera::annotateMegatron(ModuleOp module, int64_t dp, int64_t tp,
   });
 }
 
+/// A dim split over `axes`, major to minor.
+static dist::DimShardingAttr
+getDimSharding(MLIRContext *context, ArrayRef<StringRef> axes, bool isOpen) {
+  SmallVector<StringAttr> names;
+  for (StringRef axis : axes)
+    names.push_back(StringAttr::get(context, axis));
+  return dist::DimShardingAttr::get(context, names, isOpen, std::nullopt);
+}
+
 /// Whether the module's mesh has a "cp" axis (annotateContextParallel).
 static bool hasContextAxis(ModuleOp module) {
   return llvm::any_of(module.getOps<dist::MeshOp>(), [](dist::MeshOp mesh) {
@@ -963,10 +972,7 @@ void tessera::annotateContextParallel(ModuleOp module, StringRef kind) {
   auto mesh = FlatSymbolRefAttr::get(context, "mesh");
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
-    SmallVector<StringAttr> names;
-    for (StringRef axis : axes)
-      names.push_back(StringAttr::get(context, axis));
-    return dist::DimShardingAttr::get(context, names, isOpen, std::nullopt);
+    return getDimSharding(context, axes, isOpen);
   };
   module.walk([&](func::FuncOp function) {
     // The data ([batch, sequence, ...]): the sequence over "cp".
@@ -1007,10 +1013,7 @@ void tessera::annotateSequenceParallel(ModuleOp module) {
   auto mesh = FlatSymbolRefAttr::get(context, "mesh");
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
-    SmallVector<StringAttr> names;
-    for (StringRef axis : axes)
-      names.push_back(StringAttr::get(context, axis));
-    return dist::DimShardingAttr::get(context, names, isOpen, std::nullopt);
+    return getDimSharding(context, axes, isOpen);
   };
   StringAttr tp = StringAttr::get(context, "tp");
   // [batch as the data has it, sequence over `sequence`, hidden over

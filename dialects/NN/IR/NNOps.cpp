@@ -639,33 +639,42 @@ LogicalResult AttentionOp::verify() {
                     getQuery());
 }
 
-LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
-      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())))
-    return failure();
-  SmallVector<int64_t> result = getAttentionResultShape(getQuery(), getValue());
-  if (failed(verifyType(*this, "the forward's result", getResult().getType(),
-                        result, getQuery())) ||
-      failed(verifyType(*this, "a result gradient", getResultGrad().getType(),
-                        result, getQuery())))
+/// Checks an attention gradient's types: the forward's result and its
+/// gradient as attention's result, and each operand's gradient as it.
+template <typename GradOp>
+static LogicalResult verifyAttentionGradTypes(GradOp op) {
+  SmallVector<int64_t> result =
+      getAttentionResultShape(op.getQuery(), op.getValue());
+  if (failed(verifyType(op, "the forward's result", op.getResult().getType(),
+                        result, op.getQuery())) ||
+      failed(verifyType(op, "a result gradient", op.getResultGrad().getType(),
+                        result, op.getQuery())))
     return failure();
   for (auto [what, gradient, operand] :
-       {std::tuple(StringRef("a q gradient"), getQueryGrad(), getQuery()),
-        std::tuple(StringRef("a k gradient"), getKeyGrad(), getKey()),
-        std::tuple(StringRef("a v gradient"), getValueGrad(), getValue())})
-    if (failed(verifyType(*this, what, gradient.getType(),
+       {std::tuple(StringRef("a q gradient"), op.getQueryGrad(), op.getQuery()),
+        std::tuple(StringRef("a k gradient"), op.getKeyGrad(), op.getKey()),
+        std::tuple(StringRef("a v gradient"), op.getValueGrad(),
+                   op.getValue())})
+    if (failed(verifyType(op, what, gradient.getType(),
                           cast<RankedTensorType>(operand.getType()).getShape(),
                           operand)))
       return failure();
   return success();
 }
 
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
+      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())))
+    return failure();
+  return verifyAttentionGradTypes(*this);
+}
+
 /// Checks a ring attention block's operands and attributes: its index
 /// one element, the step within the ring, and the rows' log-sum-exps
 /// [b, heads, s] in f32.
 static LogicalResult verifyAttentionBlock(Operation *op, Value query,
-                                          Value index, Value lse,
-                                          int64_t step, int64_t size) {
+                                          Value index, Value lse, int64_t step,
+                                          int64_t size) {
   if (cast<RankedTensorType>(index.getType()).getDimSize(0) != 1)
     return op->emitOpError("expects an index of one element, got ")
            << index.getType();
@@ -692,21 +701,7 @@ LogicalResult AttentionBlockGradOp::verify() {
       failed(verifyAttentionBlock(*this, getQuery(), getIndex(), getLse(),
                                   getRingStep(), getRingSize())))
     return failure();
-  SmallVector<int64_t> result = getAttentionResultShape(getQuery(), getValue());
-  if (failed(verifyType(*this, "the forward's result", getResult().getType(),
-                        result, getQuery())) ||
-      failed(verifyType(*this, "a result gradient", getResultGrad().getType(),
-                        result, getQuery())))
-    return failure();
-  for (auto [what, gradient, operand] :
-       {std::tuple(StringRef("a q gradient"), getQueryGrad(), getQuery()),
-        std::tuple(StringRef("a k gradient"), getKeyGrad(), getKey()),
-        std::tuple(StringRef("a v gradient"), getValueGrad(), getValue())})
-    if (failed(verifyType(*this, what, gradient.getType(),
-                          cast<RankedTensorType>(operand.getType()).getShape(),
-                          operand)))
-      return failure();
-  return success();
+  return verifyAttentionGradTypes(*this);
 }
 
 LogicalResult ClampOp::verify() {

@@ -1970,15 +1970,15 @@ constexpr int64_t kQueryTile = 64, kKeyTile = 256;
 constexpr int64_t kKeptScores = int64_t(1) << 20;
 } // namespace
 
-/// Checks nn.attention's or nn.attention_grad's tensors: q, k, v, then for
-/// the gradient the forward's result and its gradient, then the dropout's
-/// step and piece index if any; the outputs the result, or dq, dk and dv.
-static std::optional<AttentionDims> checkAttention(KernelCall &c,
-                                                   bool gradient) {
-  size_t tensors = gradient ? 5 : 3, outputs = gradient ? 3 : 1;
-  if (!c.expectVariadicArity(tensors, outputs))
-    return std::nullopt;
-  const char *names[] = {"q", "k", "v", "result", "result gradient"};
+/// Checks the tensors every attention kernel has: q, k and v, then for a
+/// gradient the forward's result and its gradient (and a ring block's
+/// log-sum-exps, `withLse`); the outputs the result (and a block's
+/// log-sum-exps), or dq, dk and dv. Answers the sizes, scale and causal
+/// still unset.
+static std::optional<AttentionDims>
+checkAttentionTensors(KernelCall &c, bool gradient, bool withLse) {
+  size_t tensors = (gradient ? 5 : 3) + (gradient && withLse ? 1 : 0);
+  const char *names[] = {"q", "k", "v", "result", "result gradient", "lse"};
   for (size_t i = 0; i < tensors; ++i)
     if (!c.expectF32(c.in(i), names[i]))
       return std::nullopt;
@@ -1995,22 +1995,40 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
            " for ", n.heads);
     return std::nullopt;
   }
-  std::vector<int64_t> result = {n.batch, n.heads, n.queries, n.dv};
+  std::vector<int64_t> result = {n.batch, n.heads, n.queries, n.dv},
+                       rows = {n.batch, n.heads, n.queries};
   if (!c.expectShape(k, {n.batch, n.kvHeads, n.keys, n.d}, "k") ||
       !c.expectShape(v, {n.batch, n.kvHeads, n.keys, n.dv}, "v"))
     return std::nullopt;
   if (gradient) {
     if (!c.expectShape(c.in(3), result, "result") ||
-        !c.expectShape(c.in(4), result, "result gradient"))
+        !c.expectShape(c.in(4), result, "result gradient") ||
+        (withLse && !c.expectShape(c.in(5), rows, "lse")))
       return std::nullopt;
     for (size_t i = 0; i < 3; ++i)
       if (!c.expectF32(c.out(i), names[i]) ||
           !c.expectShape(c.out(i), c.in(i).shape, names[i]))
         return std::nullopt;
   } else if (!c.expectF32(c.out(0), "result") ||
-             !c.expectShape(c.out(0), result, "result")) {
+             !c.expectShape(c.out(0), result, "result") ||
+             (withLse && (!c.expectF32(c.out(1), "lse") ||
+                          !c.expectShape(c.out(1), rows, "lse")))) {
     return std::nullopt;
   }
+  return n;
+}
+
+/// Checks nn.attention's or nn.attention_grad's tensors (see
+/// checkAttentionTensors), then the dropout's step and piece index if any.
+static std::optional<AttentionDims> checkAttention(KernelCall &c,
+                                                   bool gradient) {
+  size_t tensors = gradient ? 5 : 3, outputs = gradient ? 3 : 1;
+  if (!c.expectVariadicArity(tensors, outputs))
+    return std::nullopt;
+  std::optional<AttentionDims> dims = checkAttentionTensors(c, gradient, false);
+  if (!dims)
+    return std::nullopt;
+  AttentionDims n = *dims;
   std::optional<double> scale = c.getFloat("scale");
   std::optional<int64_t> causal = c.getInt("causal");
   std::optional<double> dropout = c.getFloat("dropout");
@@ -2339,43 +2357,10 @@ static std::optional<AttentionDims> checkAttentionBlock(KernelCall &c,
   size_t tensors = gradient ? 6 : 3, outputs = gradient ? 3 : 2;
   if (!c.expectArity(tensors + 1, outputs))
     return std::nullopt;
-  const char *names[] = {"q", "k", "v", "result", "result gradient", "lse"};
-  for (size_t i = 0; i < tensors; ++i)
-    if (!c.expectF32(c.in(i), names[i]))
-      return std::nullopt;
-  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4) {
-    c.fail("expects q, k and v of rank 4, got ranks ", q.getRank(), ", ",
-           k.getRank(), ", ", v.getRank());
+  std::optional<AttentionDims> dims = checkAttentionTensors(c, gradient, true);
+  if (!dims)
     return std::nullopt;
-  }
-  AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2],
-                  q.shape[3], v.shape[3], 0,          false};
-  if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
-    c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
-           " for ", n.heads);
-    return std::nullopt;
-  }
-  std::vector<int64_t> result = {n.batch, n.heads, n.queries, n.dv},
-                       rows = {n.batch, n.heads, n.queries};
-  if (!c.expectShape(k, {n.batch, n.kvHeads, n.keys, n.d}, "k") ||
-      !c.expectShape(v, {n.batch, n.kvHeads, n.keys, n.dv}, "v"))
-    return std::nullopt;
-  if (gradient) {
-    if (!c.expectShape(c.in(3), result, "result") ||
-        !c.expectShape(c.in(4), result, "result gradient") ||
-        !c.expectShape(c.in(5), rows, "lse"))
-      return std::nullopt;
-    for (size_t i = 0; i < 3; ++i)
-      if (!c.expectF32(c.out(i), names[i]) ||
-          !c.expectShape(c.out(i), c.in(i).shape, names[i]))
-        return std::nullopt;
-  } else if (!c.expectF32(c.out(0), "result") ||
-             !c.expectShape(c.out(0), result, "result") ||
-             !c.expectF32(c.out(1), "lse") ||
-             !c.expectShape(c.out(1), rows, "lse")) {
-    return std::nullopt;
-  }
+  AttentionDims n = *dims;
   const Tensor &index = c.in(tensors);
   if (!c.expectDType(index, DType::I64, "index") ||
       !c.expectShape(index, {1}, "index"))

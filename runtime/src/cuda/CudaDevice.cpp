@@ -566,22 +566,28 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  /// An attention kernel's sizes, scale and causality, from q, k and v.
+  static AttentionShape makeAttentionShape(const Launch &l) {
+    const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
+    return {q[0],
+            q[1],
+            v[1],
+            q[2],
+            v[2],
+            int(q[3]),
+            int(v[3]),
+            static_cast<float>(getFloat(l, "scale")),
+            *l.attrs.getInt("causal") != 0};
+  }
+
   /// nn.attention's (or its gradient's) sizes, or why the GPU kernels do
   /// not take them.
   static Status getAttentionShape(const CudaKernel &k, const Launch &l,
                                   AttentionShape &shape) {
     if (Status status = checkHeadDims(k, l); !status.ok())
       return status;
-    const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
-    shape = {q[0],
-             q[1],
-             v[1],
-             q[2],
-             v[2],
-             int(q[3]),
-             int(v[3]),
-             static_cast<float>(getFloat(l, "scale")),
-             *l.attrs.getInt("causal") != 0};
+    const std::vector<int64_t> &q = l.in(0).shape;
+    shape = makeAttentionShape(l);
     // The dropout's step (a scalar) and the piece index follow q, k, v (and
     // o, do); a causal piece of the queries has the piece without a step.
     size_t tensors = k.getOp() == "nn.attention" ? 3 : 5;
@@ -619,16 +625,7 @@ struct CudaDevice::Ops {
   /// checkKernel has checked the shapes and the attributes.
   static AttentionShape getAttentionBlockShape(const Launch &l,
                                                size_t indexInput) {
-    const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
-    AttentionShape shape = {q[0],
-                            q[1],
-                            v[1],
-                            q[2],
-                            v[2],
-                            int(q[3]),
-                            int(v[3]),
-                            static_cast<float>(getFloat(l, "scale")),
-                            *l.attrs.getInt("causal") != 0};
+    AttentionShape shape = makeAttentionShape(l);
     shape.ringIndex = l.in(indexInput).as<int64_t>();
     shape.ringStep = *l.attrs.getInt("ring_step");
     shape.ringSize = *l.attrs.getInt("ring_size");
