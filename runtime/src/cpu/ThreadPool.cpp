@@ -75,6 +75,14 @@ public:
 
   /// Runs `chunks` chunks of `fn`, chunk 0 on this thread.
   void run(int chunks, const std::function<void(int)> &fn) {
+    // A sequence lock: the generation is odd while the region's work is
+    // written, so that a worker reading the last region's work then sees
+    // that it changed (with the generation unchanged during the writes, a
+    // worker with no chunk in the last region read this one's function and
+    // chunk count as the last region's, and ran a chunk of it twice and
+    // before its time: ThreadPoolTest.ManyShortRegionsRunEachChunkOnce).
+    generation.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
     job.store(&fn, std::memory_order_relaxed);
     jobChunks.store(chunks, std::memory_order_relaxed);
     pending.store(chunks - 1, std::memory_order_relaxed);
@@ -110,8 +118,10 @@ private:
         return;
       // The region's work, read as a sequence lock: a worker with no chunk
       // in the last region may read only now, while the caller already
-      // sets up the next; then it reads again.
+      // sets up the next (the generation odd); then it reads again.
       uint64_t current = generation.load(std::memory_order_acquire);
+      if (current % 2 != 0)
+        continue;
       const std::function<void(int)> *fn = job.load(std::memory_order_relaxed);
       int chunks = jobChunks.load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
@@ -131,9 +141,9 @@ private:
   std::vector<std::thread> workers;
   std::mutex mutex;
   std::condition_variable start, done;
-  /// The region's work, set before `generation` moves on, which publishes
-  /// it; the caller sets up the next region only once every chunk of this
-  /// one is done.
+  /// The region's work, written while `generation` is odd and published
+  /// when it is even again; the caller sets up the next region only once
+  /// every chunk of this one is done.
   std::atomic<const std::function<void(int)> *> job{nullptr};
   std::atomic<int> jobChunks{0}, pending{0};
   std::atomic<uint64_t> generation{0};
