@@ -573,8 +573,14 @@ static int64_t getSizeOf(const Tensor &tensor,
   return size;
 }
 
-/// Rows or columns of a piece of splitGemm: whole multiples of this.
-constexpr int64_t kGemmPieceAlign = 64;
+/// Rows of a piece of splitGemm: whole multiples of this. OpenBLAS
+/// computes a row-major C as its column-major transpose, our rows its
+/// columns, in micro-kernel tiles of a fixed number of them (4 to 24 by CPU;
+/// 12 on Zen); a row at the same offset in a tile is summed alike whatever
+/// the call's row count, one in another offset may not be (on Zen, 10% of
+/// the elements differ in the last bit). 48 is a multiple of every tile.
+/// Columns are never split: on Zen no column split gave the same bits.
+constexpr int64_t kGemmPieceAlign = 48;
 /// The least M·N·K of a piece of splitGemm. OpenBLAS takes another path
 /// (its small-matrix kernels) at or below 100³ on some CPUs: a GEMM whose
 /// pieces would fall there runs whole, so that each element is computed
@@ -584,37 +590,30 @@ constexpr double kGemmPieceWork = 2e6;
 /// C = op(A) op(B), row-major [m, n], over the kernel threads. OpenBLAS runs
 /// on one thread: its workers spin between calls, and on two cores they
 /// took the second from every other kernel (attention and the fused
-/// kernels ran no faster on two threads than on one). The larger of M and
-/// N is split here instead, a piece per thread, each an OpenBLAS call that
-/// blocks K as the whole would: the same bits on any thread count.
+/// kernels ran no faster on two threads than on one). The rows are split
+/// here instead, a piece per thread, each an OpenBLAS call that blocks K as
+/// the whole would: the same bits on any thread count.
 static void splitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
                       int64_t n, int64_t k, const float *a, int lda,
                       const float *b, int ldb, float *c) {
-  auto gemm = [&](int64_t rows, int64_t cols, const float *pa, const float *pb,
-                  float *pc) {
+  auto gemm = [&](int64_t rows, const float *pa, float *pc) {
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(rows),
-                static_cast<int>(cols), static_cast<int>(k), 1.0f, pa, lda, pb,
+                static_cast<int>(n), static_cast<int>(k), 1.0f, pa, lda, b,
                 ldb, 0.0f, pc, static_cast<int>(n));
   };
-  bool byRows = m >= n;
-  int64_t split = byRows ? m : n;
-  int64_t blocks = (split + kGemmPieceAlign - 1) / kGemmPieceAlign;
+  int64_t blocks = (m + kGemmPieceAlign - 1) / kGemmPieceAlign;
   int64_t pieces = std::min<int64_t>(getKernelThreads(), blocks);
   // The smallest piece holds blocks / pieces blocks, the last one short.
   double smallest = static_cast<double>(blocks / std::max<int64_t>(pieces, 1) *
                                             kGemmPieceAlign -
-                                        (blocks * kGemmPieceAlign - split)) *
-                    static_cast<double>(byRows ? n : m) * k;
+                                        (blocks * kGemmPieceAlign - m)) *
+                    static_cast<double>(n) * k;
   if (pieces <= 1 || smallest <= kGemmPieceWork)
-    return gemm(m, n, a, b, c);
+    return gemm(m, a, c);
   cpu::parallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
     int64_t first = begin * kGemmPieceAlign;
-    int64_t size = std::min(split, end * kGemmPieceAlign) - first;
-    if (byRows)
-      gemm(size, n, a + first * (ta == CblasNoTrans ? lda : 1), b,
-           c + first * n);
-    else
-      gemm(m, size, a, b + first * (tb == CblasNoTrans ? 1 : ldb), c + first);
+    int64_t size = std::min(m, end * kGemmPieceAlign) - first;
+    gemm(size, a + first * (ta == CblasNoTrans ? lda : 1), c + first * n);
   });
 }
 
@@ -1745,6 +1744,46 @@ static void runOneHot(KernelCall &c) {
   }
 }
 
+/// nn.moe_dispatch: each group's choices [tokens, k] take their experts'
+/// slots in GShard's order (first choices in token order, then second
+/// ones, ...) while slots last.
+static void runMoeDispatch(KernelCall &c) {
+  if (!c.expectArity(1, 1) || !c.expectIndex(c.in(0), "indices") ||
+      !c.expectF32(c.out(0), "result"))
+    return;
+  const Tensor &indices = c.in(0);
+  Tensor &mask = c.out(0);
+  if (indices.getRank() < 2 || mask.getRank() != indices.getRank() + 1) {
+    c.fail("expects indices [..., tokens, k] and a result [..., tokens, "
+           "experts, capacity]");
+    return;
+  }
+  int64_t experts = mask.shape[mask.getRank() - 2];
+  int64_t capacity = mask.shape.back();
+  std::vector<int64_t> shape(indices.shape.begin(), indices.shape.end() - 1);
+  shape.push_back(experts);
+  shape.push_back(capacity);
+  if (!c.expectShape(mask, shape, "result") || c.isCheckOnly())
+    return;
+  int64_t k = indices.shape.back();
+  int64_t tokens = indices.shape[indices.getRank() - 2];
+  int64_t groups = indices.getNumElements() / std::max<int64_t>(tokens * k, 1);
+  float *out = mask.as<float>();
+  std::fill(out, out + mask.getNumElements(), 0.0f);
+  std::vector<int64_t> taken(experts);
+  for (int64_t group = 0; group < groups; ++group) {
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int64_t choice = 0; choice < k; ++choice)
+      for (int64_t token = 0; token < tokens; ++token) {
+        int64_t row = group * tokens + token;
+        int64_t expert = readIndex(indices, row * k + choice);
+        if (expert < 0 || expert >= experts || taken[expert] >= capacity)
+          continue;
+        out[(row * experts + expert) * capacity + taken[expert]++] = 1.0f;
+      }
+  }
+}
+
 namespace {
 /// gather's and scatter_add's layout around `axis`: `outer` rows before it,
 /// `inner` elements after it, `whole` the full tensor's size along it
@@ -2743,6 +2782,7 @@ static const std::unordered_map<std::string, CpuKernel> &getKernels() {
              {"nn.scatter_add", runScatterAdd},
              {"nn.top_k", runTopK},
              {"nn.one_hot", runOneHot},
+             {"nn.moe_dispatch", runMoeDispatch},
              {"nn.cross_entropy", runCrossEntropy},
              {"nn.causal_mask", runCausalMask},
              {"nn.attention", runAttention},
