@@ -56,6 +56,14 @@ static llvm::Error checkHeads(int64_t heads, int64_t hidden) {
   return llvm::Error::success();
 }
 
+/// The expert slots per token (experts x capacity / seq) of a validated
+/// MoE configuration, in double (a size check's bound); 1 without experts.
+static double getRoutedSlots(const MoeConfig &c, int64_t seq) {
+  if (c.experts == 0)
+    return 1;
+  return double(c.experts) * getExpertCapacity(c, seq) / seq;
+}
+
 /// The options the transformer generators share.
 static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
                                             bool vocabParallel,
@@ -131,6 +139,38 @@ static llvm::Error checkDropout(double rate) {
   return llvm::Error::success();
 }
 
+/// The experts of a transformer: a positive top-k no larger than the
+/// experts, a positive capacity factor, a loss weight of at least 0; only
+/// with the layouts they are built and tested with.
+static llvm::Error checkMoe(const MoeConfig &moe, StringRef sharding,
+                            StringRef contextParallel) {
+  if (moe.experts < 0)
+    return fieldError("experts", "must be at least 0 (0 for the dense MLP), "
+                                 "got " +
+                                     llvm::Twine(moe.experts));
+  if (moe.experts == 0)
+    return llvm::Error::success();
+  if (moe.topK < 1 || moe.topK > moe.experts)
+    return fieldError("top-k", llvm::formatv("must be in [1, {0}] (the "
+                                             "experts), got {1}",
+                                             moe.experts, moe.topK)
+                                   .str());
+  // The negations catch NaN too.
+  if (!(moe.capacityFactor > 0) || std::isinf(moe.capacityFactor))
+    return fieldError("capacity-factor", "must be positive, got " +
+                                             formatNumber(moe.capacityFactor));
+  if (!(moe.auxLossCoef >= 0) || std::isinf(moe.auxLossCoef))
+    return fieldError("aux-loss-coef", "must be at least 0, got " +
+                                           formatNumber(moe.auxLossCoef));
+  // TODO(issue 23): experts with sequence and context parallelism, whose
+  // split sequence each group's routing needs whole.
+  if (sharding == "megatron-sp" || contextParallel != "none")
+    return fieldError("experts", "are split over \"ep\" with --sharding "
+                                 "megatron only, not with sequence or context "
+                                 "parallelism yet");
+  return llvm::Error::success();
+}
+
 llvm::Error tessera::validate(const GptConfig &c) {
   for (auto [field, value] : {std::pair<StringRef, int64_t>{"layers", c.layers},
                               {"hidden", c.hidden},
@@ -142,11 +182,17 @@ llvm::Error tessera::validate(const GptConfig &c) {
       return error;
   if (llvm::Error error = checkHeads(c.heads, c.hidden))
     return error;
-  double l = c.layers, h = c.hidden, tokens = double(c.batch) * c.seq;
+  if (llvm::Error error = checkMoe(c.moe, c.sharding, c.contextParallel))
+    return error;
+  double l = c.layers, h = c.hidden, tokens = double(c.batch) * c.seq,
+         experts = std::max<double>(c.moe.experts, 1),
+         slots = getRoutedSlots(c.moe, c.seq);
   if (llvm::Error error = checkModelSize(
           c.layers,
-          12 * l * h * h + 13 * l * h + (double(c.vocab) + c.seq) * h + 2 * h,
-          tokens * std::max({double(c.vocab), 4 * h, c.heads * double(c.seq)})))
+          4 * l * h * h + 8 * l * h + experts * l * (8 * h * h + 5 * h) +
+              (double(c.vocab) + c.seq) * h + 2 * h,
+          tokens * std::max({double(c.vocab), 4 * h * slots,
+                             c.heads * double(c.seq), slots * c.seq})))
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
@@ -206,20 +252,30 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (!(c.normEps > 0))
     return fieldError("norm-eps",
                       "must be positive, got " + formatNumber(c.normEps));
+  if (llvm::Error error = checkMoe(c.moe, c.sharding, c.contextParallel))
+    return error;
   double l = c.layers, h = c.hidden, f = c.ffnHidden ? c.ffnHidden : 8 * h / 3,
          kv = double(c.kvHeads) * (c.hidden / c.heads),
-         tokens = double(c.batch) * c.seq;
+         tokens = double(c.batch) * c.seq,
+         experts = std::max<double>(c.moe.experts, 1),
+         slots = getRoutedSlots(c.moe, c.seq);
   if (llvm::Error error = checkModelSize(
           c.layers,
-          l * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) +
+          l * (2 * h + 2 * h * h + 2 * h * kv + experts * 3 * h * f) +
               2 * double(c.vocab) * h + h,
-          tokens * std::max({double(c.vocab), f, c.heads * double(c.seq)})))
+          tokens * std::max({double(c.vocab), f * slots,
+                             c.heads * double(c.seq), slots * c.seq})))
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
   return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
                                   c.contextParallel, c.attention, c.dropout,
                                   c.dtype);
+}
+
+int64_t tessera::getExpertCapacity(const MoeConfig &c, int64_t seq) {
+  double slots = std::ceil(c.capacityFactor * c.topK * seq / c.experts);
+  return std::clamp<int64_t>(slots, 1, seq);
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
@@ -236,13 +292,18 @@ static int64_t getFfnHidden(const LlamaConfig &c) {
 int64_t tessera::getParameterCount(const LlamaConfig &c) {
   int64_t h = c.hidden, kv = c.kvHeads * (c.hidden / c.heads),
           f = getFfnHidden(c);
-  return c.layers * (2 * h + 2 * h * h + 2 * h * kv + 3 * h * f) +
-         2 * c.vocab * h + h;
+  int64_t mlp = 3 * h * f;
+  if (int64_t e = c.moe.experts)
+    mlp = e * mlp + h * e;
+  return c.layers * (2 * h + 2 * h * h + 2 * h * kv + mlp) + 2 * c.vocab * h +
+         h;
 }
 
 int64_t tessera::getParameterCount(const GptConfig &c) {
-  int64_t l = c.layers, h = c.hidden;
-  return 12 * l * h * h + 13 * l * h + (c.vocab + c.seq) * h + 2 * h;
+  int64_t l = c.layers, h = c.hidden, mlp = 8 * h * h + 5 * h;
+  if (int64_t e = c.moe.experts)
+    mlp = e * mlp + h * e;
+  return l * (4 * h * h + 8 * h + mlp) + (c.vocab + c.seq) * h + 2 * h;
 }
 
 /// The widths of the layers' inputs and outputs: input, hidden..., output.
@@ -445,6 +506,82 @@ static Value buildCausalAttention(FunctionBuilder &fb, Value q, Value k,
                            dims({0, 1}), dims({3}), dims({2}));
 }
 
+namespace {
+/// A mixture-of-experts layer's parameters: the router and the experts'
+/// stacked weights, as the model declares them.
+struct MoeLayer {
+  Value router;
+  /// [experts, groups, capacity, hidden] -> the same: the experts' MLP.
+  std::function<Value(Value)> experts;
+};
+} // namespace
+
+/// The mixture of experts of `x` [b, s, h] (MoeConfig), each sequence a
+/// group of tokens. Returns the layer's output and its load-balancing loss
+/// (unweighted, a scalar).
+static std::pair<Value, Value> buildMoe(FunctionBuilder &fb, Value x,
+                                        const MoeLayer &layer,
+                                        const MoeConfig &config) {
+  OpBuilder &bld = fb.builder;
+  Location loc = fb.loc;
+  auto dims = [&](ArrayRef<int64_t> values) {
+    return bld.getDenseI64ArrayAttr(values);
+  };
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(x.getType()).getShape();
+  int64_t b = shape[0], s = shape[1], e = config.experts, k = config.topK,
+          c = getExpertCapacity(config, s);
+  // The router's probabilities [b, s, e] and each token's top k.
+  Value logits = nn::DotOp::create(bld, loc, x, layer.router, dims({}),
+                                   dims({}), dims({2}), dims({0}));
+  Value probs = nn::SoftmaxOp::create(bld, loc, logits, 2);
+  auto topK = nn::TopKOp::create(
+      bld, loc,
+      TypeRange{fb.tensor({b, s, k}), fb.tensor({b, s, k}, bld.getI64Type())},
+      probs, bld.getI64IntegerAttr(k));
+  // The gates: the picked probabilities renormalized over the picks (zero
+  // elsewhere through the mask).
+  Value picked = nn::ReduceSumOp::create(bld, loc, topK.getValues(), dims({2}));
+  Value gates =
+      nn::DivOp::create(bld, loc, probs, fb.broadcastTo(picked, probs, {0, 1}));
+  Value mask = nn::MoeDispatchOp::create(bld, loc, fb.tensor({b, s, e, c}),
+                                         topK.getIndices());
+  Value combine =
+      nn::MulOp::create(bld, loc, mask, fb.broadcastTo(gates, mask, {0, 1, 2}));
+  // Dispatch: [b, s, e, c] x [b, s, h] -> [b, e, c, h], the experts major.
+  Value dispatched = nn::DotOp::create(bld, loc, mask, x, dims({0}), dims({0}),
+                                       dims({1}), dims({1}));
+  Value outputs =
+      layer.experts(fb.transpose(dispatched, {1, 0, 2, 3})); // [e, b, c, h]
+  // Combine: [b, s, e, c] x [b, e, c, h] -> [b, s, h].
+  Value y =
+      nn::DotOp::create(bld, loc, combine, fb.transpose(outputs, {1, 0, 2, 3}),
+                        dims({0}), dims({0}), dims({2, 3}), dims({1, 2}));
+  // Switch's load-balancing loss, as Hugging Face's Mixtral computes it:
+  // e · Σ_e (Σ_k mean_t choice_k(t) = e) · mean_t p_e(t).
+  Value chosen = nn::OneHotOp::create(bld, loc, fb.tensor({b, s, k, e}),
+                                      topK.getIndices());
+  Value shares = nn::ReduceSumOp::create(
+      bld, loc, nn::ReduceMeanOp::create(bld, loc, chosen, dims({0, 1})),
+      dims({0}));
+  Value meanProbs = nn::ReduceMeanOp::create(bld, loc, probs, dims({0, 1}));
+  Value balance = nn::ReduceSumOp::create(
+      bld, loc, nn::MulOp::create(bld, loc, shares, meanProbs), dims({0}));
+  balance = nn::MulOp::create(bld, loc, balance, fb.splat(fb.tensor({}), e));
+  return {y, balance};
+}
+
+/// The loss: the cross-entropy plus the weighted load-balancing losses of
+/// the MoE layers.
+static Value addBalanceLoss(FunctionBuilder &fb, Value loss,
+                            ArrayRef<Value> balances, double weight) {
+  for (Value balance : balances)
+    loss =
+        nn::AddOp::create(fb.builder, fb.loc, loss,
+                          nn::MulOp::create(fb.builder, fb.loc, balance,
+                                            fb.splat(fb.tensor({}), weight)));
+  return loss;
+}
+
 OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
                                         const GptConfig &c) {
   context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
@@ -458,8 +595,18 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   unsigned wpe = fb.addArgument(fb.tensor({s, h}), "wpe");
   struct Block {
     unsigned ln1g, ln1b, wq, bq, wk, bk, wv, bv, wo, bo, ln2g, ln2b, w1, b1, w2,
-        b2;
+        b2, router;
   };
+  // With experts every MLP weight gets a leading experts dim.
+  int64_t e = c.moe.experts;
+  auto stacked = [&](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> result;
+    if (e)
+      result.push_back(e);
+    llvm::append_range(result, shape);
+    return result;
+  };
+  StringRef mlp = e ? "moe." : "mlp.";
   SmallVector<Block> blocks;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     std::string p = llvm::formatv("blocks.{0}.", layer).str();
@@ -479,10 +626,12 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
     blk.bo = add({h}, "attn.bo");
     blk.ln2g = add({h}, "ln2.gamma");
     blk.ln2b = add({h}, "ln2.beta");
-    blk.w1 = add({h, 4 * h}, "mlp.w1");
-    blk.b1 = add({4 * h}, "mlp.b1");
-    blk.w2 = add({4 * h, h}, "mlp.w2");
-    blk.b2 = add({h}, "mlp.b2");
+    if (e)
+      blk.router = add({h, e}, "moe.router");
+    blk.w1 = add(stacked({h, 4 * h}), mlp.str() + "w1");
+    blk.b1 = add(stacked({4 * h}), mlp.str() + "b1");
+    blk.w2 = add(stacked({4 * h, h}), mlp.str() + "w2");
+    blk.b2 = add(stacked({h}), mlp.str() + "b2");
     blocks.push_back(blk);
   }
   unsigned lnfg = fb.addArgument(fb.tensor({h}), "ln_f.gamma");
@@ -501,6 +650,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   x = nn::AddOp::create(bld, loc, x, fb.broadcastTo(fb.arg(wpe), x, {1, 2}));
   x = fb.dropout(x);
   bool fused = c.attention == "fused";
+  SmallVector<Value> balances;
   for (const Block &blk : blocks) {
     // Attention: heads split the hidden dim, [b, s, h] -> [b, a, s, d].
     Value hIn =
@@ -523,10 +673,30 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
     Value hMlp =
         nn::LayerNormOp::create(bld, loc, x, fb.arg(blk.ln2g), fb.arg(blk.ln2b),
                                 bld.getF32FloatAttr(1e-5f));
-    Value up = nn::GeluOp::create(
-        bld, loc, fb.linear(hMlp, fb.arg(blk.w1), fb.arg(blk.b1)));
-    x = nn::AddOp::create(
-        bld, loc, x, fb.dropout(fb.linear(up, fb.arg(blk.w2), fb.arg(blk.b2))));
+    if (!e) {
+      Value up = nn::GeluOp::create(
+          bld, loc, fb.linear(hMlp, fb.arg(blk.w1), fb.arg(blk.b1)));
+      x = nn::AddOp::create(
+          bld, loc, x,
+          fb.dropout(fb.linear(up, fb.arg(blk.w2), fb.arg(blk.b2))));
+      continue;
+    }
+    // Each expert is the MLP: [e, g, c, h] x [e, h, 4h] + [e, 4h], GELU,
+    // x [e, 4h, h] + [e, h].
+    auto experts = [&](Value in) -> Value {
+      auto expertLinear = [&](Value z, unsigned w, unsigned bias) -> Value {
+        Value y = nn::DotOp::create(bld, loc, z, fb.arg(w), dims({0}),
+                                    dims({0}), dims({3}), dims({1}));
+        return nn::AddOp::create(bld, loc, y,
+                                 fb.broadcastTo(fb.arg(bias), y, {0, 3}));
+      };
+      Value up = nn::GeluOp::create(bld, loc, expertLinear(in, blk.w1, blk.b1));
+      return expertLinear(up, blk.w2, blk.b2);
+    };
+    auto [y, balance] =
+        buildMoe(fb, hMlp, MoeLayer{fb.arg(blk.router), experts}, c.moe);
+    balances.push_back(balance);
+    x = nn::AddOp::create(bld, loc, x, fb.dropout(y));
   }
   x = nn::LayerNormOp::create(bld, loc, x, fb.arg(lnfg), fb.arg(lnfb),
                               bld.getF32FloatAttr(1e-5f));
@@ -535,9 +705,11 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
                                    dims({2}), dims({1}));
   Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
-  fb.finish(loss);
+  fb.finish(addBalanceLoss(fb, loss, balances, c.moe.auxLossCoef));
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
+  if (c.sharding != "none" && e)
+    annotateExpertParallel(*module);
   if (c.contextParallel != "none")
     annotateContextParallel(*module, c.contextParallel);
   if (c.sharding == "megatron-sp")
@@ -581,8 +753,18 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   unsigned embeddings =
       fb.addArgument(fb.tensor({c.vocab, h}), "tok_embeddings");
   struct Block {
-    unsigned attentionNorm, wq, wk, wv, wo, ffnNorm, w1, w2, w3;
+    unsigned attentionNorm, wq, wk, wv, wo, ffnNorm, w1, w2, w3, gate;
   };
+  // With experts (Mixtral) every MLP weight gets a leading experts dim.
+  int64_t e = c.moe.experts;
+  auto stacked = [&](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> result;
+    if (e)
+      result.push_back(e);
+    llvm::append_range(result, shape);
+    return result;
+  };
+  StringRef mlp = e ? "feed_forward.experts." : "feed_forward.";
   SmallVector<Block> blocks;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     std::string p = llvm::formatv("layers.{0}.", layer).str();
@@ -596,9 +778,11 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
     blk.wv = add({h, kv * d}, "attention.wv");
     blk.wo = add({a * d, h}, "attention.wo");
     blk.ffnNorm = add({h}, "ffn_norm");
-    blk.w1 = add({h, f}, "feed_forward.w1");
-    blk.w2 = add({f, h}, "feed_forward.w2");
-    blk.w3 = add({h, f}, "feed_forward.w3");
+    if (e)
+      blk.gate = add({h, e}, "feed_forward.gate");
+    blk.w1 = add(stacked({h, f}), mlp.str() + "w1");
+    blk.w2 = add(stacked({f, h}), mlp.str() + "w2");
+    blk.w3 = add(stacked({h, f}), mlp.str() + "w3");
     blocks.push_back(blk);
   }
   unsigned norm = fb.addArgument(fb.tensor({h}), "norm");
@@ -646,6 +830,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   Value x = fb.dropout(
       nn::EmbeddingOp::create(bld, loc, fb.arg(embeddings), fb.arg(tokens)));
   bool fused = c.attention == "fused";
+  SmallVector<Value> balances;
   for (const Block &blk : blocks) {
     // Attention: [b, s, h] -> [b, heads, s, d].
     Value y =
@@ -663,19 +848,36 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
     context = fb.reshape(fb.transpose(context, {0, 2, 1, 3}), {b, s, h});
     x = nn::AddOp::create(bld, loc, x, fb.dropout(project(context, blk.wo)));
 
-    // SwiGLU MLP.
+    // SwiGLU MLP, or Mixtral's experts of it: [e, g, c, h] x [e, h, f].
     y = nn::RmsNormOp::create(bld, loc, x, fb.arg(blk.ffnNorm), eps);
-    Value gate = nn::SiluOp::create(bld, loc, project(y, blk.w1));
-    Value up = nn::MulOp::create(bld, loc, gate, project(y, blk.w3));
-    x = nn::AddOp::create(bld, loc, x, fb.dropout(project(up, blk.w2)));
+    auto swiGlu = [&](Value in, auto project) -> Value {
+      Value gate = nn::SiluOp::create(bld, loc, project(in, blk.w1));
+      Value up = nn::MulOp::create(bld, loc, gate, project(in, blk.w3));
+      return project(up, blk.w2);
+    };
+    if (!e) {
+      x = nn::AddOp::create(bld, loc, x, fb.dropout(swiGlu(y, project)));
+      continue;
+    }
+    auto expertProject = [&](Value z, unsigned w) -> Value {
+      return nn::DotOp::create(bld, loc, z, fb.arg(w), dims({0}), dims({0}),
+                               dims({3}), dims({1}));
+    };
+    auto experts = [&](Value in) { return swiGlu(in, expertProject); };
+    auto [moe, balance] =
+        buildMoe(fb, y, MoeLayer{fb.arg(blk.gate), experts}, c.moe);
+    balances.push_back(balance);
+    x = nn::AddOp::create(bld, loc, x, fb.dropout(moe));
   }
   x = nn::RmsNormOp::create(bld, loc, x, fb.arg(norm), eps);
   Value logits = project(x, head);
   Value losses = nn::CrossEntropyOp::create(bld, loc, logits, fb.arg(labels));
   Value loss = nn::ReduceMeanOp::create(bld, loc, losses, dims({0, 1}));
-  fb.finish(loss);
+  fb.finish(addBalanceLoss(fb, loss, balances, c.moe.auxLossCoef));
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
+  if (c.sharding != "none" && e)
+    annotateExpertParallel(*module);
   if (c.contextParallel != "none")
     annotateContextParallel(*module, c.contextParallel);
   if (c.sharding == "megatron-sp")
@@ -776,9 +978,31 @@ static llvm::DenseSet<Operation *> getKeyValueProducts(func::FuncOp function) {
   return products;
 }
 
+/// The dots whose products a router's nn.top_k ranks (through elementwise
+/// ops and softmaxes, not through another dot): a mixture of experts'
+/// routers, which stay whole.
+static llvm::DenseSet<Operation *> getRouterProducts(func::FuncOp function) {
+  llvm::DenseSet<Operation *> products;
+  SmallVector<Value> work;
+  function.walk([&](nn::TopKOp topK) { work.push_back(topK.getInput()); });
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    Operation *op = value.getDefiningOp();
+    if (!op || !seen.insert(value).second)
+      continue;
+    if (isa<nn::DotOp>(op))
+      products.insert(op);
+    else
+      llvm::append_range(work, op->getOperands());
+  }
+  return products;
+}
+
 /// Megatron-LM's tensor parallelism (Shoeybi et al. 2019) read from the
 /// dataflow, not from names. In program order:
-/// - a dot of a whole activation with a weight matrix is column-parallel:
+/// - a dot of a whole activation with a weight matrix (or a stack of them
+///   that the dot batches over, a mixture's experts) is column-parallel:
 ///   the weight's last output dim over "tp", and what is computed from the
 ///   product is split (attention heads, GELU, SwiGLU's product);
 /// - a dot of a split activation with a weight is row-parallel: the
@@ -786,6 +1010,7 @@ static llvm::DenseSet<Operation *> getKeyValueProducts(func::FuncOp function) {
 ///   the all-reduce), as is what is computed from whole values only;
 /// - a vector parameter added to a column-parallel product is split with
 ///   it;
+/// - a mixture of experts' router stays whole, as does what it computes;
 /// - the key and value weights of grouped-query attention are left to
 ///   propagation, which splits them as the attention's query heads split:
 ///   over "tp" when it divides the kv heads, else over the part of "tp"
@@ -817,6 +1042,7 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp,
   llvm::DenseSet<Value> split;
   llvm::DenseMap<Value, int64_t> columnProducts;
   llvm::DenseSet<Operation *> keyValueProducts = getKeyValueProducts(function);
+  llvm::DenseSet<Operation *> routerProducts = getRouterProducts(function);
   function.walk([&](Operation *op) {
     if (auto lookup = dyn_cast<nn::EmbeddingOp>(op); lookup && vocabParallel)
       if (auto param = traceParameter(function, lookup.getTable(), 0))
@@ -829,9 +1055,11 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp,
         if (!llvm::is_contained(dot.getRhsBatchingDims(), dim) &&
             !llvm::is_contained(contracting, dim))
           free.push_back(dim);
-      bool weight = dot.getRhsBatchingDims().empty() && !free.empty() &&
+      bool weight = !free.empty() &&
                     traceParameter(function, dot.getRhs(), 0) &&
                     !traceParameter(function, dot.getLhs(), 0);
+      if (weight && routerProducts.contains(dot))
+        return;
       if (weight && split.contains(dot.getLhs())) {
         if (contracting.size() == 1)
           if (auto param =
@@ -1005,6 +1233,147 @@ void tessera::annotateContextParallel(ModuleOp module, StringRef kind) {
                                          dim({"tp", "cp"}), dim({}), dim({})}));
       attention.getQueryMutable().assign(constraint);
     });
+  });
+}
+
+void tessera::annotateExpertParallel(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  OpBuilder builder(context);
+  // The mesh: "ep" right after "dp", as Megatron-LM orders tp, cp, ep, dp
+  // from the fastest: the devices of an expert group are neighbours.
+  for (auto mesh : llvm::make_early_inc_range(module.getOps<dist::MeshOp>())) {
+    SmallVector<StringRef> names;
+    SmallVector<int64_t> sizes;
+    for (auto [name, size] :
+         llvm::zip(mesh.getAxisNames().getAsValueRange<StringAttr>(),
+                   mesh.getShape())) {
+      names.push_back(name);
+      sizes.push_back(size);
+      if (name == "dp") {
+        names.push_back("ep");
+        sizes.push_back(1);
+      }
+    }
+    builder.setInsertionPoint(mesh);
+    dist::MeshOp::create(builder, mesh.getLoc(), mesh.getSymName(),
+                         builder.getStrArrayAttr(names),
+                         builder.getDenseI64ArrayAttr(sizes));
+    mesh.erase();
+  }
+  auto mesh = FlatSymbolRefAttr::get(context, "mesh");
+  StringRef attrName = dist::DistDialect::kShardingAttrName;
+  auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
+    return getDimSharding(context, axes, isOpen);
+  };
+  module.walk([&](func::FuncOp function) {
+    // The experts' parameters with their experts dim, and the values laid
+    // out by experts (the experts' products and what is computed from
+    // them) with theirs.
+    llvm::DenseMap<unsigned, int64_t> expertParams;
+    llvm::DenseMap<Value, int64_t> expertDims;
+    // The values the experts read (whole) and the experts' outputs that
+    // other ops read.
+    SmallVector<Value> inputs, outputs;
+    function.walk([&](Operation *op) {
+      if (auto dot = dyn_cast<nn::DotOp>(op)) {
+        ArrayRef<int64_t> batching = dot.getRhsBatchingDims();
+        std::optional<std::pair<BlockArgument, int64_t>> param;
+        if (batching.size() == 1 && dot.getLhsBatchingDims()[0] == 0 &&
+            !traceParameter(function, dot.getLhs(), 0))
+          param = traceParameter(function, dot.getRhs(), batching[0]);
+        if (param) {
+          expertParams[param->first.getArgNumber()] = param->second;
+          if (!expertDims.contains(dot.getLhs()) &&
+              !llvm::is_contained(inputs, dot.getLhs()))
+            inputs.push_back(dot.getLhs());
+          expertDims[dot.getResult()] = 0;
+          return;
+        }
+        for (Value operand : dot->getOperands())
+          if (expertDims.contains(operand) &&
+              !llvm::is_contained(outputs, operand))
+            outputs.push_back(operand);
+        return;
+      }
+      // A vector added to an experts' product: split with it.
+      if (auto add = dyn_cast<nn::AddOp>(op))
+        for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
+                                      std::pair(add.getRhs(), add.getLhs())}) {
+          auto expertDim = expertDims.find(product);
+          auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
+          if (expertDim == expertDims.end() || !broadcast)
+            continue;
+          ArrayRef<int64_t> landing = broadcast.getDims();
+          auto at = llvm::find(landing, expertDim->second);
+          if (at == landing.end())
+            continue;
+          if (auto param = traceParameter(function, broadcast.getInput(),
+                                          at - landing.begin()))
+            expertParams[param->first.getArgNumber()] = param->second;
+        }
+      // Elementwise ops and transposes keep the experts dim.
+      for (Value operand : op->getOperands()) {
+        auto expertDim = expertDims.find(operand);
+        if (expertDim == expertDims.end() || op->getNumResults() != 1)
+          continue;
+        int64_t result = expertDim->second;
+        if (auto transpose = dyn_cast<nn::TransposeOp>(op))
+          result = llvm::find(transpose.getPermutation(), result) -
+                   transpose.getPermutation().begin();
+        else if (!op->hasTrait<OpTrait::SameOperandsAndResultType>())
+          continue;
+        expertDims[op->getResult(0)] = result;
+      }
+    });
+    for (BlockArgument arg : function.getArguments()) {
+      unsigned index = arg.getArgNumber();
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0)
+        continue;
+      auto sharding =
+          function.getArgAttrOfType<dist::ShardingAttr>(index, attrName);
+      SmallVector<dist::DimShardingAttr> dims;
+      if (sharding)
+        dims.assign(sharding.getDims().begin(), sharding.getDims().end());
+      else
+        dims.assign(type.getRank(), dim({}));
+      if (auto expertDim = expertParams.find(index);
+          expertDim != expertParams.end()) {
+        // An expert's weights live on the devices of its "ep" group.
+        dims[expertDim->second] = dim({"ep"});
+      } else if (sharding && !function.getArgAttr(index, nn::kParamAttrName)) {
+        // The data: the batch over "dp" and "ep".
+        SmallVector<StringRef> axes;
+        for (StringAttr axis : dims[0].getAxes())
+          axes.push_back(axis.getValue());
+        if (!llvm::is_contained(axes, "ep"))
+          axes.push_back("ep");
+        dims[0] = dim(axes);
+      } else {
+        continue;
+      }
+      function.setArgAttr(index, attrName, dist::ShardingAttr::get(mesh, dims));
+    }
+    // The experts read their tokens split by experts over "ep", and the
+    // combine reads the experts whole: an all_to_all over "ep" each way.
+    // The other dims are left open (the tokens keep "dp" and, with
+    // microbatches, their axis).
+    auto constrain = [&](Value value, int64_t expertDim,
+                         ArrayRef<StringRef> experts) {
+      auto type = cast<RankedTensorType>(value.getType());
+      SmallVector<dist::DimShardingAttr> dims(type.getRank(),
+                                              dim({}, /*isOpen=*/true));
+      dims[expertDim] = dim(experts);
+      OpBuilder at = OpBuilder::atBlockBegin(value.getParentBlock());
+      at.setInsertionPointAfterValue(value);
+      auto constraint = dist::ShardingConstraintOp::create(
+          at, value.getLoc(), value, dist::ShardingAttr::get(mesh, dims));
+      value.replaceAllUsesExcept(constraint, constraint);
+    };
+    for (Value input : inputs)
+      constrain(input, 0, {"ep"});
+    for (Value output : outputs)
+      constrain(output, expertDims.lookup(output), {});
   });
 }
 

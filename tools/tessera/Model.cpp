@@ -92,6 +92,25 @@ static cl::opt<std::string> contextParallel(
              "for it by all-to-all (ulysses, as DeepSpeed-Ulysses) or its "
              "keys and values gathered (all-gather, as Llama 3)"),
     cl::sub(modelCommand()));
+static cl::opt<int64_t> experts(
+    "experts",
+    cl::desc("Mixture-of-experts layers with this many experts in place of "
+             "the MLP (gpt, llama; 0 for the dense MLP); with --sharding "
+             "megatron the experts split over an \"ep\" axis"),
+    cl::sub(modelCommand()));
+static cl::opt<int64_t>
+    topK("top-k", cl::desc("Experts each token is routed to (default 2)"),
+         cl::sub(modelCommand()));
+static cl::opt<double> capacityFactor(
+    "capacity-factor",
+    cl::desc("Expert slots per routed token of a sequence (default 1.25): "
+             "each expert takes ceil(factor x top-k x seq / experts) tokens "
+             "of a sequence, the rest skip it"),
+    cl::sub(modelCommand()));
+static cl::opt<double> auxLossCoef(
+    "aux-loss-coef",
+    cl::desc("Weight of each MoE layer's load-balancing loss (default 0.01)"),
+    cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
@@ -101,6 +120,13 @@ template <typename T>
 static void setIfGiven(const cl::opt<T> &option, T &field) {
   if (option.getNumOccurrences())
     field = option;
+}
+
+static void setMoeOptions(tessera::MoeConfig &config) {
+  setIfGiven(experts, config.experts);
+  setIfGiven(topK, config.topK);
+  setIfGiven(capacityFactor, config.capacityFactor);
+  setIfGiven(auxLossCoef, config.auxLossCoef);
 }
 
 int cli::runModel(MLIRContext &context) {
@@ -121,11 +147,14 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(contextParallel, config.contextParallel);
     setIfGiven(attention, config.attention);
     setIfGiven(dropout, config.dropout);
+    setMoeOptions(config.moe);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildGpt(&context, config);
     expectedParams = tessera::getParameterCount(config);
-    formula = "12·L·h² + 13·L·h + (V+s)·h + 2·h (final layer norm)";
+    formula = config.moe.experts
+                  ? "L·(4·h² + 8·h + E·(8·h² + 5·h) + h·E) + (V+s)·h + 2·h"
+                  : "12·L·h² + 13·L·h + (V+s)·h + 2·h (final layer norm)";
   } else if (modelKind == "llama") {
     tessera::LlamaConfig config;
     setIfGiven(layers, config.layers);
@@ -144,11 +173,15 @@ int cli::runModel(MLIRContext &context) {
     setIfGiven(contextParallel, config.contextParallel);
     setIfGiven(attention, config.attention);
     setIfGiven(dropout, config.dropout);
+    setMoeOptions(config.moe);
     if (llvm::Error error = tessera::validate(config))
       return reportError(std::move(error));
     module = tessera::buildLlama(&context, config);
     expectedParams = tessera::getParameterCount(config);
-    formula = "L·(2·h + 2·h² + 2·h·kv·d + 3·h·f) + 2·V·h + h (final norm)";
+    formula =
+        config.moe.experts
+            ? "L·(2·h + 2·h² + 2·h·kv·d + E·3·h·f + h·E) + 2·V·h + h"
+            : "L·(2·h + 2·h² + 2·h·kv·d + 3·h·f) + 2·V·h + h (final norm)";
   } else if (modelKind == "mlp") {
     tessera::MlpConfig config;
     setIfGiven(layers, config.layers);

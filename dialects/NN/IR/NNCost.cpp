@@ -218,6 +218,9 @@ int64_t TopKOp::getFlops() {
   return mulSaturated(numElements(getInput()), getKAttr().getInt());
 }
 
+/// One count per routed choice (the mask's zeros are memory traffic).
+int64_t MoeDispatchOp::getFlops() { return numElements(getIndices()); }
+
 /// The FLOPs of the fused ops; its bytes are the default, each input read
 /// and each result written once: what fusion saves.
 int64_t FusedOp::getFlops() {

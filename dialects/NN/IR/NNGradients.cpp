@@ -745,6 +745,11 @@ TESSERA_GRADIENT(OneHotOp) {
   return success();
 }
 
+TESSERA_GRADIENT(MoeDispatchOp) {
+  operandGradients.assign({Value()});
+  return success();
+}
+
 TESSERA_GRADIENT(EmbeddingGradOp) {
   operandGradients.assign(
       {EmbeddingOp::create(builder, getLoc(), resultGradients[0], getIndices()),

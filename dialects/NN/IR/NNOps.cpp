@@ -774,6 +774,21 @@ LogicalResult TopKOp::verify() {
   return success();
 }
 
+LogicalResult MoeDispatchOp::verify() {
+  ArrayRef<int64_t> indices = getIndices().getType().getShape();
+  ArrayRef<int64_t> result = getResult().getType().getShape();
+  if (indices.size() < 2)
+    return emitOpError("expects indices of rank at least 2 ([..., tokens, "
+                       "k]), got rank ")
+           << indices.size();
+  if (result.size() != indices.size() + 1 ||
+      result.take_front(indices.size() - 1) != indices.drop_back())
+    return emitOpError("expects a result of shape ")
+           << formatList(indices.drop_back()) << " ++ [experts, capacity], got "
+           << formatList(result);
+  return success();
+}
+
 LogicalResult RandomUniformOp::verify() { return verifyRandomPiece(*this); }
 
 LogicalResult DropoutOp::verify() {

@@ -777,6 +777,37 @@ def NN_TopKOp : NN_ModelOp<"top_k"> {
   let hasVerifier = 1;
 }
 
+def NN_MoeDispatchOp : NN_ModelOp<"moe_dispatch"> {
+  let summary = "the expert slot each routed token takes, under a capacity";
+  let description = [{
+    GShard's dispatch mask (Lepikhin et al. 2020) for tokens routed to
+    their top-k experts. `indices` [..., tokens, k] holds each token's k
+    experts (as nn.top_k gives them); the result [..., tokens, experts,
+    capacity] is 1 where a token takes a slot of an expert, else 0. Slots
+    are taken in GShard's order of priority: every token's first choice in
+    token order, then every token's second choice, and so on. A choice
+    whose expert has no free slot left is dropped (its row is zero), as is
+    an index outside `[0, experts)`. Each group (the leading dims) routes
+    on its own, and the capacity is the result's last dim.
+
+    Dispatch and combine are then dots with the mask: the experts' inputs
+    `[g, e, c, h] = Σ_t mask[g, t, e, c] · x[g, t, h]`, and the layer's
+    output `y[g, t, h] = Σ_e,c mask[g, t, e, c] · gate[g, t, e] ·
+    out[g, e, c, h]`. The mask depends on indices only: it has no gradient;
+    the gates carry the router's.
+
+    ```mlir
+    %m = nn.moe_dispatch %topk : tensor<2x16x2xi64> -> tensor<2x16x4x10xf32>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$indices);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices attr-dict `:` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy with integer labels";
   let description = [{

@@ -531,6 +531,25 @@ ShardingRule TopKOp::getShardingRule() {
   return builder.build();
 }
 
+ShardingRule MoeDispatchOp::getShardingRule() {
+  ArrayRef<int64_t> in = getShape(getIndices());
+  ArrayRef<int64_t> out = getShape(getResult());
+  int64_t tokens = in.size() - 2;
+  ShardingRuleBuilder builder = makeBuilder(*this);
+  for (int64_t dim = 0; dim < tokens; ++dim)
+    builder.addFactor({dim}, {dim}, in[dim]);
+  // An expert's slots are counted over every token and choice of a group.
+  builder.addFactor({tokens}, {tokens}, in[tokens],
+                    FactorKind::NeedReplication);
+  builder.addFactor({tokens + 1}, {kNoDim}, in[tokens + 1],
+                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim}, {tokens + 1}, out[tokens + 1],
+                    FactorKind::NeedReplication);
+  builder.addFactor({kNoDim}, {tokens + 2}, out[tokens + 2],
+                    FactorKind::NeedReplication);
+  return builder.build();
+}
+
 ShardingRule AdamWOp::getShardingRule() {
   ShardingRuleBuilder builder = makeBuilder(*this);
   for (auto [dim, size] : llvm::enumerate(getShape(getParam()))) {

@@ -16,6 +16,30 @@
 
 namespace tessera {
 
+/// Mixture-of-experts layers in place of a decoder's MLP, as GShard
+/// (Lepikhin et al. 2020) and Mixtral (Jiang et al. 2024) build them: a
+/// router (a [hidden, experts] weight) scores each token's experts by a
+/// softmax, nn.top_k picks `topK` of them, and their probabilities,
+/// renormalized over the picks, weight the experts' outputs. Each sequence
+/// is a group that fills its experts' `getExpertCapacity` slots in GShard's
+/// order (nn.moe_dispatch); tokens past an expert's capacity skip it. The
+/// experts are the model's MLP with a leading experts dim on every weight,
+/// computed as batched dots over it. Each layer adds Switch/Mixtral's
+/// load-balancing loss, `auxLossCoef · experts · Σ_e f_e · P_e` with f_e the
+/// share of routed choices and P_e the mean probability of expert e, to the
+/// cross-entropy.
+struct MoeConfig {
+  /// Experts per layer; 0 for the dense MLP.
+  int64_t experts = 0;
+  int64_t topK = 2;
+  double capacityFactor = 1.25;
+  double auxLossCoef = 0.01;
+};
+
+/// Slots per expert and group of `seq` tokens: ⌈capacityFactor · topK ·
+/// seq / experts⌉, at most `seq` (a token takes an expert once).
+int64_t getExpertCapacity(const MoeConfig &config, int64_t seq);
+
 /// A GPT-style decoder: token plus learned position embedding, `layers`
 /// pre-LN blocks (multi-head causal attention and a 4x GELU MLP, biases on
 /// every linear layer), a final layer norm, an LM head tied to the token
@@ -53,6 +77,11 @@ struct GptConfig {
   /// DeepSpeed-Ulysses' all-to-all of heads for sequence, "all-gather" by
   /// gathering the keys and values.
   std::string contextParallel = "none";
+  /// Experts in place of the MLP (w1, b1, w2 and b2 of each expert stacked
+  /// as blocks.<i>.moe.{w1,b1,w2,b2}, the router blocks.<i>.moe.router).
+  /// With a megatron sharding the experts are split over an "ep" axis
+  /// (annotateExpertParallel).
+  MoeConfig moe;
 };
 
 /// A Llama-style decoder (Touvron et al. 2023): a token embedding,
@@ -95,6 +124,10 @@ struct LlamaConfig {
   bool vocabParallel = false;
   /// See GptConfig::contextParallel.
   std::string contextParallel = "none";
+  /// Experts in place of the SwiGLU MLP, as Mixtral: the router
+  /// layers.<i>.feed_forward.gate and the experts' stacked weights
+  /// layers.<i>.feed_forward.experts.{w1,w2,w3}. See GptConfig::moe.
+  MoeConfig moe;
 };
 
 /// Llama's SwiGLU width when none is given: 2/3 of 4·hidden, rounded up to
@@ -124,11 +157,13 @@ llvm::Error validate(const MlpConfig &config);
 llvm::Error validate(const LlamaConfig &config);
 
 /// The parameter count in closed form: 12·L·h² + 13·L·h + (V+s)·h for the
-/// blocks and embeddings, plus 2·h for the final layer norm.
+/// blocks and embeddings, plus 2·h for the final layer norm; with E experts
+/// the MLP's 8·h² + 5·h per layer is E·(8·h² + 5·h) + h·E (the router).
 int64_t getParameterCount(const GptConfig &config);
 int64_t getParameterCount(const MlpConfig &config);
 /// L·(2·h + 2·h² + 2·h·kv·d + 3·h·f) + 2·V·h + h, d = h / heads: with
-/// Llama-2 7B's shape 6,738,415,616, with Llama-3 8B's 8,030,261,248.
+/// Llama-2 7B's shape 6,738,415,616, with Llama-3 8B's 8,030,261,248. With
+/// E experts 3·h·f becomes E·3·h·f + h·E (Mixtral 8x7B: 46,702,792,704).
 int64_t getParameterCount(const LlamaConfig &config);
 
 /// Builds a module with one function, `@gpt` or `@mlp`, whose trainable
@@ -188,6 +223,18 @@ void annotateSequenceParallel(mlir::ModuleOp module);
 ///   and values gathered whole over "cp"; the backward reduce-scatters
 ///   their gradients.
 void annotateContextParallel(mlir::ModuleOp module, llvm::StringRef kind);
+
+/// Expert parallelism (GShard; DeepSpeed-MoE) on a model annotated by
+/// annotateMegatron, read from its structure: the mesh gets an "ep" axis
+/// after "dp" (size 1; --mesh resizes it) that splits the data's batch
+/// with "dp", and the experts' weights (the parameters a dot batches over
+/// their first dim, and vectors added to their products) on their experts
+/// dim. Each expert dot's input is constrained to the experts split over
+/// "ep" and the combine's to the experts whole: the partitioner exchanges
+/// tokens for experts by an all_to_all over "ep" before the experts and
+/// back after them. The router stays whole (annotateMegatron does not
+/// split it).
+void annotateExpertParallel(mlir::ModuleOp module);
 
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);

@@ -550,8 +550,8 @@ static FailureOr<std::optional<Fill>> getFill(Operation *op, FactorKind kind,
       // Real indices pick real elements; padded ones make padding. A causal
       // mask masks every padded key of a real query.
       .Case<nn::GatherOp, nn::ScatterAddOp, nn::OneHotOp, nn::EmbeddingGradOp,
-            nn::IotaOp, nn::CausalMaskOp, nn::SliceOp, nn::ConcatOp>(
-          [&](Operation *) { return Result(none); })
+            nn::IotaOp, nn::CausalMaskOp, nn::SliceOp, nn::ConcatOp,
+            nn::MoeDispatchOp>([&](Operation *) { return Result(none); })
       .Default([&](Operation *) { return Result(failure()); });
 }
 

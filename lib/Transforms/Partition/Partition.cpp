@@ -1288,48 +1288,63 @@ static LogicalResult optimizeReshards(func::FuncOp function) {
   // resharding a forward value again: context parallelism's keys and
   // values) is made once. Its result is as large as its operand, so keeping
   // it for the later user costs no more than keeping the operand did. (A
-  // repeated all_gather is left: ZeRO-3 gathers again on purpose.) An
-  // all_to_all of a transpose of a value already exchanged is that
-  // exchange transposed (a gradient read as dX's operand and, transposed,
-  // as dW's).
+  // repeated all_gather is left: ZeRO-3 gathers again on purpose.) The same
+  // holds through transposes: exchanges of transposes of one value (or of
+  // it and a transpose of it) that split and concatenate the same dims of
+  // that value are one exchange, transposed for each user (a gradient read
+  // as dX's operand and, transposed otherwise, as dW's).
   using Exchange = std::tuple<Value, Attribute, int64_t, int64_t>;
-  llvm::DenseMap<Exchange, dist::AllToAllOp> made;
+  struct Made {
+    dist::AllToAllOp exchange;
+    /// The permutation from the exchanged value to the operand it was
+    /// exchanged as (empty: none).
+    SmallVector<int64_t> permutation;
+  };
+  llvm::DenseMap<Exchange, Made> made;
   function.walk([&](dist::AllToAllOp exchange) {
     Attribute axes = exchange.getMeshAxesAttr();
     int64_t split = exchange.getSplitDim(), concat = exchange.getConcatDim();
-    // The first exchange of `key` in this block, if any.
-    auto find = [&](const Exchange &key) -> dist::AllToAllOp {
-      auto found = made.find(key);
-      return found != made.end() &&
-                     found->second->getBlock() == exchange->getBlock()
-                 ? found->second
-                 : nullptr;
-    };
-    Exchange key{exchange.getInput(), axes, split, concat};
-    if (dist::AllToAllOp first = find(key)) {
-      exchange.replaceAllUsesWith(first.getResult());
-      exchange.erase();
+    // The exchange in the frame of the value before a transpose.
+    Value source = exchange.getInput();
+    SmallVector<int64_t> permutation;
+    if (auto transpose = source.getDefiningOp<nn::TransposeOp>()) {
+      source = transpose.getInput();
+      permutation.assign(transpose.getPermutation().begin(),
+                         transpose.getPermutation().end());
+      split = permutation[split];
+      concat = permutation[concat];
+    }
+    Exchange key{source, axes, split, concat};
+    auto found = made.find(key);
+    if (found == made.end() ||
+        found->second.exchange->getBlock() != exchange->getBlock()) {
+      made[key] = {exchange, permutation};
       return;
     }
-    auto transpose = exchange.getInput().getDefiningOp<nn::TransposeOp>();
-    ArrayRef<int64_t> permutation =
-        transpose ? transpose.getPermutation() : ArrayRef<int64_t>();
-    dist::AllToAllOp earlier =
-        transpose ? find({transpose.getInput(), axes, permutation[split],
-                          permutation[concat]})
-                  : nullptr;
-    if (!earlier) {
-      made[key] = exchange;
-      return;
+    // Dim i of this result is dim permutation[i] of the source, which is
+    // dim inverse(earlier)[permutation[i]] of the earlier result.
+    Made &earlier = found->second;
+    int64_t rank = exchange.getType().getRank();
+    SmallVector<int64_t> fromEarlier(rank);
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      int64_t sourceDim = permutation.empty() ? dim : permutation[dim];
+      fromEarlier[dim] = earlier.permutation.empty()
+                             ? sourceDim
+                             : llvm::find(earlier.permutation, sourceDim) -
+                                   earlier.permutation.begin();
     }
-    OpBuilder builder(exchange);
-    Value moved = nn::TransposeOp::create(builder, exchange.getLoc(),
-                                          earlier.getResult(), permutation);
+    Value moved = earlier.exchange.getResult();
+    if (!llvm::equal(fromEarlier, llvm::seq<int64_t>(0, rank))) {
+      OpBuilder builder(exchange);
+      moved = nn::TransposeOp::create(builder, exchange.getLoc(), moved,
+                                      fromEarlier);
+    }
     assert(moved.getType() == exchange.getType());
+    Operation *operand = exchange.getInput().getDefiningOp();
     exchange.replaceAllUsesWith(moved);
     exchange.erase();
-    if (transpose->use_empty())
-      transpose.erase();
+    if (isa_and_nonnull<nn::TransposeOp>(operand) && operand->use_empty())
+      operand->erase();
   });
   return success();
 }

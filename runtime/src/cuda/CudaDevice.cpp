@@ -512,6 +512,20 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
+  static Status moeDispatch(CudaDevice &d, const CudaKernel &,
+                            const Launch &l) {
+    const Tensor &indices = l.in(0);
+    Tensor &mask = l.out(0);
+    int64_t k = indices.shape.back();
+    int64_t tokens = indices.shape[indices.getRank() - 2];
+    int64_t experts = mask.shape[mask.getRank() - 2];
+    int64_t groups =
+        indices.getNumElements() / std::max<int64_t>(tokens * k, 1);
+    cuda::moeDispatch(indices.data, is64(indices), f(mask), groups, tokens, k,
+                      experts, mask.shape.back(), d.compute);
+    return Status::success();
+  }
+
   /// nn.gather (the input whole, the result picked) or nn.scatter_add
   /// (the source picked, the result whole).
   template <bool scatter>
@@ -776,6 +790,7 @@ struct CudaDevice::Ops {
           {"nn.scatter_add", indexedAxis<true>, false},
           {"nn.top_k", topK, false},
           {"nn.one_hot", oneHot, false},
+          {"nn.moe_dispatch", moeDispatch, false},
           {"nn.cross_entropy", crossEntropy, false},
           {"nn.causal_mask", causalMask, false},
           {"nn.attention", attention, false},

@@ -344,6 +344,23 @@ __global__ void oneHotKernel(const void *labels, bool labels64,
   }
 }
 
+/// One thread per group and expert walks the group's choices in GShard's
+/// order and fills the expert's slots; the mask is zeroed before.
+__global__ void moeDispatchKernel(const void *indices, bool indices64,
+                                  float *mask, int64_t groups, int64_t tokens,
+                                  int64_t k, int64_t experts,
+                                  int64_t capacity) {
+  GRID_STRIDE(i, groups * experts) {
+    int64_t group = i / experts, expert = i % experts, taken = 0;
+    for (int64_t choice = 0; choice < k && taken < capacity; ++choice)
+      for (int64_t token = 0; token < tokens && taken < capacity; ++token) {
+        int64_t row = group * tokens + token;
+        if (readIndex(indices, indices64, row * k + choice) == expert)
+          mask[(row * experts + expert) * capacity + taken++] = 1.0f;
+      }
+  }
+}
+
 __global__ void causalMaskKernel(const float *x, float *y, int64_t count,
                                  int64_t queries, int64_t keys, float fill) {
   GRID_STRIDE(i, count) {
@@ -851,6 +868,17 @@ void oneHot(const void *labels, bool labels64, const int64_t *piece, float *y,
   if (count * depth > 0)
     oneHotKernel<<<getBlocks(count * depth), kThreads, 0, stream>>>(
         labels, labels64, piece, y, count, depth);
+}
+
+void moeDispatch(const void *indices, bool indices64, float *mask,
+                 int64_t groups, int64_t tokens, int64_t k, int64_t experts,
+                 int64_t capacity, cudaStream_t stream) {
+  int64_t count = groups * tokens * experts * capacity;
+  if (count == 0)
+    return;
+  cudaMemsetAsync(mask, 0, count * sizeof(float), stream);
+  moeDispatchKernel<<<getBlocks(groups * experts), kThreads, 0, stream>>>(
+      indices, indices64, mask, groups, tokens, k, experts, capacity);
 }
 
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,

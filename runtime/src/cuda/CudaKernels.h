@@ -124,6 +124,11 @@ void embeddingGrad(const float *grad, const void *indices, bool indices64,
                    int64_t vocab, int64_t hidden, cudaStream_t stream);
 void oneHot(const void *labels, bool labels64, const int64_t *piece, float *y,
             int64_t count, int64_t depth, cudaStream_t stream);
+/// nn.moe_dispatch: `mask` [groups, tokens, experts, capacity] from the
+/// choices `indices` [groups, tokens, k].
+void moeDispatch(const void *indices, bool indices64, float *mask,
+                 int64_t groups, int64_t tokens, int64_t k, int64_t experts,
+                 int64_t capacity, cudaStream_t stream);
 /// x with key > query set to `fill`, over [..., queries, keys].
 void causalMask(const float *x, float *y, int64_t count, int64_t queries,
                 int64_t keys, float fill, cudaStream_t stream);

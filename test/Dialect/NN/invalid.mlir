@@ -835,6 +835,24 @@ func.func @scatter_shape(%s: tensor<4x2xf32>, %i: tensor<4x3xi64>) -> tensor<4x1
 
 // -----
 
+// Tests that moe_dispatch needs a [tokens, k] choice per group.
+func.func @moe_dispatch_rank(%i: tensor<16xi64>) -> tensor<16x4x10xf32> {
+  // expected-error @+1 {{'nn.moe_dispatch' op expects indices of rank at least 2 ([..., tokens, k]), got rank 1}}
+  %m = nn.moe_dispatch %i : tensor<16xi64> -> tensor<16x4x10xf32>
+  return %m : tensor<16x4x10xf32>
+}
+
+// -----
+
+// Tests that moe_dispatch keeps the groups and tokens and appends experts and capacity.
+func.func @moe_dispatch_shape(%i: tensor<2x16x2xi64>) -> tensor<2x8x4x10xf32> {
+  // expected-error @+1 {{'nn.moe_dispatch' op expects a result of shape [2, 16] ++ [experts, capacity], got [2, 8, 4, 10]}}
+  %m = nn.moe_dispatch %i : tensor<2x16x2xi64> -> tensor<2x8x4x10xf32>
+  return %m : tensor<2x8x4x10xf32>
+}
+
+// -----
+
 // Tests that top_k rejects k larger than the row.
 func.func @top_k_range(%x: tensor<4x10xf32>) -> tensor<4x11xi64> {
   // expected-error @+1 {{'nn.top_k' op expects k in [1, 10], got 11}}

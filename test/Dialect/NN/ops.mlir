@@ -497,6 +497,16 @@ func.func @indexed(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> (tensor<4x10xf3
 
 // -----
 
+// Tests that moe_dispatch round-trips.
+// CHECK-LABEL: func.func @moe_dispatch(
+// CHECK:         nn.moe_dispatch %{{.+}} : tensor<2x16x2xi64> -> tensor<2x16x4x10xf32>
+func.func @moe_dispatch(%i: tensor<2x16x2xi64>) -> tensor<2x16x4x10xf32> {
+  %m = nn.moe_dispatch %i : tensor<2x16x2xi64> -> tensor<2x16x4x10xf32>
+  return %m : tensor<2x16x4x10xf32>
+}
+
+// -----
+
 // Tests that the random ops round-trip, whole and on a device's piece.
 // CHECK-LABEL: func.func @random(
 // CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>, %[[S:.+]]: tensor<i64>, %[[P:.+]]: tensor<2xi64>)

@@ -380,6 +380,17 @@ func.func @indexed(%x: tensor<4x10xf32>, %i: tensor<4x3xi64>) -> tensor<4x2xi64>
 
 // -----
 
+// Tests that moe_dispatch splits the groups only: an expert's slots are counted
+// over every token and choice of a group.
+func.func @moe_dispatch(%i: tensor<2x16x2xi64>) -> tensor<2x16x4x10xf32> {
+  // expected-remark @+2 {{sharding rule: ([i, j, k]) -> ([i, j, l, m]) {i=2, j=16, k=2, l=4, m=10} need_replication={j, k, l, m}}}
+  // expected-remark @+1 {{cost: flops=64 bytes=5632}}
+  %m = nn.moe_dispatch %i : tensor<2x16x2xi64> -> tensor<2x16x4x10xf32>
+  return %m : tensor<2x16x4x10xf32>
+}
+
+// -----
+
 // Tests that the random ops split every dim (the step whole) and cost their generator.
 func.func @random(%x: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   // expected-remark @+2 {{sharding rule: ([]) -> ([i, j]) {i=4, j=8}}}

@@ -26,6 +26,28 @@ func.func @repeated(%a: tensor<4x8xf32> {dist.sharding = #dist.sharding<@mesh, [
 
 // -----
 
+// Tests that exchanges of two transposes of one value that split and
+// concatenate the same dims of it are one exchange, transposed for the second
+// (MoE's backward reads the gradient of the experts' outputs in two layouts).
+dist.mesh @mesh ["y"=2]
+// CHECK-LABEL: func.func @siblings
+func.func @siblings(%a: tensor<4x8x2xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {"y"}, {}]>}) -> (tensor<8x4x2xf32>, tensor<2x4x8xf32>) {
+  // CHECK: %[[T:.+]] = nn.transpose %{{.+}} permutation = [1, 0, 2]
+  // CHECK: %[[X:.+]] = dist.all_to_all %[[T]] on @mesh ["y"] split_dim = 1 concat_dim = 0 : tensor<4x4x2xf32> -> tensor<8x2x2xf32>
+  // CHECK-NOT: dist.all_to_all
+  // CHECK: %[[U:.+]] = nn.transpose %[[X]] permutation = [2, 1, 0] : tensor<8x2x2xf32> -> tensor<2x2x8xf32>
+  // CHECK: nn.tanh %[[U]]
+  %t1 = nn.transpose %a permutation = [1, 0, 2] : tensor<4x8x2xf32> -> tensor<8x4x2xf32>
+  %c1 = dist.sharding_constraint %t1 <@mesh, [{}, {"y"}, {}]> : tensor<8x4x2xf32>
+  %e1 = nn.exp %c1 : tensor<8x4x2xf32>
+  %t2 = nn.transpose %a permutation = [2, 0, 1] : tensor<4x8x2xf32> -> tensor<2x4x8xf32>
+  %c2 = dist.sharding_constraint %t2 <@mesh, [{}, {"y"}, {}]> : tensor<2x4x8xf32>
+  %e2 = nn.tanh %c2 : tensor<2x4x8xf32>
+  return %e1, %e2 : tensor<8x4x2xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // A repeated all_gather stays (ZeRO-3 gathers again on purpose).
 dist.mesh @mesh ["y"=2]
 // CHECK-LABEL: func.func @gathers

@@ -62,8 +62,7 @@ TEST(ModelsTest, LlamaParameterCountsMatchThePublishedModels) {
   // Llama-2 7B (Touvron et al. 2023, "6.7B"; 6,738,415,616 in Hugging
   // Face's checkpoint); its SwiGLU width is Llama's rule for hidden 4096.
   EXPECT_EQ(getLlamaFfnHidden(4096), 11008);
-  EXPECT_EQ(getParameterCount(llama(32, 4096, 32, 32, 0, 32000)),
-            6738415616);
+  EXPECT_EQ(getParameterCount(llama(32, 4096, 32, 32, 0, 32000)), 6738415616);
   // Llama-3 8B: 8 kv heads, width 14336, vocab 128256 (8,030,261,248).
   EXPECT_EQ(getParameterCount(llama(32, 4096, 32, 8, 14336, 128256)),
             8030261248);
@@ -80,6 +79,36 @@ TEST(ModelsTest, GeneratedLlamaHasTheClosedFormParameterCount) {
     ASSERT_TRUE(succeeded(verify(*module)));
     EXPECT_EQ(countParameters(*module), getParameterCount(config));
   }
+}
+
+TEST(ModelsTest, MixtureOfExpertsCountsAndCapacity) {
+  // Mixtral 8x7B (Jiang et al. 2024, "46.7B"): Mistral 7B's shape with 8
+  // SwiGLU experts and a router per layer.
+  LlamaConfig mixtral = llama(32, 4096, 32, 8, 14336, 32000);
+  mixtral.moe.experts = 8;
+  EXPECT_EQ(getParameterCount(mixtral), 46702792704);
+  // The generated MoE models have their closed forms.
+  MLIRContext context;
+  LlamaConfig small = llama(2, 32, 4, 2, 48, 20);
+  small.moe.experts = 4;
+  ASSERT_FALSE(validate(small));
+  OwningOpRef<ModuleOp> module = buildLlama(&context, small);
+  ASSERT_TRUE(succeeded(verify(*module)));
+  EXPECT_EQ(countParameters(*module), getParameterCount(small));
+  GptConfig gpt;
+  gpt.moe.experts = 3;
+  gpt.moe.topK = 1;
+  ASSERT_FALSE(validate(gpt));
+  module = buildGpt(&context, gpt);
+  ASSERT_TRUE(succeeded(verify(*module)));
+  EXPECT_EQ(countParameters(*module), getParameterCount(gpt));
+  // GShard's capacity: ceil(factor x k x tokens / experts), at most the
+  // tokens, at least one slot.
+  MoeConfig moe{/*experts=*/8, /*topK=*/2, /*capacityFactor=*/1.25};
+  EXPECT_EQ(getExpertCapacity(moe, 4096), 1280);
+  EXPECT_EQ(getExpertCapacity(moe, 3), 1);
+  moe.capacityFactor = 100;
+  EXPECT_EQ(getExpertCapacity(moe, 16), 16);
 }
 
 TEST(ModelsTest, ValidationNamesTheOffendingOption) {

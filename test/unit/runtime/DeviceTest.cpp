@@ -564,6 +564,9 @@ TEST_F(CudaKernelsTest, Layers) {
       {{DType::F32, {5, 8}}});
   check("nn.one_hot", {}, {random({DType::I32, {7}}, 0, 0, 6)},
         {{DType::F32, {7, 5}}});
+  // Choices of experts out of range are dropped; slots run out.
+  check("nn.moe_dispatch", {}, {random({DType::I64, {3, 20, 2}}, 0, -1, 6)},
+        {{DType::F32, {3, 20, 5, 7}}});
   check("nn.cross_entropy", {},
         {random({DType::F32, {4, 3, 50}}, -4.0f, 4.0f),
          random({DType::I32, {4, 3}}, 0, 0, 50)},

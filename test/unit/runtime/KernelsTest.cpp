@@ -471,6 +471,27 @@ TEST(KernelsTest, TopKPicksTheLargestInOrder) {
             "nn.top_k: expects k in [1, 5], got 6");
 }
 
+TEST(KernelsTest, MoeDispatchFillsSlotsInGShardsOrder) {
+  // Two groups of 4 tokens routed to 2 of 3 experts with 2 slots each: the
+  // first choices take slots in token order, then the second ones; a
+  // choice whose expert is full is dropped, as is an expert out of range.
+  std::vector<int64_t> choices = {0, 1, 0, 2, 0, 1, 1, 5};
+  std::vector<int64_t> both = choices;
+  both.insert(both.end(), choices.begin(), choices.end());
+  OwnedTensor indices = i64({2, 4, 2}, both);
+  OwnedTensor mask(DType::F32, {2, 4, 3, 2});
+  ASSERT_EQ(run("nn.moe_dispatch", {}, {&indices}, {&mask}), "");
+  std::vector<float> group = {1, 0, 0, 1, 0, 0, // token 0: e0 slot 0, e1 slot 1
+                              0, 1, 0, 0, 1, 0, // token 1: e0 slot 1, e2 slot 0
+                              0, 0, 0, 0, 0, 0, // token 2: e0 and e1 full
+                              0, 0, 1, 0, 0, 0}; // token 3: e1 slot 0
+  std::vector<float> want = group;
+  want.insert(want.end(), group.begin(), group.end());
+  EXPECT_EQ(read<float>(mask), want);
+  OwnedTensor wrong(DType::F32, {2, 3, 3, 2});
+  EXPECT_NE(run("nn.moe_dispatch", {}, {&indices}, {&wrong}), "");
+}
+
 TEST(KernelsTest, IotaCountsAlongItsDim) {
   KernelAttrs attrs;
   attrs.ints["dim"] = 1;
