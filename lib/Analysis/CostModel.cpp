@@ -165,6 +165,20 @@ static double onSwitchedLevels(const MachineModel &machine, CollectiveKind kind,
   return 0.0;
 }
 
+/// An all-to-all of `bytes` per device around a ring of bidirectional links
+/// (`bandwidth` a device's two directions together). It is bound by the
+/// ring's bisection: across any cut, each half sends the other a quarter
+/// of the group's bytes, size · bytes / 4 each way over the two cut links,
+/// against the (size - 1)/size of a buffer per device that an all-gather
+/// moves and a switch's full bisection carries (equal at size 2; at 8 over
+/// twice as long).
+static double allToAllOnRing(int64_t size, double bytes, double bandwidth,
+                             double latency) {
+  if (size <= 1)
+    return 0.0;
+  return (size - 1) * latency + size / 4.0 * bytes / bandwidth;
+}
+
 static double onTorus(const Torus &torus, CollectiveKind kind, double bytes,
                       DeviceGroup group) {
   // Does the group run along a sequence of whole torus dimensions?
@@ -187,16 +201,23 @@ static double onTorus(const Torus &torus, CollectiveKind kind, double bytes,
   // Bidirectional rings: a device sends on two links at once.
   double bandwidth = 2 * torus.linkBandwidthBytesPerSecond;
   if (dims.empty())
-    return onLinks(kind, group.size, bytes, bandwidth,
-                   torus.hopLatencySeconds * group.stride);
+    return kind == CollectiveKind::AllToAll
+               ? allToAllOnRing(group.size, bytes, bandwidth,
+                                torus.hopLatencySeconds * group.stride)
+               : onLinks(kind, group.size, bytes, bandwidth,
+                         torus.hopLatencySeconds * group.stride);
   double seconds = 0, share = bytes;
   for (int64_t size : dims) {
-    CollectiveKind phase = kind;
-    seconds += onLinks(phase, size, share, bandwidth, torus.hopLatencySeconds);
+    // An all-to-all routes dimension by dimension, the whole buffer in each.
+    if (kind == CollectiveKind::AllToAll) {
+      seconds +=
+          allToAllOnRing(size, bytes, bandwidth, torus.hopLatencySeconds);
+      continue;
+    }
+    seconds += onLinks(kind, size, share, bandwidth, torus.hopLatencySeconds);
     // After a dimension's reduce-scatter (or before its gather) the next
     // dimension works on that dimension's share.
-    if (kind != CollectiveKind::AllToAll)
-      share /= size;
+    share /= size;
   }
   return seconds;
 }

@@ -556,16 +556,20 @@ static std::pair<Value, Value> buildMoe(FunctionBuilder &fb, Value x,
   Value y =
       nn::DotOp::create(bld, loc, combine, fb.transpose(outputs, {1, 0, 2, 3}),
                         dims({0}), dims({0}), dims({2, 3}), dims({1, 2}));
-  // Switch's load-balancing loss, as Hugging Face's Mixtral computes it:
-  // e · Σ_e (Σ_k mean_t choice_k(t) = e) · mean_t p_e(t).
+  // Switch's load-balancing loss, as Hugging Face's Mixtral sums it over
+  // the choices, in each group as GShard computes it, then averaged over the
+  // groups: e · Σ_e (Σ_k mean_t choice_k(t) = e) · mean_t p_e(t). Per group,
+  // the batch's loss is a mean over sequences: microbatches and data
+  // parallelism sum it exactly.
   Value chosen = nn::OneHotOp::create(bld, loc, fb.tensor({b, s, k, e}),
                                       topK.getIndices());
   Value shares = nn::ReduceSumOp::create(
-      bld, loc, nn::ReduceMeanOp::create(bld, loc, chosen, dims({0, 1})),
-      dims({0}));
-  Value meanProbs = nn::ReduceMeanOp::create(bld, loc, probs, dims({0, 1}));
+      bld, loc, nn::ReduceMeanOp::create(bld, loc, chosen, dims({1})),
+      dims({1}));
+  Value meanProbs = nn::ReduceMeanOp::create(bld, loc, probs, dims({1}));
   Value balance = nn::ReduceSumOp::create(
-      bld, loc, nn::MulOp::create(bld, loc, shares, meanProbs), dims({0}));
+      bld, loc, nn::MulOp::create(bld, loc, shares, meanProbs), dims({1}));
+  balance = nn::ReduceMeanOp::create(bld, loc, balance, dims({0}));
   balance = nn::MulOp::create(bld, loc, balance, fb.splat(fb.tensor({}), e));
   return {y, balance};
 }
@@ -709,7 +713,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
   if (c.sharding != "none" && e)
-    annotateExpertParallel(*module);
+    annotateExpertParallel(*module, 1);
   if (c.contextParallel != "none")
     annotateContextParallel(*module, c.contextParallel);
   if (c.sharding == "megatron-sp")
@@ -877,7 +881,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   if (c.sharding != "none")
     annotateMegatron(*module, 1, 1, c.vocabParallel);
   if (c.sharding != "none" && e)
-    annotateExpertParallel(*module);
+    annotateExpertParallel(*module, 1);
   if (c.contextParallel != "none")
     annotateContextParallel(*module, c.contextParallel);
   if (c.sharding == "megatron-sp")
@@ -1236,7 +1240,85 @@ void tessera::annotateContextParallel(ModuleOp module, StringRef kind) {
   });
 }
 
-void tessera::annotateExpertParallel(ModuleOp module) {
+namespace {
+/// A mixture of experts' layout in a function, read from its dataflow.
+struct ExpertLayout {
+  /// The experts' parameters (the rhs a dot batches over, and vectors
+  /// added to such products), with their experts dim.
+  llvm::DenseMap<unsigned, int64_t> parameters;
+  /// The values laid out by experts (the experts' products and what is
+  /// computed from them elementwise or transposed), with their experts dim.
+  llvm::DenseMap<Value, int64_t> dims;
+  /// The values the experts read, and the experts' outputs other ops read.
+  SmallVector<Value> inputs, outputs;
+};
+} // namespace
+
+static ExpertLayout findExperts(func::FuncOp function) {
+  ExpertLayout layout;
+  llvm::DenseMap<unsigned, int64_t> &expertParams = layout.parameters;
+  llvm::DenseMap<Value, int64_t> &expertDims = layout.dims;
+  SmallVector<Value> &inputs = layout.inputs, &outputs = layout.outputs;
+  function.walk([&](Operation *op) {
+    if (auto dot = dyn_cast<nn::DotOp>(op)) {
+      ArrayRef<int64_t> batching = dot.getRhsBatchingDims();
+      std::optional<std::pair<BlockArgument, int64_t>> param;
+      if (batching.size() == 1 && dot.getLhsBatchingDims()[0] == 0 &&
+          !traceParameter(function, dot.getLhs(), 0))
+        param = traceParameter(function, dot.getRhs(), batching[0]);
+      if (param) {
+        expertParams[param->first.getArgNumber()] = param->second;
+        if (!expertDims.contains(dot.getLhs()) &&
+            !llvm::is_contained(inputs, dot.getLhs()))
+          inputs.push_back(dot.getLhs());
+        expertDims[dot.getResult()] = 0;
+        return;
+      }
+      for (Value operand : dot->getOperands())
+        if (expertDims.contains(operand) &&
+            !llvm::is_contained(outputs, operand))
+          outputs.push_back(operand);
+      return;
+    }
+    // A vector added to an experts' product: split with it.
+    if (auto add = dyn_cast<nn::AddOp>(op))
+      for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
+                                    std::pair(add.getRhs(), add.getLhs())}) {
+        auto expertDim = expertDims.find(product);
+        auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
+        if (expertDim == expertDims.end() || !broadcast)
+          continue;
+        ArrayRef<int64_t> landing = broadcast.getDims();
+        auto at = llvm::find(landing, expertDim->second);
+        if (at == landing.end())
+          continue;
+        if (auto param = traceParameter(function, broadcast.getInput(),
+                                        at - landing.begin()))
+          expertParams[param->first.getArgNumber()] = param->second;
+      }
+    // Elementwise ops and transposes keep the experts dim.
+    for (Value operand : op->getOperands()) {
+      auto expertDim = expertDims.find(operand);
+      if (expertDim == expertDims.end() || op->getNumResults() != 1)
+        continue;
+      int64_t result = expertDim->second;
+      if (auto transpose = dyn_cast<nn::TransposeOp>(op))
+        result = llvm::find(transpose.getPermutation(), result) -
+                 transpose.getPermutation().begin();
+      else if (!op->hasTrait<OpTrait::SameOperandsAndResultType>())
+        continue;
+      expertDims[op->getResult(0)] = result;
+    }
+  });
+  return layout;
+}
+
+llvm::DenseMap<unsigned, int64_t>
+tessera::getExpertParameters(func::FuncOp function) {
+  return findExperts(function).parameters;
+}
+
+void tessera::annotateExpertParallel(ModuleOp module, int64_t ep) {
   MLIRContext *context = module.getContext();
   OpBuilder builder(context);
   // The mesh: "ep" right after "dp", as Megatron-LM orders tp, cp, ep, dp
@@ -1251,7 +1333,7 @@ void tessera::annotateExpertParallel(ModuleOp module) {
       sizes.push_back(size);
       if (name == "dp") {
         names.push_back("ep");
-        sizes.push_back(1);
+        sizes.push_back(ep);
       }
     }
     builder.setInsertionPoint(mesh);
@@ -1266,65 +1348,7 @@ void tessera::annotateExpertParallel(ModuleOp module) {
     return getDimSharding(context, axes, isOpen);
   };
   module.walk([&](func::FuncOp function) {
-    // The experts' parameters with their experts dim, and the values laid
-    // out by experts (the experts' products and what is computed from
-    // them) with theirs.
-    llvm::DenseMap<unsigned, int64_t> expertParams;
-    llvm::DenseMap<Value, int64_t> expertDims;
-    // The values the experts read (whole) and the experts' outputs that
-    // other ops read.
-    SmallVector<Value> inputs, outputs;
-    function.walk([&](Operation *op) {
-      if (auto dot = dyn_cast<nn::DotOp>(op)) {
-        ArrayRef<int64_t> batching = dot.getRhsBatchingDims();
-        std::optional<std::pair<BlockArgument, int64_t>> param;
-        if (batching.size() == 1 && dot.getLhsBatchingDims()[0] == 0 &&
-            !traceParameter(function, dot.getLhs(), 0))
-          param = traceParameter(function, dot.getRhs(), batching[0]);
-        if (param) {
-          expertParams[param->first.getArgNumber()] = param->second;
-          if (!expertDims.contains(dot.getLhs()) &&
-              !llvm::is_contained(inputs, dot.getLhs()))
-            inputs.push_back(dot.getLhs());
-          expertDims[dot.getResult()] = 0;
-          return;
-        }
-        for (Value operand : dot->getOperands())
-          if (expertDims.contains(operand) &&
-              !llvm::is_contained(outputs, operand))
-            outputs.push_back(operand);
-        return;
-      }
-      // A vector added to an experts' product: split with it.
-      if (auto add = dyn_cast<nn::AddOp>(op))
-        for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
-                                      std::pair(add.getRhs(), add.getLhs())}) {
-          auto expertDim = expertDims.find(product);
-          auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
-          if (expertDim == expertDims.end() || !broadcast)
-            continue;
-          ArrayRef<int64_t> landing = broadcast.getDims();
-          auto at = llvm::find(landing, expertDim->second);
-          if (at == landing.end())
-            continue;
-          if (auto param = traceParameter(function, broadcast.getInput(),
-                                          at - landing.begin()))
-            expertParams[param->first.getArgNumber()] = param->second;
-        }
-      // Elementwise ops and transposes keep the experts dim.
-      for (Value operand : op->getOperands()) {
-        auto expertDim = expertDims.find(operand);
-        if (expertDim == expertDims.end() || op->getNumResults() != 1)
-          continue;
-        int64_t result = expertDim->second;
-        if (auto transpose = dyn_cast<nn::TransposeOp>(op))
-          result = llvm::find(transpose.getPermutation(), result) -
-                   transpose.getPermutation().begin();
-        else if (!op->hasTrait<OpTrait::SameOperandsAndResultType>())
-          continue;
-        expertDims[op->getResult(0)] = result;
-      }
-    });
+    ExpertLayout experts = findExperts(function);
     for (BlockArgument arg : function.getArguments()) {
       unsigned index = arg.getArgNumber();
       auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -1337,8 +1361,8 @@ void tessera::annotateExpertParallel(ModuleOp module) {
         dims.assign(sharding.getDims().begin(), sharding.getDims().end());
       else
         dims.assign(type.getRank(), dim({}));
-      if (auto expertDim = expertParams.find(index);
-          expertDim != expertParams.end()) {
+      if (auto expertDim = experts.parameters.find(index);
+          expertDim != experts.parameters.end()) {
         // An expert's weights live on the devices of its "ep" group.
         dims[expertDim->second] = dim({"ep"});
       } else if (sharding && !function.getArgAttr(index, nn::kParamAttrName)) {
@@ -1370,10 +1394,10 @@ void tessera::annotateExpertParallel(ModuleOp module) {
           at, value.getLoc(), value, dist::ShardingAttr::get(mesh, dims));
       value.replaceAllUsesExcept(constraint, constraint);
     };
-    for (Value input : inputs)
+    for (Value input : experts.inputs)
       constrain(input, 0, {"ep"});
-    for (Value output : outputs)
-      constrain(output, expertDims.lookup(output), {});
+    for (Value output : experts.outputs)
+      constrain(output, experts.dims.lookup(output), {});
   });
 }
 

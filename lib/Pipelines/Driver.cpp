@@ -281,6 +281,11 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program,
                                     options.zeroAxes.end());
   if (dataAxes.empty())
     dataAxes.push_back("dp");
+  // TODO(issue 23): with experts over "ep" (a ZeRO axis of the dense
+  // parameters, the experts' own split) the closed form needs each
+  // parameter's ZeRO axes, which the plan does not record.
+  if (axisSizes.lookup("ep") > 1)
+    return std::nullopt;
   double parameters = 0, parameterBytes = 0, stateBytes = 0;
   for (const plan::Argument &argument : program.arguments()) {
     double elements = 1;

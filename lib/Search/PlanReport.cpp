@@ -33,6 +33,7 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"dp", c.dp},
       {"tp", c.tp},
       {"pp", c.pp},
+      {"ep", c.ep},
       {"microbatches", c.microbatches},
       {"zero", c.zero},
       {"reshard_after_forward", c.reshardAfterForward},
@@ -57,6 +58,7 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"tp_comm_s", plan.tpCommSeconds},
       {"dp_comm_s", plan.dpCommSeconds},
       {"pp_comm_s", plan.ppCommSeconds},
+      {"ep_comm_s", plan.epCommSeconds},
       {"bubble_fraction", plan.bubbleFraction},
       {"breakdown", toJson(plan.breakdown)}};
 }
@@ -72,6 +74,7 @@ SmallVector<Term> getTerms(const StepBreakdown &b) {
   return {{"recomputation", "recompute_s", b.recompute},
           {"kernel launches", "launch_s", b.launch},
           {"exposed TP communication", "tp_exposed_s", b.tpExposed},
+          {"exposed EP all-to-all", "ep_exposed_s", b.epExposed},
           {"exposed DP communication", "dp_exposed_s", b.dpExposed},
           {"exposed PP communication", "pp_exposed_s", b.ppExposed},
           {"pipeline bubble", "bubble_s", b.bubble},
@@ -104,7 +107,9 @@ std::string tessera::formatBreakdown(const PlanEstimate &plan) {
   for (const auto &[name, seconds] : breakdown.compute)
     row("compute: " + name, seconds);
   for (const Term &term : getTerms(breakdown))
-    row(term.label, term.seconds);
+    // Expert parallelism's row only where a plan has it.
+    if (term.seconds > 0 || term.key != llvm::StringRef("ep_exposed_s"))
+      row(term.label, term.seconds);
   row("step", total);
   os << llvm::formatv("  MFU {0:f1}%, HFU {1:f1}%, {2:f1} TFLOP/s per device "
                       "(hardware)\n",
@@ -330,7 +335,7 @@ tessera::getWinReason(llvm::ArrayRef<PlanEstimate> plans) {
   const PlanEstimate &best = plans.front();
   for (const PlanEstimate &other : plans) {
     const PlanChoice &a = best.choice, &b = other.choice;
-    if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp)
+    if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.ep == b.ep)
       continue;
     struct Part {
       const char *name;
@@ -339,6 +344,8 @@ tessera::getWinReason(llvm::ArrayRef<PlanEstimate> plans) {
         {"compute", best.computeSeconds, other.computeSeconds},
         {"tensor-parallel communication", best.breakdown.tpExposed,
          other.breakdown.tpExposed},
+        {"expert-parallel all-to-all", best.breakdown.epExposed,
+         other.breakdown.epExposed},
         {"exposed data-parallel communication", best.breakdown.dpExposed,
          other.breakdown.dpExposed},
         {"pipeline communication", best.breakdown.ppExposed,

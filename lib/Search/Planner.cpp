@@ -524,6 +524,20 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   for (BlockArgument arg : function.getArguments())
     shape.parameterTensors +=
         function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) != nullptr;
+  // A mixture of experts: its dispatch masks [b, s, E, C] and the
+  // experts' weights.
+  function.walk([&](nn::MoeDispatchOp dispatch) {
+    ArrayRef<int64_t> mask = dispatch.getType().getShape();
+    int64_t rank = mask.size();
+    ++shape.moeLayers;
+    shape.experts = mask[rank - 2];
+    shape.expertSlotsPerToken =
+        static_cast<double>(mask[rank - 2] * mask[rank - 1]) / mask[rank - 3];
+  });
+  for (auto [index, dim] : getExpertParameters(function))
+    shape.expertParameters +=
+        cast<RankedTensorType>(function.getArgument(index).getType())
+            .getNumElements();
   if (auto kept = getKeptValues(module, function)) {
     shape.keptValues = std::move(kept->first);
     shape.keptPerLayer = kept->second / (activationBytes * shape.batch *
@@ -837,8 +851,8 @@ double StepBreakdown::getComputeSeconds() const {
 }
 
 double StepBreakdown::getTotalSeconds() const {
-  return getComputeSeconds() + recompute + launch + tpExposed + ppExposed +
-         dpExposed + bubble + optimizer + fixed;
+  return getComputeSeconds() + recompute + launch + tpExposed + epExposed +
+         ppExposed + dpExposed + bubble + optimizer + fixed;
 }
 
 namespace {
@@ -861,7 +875,9 @@ struct OpTimes {
 static OpTimes priceOps(const ModelShape &model, const MachineModel &machine,
                         const PlanChoice &choice, const PrecisionBytes &bytes) {
   OpTimes times;
-  double t = choice.tp, rows = choice.dp * choice.microbatches;
+  // Data and experts split the tokens alike: an expert's GEMM over its
+  // tokens runs on E / ep experts and the tokens of dp.
+  double t = choice.tp, rows = choice.getDataParallel() * choice.microbatches;
   double elementScale = bytes.activation / model.elementBytes;
   auto gemm = [&](const GemmShape &shape, double moved) {
     llvm::Expected<double> seconds =
@@ -950,19 +966,35 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   PlanEstimate estimate;
   estimate.choice = choice;
   PrecisionBytes bytes = getPrecisionBytes(choice.precision);
-  double devices = choice.dp * choice.tp * choice.pp;
+  // The dense layers' replicas: dp x ep (expert parallelism splits the
+  // batch with dp; without experts ep is 1).
+  int64_t replicas = choice.getDataParallel();
+  double devices = replicas * choice.tp * choice.pp;
   double s = model.seq, h = model.hidden, a = model.heads, t = choice.tp;
   double microbatch =
-      static_cast<double>(model.batch) / choice.dp / choice.microbatches;
+      static_cast<double>(model.batch) / replicas / choice.microbatches;
   int64_t layersPerStage = (model.layers + choice.pp - 1) / choice.pp;
 
-  // Model state: parameters split over TP and PP, then ZeRO over DP.
+  // Model state: parameters split over TP and PP (the experts' over EP
+  // too), then ZeRO over the data-parallel axes: the dense parameters'
+  // over dp x ep, the experts' over dp.
+  double scale = partitioned ? partitioned->parameterScale : 1;
+  double expertParams =
+      model.expertParameters / (t * choice.pp) / choice.ep * scale;
   double localParams =
       getDeviceParameters(model, choice.pp, StageCutShape::get(choice)) *
-      (partitioned ? partitioned->parameterScale : 1);
-  ModelStateMemory state = getZeroModelState(
-      localParams, {bytes.weight, bytes.gradient, bytes.optimizer}, choice.zero,
-      choice.dp);
+          scale -
+      expertParams * (choice.ep - 1);
+  double denseParams = localParams - expertParams;
+  ModelStateBytesPerParameter stateBytes = {bytes.weight, bytes.gradient,
+                                            bytes.optimizer};
+  ModelStateMemory state =
+      getZeroModelState(denseParams, stateBytes, choice.zero, replicas);
+  ModelStateMemory expertState =
+      getZeroModelState(expertParams, stateBytes, choice.zero, choice.dp);
+  state.parameterBytes += expertState.parameterBytes;
+  state.gradientBytes += expertState.gradientBytes;
+  state.optimizerStateBytes += expertState.optimizerStateBytes;
   estimate.paramBytes = state.parameterBytes;
   // Kept until the backward, the forward's gathers hold every parameter of
   // the device whole at the forward's end, next to the shards.
@@ -987,10 +1019,9 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // reduce-scatter: that shard too.
   double unit = choice.tp == 1 ? 12 * h * h + 13 * h
                                : std::max(6 * h, (12 * h * h + 7 * h) / t);
-  double unmade =
-      choice.pp == 1 ? (model.vocab + model.seq) * h / choice.dp : 0;
+  double unmade = choice.pp == 1 ? (model.vocab + model.seq) * h / replicas : 0;
   double summed =
-      choice.pp > 1 && choice.microbatches > 1 ? unit / choice.dp : 0;
+      choice.pp > 1 && choice.microbatches > 1 ? unit / replicas : 0;
   if (choice.zero >= 2)
     estimate.gradBytes +=
         bytes.gradient * (std::max(0.0, unit - unmade) + summed);
@@ -1002,7 +1033,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   if (choice.zero == 1 && choice.microbatches > 1)
     estimate.gradBytes += localParams * bytes.gradient;
   else if (choice.zero == 1 && choice.pp > 1)
-    estimate.gradBytes += localParams * bytes.gradient / choice.dp;
+    estimate.gradBytes += localParams * bytes.gradient / replicas;
   if (choice.zero == 0 && choice.pp > 1 && choice.microbatches > 1 &&
       model.tiedEmbedding)
     estimate.gradBytes += model.vocab * h * bytes.gradient;
@@ -1052,7 +1083,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // with and without SP and recomputation).
   bool sp = choice.sequenceParallel;
   double headTransient = (3 * model.vocab / h + 2) / (sp ? t : 1);
-  double headGradient = model.tiedEmbedding && choice.dp == 1 && choice.pp == 1
+  double headGradient = model.tiedEmbedding && replicas == 1 && choice.pp == 1
                             ? model.vocab / (s * microbatch)
                             : 0;
   double dropped = model.outputDropout && !sp ? 1 : 0;
@@ -1202,26 +1233,45 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // From the partitioned program: its forward's collectives (at the
   // model's batch, split into microbatches), backward mirroring forward,
   // recomputation repeating it; a stage runs its share of them.
+  // Expert parallelism's all_to_all over "ep", tokens to experts and back,
+  // likewise (its own term).
+  double passes = choice.recompute == Recompute::Full ? 3 : 2;
   if (partitioned) {
-    double passes = choice.recompute == Recompute::Full ? 3 : 2;
     double m = choice.microbatches;
-    double seconds = 0;
+    double seconds = 0, exchanges = 0;
     for (const CollectiveUse &use : partitioned->forward)
-      seconds += use.count * m *
-                 getCollectiveSeconds(machine, use.kind,
-                                      use.bytes / m * (bytes.activation / 4),
-                                      use.group);
+      (use.kind == CollectiveKind::AllToAll && choice.ep > 1 &&
+               use.group.size == choice.ep && use.group.stride == choice.tp
+           ? exchanges
+           : seconds) += use.count * m *
+                         getCollectiveSeconds(
+                             machine, use.kind,
+                             use.bytes / m * (bytes.activation / 4), use.group);
     estimate.tpCommSeconds = passes * seconds / choice.pp;
-  } else if (choice.tp > 1) {
-    double perLayerCount = choice.recompute == Recompute::Full ? 6 : 4;
-    double oneAllReduce =
-        getCollectiveSeconds(machine, CollectiveKind::AllReduce,
-                             sbh * bytes.activation, {choice.tp, 1});
-    estimate.tpCommSeconds =
-        perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
+    estimate.epCommSeconds = passes * exchanges / choice.pp;
+  } else {
+    if (choice.tp > 1) {
+      double perLayerCount = choice.recompute == Recompute::Full ? 6 : 4;
+      double oneAllReduce =
+          getCollectiveSeconds(machine, CollectiveKind::AllReduce,
+                               sbh * bytes.activation, {choice.tp, 1});
+      estimate.tpCommSeconds =
+          perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
+    }
+    // Each MoE layer's dispatched tokens [b, E, C, h] exchanged into the
+    // experts and back, among the "ep" devices tp apart.
+    if (choice.ep > 1) {
+      double dispatched = sbh * model.expertSlotsPerToken * bytes.activation;
+      double layers = static_cast<double>(model.moeLayers) / choice.pp;
+      estimate.epCommSeconds =
+          passes * 2 * layers * choice.microbatches *
+          getCollectiveSeconds(machine, CollectiveKind::AllToAll, dispatched,
+                               {choice.ep, choice.tp});
+    }
   }
   // TP's collectives sit between the ops that make and read them: exposed.
   breakdown.tpExposed = estimate.tpCommSeconds;
+  breakdown.epExposed = estimate.epCommSeconds;
   // DP, as the compiler builds it: without ZeRO one all-reduce of the
   // gradients accumulated over the microbatches; stage 1 accumulates whole
   // gradients too and reduce-scatters them once; from stage 2 each
@@ -1238,10 +1288,15 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // gathers them during the next step's forward); stage 3's gathers run a
   // unit ahead of the compute that reads them. Without the schedule every
   // collective is exposed whole.
-  if (choice.dp > 1) {
+  // With experts the dense parameters' gradients reduce over dp x ep and
+  // the experts' over dp (their devices ep x tp apart).
+  if (replicas > 1) {
     double gradientBytes = localParams * bytes.gradient;
-    DeviceGroup group{choice.dp, choice.tp};
-    double ring = (choice.dp - 1.0) / choice.dp;
+    DeviceGroup group{replicas, choice.tp};
+    DeviceGroup expertGroup{choice.dp, choice.ep * choice.tp};
+    double expertShare = localParams > 0 ? expertParams / localParams : 0;
+    double ring = (replicas - 1.0) / replicas;
+    double expertRing = (choice.dp - 1.0) / choice.dp;
     // A tied embedding's second gradient term is reduced on its own (but at
     // ZeRO-1, which sums the terms while they are pending; and in a
     // pipeline of microbatches each end stage reduces its one term, where
@@ -1255,6 +1310,17 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       return bytes > 0 ? getCollectiveSeconds(machine, kind, bytes, group)
                        : 0.0;
     };
+    // Of bytes in proportion to the parameters: the dense share over the
+    // replicas, the experts' over dp.
+    auto parameterSeconds = [&](CollectiveKind kind, double bytes) {
+      double experts = bytes * expertShare;
+      return seconds(kind, bytes - experts) +
+             (experts > 0 && choice.dp > 1
+                  ? getCollectiveSeconds(machine, kind, experts, expertGroup)
+                  : 0.0);
+    };
+    // The ring's share of such bytes a device sends.
+    double parameterRing = ring * (1 - expertShare) + expertRing * expertShare;
     // Buckets of the stage's gradients: at most one per parameter, a
     // ZeRO-3 unit (a layer) at least; one where nothing overlaps.
     double m = choice.microbatches;
@@ -1269,12 +1335,14 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
                           std::ceil(gradientBytes / choice.bucketBytes),
                           choice.zero >= 3 ? layersPerStage : 1, parameters);
     if (choice.zero == 0) {
-      double reduce = seconds(CollectiveKind::AllReduce, gradientBytes) +
-                      seconds(CollectiveKind::AllReduce, tiedBytes);
+      double reduce =
+          parameterSeconds(CollectiveKind::AllReduce, gradientBytes) +
+          seconds(CollectiveKind::AllReduce, tiedBytes);
       estimate.dpCommSeconds = reduce;
       breakdown.dpExposed = getExposedReductionSeconds(
           window, reduce, choice.microbatches == 1 ? buckets : 1);
-      estimate.dpTrafficBytes = 2 * ring * (gradientBytes + tiedBytes);
+      estimate.dpTrafficBytes =
+          2 * (parameterRing * gradientBytes + ring * tiedBytes);
     } else {
       double gathers = choice.zero >= 3 && choice.reshardAfterForward
                            ? 2.0 * choice.microbatches
@@ -1299,15 +1367,17 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
           rowBytes = rows;
         }
       }
-      double reduce = seconds(CollectiveKind::ReduceScatter, reducedBytes) +
-                      seconds(CollectiveKind::ReduceScatter, tiedBytes) +
-                      seconds(CollectiveKind::AllGather, rowBytes);
-      double gather =
-          seconds(CollectiveKind::AllGather, localParams * bytes.weight);
+      double reduce =
+          parameterSeconds(CollectiveKind::ReduceScatter, reducedBytes) +
+          seconds(CollectiveKind::ReduceScatter, tiedBytes) +
+          seconds(CollectiveKind::AllGather, rowBytes);
+      double gather = parameterSeconds(CollectiveKind::AllGather,
+                                       localParams * bytes.weight);
       estimate.dpCommSeconds = reductions * reduce + gathers * gather;
       estimate.dpTrafficBytes =
-          ring * (reductions * (reducedBytes + tiedBytes + rowBytes) +
-                  gathers * localParams * bytes.weight);
+          parameterRing * (reductions * reducedBytes +
+                           gathers * localParams * bytes.weight) +
+          ring * reductions * (tiedBytes + rowBytes);
       breakdown.dpExposed =
           choice.zero == 1
               ? reductions * reduce
@@ -1328,17 +1398,19 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   if (choice.pp > 1) {
     double message = sbh * bytes.activation / (choice.sequenceParallel ? t : 1);
     double p2p = getPointToPointSeconds(machine, message,
-                                        {choice.pp, choice.dp * choice.tp});
+                                        {choice.pp, replicas * choice.tp});
     estimate.ppCommSeconds = 2 * p2p * (choice.microbatches + choice.pp - 1);
     estimate.bubbleFraction = getBubbleFraction(
         choice.schedule, choice.pp, choice.microbatches, choice.virtualStages);
   }
   breakdown.ppExposed = estimate.ppCommSeconds;
   breakdown.bubble =
-      estimate.bubbleFraction *
-      (estimate.computeSeconds + breakdown.launch + breakdown.tpExposed);
+      estimate.bubbleFraction * (estimate.computeSeconds + breakdown.launch +
+                                 breakdown.tpExposed + breakdown.epExposed);
   // The update of the device's parameters (its ZeRO shard from stage 1).
-  double updated = localParams / (choice.zero >= 1 ? choice.dp : 1);
+  double updated = choice.zero >= 1
+                       ? denseParams / replicas + expertParams / choice.dp
+                       : localParams;
   breakdown.optimizer =
       getOptimizerSeconds(machine, updated, bytes.optimizerUpdate);
   breakdown.fixed = machine.efficiency.stepSeconds;
@@ -1388,12 +1460,25 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
     if (model.heads % tp != 0 || !pinned(pins.tp, tp))
       continue;
     for (int64_t pp : getDivisors(devices / tp)) {
-      int64_t dp = devices / tp / pp;
-      if (pp <= model.layers && pinned(pins.pp, pp) && model.batch % dp == 0 &&
-          pinned(pins.dp, dp) &&
-          (!pins.microbatches || (*pins.microbatches >= 1 &&
-                                  model.batch / dp % *pins.microbatches == 0)))
-        meshes.push_back({dp, tp, pp});
+      if (pp > model.layers || !pinned(pins.pp, pp))
+        continue;
+      // The data-parallel devices, split into dp x ep where the model has
+      // experts (ep dividing them). TODO(issue 23): experts over "ep" in
+      // microbatches (and so pipelines): the microbatch axis, minor to "ep"
+      // on the batch, keeps the all_to_all from moving "ep" alone.
+      int64_t replicas = devices / tp / pp;
+      for (int64_t ep : getDivisors(replicas)) {
+        int64_t dp = replicas / ep;
+        if ((ep > 1 && (model.experts == 0 || model.experts % ep != 0 ||
+                        pp > 1 || pins.microbatches.value_or(1) != 1)) ||
+            !pinned(pins.ep, ep) || model.batch % replicas != 0 ||
+            !pinned(pins.dp, dp) ||
+            (pins.microbatches &&
+             (*pins.microbatches < 1 ||
+              model.batch / replicas % *pins.microbatches != 0)))
+          continue;
+        meshes.push_back({dp, tp, pp, ep});
+      }
     }
   }
   return meshes;
@@ -1419,17 +1504,25 @@ llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
   for (auto [name, pin] : {std::pair{"dp", pins.dp},
                            {"tp", pins.tp},
                            {"pp", pins.pp},
+                           {"ep", pins.ep},
                            {"microbatches", pins.microbatches}})
     if (pin)
       pinned +=
           llvm::formatv("{0}{1}={2}", pinned.empty() ? "" : ", ", name, *pin)
               .str();
+  std::string experts =
+      model.experts
+          ? llvm::formatv(", ep the experts ({0}) and dp x ep the batch "
+                          "(ep > 1 with one microbatch and no pipeline)",
+                          model.experts)
+                .str()
+          : "";
   return llvm::createStringError(llvm::formatv(
       "no dp x tp x pp mesh of {0} devices{1}: dp must divide the batch "
-      "({2}), tp the heads ({3}), pp must be at most the layers ({4}), and "
-      "the microbatches must divide a dp replica's batch",
+      "({2}), tp the heads ({3}){5}, pp must be at most the layers ({4}), "
+      "and the microbatches must divide a dp replica's batch",
       devices, pinned.empty() ? "" : " with " + pinned, model.batch,
-      model.heads, model.layers));
+      model.heads, model.layers, experts));
 }
 
 ModelShape tessera::withBatch(const ModelShape &model, int64_t batch) {
@@ -1508,8 +1601,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   auto pinned = [](const auto &pin, auto value) {
     return !pin || *pin == value;
   };
-  // Each dp x tp shape partitioned once per layout: Megatron's, and with tp
-  // the ILP's, priced against Megatron's.
+  // Each dp x ep x tp shape partitioned once per layout: Megatron's, and
+  // with tp (and without ep) the ILP's, priced against Megatron's.
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;
   struct ShapeLayouts {
     std::optional<PartitionedLayout> megatron, solved;
     /// The ILP found the template: its plans are the template's without
@@ -1518,34 +1612,33 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     /// The share of memory the ILP's state was solved in.
     double solvedShare = 1;
   };
-  std::map<std::pair<int64_t, int64_t>, ShapeLayouts> partitioned;
+  std::map<Shape, ShapeLayouts> partitioned;
   auto take = [](llvm::Expected<PartitionedLayout> layout) {
     if (layout)
       return std::optional<PartitionedLayout>(std::move(*layout));
     llvm::consumeError(layout.takeError());
     return std::optional<PartitionedLayout>();
   };
-  auto getShape = [&](int64_t dp, int64_t tp, TensorLayout layout) {
+  auto getShape = [&](Shape key, TensorLayout layout) {
     PlanChoice shape;
-    shape.dp = dp;
-    shape.tp = tp;
-    shape.pp = devices / dp / tp;
+    std::tie(shape.dp, shape.ep, shape.tp) = key;
+    shape.pp = devices / shape.dp / shape.ep / shape.tp;
     shape.precision = pins.precision;
     shape.layout = layout;
     return shape;
   };
   SmallVector<PlanMesh> meshes = getPlanMeshes(model, devices, pins);
-  SmallVector<std::pair<int64_t, int64_t>> shapes;
+  SmallVector<Shape> shapes;
   for (PlanMesh mesh : meshes)
-    shapes.push_back({mesh.dp, mesh.tp});
+    shapes.push_back({mesh.dp, mesh.ep, mesh.tp});
   // The templates partitioned on the context's threads (the first alone,
   // which loads the passes' dialects).
   if (program && !shapes.empty()) {
     std::vector<std::optional<PartitionedLayout>> templates(shapes.size());
     auto partitionTemplate = [&](size_t index) {
-      auto [dp, tp] = shapes[index];
       templates[index] = take(partitionLayout(
-          program, machine, getShape(dp, tp, TensorLayout::Megatron), &model));
+          program, machine, getShape(shapes[index], TensorLayout::Megatron),
+          &model));
     };
     partitionTemplate(0);
     mlir::parallelFor(program.getContext(), 1, shapes.size(),
@@ -1554,9 +1647,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       partitioned[shape].megatron = std::move(partition);
   }
   // The ILP's layout of a shape whose template partitions.
-  auto solveLayout = [&](int64_t dp, int64_t tp, double share) {
-    ShapeLayouts &layouts = partitioned[{dp, tp}];
-    PlanChoice shape = getShape(dp, tp, TensorLayout::Solved);
+  auto solveLayout = [&](Shape key, double share) {
+    ShapeLayouts &layouts = partitioned[key];
+    PlanChoice shape = getShape(key, TensorLayout::Solved);
     shape.layoutMemoryShare = share;
     llvm::Expected<PartitionedLayout> layout =
         partitionLayout(program, machine, shape, &model);
@@ -1590,16 +1683,16 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   std::map<std::tuple<int64_t, int64_t, PipelineSchedule>,
            llvm::SmallVector<RankInFlight>>
       inFlight;
-  // Every plan of each dp x tp shape (of `only`, when given) in each of the
-  // `candidates` layouts (with or without sequence parallelism).
-  using Shape = std::pair<int64_t, int64_t>;
+  // Every plan of each dp x ep x tp shape (of `only`, when given) in each
+  // of the `candidates` layouts (with or without sequence parallelism).
   // Per shape, the least a plan of the ILP's layout over memory holds
   // beside the model state (its activations, a gradient being made).
   std::map<Shape, double> solvedRest;
   auto searchShapes = [&](const std::set<Shape> *only,
                           ArrayRef<std::pair<TensorLayout, bool>> candidates) {
-    for (auto [dp, tp, pp] : meshes) {
-      if (only && !only->count({dp, tp}))
+    for (auto [dp, tp, pp, ep] : meshes) {
+      Shape key{dp, ep, tp};
+      if (only && !only->count(key))
         continue;
       // The slowest stage's share, per shape of the cut.
       std::map<std::pair<bool, bool>, double> imbalances;
@@ -1611,9 +1704,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
           it->second = getStageImbalance(model, pp, shape);
         return it->second;
       };
-      const ShapeLayouts &tensorLayouts = partitioned[{dp, tp}];
-      for (int64_t m : getDivisors(model.batch / dp)) {
-        if (!pinned(pins.microbatches, m))
+      const ShapeLayouts &tensorLayouts = partitioned[key];
+      for (int64_t m : getDivisors(model.batch / (dp * ep))) {
+        if (!pinned(pins.microbatches, m) || (ep > 1 && m > 1))
           continue;
         // The stage cut and the microbatches in flight, per schedule and
         // shape of the cut.
@@ -1635,7 +1728,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
           }
           return &it->second;
         };
-        for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+        for (int64_t zero = 0; zero <= (dp * ep > 1 ? 3 : 0); ++zero) {
           if (!pinned(pins.zero, zero))
             continue;
           for (bool reshard : {true, false}) {
@@ -1671,7 +1764,9 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   if (layout == TensorLayout::Solved &&
                       (!partition || tensorLayouts.solvedIsMegatron))
                     continue;
-                  if ((sp && (tp == 1 || model.seq % tp != 0)) ||
+                  // TODO(issue 23): experts with sequence parallelism.
+                  if ((sp &&
+                       (tp == 1 || model.seq % tp != 0 || model.experts)) ||
                       !pinned(pins.sequenceParallel, sp))
                     continue;
                   PlanChoice choice{dp,
@@ -1690,7 +1785,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                         ? tensorLayouts.solvedShare
                                         : 1.0,
                                     pins.overlap,
-                                    pins.bucketBytes};
+                                    pins.bucketBytes,
+                                    ep};
                   PlanEstimate estimate = estimatePlan(
                       model, machine, choice, getImbalance(choice),
                       partition ? &*partition : nullptr, getLayout(choice));
@@ -1705,8 +1801,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                       double rest = estimate.peakMemoryBytes -
                                     estimate.paramBytes - estimate.gradBytes -
                                     estimate.optimizerBytes;
-                      auto [it, inserted] =
-                          solvedRest.try_emplace({dp, tp}, rest);
+                      auto [it, inserted] = solvedRest.try_emplace(key, rest);
                       it->second = std::min(it->second, rest);
                     }
                     continue;
@@ -1740,21 +1835,22 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   std::set<Shape> refined;
   for (const PlanEstimate &plan : result.plans) {
     const PlanChoice &c = plan.choice;
-    if (c.tp == 1 || refined.count({c.dp, c.tp}) ||
-        !partitioned[{c.dp, c.tp}].megatron)
+    Shape key{c.dp, c.ep, c.tp};
+    if (c.tp == 1 || c.ep > 1 || refined.count(key) ||
+        !partitioned[key].megatron)
       continue;
     if (pins.ilpShapes &&
         static_cast<int64_t>(refined.size()) == pins.ilpShapes)
       break;
-    refined.insert({c.dp, c.tp});
-    solveLayout(c.dp, c.tp, 1.0);
+    refined.insert(key);
+    solveLayout(key, 1.0);
   }
   // Without tp both layouts are data parallelism: a pin of the ILP's names
   // its plans so.
   for (PlanEstimate &plan : result.plans) {
     PlanChoice &c = plan.choice;
     if ((c.tp > 1 && !c.sequenceParallel &&
-         partitioned[{c.dp, c.tp}].solvedIsMegatron) ||
+         partitioned[{c.dp, c.ep, c.tp}].solvedIsMegatron) ||
         (c.tp == 1 && pins.layout == TensorLayout::Solved))
       c.layout = TensorLayout::Solved;
   }
@@ -1773,7 +1869,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     auto fits = [&] {
       return llvm::any_of(result.plans, [&](const PlanEstimate &plan) {
         const PlanChoice &c = plan.choice;
-        return c.dp == shape.first && c.tp == shape.second &&
+        return Shape{c.dp, c.ep, c.tp} == shape &&
                c.layout == TensorLayout::Solved;
       });
     };
@@ -1782,7 +1878,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     double share = 1 - solvedRest[shape] / machine.memoryBytes;
     double below = 0, above = 1;
     for (int attempt = 0; attempt < 2 && share > 0 && !fits(); ++attempt) {
-      if (solveLayout(shape.first, shape.second, share)) {
+      if (solveLayout(shape, share)) {
         std::set<Shape> only = {shape};
         searchShapes(&only, {{TensorLayout::Solved, false}});
         above = share;
@@ -1861,6 +1957,10 @@ llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
                                     const ModelShape *shape) {
   if (choice.layout == TensorLayout::Megatron) {
     annotateMegatron(model, choice.dp, choice.tp);
+    // Without ep the experts are laid out as Megatron's MLP, whose
+    // microbatches and pipelines the "ep" axis would keep out.
+    if (choice.ep > 1)
+      annotateExpertParallel(model, choice.ep);
     if (choice.sequenceParallel)
       annotateSequenceParallel(model);
     return llvm::Error::success();

@@ -304,9 +304,9 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
   if (autoLayout.getNumOccurrences())
     pins.layout = autoLayout.getValue();
   pins.ilpShapes = autoIlpShapes;
-  // --mesh pins the searched mesh, whose axes are "dp" and "tp"; the
-  // annotated model then has the plan's sizes, which the compile keeps (a
-  // pin of one axis would not size the other).
+  // --mesh pins the searched mesh, whose axes are "dp" and "tp" (and "ep"
+  // with experts); the annotated model then has the plan's sizes, which the
+  // compile keeps (a pin of one axis would not size the other).
   llvm::Expected<llvm::StringMap<int64_t>> sizes = parseMeshSizes(meshSpec);
   if (!sizes)
     return sizes.takeError();
@@ -314,11 +314,12 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     StringRef axis = entry.getKey();
     std::optional<int64_t> *pin = axis == "dp"   ? &pins.dp
                                   : axis == "tp" ? &pins.tp
+                                  : axis == "ep" ? &pins.ep
                                                  : nullptr;
     if (!pin)
       return llvm::createStringError(
-          "with --auto, --mesh pins the searched sizes of \"dp\" and \"tp\" "
-          "(dp=2,tp=4), not '" +
+          "with --auto, --mesh pins the searched sizes of \"dp\", \"tp\" "
+          "and \"ep\" (dp=2,tp=4), not '" +
           (axis + "=" + llvm::Twine(entry.getValue())).str() + "'");
     *pin = entry.getValue();
   }
@@ -345,8 +346,8 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     return llvm::Error::success();
   }
   llvm::errs() << llvm::formatv(
-      "auto: dp={0} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, MFU "
-      "{7:f1}% on {8} x {9} in {11} (of {10} plans)\n",
+      "auto: dp={0}{12} tp={1}{2}{3} zero={4}{5}: predicted step {6:e3} s, "
+      "MFU {7:f1}% on {8} x {9} in {11} (of {10} plans)\n",
       choice.dp, choice.tp,
       choice.sequenceParallel ? " sequence-parallel"
       : choice.layout == TensorLayout::Solved && choice.tp > 1 ? " layout=ilp"
@@ -354,7 +355,8 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
       formatPipeline(choice), getZeroName(choice), recomputed,
       plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
       autoDevices.getValue(), machine->name, plan->considered,
-      getEnumName(kPrecisionNames, choice.precision));
+      getEnumName(kPrecisionNames, choice.precision),
+      choice.ep > 1 ? " ep=" + std::to_string(choice.ep) : "");
   return llvm::Error::success();
 }
 

@@ -57,6 +57,9 @@ static cl::opt<int64_t> pinTp("tp", cl::desc("Pin the tensor-parallel size"),
 static cl::opt<int64_t> pinPp("pp", cl::desc("Pin the pipeline stages"),
                               cl::sub(planCommand()));
 static cl::opt<int64_t>
+    pinEp("ep", cl::desc("Pin the expert-parallel size (a model with experts)"),
+          cl::sub(planCommand()));
+static cl::opt<int64_t>
     pinMicrobatches("microbatches", cl::desc("Pin the microbatches per step"),
                     cl::sub(planCommand()));
 static cl::opt<ZeroStage> pinZero("zero", cl::desc("Pin the ZeRO stage"),
@@ -330,6 +333,7 @@ int cli::runPlan(MLIRContext &context) {
   pin(pinDp, pins.dp);
   pin(pinTp, pins.tp);
   pin(pinPp, pins.pp);
+  pin(pinEp, pins.ep);
   pin(pinMicrobatches, pins.microbatches);
   pin(pinZero, pins.zero);
   if (pinReshardAfterForward.getNumOccurrences())
@@ -392,16 +396,21 @@ int cli::runPlan(MLIRContext &context) {
             ? "no plan of the ILP's layout: " + result.solveFailure
             : std::string("no plan fits in device memory; add devices or "
                           "allow ZeRO, recomputation or pipelining"));
+  // A model with experts gets an "ep" column after "dp".
+  bool experts = shape->experts > 0;
+  auto epColumn = [&](auto value) {
+    return experts ? llvm::formatv(" {0,4}", value).str() : std::string();
+  };
   llvm::outs() << llvm::formatv(
-      "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
+      "{0,4} {1,5}{13} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
       "{10,10} {11,6} {12,10}\n",
       "rank", "dp", "tp", "pp", "mb", "zero", "schedule", "recompute", "sp",
-      "layout", "step (s)", "MFU", "mem (GB)");
+      "layout", "step (s)", "MFU", "mem (GB)", epColumn("ep"));
   for (auto [rank, plan] :
        llvm::enumerate(ArrayRef(result.plans).take_front(shown))) {
     const PlanChoice &c = plan.choice;
     llvm::outs() << llvm::formatv(
-        "{0,4} {1,5} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
+        "{0,4} {1,5}{13} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
         "{10,10} {11,5:f1}% {12,10}\n",
         rank + 1, c.dp, c.tp, c.pp, c.microbatches, getZeroName(c),
         getEnumName(kPipelineScheduleNames, c.schedule),
@@ -411,16 +420,22 @@ int cli::runPlan(MLIRContext &context) {
         // Four significant digits, so that a small model's step and memory
         // do not read 0.000.
         llvm::format("%.4g", plan.stepTimeSeconds), 100 * plan.mfu,
-        llvm::format("%.4g", plan.peakMemoryBytes / 1e9));
+        llvm::format("%.4g", plan.peakMemoryBytes / 1e9), epColumn(c.ep));
   }
+  // dp=.. (ep=..) tp=.. pp=..
+  auto formatMesh = [&](const PlanChoice &c) {
+    return llvm::formatv("dp={0}{1} tp={2} pp={3}", c.dp,
+                         experts ? " ep=" + std::to_string(c.ep) : "", c.tp,
+                         c.pp)
+        .str();
+  };
   if (planBreakdown) {
     const PlanEstimate &best = result.plans.front();
     const PlanChoice &c = best.choice;
-    llvm::outs()
-        << llvm::formatv(
-               "breakdown of plan 1 (dp={0} tp={1} pp={2} zero={3}{4}):\n",
-               c.dp, c.tp, c.pp, getZeroName(c), formatPipeline(c))
-        << formatBreakdown(best);
+    llvm::outs() << llvm::formatv("breakdown of plan 1 ({0} zero={1}{2}):\n",
+                                  formatMesh(c), getZeroName(c),
+                                  formatPipeline(c))
+                 << formatBreakdown(best);
   }
   if (!explainOps.empty()) {
     // As the search solves the best plan's layout: the batch on dp.
@@ -433,10 +448,10 @@ int cli::runPlan(MLIRContext &context) {
   if (std::optional<WinReason> why = getWinReason(result.plans)) {
     const PlanChoice &a = why->winner, &b = why->rival;
     llvm::outs() << llvm::formatv(
-        "why: dp={0} tp={1} pp={2} beats the best dp={3} tp={4} pp={5} by "
-        "{6:f1}%: its {7} takes {8:e2} s against {9:e2} s\n",
-        a.dp, a.tp, a.pp, b.dp, b.tp, b.pp, 100 * why->slowerFraction,
-        why->part, why->winnerSeconds, why->rivalSeconds);
+        "why: {0} beats the best {1} by {2:f1}%: its {3} takes {4:e2} s "
+        "against {5:e2} s\n",
+        formatMesh(a), formatMesh(b), 100 * why->slowerFraction, why->part,
+        why->winnerSeconds, why->rivalSeconds);
   }
   return 0;
 }

@@ -8,8 +8,10 @@
 #ifndef TESSERA_MODELS_MODELS_H
 #define TESSERA_MODELS_MODELS_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -26,8 +28,8 @@ namespace tessera {
 /// experts are the model's MLP with a leading experts dim on every weight,
 /// computed as batched dots over it. Each layer adds Switch/Mixtral's
 /// load-balancing loss, `auxLossCoef · experts · Σ_e f_e · P_e` with f_e the
-/// share of routed choices and P_e the mean probability of expert e, to the
-/// cross-entropy.
+/// share of routed choices and P_e the mean probability of expert e in a
+/// group, averaged over the groups, to the cross-entropy.
 struct MoeConfig {
   /// Experts per layer; 0 for the dense MLP.
   int64_t experts = 0;
@@ -225,8 +227,8 @@ void annotateSequenceParallel(mlir::ModuleOp module);
 void annotateContextParallel(mlir::ModuleOp module, llvm::StringRef kind);
 
 /// Expert parallelism (GShard; DeepSpeed-MoE) on a model annotated by
-/// annotateMegatron, read from its structure: the mesh gets an "ep" axis
-/// after "dp" (size 1; --mesh resizes it) that splits the data's batch
+/// annotateMegatron, read from its structure: the mesh gets an "ep" axis of
+/// `ep` devices after "dp" (--mesh resizes it) that splits the data's batch
 /// with "dp", and the experts' weights (the parameters a dot batches over
 /// their first dim, and vectors added to their products) on their experts
 /// dim. Each expert dot's input is constrained to the experts split over
@@ -234,7 +236,13 @@ void annotateContextParallel(mlir::ModuleOp module, llvm::StringRef kind);
 /// tokens for experts by an all_to_all over "ep" before the experts and
 /// back after them. The router stays whole (annotateMegatron does not
 /// split it).
-void annotateExpertParallel(mlir::ModuleOp module);
+void annotateExpertParallel(mlir::ModuleOp module, int64_t ep);
+
+/// The experts' parameters of a mixture of experts in `function` (those
+/// annotateExpertParallel splits), by argument number, with their experts
+/// dim; empty in a model without experts.
+llvm::DenseMap<unsigned, int64_t>
+getExpertParameters(mlir::func::FuncOp function);
 
 /// Sums the elements of the `nn.param` arguments of every function.
 int64_t countParameters(mlir::ModuleOp module);

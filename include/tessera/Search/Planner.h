@@ -122,6 +122,13 @@ struct ModelShape {
   double elementBytes = 4;
   /// The parameter tensors (each a gradient the step reduces).
   int64_t parameterTensors = 0;
+  /// A mixture of experts (nn.moe_dispatch): its layers, the experts of
+  /// each, the elements of the experts' weights (getExpertParameters, split
+  /// over "ep") and the expert slots each token's layer dispatches
+  /// (experts x capacity / sequence: a layer's all_to_all moves that many
+  /// hidden vectors per token). Zero without experts.
+  int64_t moeLayers = 0, experts = 0, expertParameters = 0;
+  double expertSlotsPerToken = 0;
 };
 
 /// Reads the shape of a GPT-style model; fails naming what it cannot find.
@@ -172,6 +179,13 @@ struct PlanChoice {
   /// compile's options; it does not choose them.
   bool overlap = false;
   int64_t bucketBytes = 0;
+  /// Expert parallelism: the experts split over an "ep" axis of this many
+  /// devices, which splits the batch with dp (annotateExpertParallel); 1
+  /// without experts. The mesh is dp x ep x tp x pp.
+  int64_t ep = 1;
+
+  /// The replicas of the dense layers: dp x ep.
+  int64_t getDataParallel() const { return dp * ep; }
 };
 
 /// Where a step's time goes: the terms sum to the step time.
@@ -186,6 +200,9 @@ struct StepBreakdown {
   /// sends, the data-parallel reductions and gathers the backward does not
   /// hide.
   double tpExposed = 0, ppExposed = 0, dpExposed = 0;
+  /// Expert parallelism's all_to_all (tokens to experts and back), between
+  /// the ops that make and read them: exposed.
+  double epExposed = 0;
   /// The pipeline's idle time; the optimizer's update; the per-step fixed
   /// cost (Efficiency::stepSeconds).
   double bubble = 0, optimizer = 0, fixed = 0;
@@ -199,7 +216,7 @@ struct PlanEstimate {
   StepBreakdown breakdown;
   double stepTimeSeconds = 0;
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0,
-         ppCommSeconds = 0, bubbleFraction = 0;
+         ppCommSeconds = 0, epCommSeconds = 0, bubbleFraction = 0;
   /// Bytes each device sends per step in data-parallel collectives, as a
   /// ring moves them: an all-reduce of N bytes over p devices sends
   /// 2 N (p-1)/p, a reduce-scatter or all-gather N (p-1)/p.
@@ -346,7 +363,7 @@ PlanEstimate estimatePlan(const ModelShape &model, const MachineModel &machine,
 struct SearchResult;
 
 struct SearchPins {
-  std::optional<int64_t> dp, tp, pp, microbatches, zero;
+  std::optional<int64_t> dp, tp, pp, microbatches, zero, ep;
   std::optional<TensorLayout> layout;
   std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
@@ -383,9 +400,10 @@ struct SearchResult {
 /// Fails unless `devices` is between 1 and what `machine` holds.
 llvm::Error checkDeviceCount(const MachineModel &machine, int64_t devices);
 
-/// One dp x tp x pp factorization of the devices.
+/// One dp x tp x pp (x ep, with experts) factorization of the devices.
 struct PlanMesh {
   int64_t dp, tp, pp;
+  int64_t ep = 1;
 };
 
 /// The meshes searchPlans searches: each dp x tp x pp of `devices` that

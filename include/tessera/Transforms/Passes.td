@@ -400,7 +400,11 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
   let description = [{
     Runs on a train step (after `--tessera-train-step` with AdamW), before
     propagation. For each `nn.adamw`, the parameter's piece (what its own
-    annotation gives a device) is split over `axes` (default "dp"): on its
+    annotation gives a device) is split over `axes` (default "dp", and
+    "ep" where the mesh has it), less
+    those that split the parameter already (with `axes=dp,ep` an expert's
+    weights, split over "ep", shard over "dp", where their gradients sum; a
+    parameter split by every axis keeps its layout): on its
     leading dim, closed and minor to the parameter's own axes there, when
     the data-parallel group divides that dim's pieces, so a device's share
     is one contiguous block; otherwise stored flat (`flat=` in the

@@ -692,16 +692,30 @@ void Pipeliner::assignRanks() {
       }
     }
   }
-  // What is still nowhere (the loss) runs where its inputs are made.
+  // What is still nowhere (the loss and the terms it sums: a mixture of
+  // experts' balance losses, made on every stage) runs on one rank, the
+  // last where its inputs are made, and so do the terms it reads: their
+  // accumulated inputs are sent there.
+  SmallVector<Operation *> nowhere;
   for (Operation *op : ops) {
     if (classes.lookup(op) != OpClass::Post || !ranksOf[op].empty())
       continue;
+    nowhere.push_back(op);
+    int64_t last = 0;
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp();
           def && classes.lookup(def) != OpClass::Pre)
-        ranksOf[op].insert(ranksOf[def].begin(), ranksOf[def].end());
-    if (ranksOf[op].empty())
-      ranksOf[op].insert(0);
+        for (int64_t rank : ranksOf[def])
+          last = std::max(last, rank);
+    ranksOf[op] = {last};
+  }
+  for (Operation *op : llvm::reverse(nowhere)) {
+    std::set<int64_t> readers;
+    for (Operation *user : op->getUsers())
+      if (user != returnOp)
+        readers.insert(ranksOf[user].begin(), ranksOf[user].end());
+    if (!readers.empty())
+      ranksOf[op] = readers;
   }
   // Pre ops that post ops read run on those ranks too.
   for (Operation *op : llvm::reverse(ops))
@@ -1184,6 +1198,10 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
           continue;
         }
         if (!isMicrobatchReduction(&op)) {
+          for (Value operand : op.getOperands())
+            if (!shared.contains(operand))
+              return op.emitError("internal error: pipeline rank ")
+                     << rank << " has no value for an operand";
           builder.clone(op, shared);
           continue;
         }

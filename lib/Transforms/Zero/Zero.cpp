@@ -201,8 +201,15 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
 
   FailureOr<AxisList> getAxes(func::FuncOp function, const MeshShape &mesh) {
     SmallVector<std::string> names(dataAxes.begin(), dataAxes.end());
-    if (names.empty())
+    // By default "dp", and "ep" where the mesh has it: expert parallelism
+    // splits the batch too, so the dense parameters' gradients sum over both
+    // (the experts' over "dp" alone, the axes left them).
+    if (names.empty()) {
       names.push_back("dp");
+      if (llvm::is_contained(mesh.getAxes(),
+                             StringAttr::get(&getContext(), "ep")))
+        names.push_back("ep");
+    }
     AxisList axes;
     for (const std::string &name : names) {
       StringAttr axis = StringAttr::get(&getContext(), name);
@@ -244,7 +251,6 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
         if (!update.getState().empty())
           updates.push_back(update);
     }
-    int64_t devices = mesh.getGroupSize(*axes);
     llvm::SetVector<Operation *> forward;
     Regather regather{Regather::FromShard, {}};
     if (stage >= ZeroStage::Parameters) {
@@ -271,11 +277,19 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       // without a copy. Otherwise the piece is stored flat, padded to a
       // multiple of the group (FSDP's FlatParameter), which is the same
       // block where the dim divides. A scalar keeps replicated state.
+      //
+      // The state splits over the ZeRO axes that do not split the parameter
+      // already: an expert's weights, split over "ep", over the rest of the
+      // data-parallel axes ("dp"), as their gradients are summed over those
+      // alone. A parameter every ZeRO axis splits keeps its layout.
       TensorSharding sharding = getArgSharding(function, param);
-      if (llvm::any_of(
-              *axes, [&](StringAttr axis) { return sharding.usesAxis(axis); }))
-        return update.emitError("ZeRO axes already split parameter #")
-               << param.getArgNumber();
+      AxisList zeroAxes;
+      for (StringAttr axis : *axes)
+        if (!sharding.usesAxis(axis))
+          zeroAxes.push_back(axis);
+      if (zeroAxes.empty())
+        continue;
+      int64_t devices = mesh.getGroupSize(zeroAxes);
       ArrayRef<int64_t> shape =
           cast<RankedTensorType>(param.getType()).getShape();
       // A unit's buffer is stored flat even where the group divides it (the
@@ -297,7 +311,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       // Whole over the ZeRO axes, other dims propagating as before: how the
       // model reads the parameter.
       TensorSharding whole = sharding;
-      llvm::append_range(whole.replicated, *axes);
+      llvm::append_range(whole.replicated, zeroAxes);
       dist::ShardingAttr wholeAttr = whole.toAttr(meshName);
       if (shape.empty()) {
         function.setArgAttr(param.getArgNumber(),
@@ -306,10 +320,10 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       }
       TensorSharding split = sharding;
       if (leading) {
-        llvm::append_range(split.dims[0].axes, *axes);
+        llvm::append_range(split.dims[0].axes, zeroAxes);
         split.dims[0].isOpen = false;
       } else {
-        split.flat = *axes;
+        split.flat = zeroAxes;
       }
       dist::ShardingAttr splitAttr = split.toAttr(meshName);
       for (BlockArgument value : state)
@@ -330,7 +344,7 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       Value pinned = grad;
       if (stage == ZeroStage::OptimizerState) {
         TensorSharding partial = sharding;
-        partial.unreduced.assign(axes->begin(), axes->end());
+        partial.unreduced.assign(zeroAxes.begin(), zeroAxes.end());
         pinned = dist::ShardingConstraintOp::create(
             builder, grad.getLoc(), pinned, partial.toAttr(meshName));
       }
@@ -351,6 +365,9 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
       Regather reads = stage < ZeroStage::Parameters
                            ? Regather{Regather::KeepForward, {}}
                            : regather;
+      llvm::erase_if(reads.innerAxes, [&](StringAttr axis) {
+        return !llvm::is_contained(zeroAxes, axis);
+      });
       function.setArgAttr(param.getArgNumber(),
                           dist::DistDialect::kShardingAttrName, splitAttr);
       TensorSharding inner = whole;

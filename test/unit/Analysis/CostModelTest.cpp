@@ -129,6 +129,42 @@ TEST(CostModelTest, TorusRingsRunAlongItsDimensions) {
       strided, getRingSeconds(CollectiveKind::AllGather, 2, 1e3, 100e9, 2e-6));
 }
 
+TEST(CostModelTest, AllToAllIsBisectionBoundOnATorusNotOnASwitch) {
+  // On a switch (full bisection) an all-to-all moves what an all-gather
+  // does, (n - 1)/n of a buffer per device.
+  MachineModel switched = makeSwitched();
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(switched, CollectiveKind::AllToAll, 1e9, {8, 1}),
+      getCollectiveSeconds(switched, CollectiveKind::AllGather, 1e9, {8, 1}));
+  // Around a torus ring of 4 (50 GB/s links): each half sends the other
+  // 4 · 1 GB / 4 over the two cut links, 100 GB/s each way: 10 ms, where the
+  // all-gather takes 7.5 ms (3/4 of 1 GB at a device's 100 GB/s).
+  MachineModel torus = makeTorus();
+  double call = torus.efficiency.collectiveSeconds;
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(torus, CollectiveKind::AllToAll, 1e9, {4, 1}),
+      call + 3e-6 + 1e9 / 100e9);
+  // Two dimensions: the whole buffer along each in turn.
+  EXPECT_DOUBLE_EQ(
+      getCollectiveSeconds(torus, CollectiveKind::AllToAll, 1e9, {16, 1}),
+      call + 2 * (3e-6 + 1e9 / 100e9));
+  // Longer rings fall further behind a switch: 8 devices send twice the
+  // all-gather's bytes' time, 16 about four times.
+  MachineModel ring;
+  ring.name = "ring";
+  ring.peakFlopsPerSecond["bf16"] = 1e15;
+  ring.memoryBandwidthBytesPerSecond = 1e12;
+  ring.torus = Torus{{16}, 50e9, 0};
+  for (auto [size, ratio] : {std::pair{8, 16.0 / 7}, {16, 64.0 / 15}})
+    EXPECT_NEAR(
+        (getCollectiveSeconds(ring, CollectiveKind::AllToAll, 1e9, {size, 1}) -
+         call) /
+            (getCollectiveSeconds(ring, CollectiveKind::AllGather, 1e9,
+                                  {size, 1}) -
+             call),
+        ratio, 1e-9);
+}
+
 TEST(CostModelTest, PipelineBubbles) {
   EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::GPipe, 4, 8), 3.0 / 8);
   EXPECT_DOUBLE_EQ(getBubbleFraction(PipelineSchedule::ZeroBubbleH1, 4, 8),

@@ -765,6 +765,60 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   }
 }
 
+TEST(PlannerTest, ExpertParallelPlansArePricedAsCompiled) {
+  // A GPT with 4 experts per layer: the shape reads the experts from the
+  // graph; the search splits them over "ep" (dividing the experts, the batch
+  // split over dp x ep), and each top plan, compiled, holds the parameters
+  // and optimizer state the search charged (the experts' over ep, ZeRO's
+  // shards of them over dp only) within 2%.
+  mlir::MLIRContext context;
+  context
+      .loadDialect<nn::NNDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  GptConfig config = getSmallGpt();
+  config.moe.experts = 4;
+  mlir::OwningOpRef<mlir::ModuleOp> model = buildGpt(&context, config);
+  llvm::Expected<ModelShape> shape = getModelShape(*model);
+  ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+  double h = config.hidden;
+  EXPECT_EQ(shape->experts, 4);
+  EXPECT_EQ(shape->moeLayers, 4);
+  EXPECT_EQ(shape->expertParameters, 4 * 4 * (8 * h * h + 5 * h));
+  int64_t capacity = getExpertCapacity(config.moe, config.seq);
+  EXPECT_DOUBLE_EQ(shape->expertSlotsPerToken, 4.0 * capacity / config.seq);
+  SearchPins pins;
+  pins.precision = Precision::FP32;
+  pins.layout = TensorLayout::Megatron;
+  for (int64_t ep : {2, 4}) {
+    pins.ep = ep;
+    SearchResult result = searchPlans(*shape, dgx(), 4, pins, *model);
+    ASSERT_GE(result.plans.size(), 3u);
+    for (const PlanEstimate &estimate :
+         llvm::ArrayRef(result.plans).take_front(3)) {
+      const PlanChoice &choice = estimate.choice;
+      SCOPED_TRACE("dp " + std::to_string(choice.dp) + " ep " +
+                   std::to_string(choice.ep) + " tp " +
+                   std::to_string(choice.tp) + " zero " +
+                   std::to_string(choice.zero));
+      EXPECT_EQ(choice.ep, ep);
+      EXPECT_EQ(choice.microbatches, 1);
+      EXPECT_GT(estimate.epCommSeconds, 0);
+      CompileOptions options;
+      options.mesh = "dp=" + std::to_string(choice.dp) +
+                     ",ep=" + std::to_string(choice.ep) +
+                     ",tp=" + std::to_string(choice.tp);
+      options.train = Optimizer::AdamW;
+      applyPlanChoice(choice, options);
+      runtime::Expected<plan::Plan> plan = compileGpt(context, config, options);
+      ASSERT_TRUE(plan.ok());
+      plan::MemoryBreakdown compiled = getLargestModelState(*plan);
+      EXPECT_NEAR(estimate.paramBytes, compiled.parameter_bytes(),
+                  0.02 * compiled.parameter_bytes());
+      EXPECT_NEAR(estimate.optimizerBytes, compiled.optimizer_state_bytes(),
+                  0.02 * compiled.optimizer_state_bytes());
+    }
+  }
+}
+
 /// The MLP of `config` planned by --auto under `pins` on `devices` of
 /// `machine`, `options` set to build it, and compiled so: the planned peak
 /// memory per device and the compiled plan's largest arena; none (a test
