@@ -275,7 +275,7 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
 
 int64_t tessera::getExpertCapacity(const MoeConfig &c, int64_t seq) {
   double slots = std::ceil(c.capacityFactor * c.topK * seq / c.experts);
-  return std::clamp<int64_t>(slots, 1, seq);
+  return std::max<int64_t>(1, std::min<double>(slots, seq));
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
@@ -506,6 +506,16 @@ static Value buildCausalAttention(FunctionBuilder &fb, Value q, Value k,
                            dims({0, 1}), dims({3}), dims({2}));
 }
 
+/// `shape` with a leading dim of `experts`, or as it is without experts.
+static SmallVector<int64_t> stackExperts(int64_t experts,
+                                         ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> stacked;
+  if (experts)
+    stacked.push_back(experts);
+  llvm::append_range(stacked, shape);
+  return stacked;
+}
+
 namespace {
 /// A mixture-of-experts layer's parameters: the router and the experts'
 /// stacked weights, as the model declares them.
@@ -604,11 +614,7 @@ OwningOpRef<ModuleOp> tessera::buildGpt(MLIRContext *context,
   // With experts every MLP weight gets a leading experts dim.
   int64_t e = c.moe.experts;
   auto stacked = [&](ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> result;
-    if (e)
-      result.push_back(e);
-    llvm::append_range(result, shape);
-    return result;
+    return stackExperts(e, shape);
   };
   StringRef mlp = e ? "moe." : "mlp.";
   SmallVector<Block> blocks;
@@ -762,11 +768,7 @@ OwningOpRef<ModuleOp> tessera::buildLlama(MLIRContext *context,
   // With experts (Mixtral) every MLP weight gets a leading experts dim.
   int64_t e = c.moe.experts;
   auto stacked = [&](ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> result;
-    if (e)
-      result.push_back(e);
-    llvm::append_range(result, shape);
-    return result;
+    return stackExperts(e, shape);
   };
   StringRef mlp = e ? "feed_forward.experts." : "feed_forward.";
   SmallVector<Block> blocks;
@@ -957,6 +959,28 @@ traceParameter(func::FuncOp function, Value value, int64_t dim) {
   }
 }
 
+/// The parameter, and its dim, that `add` adds to one of `products` (a
+/// value with a dim of note) on that dim: a bias broadcast onto a product.
+static std::optional<std::pair<BlockArgument, int64_t>>
+traceAddedBias(func::FuncOp function, nn::AddOp add,
+               const llvm::DenseMap<Value, int64_t> &products) {
+  for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
+                                std::pair(add.getRhs(), add.getLhs())}) {
+    auto dim = products.find(product);
+    auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
+    if (dim == products.end() || !broadcast)
+      continue;
+    ArrayRef<int64_t> landing = broadcast.getDims();
+    auto at = llvm::find(landing, dim->second);
+    if (at == landing.end())
+      continue;
+    if (auto param = traceParameter(function, broadcast.getInput(),
+                                    at - landing.begin()))
+      return param;
+  }
+  return std::nullopt;
+}
+
 /// The dots whose products become the keys or values of a grouped-query
 /// nn.attention (through reshapes, transposes and the rotary embedding's
 /// elementwise ops, not through another dot).
@@ -1085,20 +1109,8 @@ static MegatronDims getMegatronDims(func::FuncOp function, int64_t tp,
       }
     }
     if (auto add = dyn_cast<nn::AddOp>(op))
-      for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
-                                    std::pair(add.getRhs(), add.getLhs())}) {
-        auto splitDim = columnProducts.find(product);
-        auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
-        if (splitDim == columnProducts.end() || !broadcast)
-          continue;
-        ArrayRef<int64_t> landing = broadcast.getDims();
-        auto dim = llvm::find(landing, splitDim->second);
-        if (dim == landing.end())
-          continue;
-        if (auto param = traceParameter(function, broadcast.getInput(),
-                                        dim - landing.begin()))
-          decide(param->first, param->second);
-      }
+      if (auto param = traceAddedBias(function, add, columnProducts))
+        decide(param->first, param->second);
     if (llvm::any_of(op->getOperands(),
                      [&](Value operand) { return split.contains(operand); }))
       split.insert(op->result_begin(), op->result_end());
@@ -1282,20 +1294,8 @@ static ExpertLayout findExperts(func::FuncOp function) {
     }
     // A vector added to an experts' product: split with it.
     if (auto add = dyn_cast<nn::AddOp>(op))
-      for (auto [product, other] : {std::pair(add.getLhs(), add.getRhs()),
-                                    std::pair(add.getRhs(), add.getLhs())}) {
-        auto expertDim = expertDims.find(product);
-        auto broadcast = other.getDefiningOp<nn::BroadcastOp>();
-        if (expertDim == expertDims.end() || !broadcast)
-          continue;
-        ArrayRef<int64_t> landing = broadcast.getDims();
-        auto at = llvm::find(landing, expertDim->second);
-        if (at == landing.end())
-          continue;
-        if (auto param = traceParameter(function, broadcast.getInput(),
-                                        at - landing.begin()))
-          expertParams[param->first.getArgNumber()] = param->second;
-      }
+      if (auto param = traceAddedBias(function, add, expertDims))
+        expertParams[param->first.getArgNumber()] = param->second;
     // Elementwise ops and transposes keep the experts dim.
     for (Value operand : op->getOperands()) {
       auto expertDim = expertDims.find(operand);
