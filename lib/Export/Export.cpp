@@ -1111,6 +1111,13 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
       if (*found)
         mesh = *found;
     }
+    // Pipeline stages that shard nothing (one microbatch, no other axis)
+    // name no mesh: theirs is the module's, which holds the pipeline axis.
+    if (!mesh && functions.size() > 1) {
+      auto meshes = llvm::to_vector(module.getOps<dist::MeshOp>());
+      if (meshes.size() == 1)
+        mesh = meshes.front();
+    }
 
     plan::Plan plan;
     plan.set_format_version(plan::PLAN_FORMAT_VERSION);
