@@ -18,6 +18,15 @@ With --run, the step also runs on ep = 2 CPU ranks and on one device (a
 smaller batch, --run-batch), fastest of 5 steps: what the exchange costs
 beside the work it splits.
 
+Then `tessera plan` prices a larger model's step (the same shape at
+hidden 2048, sequence 2048, batch 64: bandwidth, not latency, bounds its
+exchanges) on 8 devices at ep = 2, 4 and 8 (pinned) on a switched machine (dgx-h100: NVSwitch, full bisection) and
+on a torus (tpu-torus-3d: rings of 8 along each dimension): its "exposed
+EP all-to-all" term, and the share of the step. Around a ring an
+all-to-all is bound by the bisection (n/4 of a buffer per device's links
+against the (n - 1)/n a switch carries), so the torus falls behind as ep
+grows.
+
 Run from the repository root after building:
     python3 bench/partition/expert_parallel.py [--run]
 """
@@ -61,13 +70,34 @@ def main():
                   f"{state / 1e6:>14.1f} {(params + state) / base:>10.3f}")
         if args.run:
             time_steps(args, tessera, work)
+        large = os.path.join(work, "large.mlir")
+        generate(tessera, large, 64, hidden=2048, seq=2048)
+        price_topologies(tessera, large)
 
 
-def generate(tessera, path, batch):
+def price_topologies(tessera, model):
+    """The planner's all-to-all term at each ep on a switch and a torus."""
+    print(f"\nplanned on 8 devices, ep pinned: exposed EP all-to-all (ms) "
+          f"and its share of the step")
+    print(f"{'ep':>3} {'dgx-h100':>16} {'tpu-torus-3d':>16}")
+    for ep in (2, 4, 8):
+        cells = []
+        for machine in ("dgx-h100", "tpu-torus-3d"):
+            output = subprocess.run(
+                [tessera, "plan", model, "--machine", machine, "--devices",
+                 "8", "--ep", str(ep), "--breakdown", "--top", "1"],
+                check=True, capture_output=True, text=True).stdout
+            term = re.search(r"exposed EP all-to-all +([0-9.e+-]+) +"
+                             r"([0-9.]+)%", output)
+            cells.append(f"{float(term[1]) * 1e3:8.3f} ({float(term[2]):4.1f}%)")
+        print(f"{ep:>3} {cells[0]:>16} {cells[1]:>16}")
+
+
+def generate(tessera, path, batch, hidden=HIDDEN, seq=SEQ):
     subprocess.run([tessera, "model", "llama", "--layers", str(LAYERS),
-                    "--hidden", str(HIDDEN), "--heads", str(HEADS),
+                    "--hidden", str(hidden), "--heads", str(HEADS),
                     "--kv-heads", str(KV_HEADS), "--ffn-hidden", str(FFN),
-                    "--seq", str(SEQ), "--vocab", "512", "--batch",
+                    "--seq", str(seq), "--vocab", "512", "--batch",
                     str(batch), "--experts", str(EXPERTS), "--top-k",
                     str(TOP_K), "--capacity-factor", str(CAPACITY_FACTOR),
                     "--sharding", "megatron", "-o", path],
