@@ -56,12 +56,13 @@ static llvm::Error checkHeads(int64_t heads, int64_t hidden) {
   return llvm::Error::success();
 }
 
-/// The expert slots per token (experts x capacity / seq) of a validated
+/// The expert slots per token (experts x capacity / group) of a validated
 /// MoE configuration, in double (a size check's bound); 1 without experts.
 static double getRoutedSlots(const MoeConfig &c, int64_t seq) {
   if (c.experts == 0)
     return 1;
-  return double(c.experts) * getExpertCapacity(c, seq) / seq;
+  int64_t group = c.getGroupSize(seq);
+  return double(c.experts) * getExpertCapacity(c, group) / group;
 }
 
 /// The options the transformer generators share.
@@ -142,8 +143,8 @@ static llvm::Error checkDropout(double rate) {
 /// The experts of a transformer: a positive top-k no larger than the
 /// experts, a positive capacity factor, a loss weight of at least 0; only
 /// with the layouts they are built and tested with.
-static llvm::Error checkMoe(const MoeConfig &moe, StringRef sharding,
-                            StringRef contextParallel) {
+static llvm::Error checkMoe(const MoeConfig &moe, int64_t seq,
+                            StringRef sharding, StringRef contextParallel) {
   if (moe.experts < 0)
     return fieldError("experts", "must be at least 0 (0 for the dense MLP), "
                                  "got " +
@@ -162,6 +163,12 @@ static llvm::Error checkMoe(const MoeConfig &moe, StringRef sharding,
   if (!(moe.auxLossCoef >= 0) || std::isinf(moe.auxLossCoef))
     return fieldError("aux-loss-coef", "must be at least 0, got " +
                                            formatNumber(moe.auxLossCoef));
+  if (moe.groupSize < 0 || (moe.groupSize && seq % moe.groupSize != 0))
+    return fieldError("moe-group-size",
+                      llvm::formatv("must divide --seq ({0}) (or be 0 for "
+                                    "the sequence), got {1}",
+                                    seq, moe.groupSize)
+                          .str());
   // TODO(issue 23): experts with sequence and context parallelism, whose
   // split sequence each group's routing needs whole.
   if (sharding == "megatron-sp" || contextParallel != "none")
@@ -182,7 +189,7 @@ llvm::Error tessera::validate(const GptConfig &c) {
       return error;
   if (llvm::Error error = checkHeads(c.heads, c.hidden))
     return error;
-  if (llvm::Error error = checkMoe(c.moe, c.sharding, c.contextParallel))
+  if (llvm::Error error = checkMoe(c.moe, c.seq, c.sharding, c.contextParallel))
     return error;
   double l = c.layers, h = c.hidden, tokens = double(c.batch) * c.seq,
          experts = std::max<double>(c.moe.experts, 1),
@@ -252,7 +259,7 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (!(c.normEps > 0))
     return fieldError("norm-eps",
                       "must be positive, got " + formatNumber(c.normEps));
-  if (llvm::Error error = checkMoe(c.moe, c.sharding, c.contextParallel))
+  if (llvm::Error error = checkMoe(c.moe, c.seq, c.sharding, c.contextParallel))
     return error;
   double l = c.layers, h = c.hidden, f = c.ffnHidden ? c.ffnHidden : 8 * h / 3,
          kv = double(c.kvHeads) * (c.hidden / c.heads),
@@ -273,9 +280,9 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
                                   c.dtype);
 }
 
-int64_t tessera::getExpertCapacity(const MoeConfig &c, int64_t seq) {
-  double slots = std::ceil(c.capacityFactor * c.topK * seq / c.experts);
-  return std::max<int64_t>(1, std::min<double>(slots, seq));
+int64_t tessera::getExpertCapacity(const MoeConfig &c, int64_t tokens) {
+  double slots = std::ceil(c.capacityFactor * c.topK * tokens / c.experts);
+  return std::max<int64_t>(1, std::min<double>(slots, tokens));
 }
 
 int64_t tessera::getLlamaFfnHidden(int64_t hidden) {
@@ -526,9 +533,9 @@ struct MoeLayer {
 };
 } // namespace
 
-/// The mixture of experts of `x` [b, s, h] (MoeConfig), each sequence a
-/// group of tokens. Returns the layer's output and its load-balancing loss
-/// (unweighted, a scalar).
+/// The mixture of experts of `x` [b, s, h] (MoeConfig), routed in groups
+/// of tokens of a sequence. Returns the layer's output and its load-balancing
+/// loss (unweighted, a scalar).
 static std::pair<Value, Value> buildMoe(FunctionBuilder &fb, Value x,
                                         const MoeLayer &layer,
                                         const MoeConfig &config) {
@@ -538,8 +545,12 @@ static std::pair<Value, Value> buildMoe(FunctionBuilder &fb, Value x,
     return bld.getDenseI64ArrayAttr(values);
   };
   ArrayRef<int64_t> shape = cast<RankedTensorType>(x.getType()).getShape();
-  int64_t b = shape[0], s = shape[1], e = config.experts, k = config.topK,
-          c = getExpertCapacity(config, s);
+  int64_t sequences = shape[0], seq = shape[1], h = shape[2];
+  // Groups of tokens [b, s, h]: the sequences, or pieces of them.
+  int64_t s = config.getGroupSize(seq), b = sequences * (seq / s),
+          e = config.experts, k = config.topK, c = getExpertCapacity(config, s);
+  if (s != seq)
+    x = fb.reshape(x, {b, s, h});
   // The router's probabilities [b, s, e] and each token's top k.
   Value logits = nn::DotOp::create(bld, loc, x, layer.router, dims({}),
                                    dims({}), dims({2}), dims({0}));
@@ -581,6 +592,8 @@ static std::pair<Value, Value> buildMoe(FunctionBuilder &fb, Value x,
       bld, loc, nn::MulOp::create(bld, loc, shares, meanProbs), dims({1}));
   balance = nn::ReduceMeanOp::create(bld, loc, balance, dims({0}));
   balance = nn::MulOp::create(bld, loc, balance, fb.splat(fb.tensor({}), e));
+  if (s != seq)
+    y = fb.reshape(y, {sequences, seq, h});
   return {y, balance};
 }
 

@@ -111,6 +111,13 @@ static cl::opt<double> auxLossCoef(
     "aux-loss-coef",
     cl::desc("Weight of each MoE layer's load-balancing loss (default 0.01)"),
     cl::sub(modelCommand()));
+static cl::opt<int64_t> moeGroupSize(
+    "moe-group-size",
+    cl::desc("Tokens of a sequence routed together (GShard's groups), "
+             "dividing --seq; 0 (the default) for the whole sequence. A "
+             "group's dispatch mask holds group x experts x capacity "
+             "elements"),
+    cl::sub(modelCommand()));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
@@ -127,6 +134,7 @@ static void setMoeOptions(tessera::MoeConfig &config) {
   setIfGiven(topK, config.topK);
   setIfGiven(capacityFactor, config.capacityFactor);
   setIfGiven(auxLossCoef, config.auxLossCoef);
+  setIfGiven(moeGroupSize, config.groupSize);
 }
 
 int cli::runModel(MLIRContext &context) {

@@ -22,9 +22,10 @@ namespace tessera {
 /// (Lepikhin et al. 2020) and Mixtral (Jiang et al. 2024) build them: a
 /// router (a [hidden, experts] weight) scores each token's experts by a
 /// softmax, nn.top_k picks `topK` of them, and their probabilities,
-/// renormalized over the picks, weight the experts' outputs. Each sequence
-/// is a group that fills its experts' `getExpertCapacity` slots in GShard's
-/// order (nn.moe_dispatch); tokens past an expert's capacity skip it. The
+/// renormalized over the picks, weight the experts' outputs. Each group of
+/// `groupSize` tokens of a sequence (GShard's groups; the whole sequence by
+/// default) fills its experts' `getExpertCapacity` slots in GShard's order
+/// (nn.moe_dispatch); tokens past an expert's capacity skip it. The
 /// experts are the model's MLP with a leading experts dim on every weight,
 /// computed as batched dots over it. Each layer adds Switch/Mixtral's
 /// load-balancing loss, `auxLossCoef · experts · Σ_e f_e · P_e` with f_e the
@@ -36,11 +37,21 @@ struct MoeConfig {
   int64_t topK = 2;
   double capacityFactor = 1.25;
   double auxLossCoef = 0.01;
+  /// Tokens routed together, dividing the sequence; 0 for the sequence. The
+  /// dispatch mask of a group holds groupSize x experts x capacity
+  /// elements: smaller groups bound it (GShard's), at the cost of capacity
+  /// balanced over fewer tokens.
+  int64_t groupSize = 0;
+
+  /// The tokens of a group in a sequence of `seq`.
+  int64_t getGroupSize(int64_t seq) const {
+    return groupSize ? groupSize : seq;
+  }
 };
 
-/// Slots per expert and group of `seq` tokens: ⌈capacityFactor · topK ·
-/// seq / experts⌉, at most `seq` (a token takes an expert once).
-int64_t getExpertCapacity(const MoeConfig &config, int64_t seq);
+/// Slots per expert and group of `tokens`: ⌈capacityFactor · topK ·
+/// tokens / experts⌉, at most `tokens` (a token takes an expert once).
+int64_t getExpertCapacity(const MoeConfig &config, int64_t tokens);
 
 /// A GPT-style decoder: token plus learned position embedding, `layers`
 /// pre-LN blocks (multi-head causal attention and a 4x GELU MLP, biases on
