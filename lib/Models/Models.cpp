@@ -169,12 +169,11 @@ static llvm::Error checkMoe(const MoeConfig &moe, int64_t seq,
                                     "the sequence), got {1}",
                                     seq, moe.groupSize)
                           .str());
-  // TODO(issue 23): experts with sequence and context parallelism, whose
-  // split sequence each group's routing needs whole.
-  if (sharding == "megatron-sp" || contextParallel != "none")
-    return fieldError("experts", "are split over \"ep\" with --sharding "
-                                 "megatron only, not with sequence or context "
-                                 "parallelism yet");
+  // TODO(issue 23): experts with context parallelism, whose split sequence
+  // each group's routing needs whole.
+  if (contextParallel != "none")
+    return fieldError("experts", "are not split with context parallelism "
+                                 "yet: give --context-parallel none");
   return llvm::Error::success();
 }
 

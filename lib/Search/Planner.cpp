@@ -1764,7 +1764,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   if (layout == TensorLayout::Solved &&
                       (!partition || tensorLayouts.solvedIsMegatron))
                     continue;
-                  // TODO(issue 23): experts with sequence parallelism.
+                  // TODO(issue 23): price sequence parallelism's experts
+                  // (their dispatched tokens all-reduced over tp).
                   if ((sp &&
                        (tp == 1 || model.seq % tp != 0 || model.experts)) ||
                       !pinned(pins.sequenceParallel, sp))
