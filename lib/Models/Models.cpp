@@ -141,10 +141,10 @@ static llvm::Error checkDropout(double rate) {
 }
 
 /// The experts of a transformer: a positive top-k no larger than the
-/// experts, a positive capacity factor, a loss weight of at least 0; only
-/// with the layouts they are built and tested with.
+/// experts, a positive capacity factor, a loss weight of at least 0, groups
+/// dividing the sequence; not with context parallelism.
 static llvm::Error checkMoe(const MoeConfig &moe, int64_t seq,
-                            StringRef sharding, StringRef contextParallel) {
+                            StringRef contextParallel) {
   if (moe.experts < 0)
     return fieldError("experts", "must be at least 0 (0 for the dense MLP), "
                                  "got " +
@@ -188,7 +188,7 @@ llvm::Error tessera::validate(const GptConfig &c) {
       return error;
   if (llvm::Error error = checkHeads(c.heads, c.hidden))
     return error;
-  if (llvm::Error error = checkMoe(c.moe, c.seq, c.sharding, c.contextParallel))
+  if (llvm::Error error = checkMoe(c.moe, c.seq, c.contextParallel))
     return error;
   double l = c.layers, h = c.hidden, tokens = double(c.batch) * c.seq,
          experts = std::max<double>(c.moe.experts, 1),
@@ -258,7 +258,7 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
   if (!(c.normEps > 0))
     return fieldError("norm-eps",
                       "must be positive, got " + formatNumber(c.normEps));
-  if (llvm::Error error = checkMoe(c.moe, c.seq, c.sharding, c.contextParallel))
+  if (llvm::Error error = checkMoe(c.moe, c.seq, c.contextParallel))
     return error;
   double l = c.layers, h = c.hidden, f = c.ffnHidden ? c.ffnHidden : 8 * h / 3,
          kv = double(c.kvHeads) * (c.hidden / c.heads),
