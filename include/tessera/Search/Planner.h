@@ -408,7 +408,9 @@ struct PlanMesh {
 
 /// The meshes searchPlans searches: each dp x tp x pp of `devices` that
 /// `pins` allow, with tp dividing the heads, pp at most the layers, dp
-/// dividing the batch and the pinned microbatches a dp replica's batch.
+/// dividing the batch and the pinned microbatches a dp replica's batch; for
+/// a model with experts also dp x ep (ep dividing the experts, dp x ep the
+/// batch; ep > 1 without a pipeline or microbatches).
 llvm::SmallVector<PlanMesh>
 getPlanMeshes(const ModelShape &model, int64_t devices, const SearchPins &pins);
 
@@ -418,7 +420,8 @@ llvm::Error checkSearchPins(const ModelShape &model, int64_t devices,
                             const SearchPins &pins);
 
 /// Searches every plan for `devices` devices: DP x TP x PP factorizations
-/// (TP dividing the heads, PP at most the layers), ZeRO 0-3, microbatch
+/// (TP dividing the heads, PP at most the layers; DP split into dp x ep
+/// for a model with experts, see getPlanMeshes), ZeRO 0-3, microbatch
 /// counts dividing the per-replica batch, GPipe / 1F1B / ZB-H1 / interleaved (2
 /// chunks), no / selective / full recomputation, and sequence parallelism
 /// with TP. Plans over device memory are dropped.
