@@ -1194,6 +1194,36 @@ getDimSharding(MLIRContext *context, ArrayRef<StringRef> axes, bool isOpen) {
   return dist::DimShardingAttr::get(context, names, isOpen, std::nullopt);
 }
 
+/// Rebuilds each mesh of `module` with the axis `axis` of `size` devices
+/// next to `neighbour`: before it or after it.
+static void insertMeshAxis(ModuleOp module, StringRef axis, int64_t size,
+                           StringRef neighbour, bool before) {
+  OpBuilder builder(module.getContext());
+  for (auto mesh : llvm::make_early_inc_range(module.getOps<dist::MeshOp>())) {
+    SmallVector<StringRef> names;
+    SmallVector<int64_t> sizes;
+    for (auto [name, axisSize] :
+         llvm::zip(mesh.getAxisNames().getAsValueRange<StringAttr>(),
+                   mesh.getShape())) {
+      if (before && name == neighbour) {
+        names.push_back(axis);
+        sizes.push_back(size);
+      }
+      names.push_back(name);
+      sizes.push_back(axisSize);
+      if (!before && name == neighbour) {
+        names.push_back(axis);
+        sizes.push_back(size);
+      }
+    }
+    builder.setInsertionPoint(mesh);
+    dist::MeshOp::create(builder, mesh.getLoc(), mesh.getSymName(),
+                         builder.getStrArrayAttr(names),
+                         builder.getDenseI64ArrayAttr(sizes));
+    mesh.erase();
+  }
+}
+
 /// Whether the module's mesh has a "cp" axis (annotateContextParallel).
 static bool hasContextAxis(ModuleOp module) {
   return llvm::any_of(module.getOps<dist::MeshOp>(), [](dist::MeshOp mesh) {
@@ -1206,25 +1236,7 @@ void tessera::annotateContextParallel(ModuleOp module, StringRef kind) {
   OpBuilder builder(context);
   // The mesh: "cp" between "dp" and "tp", so that "tp" stays the innermost
   // (fastest) axis, as Megatron-LM orders tp, cp, dp.
-  for (auto mesh : llvm::make_early_inc_range(module.getOps<dist::MeshOp>())) {
-    SmallVector<StringRef> names;
-    SmallVector<int64_t> sizes;
-    for (auto [name, size] :
-         llvm::zip(mesh.getAxisNames().getAsValueRange<StringAttr>(),
-                   mesh.getShape())) {
-      if (name == "tp") {
-        names.push_back("cp");
-        sizes.push_back(1);
-      }
-      names.push_back(name);
-      sizes.push_back(size);
-    }
-    builder.setInsertionPoint(mesh);
-    dist::MeshOp::create(builder, mesh.getLoc(), mesh.getSymName(),
-                         builder.getStrArrayAttr(names),
-                         builder.getDenseI64ArrayAttr(sizes));
-    mesh.erase();
-  }
+  insertMeshAxis(module, "cp", 1, "tp", /*before=*/true);
   auto mesh = FlatSymbolRefAttr::get(context, "mesh");
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
@@ -1332,28 +1344,9 @@ tessera::getExpertParameters(func::FuncOp function) {
 
 void tessera::annotateExpertParallel(ModuleOp module, int64_t ep) {
   MLIRContext *context = module.getContext();
-  OpBuilder builder(context);
   // The mesh: "ep" right after "dp", as Megatron-LM orders tp, cp, ep, dp
   // from the fastest: the devices of an expert group are neighbours.
-  for (auto mesh : llvm::make_early_inc_range(module.getOps<dist::MeshOp>())) {
-    SmallVector<StringRef> names;
-    SmallVector<int64_t> sizes;
-    for (auto [name, size] :
-         llvm::zip(mesh.getAxisNames().getAsValueRange<StringAttr>(),
-                   mesh.getShape())) {
-      names.push_back(name);
-      sizes.push_back(size);
-      if (name == "dp") {
-        names.push_back("ep");
-        sizes.push_back(ep);
-      }
-    }
-    builder.setInsertionPoint(mesh);
-    dist::MeshOp::create(builder, mesh.getLoc(), mesh.getSymName(),
-                         builder.getStrArrayAttr(names),
-                         builder.getDenseI64ArrayAttr(sizes));
-    mesh.erase();
-  }
+  insertMeshAxis(module, "ep", ep, "dp", /*before=*/false);
   auto mesh = FlatSymbolRefAttr::get(context, "mesh");
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {
