@@ -76,16 +76,12 @@ def gaps(run):
     for the same configuration: such a run measures the difference, not the
     cost model, and is not fitted to."""
     found = []
-    if not is_llama(run) and run["tp"] > 1 and not run["sequence_parallel"]:
-        found.append("head")
     if (run.get("zero") or 0) in (1, 2) and run["dp"] > 1:
         found.append("gather")
     return found
 
 
 GAP_LEGEND = {
-    "head": "the tied LM head runs whole on each TP rank (Megatron-LM splits "
-            "the vocabulary; issue 23)",
     "gather": "the distributed optimizer's reduce-scatter and parameter "
               "gather run after the backward, exposed (Megatron-LM and "
               "DeepSpeed overlap them)",

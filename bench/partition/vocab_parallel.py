@@ -4,8 +4,8 @@
 A GPT (2 layers, hidden 1024, seq 1024, batch 8) trained with AdamW on
 tp=8, at vocab 32k and 128k, annotated by `tessera model --sharding
 megatron` with the embedding table (and so the tied LM head) whole on every
-device (each computes the whole head), or split on the vocabulary
-(`--vocab-parallel`). For each: the ring bytes each device
+device (`--vocab-parallel=false`: each computes the whole head), or split
+on the vocabulary (the default). For each: the ring bytes each device
 sends per step (counted as upstream_peer.py counts them), the all_gathers,
 and the compiled plan's arena and peak memory per device.
 
@@ -39,8 +39,8 @@ def main():
           f"{'all_gathers':>11} {'arena MB':>9} {'activations MB':>14}")
     with tempfile.TemporaryDirectory() as scratch:
         for vocab in (32000, 128000):
-            for layout, flags in (("whole", []),
-                                  ("vocab-par", ["--vocab-parallel"])):
+            for layout, flags in (("whole", ["--vocab-parallel=false"]),
+                                  ("vocab-par", [])):
                 model = os.path.join(scratch, f"gpt{vocab}{layout}.mlir")
                 run([TESSERA, "model", "gpt", "--layers", "2", "--hidden",
                      "1024", "--heads", "16", "--seq", "1024", "--vocab",

@@ -67,16 +67,11 @@ static double getRoutedSlots(const MoeConfig &c, int64_t seq) {
 
 /// The options the transformer generators share.
 static llvm::Error checkAnnotationsAndTypes(StringRef sharding,
-                                            bool vocabParallel,
                                             StringRef contextParallel,
                                             StringRef attention, double dropout,
                                             StringRef dtype) {
   if (llvm::Error error = checkSharding(sharding))
     return error;
-  if (vocabParallel && sharding == "none")
-    return fieldError("vocab-parallel", "splits the embedding of a megatron "
-                                        "sharding: give --sharding megatron "
-                                        "or megatron-sp");
   if (contextParallel != "none" && contextParallel != "ring" &&
       contextParallel != "ulysses" && contextParallel != "all-gather")
     return fieldError("context-parallel",
@@ -202,9 +197,8 @@ llvm::Error tessera::validate(const GptConfig &c) {
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
-  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
-                                  c.contextParallel, c.attention, c.dropout,
-                                  c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.contextParallel, c.attention,
+                                  c.dropout, c.dtype);
 }
 
 llvm::Error tessera::validate(const MlpConfig &c) {
@@ -274,9 +268,8 @@ llvm::Error tessera::validate(const LlamaConfig &c) {
     return error;
   if (llvm::Error error = checkDropout(c.dropout))
     return error;
-  return checkAnnotationsAndTypes(c.sharding, c.vocabParallel,
-                                  c.contextParallel, c.attention, c.dropout,
-                                  c.dtype);
+  return checkAnnotationsAndTypes(c.sharding, c.contextParallel, c.attention,
+                                  c.dropout, c.dtype);
 }
 
 int64_t tessera::getExpertCapacity(const MoeConfig &c, int64_t tokens) {
@@ -1231,12 +1224,13 @@ static bool hasContextAxis(ModuleOp module) {
   });
 }
 
-void tessera::annotateContextParallel(ModuleOp module, StringRef kind) {
+void tessera::annotateContextParallel(ModuleOp module, StringRef kind,
+                                      int64_t cp) {
   MLIRContext *context = module.getContext();
   OpBuilder builder(context);
   // The mesh: "cp" between "dp" and "tp", so that "tp" stays the innermost
   // (fastest) axis, as Megatron-LM orders tp, cp, dp.
-  insertMeshAxis(module, "cp", 1, "tp", /*before=*/true);
+  insertMeshAxis(module, "cp", cp, "tp", /*before=*/true);
   auto mesh = FlatSymbolRefAttr::get(context, "mesh");
   StringRef attrName = dist::DistDialect::kShardingAttrName;
   auto dim = [&](ArrayRef<StringRef> axes, bool isOpen = false) {

@@ -279,8 +279,12 @@ getPredictedModelState(const plan::Plan &plan, const plan::Program &program,
     axisSizes[axis.name()] = axis.size();
   SmallVector<std::string> dataAxes(options.zeroAxes.begin(),
                                     options.zeroAxes.end());
-  if (dataAxes.empty())
+  // The ZeRO pass's default: "dp", and "cp" where the mesh has it.
+  if (dataAxes.empty()) {
     dataAxes.push_back("dp");
+    if (axisSizes.count("cp"))
+      dataAxes.push_back("cp");
+  }
   // TODO(issue 23): with experts over "ep" (a ZeRO axis of the dense
   // parameters, the experts' own split) the closed form needs each
   // parameter's ZeRO axes, which the plan does not record.

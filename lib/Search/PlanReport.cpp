@@ -34,6 +34,7 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"tp", c.tp},
       {"pp", c.pp},
       {"ep", c.ep},
+      {"cp", c.cp},
       {"microbatches", c.microbatches},
       {"zero", c.zero},
       {"reshard_after_forward", c.reshardAfterForward},
@@ -59,6 +60,7 @@ llvm::json::Object tessera::toJson(const PlanEstimate &plan) {
       {"dp_comm_s", plan.dpCommSeconds},
       {"pp_comm_s", plan.ppCommSeconds},
       {"ep_comm_s", plan.epCommSeconds},
+      {"cp_comm_s", plan.cpCommSeconds},
       {"bubble_fraction", plan.bubbleFraction},
       {"breakdown", toJson(plan.breakdown)}};
 }
@@ -75,6 +77,7 @@ SmallVector<Term> getTerms(const StepBreakdown &b) {
           {"kernel launches", "launch_s", b.launch},
           {"exposed TP communication", "tp_exposed_s", b.tpExposed},
           {"exposed EP all-to-all", "ep_exposed_s", b.epExposed},
+          {"exposed CP ring transfers", "cp_exposed_s", b.cpExposed},
           {"exposed DP communication", "dp_exposed_s", b.dpExposed},
           {"exposed PP communication", "pp_exposed_s", b.ppExposed},
           {"pipeline bubble", "bubble_s", b.bubble},
@@ -107,8 +110,9 @@ std::string tessera::formatBreakdown(const PlanEstimate &plan) {
   for (const auto &[name, seconds] : breakdown.compute)
     row("compute: " + name, seconds);
   for (const Term &term : getTerms(breakdown))
-    // Expert parallelism's row only where a plan has it.
-    if (term.seconds > 0 || term.key != llvm::StringRef("ep_exposed_s"))
+    // Expert and context parallelism's rows only where a plan has them.
+    if (term.seconds > 0 || (term.key != llvm::StringRef("ep_exposed_s") &&
+                             term.key != llvm::StringRef("cp_exposed_s")))
       row(term.label, term.seconds);
   row("step", total);
   os << llvm::formatv("  MFU {0:f1}%, HFU {1:f1}%, {2:f1} TFLOP/s per device "
@@ -335,7 +339,8 @@ tessera::getWinReason(llvm::ArrayRef<PlanEstimate> plans) {
   const PlanEstimate &best = plans.front();
   for (const PlanEstimate &other : plans) {
     const PlanChoice &a = best.choice, &b = other.choice;
-    if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.ep == b.ep)
+    if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.ep == b.ep &&
+        a.cp == b.cp)
       continue;
     struct Part {
       const char *name;
@@ -346,6 +351,8 @@ tessera::getWinReason(llvm::ArrayRef<PlanEstimate> plans) {
          other.breakdown.tpExposed},
         {"expert-parallel all-to-all", best.breakdown.epExposed,
          other.breakdown.epExposed},
+        {"context-parallel ring transfers", best.breakdown.cpExposed,
+         other.breakdown.cpExposed},
         {"exposed data-parallel communication", best.breakdown.dpExposed,
          other.breakdown.dpExposed},
         {"pipeline communication", best.breakdown.ppExposed,

@@ -357,7 +357,7 @@ static GemmShape getGemmShape(nn::DotOp dot) {
 }
 
 SmallVector<OpCost> tessera::getOpCosts(func::FuncOp function, int64_t hidden,
-                                        int64_t seq, Value table) {
+                                        int64_t seq) {
   DenseMap<Operation *, int64_t> position;
   SmallVector<Operation *> ops = getBodyOps(function, position);
   llvm::SmallPtrSet<Operation *, 32> data, inBlock;
@@ -386,14 +386,9 @@ SmallVector<OpCost> tessera::getOpCosts(func::FuncOp function, int64_t hidden,
     if (auto dot = dyn_cast<nn::DotOp>(op)) {
       cost.kind = OpClass::Gemm;
       cost.gemm = getGemmShape(dot);
-      // Megatron's layout leaves the token embedding whole: a tied LM
-      // head runs whole on each TP rank.
-      cost.tensorSplit = !llvm::any_of(dot->getOperands(), [&](Value value) {
-        while (
-            isa_and_nonnull<nn::CastOp, nn::TransposeOp>(value.getDefiningOp()))
-          value = value.getDefiningOp()->getOperand(0);
-        return table && value == table;
-      });
+      // Megatron's layout splits every weight's product over TP, the LM
+      // head's on the vocabulary (a tied one with the token embedding).
+      cost.tensorSplit = true;
     } else if (isa<nn::AttentionOp>(op)) {
       cost.kind = OpClass::FusedAttention;
     } else {
@@ -500,7 +495,12 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
   });
   function.walk(
       [&](CostOpInterface op) { shape.forwardFlops += op.getFlops(); });
-  function.walk([&](nn::AttentionOp) { shape.fusedAttention = true; });
+  function.walk([&](nn::AttentionOp attention) {
+    shape.fusedAttention = true;
+    shape.causalAttention = attention.getCausal();
+    RankedTensorType key = attention.getKey().getType();
+    shape.keyHidden = key.getDimSize(1) * key.getDimSize(3);
+  });
   function.walk([&](nn::DropoutOp dropout) {
     if (dropout.getInput().getDefiningOp<nn::SoftmaxOp>())
       shape.attentionDropout = true;
@@ -519,7 +519,7 @@ llvm::Expected<ModelShape> tessera::getModelShape(ModuleOp module) {
                                     : "the attention heads (a reshape of the "
                                       "hidden dim to [b, s, heads, d])"));
   shape.itemFlops = getItemFlops(function);
-  shape.opCosts = getOpCosts(function, shape.hidden, shape.seq, table);
+  shape.opCosts = getOpCosts(function, shape.hidden, shape.seq);
   shape.elementBytes = activationBytes;
   for (BlockArgument arg : function.getArguments())
     shape.parameterTensors +=
@@ -581,10 +581,10 @@ StageCutShape StageCutShape::get(const PlanChoice &choice) {
 /// it may cut between (the attention block and the MLP of each layer, one
 /// value crossing after each residual add, or whole layers; then the LM
 /// head): the forward's FLOPs as the ops count them (CostOpInterface), per
-/// token, of a device under Megatron-LM's TP. The projections, the scores
-/// and the elementwise ops on their split outputs are split; the layer
-/// norms, the residual adds, the output projections' biases and the LM
-/// head (whose embedding is whole) are not, but with sequence parallelism.
+/// token, of a device under Megatron-LM's TP. The projections, the scores,
+/// the elementwise ops on their split outputs and the LM head's logits (on
+/// the vocabulary) are split; the layer norms, the residual adds and the
+/// output projections' biases are not, but with sequence parallelism.
 static llvm::SmallVector<double> getStageItemCosts(const ModelShape &model,
                                                    const StageCutShape &shape) {
   double h = model.hidden, s = model.seq, a = model.heads, v = model.vocab;
@@ -607,7 +607,7 @@ static llvm::SmallVector<double> getStageItemCosts(const ModelShape &model,
     // The embeddings' sum, with the first layer; the final norm, the logits
     // and the cross-entropy (4 per logit, 2 per token).
     costs.front() += h * whole;
-    costs.push_back((7 * h + 2 * h * v + 4 * v + 2) * whole);
+    costs.push_back((7 * h + 2) * whole + (2 * h * v + 4 * v) / t);
     return costs;
   };
   llvm::SmallVector<double> costs = getHalves(shape.tp, shape.sequenceParallel);
@@ -701,17 +701,21 @@ double tessera::getStageImbalance(const ModelShape &model, int64_t stages,
 double tessera::getDeviceParameters(const ModelShape &model, int64_t pp,
                                     const StageCutShape &shape) {
   double h = model.hidden, t = shape.tp;
-  double embeddings = (model.vocab + model.seq) * h;
-  double head = model.tiedEmbedding ? 0 : model.vocab * h;
   // A model of another shape than GPT's: its parameters split evenly.
-  if (model.layers * (12 * h * h + 13 * h) + embeddings + 2 * h + head !=
+  double untiedHead = model.tiedEmbedding ? 0 : model.vocab * h;
+  if (model.layers * (12 * h * h + 13 * h) + (model.vocab + model.seq) * h +
+          2 * h + untiedHead !=
       static_cast<double>(model.parameters))
     return model.parameters / (t * pp);
   // A layer's two halves, which the compiler may cut between (one value
   // crosses after each residual add): the attention block and the MLP, by
   // Megatron-LM's split (q, k, v, the first MLP weight and their biases by
-  // columns, the output projections by rows; their biases, the layer norms
-  // and the embeddings whole).
+  // columns, the output projections by rows; their biases and the layer
+  // norms whole); the token embedding and the LM head on the vocabulary,
+  // the position embedding whole.
+  double vocab = model.vocab / t;
+  double embeddings = (vocab + model.seq) * h;
+  double head = untiedHead / t;
   double halves[2] = {(4 * h * h + 3 * h) / t + 3 * h,
                       (8 * h * h + 4 * h) / t + 3 * h};
   if (pp <= 1)
@@ -725,7 +729,7 @@ double tessera::getDeviceParameters(const ModelShape &model, int64_t pp,
     // The last stage's final layer norm and LM head: the token embedding
     // again when tied.
     if (static_cast<int64_t>(stage) == pp - 1)
-      params += 2 * h + (model.tiedEmbedding ? model.vocab * h : head);
+      params += 2 * h + (model.tiedEmbedding ? vocab * h : head);
     most = std::max(most, params);
   }
   return most;
@@ -852,7 +856,7 @@ double StepBreakdown::getComputeSeconds() const {
 
 double StepBreakdown::getTotalSeconds() const {
   return getComputeSeconds() + recompute + launch + tpExposed + epExposed +
-         ppExposed + dpExposed + bubble + optimizer + fixed;
+         cpExposed + ppExposed + dpExposed + bubble + optimizer + fixed;
 }
 
 namespace {
@@ -900,8 +904,8 @@ static OpTimes priceOps(const ModelShape &model, const MachineModel &machine,
       GemmShape shape = op.gemm;
       double &rowsDim = shape.batch > 1 ? shape.batch : shape.m;
       rowsDim /= batchSplit;
-      // TP splits the projections; sequence parallelism runs a whole one
-      // (the tied LM head) on a slice of the sequence.
+      // TP splits the projections; sequence parallelism would run a whole
+      // one on a slice of the sequence.
       if (op.tensorSplit || choice.sequenceParallel) {
         moved = op.bytes * elementScale / batchSplit / t;
         double &tpDim = !op.tensorSplit     ? rowsDim
@@ -971,6 +975,9 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   int64_t replicas = choice.getDataParallel();
   double devices = replicas * choice.tp * choice.pp;
   double s = model.seq, h = model.hidden, a = model.heads, t = choice.tp;
+  // A device's share of the vocabulary: Megatron-LM splits the token
+  // embedding, the LM head and the logits on it over TP.
+  double vocab = model.vocab / t;
   double microbatch =
       static_cast<double>(model.batch) / replicas / choice.microbatches;
   int64_t layersPerStage = (model.layers + choice.pp - 1) / choice.pp;
@@ -1019,7 +1026,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // reduce-scatter: that shard too.
   double unit = choice.tp == 1 ? 12 * h * h + 13 * h
                                : std::max(6 * h, (12 * h * h + 7 * h) / t);
-  double unmade = choice.pp == 1 ? (model.vocab + model.seq) * h / replicas : 0;
+  double unmade = choice.pp == 1 ? (vocab + model.seq) * h / replicas : 0;
   double summed =
       choice.pp > 1 && choice.microbatches > 1 ? unit / replicas : 0;
   if (choice.zero >= 2)
@@ -1036,7 +1043,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     estimate.gradBytes += localParams * bytes.gradient / replicas;
   if (choice.zero == 0 && choice.pp > 1 && choice.microbatches > 1 &&
       model.tiedEmbedding)
-    estimate.gradBytes += model.vocab * h * bytes.gradient;
+    estimate.gradBytes += vocab * h * bytes.gradient;
   estimate.optimizerBytes = state.optimizerStateBytes;
 
   // Activations of one layer and microbatch, in elements of s b h, as the
@@ -1068,9 +1075,8 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
                     : choice.recompute == Recompute::Selective ? kept
                     : choice.sequenceParallel                  ? 1 / t
                                                                : 1;
-  // The logits (split over TP with sequence parallelism, which runs the LM
-  // head on a slice of the sequence).
-  double sbv = s * microbatch * model.vocab / (choice.sequenceParallel ? t : 1);
+  // A device's logits.
+  double sbv = s * microbatch * vocab;
   // The backward's peak, beyond what the layers keep, in s b h: the larger
   // of the LM head's (the logits, their log-probabilities and gradients:
   // 3 s b v, the cross-entropy's gradient being one fused kernel, and the
@@ -1082,9 +1088,9 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // (bench/search/activations.py: h 256-512, s 64-512, V/h 1-8, TP 1-4,
   // with and without SP and recomputation).
   bool sp = choice.sequenceParallel;
-  double headTransient = (3 * model.vocab / h + 2) / (sp ? t : 1);
+  double headTransient = 3 * vocab / h + 2 / (sp ? t : 1);
   double headGradient = model.tiedEmbedding && replicas == 1 && choice.pp == 1
-                            ? model.vocab / (s * microbatch)
+                            ? vocab / (s * microbatch)
                             : 0;
   double dropped = model.outputDropout && !sp ? 1 : 0;
   double mlpTransient =
@@ -1123,17 +1129,19 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       halves[1] = {0, 0, halves[1].read + halves[1].made};
     // The LM head: the final norm's input and output and the logits; its
     // backward makes for W the logits' gradient, the norm's normalised
-    // input, its output's gradient and the residual gradient. The ends'
-    // values are the residual stream's; with SP, W reads a collective's
-    // copy of the received gradient.
+    // input, its output's gradient (with TP a collective's: the head's
+    // input gradient is summed over the vocabulary's pieces) and the
+    // residual gradient. The ends' values are the residual stream's; with
+    // SP, W reads a collective's copy of the received gradient.
     double logits = sbv / sbh;
-    KeptActivations head = {2 * whole + logits, whole, 3 * whole + logits};
+    KeptActivations head = {2 * whole + logits, whole,
+                            (t > 1 ? 2 : 3) * whole + logits};
     // With one microbatch nothing sums the LM head's term of a tied
     // embedding's gradient ([V, h]) over microbatches: it lives from B to
     // the update, and under ZB-H1 the head's weight gradient runs in B,
     // which then keeps no logits' gradient for W.
     if (choice.microbatches == 1 && model.tiedEmbedding) {
-      head.kept += model.vocab / (s * microbatch);
+      head.kept += vocab / (s * microbatch);
       head.made -= logits;
     }
     StageEnds ends = {whole, whole, norm, choice.zero < 2};
@@ -1155,7 +1163,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     transients.inputBackward =
         full ? 15 / t + 1 + attention + fusedKept
              : std::max(8 / t + (sp ? whole : 0), scores + 1 / t);
-    transients.embedding = model.vocab / (s * microbatch) + whole;
+    transients.embedding = vocab / (s * microbatch) + whole;
     // The head's: the logits' gradient (one fused kernel from the logits)
     // and the softmax, and, where B runs the head's weight gradient (see
     // above), the logits' gradient it then does not hold for W.
@@ -1195,8 +1203,15 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   double backwardSeconds = 0;
   if (!model.opCosts.empty()) {
     OpTimes times = priceOps(model, machine, choice, bytes);
+    // A causal ring is not load-balanced: each step waits for the device
+    // whose block is whole, and the last device's blocks are all whole but
+    // its own half one, (cp - 1/2) blocks where the average is cp/2.
+    double ringImbalance = choice.cp > 1 && model.causalAttention
+                               ? (2.0 * choice.cp - 1) / choice.cp
+                               : 1;
     for (auto &[name, seconds] : times.byClass)
-      breakdown.compute.emplace_back(name, seconds * stage);
+      breakdown.compute.emplace_back(
+          name, seconds * stage * (name == "attention" ? ringImbalance : 1));
     breakdown.recompute = times.recompute * stage;
     breakdown.launch = times.kernels * machine.efficiency.kernelLaunchSeconds *
                        estimate.stageImbalance / choice.pp;
@@ -1229,7 +1244,8 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
 
   // TP: two all-reduces of the layer's activations forward, two backward
   // (all-gather + reduce-scatter pairs with sequence parallelism: the same
-  // time), two more when recomputing the forward.
+  // time), two more when recomputing the forward; and the vocabulary's
+  // (see below).
   // From the partitioned program: its forward's collectives (at the
   // model's batch, split into microbatches), backward mirroring forward,
   // recomputation repeating it; a stage runs its share of them.
@@ -1255,8 +1271,17 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       double oneAllReduce =
           getCollectiveSeconds(machine, CollectiveKind::AllReduce,
                                sbh * bytes.activation, {choice.tp, 1});
-      estimate.tpCommSeconds =
-          perLayerCount * oneAllReduce * layersPerStage * choice.microbatches;
+      // The vocabulary's: the lookups' sum (first stage), the head's input
+      // gradient, and per token the cross-entropy's max, sum of
+      // exponentials and label logit, and its gradient's max and sum (last
+      // stage).
+      double tokenAllReduce =
+          getCollectiveSeconds(machine, CollectiveKind::AllReduce,
+                               s * microbatch * 4, {choice.tp, 1});
+      double vocabCount = choice.pp == 1 ? 2 : 1;
+      estimate.tpCommSeconds = (perLayerCount * layersPerStage + vocabCount) *
+                                   oneAllReduce * choice.microbatches +
+                               5 * tokenAllReduce * choice.microbatches;
     }
     // Each MoE layer's dispatched tokens [b, E, C, h] exchanged into the
     // experts and back, among the "ep" devices tp apart.
@@ -1272,6 +1297,27 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   // TP's collectives sit between the ops that make and read them: exposed.
   breakdown.tpExposed = estimate.tpCommSeconds;
   breakdown.epExposed = estimate.epCommSeconds;
+  // CP: ring attention among the "cp" devices tp apart, per layer and
+  // microbatch. The forward passes a device's piece of the keys and values
+  // (split over TP with their heads) on cp - 1 times (again when
+  // recomputing), the backward passes them with their gradients' sums and
+  // sends those home. Each transfer runs under a block that does not read
+  // it: the attention hides up to (cp - 1)/cp of its time.
+  if (choice.cp > 1) {
+    double c = choice.cp;
+    double keyValue = 2 * sbh * model.keyHidden / h / t * bytes.activation;
+    double forwards = choice.recompute == Recompute::Full ? 2 : 1;
+    estimate.cpCommSeconds =
+        ((c - 1) * (forwards + 2) + 1) *
+        getPointToPointSeconds(machine, keyValue, {choice.cp, choice.tp}) *
+        model.layers / choice.pp * choice.microbatches;
+    double attention = 0;
+    for (const auto &[name, seconds] : breakdown.compute)
+      if (name == "attention")
+        attention += seconds;
+    breakdown.cpExposed =
+        std::max(0.0, estimate.cpCommSeconds - attention * (c - 1) / c);
+  }
   // DP, as the compiler builds it: without ZeRO one all-reduce of the
   // gradients accumulated over the microbatches; stage 1 accumulates whole
   // gradients too and reduce-scatters them once; from stage 2 each
@@ -1304,7 +1350,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     // both).
     bool bothTerms = choice.pp == 1 || choice.microbatches == 1;
     double tiedBytes = model.tiedEmbedding && bothTerms && choice.zero != 1
-                           ? model.vocab * model.hidden * bytes.gradient
+                           ? vocab * model.hidden * bytes.gradient
                            : 0;
     auto seconds = [&](CollectiveKind kind, double bytes) {
       return bytes > 0 ? getCollectiveSeconds(machine, kind, bytes, group)
@@ -1359,7 +1405,7 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       // reduced.)
       double reducedBytes = gradientBytes, rowBytes = 0;
       if (choice.zero >= 2 && choice.pp == 1 && choice.microbatches == 1) {
-        double table = model.vocab * model.hidden * bytes.gradient;
+        double table = vocab * model.hidden * bytes.gradient;
         double rows = model.batch * model.seq *
                       (model.hidden * bytes.activation + sizeof(int32_t));
         if (rows < table) {
@@ -1405,8 +1451,9 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   }
   breakdown.ppExposed = estimate.ppCommSeconds;
   breakdown.bubble =
-      estimate.bubbleFraction * (estimate.computeSeconds + breakdown.launch +
-                                 breakdown.tpExposed + breakdown.epExposed);
+      estimate.bubbleFraction *
+      (estimate.computeSeconds + breakdown.launch + breakdown.tpExposed +
+       breakdown.epExposed + breakdown.cpExposed);
   // The update of the device's parameters (its ZeRO shard from stage 1).
   double updated = choice.zero >= 1
                        ? denseParams / replicas + expertParams / choice.dp
@@ -1463,22 +1510,27 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
       if (pp > model.layers || !pinned(pins.pp, pp))
         continue;
       // The data-parallel devices, split into dp x ep where the model has
-      // experts (ep dividing them). TODO(issue 23): experts over "ep" in
+      // experts (ep dividing them), or dp x cp where its attention is
+      // fused (cp dividing the sequence, and its pieces the tp slices of
+      // sequence parallelism). TODO(issue 23): experts over "ep" in
       // microbatches (and so pipelines): the microbatch axis, minor to "ep"
       // on the batch, keeps the all_to_all from moving "ep" alone.
       int64_t replicas = devices / tp / pp;
-      for (int64_t ep : getDivisors(replicas)) {
-        int64_t dp = replicas / ep;
-        if ((ep > 1 && (model.experts == 0 || model.experts % ep != 0 ||
-                        pp > 1 || pins.microbatches.value_or(1) != 1)) ||
-            !pinned(pins.ep, ep) || model.batch % replicas != 0 ||
-            !pinned(pins.dp, dp) ||
-            (pins.microbatches &&
-             (*pins.microbatches < 1 ||
-              model.batch / replicas % *pins.microbatches != 0)))
-          continue;
-        meshes.push_back({dp, tp, pp, ep});
-      }
+      for (int64_t ep : getDivisors(replicas))
+        for (int64_t cp : getDivisors(replicas / ep)) {
+          int64_t dp = replicas / ep / cp, batchSplit = dp * ep;
+          if ((ep > 1 && (model.experts == 0 || model.experts % ep != 0 ||
+                          pp > 1 || pins.microbatches.value_or(1) != 1)) ||
+              (cp > 1 && (!model.fusedAttention || model.attentionDropout ||
+                          model.experts > 0 || model.seq % cp != 0)) ||
+              !pinned(pins.ep, ep) || !pinned(pins.cp, cp) ||
+              model.batch % batchSplit != 0 || !pinned(pins.dp, dp) ||
+              (pins.microbatches &&
+               (*pins.microbatches < 1 ||
+                model.batch / batchSplit % *pins.microbatches != 0)))
+            continue;
+          meshes.push_back({dp, tp, pp, ep, cp});
+        }
     }
   }
   return meshes;
@@ -1505,6 +1557,7 @@ llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
                            {"tp", pins.tp},
                            {"pp", pins.pp},
                            {"ep", pins.ep},
+                           {"cp", pins.cp},
                            {"microbatches", pins.microbatches}})
     if (pin)
       pinned +=
@@ -1517,12 +1570,19 @@ llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
                           model.experts)
                 .str()
           : "";
+  std::string context =
+      pins.cp && *pins.cp > 1
+          ? llvm::formatv(", cp the sequence ({0}; fused attention without "
+                          "dropout, no experts)",
+                          model.seq)
+                .str()
+          : "";
   return llvm::createStringError(llvm::formatv(
       "no dp x tp x pp mesh of {0} devices{1}: dp must divide the batch "
-      "({2}), tp the heads ({3}){5}, pp must be at most the layers ({4}), "
+      "({2}), tp the heads ({3}){5}{6}, pp must be at most the layers ({4}), "
       "and the microbatches must divide a dp replica's batch",
       devices, pinned.empty() ? "" : " with " + pinned, model.batch,
-      model.heads, model.layers, experts));
+      model.heads, model.layers, experts, context));
 }
 
 ModelShape tessera::withBatch(const ModelShape &model, int64_t batch) {
@@ -1602,8 +1662,10 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     return !pin || *pin == value;
   };
   // Each dp x ep x tp shape partitioned once per layout: Megatron's, and
-  // with tp (and without ep) the ILP's, priced against Megatron's.
-  using Shape = std::tuple<int64_t, int64_t, int64_t>;
+  // with tp (and without ep) the ILP's, priced against Megatron's. A shape
+  // with cp is priced by the formula (its ring's transfers are not a
+  // collective the partitioned program's count prices).
+  using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;
   struct ShapeLayouts {
     std::optional<PartitionedLayout> megatron, solved;
     /// The ILP found the template: its plans are the template's without
@@ -1621,8 +1683,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   };
   auto getShape = [&](Shape key, TensorLayout layout) {
     PlanChoice shape;
-    std::tie(shape.dp, shape.ep, shape.tp) = key;
-    shape.pp = devices / shape.dp / shape.ep / shape.tp;
+    std::tie(shape.dp, shape.ep, shape.tp, shape.cp) = key;
+    shape.pp = devices / shape.dp / shape.ep / shape.tp / shape.cp;
     shape.precision = pins.precision;
     shape.layout = layout;
     return shape;
@@ -1630,7 +1692,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   SmallVector<PlanMesh> meshes = getPlanMeshes(model, devices, pins);
   SmallVector<Shape> shapes;
   for (PlanMesh mesh : meshes)
-    shapes.push_back({mesh.dp, mesh.ep, mesh.tp});
+    if (mesh.cp == 1)
+      shapes.push_back({mesh.dp, mesh.ep, mesh.tp, mesh.cp});
   // The templates partitioned on the context's threads (the first alone,
   // which loads the passes' dialects).
   if (program && !shapes.empty()) {
@@ -1690,8 +1753,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   std::map<Shape, double> solvedRest;
   auto searchShapes = [&](const std::set<Shape> *only,
                           ArrayRef<std::pair<TensorLayout, bool>> candidates) {
-    for (auto [dp, tp, pp, ep] : meshes) {
-      Shape key{dp, ep, tp};
+    for (auto [dp, tp, pp, ep, cp] : meshes) {
+      Shape key{dp, ep, tp, cp};
       if (only && !only->count(key))
         continue;
       // The slowest stage's share, per shape of the cut.
@@ -1728,7 +1791,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
           }
           return &it->second;
         };
-        for (int64_t zero = 0; zero <= (dp * ep > 1 ? 3 : 0); ++zero) {
+        for (int64_t zero = 0; zero <= (dp * ep * cp > 1 ? 3 : 0); ++zero) {
           if (!pinned(pins.zero, zero))
             continue;
           for (bool reshard : {true, false}) {
@@ -1766,8 +1829,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                     continue;
                   // TODO(issue 23): price sequence parallelism's experts
                   // (their dispatched tokens all-reduced over tp).
-                  if ((sp &&
-                       (tp == 1 || model.seq % tp != 0 || model.experts)) ||
+                  if ((sp && (tp == 1 || model.seq % (tp * cp) != 0 ||
+                              model.experts)) ||
                       !pinned(pins.sequenceParallel, sp))
                     continue;
                   PlanChoice choice{dp,
@@ -1787,7 +1850,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                                         : 1.0,
                                     pins.overlap,
                                     pins.bucketBytes,
-                                    ep};
+                                    ep,
+                                    cp};
                   PlanEstimate estimate = estimatePlan(
                       model, machine, choice, getImbalance(choice),
                       partition ? &*partition : nullptr, getLayout(choice));
@@ -1836,8 +1900,8 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   std::set<Shape> refined;
   for (const PlanEstimate &plan : result.plans) {
     const PlanChoice &c = plan.choice;
-    Shape key{c.dp, c.ep, c.tp};
-    if (c.tp == 1 || c.ep > 1 || refined.count(key) ||
+    Shape key{c.dp, c.ep, c.tp, c.cp};
+    if (c.tp == 1 || c.ep > 1 || c.cp > 1 || refined.count(key) ||
         !partitioned[key].megatron)
       continue;
     if (pins.ilpShapes &&
@@ -1851,7 +1915,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
   for (PlanEstimate &plan : result.plans) {
     PlanChoice &c = plan.choice;
     if ((c.tp > 1 && !c.sequenceParallel &&
-         partitioned[{c.dp, c.ep, c.tp}].solvedIsMegatron) ||
+         partitioned[{c.dp, c.ep, c.tp, c.cp}].solvedIsMegatron) ||
         (c.tp == 1 && pins.layout == TensorLayout::Solved))
       c.layout = TensorLayout::Solved;
   }
@@ -1870,7 +1934,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     auto fits = [&] {
       return llvm::any_of(result.plans, [&](const PlanEstimate &plan) {
         const PlanChoice &c = plan.choice;
-        return Shape{c.dp, c.ep, c.tp} == shape &&
+        return Shape{c.dp, c.ep, c.tp, c.cp} == shape &&
                c.layout == TensorLayout::Solved;
       });
     };
@@ -1962,6 +2026,8 @@ llvm::Error tessera::annotateLayout(ModuleOp model, const MachineModel &machine,
     // microbatches and pipelines the "ep" axis would keep out.
     if (choice.ep > 1)
       annotateExpertParallel(model, choice.ep);
+    if (choice.cp > 1)
+      annotateContextParallel(model, "ring", choice.cp);
     if (choice.sequenceParallel)
       annotateSequenceParallel(model);
     return llvm::Error::success();

@@ -86,7 +86,8 @@ static cl::opt<ZeroStage> zeroStage(
 static cl::list<std::string>
     zeroAxes("zero-axes",
              cl::desc("With --zero: the data-parallel mesh axes, major first "
-                      "(default dp)"),
+                      "(default dp, and cp and ep where the mesh has "
+                      "them)"),
              cl::CommaSeparated, cl::sub(compileCommand()),
              cl::sub(verifyCommand()));
 static cl::opt<ReshardAfterForward> reshardAfterForward(
@@ -305,8 +306,9 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     pins.layout = autoLayout.getValue();
   pins.ilpShapes = autoIlpShapes;
   // --mesh pins the searched mesh, whose axes are "dp" and "tp" (and "ep"
-  // with experts); the annotated model then has the plan's sizes, which the
-  // compile keeps (a pin of one axis would not size the other).
+  // with experts, "cp" with fused attention); the annotated model then has
+  // the plan's sizes, which the compile keeps (a pin of one axis would not
+  // size the other).
   llvm::Expected<llvm::StringMap<int64_t>> sizes = parseMeshSizes(meshSpec);
   if (!sizes)
     return sizes.takeError();
@@ -315,11 +317,12 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     std::optional<int64_t> *pin = axis == "dp"   ? &pins.dp
                                   : axis == "tp" ? &pins.tp
                                   : axis == "ep" ? &pins.ep
+                                  : axis == "cp" ? &pins.cp
                                                  : nullptr;
     if (!pin)
       return llvm::createStringError(
-          "with --auto, --mesh pins the searched sizes of \"dp\", \"tp\" "
-          "and \"ep\" (dp=2,tp=4), not '" +
+          "with --auto, --mesh pins the searched sizes of \"dp\", \"tp\", "
+          "\"ep\" and \"cp\" (dp=2,tp=4), not '" +
           (axis + "=" + llvm::Twine(entry.getValue())).str() + "'");
     *pin = entry.getValue();
   }
@@ -356,7 +359,8 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
       plan->estimate.stepTimeSeconds, 100 * plan->estimate.mfu,
       autoDevices.getValue(), machine->name, plan->considered,
       getEnumName(kPrecisionNames, choice.precision),
-      choice.ep > 1 ? " ep=" + std::to_string(choice.ep) : "");
+      (choice.ep > 1 ? " ep=" + std::to_string(choice.ep) : "") +
+          (choice.cp > 1 ? " cp=" + std::to_string(choice.cp) : ""));
   return llvm::Error::success();
 }
 

@@ -82,7 +82,7 @@ static cl::opt<bool> vocabParallel(
     cl::desc("With --sharding megatron(-sp) (gpt, llama): the token "
              "embedding, and a tied LM head, split on the vocabulary over "
              "\"tp\" (Megatron-LM's vocab-parallel embedding and "
-             "cross-entropy)"),
+             "cross-entropy; the default, =false keeps them whole)"),
     cl::sub(modelCommand()));
 static cl::opt<std::string> contextParallel(
     "context-parallel",
@@ -138,6 +138,13 @@ static void setMoeOptions(tessera::MoeConfig &config) {
 }
 
 int cli::runModel(MLIRContext &context) {
+  // Megatron-LM's layout splits the vocabulary by default; asking for it
+  // without that layout would ask for nothing.
+  if (vocabParallel.getNumOccurrences() && vocabParallel &&
+      !StringRef(sharding).starts_with("megatron"))
+    return reportError(llvm::createStringError(
+        "--vocab-parallel splits the embedding of a megatron sharding: give "
+        "--sharding megatron or megatron-sp"));
   OwningOpRef<ModuleOp> module;
   int64_t expectedParams;
   std::string formula;

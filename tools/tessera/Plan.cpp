@@ -59,6 +59,12 @@ static cl::opt<int64_t> pinPp("pp", cl::desc("Pin the pipeline stages"),
 static cl::opt<int64_t>
     pinEp("ep", cl::desc("Pin the expert-parallel size (a model with experts)"),
           cl::sub(planCommand()));
+static cl::opt<int64_t> pinCp(
+    "cp",
+    cl::desc("Pin the context-parallel size: the sequence split over a "
+             "\"cp\" axis, attention by ring attention (a model with fused "
+             "attention)"),
+    cl::sub(planCommand()));
 static cl::opt<int64_t>
     pinMicrobatches("microbatches", cl::desc("Pin the microbatches per step"),
                     cl::sub(planCommand()));
@@ -334,6 +340,7 @@ int cli::runPlan(MLIRContext &context) {
   pin(pinTp, pins.tp);
   pin(pinPp, pins.pp);
   pin(pinEp, pins.ep);
+  pin(pinCp, pins.cp);
   pin(pinMicrobatches, pins.microbatches);
   pin(pinZero, pins.zero);
   if (pinReshardAfterForward.getNumOccurrences())
@@ -396,18 +403,23 @@ int cli::runPlan(MLIRContext &context) {
             ? "no plan of the ILP's layout: " + result.solveFailure
             : std::string("no plan fits in device memory; add devices or "
                           "allow ZeRO, recomputation or pipelining"));
-  // A model with experts gets an "ep" column after "dp".
+  // A model with experts gets an "ep" column after "dp"; where the plans
+  // shown split the sequence, a "cp" column follows.
   bool experts = shape->experts > 0;
-  auto epColumn = [&](auto value) {
-    return experts ? llvm::formatv(" {0,4}", value).str() : std::string();
+  ArrayRef<PlanEstimate> shownPlans = ArrayRef(result.plans).take_front(shown);
+  bool contextParallel = llvm::any_of(
+      shownPlans, [](const PlanEstimate &plan) { return plan.choice.cp > 1; });
+  auto meshColumns = [&](auto ep, auto cp) {
+    return (experts ? llvm::formatv(" {0,4}", ep).str() : std::string()) +
+           (contextParallel ? llvm::formatv(" {0,4}", cp).str()
+                            : std::string());
   };
   llvm::outs() << llvm::formatv(
       "{0,4} {1,5}{13} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
       "{10,10} {11,6} {12,10}\n",
       "rank", "dp", "tp", "pp", "mb", "zero", "schedule", "recompute", "sp",
-      "layout", "step (s)", "MFU", "mem (GB)", epColumn("ep"));
-  for (auto [rank, plan] :
-       llvm::enumerate(ArrayRef(result.plans).take_front(shown))) {
+      "layout", "step (s)", "MFU", "mem (GB)", meshColumns("ep", "cp"));
+  for (auto [rank, plan] : llvm::enumerate(shownPlans)) {
     const PlanChoice &c = plan.choice;
     llvm::outs() << llvm::formatv(
         "{0,4} {1,5}{13} {2,4} {3,4} {4,5} {5,4} {6,-11} {7,-9} {8,3} {9,-8} "
@@ -420,12 +432,14 @@ int cli::runPlan(MLIRContext &context) {
         // Four significant digits, so that a small model's step and memory
         // do not read 0.000.
         llvm::format("%.4g", plan.stepTimeSeconds), 100 * plan.mfu,
-        llvm::format("%.4g", plan.peakMemoryBytes / 1e9), epColumn(c.ep));
+        llvm::format("%.4g", plan.peakMemoryBytes / 1e9),
+        meshColumns(c.ep, c.cp));
   }
-  // dp=.. (ep=..) tp=.. pp=..
+  // dp=.. (ep=..) (cp=..) tp=.. pp=..
   auto formatMesh = [&](const PlanChoice &c) {
-    return llvm::formatv("dp={0}{1} tp={2} pp={3}", c.dp,
-                         experts ? " ep=" + std::to_string(c.ep) : "", c.tp,
+    return llvm::formatv("dp={0}{1}{2} tp={3} pp={4}", c.dp,
+                         experts ? " ep=" + std::to_string(c.ep) : "",
+                         c.cp > 1 ? " cp=" + std::to_string(c.cp) : "", c.tp,
                          c.pp)
         .str();
   };

@@ -83,8 +83,8 @@ struct GptConfig {
   std::string sharding = "none";
   /// With a megatron sharding: the token embedding, and so the tied LM
   /// head, split on the vocabulary over "tp" (Megatron-LM's vocab-parallel
-  /// embedding and cross-entropy).
-  bool vocabParallel = false;
+  /// embedding and cross-entropy, its default); false keeps them whole.
+  bool vocabParallel = true;
   /// With a megatron sharding: "none", or context parallelism over a "cp"
   /// axis (annotateContextParallel): "ring" by ring attention, "ulysses" by
   /// DeepSpeed-Ulysses' all-to-all of heads for sequence, "all-gather" by
@@ -134,7 +134,7 @@ struct LlamaConfig {
   std::string sharding = "none";
   /// See GptConfig::vocabParallel: the token embedding split on the
   /// vocabulary.
-  bool vocabParallel = false;
+  bool vocabParallel = true;
   /// See GptConfig::contextParallel.
   std::string contextParallel = "none";
   /// Experts in place of the SwiGLU MLP, as Mixtral: the router
@@ -198,9 +198,10 @@ mlir::OwningOpRef<mlir::ModuleOp> buildLlama(mlir::MLIRContext *context,
 /// from such a product split by rows (the attention output, the MLP's last
 /// projection); MLP layers then alternate. Embedding tables are split on
 /// the vocabulary over "tp" with `vocabParallel` (and a tied LM head with
-/// them), else whole; other parameters are left for propagation.
+/// them), as Megatron-LM does, else whole; other parameters are left for
+/// propagation.
 void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp,
-                      bool vocabParallel = false);
+                      bool vocabParallel = true);
 
 /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022) on a model
 /// annotated by annotateMegatron, read from its structure: the input of
@@ -215,7 +216,8 @@ void annotateMegatron(mlir::ModuleOp module, int64_t dp, int64_t tp,
 void annotateSequenceParallel(mlir::ModuleOp module);
 
 /// Context parallelism on a model annotated by annotateMegatron: the mesh
-/// gets a "cp" axis between "dp" and "tp" (size 1; --mesh resizes it), the
+/// gets a "cp" axis between "dp" and "tp" (of `cp` devices; --mesh resizes
+/// it), the
 /// data's sequence dim is split over it, and so is every activation
 /// computed from it, per token. `kind` says how attention, which reads the
 /// whole sequence, is computed:
@@ -235,7 +237,8 @@ void annotateSequenceParallel(mlir::ModuleOp module);
 ///   piece of the queries, causal by its piece's position, against the keys
 ///   and values gathered whole over "cp"; the backward reduce-scatters
 ///   their gradients.
-void annotateContextParallel(mlir::ModuleOp module, llvm::StringRef kind);
+void annotateContextParallel(mlir::ModuleOp module, llvm::StringRef kind,
+                             int64_t cp = 1);
 
 /// Expert parallelism (GShard; DeepSpeed-MoE) on a model annotated by
 /// annotateMegatron, read from its structure: the mesh gets an "ep" axis of

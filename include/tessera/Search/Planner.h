@@ -53,9 +53,9 @@ struct OpCost {
   double flops = 0, bytes = 0;
   /// Whether Megatron-LM's tensor parallelism splits it: the projections
   /// (a GEMM's larger of n and k, or its batch of heads), attention, the
-  /// MLP's width, the logits; not the residual stream's ops (norms,
-  /// residual adds, dropout of h wide values) or a tied LM head, which
-  /// sequence parallelism splits instead (their rows).
+  /// MLP's width, the LM head and its logits (on the vocabulary); not the
+  /// residual stream's ops (norms, residual adds, dropout of h wide
+  /// values), which sequence parallelism splits instead (their rows).
   bool tensorSplit = true;
   /// Whether it reads the data (its work scales with the batch), not only
   /// parameters.
@@ -68,12 +68,9 @@ struct OpCost {
   int64_t count = 1;
 };
 
-/// The ops of `function`'s forward by OpCost, alike ones counted once;
-/// `table` is the token embedding (whole in Megatron's layout: a dot that
-/// reads it, a tied LM head, is not split over TP).
+/// The ops of `function`'s forward by OpCost, alike ones counted once.
 llvm::SmallVector<OpCost> getOpCosts(mlir::func::FuncOp function,
-                                     int64_t hidden, int64_t seq,
-                                     mlir::Value table = nullptr);
+                                     int64_t hidden, int64_t seq);
 
 /// What the search needs of a model: its transformer shape, read from a
 /// GPT-style nn program (tessera model gpt), and its forward FLOPs summed
@@ -129,6 +126,10 @@ struct ModelShape {
   /// hidden vectors per token). Zero without experts.
   int64_t moeLayers = 0, experts = 0, expertParameters = 0;
   double expertSlotsPerToken = 0;
+  /// The fused attention's keys' width (kv heads x head dim: the hidden
+  /// size without grouped-query attention), and whether it is causal.
+  int64_t keyHidden = 0;
+  bool causalAttention = false;
 };
 
 /// Reads the shape of a GPT-style model; fails naming what it cannot find.
@@ -183,9 +184,14 @@ struct PlanChoice {
   /// devices, which splits the batch with dp (annotateExpertParallel); 1
   /// without experts. The mesh is dp x ep x tp x pp.
   int64_t ep = 1;
+  /// Context parallelism: the sequence split over a "cp" axis of this many
+  /// devices between dp and tp, attention computed by ring attention
+  /// (annotateContextParallel's "ring"). The mesh is dp x cp x tp x pp.
+  int64_t cp = 1;
 
-  /// The replicas of the dense layers: dp x ep.
-  int64_t getDataParallel() const { return dp * ep; }
+  /// The replicas of the dense layers: dp x ep x cp, each running a share of
+  /// the step's tokens (ep splits the batch with dp, cp the sequence).
+  int64_t getDataParallel() const { return dp * ep * cp; }
 };
 
 /// Where a step's time goes: the terms sum to the step time.
@@ -203,6 +209,9 @@ struct StepBreakdown {
   /// Expert parallelism's all_to_all (tokens to experts and back), between
   /// the ops that make and read them: exposed.
   double epExposed = 0;
+  /// Context parallelism's: the ring's transfers the attention blocks do
+  /// not hide.
+  double cpExposed = 0;
   /// The pipeline's idle time; the optimizer's update; the per-step fixed
   /// cost (Efficiency::stepSeconds).
   double bubble = 0, optimizer = 0, fixed = 0;
@@ -216,7 +225,8 @@ struct PlanEstimate {
   StepBreakdown breakdown;
   double stepTimeSeconds = 0;
   double computeSeconds = 0, tpCommSeconds = 0, dpCommSeconds = 0,
-         ppCommSeconds = 0, epCommSeconds = 0, bubbleFraction = 0;
+         ppCommSeconds = 0, epCommSeconds = 0, cpCommSeconds = 0,
+         bubbleFraction = 0;
   /// Bytes each device sends per step in data-parallel collectives, as a
   /// ring moves them: an all-reduce of N bytes over p devices sends
   /// 2 N (p-1)/p, a reduce-scatter or all-gather N (p-1)/p.
@@ -363,7 +373,7 @@ PlanEstimate estimatePlan(const ModelShape &model, const MachineModel &machine,
 struct SearchResult;
 
 struct SearchPins {
-  std::optional<int64_t> dp, tp, pp, microbatches, zero, ep;
+  std::optional<int64_t> dp, tp, pp, microbatches, zero, ep, cp;
   std::optional<TensorLayout> layout;
   std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
@@ -400,17 +410,20 @@ struct SearchResult {
 /// Fails unless `devices` is between 1 and what `machine` holds.
 llvm::Error checkDeviceCount(const MachineModel &machine, int64_t devices);
 
-/// One dp x tp x pp (x ep, with experts) factorization of the devices.
+/// One dp x tp x pp (x ep, with experts; x cp) factorization of the
+/// devices.
 struct PlanMesh {
   int64_t dp, tp, pp;
-  int64_t ep = 1;
+  int64_t ep = 1, cp = 1;
 };
 
 /// The meshes searchPlans searches: each dp x tp x pp of `devices` that
 /// `pins` allow, with tp dividing the heads, pp at most the layers, dp
 /// dividing the batch and the pinned microbatches a dp replica's batch; for
 /// a model with experts also dp x ep (ep dividing the experts, dp x ep the
-/// batch; ep > 1 without a pipeline or microbatches).
+/// batch; ep > 1 without a pipeline or microbatches); for a model with
+/// fused attention (without dropout) and without experts also dp x cp (cp
+/// dividing the sequence).
 llvm::SmallVector<PlanMesh>
 getPlanMeshes(const ModelShape &model, int64_t devices, const SearchPins &pins);
 

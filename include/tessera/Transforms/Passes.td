@@ -285,7 +285,10 @@ def DecomposeSplitReductionsPass
     partial results over the dim's axes, completed by an all-reduce (max,
     then sum) of a row-sized tensor, and the one-hot covers the device's
     classes (`nn.one_hot`'s piece index): the logits are never gathered,
-    forward or backward. Ops whose dim is not split are left as they are.
+    forward or backward. Ops whose dim is not split, or split over axes of
+    one device, are left as they are. An input narrower than f32 is cast
+    to f32 first and the result cast back, so that the pieces' sums
+    travel in f32 (Megatron-LM's cross-entropy computes in f32 too).
 
     ```mlir
     // logits [4, 8, 1024] split over "tp" on the vocabulary:
@@ -401,7 +404,7 @@ def ZeroPass : Pass<"tessera-zero", "mlir::ModuleOp"> {
     Runs on a train step (after `--tessera-train-step` with AdamW), before
     propagation. For each `nn.adamw`, the parameter's piece (what its own
     annotation gives a device) is split over `axes` (default "dp", and
-    "ep" where the mesh has it), less
+    "cp" and "ep" where the mesh has them), less
     those that split the parameter already (with `axes=dp,ep` an expert's
     weights, split over "ep", shard over "dp", where their gradients sum; a
     parameter split by every axis keeps its layout): on its

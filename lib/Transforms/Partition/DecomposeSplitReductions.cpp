@@ -110,6 +110,14 @@ void decompose(Operation *op, Value input, int64_t dim,
                const TensorSharding &sharding, FlatSymbolRefAttr mesh) {
   Decomposer d(op, mesh);
   d.setLayout(sharding, dim);
+  // Narrow floats are reduced in f32, as the fused kernels accumulate and
+  // Megatron-LM's cross-entropy computes: the pieces' sums travel in f32.
+  auto inputType = cast<RankedTensorType>(input.getType());
+  if (inputType.getElementType().getIntOrFloatBitWidth() < 32)
+    input = d.annotate(
+        nn::CastOp::create(d.builder, d.loc,
+                           inputType.clone(d.builder.getF32Type()), input),
+        d.whole);
   // softmax = e / sum(e), log_softmax = s - log(sum(e)), cross-entropy =
   // log(sum(e)) - s[label], with s = x - max(x) and e = exp(s); a scaled
   // softmax's x is its input times the scale.
@@ -145,9 +153,17 @@ void decompose(Operation *op, Value input, int64_t dim,
         d.annotate(nn::MulOp::create(d.builder, d.loc, shifted, hot), d.whole));
     result = nn::SubOp::create(d.builder, d.loc, d.log(total), picked);
   }
-  // The result keeps the op's propagated sharding.
-  if (Attribute attr = op->getAttr(dist::DistDialect::kShardingAttrName))
+  // The result, cast back to the op's type, keeps its propagated sharding.
+  Attribute attr = op->getAttr(dist::DistDialect::kShardingAttrName);
+  if (attr)
     result.getDefiningOp()->setAttr(dist::DistDialect::kShardingAttrName, attr);
+  if (result.getType() != op->getResult(0).getType()) {
+    result = nn::CastOp::create(d.builder, d.loc, op->getResult(0).getType(),
+                                result);
+    if (attr)
+      result.getDefiningOp()->setAttr(dist::DistDialect::kShardingAttrName,
+                                      attr);
+  }
   op->getResult(0).replaceAllUsesWith(result);
   op->erase();
 }
@@ -163,10 +179,13 @@ struct DecomposeSplitReductionsPass
             if (getRowReduction(op))
               ops.push_back(op);
           });
+          MeshShape shape(mesh);
           for (Operation *op : ops) {
             auto [input, dim] = *getRowReduction(op);
             TensorSharding sharding = getPropagatedSharding(function, input);
-            if (sharding.dims[dim].axes.empty())
+            // Axes of one device (an annotation for a mesh resized to
+            // them) split nothing.
+            if (shape.getGroupSize(sharding.dims[dim].axes) == 1)
               continue;
             decompose(op, input, dim, sharding,
                       FlatSymbolRefAttr::get(mesh.getSymNameAttr()));

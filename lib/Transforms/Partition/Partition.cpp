@@ -937,10 +937,11 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
 
 /// An op that positions integers against a dim split over `axes` (a
 /// vocab-split embedding table, a class-split one-hot) reads its piece's
-/// index along the dim from a dist.axis_index over those axes.
+/// index along the dim from a dist.axis_index over those axes; over axes of
+/// one device its piece is the whole dim.
 LogicalResult FunctionPartitioner::placeOffsetPiece(nn::OffsetOpInterface op,
                                                     ArrayRef<StringAttr> axes) {
-  if (axes.empty())
+  if (mesh.getGroupSize(axes) == 1)
     return success();
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "

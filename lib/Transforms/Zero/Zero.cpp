@@ -201,14 +201,17 @@ struct ZeroPass : tessera::impl::ZeroPassBase<ZeroPass> {
 
   FailureOr<AxisList> getAxes(func::FuncOp function, const MeshShape &mesh) {
     SmallVector<std::string> names(dataAxes.begin(), dataAxes.end());
-    // By default "dp", and "ep" where the mesh has it: expert parallelism
-    // splits the batch too, so the dense parameters' gradients sum over both
-    // (the experts' over "dp" alone, the axes left them).
+    // By default "dp", and "cp" and "ep" where the mesh has them: context
+    // parallelism splits the sequence and expert parallelism the batch, so
+    // the dense parameters' gradients sum over them too (the experts' over
+    // "dp" alone, the axes left them), and their state shards over them as
+    // Megatron-LM's distributed optimizer shards over dp x cp.
     if (names.empty()) {
       names.push_back("dp");
-      if (llvm::is_contained(mesh.getAxes(),
-                             StringAttr::get(&getContext(), "ep")))
-        names.push_back("ep");
+      for (StringRef axis : {"cp", "ep"})
+        if (llvm::is_contained(mesh.getAxes(),
+                               StringAttr::get(&getContext(), axis)))
+          names.push_back(axis.str());
     }
     AxisList axes;
     for (const std::string &name : names) {

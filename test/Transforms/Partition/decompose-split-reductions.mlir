@@ -55,3 +55,35 @@ func.func @softmaxes(%x: tensor<4x64xf32> {dist.sharding = #dist.sharding<@mesh,
   %d = nn.softmax %s dim = 1 causal = true : tensor<8x8xf32>
   return %a, %b, %e, %c, %d : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that a narrow float is reduced in f32 (the pieces' max, sums and
+// label logit), and the result cast back to the op's type with its
+// sharding.
+dist.mesh @mesh ["tp"=2]
+// CHECK-LABEL: func.func @narrow
+func.func @narrow(%logits: tensor<4x8x64xbf16> {dist.sharding = #dist.sharding<@mesh, [{}, {}, {"tp"}]>},
+                  %labels: tensor<4x8xi32>) -> tensor<4x8xbf16> {
+  // CHECK: %[[X:.+]] = nn.cast %arg0 {dist.sharding = [#dist.sharding<@mesh, [{}, {}, {"tp"}]>]} : tensor<4x8x64xbf16> to tensor<4x8x64xf32>
+  // CHECK: nn.reduce_max %[[X]] dims = [2]
+  // CHECK: nn.one_hot %arg1 {{.*}} -> tensor<4x8x64xf32>
+  // CHECK: %[[R:.+]] = nn.sub {{.*}} : tensor<4x8xf32>
+  // CHECK: %[[C:.+]] = nn.cast %[[R]] {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<4x8xf32> to tensor<4x8xbf16>
+  // CHECK: return %[[C]]
+  %l = nn.cross_entropy %logits, %labels : tensor<4x8x64xbf16>, tensor<4x8xi32>
+  return %l : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a dim split over axes of one device (an annotation for a mesh
+// resized to one) is left whole.
+dist.mesh @mesh ["dp"=2, "tp"=1]
+// CHECK-LABEL: func.func @one_device
+func.func @one_device(%logits: tensor<4x8x64xf32> {dist.sharding = #dist.sharding<@mesh, [{}, {}, {"tp"}]>},
+                      %labels: tensor<4x8xi32>) -> tensor<4x8xf32> {
+  // CHECK: nn.cross_entropy %arg0, %arg1
+  %l = nn.cross_entropy %logits, %labels : tensor<4x8x64xf32>, tensor<4x8xi32>
+  return %l : tensor<4x8xf32>
+}

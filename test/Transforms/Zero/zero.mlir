@@ -58,6 +58,27 @@ func.func @step(%w: tensor<8x6xf32> {dist.sharding = #dist.sharding<@mesh, [{}, 
 
 // -----
 
+// Tests that on a mesh with "cp" the default axes are "dp" and "cp":
+// context parallelism splits the sequence, so the gradient sums over both,
+// and the state shards over both, as Megatron-LM's distributed optimizer
+// shards over dp x cp.
+dist.mesh @mesh ["dp"=2, "cp"=2, "tp"=1]
+// CHECK-LABEL: func.func @context_parallel
+// CHECK-SAME: {dist.sharding = #dist.sharding<@mesh, [{"dp", "cp"}]>}
+// PARTITIONED-LABEL: func.func @context_parallel
+// PARTITIONED: dist.reduce_scatter %{{.+}} on @mesh ["dp", "cp"] dim = 0 sum : tensor<8xf32> -> tensor<2xf32>
+// PARTITIONED: nn.adamw {{.+}} : tensor<2xf32>
+// PARTITIONED: dist.all_gather %{{.+}} on @mesh ["dp", "cp"] dim = 0 : tensor<2xf32> -> tensor<8xf32>
+func.func @context_parallel(%b: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>,
+                            %db: tensor<4x6x8xf32> {dist.sharding = #dist.sharding<@mesh, [{"dp"}, {"cp"}, {}]>},
+                            %t: tensor<i64>) -> (tensor<8xf32> {nn.updates = 0 : i64}) {
+  %g = nn.reduce_sum %db dims = [0, 1] : tensor<4x6x8xf32> -> tensor<8xf32>
+  %b2, %m2, %v2 = nn.adamw %b, %g, %m, %v, %t lr = 1.0e-03 : tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  return %b2 : tensor<8xf32>
+}
+
+// -----
+
 // Tests that a parameter split by tensor parallelism on its only dim has
 // its state split further over "dp", minor to "tp", when the pieces allow:
 // the gradient is reduce-scattered within each "tp" piece and the new
