@@ -1511,8 +1511,7 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
         continue;
       // The data-parallel devices, split into dp x ep where the model has
       // experts (ep dividing them), or dp x cp where its attention is
-      // fused (cp dividing the sequence, and its pieces the tp slices of
-      // sequence parallelism). TODO(issue 23): experts over "ep" in
+      // fused (cp dividing the sequence). TODO(issue 23): experts over "ep" in
       // microbatches (and so pipelines): the microbatch axis, minor to "ep"
       // on the batch, keeps the all_to_all from moving "ep" alone.
       int64_t replicas = devices / tp / pp;

@@ -144,27 +144,36 @@ int64_t EmbeddingGradOp::getFlops() { return numElements(getGrad()); }
 
 /// The scores attention computes per batch and head: every (query, key)
 /// pair, or with `causal` those of keys at or before their query (the
-/// kernels skip the rest).
-static int64_t getAttentionScores(Value query, Value key, bool causal) {
+/// kernels skip the rest). A device's piece of the queries (`piece`) is
+/// placed where it sees the most: last, its first query after the keys
+/// before it (the slowest device sets an SPMD step's pace).
+static int64_t getAttentionScores(Value query, Value key, bool causal,
+                                  bool piece = false) {
   int64_t queries = cast<RankedTensorType>(query.getType()).getDimSize(2);
   int64_t keys = cast<RankedTensorType>(key.getType()).getDimSize(2);
   if (!causal)
     return mulSaturated(queries, keys);
-  // Query i sees min(i + 1, keys) keys.
-  int64_t seen = std::min(queries, keys);
+  // Query i sees min(before + i + 1, keys) keys.
+  int64_t before = piece ? std::max<int64_t>(0, keys - queries) : 0;
+  int64_t seen = std::min(queries, keys - before);
   int64_t triangle = seen % 2 == 0 ? mulSaturated(seen / 2, seen + 1)
                                    : mulSaturated(seen, (seen + 1) / 2);
   int64_t rest = mulSaturated(queries - seen, keys);
-  return triangle > std::numeric_limits<int64_t>::max() - rest
-             ? std::numeric_limits<int64_t>::max()
-             : triangle + rest;
+  int64_t total = triangle;
+  for (int64_t term : {rest, mulSaturated(seen, before)}) {
+    if (total > std::numeric_limits<int64_t>::max() - term)
+      return std::numeric_limits<int64_t>::max();
+    total += term;
+  }
+  return total;
 }
 
 int64_t AttentionOp::getFlops() {
   auto q = getQuery().getType(), v = getValue().getType();
   int64_t pairs =
       mulSaturated(q.getDimSize(0) * q.getDimSize(1),
-                   getAttentionScores(getQuery(), getKey(), getCausal()));
+                   getAttentionScores(getQuery(), getKey(), getCausal(),
+                                      static_cast<bool>(getPiece())));
   // q kᵀ and p v (two per multiply-add), and per score the scale, the
   // online max, exp, sum and the rescaling; with dropout, the draw (as
   // nn.dropout's).
@@ -176,7 +185,8 @@ int64_t AttentionGradOp::getFlops() {
   auto q = getQuery().getType(), v = getValue().getType();
   int64_t pairs =
       mulSaturated(q.getDimSize(0) * q.getDimSize(1),
-                   getAttentionScores(getQuery(), getKey(), getCausal()));
+                   getAttentionScores(getQuery(), getKey(), getCausal(),
+                                      static_cast<bool>(getPiece())));
   int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
   // The log-sum-exp pass (q kᵀ again and 3 per score), then q kᵀ, pᵀ do,
   // do vᵀ, ds k and dsᵀ q, and per score p, ds and the scales (6); with

@@ -2,9 +2,11 @@
 
 #include "dialects/NN/IR/NNOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -102,6 +104,30 @@ TEST_F(NNCostTest, OptimizerUpdatesScaleWithTheParameter) {
       builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(0),
       builder.getF32FloatAttr(0.0f), builder.getF32FloatAttr(0.0f));
   EXPECT_EQ(adamw.getFlops(), 16 * 64);
+}
+
+TEST_F(NNCostTest, CausalAttentionOnAPieceCountsTheLastPiece) {
+  // A causal attention over 32 queries sees 32 * 33 / 2 pairs per head. A
+  // device's piece of 8 of those queries (context parallelism's keys
+  // gathered whole) is priced where it sees the most: last, after the 24
+  // keys before it (24 * 8 + 8 * 9 / 2), not first (8 * 9 / 2).
+  context.loadDialect<func::FuncDialect>();
+  OwningOpRef<ModuleOp> parsed = parseSourceString<ModuleOp>(R"mlir(
+    func.func @f(%q: tensor<1x2x32x4xf32>, %qp: tensor<1x2x8x4xf32>,
+                 %k: tensor<1x2x32x4xf32>, %p: tensor<4xi64>) {
+      %whole = nn.attention %q, %k, %k causal = true scale = 0.5 : (tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>) -> tensor<1x2x32x4xf32>
+      %piece = nn.attention %qp, %k, %k piece %p causal = true scale = 0.5 {global_shape = array<i64: 1, 2, 32, 32>} : (tensor<1x2x8x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32x4xf32>, tensor<4xi64>) -> tensor<1x2x8x4xf32>
+      return
+    })mlir",
+                                                             &context);
+  ASSERT_TRUE(parsed);
+  SmallVector<nn::AttentionOp> ops;
+  parsed->walk([&](nn::AttentionOp op) { ops.push_back(op); });
+  ASSERT_EQ(ops.size(), 2u);
+  // Per score: q kᵀ and p v (2 d each) and 5 more.
+  int64_t perScore = 2 * 4 + 2 * 4 + 5;
+  EXPECT_EQ(ops[0].getFlops(), 2 * (32 * 33 / 2) * perScore);
+  EXPECT_EQ(ops[1].getFlops(), 2 * (24 * 8 + 8 * 9 / 2) * perScore);
 }
 
 } // namespace

@@ -1302,8 +1302,9 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
     if (use.group.size == 2 && use.group.stride == 1) {
       bool token = use.bytes == 4.0 * (4 / 2) * 8;
       (token ? tokenAllReduces : tpAllReduces) += use.count;
-      if (!token)
+      if (!token) {
         EXPECT_DOUBLE_EQ(use.bytes, 4.0 * (4 / 2) * 8 * 48);
+      }
     } else {
       dpAllReduces += use.count;
       EXPECT_EQ(use.group.stride, 2);
