@@ -1299,13 +1299,15 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   breakdown.epExposed = estimate.epCommSeconds;
   // CP: ring attention among the "cp" devices tp apart, per layer and
   // microbatch. The forward passes a device's piece of the keys and values
-  // (split over TP with their heads) on cp - 1 times (again when
-  // recomputing), the backward passes them with their gradients' sums and
-  // sends those home. Each transfer runs under a block that does not read
-  // it: the attention hides up to (cp - 1)/cp of its time.
+  // on cp - 1 times (again when recomputing), the backward passes them with
+  // their gradients' sums and sends those home. Each transfer runs under a
+  // block that does not read it: the attention hides up to (cp - 1)/cp of
+  // its time. A device holds its kv heads' share of TP, at least one (with
+  // fewer kv heads than TP ranks each is replicated).
   if (choice.cp > 1) {
-    double c = choice.cp;
-    double keyValue = 2 * sbh * model.keyHidden / h / t * bytes.activation;
+    double c = choice.cp, headDim = h / a;
+    double kvHeads = std::max(1.0, std::ceil(model.keyHidden / headDim / t));
+    double keyValue = 2 * sbh * kvHeads * headDim / h * bytes.activation;
     double forwards = choice.recompute == Recompute::Full ? 2 : 1;
     estimate.cpCommSeconds =
         ((c - 1) * (forwards + 2) + 1) *

@@ -901,6 +901,25 @@ TEST(PlannerTest, ContextParallelPlansArePricedAsCompiled) {
     return 0.0;
   };
   EXPECT_DOUBLE_EQ(attention(ring), 1.5 * attention(data));
+  // Grouped-query attention: the ring passes a device's kv heads, at least
+  // one. With 2 kv heads tp=4 passes as much as tp=2, which passes less
+  // than tp=1.
+  LlamaConfig llama;
+  llama.kvHeads = 2;
+  mlir::OwningOpRef<mlir::ModuleOp> llamaModel = buildLlama(&context, llama);
+  llvm::Expected<ModelShape> llamaShape = getModelShape(*llamaModel);
+  ASSERT_TRUE(static_cast<bool>(llamaShape))
+      << llvm::toString(llamaShape.takeError());
+  EXPECT_EQ(llamaShape->keyHidden, llama.hidden / llama.heads * 2);
+  auto ringSeconds = [&](int64_t tp) {
+    PlanChoice choice;
+    choice.cp = 2;
+    choice.tp = tp;
+    choice.precision = Precision::FP32;
+    return estimatePlan(*llamaShape, dgx(), choice).cpCommSeconds;
+  };
+  EXPECT_DOUBLE_EQ(ringSeconds(4), ringSeconds(2));
+  EXPECT_LT(ringSeconds(2), ringSeconds(1));
 }
 
 /// The MLP of `config` planned by --auto under `pins` on `devices` of
