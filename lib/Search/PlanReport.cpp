@@ -143,11 +143,23 @@ std::string tessera::formatScaling(const ScalingCurve &curve) {
   std::string text;
   llvm::raw_string_ostream os(text);
   bool strong = curve.mode == ScalingMode::Strong;
-  os << llvm::formatv("{0,8} {1,7} {2,5} {3,4} {4,4} {5,5} {6,4} {7,10} "
+  // "ep" and "cp" columns after "dp" where a point's plan has them.
+  auto has = [&](auto axis) {
+    return llvm::any_of(curve.points, [&](const ScalingPoint &point) {
+      return point.plan && axis(point.plan->choice) > 1;
+    });
+  };
+  bool experts = has([](const PlanChoice &c) { return c.ep; });
+  bool context = has([](const PlanChoice &c) { return c.cp; });
+  auto meshColumns = [&](auto ep, auto cp) {
+    return (experts ? llvm::formatv(" {0,4}", ep).str() : std::string()) +
+           (context ? llvm::formatv(" {0,4}", cp).str() : std::string());
+  };
+  os << llvm::formatv("{0,8} {1,7} {2,5}{13} {3,4} {4,4} {5,5} {6,4} {7,10} "
                       "{8,10} {9,8} {10,10} {11,6} {12,10}\n",
                       "devices", "batch", "dp", "tp", "pp", "mb", "zero",
                       "step (s)", "seq/s", "speedup", "efficiency", "MFU",
-                      strong ? "Gustafson" : "Amdahl");
+                      strong ? "Gustafson" : "Amdahl", meshColumns("ep", "cp"));
   int64_t base = curve.points.front().devices;
   for (const ScalingPoint &point : curve.points) {
     if (!point.plan) {
@@ -157,13 +169,14 @@ std::string tessera::formatScaling(const ScalingCurve &curve) {
     }
     const PlanChoice &c = point.plan->choice;
     double n = static_cast<double>(point.devices) / base;
-    os << llvm::formatv(
-        "{0,8} {1,7} {2,5} {3,4} {4,4} {5,5} {6,4} {7,10} "
-        "{8,10} {9,8:f2} {10,9:f1}% {11,5:f1}% {12,10:f2}\n",
-        point.devices, point.batch, c.dp, c.tp, c.pp, c.microbatches,
-        getZeroName(c), llvm::format("%.4g", point.plan->stepTimeSeconds),
-        llvm::format("%.4g", point.throughput), point.speedup,
-        100 * point.efficiency, 100 * point.plan->mfu, getOtherLaw(curve, n));
+    os << llvm::formatv("{0,8} {1,7} {2,5}{13} {3,4} {4,4} {5,5} {6,4} {7,10} "
+                        "{8,10} {9,8:f2} {10,9:f1}% {11,5:f1}% {12,10:f2}\n",
+                        point.devices, point.batch, c.dp, c.tp, c.pp,
+                        c.microbatches, getZeroName(c),
+                        llvm::format("%.4g", point.plan->stepTimeSeconds),
+                        llvm::format("%.4g", point.throughput), point.speedup,
+                        100 * point.efficiency, 100 * point.plan->mfu,
+                        getOtherLaw(curve, n), meshColumns(c.ep, c.cp));
   }
   double f = curve.serialFraction;
   if (strong)
