@@ -375,10 +375,31 @@ GptConfig getSmallGpt() {
   return config;
 }
 
+/// The --mesh of a plan: dp (x ep) (x cp) x tp x pp.
+std::string getMesh(const PlanChoice &c) {
+  std::string mesh = "dp=" + std::to_string(c.dp);
+  if (c.ep > 1)
+    mesh += ",ep=" + std::to_string(c.ep);
+  if (c.cp > 1)
+    mesh += ",cp=" + std::to_string(c.cp);
+  mesh += ",tp=" + std::to_string(c.tp);
+  return c.pp > 1 ? "pp=" + std::to_string(c.pp) + "," + mesh : mesh;
+}
+
 /// The --mesh of a dp x tp x pp plan.
 std::string getMesh(int64_t dp, int64_t tp, int64_t pp) {
-  std::string mesh = "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp);
-  return pp > 1 ? "pp=" + std::to_string(pp) + "," + mesh : mesh;
+  PlanChoice choice;
+  choice.dp = dp;
+  choice.tp = tp;
+  choice.pp = pp;
+  return getMesh(choice);
+}
+
+/// A plan's mesh and choices, for a test's trace.
+std::string describe(const PlanChoice &c) {
+  return getMesh(c) + " m " + std::to_string(c.microbatches) + " zero " +
+         std::to_string(c.zero) + " sp " + std::to_string(c.sequenceParallel) +
+         " recompute " + getEnumName(kRecomputeNames, c.recompute).str();
 }
 
 TEST(PlannerTest, ActivationsAreWhatTheCompilerKeeps) {
@@ -795,17 +816,12 @@ TEST(PlannerTest, ExpertParallelPlansArePricedAsCompiled) {
     for (const PlanEstimate &estimate :
          llvm::ArrayRef(result.plans).take_front(3)) {
       const PlanChoice &choice = estimate.choice;
-      SCOPED_TRACE("dp " + std::to_string(choice.dp) + " ep " +
-                   std::to_string(choice.ep) + " tp " +
-                   std::to_string(choice.tp) + " zero " +
-                   std::to_string(choice.zero));
+      SCOPED_TRACE(describe(choice));
       EXPECT_EQ(choice.ep, ep);
       EXPECT_EQ(choice.microbatches, 1);
       EXPECT_GT(estimate.epCommSeconds, 0);
       CompileOptions options;
-      options.mesh = "dp=" + std::to_string(choice.dp) +
-                     ",ep=" + std::to_string(choice.ep) +
-                     ",tp=" + std::to_string(choice.tp);
+      options.mesh = getMesh(choice);
       options.train = Optimizer::AdamW;
       applyPlanChoice(choice, options);
       runtime::Expected<plan::Plan> plan = compileGpt(context, config, options);
@@ -848,25 +864,14 @@ TEST(PlannerTest, ContextParallelPlansArePricedAsCompiled) {
     for (const PlanEstimate &estimate :
          llvm::ArrayRef(result.plans).take_front(4)) {
       const PlanChoice &choice = estimate.choice;
-      SCOPED_TRACE("dp " + std::to_string(choice.dp) + " cp " +
-                   std::to_string(choice.cp) + " tp " +
-                   std::to_string(choice.tp) + " pp " +
-                   std::to_string(choice.pp) + " m " +
-                   std::to_string(choice.microbatches) + " zero " +
-                   std::to_string(choice.zero) + " sp " +
-                   std::to_string(choice.sequenceParallel) + " recompute " +
-                   getEnumName(kRecomputeNames, choice.recompute).str());
+      SCOPED_TRACE(describe(choice));
       EXPECT_EQ(choice.cp, cp);
       EXPECT_GT(estimate.cpCommSeconds, 0);
       GptConfig annotated = config;
       annotated.sharding = choice.sequenceParallel ? "megatron-sp" : "megatron";
       annotated.contextParallel = "ring";
       CompileOptions options;
-      options.mesh = "dp=" + std::to_string(choice.dp) +
-                     ",cp=" + std::to_string(choice.cp) +
-                     ",tp=" + std::to_string(choice.tp);
-      if (choice.pp > 1)
-        options.mesh = "pp=" + std::to_string(choice.pp) + "," + options.mesh;
+      options.mesh = getMesh(choice);
       options.train = Optimizer::AdamW;
       applyPlanChoice(choice, options);
       runtime::Expected<plan::Plan> plan =
