@@ -53,11 +53,13 @@ int64_t tessera::getIndexBound(Value value) {
         scatter && use.getOperandNumber() == 1)
       return getWholeSize(scatter, scatter.getVocab());
     // Through what moves the ids without changing them: a pipeline stage's
-    // microbatch slices, a device's piece of replicated ids, a wait.
+    // microbatch slices, a device's piece of replicated ids, a wait, the
+    // chunks of a sequence in zigzag order (--tessera-zigzag-context).
     Operation *owner = use.getOwner();
-    if (isa<nn::SliceOp, nn::ReshapeOp, nn::TransposeOp, dist::AllSliceOp,
-            dist::AllGatherOp, dist::AllToAllOp, dist::CollectivePermuteOp,
-            dist::BroadcastOp, dist::WaitOp, dist::MicrobatchSliceOp>(owner))
+    if (isa<nn::SliceOp, nn::ConcatOp, nn::ReshapeOp, nn::TransposeOp,
+            dist::AllSliceOp, dist::AllGatherOp, dist::AllToAllOp,
+            dist::CollectivePermuteOp, dist::BroadcastOp, dist::WaitOp,
+            dist::MicrobatchSliceOp>(owner))
       if (int64_t bound = getIndexBound(owner->getResult(0)))
         return bound;
   }

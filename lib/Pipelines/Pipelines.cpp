@@ -113,6 +113,10 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
   // Every later pass reads the mesh's sizes; the pipeline axis is one of
   // them.
   buildMeshPipeline(pm, options);
+  // Ring attention's causal load balance reads the sized "cp" axis; the
+  // train step then differentiates the permuted forward.
+  if (options.zigzag)
+    pm.addPass(createZigzagContextPass());
   addTrainStep(pm, options);
   // Recomputation clones forward ops into the backward; ZeRO then sees the
   // clones' parameter reads as the backward's (gathered again at stage 3).

@@ -1203,10 +1203,14 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
   double backwardSeconds = 0;
   if (!model.opCosts.empty()) {
     OpTimes times = priceOps(model, machine, choice, bytes);
-    // A causal ring is not load-balanced: each step waits for the device
-    // whose block is whole, and the last device's blocks are all whole but
-    // its own half one, (cp - 1/2) blocks where the average is cp/2.
-    double ringImbalance = choice.cp > 1 && model.causalAttention
+    // A causal ring in natural order is not load-balanced: each step
+    // waits for the device whose block is whole, and the last device's
+    // blocks are all whole but its own half one, (cp - 1/2) blocks where
+    // the average is cp/2. Stored in zigzag order (--tessera-zigzag-context,
+    // where the sequence is whole chunks of 2 cp) every step costs every
+    // device half a block.
+    bool zigzag = model.seq % (2 * choice.cp) == 0;
+    double ringImbalance = choice.cp > 1 && model.causalAttention && !zigzag
                                ? (2.0 * choice.cp - 1) / choice.cp
                                : 1;
     for (auto &[name, seconds] : times.byClass)

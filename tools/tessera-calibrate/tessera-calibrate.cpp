@@ -130,6 +130,7 @@ double measureAttention(bool quick, double peak) {
   attrs.floats["scale"] = 0.125;
   attrs.ints["causal"] = 1;
   attrs.floats["dropout"] = 0;
+  attrs.ints["zigzag"] = 0;
   double forward = bestOf(3, [&] {
     orDie(runCpuKernel("nn.attention", attrs, {&q.view, &k.view, &v.view},
                        {&o.view}));

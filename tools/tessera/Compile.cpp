@@ -107,6 +107,15 @@ static cl::opt<bool> zeroUnits(
              "(false: a buffer per parameter, as FSDP2)"),
     cl::init(true), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<bool>
+    zigzag("zigzag",
+           cl::desc("Store the sequence in zigzag order where causal ring "
+                    "attention splits it over \"cp\" "
+                    "(--tessera-zigzag-context: each device holds two "
+                    "opposite chunks, and every ring step costs each device "
+                    "the same); --zigzag=false keeps natural order"),
+           cl::init(true), cl::sub(compileCommand()),
+           cl::sub(verifyCommand()));
+static cl::opt<bool>
     overlap("overlap",
             cl::desc("Overlap communication with compute (--tessera-schedule): "
                      "collectives start early on the communication stream"),
@@ -209,6 +218,7 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.zeroAxes = SmallVector<std::string>(zeroAxes.begin(), zeroAxes.end());
   options.reshardAfterForward = reshardAfterForward;
   options.zeroUnits = zeroUnits;
+  options.zigzag = zigzag;
   options.overlap = overlap;
   options.prefetch = prefetch;
   options.bucketBytes = bucketBytes;

@@ -198,17 +198,20 @@ int64_t AttentionGradOp::getFlops() {
 
 /// A ring block's scores: every pair of a block, counted as if seen (the
 /// block's place in the causal order is known only when it runs; the ring's
-/// blocks average half of them).
-static int64_t getBlockPairs(Value query, Value key) {
-  auto q = cast<RankedTensorType>(query.getType());
-  return mulSaturated(q.getDimSize(0) * q.getDimSize(1),
-                      getAttentionScores(query, key, /*causal=*/false));
+/// blocks average half of them); in zigzag order, where every causal block
+/// sees half of them, half.
+template <typename BlockOp> static int64_t getBlockPairs(BlockOp op) {
+  auto q = cast<RankedTensorType>(op.getQuery().getType());
+  int64_t pairs = mulSaturated(q.getDimSize(0) * q.getDimSize(1),
+                               getAttentionScores(op.getQuery(), op.getKey(),
+                                                  /*causal=*/false));
+  return op.getCausal() && op.getZigzag() > 0 ? pairs / 2 : pairs;
 }
 
 int64_t AttentionBlockOp::getFlops() {
   auto q = getQuery().getType(), v = getValue().getType();
   // As nn.attention's, and the log-sum-exp per row.
-  return mulSaturated(getBlockPairs(getQuery(), getKey()),
+  return mulSaturated(getBlockPairs(*this),
                       2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
 }
 
@@ -216,7 +219,7 @@ int64_t AttentionBlockGradOp::getFlops() {
   auto q = getQuery().getType(), v = getValue().getType();
   int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
   // As nn.attention_grad's without its log-sum-exp pass (it is given).
-  return mulSaturated(getBlockPairs(getQuery(), getKey()),
+  return mulSaturated(getBlockPairs(*this),
                       2 * d + 2 * dv + 2 * dv + 2 * d + 2 * d + 6);
 }
 

@@ -710,7 +710,7 @@ TESSERA_GRADIENT(AttentionOp) {
       TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getResult(), resultGradients[0],
       getStep(), getPiece(), getCausal(), getScale(), getDropout(), getSeed(),
-      getGlobalShapeAttr(), getRing());
+      getGlobalShapeAttr(), getRing(), getZigzag());
   operandGradients.assign(
       {fused.getQueryGrad(), fused.getKeyGrad(), fused.getValueGrad()});
   // The step and piece carry no gradient.

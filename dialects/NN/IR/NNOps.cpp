@@ -630,9 +630,31 @@ SmallVector<int64_t> AttentionGradOp::getPositionedDims() {
   return getCausal() ? SmallVector<int64_t>{2} : SmallVector<int64_t>();
 }
 
+/// Checks an attention's zigzag order (nn.attention's `zigzag`): a causal
+/// attention's, without dropout or a piece, on as many queries as keys in
+/// `2 zigzag` chunks.
+template <typename AttentionLikeOp>
+static LogicalResult verifyZigzag(AttentionLikeOp op) {
+  int64_t zigzag = op.getZigzag();
+  if (zigzag == 0)
+    return success();
+  int64_t queries =
+      cast<RankedTensorType>(op.getQuery().getType()).getDimSize(2);
+  int64_t keys = cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
+  if (zigzag < 0 || !op.getCausal() || op.getDropout().convertToFloat() > 0 ||
+      op.getPiece() || queries != keys || queries % (2 * zigzag) != 0)
+    return op.emitOpError("expects zigzag order (")
+           << zigzag
+           << ") only causal, without dropout or a piece, on as many queries "
+              "as keys in 2 zigzag chunks, got "
+           << queries << " queries and " << keys << " keys";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
-      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())))
+      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())) ||
+      failed(verifyZigzag(*this)))
     return failure();
   return verifyType(*this, "a result", getType(),
                     getAttentionResultShape(getQuery(), getValue()),
@@ -664,32 +686,43 @@ static LogicalResult verifyAttentionGradTypes(GradOp op) {
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
-      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())))
+      failed(verifyAttentionDropout(*this, getDropout().convertToFloat())) ||
+      failed(verifyZigzag(*this)))
     return failure();
   return verifyAttentionGradTypes(*this);
 }
 
 /// Checks a ring attention block's operands and attributes: its index
-/// one element, the step within the ring, and the rows' log-sum-exps
-/// [b, heads, s] in f32.
-static LogicalResult verifyAttentionBlock(Operation *op, Value query,
-                                          Value index, Value lse, int64_t step,
-                                          int64_t size) {
-  if (cast<RankedTensorType>(index.getType()).getDimSize(0) != 1)
-    return op->emitOpError("expects an index of one element, got ")
-           << index.getType();
+/// one element, the step within the ring, the rows' log-sum-exps
+/// [b, heads, s] in f32, and a zigzag order's whole chunks on each device.
+template <typename BlockOp>
+static LogicalResult verifyAttentionBlock(BlockOp op, Value lse) {
+  if (cast<RankedTensorType>(op.getIndex().getType()).getDimSize(0) != 1)
+    return op.emitOpError("expects an index of one element, got ")
+           << op.getIndex().getType();
+  int64_t step = op.getRingStep(), size = op.getRingSize();
   if (size < 1 || step < 0 || step >= size)
-    return op->emitOpError("expects 0 <= ring_step < ring_size, got ")
+    return op.emitOpError("expects 0 <= ring_step < ring_size, got ")
            << step << " and " << size;
-  ArrayRef<int64_t> q = cast<RankedTensorType>(query.getType()).getShape();
+  ArrayRef<int64_t> q =
+      cast<RankedTensorType>(op.getQuery().getType()).getShape();
+  int64_t keys = cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
+  if (int64_t zigzag = op.getZigzag();
+      zigzag != 0 &&
+      (zigzag < 0 || !op.getCausal() || q[2] != keys ||
+       2 * zigzag % size != 0 || q[2] % (2 * zigzag / size) != 0))
+    return op.emitOpError("expects zigzag order (")
+           << zigzag
+           << ") only causal, on as many queries as keys, in whole chunks of "
+              "2 zigzag over the ring of "
+           << size << ", got " << q[2] << " queries and " << keys << " keys";
   return verifyType(op, "a log-sum-exp", lse.getType(), {q[0], q[1], q[2]},
                     lse);
 }
 
 LogicalResult AttentionBlockOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
-      failed(verifyAttentionBlock(*this, getQuery(), getIndex(), getLse(),
-                                  getRingStep(), getRingSize())))
+      failed(verifyAttentionBlock(*this, getLse())))
     return failure();
   return verifyType(*this, "a result", getResult().getType(),
                     getAttentionResultShape(getQuery(), getValue()),
@@ -698,8 +731,7 @@ LogicalResult AttentionBlockOp::verify() {
 
 LogicalResult AttentionBlockGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue())) ||
-      failed(verifyAttentionBlock(*this, getQuery(), getIndex(), getLse(),
-                                  getRingStep(), getRingSize())))
+      failed(verifyAttentionBlock(*this, getLse())))
     return failure();
   return verifyAttentionGradTypes(*this);
 }

@@ -882,6 +882,15 @@ def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     log-sum-exps; the gradient passes the keys' and values' gradients
     around with them. Without, the keys and values are gathered whole.
 
+    With `zigzag = n` above 0, the sequence (the queries' and the keys')
+    is stored in zigzag order: as `2n` chunks, the stored chunks being the
+    sequence's chunks 0, 2n - 1, 1, 2n - 2, ..., so that the causal mask
+    compares the rows' positions, not their places. Split over a ring of
+    `n` devices, each holds two opposite chunks and every ring step costs
+    each device the same (Megatron-LM's causal load balance, which
+    --tessera-zigzag-context sets). It is causal attention's, without
+    dropout or a piece, on as many queries as keys.
+
     Sharding: the batch, the kv heads, `dv` and the query positions split
     freely; the keys and `d` are needed whole (the softmax and the scores
     read every one), and the query heads of one kv head stay together. A
@@ -904,13 +913,14 @@ def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
       DefaultValuedAttr<I64Attr, "0">:$seed,
       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
-      DefaultValuedAttr<BoolAttr, "false">:$ring);
+      DefaultValuedAttr<BoolAttr, "false">:$ring,
+      DefaultValuedAttr<I64Attr, "0">:$zigzag);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`step` $step^)? (`piece` $piece^)?
     (`causal` `=` $causal^)? `scale` `=` $scale (`dropout` `=` $dropout^)?
-    (`seed` `=` $seed^)? (`ring` `=` $ring^)? attr-dict `:`
-    functional-type(operands, results)
+    (`seed` `=` $seed^)? (`ring` `=` $ring^)? (`zigzag` `=` $zigzag^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -939,7 +949,8 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
     scale (`1 / (1 - dropout)`, 0 where dropped).
 
     On a piece of the queries (placed as on nn.attention), `dq` is the
-    piece's and `dk` and `dv` are partial sums over the pieces.
+    piece's and `dk` and `dv` are partial sums over the pieces. `zigzag`
+    is the forward's.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true
@@ -959,14 +970,16 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
       DefaultValuedAttr<I64Attr, "0">:$seed,
       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
-      DefaultValuedAttr<BoolAttr, "false">:$ring);
+      DefaultValuedAttr<BoolAttr, "false">:$ring,
+      DefaultValuedAttr<I64Attr, "0">:$zigzag);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $result_grad
     (`step` $step^)? (`piece` $piece^)? (`causal` `=` $causal^)?
     `scale` `=` $scale (`dropout` `=` $dropout^)? (`seed` `=` $seed^)?
-    (`ring` `=` $ring^)? attr-dict `:` functional-type(operands, results)
+    (`ring` `=` $ring^)? (`zigzag` `=` $zigzag^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -980,7 +993,10 @@ def NN_AttentionBlockOp : NN_ModelOp<"attention_block"> {
     `index` in the ring holds the keys of the device at
     `(index - ring_step) mod ring_size`. Its queries' positions start at
     `index` times its queries and the keys' at that device's index times
-    the keys; with `causal`, a key after its query is hidden.
+    the keys; with `causal`, a key after its query is hidden. With
+    `zigzag` above 0, the ring's sequence is stored in zigzag order
+    (nn.attention's `zigzag`): the positions are those of the stored
+    chunks each device holds, which must be whole.
 
     The results are the softmax-weighted sum of this block's values per
     query row, normalized over this block alone, and the row's log-sum-exp
@@ -998,12 +1014,13 @@ def NN_AttentionBlockOp : NN_ModelOp<"attention_block"> {
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
       NN_FloatTensor:$value, 1DTensorOf<[I64]>:$index,
       DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
-      I64Attr:$ring_step, I64Attr:$ring_size);
+      I64Attr:$ring_step, I64Attr:$ring_size,
+      DefaultValuedAttr<I64Attr, "0">:$zigzag);
   let results = (outs NN_FloatTensor:$result, F32Tensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value `index` $index (`causal` `=` $causal^)?
     `scale` `=` $scale `ring_step` `=` $ring_step `ring_size` `=` $ring_size
-    attr-dict `:` functional-type(operands, results)
+    (`zigzag` `=` $zigzag^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -1031,14 +1048,15 @@ def NN_AttentionBlockGradOp : NN_ModelOp<"attention_block_grad"> {
       NN_FloatTensor:$value, NN_FloatTensor:$result,
       NN_FloatTensor:$result_grad, F32Tensor:$lse, 1DTensorOf<[I64]>:$index,
       DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
-      I64Attr:$ring_step, I64Attr:$ring_size);
+      I64Attr:$ring_step, I64Attr:$ring_size,
+      DefaultValuedAttr<I64Attr, "0">:$zigzag);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $result_grad `,` $lse
     `index` $index (`causal` `=` $causal^)? `scale` `=` $scale
     `ring_step` `=` $ring_step `ring_size` `=` $ring_size
-    attr-dict `:` functional-type(operands, results)
+    (`zigzag` `=` $zigzag^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -151,6 +151,13 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("A machine file or preset: propagation resolves "
                      "conflicts by their time on it")};
 
+  // Ring attention's causal load balance (--tessera-zigzag-context).
+  Option<bool> zigzag{
+      *this, "zigzag",
+      llvm::cl::desc("Store the sequence in zigzag order where causal ring "
+                     "attention splits it over \"cp\""),
+      llvm::cl::init(true)};
+
   // Pipelining (--tessera-microbatch, --tessera-pipeline).
   Option<int64_t> pipelineStages{
       *this, "pp",

@@ -673,6 +673,57 @@ def SetMeshPass : Pass<"tessera-set-mesh", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def ZigzagContextPass : Pass<"tessera-zigzag-context", "mlir::ModuleOp"> {
+  let summary =
+      "Stores the sequence in zigzag order: ring attention's load balance";
+  let description = [{
+    Runs on the sized mesh, before the train step. Ring attention over a
+    sequence split in order over "cp" of n devices gives device r the keys
+    of every device before it: the last device computes 2n - 1 times what
+    the first does, and each ring step waits for it. In a function whose
+    data (arguments that are not parameters) split their sequence (dim 1)
+    over "cp" of n > 1 and whose causal `nn.attention`s have `ring`, the
+    sequence is stored in zigzag order of 2n chunks (nn.attention's
+    `zigzag = n`): device r then holds chunks r and 2n - 1 - r, and every
+    ring step costs every device half a block (Megatron-LM's load balance,
+    which it gets by permuting the batch in its data loader).
+
+    The function computes what it did. The data are permuted on entry
+    (slices and a concat, pinned to the data's sharding: the partitioner
+    gathers their integers to permute them). The order follows the data
+    through the ops' sharding rules; a tensor that it has not reached but
+    that meets it along the sequence (positions from `nn.iota`, a position
+    table) is permuted there, before a broadcast or an elementwise op that
+    only feeds it. The causal attentions compare positions, and results
+    that keep the sequence are permuted back.
+
+    Where an op depends on the order beyond the attention (a slice or a
+    concat along the sequence, a causal mask, dropout, routing that fills
+    experts' capacity in token order), the function is left as it is and
+    the pass warns: its ring stays unbalanced. A mesh without "cp", or with
+    one device on it, leaves the module as it is.
+
+    Before, on `dist.mesh @mesh ["cp"=2]`:
+    ```mlir
+    %x = nn.embedding %table, %tokens : ...
+    %o = nn.attention %q, %k, %v causal = true scale = 0.25 ring = true : ...
+    ```
+    After:
+    ```mlir
+    %c0 = nn.slice %tokens start = [0, 0] limit = [2, 4] : ...
+    %c1 = nn.slice %tokens start = [0, 12] limit = [2, 16] : ...
+    ...
+    %z = nn.concat %c0, %c1, %c2, %c3 dim = 1 : ...
+    %t = dist.sharding_constraint %z <@mesh, [{}, {"cp"} ]> : ...
+    %x = nn.embedding %table, %t : ...
+    %o = nn.attention %q, %k, %v causal = true scale = 0.25 ring = true
+        zigzag = 2 : ...
+    ```
+  }];
+  let dependentDialects = ["::tessera::nn::NNDialect",
+                           "::tessera::dist::DistDialect"];
+}
+
 def SplitAxesPass : Pass<"tessera-split-axes", "mlir::ModuleOp"> {
   let summary = "Splits mesh axes into sub-axes for grouped-query attention";
   let description = [{

@@ -84,7 +84,8 @@ private:
   std::pair<Value, Value> buildRingForward(Location loc, Value query, Value key,
                                            Value value, Value index,
                                            ArrayRef<StringAttr> ring,
-                                           bool causal, APFloat scale);
+                                           bool causal, APFloat scale,
+                                           int64_t zigzag);
   LogicalResult partitionRingAttention(ShardingRuleOpInterface op,
                                        const ShardingRule &rule,
                                        const FactorAxes &chosen,
@@ -679,7 +680,7 @@ Value FunctionPartitioner::passAlongRing(Location loc, Value value,
 /// blocks' log-sum-exps. Answers the output and the rows' log-sum-exps.
 std::pair<Value, Value> FunctionPartitioner::buildRingForward(
     Location loc, Value query, Value key, Value value, Value index,
-    ArrayRef<StringAttr> ring, bool causal, APFloat scale) {
+    ArrayRef<StringAttr> ring, bool causal, APFloat scale, int64_t zigzag) {
   MLIRContext *context = builder.getContext();
   int64_t size = mesh.getGroupSize(ring);
   auto queryType = cast<RankedTensorType>(query.getType());
@@ -700,7 +701,7 @@ std::pair<Value, Value> FunctionPartitioner::buildRingForward(
     }
     auto block = nn::AttentionBlockOp::create(
         builder, loc, TypeRange{outType, lseType}, query, key, value, index,
-        causal, scale, step, size);
+        causal, scale, step, size, zigzag);
     // The blocks combine in f32 (the kernels compute in it).
     Value blockOut = block.getResult();
     if (!outType.getElementType().isF32())
@@ -782,10 +783,19 @@ LogicalResult FunctionPartitioner::partitionRingAttention(
           .getResult();
   bool causal = attention ? attention.getCausal() : gradient.getCausal();
   APFloat scale = attention ? attention.getScale() : gradient.getScale();
+  // In zigzag order each device of the ring holds whole chunks.
+  int64_t zigzag = attention ? attention.getZigzag() : gradient.getZigzag();
+  if (zigzag > 0 && 2 * zigzag % mesh.getGroupSize(ring) != 0)
+    return op->emitOpError("stores its sequence in zigzag order of ")
+           << 2 * zigzag << " chunks, which a ring of "
+           << mesh.getGroupSize(ring)
+           << " devices does not split into whole chunks (it was balanced for "
+              "a ring of "
+           << zigzag << ")";
   SmallVector<Value> made;
   if (attention) {
     auto [out, lse] = buildRingForward(loc, local[0], local[1], local[2], index,
-                                       ring, causal, scale);
+                                       ring, causal, scale, zigzag);
     ringLogSumExps[out] = lse;
     made.push_back(out);
   } else {
@@ -794,7 +804,7 @@ LogicalResult FunctionPartitioner::partitionRingAttention(
     Value lse = ringLogSumExps.lookup(local[3]);
     if (!lse)
       lse = buildRingForward(loc, local[0], local[1], local[2], index, ring,
-                             causal, scale)
+                             causal, scale, zigzag)
                 .second;
     int64_t size = mesh.getGroupSize(ring);
     auto permute = [&](Value value) { return passAlongRing(loc, value, ring); };
@@ -811,7 +821,7 @@ LogicalResult FunctionPartitioner::partitionRingAttention(
           builder, loc,
           TypeRange{local[0].getType(), key.getType(), value.getType()},
           local[0], key, value, local[3], local[4], lse, index, causal, scale,
-          step, size);
+          step, size, zigzag);
       auto sum = [&](Value total, Value term) -> Value {
         return total ? nn::AddOp::create(builder, loc, total, term).getResult()
                      : term;
@@ -973,7 +983,10 @@ FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
   SmallVector<int64_t> needed = op.getPositionedDims();
   if (op.getStep())
     needed = llvm::to_vector(llvm::seq<int64_t>(0, drawAxes.size()));
-  if (llvm::all_of(needed, [&](int64_t dim) { return drawAxes[dim].empty(); }))
+  // Axes of one device split nothing.
+  if (llvm::all_of(needed, [&](int64_t dim) {
+        return mesh.getGroupSize(drawAxes[dim]) == 1;
+      }))
     return success();
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "

@@ -12,6 +12,7 @@
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/LrSchedule.h"
 #include "tessera/runtime/Random.h"
+#include "tessera/runtime/SequencePlace.h"
 #include "tessera/runtime/Threads.h"
 
 #include "ArrayMath.h"
@@ -1979,16 +1980,25 @@ struct AttentionDims {
                          count, scales);
   }
 
-  /// On a piece of the queries, the global position of its first; on a
-  /// ring block, of its first key too.
-  int64_t queryStart = 0, keyStart = 0;
+  /// Where the queries and the keys sit in the sequence: a piece of the
+  /// queries, a ring block's, or a sequence stored in zigzag order.
+  SequencePlace queryPlace, keyPlace;
 
-  /// The keys query `query` sees: all, or with `causal` those up to its
-  /// position.
-  int64_t getVisibleKeys(int64_t query) const {
-    return causal
-               ? std::clamp<int64_t>(queryStart + query - keyStart + 1, 0, keys)
-               : keys;
+  /// The keys of run `run` of the keys (SequencePlace) that query `query`
+  /// sees: the run's first ones, all of them or with `causal` those up to
+  /// its position.
+  int64_t getVisibleKeys(int64_t query, int64_t run) const {
+    int64_t runKeys = keyPlace.getRunRows();
+    return causal ? std::clamp<int64_t>(queryPlace.getPosition(query) -
+                                            keyPlace.getRunPosition(run) + 1,
+                                        0, runKeys)
+                  : runKeys;
+  }
+  /// The rows of the query tile from `query` on: at most `tile`, within
+  /// its run of the queries (whose positions follow one another).
+  int64_t getQueryTileRows(int64_t query, int64_t tile) const {
+    int64_t runRows = queryPlace.getRunRows();
+    return std::min({tile, queries - query, runRows - query % runRows});
   }
   /// Offsets of (batch, head)'s rows in q (and the result), and of its kv
   /// head's in k and v.
@@ -2007,6 +2017,38 @@ constexpr int64_t kQueryTile = 64, kKeyTile = 256;
 /// its gradient pass where they fit in this many floats (4 MiB: keys up
 /// to 16384), and makes them again where they do not.
 constexpr int64_t kKeptScores = int64_t(1) << 20;
+
+/// A key tile a query tile sees some of: keys `start` to `start + cols`,
+/// within run `run` of the keys (SequencePlace), which begins at key
+/// `runStart`; `offset` keys of the query tile's earlier key tiles before
+/// it.
+struct KeyTile {
+  int64_t start, cols, run, runStart, offset;
+
+  /// The tile's keys that query `query` sees, from its first.
+  int64_t getVisible(const AttentionDims &n, int64_t query) const {
+    return std::clamp<int64_t>(runStart + n.getVisibleKeys(query, run) - start,
+                               0, cols);
+  }
+};
+
+/// The key tiles that the query tile of `rows` from `query` sees some of:
+/// per run of the keys, its keys up to those its last query sees (the
+/// queries of a tile are of one run), in kKeyTile tiles.
+void getKeyTiles(const AttentionDims &n, int64_t query, int64_t rows,
+                 std::vector<KeyTile> &tiles) {
+  tiles.clear();
+  int64_t offset = 0;
+  for (int64_t run = 0; run < n.keyPlace.getRuns(); ++run) {
+    int64_t runStart = run * n.keyPlace.getRunRows();
+    int64_t end = runStart + n.getVisibleKeys(query + rows - 1, run);
+    for (int64_t start = runStart; start < end; start += kKeyTile) {
+      int64_t cols = std::min(kKeyTile, end - start);
+      tiles.push_back({start, cols, run, runStart, offset});
+      offset += cols;
+    }
+  }
+}
 } // namespace
 
 /// Checks the tensors every attention kernel has: q, k and v, then for a
@@ -2029,6 +2071,8 @@ checkAttentionTensors(KernelCall &c, bool gradient, bool withLse) {
   }
   AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2],
                   q.shape[3], v.shape[3], 0,          false};
+  n.queryPlace = SequencePlace::get(0, n.queries, n.queries, 0);
+  n.keyPlace = SequencePlace::get(0, n.keys, n.keys, 0);
   if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
     c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
            " for ", n.heads);
@@ -2121,8 +2165,26 @@ static std::optional<AttentionDims> checkAttention(KernelCall &c,
   }
   // A causal piece of the queries starts at its piece index times them.
   size_t piece = hasStep ? tensors + 1 : tensors;
-  if (n.causal && c.getNumInputs() > piece && !c.isCheckOnly())
-    n.queryStart = c.in(piece).as<int64_t>()[2] * n.queries;
+  bool hasPiece = c.getNumInputs() > piece;
+  if (n.causal && hasPiece && !c.isCheckOnly())
+    n.queryPlace = SequencePlace::get(c.in(piece).as<int64_t>()[2] * n.queries,
+                                      n.queries, n.queries, 0);
+  std::optional<int64_t> zigzag = c.getInt("zigzag");
+  if (!zigzag)
+    return std::nullopt;
+  if (*zigzag != 0) {
+    // The whole sequence, stored in zigzag order.
+    if (*zigzag < 0 || !n.causal || hasStep || hasPiece ||
+        n.queries != n.keys || n.queries % (2 * *zigzag) != 0) {
+      c.fail("expects zigzag order (", *zigzag,
+             ") only causal, without dropout or a piece, on as many queries "
+             "as keys in 2 zigzag chunks, got ",
+             n.queries, " queries and ", n.keys, " keys");
+      return std::nullopt;
+    }
+    n.queryPlace = SequencePlace::get(0, n.queries, n.queries, *zigzag);
+    n.keyPlace = SequencePlace::get(0, n.keys, n.keys, *zigzag);
+  }
   return n;
 }
 
@@ -2177,25 +2239,25 @@ static void computeAttention(const AttentionDims &n, const float *q,
     std::vector<float> scores(kQueryTile * kKeyTile);
     std::vector<float> acc(kQueryTile * n.dv), rowMax(kQueryTile),
         rowSum(kQueryTile), keepRow(kKeyTile);
+    std::vector<KeyTile> keyTiles;
     for (int64_t pair = begin; pair < end; ++pair) {
       int64_t b = pair / n.heads, h = pair % n.heads;
       const float *qh = q + n.getQueryOffset(b, h) * n.d;
       const float *kh = k + n.getKeyOffset(b, h) * n.d;
       const float *vh = v + n.getKeyOffset(b, h) * n.dv;
       float *oh = out + n.getQueryOffset(b, h) * n.dv;
-      for (int64_t i0 = 0; i0 < n.queries; i0 += kQueryTile) {
-        int64_t rows = std::min(kQueryTile, n.queries - i0);
+      for (int64_t i0 = 0, rows; i0 < n.queries; i0 += rows) {
+        rows = n.getQueryTileRows(i0, kQueryTile);
         std::fill(acc.begin(), acc.end(), 0.0f);
         std::fill(rowMax.begin(), rowMax.end(), minusInfinity);
         std::fill(rowSum.begin(), rowSum.end(), 0.0f);
-        int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
-        for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
-          int64_t cols = std::min(kKeyTile, keyEnd - j0);
+        getKeyTiles(n, i0, rows, keyTiles);
+        for (const KeyTile &keyTile : keyTiles) {
+          int64_t j0 = keyTile.start, cols = keyTile.cols;
           scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, scores.data());
           for (int64_t r = 0; r < rows; ++r) {
             float *row = scores.data() + r * cols;
-            int64_t visible =
-                std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+            int64_t visible = keyTile.getVisible(n, i0 + r);
             float newMax = std::max(rowMax[r], maxInLanes(row, visible));
             // A row that sees no key of this tile adds nothing.
             float rescale =
@@ -2271,8 +2333,8 @@ static void computeAttentionGrad(const AttentionDims &n, const float *q,
     // exps, their log-sum-exp, and rowsum(do · o).
     std::vector<float> rowMax(kQueryTile), rowSum(kQueryTile),
         logSumExp(kQueryTile), rowDot(kQueryTile);
-    std::vector<float> scores(
-        std::min(kKeptScores, kQueryTile * n.getVisibleKeys(n.queries - 1)));
+    std::vector<float> scores(std::min(kKeptScores, kQueryTile * n.keys));
+    std::vector<KeyTile> keyTiles;
     for (int64_t pair = begin; pair < end; ++pair)
       for (int64_t b = pair / n.kvHeads, h = pair % n.kvHeads * group,
                    last = h + group;
@@ -2284,24 +2346,29 @@ static void computeAttentionGrad(const AttentionDims &n, const float *q,
                     *doh = dout + qOffset * n.dv;
         float *dqh = dq + qOffset * n.d, *dkh = dk + kOffset * n.d,
               *dvh = dv + kOffset * n.dv;
-        for (int64_t i0 = 0; i0 < n.queries; i0 += kQueryTile) {
-          int64_t rows = std::min(kQueryTile, n.queries - i0);
-          int64_t keyEnd = n.getVisibleKeys(i0 + rows - 1);
+        for (int64_t i0 = 0, rows; i0 < n.queries; i0 += rows) {
+          rows = n.getQueryTileRows(i0, kQueryTile);
+          getKeyTiles(n, i0, rows, keyTiles);
+          int64_t seen = keyTiles.empty()
+                             ? 0
+                             : keyTiles.back().offset + keyTiles.back().cols;
           // The log-sum-exp of each query's scores, and rowsum(do · o). The
-          // scores stay for the tiles below where they fit (the tile of
-          // key j0 at j0 · rows), and are made again where they do not.
-          // A given log-sum-exp needs no first pass.
-          bool keepScores = !givenLse && rows * keyEnd <= kKeptScores;
+          // scores stay for the tiles below where they fit (a key tile at
+          // its offset times the rows), and are made again where they do
+          // not. A given log-sum-exp needs no first pass.
+          bool keepScores = !givenLse && rows * seen <= kKeptScores;
           std::fill(rowMax.begin(), rowMax.end(), minusInfinity);
           std::fill(rowSum.begin(), rowSum.end(), 0.0f);
-          for (int64_t j0 = 0; !givenLse && j0 < keyEnd; j0 += kKeyTile) {
-            int64_t cols = std::min(kKeyTile, keyEnd - j0);
-            float *tile = keepScores ? scores.data() + j0 * rows : probs.data();
+          for (const KeyTile &keyTile : keyTiles) {
+            if (givenLse)
+              break;
+            int64_t j0 = keyTile.start, cols = keyTile.cols;
+            float *tile = keepScores ? scores.data() + keyTile.offset * rows
+                                     : probs.data();
             scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, tile);
             for (int64_t r = 0; r < rows; ++r) {
               const float *row = tile + r * cols;
-              int64_t visible =
-                  std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+              int64_t visible = keyTile.getVisible(n, i0 + r);
               float newMax = std::max(rowMax[r], maxInLanes(row, visible));
               if (newMax == minusInfinity)
                 continue;
@@ -2320,17 +2387,16 @@ static void computeAttentionGrad(const AttentionDims &n, const float *q,
             rowDot[r] = static_cast<float>(
                 sumInLanes(n.dv, [&](int64_t e) { return dor[e] * outr[e]; }));
           }
-          for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
-            int64_t cols = std::min(kKeyTile, keyEnd - j0);
+          for (const KeyTile &keyTile : keyTiles) {
+            int64_t j0 = keyTile.start, cols = keyTile.cols;
             float *tile = probs.data();
             if (keepScores)
-              tile = scores.data() + j0 * rows;
+              tile = scores.data() + keyTile.offset * rows;
             else
               scoreTile(n, qh + i0 * n.d, kh + j0 * n.d, rows, cols, tile);
             for (int64_t r = 0; r < rows; ++r) {
               float *row = tile + r * cols;
-              int64_t visible =
-                  std::clamp<int64_t>(n.getVisibleKeys(i0 + r) - j0, 0, cols);
+              int64_t visible = keyTile.getVisible(n, i0 + r);
               float shift = logSumExp[r];
               for (int64_t col = 0; col < visible; ++col)
                 row[col] -= shift;
@@ -2407,11 +2473,22 @@ static std::optional<AttentionDims> checkAttentionBlock(KernelCall &c,
   std::optional<double> scale = c.getFloat("scale");
   std::optional<int64_t> causal = c.getInt("causal"),
                          step = c.getInt("ring_step"),
-                         size = c.getInt("ring_size");
-  if (!scale || !causal || !step || !size)
+                         size = c.getInt("ring_size"),
+                         zigzag = c.getInt("zigzag");
+  if (!scale || !causal || !step || !size || !zigzag)
     return std::nullopt;
   if (*size < 1 || *step < 0 || *step >= *size) {
     c.fail("expects 0 <= ring_step < ring_size, got ", *step, " and ", *size);
+    return std::nullopt;
+  }
+  // In zigzag order each device holds whole chunks.
+  if (*zigzag != 0 &&
+      (*zigzag < 0 || *causal == 0 || n.queries != n.keys ||
+       2 * *zigzag % *size != 0 || n.queries % (2 * *zigzag / *size) != 0)) {
+    c.fail("expects zigzag order (", *zigzag,
+           ") only causal, on as many queries as keys, in whole chunks of "
+           "2 zigzag over the ring of ",
+           *size, ", got ", n.queries, " queries and ", n.keys, " keys");
     return std::nullopt;
   }
   n.scale = static_cast<float>(*scale);
@@ -2422,8 +2499,11 @@ static std::optional<AttentionDims> checkAttentionBlock(KernelCall &c,
       c.failOnData("index ", at, " lies outside the ring of ", *size);
       return std::nullopt;
     }
-    n.queryStart = at * n.queries;
-    n.keyStart = (at - *step + *size) % *size * n.keys;
+    int64_t from = (at - *step + *size) % *size;
+    n.queryPlace = SequencePlace::get(at * n.queries, n.queries,
+                                      *size * n.queries, *zigzag);
+    n.keyPlace =
+        SequencePlace::get(from * n.keys, n.keys, *size * n.keys, *zigzag);
   }
   return n;
 }

@@ -583,15 +583,17 @@ struct CudaDevice::Ops {
   /// An attention kernel's sizes, scale and causality, from q, k and v.
   static AttentionShape makeAttentionShape(const Launch &l) {
     const std::vector<int64_t> &q = l.in(0).shape, &v = l.in(2).shape;
-    return {q[0],
-            q[1],
-            v[1],
-            q[2],
-            v[2],
-            int(q[3]),
-            int(v[3]),
-            static_cast<float>(getFloat(l, "scale")),
-            *l.attrs.getInt("causal") != 0};
+    AttentionShape shape{q[0],
+                         q[1],
+                         v[1],
+                         q[2],
+                         v[2],
+                         int(q[3]),
+                         int(v[3]),
+                         static_cast<float>(getFloat(l, "scale")),
+                         *l.attrs.getInt("causal") != 0};
+    shape.zigzag = *l.attrs.getInt("zigzag");
+    return shape;
   }
 
   /// nn.attention's (or its gradient's) sizes, or why the GPU kernels do

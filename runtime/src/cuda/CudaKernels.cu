@@ -402,26 +402,39 @@ __global__ void topKKernel(const float *x, float *values, int64_t *indices,
 constexpr int kAttentionRows = 64;
 constexpr int kAttentionKeys = 16;
 
-/// On a causal piece of the queries, the global position of its first
-/// (the piece index along the queries times them).
-__device__ int64_t queryStart(const AttentionShape &n) {
+/// Where the queries sit in the sequence: a ring block's by its index in
+/// the ring, a causal piece's by its piece index, else the whole sequence
+/// (in zigzag order where it is stored so).
+__device__ SequencePlace getQueryPlace(const AttentionShape &n) {
   if (n.ringIndex)
-    return n.ringIndex[0] * n.queries;
-  return n.causal && n.piece ? n.piece[2] * n.queries : 0;
+    return SequencePlace::get(n.ringIndex[0] * n.queries, n.queries,
+                              n.ringSize * n.queries, n.zigzag);
+  if (n.causal && n.piece)
+    return SequencePlace::get(n.piece[2] * n.queries, n.queries, n.queries, 0);
+  return SequencePlace::get(0, n.queries, n.queries, n.zigzag);
 }
 
-/// On a ring block, the global position of its first key.
-__device__ int64_t keyStart(const AttentionShape &n) {
-  return n.ringIndex
-             ? (n.ringIndex[0] - n.ringStep + n.ringSize) % n.ringSize * n.keys
-             : 0;
+/// Where the keys sit: a ring block's those of the device
+/// (index - step) mod size.
+__device__ SequencePlace getKeyPlace(const AttentionShape &n) {
+  if (n.ringIndex)
+    return SequencePlace::get((n.ringIndex[0] - n.ringStep + n.ringSize) %
+                                  n.ringSize * n.keys,
+                              n.keys, n.ringSize * n.keys, n.zigzag);
+  return SequencePlace::get(0, n.keys, n.keys, n.zigzag);
 }
 
-/// The keys query `query` sees.
-__device__ int64_t visibleKeys(const AttentionShape &n, int64_t query) {
+/// The keys of run `run` of the keys that query `query` sees, from the
+/// run's first.
+__device__ int64_t visibleKeys(const AttentionShape &n,
+                               const SequencePlace &queryPlace,
+                               const SequencePlace &keyPlace, int64_t query,
+                               int64_t run) {
+  int64_t runKeys = keyPlace.getRunRows();
   return n.causal ? max(int64_t(0),
-                        min(n.keys, queryStart(n) + query - keyStart(n) + 1))
-                  : n.keys;
+                        min(runKeys, queryPlace.getPosition(query) -
+                                         keyPlace.getRunPosition(run) + 1))
+                  : runKeys;
 }
 
 /// The first row of (batch, head)'s kv head in k and v.
@@ -468,24 +481,32 @@ __global__ void attentionKernel(AttentionShape n, const float *q,
   for (int e = 0; e < n.dv; ++e)
     acc[e] = 0.0f;
   AttentionRowState state;
-  int64_t lastQuery =
-      min(n.queries, int64_t(blockIdx.y + 1) * kAttentionRows) - 1;
-  int64_t keyEnd = visibleKeys(n, lastQuery);
+  SequencePlace queryPlace = getQueryPlace(n), keyPlace = getKeyPlace(n);
+  int64_t firstQuery = int64_t(blockIdx.y) * kAttentionRows;
+  int64_t lastQuery = min(n.queries, firstQuery + kAttentionRows) - 1;
   float *keys = tile, *values = tile + kAttentionKeys * n.d;
-  for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
-    int count = int(min(int64_t(kAttentionKeys), keyEnd - j0));
-    __syncthreads();
-    for (int i = threadIdx.x; i < count * n.d; i += blockDim.x)
-      keys[i] = k[(keyBase + j0) * n.d + i];
-    for (int i = threadIdx.x; i < count * n.dv; i += blockDim.x)
-      values[i] = v[(keyBase + j0) * n.dv + i];
-    __syncthreads();
-    if (active) {
-      int64_t visible = visibleKeys(n, query) - j0;
-      attentionRowUpdate(qRow, keys, values,
-                         int(max(int64_t(0), min(int64_t(count), visible))),
-                         n.d, n.dv, n.scale, acc, state, drop,
-                         (batchHead * n.queries + query) * n.keys + j0);
+  for (int64_t run = 0; run < keyPlace.getRuns(); ++run) {
+    // The run's keys that some query of the block sees (its queries may
+    // be of several runs in zigzag order).
+    int64_t runStart = run * keyPlace.getRunRows(), seen = 0;
+    for (int64_t i = firstQuery; i <= lastQuery; ++i)
+      seen = max(seen, visibleKeys(n, queryPlace, keyPlace, i, run));
+    for (int64_t j0 = runStart; j0 < runStart + seen; j0 += kAttentionKeys) {
+      int count = int(min(int64_t(kAttentionKeys), runStart + seen - j0));
+      __syncthreads();
+      for (int i = threadIdx.x; i < count * n.d; i += blockDim.x)
+        keys[i] = k[(keyBase + j0) * n.d + i];
+      for (int i = threadIdx.x; i < count * n.dv; i += blockDim.x)
+        values[i] = v[(keyBase + j0) * n.dv + i];
+      __syncthreads();
+      if (active) {
+        int64_t visible =
+            runStart + visibleKeys(n, queryPlace, keyPlace, query, run) - j0;
+        attentionRowUpdate(qRow, keys, values,
+                           int(max(int64_t(0), min(int64_t(count), visible))),
+                           n.d, n.dv, n.scale, acc, state, drop,
+                           (batchHead * n.queries + query) * n.keys + j0);
+      }
     }
   }
   if (active)
@@ -506,9 +527,13 @@ __global__ void attentionRowStatsKernel(AttentionShape n, const float *q,
     int64_t batchHead = row / n.queries, query = row % n.queries;
     if (!lseGiven) {
       AttentionRowState state;
-      attentionRowUpdate(q + row * n.d, k + kvRow(n, batchHead) * n.d, nullptr,
-                         int(visibleKeys(n, query)), n.d, n.dv, n.scale,
-                         nullptr, state);
+      SequencePlace queryPlace = getQueryPlace(n), keyPlace = getKeyPlace(n);
+      for (int64_t run = 0; run < keyPlace.getRuns(); ++run)
+        attentionRowUpdate(
+            q + row * n.d,
+            k + (kvRow(n, batchHead) + run * keyPlace.getRunRows()) * n.d,
+            nullptr, int(visibleKeys(n, queryPlace, keyPlace, query, run)), n.d,
+            n.dv, n.scale, nullptr, state);
       lse[row] = attentionLogSumExp(state);
     }
     rowDot[row] = attentionDot(dout + row * n.dv, out + row * n.dv, n.dv);
@@ -525,10 +550,22 @@ __global__ void attentionQueryGradKernel(AttentionShape n, const float *q,
   GRID_STRIDE(row, n.batch * n.heads * n.queries) {
     int64_t batchHead = row / n.queries, query = row % n.queries;
     int64_t keyBase = kvRow(n, batchHead);
-    attentionQueryGrad(q + row * n.d, dout + row * n.dv, rowDot[row], lse[row],
-                       k + keyBase * n.d, v + keyBase * n.dv,
-                       int(visibleKeys(n, query)), n.d, n.dv, n.scale,
-                       dq + row * n.d, drop, row * n.keys);
+    SequencePlace queryPlace = getQueryPlace(n), keyPlace = getKeyPlace(n);
+    float sum[kAttentionMaxHeadDim], part[kAttentionMaxHeadDim];
+    for (int e = 0; e < n.d; ++e)
+      sum[e] = 0.0f;
+    for (int64_t run = 0; run < keyPlace.getRuns(); ++run) {
+      int64_t runStart = run * keyPlace.getRunRows();
+      attentionQueryGrad(
+          q + row * n.d, dout + row * n.dv, rowDot[row], lse[row],
+          k + (keyBase + runStart) * n.d, v + (keyBase + runStart) * n.dv,
+          int(visibleKeys(n, queryPlace, keyPlace, query, run)), n.d, n.dv,
+          n.scale, part, drop, row * n.keys + runStart);
+      for (int e = 0; e < n.d; ++e)
+        sum[e] += part[e];
+    }
+    for (int e = 0; e < n.d; ++e)
+      dq[row * n.d + e] = sum[e];
   }
 }
 
@@ -551,17 +588,24 @@ __global__ void attentionKeyGradKernel(AttentionShape n, const float *q,
       dkRow[e] = 0.0f;
     for (int e = 0; e < n.dv; ++e)
       dvRow[e] = 0.0f;
-    // The first query that sees the key.
-    int64_t first =
-        n.causal ? max(int64_t(0), key + keyStart(n) - queryStart(n)) : 0;
-    for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-      int64_t base = (b * n.heads + h) * n.queries + first;
-      if (first < n.queries)
-        attentionKeyGrad(k + row * n.d, v + row * n.dv, q + base * n.d,
-                         dout + base * n.dv, lse + base, rowDot + base,
-                         int(n.queries - first), n.d, n.dv, n.scale, dkRow,
-                         dvRow, drop, base * n.keys + key, n.keys);
-    }
+    SequencePlace queryPlace = getQueryPlace(n), keyPlace = getKeyPlace(n);
+    int64_t position = keyPlace.getPosition(key),
+            runRows = queryPlace.getRunRows();
+    for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h)
+      for (int64_t run = 0; run < queryPlace.getRuns(); ++run) {
+        // The run's first query that sees the key.
+        int64_t first =
+            n.causal
+                ? min(runRows, max(int64_t(0),
+                                   position - queryPlace.getRunPosition(run)))
+                : 0;
+        int64_t base = (b * n.heads + h) * n.queries + run * runRows + first;
+        if (first < runRows)
+          attentionKeyGrad(k + row * n.d, v + row * n.dv, q + base * n.d,
+                           dout + base * n.dv, lse + base, rowDot + base,
+                           int(runRows - first), n.d, n.dv, n.scale, dkRow,
+                           dvRow, drop, base * n.keys + key, n.keys);
+      }
     for (int e = 0; e < n.d; ++e)
       dk[row * n.d + e] = dkRow[e];
     for (int e = 0; e < n.dv; ++e)

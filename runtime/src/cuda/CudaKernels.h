@@ -19,6 +19,7 @@
 #include "Layouts.h"
 #include "tessera/runtime/LrSchedule.h"
 #include "tessera/runtime/Random.h"
+#include "tessera/runtime/SequencePlace.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <cuda_runtime.h>
@@ -167,6 +168,9 @@ struct AttentionShape {
   /// the index times them, its keys at (index - step) mod size times them.
   const int64_t *ringIndex = nullptr;
   int64_t ringStep = 0, ringSize = 1;
+  /// The sequence stored in zigzag order of 2 zigzag chunks
+  /// (SequencePlace), or in natural order where 0.
+  int64_t zigzag = 0;
   KernelError *error = nullptr;
 };
 /// nn.attention: a block per (batch, head) and 64 queries, a thread per

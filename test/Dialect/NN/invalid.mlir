@@ -790,6 +790,34 @@ func.func @attention_4(%q: tensor<4x8x16xf32>, %k: tensor<4x8x16xf32>, %v: tenso
 
 // -----
 
+// Tests that zigzag order is a causal attention's.
+func.func @zigzag_not_causal(%q: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects zigzag order (2) only causal, without dropout or a piece, on as many queries as keys in 2 zigzag chunks, got 8 queries and 8 keys}}
+  %0 = nn.attention %q, %q, %q scale = 1.0 zigzag = 2 : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %0 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Tests that zigzag order needs whole chunks: 8 rows are not 6 chunks.
+func.func @zigzag_chunks(%q: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention' op expects zigzag order (3) only causal, without dropout or a piece, on as many queries as keys in 2 zigzag chunks, got 8 queries and 8 keys}}
+  %0 = nn.attention %q, %q, %q causal = true scale = 1.0 zigzag = 3 : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %0 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Tests that a ring block in zigzag order holds whole chunks: a ring of 4
+// does not split 2 chunks.
+func.func @zigzag_block(%q: tensor<1x4x8x16xf32>, %i: tensor<1xi64>) -> tensor<1x4x8x16xf32> {
+  // expected-error @+1 {{'nn.attention_block' op expects zigzag order (1) only causal, on as many queries as keys, in whole chunks of 2 zigzag over the ring of 4, got 8 queries and 8 keys}}
+  %o, %l = nn.attention_block %q, %q, %q index %i causal = true scale = 1.0 ring_step = 1 ring_size = 4 zigzag = 1 : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1xi64>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  return %o : tensor<1x4x8x16xf32>
+}
+
+// -----
+
 // Tests that attention_grad rejects a k gradient of another shape than k.
 func.func @attention_grad_shape(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>, %o: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
   // expected-error @+1 {{'nn.attention_grad' op expects a k gradient of type 'tensor<1x2x8x16xf32>', got 'tensor<1x4x8x16xf32>'}}

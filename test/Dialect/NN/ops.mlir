@@ -483,6 +483,22 @@ func.func @attention(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %v: t
 
 // -----
 
+// Tests that attention in zigzag order and ring blocks of it round-trip.
+// CHECK-LABEL: func.func @zigzag(
+// CHECK:         %[[O:.+]] = nn.attention %{{.+}}, %{{.+}}, %{{.+}} causal = true scale = 1.250000e-01 ring = true zigzag = 2 :
+// CHECK:         nn.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %[[O]], %{{.+}} causal = true scale = 1.250000e-01 ring = true zigzag = 2 :
+// CHECK:         nn.attention_block %{{.+}}, %{{.+}}, %{{.+}} index %{{.+}} causal = true scale = 1.250000e-01 ring_step = 1 ring_size = 2 zigzag = 2 :
+// CHECK:         nn.attention_block_grad %{{.+}} index %{{.+}} causal = true scale = 1.250000e-01 ring_step = 1 ring_size = 2 zigzag = 2 :
+func.func @zigzag(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>, %do: tensor<2x8x16x64xf32>, %i: tensor<1xi64>, %lse: tensor<2x8x16xf32>) -> (tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>) {
+  %o = nn.attention %q, %k, %k causal = true scale = 0.125 ring = true zigzag = 2 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %k, %o, %do causal = true scale = 0.125 ring = true zigzag = 2 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>) -> (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>)
+  %b, %l = nn.attention_block %q, %k, %k index %i causal = true scale = 0.125 ring_step = 1 ring_size = 2 zigzag = 2 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>, tensor<1xi64>) -> (tensor<2x8x16x64xf32>, tensor<2x8x16xf32>)
+  %bq, %bk, %bv = nn.attention_block_grad %q, %k, %k, %o, %do, %lse index %i causal = true scale = 0.125 ring_step = 1 ring_size = 2 zigzag = 2 : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16xf32>, tensor<1xi64>) -> (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>)
+  return %dq, %b, %bq : tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>
+}
+
+// -----
+
 // Tests that gather, scatter_add and top_k round-trip.
 // CHECK-LABEL: func.func @indexed(
 // CHECK:         %[[G:.+]] = nn.gather %{{.+}}, %{{.+}} axis = 1 : (tensor<4x10xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>

@@ -80,6 +80,18 @@ func.func @embedding_piece(%t: tensor<16x4xf32> {dist.sharding = #dist.sharding<
 
 // -----
 
+// Tests that a sequence in zigzag order for another ring is refused: 2
+// chunks do not split over a ring of 4.
+dist.mesh @mesh_cp_4 ["cp"=4]
+func.func @zigzag_other_ring(
+    %q: tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh_cp_4, [{}, {}, {"cp"}, {}]>}) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{'nn.attention' op stores its sequence in zigzag order of 2 chunks, which a ring of 4 devices does not split into whole chunks (it was balanced for a ring of 1)}}
+  %o = nn.attention %q, %q, %q causal = true scale = 0.5 ring = true zigzag = 1 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}
+
+// -----
+
 // Tests that ring attention that drops its probabilities is refused where
 // it would be partitioned into a ring.
 dist.mesh @mesh_cp_2 ["cp"=2]

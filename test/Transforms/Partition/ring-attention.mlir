@@ -26,3 +26,17 @@ func.func @ring(
   %o = nn.attention %q, %k, %v causal = true scale = 0.35 ring = true : (tensor<2x2x8x8xf32>, tensor<2x1x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x2x8x8xf32>
   return %o : tensor<2x2x8x8xf32>
 }
+
+
+// In zigzag order (--tessera-zigzag-context) every block compares its rows'
+// positions: the blocks carry the order.
+dist.mesh @mesh_zigzag ["cp"=2]
+// CHECK-LABEL: func.func @zigzag
+func.func @zigzag(
+    %q: tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_zigzag, [{}, {}, {"cp"}, {}]>})
+    -> (tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_zigzag, [{}, {}, {"cp"}, {}]>}) {
+  // CHECK: nn.attention_block {{.*}} causal = true scale = 3.500000e-01 ring_step = 0 ring_size = 2 zigzag = 2 :
+  // CHECK: nn.attention_block {{.*}} causal = true scale = 3.500000e-01 ring_step = 1 ring_size = 2 zigzag = 2 :
+  %o = nn.attention %q, %q, %q causal = true scale = 0.35 ring = true zigzag = 2 : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  return %o : tensor<1x2x8x8xf32>
+}

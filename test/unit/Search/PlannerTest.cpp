@@ -893,19 +893,25 @@ TEST(PlannerTest, ContextParallelPlansArePricedAsCompiled) {
                   (choice.pp > 1 ? 0.07 : 0.05) * activations);
     }
   }
-  // The ring waits for its last device's whole blocks: its attention costs
-  // (2 cp - 1)/cp of an even split of the same tokens over dp.
+  // Stored in zigzag order (the sequence whole chunks of 2 cp), the ring's
+  // attention costs what an even split of the same tokens over dp does.
+  // In natural order (a sequence that cp divides but 2 cp does not) it
+  // waits for its last device's whole blocks: (2 cp - 1)/cp of that.
   PlanChoice ring, data;
   ring.cp = 2;
   data.dp = 2;
-  auto attention = [&](const PlanChoice &choice) {
+  auto attention = [&](const ModelShape &model, const PlanChoice &choice) {
     for (const auto &[name, seconds] :
-         estimatePlan(*shape, dgx(), choice).breakdown.compute)
+         estimatePlan(model, dgx(), choice).breakdown.compute)
       if (name == "attention")
         return seconds;
     return 0.0;
   };
-  EXPECT_DOUBLE_EQ(attention(ring), 1.5 * attention(data));
+  ASSERT_EQ(shape->seq % 4, 0);
+  EXPECT_DOUBLE_EQ(attention(*shape, ring), attention(*shape, data));
+  ModelShape natural = *shape;
+  natural.seq += 2;
+  EXPECT_DOUBLE_EQ(attention(natural, ring), 1.5 * attention(natural, data));
   // Grouped-query attention: the ring passes a device's kv heads, at least
   // one. With 2 kv heads tp=4 passes as much as tp=2, which passes less
   // than tp=1.

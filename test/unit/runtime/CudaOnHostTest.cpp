@@ -537,6 +537,7 @@ TEST(CudaAttentionMathTest, RowKernelsMatchTheCpuKernels) {
     KernelAttrs attrs;
     attrs.floats["scale"] = scale;
     attrs.ints["causal"] = causal;
+    attrs.ints["zigzag"] = 0;
     attrs.floats["dropout"] = rate;
     attrs.ints["seed"] = 9;
     AttentionDropout drop;

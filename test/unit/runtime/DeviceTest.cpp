@@ -517,6 +517,7 @@ TEST_F(CudaKernelsTest, Layers) {
     KernelAttrs attention;
     attention.floats["scale"] = 0.25;
     attention.ints["causal"] = causal;
+    attention.ints["zigzag"] = 0;
     attention.floats["dropout"] = 0;
     Spec q{DType::F32, {2, 4, 70, 16}}, kv{DType::F32, {2, 2, 70, 16}};
     check("nn.attention", attention, {random(q), random(kv), random(kv)}, {q},

@@ -1037,6 +1037,7 @@ TEST(KernelsTest, AttentionMatchesTheUnfusedFormulaAcrossTiles) {
     attrs.floats["scale"] = ref.scale;
     attrs.ints["causal"] = causal;
     attrs.floats["dropout"] = 0;
+    attrs.ints["zigzag"] = 0;
     OwnedTensor o(DType::F32, {ref.b, ref.a, ref.s, ref.dv});
     ASSERT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}), "");
     expectNear(read<float>(o), ref.o, 1e-5f);
@@ -1069,6 +1070,7 @@ TEST(KernelsTest, CausalAttentionOnAPieceOfTheQueriesPlacesThemByThePiece) {
   attrs.floats["scale"] = ref.scale;
   attrs.ints["causal"] = 1;
   attrs.floats["dropout"] = 0;
+  attrs.ints["zigzag"] = 0;
   attrs.lists["global_shape"] = {ref.b, ref.a, ref.s, ref.t};
   // The piece's rows of a [b, heads, s, width] tensor.
   auto rowsOf = [&](const std::vector<float> &whole, int64_t width,
@@ -1115,34 +1117,132 @@ TEST(KernelsTest, CausalAttentionOnAPieceOfTheQueriesPlacesThemByThePiece) {
             "causal, got 1 inputs after q, k, v");
 }
 
-TEST(KernelsTest, RingAttentionBlocksCombineToTheWholeAttention) {
-  // 130 queries and keys in a ring of 2 devices of 65: device i's queries
-  // against the keys of device (i - step) mod 2 at each step, combined by
-  // the blocks' log-sum-exps, are the whole attention's rows; the blocks'
-  // gradients against the combined log-sum-exps sum to the whole's.
-  for (bool causal : {true, false}) {
-    SCOPED_TRACE(causal ? "causal" : "not causal");
-    NaiveAttention ref{1, 4, 2, 130, 130, 8, 6, 0.35f, causal};
+/// The natural position of each stored row of a sequence of `length` in
+/// zigzag order of 2 `zigzag` chunks (chunks 0, 2 zigzag - 1, 1, ...), or
+/// in natural order where `zigzag` is 0.
+static std::vector<int64_t> getStoredPositions(int64_t length, int64_t zigzag) {
+  std::vector<int64_t> positions(length);
+  for (int64_t row = 0; row < length; ++row)
+    positions[row] = row;
+  if (zigzag == 0)
+    return positions;
+  int64_t rows = length / (2 * zigzag);
+  for (int64_t row = 0; row < length; ++row) {
+    int64_t stored = row / rows;
+    int64_t chunk = stored % 2 == 0 ? stored / 2 : 2 * zigzag - 1 - stored / 2;
+    positions[row] = chunk * rows + row % rows;
+  }
+  return positions;
+}
+
+/// A [b, heads, s, width] tensor's rows along s in stored order: row i is
+/// the row at `positions[i]`.
+static std::vector<float> storeRows(const std::vector<float> &whole,
+                                    int64_t width,
+                                    const std::vector<int64_t> &positions) {
+  int64_t length = static_cast<int64_t>(positions.size());
+  std::vector<float> stored(whole.size());
+  for (size_t bh = 0; bh < whole.size() / (length * width); ++bh)
+    for (int64_t i = 0; i < length; ++i)
+      std::copy_n(whole.begin() + (bh * length + positions[i]) * width, width,
+                  stored.begin() + (bh * length + i) * width);
+  return stored;
+}
+
+TEST(KernelsTest, ZigzagAttentionIsTheAttentionOfTheStoredRows) {
+  // 136 queries and keys stored in zigzag order of 4 chunks of 34 (the
+  // query tiles end at the chunks), and of 8 chunks of 17: the output and
+  // the gradients are the natural order's, stored likewise.
+  for (int64_t zigzag : {2, 4}) {
+    SCOPED_TRACE("zigzag " + std::to_string(zigzag));
+    NaiveAttention ref{2, 4, 2, 136, 136, 8, 6, 0.35f, true};
     ref.q = noise(ref.b * ref.a * ref.s * ref.d, 1);
     ref.k = noise(ref.b * ref.kv * ref.t * ref.d, 2);
     ref.v = noise(ref.b * ref.kv * ref.t * ref.dv, 3);
     ref.r = noise(ref.b * ref.a * ref.s * ref.dv, 4);
     ref.run();
-    int64_t rows = 65, ring = 2;
-    // Piece `piece` of a [b, heads, s, width] tensor along s.
+    std::vector<int64_t> positions = getStoredPositions(ref.s, zigzag);
+    OwnedTensor q = f32({ref.b, ref.a, ref.s, ref.d},
+                        storeRows(ref.q, ref.d, positions)),
+                k = f32({ref.b, ref.kv, ref.t, ref.d},
+                        storeRows(ref.k, ref.d, positions)),
+                v = f32({ref.b, ref.kv, ref.t, ref.dv},
+                        storeRows(ref.v, ref.dv, positions)),
+                r = f32({ref.b, ref.a, ref.s, ref.dv},
+                        storeRows(ref.r, ref.dv, positions));
+    KernelAttrs attrs;
+    attrs.floats["scale"] = ref.scale;
+    attrs.ints["causal"] = 1;
+    attrs.floats["dropout"] = 0;
+    attrs.ints["zigzag"] = zigzag;
+    OwnedTensor o(DType::F32, {ref.b, ref.a, ref.s, ref.dv});
+    ASSERT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}), "");
+    expectNear(read<float>(o), storeRows(ref.o, ref.dv, positions), 1e-5f);
+    OwnedTensor dq(DType::F32, q.view.shape), dk(DType::F32, k.view.shape),
+        dv(DType::F32, v.view.shape);
+    ASSERT_EQ(
+        run("nn.attention_grad", attrs, {&q, &k, &v, &o, &r}, {&dq, &dk, &dv}),
+        "");
+    expectNear(read<float>(dq), storeRows(ref.dq, ref.d, positions), 1e-4f);
+    expectNear(read<float>(dk), storeRows(ref.dk, ref.d, positions), 1e-4f);
+    expectNear(read<float>(dv), storeRows(ref.dvOut, ref.dv, positions), 1e-4f);
+  }
+  // Zigzag order is causal attention's, of whole chunks.
+  KernelAttrs attrs;
+  attrs.floats["scale"] = 1.0;
+  attrs.ints["causal"] = 1;
+  attrs.floats["dropout"] = 0;
+  attrs.ints["zigzag"] = 3;
+  OwnedTensor q(DType::F32, {1, 1, 8, 2}), o(DType::F32, {1, 1, 8, 2});
+  EXPECT_EQ(run("nn.attention", attrs, {&q, &q, &q}, {&o}),
+            "nn.attention: expects zigzag order (3) only causal, without "
+            "dropout or a piece, on as many queries as keys in 2 zigzag "
+            "chunks, got 8 queries and 8 keys");
+}
+
+TEST(KernelsTest, RingAttentionBlocksCombineToTheWholeAttention) {
+  // 130 queries and keys in a ring of 2 devices of 65: device i's queries
+  // against the keys of device (i - step) mod 2 at each step, combined by
+  // the blocks' log-sum-exps, are the whole attention's rows; the blocks'
+  // gradients against the combined log-sum-exps sum to the whole's. Then
+  // the sequence stored in zigzag order (Megatron-LM's causal load
+  // balance): 136 in 4 chunks on rings of 2 and 4, and 144 in 8 chunks on
+  // a ring of 2 (two runs of positions per device).
+  struct Ring {
+    bool causal;
+    int64_t length, ring, zigzag;
+  };
+  for (Ring config :
+       {Ring{true, 130, 2, 0}, Ring{false, 130, 2, 0}, Ring{true, 136, 2, 2},
+        Ring{true, 136, 4, 2}, Ring{true, 144, 2, 4}}) {
+    bool causal = config.causal;
+    SCOPED_TRACE((causal ? "causal, " : "") + std::to_string(config.length) +
+                 " on " + std::to_string(config.ring) + ", zigzag " +
+                 std::to_string(config.zigzag));
+    NaiveAttention ref{1, 4, 2,     config.length, config.length,
+                       8, 6, 0.35f, causal};
+    ref.q = noise(ref.b * ref.a * ref.s * ref.d, 1);
+    ref.k = noise(ref.b * ref.kv * ref.t * ref.d, 2);
+    ref.v = noise(ref.b * ref.kv * ref.t * ref.dv, 3);
+    ref.r = noise(ref.b * ref.a * ref.s * ref.dv, 4);
+    ref.run();
+    int64_t ring = config.ring, rows = ref.s / ring;
+    std::vector<int64_t> positions = getStoredPositions(ref.s, config.zigzag);
+    // Piece `piece` of a [b, heads, s, width] tensor's stored rows.
     auto pieceOf = [&](const std::vector<float> &whole, int64_t heads,
                        int64_t width, int64_t piece) {
-      std::vector<float> part;
+      std::vector<float> stored = storeRows(whole, width, positions), part;
       for (int64_t bh = 0; bh < ref.b * heads; ++bh)
         part.insert(part.end(),
-                    whole.begin() + (bh * ref.s + piece * rows) * width,
-                    whole.begin() + (bh * ref.s + (piece + 1) * rows) * width);
+                    stored.begin() + (bh * ref.s + piece * rows) * width,
+                    stored.begin() + (bh * ref.s + (piece + 1) * rows) * width);
       return part;
     };
     KernelAttrs attrs;
     attrs.floats["scale"] = ref.scale;
     attrs.ints["causal"] = causal;
     attrs.ints["ring_size"] = ring;
+    attrs.ints["zigzag"] = config.zigzag;
     std::vector<std::vector<float>> dkSum(ring), dvSum(ring);
     for (int64_t device = 0; device < ring; ++device) {
       OwnedTensor q = f32({1, 4, rows, 8}, pieceOf(ref.q, 4, 8, device)),
@@ -1211,6 +1311,7 @@ TEST(KernelsTest, RingAttentionBlocksCombineToTheWholeAttention) {
   attrs.ints["causal"] = 1;
   attrs.ints["ring_size"] = 2;
   attrs.ints["ring_step"] = 2;
+  attrs.ints["zigzag"] = 0;
   OwnedTensor q(DType::F32, {1, 1, 4, 2}), k(DType::F32, {1, 1, 4, 2}),
       o(DType::F32, {1, 1, 4, 2}), lse(DType::F32, {1, 1, 4}),
       index = i64({1}, {0});
@@ -1222,6 +1323,12 @@ TEST(KernelsTest, RingAttentionBlocksCombineToTheWholeAttention) {
   EXPECT_EQ(
       run("nn.attention_block", attrs, {&q, &k, &k, &outside}, {&o, &lse}),
       "nn.attention_block: index 5 lies outside the ring of 2");
+  // In zigzag order a device holds whole chunks: 4 rows are not of 3.
+  attrs.ints["zigzag"] = 3;
+  EXPECT_EQ(run("nn.attention_block", attrs, {&q, &k, &k, &index}, {&o, &lse}),
+            "nn.attention_block: expects zigzag order (3) only causal, on as "
+            "many queries as keys, in whole chunks of 2 zigzag over the ring "
+            "of 2, got 4 queries and 4 keys");
 }
 
 TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
@@ -1229,6 +1336,7 @@ TEST(KernelsTest, AttentionRejectsMismatchedShapes) {
   attrs.floats["scale"] = 1.0;
   attrs.ints["causal"] = 0;
   attrs.floats["dropout"] = 0;
+  attrs.ints["zigzag"] = 0;
   OwnedTensor q(DType::F32, {1, 4, 8, 16}), k(DType::F32, {1, 3, 8, 16}),
       v(DType::F32, {1, 3, 8, 16}), o(DType::F32, {1, 4, 8, 16});
   EXPECT_EQ(run("nn.attention", attrs, {&q, &k, &v}, {&o}),

@@ -157,6 +157,7 @@ TEST(ThreadPoolTest, KernelsGiveTheSameBitsOnAnyNumberOfThreads) {
   norm.floats["epsilon"] = 1e-5;
   attention.floats["scale"] = 0.25;
   attention.ints["causal"] = 1;
+  attention.ints["zigzag"] = 0;
   attention.floats["dropout"] = 0;
   attention.ints["seed"] = 0;
   for (const char *name : {"lr", "beta1", "beta2", "epsilon", "weight_decay"})
