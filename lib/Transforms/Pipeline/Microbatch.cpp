@@ -53,6 +53,19 @@ LogicalResult splitBatches(func::FuncOp function, dist::MeshOp mesh,
         dims.push_back(dist::DimShardingAttr::get(context, {}, /*isOpen=*/true,
                                                   std::nullopt));
     }
+    // TODO(issue 23): the microbatch axis after "ep" on the batch keeps the
+    // experts' all_to_all from exchanging tokens for experts within a
+    // microbatch; before it, a rank's microbatches would not be one
+    // contiguous piece of the batch, which the runtime feeds.
+    if (llvm::any_of(dims[0].getAxes(), [&](StringAttr name) {
+          return name.getValue() == "ep" &&
+                 mesh.getAxisSize("ep").value_or(1) > 1;
+        }))
+      return function.emitError("microbatches with expert parallelism are "
+                                "not built: the batch of argument #")
+             << index
+             << " splits over \"ep\"; give --microbatches 1 (and so no "
+                "pipeline), or ep=1";
     int64_t split = microbatches;
     for (StringAttr name : dims[0].getAxes())
       split *= mesh.getAxisSize(name.getValue()).value_or(1);
