@@ -22,10 +22,15 @@ tessera::getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops) {
   llvm::DenseMap<mlir::Operation *, int64_t> position;
   for (auto [i, op] : llvm::enumerate(ops))
     position[op] = i;
-  // Per position, the change in the values live across it.
+  // Per position, the change in the values live across it. Scalars do not
+  // count: a layer's load-balancing loss, added to the loss at the end,
+  // crosses every later boundary but is no layer's activation.
   llvm::SmallVector<int64_t> crossing(n + 1, 0);
   for (auto [i, op] : llvm::enumerate(ops)) {
     for (mlir::Value result : op->getResults()) {
+      if (auto type = dyn_cast<mlir::RankedTensorType>(result.getType());
+          type && type.getRank() == 0)
+        continue;
       int64_t last = i;
       for (mlir::Operation *user : result.getUsers())
         if (auto it = position.find(user); it != position.end())

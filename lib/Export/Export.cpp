@@ -700,6 +700,9 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     if (auto source = function.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                              sourceName))
       argument->set_source_index(source.getInt());
+    if (auto major = function.getArgAttrOfType<IntegerAttr>(
+            arg.getArgNumber(), dist::DistDialect::kMicrobatchesMajorAttrName))
+      argument->set_microbatches_major(major.getInt());
     setMembers(function.getArgAttr(arg.getArgNumber(), membersName),
                function.getArgAttr(arg.getArgNumber(), attrName), argument);
   }

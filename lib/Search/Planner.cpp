@@ -1517,15 +1517,16 @@ SmallVector<PlanMesh> tessera::getPlanMeshes(const ModelShape &model,
         continue;
       // The data-parallel devices, split into dp x ep where the model has
       // experts (ep dividing them), or dp x cp where its attention is
-      // fused (cp dividing the sequence). TODO(issue 23): experts over "ep" in
-      // microbatches (and so pipelines): the microbatch axis, minor to "ep"
-      // on the batch, keeps the all_to_all from moving "ep" alone.
+      // fused (cp dividing the sequence). TODO(issue 23): pipelines of
+      // experts over "ep" compile and train exactly, but the stage cuts
+      // and each stage's parameters are priced as a dense model's (the
+      // experts' half-layers do not cost 1/ep of their FLOPs there).
       int64_t replicas = devices / tp / pp;
       for (int64_t ep : getDivisors(replicas))
         for (int64_t cp : getDivisors(replicas / ep)) {
           int64_t dp = replicas / ep / cp, batchSplit = dp * ep;
-          if ((ep > 1 && (model.experts == 0 || model.experts % ep != 0 ||
-                          pp > 1 || pins.microbatches.value_or(1) != 1)) ||
+          if ((ep > 1 &&
+               (model.experts == 0 || model.experts % ep != 0 || pp > 1)) ||
               (cp > 1 && (!model.fusedAttention || model.attentionDropout ||
                           model.experts > 0 || model.seq % cp != 0)) ||
               !pinned(pins.ep, ep) || !pinned(pins.cp, cp) ||
@@ -1774,7 +1775,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
       };
       const ShapeLayouts &tensorLayouts = partitioned[key];
       for (int64_t m : getDivisors(model.batch / (dp * ep))) {
-        if (!pinned(pins.microbatches, m) || (ep > 1 && m > 1))
+        if (!pinned(pins.microbatches, m))
           continue;
         // The stage cut and the microbatches in flight, per schedule and
         // shape of the cut.

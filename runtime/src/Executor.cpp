@@ -642,6 +642,28 @@ static void copyFlatRange(const Tensor &flat, const Tensor &global,
 static void movePiece(OwnedTensor *owned, const Tensor *local,
                       const Tensor &global, const PieceLayout &layout,
                       const Mesh &mesh, int64_t rank, bool toGlobal) {
+  // Microbatches major in dim 0: the rank's piece of each, one after
+  // another (the plan's checks make the parts divide evenly).
+  if (int64_t parts = layout.microbatchesMajor; parts > 1) {
+    PieceLayout part = layout;
+    part.microbatchesMajor = 0;
+    std::vector<int64_t> shape, offsets;
+    getPiece(global.shape, layout.dimAxes, mesh, rank, shape, offsets);
+    if (owned)
+      *owned = OwnedTensor(global.dtype, shape);
+    Tensor whole = owned ? owned->view : *local;
+    size_t globalPart = global.getBytes() / parts,
+           localPart = whole.getBytes() / parts;
+    for (int64_t m = 0; m < parts; ++m) {
+      Tensor from = global, to = whole;
+      from.shape[0] /= parts;
+      to.shape[0] /= parts;
+      from.data = static_cast<uint8_t *>(global.data) + m * globalPart;
+      to.data = static_cast<uint8_t *>(whole.data) + m * localPart;
+      movePiece(nullptr, &to, from, part, mesh, rank, toGlobal);
+    }
+    return;
+  }
   std::vector<int64_t> shape, offsets;
   getPiece(layout.paddedShape.empty() ? global.shape : layout.paddedShape,
            layout.dimAxes, mesh, rank, shape, offsets);

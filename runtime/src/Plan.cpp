@@ -563,6 +563,18 @@ Status ProgramValidator::checkLayout(const Message &message,
   if (Status error = getPieceShape(tiled, layout.dimAxes, mesh, what, shape);
       !error.ok())
     return error;
+  if (int64_t parts = layout.microbatchesMajor; parts != 0) {
+    if (parts < 0 || shape.empty() || shape[0] % parts != 0)
+      return invalidPlan(
+          what + " holds " + std::to_string(parts) +
+          " microbatches major in dim 0, which do not split " +
+          (shape.empty()
+               ? std::string("a piece of rank 0")
+               : "its piece of " + std::to_string(shape[0]) + " rows"));
+    if (!layout.flatAxes.empty() || !layout.paddedShape.empty())
+      return invalidPlan(what + " holds microbatches major in dim 0 and is "
+                                "stored flat or padded");
+  }
   if (!layout.flatAxes.empty()) {
     for (const std::string &axis : layout.flatAxes)
       if (mesh.getAxisIndex(axis) < 0)

@@ -54,6 +54,12 @@ def Dist_Dialect : Dialect {
     /// every stage consistently with the unpipelined program.
     static constexpr ::llvm::StringLiteral kSourceIndexAttrName =
         "dist.source_index";
+    /// On a data argument of a pipeline stage's function: dim 0 holds this
+    /// many microbatches major ("mb" first on its batch, before "ep"), so
+    /// that a rank's piece is its piece of each microbatch, one after
+    /// another (plan::Argument's microbatches_major).
+    static constexpr ::llvm::StringLiteral kMicrobatchesMajorAttrName =
+        "dist.microbatches_major";
     /// On a function: `--tessera-partition` made it the program of one
     /// device (its types are the local pieces). The export needs it on a
     /// function whose shardings name a mesh; passes that take the global

@@ -23,7 +23,8 @@ static LogicalResult verifyFunctionSharding(Operation *op, NamedAttribute attr,
                                             StringRef what, unsigned index,
                                             Type type) {
   if (attr.getName() == DistDialect::kSourceIndexAttrName ||
-      attr.getName() == DistDialect::kIndexBoundAttrName) {
+      attr.getName() == DistDialect::kIndexBoundAttrName ||
+      attr.getName() == DistDialect::kMicrobatchesMajorAttrName) {
     auto source = dyn_cast<IntegerAttr>(attr.getValue());
     if (!source || source.getInt() < 0)
       return op->emitError("expects '")

@@ -20,7 +20,9 @@ namespace tessera {
 /// The layer boundaries of `ops` (one block's ops in program order): the
 /// positions i (0 first) before which at most one value that an op of
 /// `ops` made before i is read at i or later, as one value (the residual
-/// stream) crosses between layers. Reads by ops outside `ops` do not count.
+/// stream) crosses between layers. Reads by ops outside `ops` do not count,
+/// nor scalars (a layer's load-balancing loss, added to the loss at the
+/// end).
 llvm::SmallVector<int64_t>
 getLayerBoundaries(llvm::ArrayRef<mlir::Operation *> ops);
 

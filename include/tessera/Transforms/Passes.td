@@ -783,7 +783,13 @@ def MicrobatchPass : Pass<"tessera-microbatch", "mlir::ModuleOp"> {
     accumulate gradients. Adds the axis "mb" of size `microbatches` to the
     mesh as its most minor axis (making a mesh `@mesh ["mb"=M]` if there is
     none) and splits dim 0 (the batch) of every data argument (neither
-    `nn.param` nor `nn.state`) over it, after the axes already there.
+    `nn.param` nor `nn.state`) over it, after the axes already there: each
+    rank's microbatches are one after another in its piece. Where the
+    batch splits over "ep" (expert parallelism), "mb" goes before the axes
+    instead, so that "ep" stays the minor split of a microbatch, which the
+    experts' all_to_all exchanges for experts; `--tessera-pipeline` marks
+    such data `dist.microbatches_major`, and the runtime feeds each rank its
+    piece of every microbatch, one after another.
 
     Microbatching is then sharding in time, as GSPMD would see it:
     propagation and partition give every value its one-microbatch local

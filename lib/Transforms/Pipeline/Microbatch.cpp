@@ -53,19 +53,6 @@ LogicalResult splitBatches(func::FuncOp function, dist::MeshOp mesh,
         dims.push_back(dist::DimShardingAttr::get(context, {}, /*isOpen=*/true,
                                                   std::nullopt));
     }
-    // TODO(issue 23): the microbatch axis after "ep" on the batch keeps the
-    // experts' all_to_all from exchanging tokens for experts within a
-    // microbatch; before it, a rank's microbatches would not be one
-    // contiguous piece of the batch, which the runtime feeds.
-    if (llvm::any_of(dims[0].getAxes(), [&](StringAttr name) {
-          return name.getValue() == "ep" &&
-                 mesh.getAxisSize("ep").value_or(1) > 1;
-        }))
-      return function.emitError("microbatches with expert parallelism are "
-                                "not built: the batch of argument #")
-             << index
-             << " splits over \"ep\"; give --microbatches 1 (and so no "
-                "pipeline), or ep=1";
     int64_t split = microbatches;
     for (StringAttr name : dims[0].getAxes())
       split *= mesh.getAxisSize(name.getValue()).value_or(1);
@@ -74,8 +61,17 @@ LogicalResult splitBatches(func::FuncOp function, dist::MeshOp mesh,
              << index << " (dim 0 of size " << type.getDimSize(0) << ") into "
              << microbatches << " microbatches over its "
              << split / microbatches << " shards";
+    // The microbatches are the batch's minor split, each rank's one after
+    // another in its piece; but where the batch splits over "ep", its
+    // major split, so that "ep" stays a microbatch's minor split, which the
+    // experts' all_to_all exchanges for experts (the pipeline pass marks
+    // such data dist.microbatches_major for the runtime to feed).
     SmallVector<StringAttr> axes(dims[0].getAxes());
-    axes.push_back(axis);
+    if (llvm::any_of(axes,
+                     [](StringAttr name) { return name.getValue() == "ep"; }))
+      axes.insert(axes.begin(), axis);
+    else
+      axes.push_back(axis);
     dims[0] = dist::DimShardingAttr::get(context, axes, /*isOpen=*/false,
                                          dims[0].getPriority());
     function.setArgAttr(

@@ -452,13 +452,18 @@ LogicalResult Pipeliner::cutForward(ArrayRef<Operation *> forward) {
   // Where the backward reads what crosses (a checkpoint): inside a layer
   // that full recomputation remakes, a later stage's backward would remake
   // the earlier stage's ops there, and the ops between would run on the
-  // earlier stage. Where that leaves too few cuts, the others serve.
+  // earlier stage. Where that leaves too few cuts, the others serve. A
+  // scalar that crosses (a layer's load-balancing loss, added to the loss at
+  // the end) is no layer's value: it keeps no cut out.
   DenseMap<Operation *, int64_t> position;
   for (auto [i, op] : llvm::enumerate(forward))
     position[op] = i;
   SmallVector<int64_t> unread(n + 1, 0);
   for (auto [i, op] : llvm::enumerate(forward))
     for (Value result : op->getResults()) {
+      if (auto type = dyn_cast<RankedTensorType>(result.getType());
+          type && type.getRank() == 0)
+        continue;
       int64_t last = i;
       bool readBackward = false;
       for (Operation *user : result.getUsers()) {
@@ -1257,6 +1262,16 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
                           ? NamedAttribute(attr.getName(),
                                            dropMicrobatchAxis(attr.getValue()))
                           : attr);
+    // The microbatch axis first on the batch of more than itself: the
+    // microbatches are major in a rank's piece.
+    if (auto sharding =
+            function.getArgAttrOfType<dist::ShardingAttr>(index, shardingName);
+        sharding && spec.microbatches > 1 && !sharding.getDims().empty()) {
+      ArrayRef<StringAttr> batch = sharding.getDims().front().getAxes();
+      if (batch.size() > 1 && batch.front().getValue() == kMicrobatchAxis)
+        attrs.set(dist::DistDialect::kMicrobatchesMajorAttrName,
+                  builder.getI64IntegerAttr(spec.microbatches));
+    }
     setSource(attrs, index);
     stage.setArgAttrs(local, attrs.getDictionary(context));
   }

@@ -809,8 +809,13 @@ TEST(PlannerTest, ExpertParallelPlansArePricedAsCompiled) {
   SearchPins pins;
   pins.precision = Precision::FP32;
   pins.layout = TensorLayout::Megatron;
-  for (int64_t ep : {2, 4}) {
+  // Unpinned, and with two microbatches (the microbatch axis the batch's
+  // major split, "ep" a microbatch's minor one).
+  for (auto [ep, microbatches] :
+       {std::pair<int64_t, int64_t>{2, 1}, {4, 1}, {2, 2}}) {
     pins.ep = ep;
+    if (microbatches > 1)
+      pins.microbatches = microbatches;
     SearchResult result = searchPlans(*shape, dgx(), 4, pins, *model);
     ASSERT_GE(result.plans.size(), 3u);
     for (const PlanEstimate &estimate :
@@ -818,7 +823,7 @@ TEST(PlannerTest, ExpertParallelPlansArePricedAsCompiled) {
       const PlanChoice &choice = estimate.choice;
       SCOPED_TRACE(describe(choice));
       EXPECT_EQ(choice.ep, ep);
-      EXPECT_EQ(choice.microbatches, 1);
+      EXPECT_EQ(choice.microbatches, microbatches);
       EXPECT_GT(estimate.epCommSeconds, 0);
       CompileOptions options;
       options.mesh = getMesh(choice);

@@ -117,6 +117,20 @@ TEST(PlanTest, RejectsAnotherFormatVersion) {
             "format version 0 is not this runtime's 1");
 }
 
+TEST(PlanTest, RejectsMicrobatchesMajorThatDoNotSplitAPiece) {
+  // Argument 0 is [4, 16] with dim 0 whole: 3 microbatches do not split
+  // its 4 rows.
+  plan::Plan plan = makePlan();
+  plan.mutable_programs(0)->mutable_arguments(0)->set_microbatches_major(3);
+  std::string error = getValidationError(plan);
+  EXPECT_NE(error.find("holds 3 microbatches major in dim 0, which do not "
+                       "split its piece of 4 rows"),
+            std::string::npos)
+      << error;
+  plan.mutable_programs(0)->mutable_arguments(0)->set_microbatches_major(2);
+  EXPECT_EQ(getValidationError(plan), "");
+}
+
 TEST(PlanTest, RejectsABufferOutOfRange) {
   plan::Plan plan = makePlan();
   plan.mutable_programs(0)
@@ -459,6 +473,29 @@ TEST(MeshTest, LocalPiecesRoundTrip) {
   for (int64_t rank = 0; rank < 4; ++rank)
     placeLocalPiece(takeLocalPiece(global.view, dims, mesh, rank).view,
                     rebuilt.view, dims, mesh, rank);
+  EXPECT_EQ(rebuilt.storage, global.storage);
+}
+
+TEST(MeshTest, MicrobatchesMajorPiecesRoundTrip) {
+  // 8 rows in 2 microbatches major (expert parallelism's data): microbatch
+  // m is rows 4m to 4m + 3, split over dp = 2 and ep = 2; rank 1 (dp=0,
+  // ep=1) holds row 1 of each, rows 1 and 5.
+  Mesh mesh({"dp", "ep"}, {2, 2});
+  OwnedTensor global(DType::F32, {8, 2});
+  for (int i = 0; i < 16; ++i)
+    global.view.as<float>()[i] = i;
+  PieceLayout layout{{{"dp", "ep"}, {}}, {}};
+  layout.microbatchesMajor = 2;
+  OwnedTensor piece = takeLocalPiece(global.view, layout, mesh, /*rank=*/1);
+  ASSERT_EQ(piece.view.shape, (std::vector<int64_t>{2, 2}));
+  std::vector<float> want = {2, 3, 10, 11};
+  EXPECT_EQ(
+      std::vector<float>(piece.view.as<float>(), piece.view.as<float>() + 4),
+      want);
+  OwnedTensor rebuilt(DType::F32, {8, 2});
+  for (int64_t rank = 0; rank < 4; ++rank)
+    placeLocalPiece(takeLocalPiece(global.view, layout, mesh, rank).view,
+                    rebuilt.view, layout, mesh, rank);
   EXPECT_EQ(rebuilt.storage, global.storage);
 }
 

@@ -11,6 +11,7 @@
 #include "tessera/runtime/Tensor.h"
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,9 @@ struct PieceLayout {
   /// The padded shape the pieces tile (empty: the global shape); a piece's
   /// elements past the global tensor's end are zeros.
   std::vector<int64_t> paddedShape;
+  /// Dim 0 holds this many microbatches major (plan::Argument's
+  /// microbatches_major): a piece is its pieces of each, one after another.
+  int64_t microbatchesMajor = 0;
 };
 
 /// The layout of a plan argument or result.
@@ -89,6 +93,8 @@ template <typename T> PieceLayout getLayout(const T &message) {
                          message.flat_axes().end());
   layout.paddedShape.assign(message.padded_shape().begin(),
                             message.padded_shape().end());
+  if constexpr (std::is_same_v<T, plan::Argument>)
+    layout.microbatchesMajor = message.microbatches_major();
   return layout;
 }
 
