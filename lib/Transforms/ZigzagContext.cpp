@@ -205,12 +205,12 @@ SequenceOrder::Failure SequenceOrder::visit(Operation *op) {
     order[attention.getResult()] = {2, 1};
     return std::nullopt;
   }
-  if (isa<nn::RandomOpInterface>(op)) {
+  if (isa<nn::RandomOpInterface>(op))
     return std::pair(op, std::string("draws its numbers by place"));
-  } else if (isa<nn::CausalMaskOp, nn::MoeDispatchOp>(op) ||
-             (isa<nn::SoftmaxOp>(op) && cast<nn::SoftmaxOp>(op).getCausal())) {
+  if (auto softmax = dyn_cast<nn::SoftmaxOp>(op);
+      isa<nn::CausalMaskOp, nn::MoeDispatchOp>(op) ||
+      (softmax && softmax.getCausal()))
     return std::pair(op, std::string("depends on the tokens' order"));
-  }
   auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
   if (!ruleOp || op->getNumRegions() > 0)
     return std::pair(op, std::string("has no sharding rule to follow the "
@@ -402,8 +402,8 @@ static SmallVector<BlockArgument> getSequenceData(func::FuncOp function,
 /// its ring attentions are causal and nothing else depends on the order;
 /// else warns why its ring stays unbalanced.
 static void balance(func::FuncOp function, dist::MeshOp mesh, int64_t zigzag) {
-  SmallVector<BlockArgument> data =
-      getSequenceData(function, FlatSymbolRefAttr::get(mesh.getSymNameAttr()));
+  auto meshSymbol = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  SmallVector<BlockArgument> data = getSequenceData(function, meshSymbol);
   SmallVector<nn::AttentionOp> rings;
   function.walk([&](nn::AttentionOp attention) {
     if (attention.getRing() && attention.getCausal() &&
@@ -439,7 +439,6 @@ static void balance(func::FuncOp function, dist::MeshOp mesh, int64_t zigzag) {
   // The data, permuted where first read, their sequence pinned to its
   // split (the other dims left open: propagation splits the batch, and
   // microbatches too).
-  auto meshSymbol = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
   Reorder reorder(meshSymbol, zigzag);
   OpBuilder builder(function.getContext());
   for (BlockArgument arg : data) {
