@@ -22,8 +22,9 @@ program, against the analytic value per layer:
 With --run, each kind's plan also runs on cp = 2 CPU ranks (a smaller
 sequence, --run-seq) and its fastest step is reported beside the
 one-device step: what the ranks spend on attention, communication and
-waiting. Without load balancing, causal ring attention's first rank skips
-the block of later keys and waits for the last. The ring then runs again
+waiting. The causal ring runs in zigzag order (--tessera-zigzag-context),
+so that every rank computes the same share; bench/partition/ring_balance.py
+compares it with natural order. The ring then runs again
 compiled with --overlap --prefetch 2, traced: the share of the last
 rank's ring transfers (on the communication stream) that ran while it
 computed an attention block.
