@@ -28,10 +28,6 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <google/protobuf/text_format.h>
-
 namespace tessera {
 #define GEN_PASS_DEF_EXPORTPASS
 #include "tessera/Transforms/Passes.h.inc"
@@ -682,15 +678,20 @@ LogicalResult PlanBuilder::build(plan::Program &result,
                                                        nn::kParamAttrName);
     auto state = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                        nn::kStateAttrName);
-    argument->set_name(param   ? param.str()
-                       : state ? state.str()
-                               : "arg" + std::to_string(arg.getArgNumber()));
+    // A parameter server's gradient of a parameter.
+    auto gradOf = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        nn::kGradOfAttrName);
+    argument->set_name(param    ? param.str()
+                       : state  ? state.str()
+                       : gradOf ? gradOf.str()
+                                : "arg" + std::to_string(arg.getArgNumber()));
     argument->set_is_param(static_cast<bool>(param));
     argument->set_role(
         param ? plan::PARAM
         : state
             ? (state.getValue() == "step" ? plan::STEP : plan::OPTIMIZER_STATE)
-            : plan::DATA);
+        : gradOf ? plan::GRADIENT
+                 : plan::DATA);
     argument->set_dtype(getPlanDType(type));
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName),
@@ -763,6 +764,9 @@ LogicalResult PlanBuilder::build(plan::Program &result,
         if (auto metric = function.getResultAttrOfType<StringAttr>(
                 index, nn::kMetricAttrName))
           planResult->set_metric(metric.str());
+        if (auto gradOf = function.getResultAttrOfType<StringAttr>(
+                index, nn::kGradOfAttrName))
+          planResult->set_grad_of(gradOf.str());
         setSharding(function.getResultAttr(index, attrName),
                     function.getResultAttr(index, globalShapeName),
                     function.getResultAttr(index, unpaddedName),
@@ -1170,21 +1174,10 @@ struct ExportPass : tessera::impl::ExportPassBase<ExportPass> {
     }
 
     plan.set_checksum(plan::computeChecksum(plan));
-    std::string bytes;
-    bool written;
-    if (text) {
-      written = google::protobuf::TextFormat::PrintToString(plan, &bytes);
-    } else {
-      // Maps (kernel attributes) in key order, so that one program always
-      // gives the same bytes: replays and bisections compare plans by them.
-      google::protobuf::io::StringOutputStream stream(&bytes);
-      google::protobuf::io::CodedOutputStream coded(&stream);
-      coded.SetSerializationDeterministic(true);
-      written = plan.SerializeToCodedStream(&coded);
-    }
+    std::string bytes = plan::serializePlan(plan, text);
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
-    if (!written || !file) {
+    if (bytes.empty() || !file) {
       module.emitError("cannot write the plan: ") << error;
       return signalPassFailure();
     }

@@ -10,11 +10,14 @@
 
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Export/Report.h"
+#include "tessera/Pipelines/Pipelines.h"
 #include "tessera/Support/Nesting.h"
 #include "tessera/Support/Progress.h"
 #include "tessera/runtime/Manifest.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Tensor.h"
+
+#include "PlanChecksum.h"
 
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/Pass.h"
@@ -26,6 +29,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
+#include <fstream>
 #include <thread>
 
 extern char **environ;
@@ -219,6 +223,56 @@ tessera::runPipeline(ModuleOp module,
   progress.clear();
   if (failed(ran))
     return llvm::make_error<DiagnosedError>();
+  return llvm::Error::success();
+}
+
+llvm::Error tessera::compilePlan(ModuleOp module,
+                                 const CompileOptions &options) {
+  if (options.servers == 0)
+    return runPipeline(
+        module, [&](OpPassManager &pm) { buildCompilePipeline(pm, options); });
+  runtime::Consistency consistency;
+  if (runtime::Status parsed =
+          runtime::parseConsistency(options.consistency, consistency);
+      !parsed.ok())
+    return llvm::createStringError("--consistency " + parsed.message());
+  if (options.output == "-")
+    return llvm::createStringError("--ps writes a plan of two programs: give "
+                                   "an output file");
+  // The servers' plan next to the output, then inside it.
+  OwningOpRef<ModuleOp> servers = module.clone();
+  CompileOptions worker, server;
+  worker.copyOptionValuesFrom(options);
+  worker.serverPart = ServerPart::Worker;
+  server.copyOptionValuesFrom(options);
+  server.serverPart = ServerPart::Server;
+  server.output = options.output + ".servers";
+  server.text = false;
+  if (llvm::Error error = runPipeline(
+          module, [&](OpPassManager &pm) { buildCompilePipeline(pm, worker); }))
+    return error;
+  if (llvm::Error error = runPipeline(*servers, [&](OpPassManager &pm) {
+        buildCompilePipeline(pm, server);
+      }))
+    return error;
+  runtime::Expected<plan::Plan> workers = runtime::loadPlan(options.output);
+  runtime::Expected<plan::Plan> updates = runtime::loadPlan(server.output);
+  llvm::sys::fs::remove(server.output);
+  if (!workers.ok() || !updates.ok())
+    return llvm::createStringError(
+        (workers.ok() ? updates : workers).message());
+  plan::Plan plan = workers.take();
+  plan::ParameterServer *parameterServer = plan.mutable_parameter_server();
+  *parameterServer->mutable_servers() = updates.take();
+  parameterServer->set_consistency(consistency.mode);
+  parameterServer->set_staleness(consistency.staleness);
+  plan.set_checksum(plan::computeChecksum(plan));
+  std::string bytes = plan::serializePlan(plan, options.text);
+  std::ofstream file(options.output, std::ios::binary);
+  file << bytes;
+  if (bytes.empty() || !file)
+    return llvm::createStringError("cannot write the plan '" + options.output +
+                                   "'");
   return llvm::Error::success();
 }
 

@@ -52,6 +52,18 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
            std::to_string(options.warmupSteps) + ")";
   if (options.minLr < 0 || options.minLr > options.lr)
     return "--min-lr must be from 0 to --lr";
+  if (options.servers < 0)
+    return "--ps must be at least 0 servers, got " +
+           std::to_string(options.servers);
+  if (options.servers > 0) {
+    if (options.train == Optimizer::None)
+      return "--ps trains on parameter servers: give --train";
+    if (options.isPipelined() || options.zero != ZeroStage::None ||
+        options.clipGrad > 0 || options.lossScale)
+      return "--ps trains data-parallel workers against servers that hold "
+             "the parameters: it takes no --pp, --microbatches, --zero, "
+             "--clip-grad or --loss-scale";
+  }
   if (options.isPipelined() && options.train == Optimizer::None)
     return "--pp and --microbatches pipeline a train step: give --train";
   if (options.recompute != Recompute::None && options.train == Optimizer::None)
@@ -136,6 +148,14 @@ void tessera::buildShardingPipeline(OpPassManager &pm,
     pm.addPass(createZeroPass(zero));
   }
   addClipping(pm, options);
+  // Parameter-server training: the workers' side of the step or the
+  // servers' (compilePlan compiles each and joins them).
+  if (options.servers > 0) {
+    ParameterServerPassOptions server;
+    server.part = options.serverPart;
+    server.servers = options.servers;
+    pm.addPass(createParameterServerPass(server));
+  }
   // Microbatches are a mesh axis in time: propagation and partition treat
   // them as one more split of the batch, which the pipeline pass then runs
   // one microbatch after another (each unit once, run per microbatch by

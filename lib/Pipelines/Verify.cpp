@@ -79,9 +79,7 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
   sharded.text = false;
   reference.copyOptionValuesFrom(sharded);
   reference.output = path("single.plan");
-  if (llvm::Error error = runPipeline(model, [&](OpPassManager &pm) {
-        buildCompilePipeline(pm, sharded);
-      }))
+  if (llvm::Error error = compilePlan(model, sharded))
     return std::move(error);
   if (llvm::Error error = runPipeline(*single, [&](OpPassManager &pm) {
         buildSingleDevicePipeline(pm, reference);

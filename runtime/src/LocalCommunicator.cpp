@@ -1,7 +1,8 @@
 //===- LocalCommunicator.cpp - The communicator of a one-rank run ---------===//
 //
 // Every group has one rank: each collective gives its input back. Lets tools
-// run single-device plans in process, without MPI.
+// run single-device plans in process, without MPI, and a parameter-server
+// process run its program (which exchanges nothing) at its rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +15,8 @@ using namespace tessera::runtime;
 namespace {
 class LocalCommunicator final : public Communicator {
 public:
-  int64_t getRank() const override { return 0; }
+  explicit LocalCommunicator(int64_t rank) : rank(rank) {}
+  int64_t getRank() const override { return rank; }
   int64_t getNumRanks() const override { return 1; }
 
   Pending startAllReduce(const Tensor &in, const Tensor &out, Reduction,
@@ -61,6 +63,8 @@ public:
   }
 
 private:
+  int64_t rank;
+
   static Pending copy(const Tensor &in, const Tensor &out) {
     if (in.getBytes() != out.getBytes())
       return makeFinishedCollective(
@@ -71,6 +75,7 @@ private:
 };
 } // namespace
 
-std::unique_ptr<Communicator> tessera::runtime::createLocalCommunicator() {
-  return std::make_unique<LocalCommunicator>();
+std::unique_ptr<Communicator>
+tessera::runtime::createLocalCommunicator(int64_t rank) {
+  return std::make_unique<LocalCommunicator>(rank);
 }

@@ -9,6 +9,9 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -97,6 +100,40 @@ const plan::Program *runtime::getProgramOfRank(const plan::Plan &plan,
       if (r == rank)
         return &program;
   return nullptr;
+}
+
+Status runtime::parseConsistency(const std::string &text,
+                                 Consistency &consistency) {
+  if (text == "sync" || text == "async") {
+    consistency = {text == "sync" ? plan::SYNC : plan::ASYNC, 0};
+    return Status::success();
+  }
+  const std::string prefix = "ssp=";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    std::string bound = text.substr(prefix.size());
+    char *end = nullptr;
+    errno = 0;
+    long long staleness = std::strtoll(bound.c_str(), &end, 10);
+    if (!bound.empty() && *end == '\0' && errno == 0 && staleness >= 0 &&
+        staleness <= kMaxSteps) {
+      consistency = {plan::SSP, staleness};
+      return Status::success();
+    }
+  }
+  return invalidArgument("expects sync, async or ssp=K (K steps, at least "
+                         "0), got '" +
+                         text + "'");
+}
+
+std::string runtime::formatConsistency(const Consistency &consistency) {
+  switch (consistency.mode) {
+  case plan::ASYNC:
+    return "async";
+  case plan::SSP:
+    return "ssp=" + std::to_string(consistency.staleness);
+  default:
+    return "sync";
+  }
 }
 
 Expected<plan::Plan> runtime::loadPlan(const std::string &path) {
@@ -1154,6 +1191,87 @@ static Status checkTransfersMatch(const plan::Plan &plan, const Mesh &mesh) {
   return Status::success();
 }
 
+/// Checks a parameter-server plan: the servers' plan is valid, neither side
+/// holds a collective or transfer (the workers and servers meet only in
+/// pushes and pulls), and the two agree on every parameter and gradient.
+static Status checkParameterServer(const plan::Plan &plan) {
+  const plan::ParameterServer &server = plan.parameter_server();
+  const plan::Plan &servers = server.servers();
+  if (servers.has_parameter_server())
+    return invalidPlan("the parameter servers' plan has servers of its own");
+  if (Status error = validatePlan(servers); !error.ok())
+    return error.withPrefix("the parameter servers' plan: ");
+  if (!plan::Consistency_IsValid(server.consistency()) ||
+      server.staleness() < 0)
+    return invalidPlan("the parameter servers' consistency is not one of "
+                       "sync, async and ssp=K");
+  if (plan.programs_size() != 1 || servers.programs_size() != 1)
+    return invalidPlan("a parameter-server plan has one program for the "
+                       "workers and one for the servers");
+  auto exchanges = [](const plan::Program &program) {
+    return std::any_of(
+        program.instructions().begin(), program.instructions().end(),
+        [](const plan::Instruction &instruction) {
+          return instruction.has_collective() || instruction.has_send_recv();
+        });
+  };
+  const plan::Program &worker = plan.programs(0);
+  const plan::Program &update = servers.programs(0);
+  if (exchanges(worker) || exchanges(update))
+    return invalidPlan(
+        "the parameter-server plan's " +
+        std::string(exchanges(worker) ? "workers'" : "servers'") +
+        " program holds a collective or transfer: its ranks "
+        "meet only in the servers' pushes and pulls");
+  // The workers' parameters and gradients by name.
+  std::map<std::string, const plan::Argument *> params;
+  std::map<std::string, const plan::Result *> gradients;
+  for (const plan::Argument &argument : worker.arguments()) {
+    if (argument.role() == plan::PARAM)
+      params[argument.name()] = &argument;
+    else if (argument.role() != plan::DATA)
+      return invalidPlan("the workers' argument '" + argument.name() +
+                         "' is optimizer state or a step counter, which the "
+                         "servers hold");
+  }
+  for (const plan::Result &result : worker.results())
+    if (!result.grad_of().empty())
+      gradients[result.grad_of()] = &result;
+  auto same = [](const auto &a, const auto &b) {
+    return std::equal(a.global_shape().begin(), a.global_shape().end(),
+                      b.global_shape().begin(), b.global_shape().end());
+  };
+  std::set<std::string> served;
+  for (const plan::Argument &argument : update.arguments()) {
+    const std::string &name = argument.name();
+    if (argument.role() == plan::PARAM) {
+      auto found = params.find(name);
+      if (found == params.end() || !same(*found->second, argument) ||
+          found->second->dtype() != argument.dtype())
+        return invalidPlan("the servers' parameter '" + name +
+                           "' is no parameter of the workers of its dtype "
+                           "and shape");
+      served.insert(name);
+    } else if (argument.role() == plan::GRADIENT) {
+      auto found = gradients.find(name);
+      if (found == gradients.end() || !same(*found->second, argument) ||
+          worker.buffers(found->second->buffer()).dtype() !=
+              update.buffers(argument.buffer()).dtype())
+        return invalidPlan("the servers' gradient of '" + name +
+                           "' is no gradient the workers return of its "
+                           "dtype and shape");
+    } else if (argument.role() == plan::DATA) {
+      return invalidPlan("the servers' argument '" + name +
+                         "' is data, which only the workers read");
+    }
+  }
+  for (const auto &[name, param] : params)
+    if (!served.count(name))
+      return invalidPlan("the workers' parameter '" + name +
+                         "' is on no server");
+  return Status::success();
+}
+
 Status runtime::validatePlan(const plan::Plan &plan) {
   if (plan.format_version() != plan::PLAN_FORMAT_VERSION)
     return invalidPlan(
@@ -1195,5 +1313,8 @@ Status runtime::validatePlan(const plan::Plan &plan) {
     return error;
   if (Status error = checkTransferOrder(plan, mesh); !error.ok())
     return error;
-  return checkManifest(plan);
+  if (Status error = checkManifest(plan); !error.ok())
+    return error;
+  return plan.has_parameter_server() ? checkParameterServer(plan)
+                                     : Status::success();
 }

@@ -54,6 +54,7 @@
 #include "Checkpoint.h"
 #include "Data.h"
 #include "Job.h"
+#include "ParameterServer.h"
 #include "TrainingLog.h"
 
 #include "tessera/runtime/Communicator.h"
@@ -114,6 +115,9 @@ struct Options {
   double commTimeout = 600;
   /// The CPU kernels' threads; 0: the default (getDefaultKernelThreads).
   int threads = 0;
+  /// A parameter-server plan's job (ParameterServer.h).
+  ServerJobOptions server;
+  std::string consistency;
 };
 
 const char *kUsage =
@@ -128,7 +132,15 @@ const char *kUsage =
     "[--time]\n"
     "       [--device cpu|cuda] [--comm-timeout SECONDS] [--threads N]\n"
     "       tessera-run PLAN --check-plan: load and check the plan, and "
-    "exit\n";
+    "exit\n"
+    "  a parameter-server plan (compile --ps), started once:\n"
+    "       tessera-run PLAN [--steps N] [--seed S] [--data TOKENS] "
+    "[--dump-losses FILE] [--save-weights FILE]\n"
+    "       [--ps-dir DIR] [--consistency sync|async|ssp=K] "
+    "[--straggler WORKER:MS]... [--ps-checkpoint-every N] "
+    "[--ps-timeout SECONDS]\n"
+    "       tessera-run PLAN --ps-join DIR [--steps N]: one more worker "
+    "for the running job in DIR\n";
 
 /// Parses the command line.
 Status parseOptions(int argc, char **argv, Options &options) {
@@ -233,6 +245,56 @@ Status parseOptions(int argc, char **argv, Options &options) {
             "--threads expects a number of threads from 1 to 1024, got '" +
             text + "'");
       options.threads = threads;
+    } else if (arg == "--ps-dir" || arg == "--ps-join") {
+      if (!value(options.server.dir))
+        return invalidArgument(arg + " needs the job's directory");
+      options.server.join = arg == "--ps-join";
+    } else if (arg == "--ps-role") {
+      if (!value(options.server.role) ||
+          (options.server.role != "server" && options.server.role != "worker"))
+        return invalidArgument("--ps-role expects server or worker");
+    } else if (arg == "--ps-index" || arg == "--ps-checkpoint-every") {
+      if (!value(text))
+        return invalidArgument(arg + " needs a number");
+      char *end = nullptr;
+      errno = 0;
+      long long number = std::strtoll(text.c_str(), &end, 10);
+      if (*end != '\0' || text.empty() || errno == ERANGE || number < 0)
+        return invalidArgument(arg + " expects a non-negative integer, got '" +
+                               text + "'");
+      (arg == "--ps-index" ? options.server.index
+                           : options.server.checkpointEvery) = number;
+    } else if (arg == "--ps-restore") {
+      options.server.restore = true;
+    } else if (arg == "--ps-timeout") {
+      if (!value(text))
+        return invalidArgument("--ps-timeout needs a number of seconds");
+      char *end = nullptr;
+      options.server.timeout = std::strtod(text.c_str(), &end);
+      if (*end != '\0' || !(options.server.timeout > 0))
+        return invalidArgument(
+            "--ps-timeout expects a positive number of seconds, got '" + text +
+            "'");
+    } else if (arg == "--consistency") {
+      if (!value(options.consistency))
+        return invalidArgument("--consistency needs sync, async or ssp=K");
+      Consistency consistency;
+      if (Status parsed = parseConsistency(options.consistency, consistency);
+          !parsed.ok())
+        return parsed.withPrefix("--consistency ");
+      options.server.consistency = consistency;
+    } else if (arg == "--straggler") {
+      if (!value(text))
+        return invalidArgument("--straggler needs WORKER:MS");
+      char *end = nullptr;
+      long long worker = std::strtoll(text.c_str(), &end, 10);
+      long long ms = *end == ':' ? std::strtoll(end + 1, &end, 10) : -1;
+      if (*end != '\0' || worker < 0 || ms < 0)
+        return invalidArgument("--straggler expects WORKER:MS (a worker's "
+                               "index and the milliseconds it waits each "
+                               "step), got '" +
+                               text + "'");
+      options.server.stragglers[worker] = ms;
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
         return invalidArgument("--dump-losses needs a file");
@@ -343,6 +405,62 @@ Status checkOutputs(const Options &options) {
   return Status::success();
 }
 
+/// Runs a parameter-server plan's job, or this process's part of it.
+int runServerJob(const plan::Plan &plan, Options &options) {
+  auto refuse = [](const std::string &message) {
+    std::fprintf(stderr, "tessera-run: error: %s\n", message.c_str());
+    return 2;
+  };
+  // One job per plan: a launcher's ranks would each start one.
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "WORLD_SIZE"})
+    if (const char *size = std::getenv(variable); size && std::atoi(size) > 1)
+      return Job::isFirstProcess()
+                 ? refuse("a parameter-server plan starts its own servers and "
+                          "workers: start tessera-run once (or tessera run), "
+                          "not on " +
+                          std::string(size) + " ranks")
+                 : 2;
+  std::vector<std::string> unsupported;
+  for (auto [flag, value] : {std::pair<const char *, const std::string *>{
+                                 "--inputs", &options.inputs},
+                             {"--weights", &options.weights},
+                             {"--load-weights", &options.loadWeights},
+                             {"--dump-inputs", &options.dumpInputs},
+                             {"--dump-outputs", &options.dumpOutputs},
+                             {"--save-checkpoint", &options.saveCheckpoint},
+                             {"--load-checkpoint", &options.loadCheckpoint},
+                             {"--metrics", &options.metrics},
+                             {"--trace", &options.traceDir}})
+    if (!value->empty())
+      unsupported.push_back(flag);
+  if (options.device != "cpu")
+    unsupported.push_back("--device " + options.device);
+  if (options.time)
+    unsupported.push_back("--time");
+  if (!unsupported.empty()) {
+    std::string list;
+    for (const std::string &flag : unsupported)
+      list += (list.empty() ? "" : ", ") + flag;
+    return refuse("a parameter-server plan's job does not take " + list +
+                  " (its servers keep the parameters: --save-weights writes "
+                  "them, --ps-checkpoint-every N checkpoints them)");
+  }
+  if (options.server.join && !std::filesystem::is_directory(options.server.dir))
+    return refuse("--ps-join '" + options.server.dir +
+                  "': no running job's directory");
+  if (!options.server.role.empty() && options.server.index < 0)
+    return refuse("--ps-role needs --ps-index");
+  options.server.plan = options.plan;
+  options.server.steps = options.steps;
+  options.server.seed = options.seed;
+  options.server.data = options.data;
+  options.server.threads = options.threads;
+  options.server.dumpLosses = options.dumpLosses;
+  options.server.saveWeights = options.saveWeights;
+  return runParameterServerJob(plan, options.server);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -389,6 +507,11 @@ int main(int argc, char **argv) {
                                    : "no checksum (written by hand)");
     return 0;
   }
+  // A parameter-server plan runs as a job of its own processes, which meet
+  // over ZeroMQ: no MPI.
+  Expected<plan::Plan> loaded = loadPlan(options.plan);
+  if (loaded.ok() && loaded->has_parameter_server())
+    return runServerJob(loaded.take(), options);
   // Serialized: a progress thread tests collectives in flight while this
   // one computes (see MpiCommunicator).
   int threads = MPI_THREAD_SINGLE;
@@ -448,7 +571,6 @@ int main(int argc, char **argv) {
     Job::finishMpi();
     return 2;
   }
-  Expected<plan::Plan> loaded = loadPlan(options.plan);
   if (!loaded.ok())
     return fail(loaded.message());
   const plan::Plan plan = loaded.take();

@@ -115,6 +115,21 @@ static cl::opt<bool>
                     "the same); --zigzag=false keeps natural order"),
            cl::init(true), cl::sub(compileCommand()),
            cl::sub(verifyCommand()));
+static cl::opt<int64_t> servers(
+    "ps",
+    cl::desc("Parameter-server training with --train: the mesh's devices are "
+             "data-parallel workers that pull the parameters from this many "
+             "server processes and push their gradients to them, over "
+             "ZeroMQ (0: none)"),
+    cl::value_desc("SERVERS"), cl::init(0), cl::sub(compileCommand()),
+    cl::sub(verifyCommand()));
+static cl::opt<std::string> consistency(
+    "consistency",
+    cl::desc("With --ps: how the servers apply the gradients: sync (each "
+             "step's of every worker, summed: data-parallel training), async "
+             "(each as it arrives) or ssp=K (async, but no worker runs more "
+             "than K steps ahead of the slowest)"),
+    cl::init("sync"), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<bool>
     overlap("overlap",
             cl::desc("Overlap communication with compute (--tessera-schedule): "
@@ -219,6 +234,8 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.reshardAfterForward = reshardAfterForward;
   options.zeroUnits = zeroUnits;
   options.zigzag = zigzag;
+  options.servers = servers;
+  options.consistency = consistency;
   options.overlap = overlap;
   options.prefetch = prefetch;
   options.bucketBytes = bucketBytes;
@@ -436,9 +453,7 @@ int cli::runCompile(MLIRContext &context) {
   case Emit::Plan:
     break;
   }
-  if (llvm::Error error = runPipeline(module, [&](OpPassManager &pm) {
-        buildCompilePipeline(pm, options);
-      }))
+  if (llvm::Error error = compilePlan(module, options))
     return reportError(std::move(error));
   if (planOutput == "-")
     return 0;

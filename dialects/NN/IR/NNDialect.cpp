@@ -29,7 +29,8 @@ Operation *NNDialect::materializeConstant(OpBuilder &builder, Attribute value,
 LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
-  if (attr.getName() != kParamAttrName && attr.getName() != kStateAttrName)
+  if (attr.getName() != kParamAttrName && attr.getName() != kStateAttrName &&
+      attr.getName() != kGradOfAttrName)
     return op->emitError("unknown nn attribute '")
            << attr.getName().getValue() << "' on argument #" << argIndex;
   auto name = dyn_cast<StringAttr>(attr.getValue());

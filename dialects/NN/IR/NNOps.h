@@ -28,7 +28,8 @@ namespace tessera::nn {
 constexpr llvm::StringLiteral kParamAttrName = "nn.param";
 
 /// The name of the function-result attribute that marks the gradient of a
-/// parameter and holds the parameter's name.
+/// parameter and holds the parameter's name; on a parameter server's
+/// argument, the gradient it reads.
 constexpr llvm::StringLiteral kGradOfAttrName = "nn.grad_of";
 
 /// The function-argument attribute of optimizer state: "<param>.adam_m",

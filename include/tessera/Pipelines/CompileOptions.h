@@ -158,6 +158,23 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "attention splits it over \"cp\""),
       llvm::cl::init(true)};
 
+  // Parameter-server training (--tessera-parameter-server).
+  Option<int64_t> servers{
+      *this, "ps",
+      llvm::cl::desc("Train on this many parameter servers, the mesh's "
+                     "devices being the workers (0: none)"),
+      llvm::cl::init(0)};
+  Option<std::string> consistency{
+      *this, "consistency",
+      llvm::cl::desc("How the parameter servers apply the workers' "
+                     "gradients: sync, async or ssp=K"),
+      llvm::cl::init("sync")};
+  Option<ServerPart> serverPart{
+      *this, "ps-part",
+      llvm::cl::desc("The program of parameter-server training to compile "
+                     "(tessera compile joins both into one plan)"),
+      llvm::cl::init(ServerPart::Worker), enumValues(kServerPartNames)};
+
   // Pipelining (--tessera-microbatch, --tessera-pipeline).
   Option<int64_t> pipelineStages{
       *this, "pp",

@@ -68,6 +68,12 @@ loadModelFile(mlir::MLIRContext &context, llvm::StringRef path);
 llvm::Error runPipeline(mlir::ModuleOp module,
                         llvm::function_ref<void(mlir::OpPassManager &)> build);
 
+/// Compiles `module` with `options` into the plan file options.output
+/// (buildCompilePipeline). For parameter-server training (--ps) it compiles
+/// the workers' and the servers' programs, each from a copy of the train
+/// step, and writes them as one plan.
+llvm::Error compilePlan(mlir::ModuleOp module, const CompileOptions &options);
+
 /// Starts Tessera's per-rank programs (tessera-run, tessera-calibrate) on
 /// local ranks through mpirun.
 struct Launcher {

@@ -61,6 +61,15 @@ inline constexpr EnumName<ZeroStage> kZeroStageNames[] = {
     {"2", ZeroStage::Gradients, "and gradients"},
     {"3", ZeroStage::Parameters, "and parameters (FSDP)"}};
 
+/// Which program of parameter-server training --tessera-parameter-server
+/// makes of a train step.
+enum class ServerPart { Worker, Server };
+inline constexpr EnumName<ServerPart> kServerPartNames[] = {
+    {"worker", ServerPart::Worker,
+     "the workers' forward and backward: the loss and the gradients"},
+    {"server", ServerPart::Server,
+     "the servers' updates of the parameters and optimizer state"}};
+
 /// How propagation resolves factors whose tensors disagree.
 enum class PropagationMode { Aggressive, Conservative };
 inline constexpr EnumName<PropagationMode> kPropagationModeNames[] = {

@@ -98,6 +98,48 @@ def TrainStepPass : Pass<"tessera-train-step", "mlir::ModuleOp"> {
   ];
 }
 
+def ParameterServerPass : Pass<"tessera-parameter-server", "mlir::ModuleOp"> {
+  let summary = "Splits a train step into a parameter server's worker or server program";
+  let description = [{
+    Runs on a data-parallel train step (after `--tessera-train-step`, before
+    propagation) and keeps one side of parameter-server training (Downpour
+    SGD): the compile driver runs it on two copies of the step, one per
+    `part`, and joins the two plans (`tessera compile --ps S`).
+
+    - `part=worker`: the workers' forward and backward. The optimizer
+      updates, their state and the step counter go; the function returns
+      the loss, then each updated parameter's gradient, marked
+      `nn.grad_of = "<param>"`. Each is pinned by a
+      `dist.sharding_constraint` as still `unreduced` over the data axes (the
+      mesh's axes of more than one device), so the partitioner inserts no
+      collective: a worker's gradient is its partial sum, which the servers
+      add, and its loss is its own batch's. Every parameter must be whole
+      (no axis of more than one device splits it). Arguments keep their
+      index in the step (`dist.source_index`), so a run generates the same
+      inputs as the step's.
+    - `part=server`: the servers' updates. Each update reads its gradient
+      from a new argument marked `nn.grad_of`; the forward, the backward,
+      the data and the loss go; the results are the new parameters and
+      state. The function moves to a mesh `@ps ["ps"=servers]`: each
+      parameter, gradient and state splits its first dim that the servers
+      divide (dim 0, padded, if none does) over "ps", so that server s holds
+      its piece of every parameter, as a key range of a parameter server.
+      Updates are elementwise: the partitioned program has no collective.
+
+    Gradient clipping and loss scaling read every gradient at once, which no
+    server holds: such a step is refused.
+  }];
+  let options = [
+    Option<"part", "part", "::tessera::ServerPart",
+           /*default=*/"::tessera::ServerPart::Worker",
+           "The program to keep",
+           [{::tessera::enumValues(::tessera::kServerPartNames)}]>,
+    Option<"servers", "servers", "int64_t", /*default=*/"1",
+           "The number of servers (the size of the mesh axis \"ps\")">,
+  ];
+  let dependentDialects = ["::tessera::dist::DistDialect"];
+}
+
 def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {
   let summary = "Clips a train step's gradients by their global norm";
   let description = [{

@@ -150,8 +150,11 @@ void placePiece(const Tensor &piece, const Tensor &out, int64_t dim,
 bool isOutermost(const std::vector<int64_t> &shape, int64_t dim);
 
 /// The communicator of a one-rank run (every collective a copy), for
-/// running single-device plans in process without MPI.
-std::unique_ptr<Communicator> createLocalCommunicator();
+/// running single-device plans in process without MPI; or of a process that
+/// runs a program without collectives at `rank` of its mesh (a parameter
+/// server's or its worker's), so that ops placed by rank (axis_index,
+/// random draws) see their place.
+std::unique_ptr<Communicator> createLocalCommunicator(int64_t rank = 0);
 
 /// Creates the MPI communicator of a mesh; MPI must be initialized. Fails
 /// when the world size is not the mesh's device count. A wait that goes

@@ -29,6 +29,20 @@ inline constexpr int64_t kMaxDevices = int64_t(1) << 20;
 /// like 2^62 would start a run that never ends.
 inline constexpr int64_t kMaxSteps = 2147483647;
 
+/// How parameter servers apply the workers' gradients (plan::Consistency,
+/// with ssp's bound).
+struct Consistency {
+  plan::Consistency mode = plan::SYNC;
+  /// SSP: the most steps a worker runs ahead of the slowest.
+  int64_t staleness = 0;
+};
+
+/// Reads "sync", "async" or "ssp=K" (K >= 0).
+Status parseConsistency(const std::string &text, Consistency &consistency);
+
+/// The text parseConsistency reads.
+std::string formatConsistency(const Consistency &consistency);
+
 /// Reads a plan file and validates it: the plan, or a data error (no such
 /// file, not a plan) or the invalid plan error of validatePlan, named by the
 /// file.
