@@ -11,7 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   coinor-libcbc-dev pkgconf libxxhash-dev libsleef-dev
   libonnx-dev libonnx-testdata python3-onnx python3-torch
-  clang libclang-rt-dev chromium
+  clang libclang-rt-dev chromium libzmq3-dev cppzmq-dev
 )
 missing=()
 for package in "${packages[@]}"; do

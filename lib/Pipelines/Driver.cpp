@@ -488,5 +488,29 @@ llvm::Error tessera::printPlanSummary(StringRef path,
     printBreakdown(os, "memory, each at its own peak",
                    program.category_peaks());
   }
+  if (plan.has_parameter_server()) {
+    const plan::Plan &servers = plan.parameter_server().servers();
+    const plan::Program &update = servers.programs(0);
+    runtime::Consistency consistency{plan.parameter_server().consistency(),
+                                     plan.parameter_server().staleness()};
+    int64_t stateBytes = 0;
+    for (const plan::Argument &argument : update.arguments())
+      if (argument.role() == plan::PARAM ||
+          argument.role() == plan::OPTIMIZER_STATE) {
+        const plan::Buffer &buffer = update.buffers(argument.buffer());
+        stateBytes += runtime::getNumElements(
+                          {buffer.shape().begin(), buffer.shape().end()}) *
+                      runtime::getDTypeBytes(runtime::getDType(buffer.dtype()));
+      }
+    os << llvm::formatv(
+        "parameter servers: {0}, {1}: {2} instructions ({3} collectives), "
+        "{4} bytes of parameters and optimizer state per server\n",
+        update.ranks_size(), runtime::formatConsistency(consistency),
+        update.instructions_size(),
+        llvm::count_if(
+            update.instructions(),
+            [](const plan::Instruction &i) { return i.has_collective(); }),
+        stateBytes);
+  }
   return llvm::Error::success();
 }

@@ -5,6 +5,7 @@
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Plan.h"
+#include "tessera/runtime/Safetensors.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -53,6 +54,99 @@ static std::vector<double> readLosses(const std::string &file) {
   return losses;
 }
 
+/// Compares every step's loss of two runs: the worst relative error, after
+/// printing it; an error where they logged different numbers of steps.
+static llvm::Expected<double> compareLosses(const std::string &singleFile,
+                                            const std::string &shardedFile,
+                                            double tolerance,
+                                            llvm::raw_ostream &os) {
+  std::vector<double> single = readLosses(singleFile);
+  std::vector<double> sharded = readLosses(shardedFile);
+  if (single.size() != sharded.size() || single.empty())
+    return llvm::createStringError(
+        "the runs logged different numbers of losses");
+  double worst = 0;
+  for (size_t i = 0; i < single.size(); ++i)
+    worst = std::max(worst, std::fabs(single[i] - sharded[i]) /
+                                std::max(std::fabs(single[i]), 1e-30));
+  os << llvm::formatv(
+      "loss: step 1 {0:f6}, step {1} {2:f6}; max rel error over the steps "
+      "{3:e2} {4}\n",
+      single.front(), single.size(), single.back(), worst,
+      worst <= tolerance ? "ok" : "OVER TOLERANCE");
+  return worst;
+}
+
+/// Parameter-server training against one device: the job's loss each step
+/// (its workers' mean) and its servers' final parameters, by name.
+static llvm::Expected<bool> verifyParameterServer(
+    StringRef name, const plan::Plan &plan, const CompileOptions &options,
+    const VerifyOptions &verify, const Launcher &launcher,
+    llvm::function_ref<std::string(StringRef)> path, llvm::raw_ostream &os) {
+  std::string seed = std::to_string(verify.seed),
+              steps = std::to_string(verify.steps);
+  for (StringRef run : {"single", "sharded"}) {
+    // The parameter-server job starts its own processes: one launch.
+    llvm::Expected<int> code =
+        launcher.run(1, {path((run + ".plan").str()), "--seed", seed, "--steps",
+                         steps, "--dump-losses", path((run + ".losses").str()),
+                         "--save-weights", path((run + ".safetensors").str())});
+    if (!code)
+      return code.takeError();
+    if (*code != 0)
+      return llvm::createStringError("a run failed");
+  }
+  os << llvm::formatv(
+      "verify: {0} on {1} workers and {2} parameter servers ({3}) against 1 "
+      "device, seed {4}, {5} steps of {6}\n",
+      name, runtime::getMesh(plan).getNumDevices(),
+      runtime::getMesh(plan.parameter_server().servers()).getNumDevices(),
+      options.consistency.getValue(), verify.seed, verify.steps,
+      getEnumName(kTrainNames, options.train.getValue()));
+  llvm::Expected<double> worst = compareLosses(
+      path("single.losses"), path("sharded.losses"), verify.tolerance, os);
+  if (!worst)
+    return worst.takeError();
+  bool pass = *worst <= verify.tolerance;
+  runtime::Expected<runtime::SafetensorsCheckpoint> single =
+      runtime::openSafetensorsCheckpoint(path("single.safetensors"));
+  runtime::Expected<runtime::SafetensorsCheckpoint> sharded =
+      runtime::openSafetensorsCheckpoint(path("sharded.safetensors"));
+  if (!single.ok() || !sharded.ok())
+    return llvm::createStringError((single.ok() ? sharded : single).message());
+  // Each parameter within a relative L2 norm: AdamW moves an element with a
+  // near-zero gradient by a step of its sign, so runs whose gradients round
+  // apart (a sum in another order) differ there by a step.
+  constexpr double kParameterTolerance = 1e-2;
+  double worstParam = 0;
+  for (const std::string &param : single->getNames()) {
+    const runtime::SafetensorsFile::Entry *want = single->find(param);
+    const runtime::SafetensorsFile::Entry *got = sharded->find(param);
+    if (!got || got->shape != want->shape || got->dtype != want->dtype ||
+        want->dtype != runtime::DType::F32)
+      return llvm::createStringError("the servers hold no f32 parameter '" +
+                                     param + "' of its shape");
+    runtime::Tensor a = sharded->view(*got), b = single->view(*want);
+    double difference = 0, norm = 0;
+    for (int64_t i = 0; i < b.getNumElements(); ++i) {
+      double d = double(a.as<float>()[i]) - b.as<float>()[i];
+      difference += d * d;
+      norm += double(b.as<float>()[i]) * b.as<float>()[i];
+    }
+    worstParam =
+        std::max(worstParam, std::sqrt(difference / std::max(norm, 1e-30)));
+  }
+  bool paramsOk = worstParam <= kParameterTolerance;
+  pass &= paramsOk;
+  os << llvm::formatv("parameters: {0} after the last step; max relative L2 "
+                      "error {1:e2} {2} (tolerance {3:e0})\n",
+                      single->getNames().size(), worstParam,
+                      paramsOk ? "ok" : "OVER TOLERANCE", kParameterTolerance);
+  os << llvm::formatv("verify: {0} (tolerance {1:e1})\n",
+                      pass ? "PASS" : "FAIL", verify.tolerance);
+  return pass;
+}
+
 llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
                                           const CompileOptions &options,
                                           const VerifyOptions &verify,
@@ -95,6 +189,12 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
 
   std::string seed = std::to_string(verify.seed),
               steps = std::to_string(verify.steps);
+  if (plan->has_parameter_server()) {
+    llvm::Expected<bool> pass =
+        verifyParameterServer(name, *plan, options, verify, launcher, path, os);
+    llvm::sys::fs::remove_directories(dir);
+    return pass;
+  }
   llvm::Expected<int> singleCode = launcher.run(
       1, {path("single.plan"), "--seed", seed, "--steps", steps,
           "--dump-outputs", path("single.out"), "--dump-losses",
@@ -135,21 +235,11 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
   // Training: every step's loss must agree; the final parameters are
   // reported.
   if (training) {
-    std::vector<double> single = readLosses(path("single.losses"));
-    std::vector<double> sharded = readLosses(path("sharded.losses"));
-    if (single.size() != sharded.size() || single.empty())
-      return llvm::createStringError(
-          "the runs logged different numbers of losses");
-    double worst = 0;
-    for (size_t i = 0; i < single.size(); ++i)
-      worst = std::max(worst, std::fabs(single[i] - sharded[i]) /
-                                  std::max(std::fabs(single[i]), 1e-30));
-    pass = worst <= verify.tolerance;
-    os << llvm::formatv(
-        "loss: step 1 {0:f6}, step {1} {2:f6}; max rel error over the steps "
-        "{3:e2} {4}\n",
-        single.front(), single.size(), single.back(), worst,
-        pass ? "ok" : "OVER TOLERANCE");
+    llvm::Expected<double> worst = compareLosses(
+        path("single.losses"), path("sharded.losses"), verify.tolerance, os);
+    if (!worst)
+      return worst.takeError();
+    pass = *worst <= verify.tolerance;
   }
   for (size_t i = 0; i < want.size(); ++i) {
     if (want[i].view.shape != got[i].view.shape) {

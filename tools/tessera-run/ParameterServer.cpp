@@ -198,16 +198,20 @@ private:
     /// on their way for a while).
     std::optional<std::chrono::steady_clock::time_point> goneSince;
   };
-  /// A push of the round in progress (sync).
+  /// A push of the round in progress (sync), with its gradient pieces.
   struct PendingPush {
     int64_t worker, step, version;
     double loss;
+    std::vector<zmq::message_t> pieces;
   };
 
   Status setUp();
   Status handle(std::vector<zmq::message_t> &parts);
-  /// Sums a push's gradient pieces into the round's (sync).
-  Status addPush(std::vector<zmq::message_t> &parts, const Header &header);
+  /// Checks a push's gradient pieces (after its route and header).
+  Status checkPush(const std::vector<zmq::message_t> &parts,
+                   const Header &header) const;
+  /// Adds gradient pieces to `sums`.
+  void addPieces(const zmq::message_t *pieces);
   /// Applies `sums` scaled by `scale` as one update.
   Status apply(float scale);
   /// Applies the round once every live worker has pushed (sync).
@@ -310,6 +314,8 @@ Status Server::setUp() {
   logFile.open(getServerFile(options.dir, index, ".log"), std::ios::app);
   if (!logFile)
     return dataError("cannot write the server log in '" + options.dir + "'");
+  if (options.restore)
+    log("restore " + std::to_string(version));
   context = std::make_unique<zmq::context_t>();
   socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
   socket->set(zmq::sockopt::linger, 0);
@@ -379,8 +385,8 @@ void Server::grantPulls() {
   }
 }
 
-Status Server::addPush(std::vector<zmq::message_t> &parts,
-                       const Header &header) {
+Status Server::checkPush(const std::vector<zmq::message_t> &parts,
+                         const Header &header) const {
   if (parts.size() != 2 + gradientArgs.size())
     return communicationError("worker " + std::to_string(header.worker) +
                               " pushed " + std::to_string(parts.size() - 2) +
@@ -393,9 +399,13 @@ Status Server::addPush(std::vector<zmq::message_t> &parts,
                                 "'s gradient of '" +
                                 program.arguments(gradientArgs[g]).name() +
                                 "' is not this server's piece");
-    addInto(sums[g], parts[2 + g].data(), local.dtype);
   }
   return Status::success();
+}
+
+void Server::addPieces(const zmq::message_t *pieces) {
+  for (size_t g = 0; g < gradientArgs.size(); ++g)
+    addInto(sums[g], pieces[g].data(), locals[gradientArgs[g]].view.dtype);
 }
 
 Status Server::apply(float scale) {
@@ -433,7 +443,14 @@ Status Server::completeRound() {
   // The step's gradient is the sum of every worker's; a round that lost
   // workers stands for them with the mean of the rest.
   float scale = static_cast<float>(workers) / pending.size();
+  // Summed in the workers' order, whatever order they came in: a round
+  // gives the same update every time.
+  std::sort(pending.begin(), pending.end(),
+            [](const PendingPush &a, const PendingPush &b) {
+              return a.worker < b.worker;
+            });
   for (const PendingPush &push : pending) {
+    addPieces(push.pieces.data());
     int64_t stale = version - push.version;
     ++staleness[stale];
     char line[160];
@@ -528,13 +545,19 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
       // A push sent again (to a server restarted since) counts once.
       if (!mayPull(worker))
         return Status::success();
-      if (Status status = addPush(parts, header); !status.ok())
+      if (Status status = checkPush(parts, header); !status.ok())
         return status;
-      pending.push_back({worker, header.step, header.version, header.loss});
+      pending.push_back({worker,
+                         header.step,
+                         header.version,
+                         header.loss,
+                         {std::make_move_iterator(parts.begin() + 2),
+                          std::make_move_iterator(parts.end())}});
       return completeRound();
     }
-    if (Status status = addPush(parts, header); !status.ok())
+    if (Status status = checkPush(parts, header); !status.ok())
       return status;
+    addPieces(parts.data() + 2);
     int64_t stale = version - header.version;
     ++staleness[stale];
     char line[160];
@@ -712,6 +735,9 @@ Status WorkerProcess::connect(int64_t server) {
   socket->set(zmq::sockopt::linger,
               static_cast<int>(std::min(options.timeout, 60.0) * 1000));
   socket->connect(address);
+  // What was queued for a server that is gone goes with it.
+  if (sockets[server])
+    sockets[server]->set(zmq::sockopt::linger, 0);
   sockets[server] = std::move(socket);
   addresses[server] = address;
   return Status::success();

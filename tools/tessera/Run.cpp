@@ -128,7 +128,21 @@ int cli::runRun() {
     }
   if (timeSteps)
     args.push_back("--time");
-  llvm::Expected<int> code = getLauncher().run(ranks, args);
+  // A parameter-server plan's job starts its workers and servers itself.
+  int64_t processes = ranks;
+  if (runtime::Expected<plan::Plan> plan = runtime::loadPlan(planInput);
+      plan.ok() && plan->has_parameter_server()) {
+    int64_t workers = runtime::getMesh(*plan).getNumDevices();
+    int64_t servers =
+        runtime::getMesh(plan->parameter_server().servers()).getNumDevices();
+    if (ranks != workers + servers)
+      return reportError("the parameter-server plan runs " + Twine(workers) +
+                         " workers and " + Twine(servers) +
+                         " servers: --ranks " + Twine(workers + servers) +
+                         ", got " + Twine(ranks));
+    processes = 1;
+  }
+  llvm::Expected<int> code = getLauncher().run(processes, args);
   if (!code)
     return reportError(code.takeError());
   return *code == 0 ? 0 : 1;
