@@ -218,6 +218,22 @@ llvm::Error tessera::validate(const MlpConfig &c) {
   return checkDtype(c.dtype);
 }
 
+llvm::Error tessera::validate(const CtrConfig &c) {
+  for (auto [field, value] :
+       {std::pair<StringRef, int64_t>{"features", c.features},
+        {"buckets", c.buckets},
+        {"hidden", c.hidden},
+        {"batch", c.batch}})
+    if (llvm::Error error = checkPositive(field, value))
+      return error;
+  // The ids are drawn as floats: every bucket must be one.
+  if (c.buckets > (int64_t(1) << 24))
+    return fieldError(
+        "buckets", llvm::formatv("must be at most 2^24, got {0}", c.buckets));
+  return checkModelSize(1, double(c.buckets) * c.hidden,
+                        double(c.batch) * c.features * c.hidden);
+}
+
 llvm::Error tessera::validate(const LlamaConfig &c) {
   for (auto [field, value] : {std::pair<StringRef, int64_t>{"layers", c.layers},
                               {"hidden", c.hidden},
@@ -321,6 +337,10 @@ int64_t tessera::getParameterCount(const MlpConfig &c) {
   return count;
 }
 
+int64_t tessera::getParameterCount(const CtrConfig &c) {
+  return c.buckets * c.hidden + c.hidden + 1;
+}
+
 int64_t tessera::countParameters(ModuleOp module) {
   int64_t count = 0;
   module.walk([&](func::FuncOp function) {
@@ -399,6 +419,7 @@ public:
   }
 
   Value arg(unsigned index) { return function.getArgument(index); }
+  func::FuncOp getFunction() const { return function; }
 
   void finish(ValueRange results) {
     func::ReturnOp::create(builder, loc, results);
@@ -930,6 +951,102 @@ OwningOpRef<ModuleOp> tessera::buildMlp(MLIRContext *context,
   fb.finish(loss);
   if (c.sharding == "megatron")
     annotateMegatron(*module, 1, 1);
+  return module;
+}
+
+OwningOpRef<ModuleOp> tessera::buildCtr(MLIRContext *context,
+                                        const CtrConfig &c) {
+  context->loadDialect<nn::NNDialect, func::FuncDialect, dist::DistDialect>();
+  assert(!validate(c) && "invalid CTR configuration");
+  FunctionBuilder fb(context, "f32");
+  Type i64 = IntegerType::get(context, 64);
+  unsigned trueTable = fb.addArgument(fb.tensor({c.buckets, c.hidden}));
+  unsigned trueWeights = fb.addArgument(fb.tensor({c.hidden}));
+  unsigned step = fb.addArgument(RankedTensorType::get({}, i64));
+  unsigned table =
+      fb.addArgument(fb.tensor({c.buckets, c.hidden}), "embedding");
+  unsigned weights = fb.addArgument(fb.tensor({c.hidden}), "weights");
+  unsigned bias = fb.addArgument(fb.tensor({}), "bias");
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fb.loc);
+  OpBuilder &bld = fb.builder;
+  Location loc = fb.loc;
+  bld.setInsertionPointToStart(module->getBody());
+  auto mesh =
+      dist::MeshOp::create(bld, loc, "mesh", bld.getStrArrayAttr({"dp"}),
+                           bld.getDenseI64ArrayAttr({1}));
+  fb.begin(*module, "ctr", {fb.tensor({})});
+  fb.getFunction().setArgAttr(step, nn::kStateAttrName,
+                              bld.getStringAttr("step"));
+  // Each draw splits its batch over "dp": the examples are data parallel.
+  auto meshName = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  auto random = [&](ArrayRef<int64_t> shape, int64_t seed) -> Value {
+    Value drawn = nn::RandomUniformOp::create(
+        bld, loc, fb.tensor(shape), fb.arg(step), /*piece=*/Value(),
+        bld.getI64IntegerAttr(seed), /*global_shape=*/nullptr);
+    SmallVector<dist::DimShardingAttr> dims;
+    for (size_t dim = 0; dim < shape.size(); ++dim)
+      dims.push_back(dist::DimShardingAttr::get(
+          context,
+          dim == 0 ? ArrayRef<StringAttr>{bld.getStringAttr("dp")}
+                   : ArrayRef<StringAttr>{},
+          /*isOpen=*/false, std::nullopt));
+    return dist::ShardingConstraintOp::create(
+        bld, loc, drawn, dist::ShardingAttr::get(meshName, dims));
+  };
+  // The batch: ids uniform over the buckets.
+  Value u = random({c.batch, c.features}, 1);
+  Value scaled = nn::MulOp::create(
+      bld, loc, u, fb.splat(fb.tensor({c.batch, c.features}), c.buckets));
+  scaled = nn::MinOp::create(
+      bld, loc, scaled,
+      fb.splat(fb.tensor({c.batch, c.features}), c.buckets - 1));
+  Value ids = nn::CastOp::create(
+      bld, loc, RankedTensorType::get({c.batch, c.features}, bld.getI32Type()),
+      scaled);
+  // A model's logits: the bag of its rows, dotted with its weights.
+  auto logits = [&](Value rows, Value w) -> Value {
+    Value looked = nn::EmbeddingOp::create(bld, loc, rows, ids);
+    Value bag = nn::ReduceSumOp::create(bld, loc, looked,
+                                        bld.getDenseI64ArrayAttr({1}));
+    return nn::DotOp::create(bld, loc, bag, w, bld.getDenseI64ArrayAttr({}),
+                             bld.getDenseI64ArrayAttr({}),
+                             bld.getDenseI64ArrayAttr({1}),
+                             bld.getDenseI64ArrayAttr({0}));
+  };
+  RankedTensorType perExample = fb.tensor({c.batch});
+  Value trueLogits = nn::MulOp::create(
+      bld, loc, logits(fb.arg(trueTable), fb.arg(trueWeights)),
+      fb.splat(perExample, c.sharpness));
+  // Clicks drawn from the generating model.
+  Value clicked = nn::CompareOp::create(
+      bld, loc, nn::ComparePredicate::lt, random({c.batch}, 2),
+      nn::SigmoidOp::create(bld, loc, trueLogits));
+  Value clicks = nn::SelectOp::create(
+      bld, loc, clicked, fb.splat(perExample, 1.0), fb.splat(perExample, 0.0));
+  Value z = nn::AddOp::create(bld, loc, logits(fb.arg(table), fb.arg(weights)),
+                              fb.broadcastTo(fb.arg(bias), clicks, {}));
+  // The mean log-loss of logits against the clicks, computed stably:
+  // max(z, 0) - z·y + log(1 + exp(-|z|)).
+  auto logLoss = [&](Value logit) -> Value {
+    Value positive =
+        nn::MaxOp::create(bld, loc, logit, fb.splat(perExample, 0.0));
+    Value agreed = nn::MulOp::create(bld, loc, logit, clicks);
+    Value tail = nn::LogOp::create(
+        bld, loc,
+        nn::AddOp::create(
+            bld, loc, fb.splat(perExample, 1.0),
+            nn::ExpOp::create(
+                bld, loc,
+                nn::NegOp::create(bld, loc,
+                                  nn::AbsOp::create(bld, loc, logit)))));
+    Value each = nn::AddOp::create(
+        bld, loc, nn::SubOp::create(bld, loc, positive, agreed), tail);
+    return nn::ReduceMeanOp::create(bld, loc, each,
+                                    bld.getDenseI64ArrayAttr({0}));
+  };
+  fb.finish(
+      nn::SubOp::create(bld, loc, logLoss(z), logLoss(trueLogits)).getResult());
   return module;
 }
 

@@ -249,10 +249,12 @@ struct ParameterServerPass
         function.setResultAttr(i, attrName,
                                getSharding(type, meshName, dataAxes));
 
-    // The optimizer state and the step counter are the servers'.
+    // The optimizer state is the servers', and so is the step counter
+    // unless the forward draws random numbers by it.
     llvm::BitVector erase(function.getNumArguments());
     for (unsigned i = 0; i < function.getNumArguments(); ++i)
-      if (function.getArgAttr(i, nn::kStateAttrName))
+      if (function.getArgAttr(i, nn::kStateAttrName) &&
+          function.getArgument(i).use_empty())
         erase.set(i);
     return eraseArguments(function, erase);
   }

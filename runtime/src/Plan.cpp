@@ -1229,10 +1229,9 @@ static Status checkParameterServer(const plan::Plan &plan) {
   for (const plan::Argument &argument : worker.arguments()) {
     if (argument.role() == plan::PARAM)
       params[argument.name()] = &argument;
-    else if (argument.role() != plan::DATA)
+    else if (argument.role() != plan::DATA && argument.role() != plan::STEP)
       return invalidPlan("the workers' argument '" + argument.name() +
-                         "' is optimizer state or a step counter, which the "
-                         "servers hold");
+                         "' is optimizer state, which the servers hold");
   }
   for (const plan::Result &result : worker.results())
     if (!result.grad_of().empty())

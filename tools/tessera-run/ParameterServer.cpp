@@ -158,6 +158,20 @@ void storeScaled(const std::vector<float> &values, float scale,
   }
 }
 
+/// Sets the step counters among `program`'s arguments to `step`.
+void setStepCounters(const plan::Program &program, int64_t step,
+                     std::vector<OwnedTensor> &locals) {
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    if (program.arguments(i).role() != plan::STEP)
+      continue;
+    Tensor &counter = locals[i].view;
+    if (counter.dtype == DType::I64)
+      counter.as<int64_t>()[0] = step;
+    else
+      counter.as<int32_t>()[0] = static_cast<int32_t>(step);
+  }
+}
+
 zmq::message_t makeFrame(const void *data, size_t bytes) {
   return zmq::message_t(data, bytes);
 }
@@ -243,7 +257,6 @@ private:
   /// The GRADIENT arguments, in program order, and their running sums.
   std::vector<int> gradientArgs, paramArgs;
   std::vector<std::vector<float>> sums;
-  int stepArg = -1;
   int64_t version = 0;
   std::map<int64_t, Worker> live;
   /// Per worker ever seen, the last step it pushed.
@@ -276,8 +289,6 @@ Status Server::setUp() {
       sums.emplace_back(locals.back().view.getNumElements(), 0.0f);
       continue;
     }
-    if (argument.role() == plan::STEP)
-      stepArg = i;
     if (argument.role() == plan::PARAM)
       paramArgs.push_back(i);
     auto param = params.find(argument.name());
@@ -413,13 +424,7 @@ Status Server::apply(float scale) {
     storeScaled(sums[g], scale, locals[gradientArgs[g]].view);
     std::fill(sums[g].begin(), sums[g].end(), 0.0f);
   }
-  if (stepArg >= 0) {
-    Tensor &counter = locals[stepArg].view;
-    if (counter.dtype == DType::I64)
-      counter.as<int64_t>()[0] = version + 1;
-    else
-      counter.as<int32_t>()[0] = static_cast<int32_t>(version + 1);
-  }
+  setStepCounters(program, version + 1, locals);
   std::vector<OwnedTensor> results;
   if (Status status = executor.run(locals, results); !status.ok())
     return status;
@@ -867,6 +872,7 @@ Status WorkerProcess::run() {
   std::vector<int64_t> versions(count, 0);
   std::vector<OwnedTensor> results;
   for (int64_t step = done + 1; step <= options.steps; ++step) {
+    setStepCounters(program, step, locals);
     if (feed) {
       feed->prefetch(step);
       if (Status status = feed->fill(step, locals); !status.ok())

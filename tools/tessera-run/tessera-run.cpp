@@ -53,6 +53,7 @@
 
 #include "Checkpoint.h"
 #include "Data.h"
+#include "Hogwild.h"
 #include "Job.h"
 #include "ParameterServer.h"
 #include "TrainingLog.h"
@@ -118,6 +119,9 @@ struct Options {
   /// A parameter-server plan's job (ParameterServer.h).
   ServerJobOptions server;
   std::string consistency;
+  /// --hogwild THREADS [--locked] (Hogwild.h); 0: no Hogwild.
+  int hogwild = 0;
+  bool locked = false;
 };
 
 const char *kUsage =
@@ -140,7 +144,10 @@ const char *kUsage =
     "[--straggler WORKER:MS]... [--ps-checkpoint-every N] "
     "[--ps-timeout SECONDS]\n"
     "       tessera-run PLAN --ps-join DIR [--steps N]: one more worker "
-    "for the running job in DIR\n";
+    "for the running job in DIR\n"
+    "       tessera-run PLAN --hogwild THREADS [--locked] [--steps N] "
+    "[--seed S] [--dump-losses FILE] [--metrics FILE.jsonl]: its workers "
+    "as threads on one shared copy of the parameters (SGD)\n";
 
 /// Parses the command line.
 Status parseOptions(int argc, char **argv, Options &options) {
@@ -264,6 +271,18 @@ Status parseOptions(int argc, char **argv, Options &options) {
                                text + "'");
       (arg == "--ps-index" ? options.server.index
                            : options.server.checkpointEvery) = number;
+    } else if (arg == "--hogwild") {
+      if (!value(text))
+        return invalidArgument("--hogwild needs a number of threads");
+      char *end = nullptr;
+      long threads = std::strtol(text.c_str(), &end, 10);
+      if (*end != '\0' || text.empty() || threads < 1 || threads > 1024)
+        return invalidArgument(
+            "--hogwild expects a number of threads from 1 to 1024, got '" +
+            text + "'");
+      options.hogwild = threads;
+    } else if (arg == "--locked") {
+      options.locked = true;
     } else if (arg == "--ps-restore") {
       options.server.restore = true;
     } else if (arg == "--ps-timeout") {
@@ -405,6 +424,29 @@ Status checkOutputs(const Options &options) {
   return Status::success();
 }
 
+/// Runs --hogwild: a parameter-server plan's workers as threads.
+int runHogwildThreads(const Expected<plan::Plan> &loaded,
+                      const Options &options) {
+  auto refuse = [](const std::string &message) {
+    std::fprintf(stderr, "tessera-run: error: %s\n", message.c_str());
+    return 2;
+  };
+  if (!loaded.ok())
+    return refuse(loaded.message());
+  if (!loaded->has_parameter_server())
+    return refuse("--hogwild runs a parameter-server plan's workers as "
+                  "threads, each applying its own SGD step: compile the "
+                  "model with --train sgd --ps 1");
+  HogwildOptions hogwild;
+  hogwild.threads = options.hogwild;
+  hogwild.locked = options.locked;
+  hogwild.steps = options.steps;
+  hogwild.seed = options.seed;
+  hogwild.dumpLosses = options.dumpLosses;
+  hogwild.metrics = options.metrics;
+  return runHogwild(*loaded, hogwild);
+}
+
 /// Runs a parameter-server plan's job, or this process's part of it.
 int runServerJob(const plan::Plan &plan, Options &options) {
   auto refuse = [](const std::string &message) {
@@ -510,6 +552,8 @@ int main(int argc, char **argv) {
   // A parameter-server plan runs as a job of its own processes, which meet
   // over ZeroMQ: no MPI.
   Expected<plan::Plan> loaded = loadPlan(options.plan);
+  if (options.hogwild > 0)
+    return runHogwildThreads(loaded, options);
   if (loaded.ok() && loaded->has_parameter_server())
     return runServerJob(loaded.take(), options);
   // Serialized: a progress thread tests collectives in flight while this

@@ -16,12 +16,13 @@ namespace cl = llvm::cl;
 
 cl::SubCommand &cli::modelCommand() {
   static cl::SubCommand command("model",
-                                "Emit a model in nn IR (gpt, llama or mlp)");
+                                "Emit a model in nn IR (gpt, llama, mlp or "
+                                "ctr)");
   return command;
 }
 
 static cl::opt<std::string> modelKind(cl::Positional, cl::Required,
-                                      cl::desc("<gpt|llama|mlp>"),
+                                      cl::desc("<gpt|llama|mlp|ctr>"),
                                       cl::sub(modelCommand()));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
@@ -59,6 +60,15 @@ static cl::opt<int64_t> output("output", cl::desc("Output width (mlp)"),
                                cl::sub(modelCommand()));
 static cl::opt<int64_t> batch("batch", cl::desc("Batch size"),
                               cl::sub(modelCommand()));
+static cl::opt<int64_t>
+    features("features",
+             cl::desc("Hashed features per example (ctr; default 8)"),
+             cl::sub(modelCommand()));
+static cl::opt<int64_t>
+    buckets("buckets",
+            cl::desc("Hash buckets: rows of the embedding table (ctr; "
+                     "default 4096; --hidden is a row's width, default 4)"),
+            cl::sub(modelCommand()));
 static cl::opt<std::string>
     sharding("sharding",
              cl::desc("Annotations: none, megatron (batch over \"dp\", "
@@ -197,6 +207,17 @@ int cli::runModel(MLIRContext &context) {
         config.moe.experts
             ? "L·(2·h + 2·h² + 2·h·kv·d + E·3·h·f + h·E) + 2·V·h + h"
             : "L·(2·h + 2·h² + 2·h·kv·d + 3·h·f) + 2·V·h + h (final norm)";
+  } else if (modelKind == "ctr") {
+    tessera::CtrConfig config;
+    setIfGiven(features, config.features);
+    setIfGiven(buckets, config.buckets);
+    setIfGiven(hidden, config.hidden);
+    setIfGiven(batch, config.batch);
+    if (llvm::Error error = tessera::validate(config))
+      return reportError(std::move(error));
+    module = tessera::buildCtr(&context, config);
+    expectedParams = tessera::getParameterCount(config);
+    formula = "buckets·h + h + 1";
   } else if (modelKind == "mlp") {
     tessera::MlpConfig config;
     setIfGiven(layers, config.layers);
@@ -213,7 +234,7 @@ int cli::runModel(MLIRContext &context) {
     formula = "Σ (in+1)·out over the layers";
   } else {
     return reportError(llvm::createStringError(
-        "unknown model '" + modelKind + "', expected gpt, llama or mlp"));
+        "unknown model '" + modelKind + "', expected gpt, llama, mlp or ctr"));
   }
   if (failed(verify(*module)))
     return reportError(

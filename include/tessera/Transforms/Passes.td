@@ -107,7 +107,8 @@ def ParameterServerPass : Pass<"tessera-parameter-server", "mlir::ModuleOp"> {
     `part`, and joins the two plans (`tessera compile --ps S`).
 
     - `part=worker`: the workers' forward and backward. The optimizer
-      updates, their state and the step counter go; the function returns
+      updates, their state and the step counter go (the step counter stays
+      where the forward draws random numbers by it); the function returns
       the loss, then each updated parameter's gradient, marked
       `nn.grad_of = "<param>"`. Each is pinned by a
       `dist.sharding_constraint` as still `unreduced` over the data axes (the
