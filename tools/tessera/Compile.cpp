@@ -431,10 +431,22 @@ int cli::runCompile(MLIRContext &context) {
     if (autoPlan)
       llvm::outs() << "# on the model that --auto annotates: tessera "
                       "compile ... --emit nn -o ANNOTATED.mlir\n";
-    llvm::outs() << getReplayCommand(autoPlan ? "ANNOTATED.mlir"
-                                              : StringRef(modelInput),
-                                     options, /*exportPlan=*/emit == Emit::Plan)
+    StringRef replayed = autoPlan ? "ANNOTATED.mlir" : StringRef(modelInput);
+    llvm::outs() << getReplayCommand(replayed, options,
+                                     /*exportPlan=*/emit == Emit::Plan)
                  << "\n";
+    // Parameter-server training compiles the servers' program too.
+    if (options.servers > 0) {
+      CompileOptions server;
+      server.copyOptionValuesFrom(options);
+      server.serverPart = ServerPart::Server;
+      server.output = options.output + ".servers";
+      llvm::outs() << "# and the servers' program (tessera compile --ps "
+                      "joins the two plans into one):\n"
+                   << getReplayCommand(replayed, server,
+                                       /*exportPlan=*/emit == Emit::Plan)
+                   << "\n";
+    }
     return 0;
   }
   switch (emit) {
