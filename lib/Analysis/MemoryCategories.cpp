@@ -88,12 +88,20 @@ tessera::getMemoryCategories(func::FuncOp function) {
     }
   }
   Operation *terminator = function.getBody().front().getTerminator();
-  for (OpOperand &result : terminator->getOpOperands())
+  for (OpOperand &result : terminator->getOpOperands()) {
     if (auto updates = function.getResultAttrOfType<IntegerAttr>(
             result.getOperandNumber(), nn::kUpdatesAttrName))
       if (auto it = categories.find(function.getArgument(updates.getInt()));
           it != categories.end())
         mark(result.get(), it->second);
+    // A parameter-server worker returns its gradients.
+    if (function.getResultAttr(result.getOperandNumber(), nn::kGradOfAttrName))
+      mark(result.get(), MemoryCategory::Gradient);
+  }
+  // And a server reads them.
+  for (BlockArgument arg : function.getArguments())
+    if (function.getArgAttr(arg.getArgNumber(), nn::kGradOfAttrName))
+      mark(arg, MemoryCategory::Gradient);
   function.walk([&](Operation *op) {
     if (auto update = dyn_cast<OptimizerOpInterface>(op))
       mark(update.getGradient(), MemoryCategory::Gradient);

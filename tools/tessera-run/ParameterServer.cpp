@@ -49,6 +49,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -739,7 +740,13 @@ Status WorkerProcess::connect(int64_t server) {
   // the server is gone for the whole timeout.
   socket->set(zmq::sockopt::linger,
               static_cast<int>(std::min(options.timeout, 60.0) * 1000));
-  socket->connect(address);
+  try {
+    socket->connect(address);
+  } catch (const zmq::error_t &error) {
+    return communicationError("cannot connect to server " +
+                              std::to_string(server) + " at '" + address +
+                              "' (from '" + path + "'): " + error.what());
+  }
   // What was queued for a server that is gone goes with it.
   if (sockets[server])
     sockets[server]->set(zmq::sockopt::linger, 0);
@@ -1214,22 +1221,35 @@ int Job::run() {
 
 int tessera::runtime::runParameterServerJob(const plan::Plan &plan,
                                             const ServerJobOptions &options) {
-  Status status;
-  if (options.role == "server") {
-    setKernelThreads(std::max(1, options.threads));
-    status = Server(plan, options).run();
-  } else if (options.role == "worker" || options.join) {
-    setKernelThreads(std::max(1, options.threads > 0
-                                     ? options.threads
-                                     : getDefaultKernelThreads(1, false)));
-    status = WorkerProcess(plan, options).run();
-  } else {
+  if (options.role.empty() && !options.join)
     return Job(plan, options).run();
+  // A process the job started ends with it, whatever ends the job.
+  if (!options.role.empty()) {
+    pid_t parent = getppid();
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+      return 1;
+  }
+  Status status;
+  try {
+    if (options.role == "server") {
+      setKernelThreads(std::max(1, options.threads));
+      status = Server(plan, options).run();
+    } else {
+      setKernelThreads(std::max(1, options.threads > 0
+                                       ? options.threads
+                                       : getDefaultKernelThreads(1, false)));
+      status = WorkerProcess(plan, options).run();
+    }
+  } catch (const zmq::error_t &error) {
+    status = communicationError(std::string("ZeroMQ: ") + error.what());
   }
   if (status.ok())
     return 0;
-  std::fprintf(stderr, "tessera-run: error: %s %lld: %s\n",
-               options.role.empty() ? "worker" : options.role.c_str(),
-               static_cast<long long>(options.index), status.message().c_str());
+  std::string who = options.join
+                        ? "the joining worker"
+                        : options.role + " " + std::to_string(options.index);
+  std::fprintf(stderr, "tessera-run: error: %s: %s\n", who.c_str(),
+               status.message().c_str());
   return 1;
 }

@@ -1311,3 +1311,37 @@ TEST(ExecutorTest, CarriesUpdatesWrittenInPlaceOrElsewhere) {
     }
   }
 }
+
+TEST(PlanTest, ParsesConsistencies) {
+  Consistency consistency;
+  ASSERT_TRUE(parseConsistency("sync", consistency).ok());
+  EXPECT_EQ(consistency.mode, plan::SYNC);
+  ASSERT_TRUE(parseConsistency("async", consistency).ok());
+  EXPECT_EQ(consistency.mode, plan::ASYNC);
+  ASSERT_TRUE(parseConsistency("ssp=3", consistency).ok());
+  EXPECT_EQ(consistency.mode, plan::SSP);
+  EXPECT_EQ(consistency.staleness, 3);
+  EXPECT_EQ(formatConsistency(consistency), "ssp=3");
+  ASSERT_TRUE(parseConsistency("ssp=0", consistency).ok());
+  EXPECT_EQ(consistency.staleness, 0);
+  for (const char *bad : {"", "ssp", "ssp=", "ssp=-1", "ssp=2x", "Sync",
+                          "ssp=99999999999999999999"}) {
+    Status status = parseConsistency(bad, consistency);
+    EXPECT_FALSE(status.ok()) << bad;
+    EXPECT_NE(status.message().find("expects sync, async or ssp=K"),
+              std::string::npos)
+        << status.message();
+  }
+}
+
+TEST(PlanTest, RejectsAParameterServerPlanWithoutServers) {
+  // A plan whose servers' plan is missing (an empty plan) is refused with
+  // the servers named.
+  plan::Plan plan = makePlan();
+  plan.mutable_parameter_server();
+  Status status = validatePlan(plan);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("the parameter servers' plan:"),
+            std::string::npos)
+      << status.message();
+}
