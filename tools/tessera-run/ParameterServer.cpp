@@ -610,6 +610,14 @@ Status Server::checkpoint() {
 
 Status Server::restore() {
   std::string path = getServerFile(options.dir, index, ".ckpt");
+  // Dead before its first checkpoint: it starts again from the start.
+  if (!fs::exists(path)) {
+    std::fprintf(stderr,
+                 "tessera-run: server %lld restarted from the start (it died "
+                 "before its first checkpoint)\n",
+                 static_cast<long long>(index));
+    return Status::success();
+  }
   Expected<std::vector<OwnedTensor>> read = readTensors(path);
   if (!read.ok())
     return read.getStatus().withPrefix("server " + std::to_string(index) +
