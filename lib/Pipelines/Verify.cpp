@@ -17,31 +17,37 @@
 using namespace mlir;
 using namespace tessera;
 
+/// Element `i` of `t`.
+static double getElement(const runtime::Tensor &t, int64_t i) {
+  switch (t.dtype) {
+  case runtime::DType::F32:
+    return t.as<float>()[i];
+  case runtime::DType::F64:
+    return t.as<double>()[i];
+  case runtime::DType::BF16:
+  case runtime::DType::F16:
+    return runtime::halfToFloat(t.dtype, t.as<uint16_t>()[i]);
+  case runtime::DType::I32:
+    return t.as<int32_t>()[i];
+  case runtime::DType::I64:
+    return t.as<int64_t>()[i];
+  case runtime::DType::I1:
+    return t.as<uint8_t>()[i];
+  default:
+    return 0;
+  }
+}
+
 /// The largest absolute difference and the largest relative to the
 /// reference's largest magnitude.
 static std::pair<double, double> compare(const runtime::Tensor &got,
                                          const runtime::Tensor &want) {
   double maxAbs = 0, scale = 0;
   int64_t n = want.getNumElements();
-  auto value = [](const runtime::Tensor &t, int64_t i) -> double {
-    switch (t.dtype) {
-    case runtime::DType::F32:
-      return t.as<float>()[i];
-    case runtime::DType::F64:
-      return t.as<double>()[i];
-    case runtime::DType::I32:
-      return t.as<int32_t>()[i];
-    case runtime::DType::I64:
-      return t.as<int64_t>()[i];
-    case runtime::DType::I1:
-      return t.as<uint8_t>()[i];
-    default:
-      return 0;
-    }
-  };
   for (int64_t i = 0; i < n; ++i) {
-    maxAbs = std::max(maxAbs, std::fabs(value(got, i) - value(want, i)));
-    scale = std::max(scale, std::fabs(value(want, i)));
+    maxAbs =
+        std::max(maxAbs, std::fabs(getElement(got, i) - getElement(want, i)));
+    scale = std::max(scale, std::fabs(getElement(want, i)));
   }
   return {maxAbs, maxAbs / std::max(scale, 1e-30)};
 }
@@ -122,16 +128,15 @@ static llvm::Expected<bool> verifyParameterServer(
   for (const std::string &param : single->getNames()) {
     const runtime::SafetensorsFile::Entry *want = single->find(param);
     const runtime::SafetensorsFile::Entry *got = sharded->find(param);
-    if (!got || got->shape != want->shape || got->dtype != want->dtype ||
-        want->dtype != runtime::DType::F32)
-      return llvm::createStringError("the servers hold no f32 parameter '" +
-                                     param + "' of its shape");
+    if (!got || got->shape != want->shape || got->dtype != want->dtype)
+      return llvm::createStringError("the servers hold no parameter '" + param +
+                                     "' of its dtype and shape");
     runtime::Tensor a = sharded->view(*got), b = single->view(*want);
     double difference = 0, norm = 0;
     for (int64_t i = 0; i < b.getNumElements(); ++i) {
-      double d = double(a.as<float>()[i]) - b.as<float>()[i];
+      double d = getElement(a, i) - getElement(b, i);
       difference += d * d;
-      norm += double(b.as<float>()[i]) * b.as<float>()[i];
+      norm += getElement(b, i) * getElement(b, i);
     }
     worstParam =
         std::max(worstParam, std::sqrt(difference / std::max(norm, 1e-30)));
@@ -173,6 +178,12 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
   sharded.text = false;
   reference.copyOptionValuesFrom(sharded);
   reference.output = path("single.plan");
+  // Only synchronous parameter servers compute what one device computes.
+  if (options.servers > 0 && options.consistency.getValue() != "sync")
+    return llvm::createStringError(
+        "verify compares every step with one device's, which only --ps with "
+        "--consistency sync computes (async and ssp apply stale gradients: "
+        "compare their losses with tessera-run --dump-losses)");
   if (llvm::Error error = compilePlan(model, sharded))
     return std::move(error);
   if (llvm::Error error = runPipeline(*single, [&](OpPassManager &pm) {
