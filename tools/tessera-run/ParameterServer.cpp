@@ -231,6 +231,8 @@ private:
   Status apply(float scale);
   /// Applies the round once every live worker has pushed (sync).
   Status completeRound();
+  /// Whether `worker` pushed into the round in progress (sync).
+  bool hasPushed(int64_t worker) const;
   bool mayPull(int64_t worker) const;
   int64_t getSlowestClock() const;
   void grantPulls();
@@ -311,12 +313,10 @@ Status Server::setUp() {
   // The job's workers are expected from the start (a sync round waits for
   // each), and so, after a restart, is every worker of the job still
   // running: known by their pid files until they say hello.
-  for (int64_t worker = 0;; ++worker) {
-    bool exists = fs::exists(getWorkerPidFile(options.dir, worker));
-    if (worker >= workers && !(options.restore && exists))
-      break;
-    if (worker >= workers && !exists)
-      continue;
+  for (int64_t worker = 0;
+       worker < workers ||
+       (options.restore && fs::exists(getWorkerPidFile(options.dir, worker)));
+       ++worker) {
     Worker &info = live[worker];
     info.host = getHostName();
     info.lastSeen = std::chrono::steady_clock::now();
@@ -345,12 +345,16 @@ void Server::log(const std::string &line) {
   logFile.flush();
 }
 
+bool Server::hasPushed(int64_t worker) const {
+  return std::any_of(
+      pending.begin(), pending.end(),
+      [&](const PendingPush &push) { return push.worker == worker; });
+}
+
 bool Server::mayPull(int64_t worker) const {
   switch (consistency.mode) {
   case plan::SYNC:
-    return std::none_of(
-        pending.begin(), pending.end(),
-        [&](const PendingPush &push) { return push.worker == worker; });
+    return !hasPushed(worker);
   case plan::SSP:
     return clocks.at(worker) - getSlowestClock() <= consistency.staleness;
   default:
@@ -442,9 +446,7 @@ Status Server::completeRound() {
   if (consistency.mode != plan::SYNC || pending.empty())
     return Status::success();
   for (const auto &[worker, info] : live)
-    if (std::none_of(
-            pending.begin(), pending.end(),
-            [&](const PendingPush &push) { return push.worker == worker; }))
+    if (!hasPushed(worker))
       return Status::success();
   // The step's gradient is the sum of every worker's; a round that lost
   // workers stands for them with the mean of the rest.
@@ -549,7 +551,7 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
     clocks[worker] = std::max(clocks[worker], header.step);
     if (consistency.mode == plan::SYNC) {
       // A push sent again (to a server restarted since) counts once.
-      if (!mayPull(worker))
+      if (hasPushed(worker))
         return Status::success();
       if (Status status = checkPush(parts, header); !status.ok())
         return status;
