@@ -862,8 +862,11 @@ Status WorkerProcess::run() {
   Executor executor(program, mesh, *communicator, device.get());
   std::unique_ptr<DataFeed> feed;
   if (!options.data.empty()) {
-    Expected<std::unique_ptr<DataFeed>> created = DataFeed::create(
-        options.data, plan, program, mesh, dataRank, options.seed);
+    // A worker past the plan's reads its place's pieces in an order of its
+    // own.
+    Expected<std::unique_ptr<DataFeed>> created =
+        DataFeed::create(options.data, plan, program, mesh, dataRank,
+                         options.seed + index / mesh.getNumDevices());
     if (!created.ok())
       return created.getStatus();
     feed = created.take();
