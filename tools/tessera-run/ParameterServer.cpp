@@ -707,9 +707,19 @@ public:
         servers(plan.parameter_server().servers()), update(servers.programs(0)),
         mesh(getMesh(plan)), serverMesh(getMesh(servers)), options(options) {}
 
-  Status run();
+  /// Trains; on a failure, drops what it has not sent (a server that does
+  /// not answer will not take it either).
+  Status run() {
+    Status status = train();
+    if (!status.ok())
+      for (std::unique_ptr<zmq::socket_t> &socket : sockets)
+        if (socket)
+          socket->set(zmq::sockopt::linger, 0);
+    return status;
+  }
 
 private:
+  Status train();
   Status setUp();
   Status connect(int64_t server);
   /// Sends `parts` to `server` and waits for its reply (none: returns
@@ -795,8 +805,16 @@ Status WorkerProcess::request(int64_t server,
         return status;
       send();
     }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count() > options.timeout)
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    // The servers stop once the job's workers are done and no other is
+    // known to them: a worker that joins after asks in vain.
+    if (options.join && waited > 2 && fs::exists(options.dir + "/stop"))
+      return unavailable("the job in '" + options.dir +
+                         "' ended before server " + std::to_string(server) +
+                         " answered");
+    if (waited > options.timeout)
       return timeoutError("server " + std::to_string(server) +
                           " did not answer within " +
                           std::to_string(options.timeout) + " s");
@@ -853,7 +871,7 @@ Status WorkerProcess::setUp() {
   return Status::success();
 }
 
-Status WorkerProcess::run() {
+Status WorkerProcess::train() {
   if (Status status = setUp(); !status.ok())
     return status;
   std::unique_ptr<Communicator> communicator =
