@@ -1268,6 +1268,10 @@ static Status checkParameterServer(const plan::Plan &plan) {
     if (!served.count(name))
       return invalidPlan("the workers' parameter '" + name +
                          "' is on no server");
+  for (const auto &[name, gradient] : gradients)
+    if (!params.count(name) || !same(*gradient, *params.at(name)))
+      return invalidPlan("the workers' gradient of '" + name +
+                         "' is of no parameter of its shape");
   return Status::success();
 }
 
