@@ -118,7 +118,8 @@ struct Options {
   int threads = 0;
   /// A parameter-server plan's job (ParameterServer.h).
   ServerJobOptions server;
-  std::string consistency;
+  /// Whether any option of a parameter-server plan's job was given.
+  bool serverOptions = false;
   /// --hogwild THREADS [--locked] (Hogwild.h); 0: no Hogwild.
   int hogwild = 0;
   bool locked = false;
@@ -253,14 +254,17 @@ Status parseOptions(int argc, char **argv, Options &options) {
             text + "'");
       options.threads = threads;
     } else if (arg == "--ps-dir" || arg == "--ps-join") {
+      options.serverOptions = true;
       if (!value(options.server.dir))
         return invalidArgument(arg + " needs the job's directory");
       options.server.join = arg == "--ps-join";
     } else if (arg == "--ps-role") {
+      options.serverOptions = true;
       if (!value(options.server.role) ||
           (options.server.role != "server" && options.server.role != "worker"))
         return invalidArgument("--ps-role expects server or worker");
     } else if (arg == "--ps-index" || arg == "--ps-checkpoint-every") {
+      options.serverOptions = true;
       if (!value(text))
         return invalidArgument(arg + " needs a number");
       char *end = nullptr;
@@ -284,8 +288,10 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--locked") {
       options.locked = true;
     } else if (arg == "--ps-restore") {
+      options.serverOptions = true;
       options.server.restore = true;
     } else if (arg == "--ps-timeout") {
+      options.serverOptions = true;
       if (!value(text))
         return invalidArgument("--ps-timeout needs a number of seconds");
       char *end = nullptr;
@@ -295,20 +301,23 @@ Status parseOptions(int argc, char **argv, Options &options) {
             "--ps-timeout expects a positive number of seconds, got '" + text +
             "'");
     } else if (arg == "--consistency") {
-      if (!value(options.consistency))
+      options.serverOptions = true;
+      if (!value(text))
         return invalidArgument("--consistency needs sync, async or ssp=K");
       Consistency consistency;
-      if (Status parsed = parseConsistency(options.consistency, consistency);
-          !parsed.ok())
+      if (Status parsed = parseConsistency(text, consistency); !parsed.ok())
         return parsed.withPrefix("--consistency ");
       options.server.consistency = consistency;
     } else if (arg == "--straggler") {
+      options.serverOptions = true;
       if (!value(text))
         return invalidArgument("--straggler needs WORKER:MS");
       char *end = nullptr;
       long long worker = std::strtoll(text.c_str(), &end, 10);
-      long long ms = *end == ':' ? std::strtoll(end + 1, &end, 10) : -1;
-      if (*end != '\0' || worker < 0 || ms < 0)
+      bool digits = end != text.c_str();
+      long long ms =
+          *end == ':' && end[1] != '\0' ? std::strtoll(end + 1, &end, 10) : -1;
+      if (*end != '\0' || !digits || worker < 0 || ms < 0)
         return invalidArgument("--straggler expects WORKER:MS (a worker's "
                                "index and the milliseconds it waits each "
                                "step), got '" +
@@ -335,6 +344,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
                            "parameters: give one");
   if (options.saveEvery > 0 && options.saveCheckpoint.empty())
     return invalidArgument("--save-every needs --save-checkpoint DIR");
+  if (options.locked && options.hogwild == 0)
+    return invalidArgument("--locked needs --hogwild THREADS");
   if (!options.data.empty() && !options.inputs.empty())
     return invalidArgument("--data and --inputs both give the step's data: "
                            "give one");
@@ -556,6 +567,15 @@ int main(int argc, char **argv) {
     return runHogwildThreads(loaded, options);
   if (loaded.ok() && loaded->has_parameter_server())
     return runServerJob(loaded.take(), options);
+  if (loaded.ok() && options.serverOptions) {
+    if (first)
+      std::fprintf(stderr,
+                   "tessera-run: error: --ps-*, --consistency and "
+                   "--straggler run a parameter-server plan's job, but "
+                   "'%s' has no servers (compile it with --ps S)\n",
+                   options.plan.c_str());
+    return 2;
+  }
   // Serialized: a progress thread tests collectives in flight while this
   // one computes (see MpiCommunicator).
   int threads = MPI_THREAD_SINGLE;
