@@ -178,7 +178,11 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
         }
       }
       if (lossResult >= 0)
-        losses[step] = results[lossResult].view.as<float>()[0];
+        losses[step] =
+            isHalf(results[lossResult].view.dtype)
+                ? halfToFloat(results[lossResult].view.dtype,
+                              results[lossResult].view.as<uint16_t>()[0])
+                : results[lossResult].view.as<float>()[0];
       ends[step] = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();
