@@ -1345,3 +1345,138 @@ TEST(PlanTest, RejectsAParameterServerPlanWithoutServers) {
             std::string::npos)
       << status.message();
 }
+
+/// A valid parameter-server plan of one worker and one server: the worker
+/// returns x · w as the gradient of its parameter "w" [4]; the server
+/// subtracts the gradient from its piece of "w".
+plan::Plan makeServerPlan() {
+  auto addTensor = [](auto *message, const std::string &name,
+                      plan::ArgumentRole role, int64_t buffer) {
+    message->set_name(name);
+    message->set_role(role);
+    message->set_is_param(role == plan::PARAM);
+    message->set_buffer(buffer);
+    message->set_dtype(plan::F32);
+    message->add_global_shape(4);
+    message->add_dim_axes();
+  };
+  auto addKernel = [](plan::Program *program, const std::string &op, int64_t a,
+                      int64_t b, int64_t out) {
+    plan::Kernel *kernel = program->add_instructions()->mutable_kernel();
+    kernel->set_op(op);
+    kernel->add_inputs(a);
+    kernel->add_inputs(b);
+    kernel->add_outputs(out);
+  };
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  plan::Program *worker = plan.add_programs();
+  worker->add_ranks(0);
+  for (int64_t offset : {0, 16, 32})
+    addBuffer(worker, {4}, offset);
+  worker->set_arena_bytes(64);
+  addTensor(worker->add_arguments(), "w", plan::PARAM, 0);
+  addTensor(worker->add_arguments(), "arg1", plan::DATA, 1);
+  addKernel(worker, "nn.mul", 0, 1, 2);
+  plan::Result *gradient = worker->add_results();
+  gradient->set_buffer(2);
+  gradient->add_global_shape(4);
+  gradient->add_dim_axes();
+  gradient->set_grad_of("w");
+
+  plan::Plan *servers = plan.mutable_parameter_server()->mutable_servers();
+  servers->set_format_version(plan::PLAN_FORMAT_VERSION);
+  plan::Program *update = servers->add_programs();
+  update->add_ranks(0);
+  for (int64_t offset : {0, 16, 32})
+    addBuffer(update, {4}, offset);
+  update->set_arena_bytes(64);
+  addTensor(update->add_arguments(), "w", plan::PARAM, 0);
+  addTensor(update->add_arguments(), "w", plan::GRADIENT, 1);
+  addKernel(update, "nn.sub", 0, 1, 2);
+  plan::Result *updated = update->add_results();
+  updated->set_buffer(2);
+  updated->add_global_shape(4);
+  updated->add_dim_axes();
+  updated->set_updates_argument(0);
+  return plan;
+}
+
+TEST(PlanTest, AParameterServerPlanValidates) {
+  EXPECT_EQ(getValidationError(makeServerPlan()), "");
+}
+
+TEST(PlanTest, RejectsParameterServerPlansWhoseProgramsDisagree) {
+  auto expectError = [](const plan::Plan &plan, const std::string &error) {
+    std::string message = getValidationError(plan);
+    EXPECT_NE(message.find(error), std::string::npos) << message;
+  };
+  plan::Plan plan = makeServerPlan();
+  plan.mutable_parameter_server()->set_staleness(-1);
+  expectError(plan, "the parameter servers' consistency is not one of sync, "
+                    "async and ssp=K");
+
+  plan = makeServerPlan();
+  *plan.mutable_parameter_server()
+       ->mutable_servers()
+       ->mutable_parameter_server()
+       ->mutable_servers() = makeServerPlan().parameter_server().servers();
+  expectError(plan, "the parameter servers' plan has servers of its own");
+
+  // Workers and servers exchange nothing but pushes and pulls.
+  plan = makeServerPlan();
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("dp");
+  axis->set_size(1);
+  addBuffer(plan.mutable_programs(0), {4}, 48);
+  plan::Collective *collective =
+      plan.mutable_programs(0)->add_instructions()->mutable_collective();
+  collective->set_kind(plan::ALL_REDUCE);
+  collective->add_mesh_axes("dp");
+  collective->set_reduction(plan::SUM);
+  collective->set_input(2);
+  collective->set_output(3);
+  expectError(plan, "the parameter-server plan's workers' program holds a "
+                    "collective or transfer");
+
+  plan = makeServerPlan();
+  plan.mutable_programs(0)->mutable_arguments(1)->set_role(
+      plan::OPTIMIZER_STATE);
+  expectError(plan, "the workers' argument 'arg1' is optimizer state, which "
+                    "the servers hold");
+
+  plan = makeServerPlan();
+  plan.mutable_parameter_server()
+      ->mutable_servers()
+      ->mutable_programs(0)
+      ->mutable_arguments(1)
+      ->set_role(plan::DATA);
+  expectError(plan, "the servers' argument 'w' is data, which only the "
+                    "workers read");
+
+  plan = makeServerPlan();
+  plan.mutable_parameter_server()
+      ->mutable_servers()
+      ->mutable_programs(0)
+      ->mutable_arguments(0)
+      ->set_name("v");
+  expectError(plan, "the servers' parameter 'v' is no parameter of the "
+                    "workers of its dtype and shape");
+
+  plan = makeServerPlan();
+  plan.mutable_programs(0)->mutable_results(0)->set_grad_of("v");
+  expectError(plan, "the servers' gradient of 'w' is no gradient the workers "
+                    "return of its dtype and shape");
+
+  // A gradient of no parameter (here, a second one of the data).
+  plan = makeServerPlan();
+  *plan.mutable_programs(0)->add_results() = plan.programs(0).results(0);
+  plan.mutable_programs(0)->mutable_results(1)->set_grad_of("arg1");
+  expectError(plan, "the workers' gradient of 'arg1' is of no parameter of "
+                    "its shape");
+
+  // A parameter no server holds.
+  plan = makeServerPlan();
+  plan.mutable_programs(0)->mutable_arguments(1)->set_role(plan::PARAM);
+  expectError(plan, "the workers' parameter 'arg1' is on no server");
+}
