@@ -915,3 +915,41 @@ void Executor::writeTrace(std::ostream &os, int64_t rank) const {
   writeTraceEvents(os, rank);
   os << "\n]}\n";
 }
+
+void tessera::runtime::setStepCounters(const plan::Program &program,
+                                       int64_t step,
+                                       std::vector<OwnedTensor> &locals) {
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    if (program.arguments(i).role() != plan::STEP)
+      continue;
+    Tensor &counter = locals[i].view;
+    if (counter.dtype == DType::I64)
+      counter.as<int64_t>()[0] = step;
+    else if (counter.dtype == DType::I32)
+      counter.as<int32_t>()[0] = static_cast<int32_t>(step);
+  }
+}
+
+std::vector<OwnedTensor>
+tessera::runtime::makeLocalInputs(const plan::Program &program,
+                                  const Mesh &mesh, int64_t rank,
+                                  uint64_t seed) {
+  std::vector<OwnedTensor> locals;
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    const plan::Argument &argument = program.arguments(i);
+    std::vector<OwnedTensor> globals;
+    for (const auto &[source, tensor] : getStepTensors(argument, i))
+      globals.push_back(makeGlobalInput(tensor, seed, source));
+    OwnedTensor packed;
+    if (!argument.members().empty()) {
+      std::vector<const Tensor *> members;
+      for (const OwnedTensor &global : globals)
+        members.push_back(&global.view);
+      packed = packMembers(argument, members, mesh);
+    }
+    locals.push_back(takeLocalPiece(
+        argument.members().empty() ? globals.front().view : packed.view,
+        getLayout(argument), mesh, rank));
+  }
+  return locals;
+}

@@ -180,3 +180,9 @@ void tessera::runtime::narrowFromF32(const Tensor &wide, const Tensor &half) {
   for (int64_t i = 0, e = half.getNumElements(); i < e; ++i)
     bits[i] = floatToHalf(half.dtype, wide.as<float>()[i]);
 }
+
+double tessera::runtime::getScalar(const Tensor &tensor) {
+  if (isHalf(tensor.dtype))
+    return halfToFloat(tensor.dtype, tensor.as<uint16_t>()[0]);
+  return tensor.as<float>()[0];
+}

@@ -124,25 +124,14 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
     std::unique_ptr<Communicator> communicator = createLocalCommunicator(rank);
     std::unique_ptr<Device> device = createCpuDevice();
     Executor executor(program, mesh, *communicator, device.get());
-    std::vector<OwnedTensor> locals, results;
-    for (int i = 0; i < program.arguments_size(); ++i) {
-      const plan::Argument &argument = program.arguments(i);
-      OwnedTensor global = makeGlobalInput(
-          argument, options.seed,
-          argument.has_source_index() ? argument.source_index() : i);
-      locals.push_back(
-          takeLocalPiece(global.view, getLayout(argument), mesh, rank));
-    }
+    std::vector<OwnedTensor> results,
+        locals = makeLocalInputs(program, mesh, rank, options.seed);
     for (int64_t step; (step = next++) <= options.steps;) {
+      setStepCounters(program, step, locals);
       for (int i = 0; i < program.arguments_size(); ++i) {
         const plan::Argument &argument = program.arguments(i);
         Tensor &local = locals[i].view;
-        if (argument.role() == plan::STEP) {
-          if (local.dtype == DType::I64)
-            local.as<int64_t>()[0] = step;
-          else
-            local.as<int32_t>()[0] = static_cast<int32_t>(step);
-        } else if (argument.role() == plan::PARAM) {
+        if (argument.role() == plan::PARAM) {
           std::unique_lock<std::mutex> held(lock, std::defer_lock);
           if (options.locked)
             held.lock();
@@ -178,11 +167,7 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
         }
       }
       if (lossResult >= 0)
-        losses[step] =
-            isHalf(results[lossResult].view.dtype)
-                ? halfToFloat(results[lossResult].view.dtype,
-                              results[lossResult].view.as<uint16_t>()[0])
-                : results[lossResult].view.as<float>()[0];
+        losses[step] = getScalar(results[lossResult].view);
       ends[step] = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

@@ -159,20 +159,6 @@ void storeScaled(const std::vector<float> &values, float scale,
   }
 }
 
-/// Sets the step counters among `program`'s arguments to `step`.
-void setStepCounters(const plan::Program &program, int64_t step,
-                     std::vector<OwnedTensor> &locals) {
-  for (int i = 0; i < program.arguments_size(); ++i) {
-    if (program.arguments(i).role() != plan::STEP)
-      continue;
-    Tensor &counter = locals[i].view;
-    if (counter.dtype == DType::I64)
-      counter.as<int64_t>()[0] = step;
-    else
-      counter.as<int32_t>()[0] = static_cast<int32_t>(step);
-  }
-}
-
 zmq::message_t makeFrame(const void *data, size_t bytes) {
   return zmq::message_t(data, bytes);
 }
@@ -848,17 +834,10 @@ Status WorkerProcess::setUp() {
   // A worker past the plan's reads the batch of the one it shares a place
   // with.
   dataRank = index % workers;
-  for (int i = 0; i < program.arguments_size(); ++i) {
-    const plan::Argument &argument = program.arguments(i);
-    std::vector<std::pair<int64_t, plan::Argument>> tensors =
-        getStepTensors(argument, i);
-    OwnedTensor global = makeGlobalInput(tensors.front().second, options.seed,
-                                         tensors.front().first);
-    locals.push_back(
-        takeLocalPiece(global.view, getLayout(argument), mesh, dataRank));
-    if (argument.role() == plan::PARAM)
-      paramOf[argument.name()] = i;
-  }
+  locals = makeLocalInputs(program, mesh, dataRank, options.seed);
+  for (int i = 0; i < program.arguments_size(); ++i)
+    if (program.arguments(i).role() == plan::PARAM)
+      paramOf[program.arguments(i).name()] = i;
   for (int i = 0; i < program.results_size(); ++i)
     if (!program.results(i).grad_of().empty())
       gradientOf[program.results(i).grad_of()] = i;
@@ -952,10 +931,7 @@ Status WorkerProcess::train() {
     for (int i = 0; i < program.results_size(); ++i)
       if (program.results(i).grad_of().empty() &&
           results[i].view.getNumElements() == 1) {
-        const Tensor &value = results[i].view;
-        loss = value.dtype == DType::F32
-                   ? value.as<float>()[0]
-                   : halfToFloat(value.dtype, value.as<uint16_t>()[0]);
+        loss = getScalar(results[i].view);
         break;
       }
     // Push every server its pieces of the gradients.

@@ -352,13 +352,6 @@ Status parseOptions(int argc, char **argv, Options &options) {
   return Status::success();
 }
 
-/// The value of a scalar float tensor.
-double getScalar(const Tensor &tensor) {
-  if (isHalf(tensor.dtype))
-    return halfToFloat(tensor.dtype, tensor.as<uint16_t>()[0]);
-  return tensor.as<float>()[0];
-}
-
 /// Prints a one-line summary of a global result.
 void printResult(int64_t index, const Tensor &tensor) {
   std::printf("result #%lld: %s [", static_cast<long long>(index),
@@ -945,15 +938,7 @@ int main(int argc, char **argv) {
     return fail(opened.message());
   for (int64_t step = firstStep + 1; step <= firstStep + options.steps;
        ++step) {
-    for (int i = 0; i < program->arguments_size(); ++i) {
-      if (program->arguments(i).role() != plan::STEP)
-        continue;
-      Tensor &counter = locals[i].view;
-      if (counter.dtype == DType::I64)
-        counter.as<int64_t>()[0] = step;
-      else if (counter.dtype == DType::I32)
-        counter.as<int32_t>()[0] = static_cast<int32_t>(step);
-    }
+    setStepCounters(*program, step, locals);
     bool last = step == firstStep + options.steps;
     // A step that saves a checkpoint on the way fetches every result.
     bool saves =

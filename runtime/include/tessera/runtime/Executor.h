@@ -188,6 +188,18 @@ template <typename Message>
 Expected<std::vector<OwnedTensor>>
 unpackMembers(const Message &unit, const Tensor &global, const Mesh &mesh);
 
+/// Sets every step counter (plan::STEP) among `program`'s arguments
+/// `locals` to `step`.
+void setStepCounters(const plan::Program &program, int64_t step,
+                     std::vector<OwnedTensor> &locals);
+
+/// `rank`'s piece of each of `program`'s arguments, from their seeded
+/// global values (makeGlobalInput, by each tensor's index in the step;
+/// a unit's members packed).
+std::vector<OwnedTensor> makeLocalInputs(const plan::Program &program,
+                                         const Mesh &mesh, int64_t rank,
+                                         uint64_t seed);
+
 /// The piece of a global tensor that `rank` holds under `layout`.
 OwnedTensor takeLocalPiece(const Tensor &global, const PieceLayout &layout,
                            const Mesh &mesh, int64_t rank);

@@ -45,6 +45,9 @@ struct Tensor {
   template <typename T> T *as() const { return static_cast<T *>(data); }
 };
 
+/// The value of a scalar f32 or 16-bit float tensor (a loss, a metric).
+double getScalar(const Tensor &tensor);
+
 /// Owned storage with a tensor view.
 struct OwnedTensor {
   std::vector<uint8_t> storage;
