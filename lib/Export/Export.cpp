@@ -692,6 +692,24 @@ LogicalResult PlanBuilder::build(plan::Program &result,
             ? (state.getValue() == "step" ? plan::STEP : plan::OPTIMIZER_STATE)
         : gradOf ? plan::GRADIENT
                  : plan::DATA);
+    // A weight stash starts as its parameter's input, which the runtime
+    // finds by the parameter's index in the step.
+    if (auto versionOf = function.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), nn::kVersionOfAttrName)) {
+      auto stashed = llvm::find_if(function.getArguments(), [&](auto other) {
+        return function.getArgAttr(other.getArgNumber(), nn::kParamAttrName) ==
+               versionOf;
+      });
+      if (stashed == function.args_end())
+        return function.emitError("cannot export the weight stash '")
+               << argument->name() << "': the program has no parameter '"
+               << versionOf.getValue() << "'";
+      auto source = function.getArgAttrOfType<IntegerAttr>(
+          (*stashed).getArgNumber(), sourceName);
+      argument->set_role(plan::WEIGHT_STASH);
+      argument->set_version_of_source(source ? source.getInt()
+                                             : (*stashed).getArgNumber());
+    }
     argument->set_dtype(getPlanDType(type));
     argument->set_index_bound(getIndexBound(arg));
     setSharding(function.getArgAttr(arg.getArgNumber(), attrName),

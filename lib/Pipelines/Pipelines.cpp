@@ -64,6 +64,14 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
              "the parameters: it takes no --pp, --microbatches, --zero, "
              "--clip-grad or --loss-scale";
   }
+  if (options.weightStash) {
+    if (options.train == Optimizer::None)
+      return "--weight-stash keeps versions of a train step's weights: give "
+             "--train";
+    if (options.zero != ZeroStage::None || options.servers > 0)
+      return "--weight-stash takes no --zero or --ps (their updates do not "
+             "keep the weights' versions yet)";
+  }
   if (options.isPipelined() && options.train == Optimizer::None)
     return "--pp and --microbatches pipeline a train step: give --train";
   if (options.recompute != Recompute::None && options.train == Optimizer::None)
@@ -87,6 +95,8 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   trainStep.lossScale = options.lossScale;
   trainStep.initialLossScale = options.initialLossScale;
   pm.addPass(createTrainStepPass(trainStep));
+  if (options.weightStash)
+    pm.addPass(createWeightStashPass());
 }
 
 /// Gradient clipping, when `options` ask for it: the norm reads the

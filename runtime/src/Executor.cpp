@@ -492,6 +492,9 @@ OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
   // Optimizer state starts at zero; the step counter is set per step.
   if (argument.role() == plan::OPTIMIZER_STATE || argument.role() == plan::STEP)
     return tensor;
+  // A weight stash starts as its parameter does.
+  if (argument.role() == plan::WEIGHT_STASH)
+    index = argument.version_of_source();
   uint64_t state = seed * 0x100000001b3ULL + index;
   int64_t n = tensor.view.getNumElements();
   uint64_t bound = argument.index_bound() > 0 ? argument.index_bound() : 1;

@@ -1060,6 +1060,22 @@ static Status checkSourcesAgree(const plan::Plan &plan) {
       }
     }
   }
+  // A weight stash starts as its parameter's input.
+  for (const auto &[source, argument] : sources) {
+    if (argument.role() != plan::WEIGHT_STASH)
+      continue;
+    auto param = sources.find(argument.version_of_source());
+    if (param == sources.end() || param->second.role() != plan::PARAM ||
+        param->second.dtype() != argument.dtype() ||
+        !std::equal(param->second.global_shape().begin(),
+                    param->second.global_shape().end(),
+                    argument.global_shape().begin(),
+                    argument.global_shape().end()))
+      return invalidPlan("the weight stash '" + argument.name() +
+                         "' is no version of a parameter of its dtype and "
+                         "global shape (source index " +
+                         std::to_string(argument.version_of_source()) + ")");
+  }
   return Status::success();
 }
 

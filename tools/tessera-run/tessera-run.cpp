@@ -716,6 +716,13 @@ int main(int argc, char **argv) {
     if (role == plan::DATA)
       dataOf.emplace(source, dataOf.size());
   }
+  // A weight stash starts as its parameter: by step index, the parameter's.
+  std::map<int64_t, int64_t> stashOf;
+  for (const plan::Program &each : plan.programs())
+    for (int i = 0; i < each.arguments_size(); ++i)
+      for (const auto &[source, tensor] : getStepTensors(each.arguments(i), i))
+        if (tensor.role() == plan::WEIGHT_STASH)
+          stashOf.emplace(source, tensor.version_of_source());
   std::vector<OwnedTensor> weights;
   if (!options.weights.empty()) {
     Expected<std::vector<OwnedTensor>> read = readTensors(options.weights);
@@ -727,6 +734,9 @@ int main(int argc, char **argv) {
                   std::to_string(weights.size()) + " tensors, the plan has " +
                   std::to_string(weightOf.size()) + " parameters");
   }
+  for (const auto &[stash, param] : stashOf)
+    if (auto weight = weightOf.find(param); weight != weightOf.end())
+      weightOf.emplace(stash, weight->second);
   // --load-weights: the parameters by name from a safetensors file, each
   // checked against the step's parameter of that name; every mismatch is
   // reported at once.
@@ -767,6 +777,9 @@ int main(int argc, char **argv) {
     for (const std::string &name : safetensors->getNames())
       if (!params.count(name))
         problems.push_back("'" + name + "' is no parameter of the model");
+    for (const auto &[stash, param] : stashOf)
+      if (auto entry = entryOf.find(param); entry != entryOf.end())
+        entryOf.emplace(stash, entry->second);
     if (!problems.empty()) {
       std::string message = "'" + options.loadWeights +
                             "' does not hold "

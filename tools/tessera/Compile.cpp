@@ -130,6 +130,14 @@ static cl::opt<std::string> consistency(
              "(each as it arrives) or ssp=K (async, but no worker runs more "
              "than K steps ahead of the slowest)"),
     cl::init("sync"), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<bool> weightStash(
+    "weight-stash",
+    cl::desc("With --train: compute each step's gradients at the weights of "
+             "the step before, W(t+1) = W(t) - lr * grad f(W(t-1)), keeping "
+             "them as state \"<param>.stash\" (PipeDream-2BW's weight "
+             "update semantics, which a pipeline without a flush between "
+             "steps needs)"),
+    cl::init(false), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<bool>
     overlap("overlap",
             cl::desc("Overlap communication with compute (--tessera-schedule): "
@@ -236,6 +244,7 @@ void cli::readCompileOptions(CompileOptions &options) {
   options.zigzag = zigzag;
   options.servers = servers;
   options.consistency = consistency;
+  options.weightStash = weightStash;
   options.overlap = overlap;
   options.prefetch = prefetch;
   options.bucketBytes = bucketBytes;

@@ -30,7 +30,7 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
   if (attr.getName() != kParamAttrName && attr.getName() != kStateAttrName &&
-      attr.getName() != kGradOfAttrName)
+      attr.getName() != kGradOfAttrName && attr.getName() != kVersionOfAttrName)
     return op->emitError("unknown nn attribute '")
            << attr.getName().getValue() << "' on argument #" << argIndex;
   auto name = dyn_cast<StringAttr>(attr.getValue());

@@ -32,6 +32,11 @@ constexpr llvm::StringLiteral kParamAttrName = "nn.param";
 /// argument, the gradient it reads.
 constexpr llvm::StringLiteral kGradOfAttrName = "nn.grad_of";
 
+/// The function-argument attribute of a weight stash (PipeDream-2BW's
+/// older version of a parameter, `--tessera-weight-stash`): the name of the
+/// parameter it is a version of, and starts equal to.
+constexpr llvm::StringLiteral kVersionOfAttrName = "nn.version_of";
+
 /// The function-argument attribute of optimizer state: "<param>.adam_m",
 /// "<param>.adam_v", or "step" for the step counter the runtime sets.
 constexpr llvm::StringLiteral kStateAttrName = "nn.state";

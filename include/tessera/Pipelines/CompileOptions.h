@@ -175,6 +175,14 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "(tessera compile joins both into one plan)"),
       llvm::cl::init(ServerPart::Worker), enumValues(kServerPartNames)};
 
+  // PipeDream-2BW's weight update semantics (--tessera-weight-stash).
+  Option<bool> weightStash{
+      *this, "weight-stash",
+      llvm::cl::desc("Compute each step's gradients at the weights of the "
+                     "step before, keeping them as state (PipeDream-2BW: "
+                     "W(t+1) = W(t) - lr * grad f(W(t-1)))"),
+      llvm::cl::init(false)};
+
   // Pipelining (--tessera-microbatch, --tessera-pipeline).
   Option<int64_t> pipelineStages{
       *this, "pp",

@@ -141,6 +141,46 @@ def ParameterServerPass : Pass<"tessera-parameter-server", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::dist::DistDialect"];
 }
 
+def WeightStashPass : Pass<"tessera-weight-stash", "mlir::ModuleOp"> {
+  let summary = "Computes each step's gradients at the weights of the step before (PipeDream-2BW)";
+  let description = [{
+    Runs on a train step (after `--tessera-train-step`, before ZeRO and
+    propagation) and gives it the weight update semantics of
+    PipeDream-2BW (Narayanan et al. 2021): W(t+1) = W(t) - lr * grad
+    f(W(t-1)). Each step's forward and backward read the previous version
+    of every parameter, so that a pipeline without a flush between steps
+    (whose first microbatches of a step start before the last ones of the
+    step before are done) computes what this program computes, keeping two
+    versions of each weight.
+
+    For each parameter P that an optimizer update writes, a state argument
+    S (`nn.state = "<param>.stash"`, `nn.version_of = "<param>"`, sharded as
+    P is) takes the place of P in every op but the update; the step returns
+    P as S's new value. The runtime starts S equal to P (the plan's
+    `WEIGHT_STASH` role), so the first two steps both compute their
+    gradients at the initial weights.
+
+    ```mlir
+    // Before:
+    func.func @step(%w: tensor<8x8xf32> {nn.param = "w"}, %x: ...) -> ... {
+      %y = nn.dot %x, %w ...
+      ...
+      %w1 = nn.sgd %w, %gw ...
+      return %w1, %loss : ...
+    }
+    // After:
+    func.func @step(%w: tensor<8x8xf32> {nn.param = "w"}, %x: ...,
+                    %s: tensor<8x8xf32> {nn.state = "w.stash",
+                                         nn.version_of = "w"}) -> ... {
+      %y = nn.dot %x, %s ...
+      ...
+      %w1 = nn.sgd %w, %gw ...
+      return %w1, %loss, %w : ...
+    }
+    ```
+  }];
+}
+
 def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {
   let summary = "Clips a train step's gradients by their global norm";
   let description = [{

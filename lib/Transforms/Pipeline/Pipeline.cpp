@@ -670,6 +670,14 @@ void Pipeliner::assignRanks() {
       if (classes.lookup(user) != OpClass::Post)
         argRanks[arg.getArgNumber()].insert(ranksOf[user].begin(),
                                             ranksOf[user].end());
+  // A parameter returned as its weight stash's next value
+  // (--tessera-weight-stash) is held, and updated, where the stash is read.
+  for (OpOperand &result : returnOp->getOpOperands())
+    if (auto arg = dyn_cast<BlockArgument>(result.get()))
+      if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+              result.getOperandNumber(), nn::kUpdatesAttrName))
+        argRanks[arg.getArgNumber()].insert(argRanks[updates.getInt()].begin(),
+                                            argRanks[updates.getInt()].end());
   // A post op runs where its results are read: on the ranks that hold the
   // argument a result updates, and where its post readers run.
   for (Operation *op : llvm::reverse(ops)) {
@@ -916,9 +924,13 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
     if (auto updates = function.getResultAttrOfType<IntegerAttr>(
             index, nn::kUpdatesAttrName)) {
+      // An argument returned as is (a parameter, its stash's next value)
+      // is returned where the argument it updates is read.
       Operation *def = operand.getDefiningOp();
-      if (def && getRanks(def).count(rank)) {
+      if (def ? getRanks(def).count(rank) : used.contains(updates.getInt())) {
         used.insert(updates.getInt());
+        if (auto arg = dyn_cast<BlockArgument>(operand))
+          used.insert(arg.getArgNumber());
         results.push_back(index);
       }
       continue;
