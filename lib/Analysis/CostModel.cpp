@@ -261,6 +261,9 @@ double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
   if (schedule == PipelineSchedule::ZeroBubbleH1)
     idle = (stages - 1.0 + std::max<int64_t>(stages - microbatches, 0)) /
            (3.0 * microbatches);
+  // Without a flush, only a run's first step fills the pipeline.
+  if (schedule == PipelineSchedule::TwoBW)
+    idle = 0;
   return idle;
 }
 

@@ -59,6 +59,20 @@ tessera::getPipelineSchedule(const PipelineSpec &spec, int64_t rank,
         units.push_back(backward(k));
     return units;
   }
+  // PipeDream-2BW: 1F1B without a flush. A step's warm-up forwards
+  // alternate with the cool-down backwards of the step before, as 1F1B's
+  // steady state runs on across steps: F(k) then B(k - warmup).
+  if (spec.schedule == PipelineSchedule::TwoBW && hasBackward) {
+    for (int64_t k = 0; k < warmup; ++k) {
+      units.push_back({Kind::Forward, rank, k});
+      units.push_back({Kind::Backward, rank, m - warmup + k, -1});
+    }
+    for (int64_t k = 0; k < m - warmup; ++k) {
+      units.push_back({Kind::Forward, rank, warmup + k});
+      units.push_back({Kind::Backward, rank, k});
+    }
+    return units;
+  }
   // ZB-H1 (Qi et al. 2023, figure 3, top) keeps 1F1B's forwards and input
   // gradients and runs the weight gradients of microbatch k right after the
   // input gradients of microbatch k + rank, the last `rank` of them at the

@@ -72,6 +72,15 @@ private:
   /// schedule and gives each buffer its lifetime over the units and its
   /// copies (returned per buffer; 1 without a schedule).
   FailureOr<SmallVector<int64_t>> setSchedule(DictionaryAttr schedule);
+  /// With a schedule without a flush (2BW): the copies of `copies`, and the
+  /// lifetimes, of what lives from one run into the next (the arguments of
+  /// two steps, the sums over microbatches, a slot per microbatch of what
+  /// units make for later ones, and what updates run amid units make for
+  /// the end of the run).
+  FailureOr<SmallVector<int64_t>>
+  setSteadyLifetimes(SmallVector<int64_t> copies,
+                     const DenseMap<int64_t, int64_t> &stageSlots,
+                     DenseI64ArrayAttr stages);
   /// The copies by microbatch that cross-unit buffer `id` (made in `unit`)
   /// needs: the most of its lifetimes that overlap; 0 when they do not keep
   /// the microbatch order (or a reader is outside the units).
@@ -510,6 +519,73 @@ int64_t PlanBuilder::getRingCopies(
 }
 
 FailureOr<SmallVector<int64_t>>
+PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
+                                const DenseMap<int64_t, int64_t> &stageSlots,
+                                DenseI64ArrayAttr stages) {
+  int64_t count = program->buffers_size();
+  int64_t unitsEnd = program->units(program->units_size() - 1).end();
+  bool updatesLater = program->has_update_after_entry();
+  auto persist = [&](int64_t id) {
+    firstUse[id] = std::min<int64_t>(firstUse[id], 0);
+    lastUse[id] = std::numeric_limits<int64_t>::max();
+  };
+  for (int64_t id = 0; id < count; ++id) {
+    plan::Buffer &buffer = *program->mutable_buffers(id);
+    if (buffer.has_view_of())
+      continue;
+    Value value = values[id];
+    // A step's data, step counter and weight stash: one copy per step.
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      unsigned number = arg.getArgNumber();
+      bool perStep =
+          !function.getArgAttr(number, nn::kParamAttrName) &&
+          (!function.getArgAttr(number, nn::kStateAttrName) ||
+           function.getArgAttr(number, nn::kVersionOfAttrName) ||
+           function.getArgAttrOfType<StringAttr>(number, nn::kStateAttrName)
+                   .getValue() == "step");
+      if (perStep) {
+        int64_t bytes = getTensorBytes(cast<RankedTensorType>(arg.getType()));
+        buffer.set_step_slots(2);
+        buffer.set_step_slot_stride_bytes((bytes + 63) / 64 * 64);
+        persist(id);
+      }
+      continue;
+    }
+    bool accumulator =
+        isa_and_nonnull<dist::AccumulateOp>(value.getDefiningOp());
+    int64_t unit = madeInUnit[id];
+    if (accumulator) {
+      persist(id);
+      continue;
+    }
+    // What the units read but do not make lives over all of their runs
+    // (and over the updates, which may run amid them). The updates run amid
+    // the next step's units: what they make for the end of the run is kept
+    // from the units' values.
+    if (unit < 0) {
+      if (readElsewhere[id])
+        lastUse[id] = updatesLater ? std::numeric_limits<int64_t>::max()
+                                   : std::max(lastUse[id], unitsEnd);
+      if (updatesLater && firstUse[id] >= unitsEnd &&
+          lastUse[id] == std::numeric_limits<int64_t>::max())
+        persist(id);
+      continue;
+    }
+    if (!readElsewhere[id] && sentBy[id] < 0)
+      continue; // read in its own unit's run only
+    // A slot per microbatch (the entries' slot is their microbatch).
+    copies[id] = stageSlots.lookup(stages[unit]);
+    persist(id);
+    if (copies[id] > 1) {
+      int64_t bytes = getTensorBytes(cast<RankedTensorType>(value.getType()));
+      buffer.set_slots(copies[id]);
+      buffer.set_slot_stride_bytes((bytes + 63) / 64 * 64);
+    }
+  }
+  return copies;
+}
+
+FailureOr<SmallVector<int64_t>>
 PlanBuilder::setSchedule(DictionaryAttr schedule) {
   int64_t count = program->buffers_size();
   SmallVector<int64_t> copies(count, 1);
@@ -519,6 +595,9 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
   auto stages = schedule.getAs<DenseI64ArrayAttr>("unit_stages");
   auto entries = schedule.getAs<DenseI64ArrayAttr>("entries");
   auto waits = schedule.getAs<DenseI64ArrayAttr>("send_waits");
+  auto entrySteps = schedule.getAs<DenseI64ArrayAttr>("entry_steps");
+  auto postAfter = schedule.getAs<IntegerAttr>("post_after");
+  bool steady = static_cast<bool>(schedule.get("steady"));
   int64_t units = program->units_size();
   auto malformed = [&](const Twine &why) {
     return function.emitError("cannot export: malformed '")
@@ -527,6 +606,15 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
   if (units == 0 || static_cast<int64_t>(stages.size()) != units ||
       entries.size() % 3 != 0 || waits.size() % 3 != 0)
     return malformed("expects one stage per unit and triples");
+  if (steady &&
+      (!entrySteps || !postAfter ||
+       static_cast<int64_t>(entrySteps.size()) * 3 !=
+           static_cast<int64_t>(entries.size()) ||
+       postAfter.getInt() < -1 || postAfter.getInt() * 3 >= entries.size()))
+    return malformed("expects a step per entry and where the updates run");
+  program->set_steady(steady);
+  if (steady && postAfter.getInt() >= 0)
+    program->set_update_after_entry(postAfter.getInt());
   int64_t m = microbatches.getInt();
   program->set_microbatches(m);
   // The slots each stage uses.
@@ -543,6 +631,8 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
     entry->set_unit(unit);
     entry->set_microbatch(microbatch);
     entry->set_slot(slot);
+    if (steady)
+      entry->set_step_offset(entrySteps[i / 3]);
   }
   // Where each (unit, microbatch) runs and each (send, microbatch) is
   // waited for, by entry.
@@ -560,6 +650,11 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
     run->set_microbatch(waits[i + 2]);
   }
 
+  // Without a flush a run also finishes the step before: what units make
+  // for later units, the sums over microbatches and the arguments of two
+  // steps live from one run into the next.
+  if (steady)
+    return setSteadyLifetimes(copies, stageSlots, stages);
   // The units run many times between unitsBegin and unitsEnd: what lives
   // across runs, or is read in them but made outside, lives over all of it.
   bool bySlot = false;
@@ -1072,6 +1167,8 @@ LogicalResult PlanBuilder::build(plan::Program &result,
                         : grownBytes.lookup_or(id, getBytes(id));
     if (!isView && (*copies)[id] > 1)
       bytes = (*copies)[id] * buffer.slot_stride_bytes();
+    if (buffer.step_slots() > 1)
+      bytes = buffer.step_slots() * buffer.step_slot_stride_bytes();
     MemoryCategory category =
         categories.lookup_or(values[id], MemoryCategory::Activation);
     lifetimes.push_back(

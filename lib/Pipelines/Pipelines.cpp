@@ -64,7 +64,13 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
              "the parameters: it takes no --pp, --microbatches, --zero, "
              "--clip-grad or --loss-scale";
   }
-  if (options.weightStash) {
+  bool twoBW = options.schedule == PipelineSchedule::TwoBW;
+  if (twoBW && (options.train == Optimizer::None || options.clipGrad > 0 ||
+                options.lossScale))
+    return "--schedule 2bw updates each stage when its own backwards are "
+           "done: it needs --train and takes no --clip-grad or --loss-scale "
+           "(a norm over all stages)";
+  if (options.weightStash || twoBW) {
     if (options.train == Optimizer::None)
       return "--weight-stash keeps versions of a train step's weights: give "
              "--train";
@@ -95,7 +101,8 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   trainStep.lossScale = options.lossScale;
   trainStep.initialLossScale = options.initialLossScale;
   pm.addPass(createTrainStepPass(trainStep));
-  if (options.weightStash)
+  // 2BW's steps read the weights of the step before.
+  if (options.weightStash || options.schedule == PipelineSchedule::TwoBW)
     pm.addPass(createWeightStashPass());
 }
 

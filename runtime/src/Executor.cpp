@@ -61,7 +61,8 @@ static bool movesWithRun(const plan::Program &program, int64_t id) {
   const plan::Buffer &buffer = program.buffers(id);
   const plan::Buffer &root =
       buffer.has_view_of() ? program.buffers(buffer.view_of()) : buffer;
-  return root.slots() > 1 || buffer.microbatch_stride_bytes() != 0;
+  return root.slots() > 1 || root.step_slots() > 1 ||
+         buffer.microbatch_stride_bytes() != 0;
 }
 
 void Executor::bindBuffers() {
@@ -113,6 +114,8 @@ Tensor Executor::getBuffer(int64_t id, const UnitRun &run) {
     offset +=
         (root.slot_by_microbatch() ? run.microbatch % root.slots() : run.slot) *
         root.slot_stride_bytes();
+  if (root.step_slots() > 1)
+    offset += run.step % root.step_slots() * root.step_slot_stride_bytes();
   tensor.data = static_cast<uint8_t *>(arena) + offset;
   return tensor;
 }
@@ -182,7 +185,8 @@ static std::string getCollectiveName(const plan::Collective &collective) {
 void Executor::record(TraceEvent event) {
   if (!tracing)
     return;
-  event.step = runs;
+  if (event.step == 0)
+    event.step = runs;
   trace.push_back(std::move(event));
 }
 
@@ -338,13 +342,32 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
 Status Executor::run(const std::vector<OwnedTensor> &arguments,
                      std::vector<OwnedTensor> &results,
                      const std::vector<bool> &wanted) {
+  return runStep(&arguments, results, wanted);
+}
+
+Status Executor::drain(std::vector<OwnedTensor> &results,
+                       const std::vector<bool> &wanted) {
+  if (!hasDeferredWork() || runs == 0)
+    return invalidArgument("drain follows a run of a program that leaves "
+                           "work to the next");
+  return runStep(nullptr, results, wanted);
+}
+
+Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
+                         std::vector<OwnedTensor> &results,
+                         const std::vector<bool> &wanted) {
   if (!loadStatus.ok())
     return loadStatus;
   ++runs;
-  if (static_cast<int>(arguments.size()) != program.arguments_size())
+  bool draining = !arguments;
+  if (arguments &&
+      static_cast<int>(arguments->size()) != program.arguments_size())
     return invalidArgument(
         "the program takes " + std::to_string(program.arguments_size()) +
-        " arguments, got " + std::to_string(arguments.size()));
+        " arguments, got " + std::to_string(arguments->size()));
+  // The run's step, from 0: the copy of what has one per step.
+  UnitRun now;
+  now.step = runs - 1;
   Status error;
   // 64 bytes of slack keep every view inside the arena when the memory plan
   // packs buffers to the last byte.
@@ -356,18 +379,18 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
   }
   carried.resize(program.arguments_size(), nullptr);
   updatedInPlace.resize(program.arguments_size(), false);
-  for (int i = 0; i < program.arguments_size(); ++i) {
+  for (int i = 0; i < program.arguments_size() && arguments; ++i) {
     if (updatedInPlace[i])
       continue;
-    Tensor buffer = getBuffer(program.arguments(i).buffer());
-    if (arguments[i].view.getBytes() != buffer.getBytes())
+    Tensor buffer = getBuffer(program.arguments(i).buffer(), now);
+    if ((*arguments)[i].view.getBytes() != buffer.getBytes())
       return invalidArgument(
           "argument '" + program.arguments(i).name() + "' has " +
-          std::to_string(arguments[i].view.getBytes()) + " bytes, expected " +
-          std::to_string(buffer.getBytes()));
+          std::to_string((*arguments)[i].view.getBytes()) +
+          " bytes, expected " + std::to_string(buffer.getBytes()));
     error = carried[i]
                 ? device.copyWithin(buffer.data, carried[i], buffer.getBytes())
-                : device.copyToDevice(buffer.data, arguments[i].view.data,
+                : device.copyToDevice(buffer.data, (*arguments)[i].view.data,
                                       buffer.getBytes());
     if (!error.ok())
       return error.withPrefix("argument '" + program.arguments(i).name() +
@@ -375,29 +398,79 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
   }
   inFlight.clear();
   sendsInFlight.clear();
-  accumulated.assign(program.buffers_size(), false);
+  // A steady program's sums over microbatches run on into the next run:
+  // they start again after the updates that read them.
+  if (!program.steady() || accumulated.empty())
+    accumulated.assign(program.buffers_size(), false);
   int64_t steps = program.instructions_size();
-  if (program.units().empty()) {
-    if (!(error = runInstructions(0, steps, {})).ok())
-      return error;
-  } else {
-    if (!(error = runInstructions(0, program.units(0).begin(), {})).ok())
-      return error;
-    for (const plan::ScheduleEntry &entry : program.schedule()) {
-      const plan::Unit &unit = program.units(entry.unit());
+  // The updates: after the units for the run's step, or (a steady program
+  // that finishes each step in the next run) after an entry for the step
+  // before. The first run has no step before, and nothing to carry.
+  bool updated = false;
+  auto runUpdates = [&](int64_t step) -> Status {
+    int64_t post = program.units().rbegin()->end();
+    if (step >= 0) {
+      UnitRun at = now;
+      at.step = step;
       double start = getMicroseconds();
-      if (!(error = runInstructions(unit.begin(), unit.end(),
-                                    {entry.microbatch(), entry.slot(), true}))
-               .ok())
-        return error.withPrefix(unit.name() + "." +
-                                std::to_string(entry.microbatch()) + ": ");
-      // A unit without instructions (a first stage's input gradients)
-      // leaves no trace.
-      if (unit.end() > unit.begin())
-        record({unit.name() + "." + std::to_string(entry.microbatch()),
-                kUnitTrack, start, getMicroseconds()});
+      if (Status error = runInstructions(post, steps, at); !error.ok())
+        return error;
+      if (post < steps)
+        record(
+            {"update", kUnitTrack, start, getMicroseconds(), -1, -1, step + 1});
+      updated = true;
+    }
+    if (program.steady())
+      accumulated.assign(program.buffers_size(), false);
+    return Status::success();
+  };
+  if (program.units().empty()) {
+    if (!(error = runInstructions(0, steps, now)).ok())
+      return error;
+    updated = true;
+  } else {
+    if (!(error = runInstructions(0, program.units(0).begin(), now)).ok())
+      return error;
+    int64_t updateAfter =
+        program.has_update_after_entry() ? program.update_after_entry() : -1;
+    for (int index = 0; index < program.schedule_size(); ++index) {
+      const plan::ScheduleEntry &entry = program.schedule(index);
+      const plan::Unit &unit = program.units(entry.unit());
+      // A drain runs only what the last run left of its step.
+      int64_t step = now.step + entry.step_offset();
+      if (step >= 0 && !(draining && entry.step_offset() == 0)) {
+        UnitRun run = now;
+        run.microbatch = entry.microbatch();
+        run.slot = entry.slot();
+        run.inUnit = true;
+        run.step = step;
+        double start = getMicroseconds();
+        if (!(error = runInstructions(unit.begin(), unit.end(), run)).ok())
+          return error.withPrefix(unit.name() + "." +
+                                  std::to_string(entry.microbatch()) + ": ");
+        // A unit without instructions (a first stage's input gradients)
+        // leaves no trace.
+        if (unit.end() > unit.begin()) {
+          TraceEvent event{unit.name() + "." +
+                               std::to_string(entry.microbatch()),
+                           kUnitTrack,
+                           start,
+                           getMicroseconds(),
+                           -1,
+                           entry.microbatch(),
+                           step + 1};
+          if (program.steady())
+            event.version = std::max<int64_t>(step - 1, 0);
+          record(std::move(event));
+        }
+      }
       for (const plan::SendRun &send : entry.wait_sends()) {
         auto it = sendsInFlight.find({send.instruction(), send.microbatch()});
+        // A steady program's entry waits for its sends of the run's step
+        // and of the step before, one of which a first run or a drain
+        // skips.
+        if (it == sendsInFlight.end() && program.steady())
+          continue;
         if (it == sendsInFlight.end())
           return invalidPlan(
               "the schedule waits for the send of instruction " +
@@ -408,13 +481,11 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
                                   std::to_string(send.instruction()) + ": ");
         sendsInFlight.erase(it);
       }
+      if (index == updateAfter && !(error = runUpdates(now.step - 1)).ok())
+        return error;
     }
-    int64_t post = program.units().rbegin()->end();
-    double start = getMicroseconds();
-    if (!(error = runInstructions(post, steps, {})).ok())
+    if (updateAfter < 0 && !draining && !(error = runUpdates(now.step)).ok())
       return error;
-    if (post < steps)
-      record({"update", kUnitTrack, start, getMicroseconds()});
   }
   if (!inFlight.empty())
     return invalidPlan("event " + std::to_string(inFlight.begin()->first) +
@@ -432,13 +503,13 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
   // The updates stay on the device for the next run: where the memory plan
   // wrote one over its argument, in the arena already. (The copies out and
   // back in of a GPT's parameters and AdamW moments cost 4% of its step.)
-  for (int i = 0; i < program.results_size() && carryUpdates; ++i) {
+  for (int i = 0; i < program.results_size() && carryUpdates && updated; ++i) {
     const plan::Result &result = program.results(i);
     if (!result.has_updates_argument())
       continue;
-    Tensor buffer = getBuffer(result.buffer());
+    Tensor buffer = getBuffer(result.buffer(), now);
     Tensor argument =
-        getBuffer(program.arguments(result.updates_argument()).buffer());
+        getBuffer(program.arguments(result.updates_argument()).buffer(), now);
     if (buffer.data == argument.data &&
         buffer.getBytes() == argument.getBytes()) {
       updatedInPlace[result.updates_argument()] = true;
@@ -459,7 +530,7 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
   for (int i = 0; i < program.results_size(); ++i) {
     if (!wanted.empty() && (i >= static_cast<int>(wanted.size()) || !wanted[i]))
       continue;
-    Tensor buffer = getBuffer(program.results(i).buffer());
+    Tensor buffer = getBuffer(program.results(i).buffer(), now);
     OwnedTensor &result = results[i];
     if (!result.view.data || result.view.dtype != buffer.dtype ||
         result.view.shape != buffer.shape)

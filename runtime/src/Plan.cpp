@@ -416,6 +416,12 @@ Status ProgramValidator::checkMemoryPlan() const {
                      (__builtin_mul_overflow(
                           b.slots() - 1, b.slot_stride_bytes(), &slotBytes) ||
                       __builtin_add_overflow(bytes, slotBytes, &bytes));
+    overflows =
+        overflows ||
+        (b.step_slots() > 1 &&
+         (__builtin_mul_overflow(b.step_slots() - 1, b.step_slot_stride_bytes(),
+                                 &slotBytes) ||
+          __builtin_add_overflow(bytes, slotBytes, &bytes)));
     if (overflows || b.arena_offset_bytes() < 0 ||
         __builtin_add_overflow(b.arena_offset_bytes(), bytes, &end) ||
         end > program.arena_bytes())
@@ -510,6 +516,11 @@ Status ProgramValidator::checkSchedule() const {
     if (entry.slot() < 0 || entry.slot() >= slots)
       return invalidPlan(at + " uses slot " + std::to_string(entry.slot()) +
                          " of " + std::to_string(slots));
+    if (entry.step_offset() != 0 &&
+        (!program.steady() || entry.step_offset() != -1))
+      return invalidPlan(at + " runs step offset " +
+                         std::to_string(entry.step_offset()) +
+                         ", expected 0 (or -1 in a steady program)");
     if (!runs.insert({entry.unit(), entry.microbatch()}).second)
       return invalidPlan(at + " runs unit '" +
                          program.units(entry.unit()).name() +
@@ -523,6 +534,12 @@ Status ProgramValidator::checkSchedule() const {
                        " units, expected each of " +
                        std::to_string(program.units_size()) + " on each of " +
                        std::to_string(m) + " microbatches");
+  if (program.has_update_after_entry() &&
+      (!program.steady() || program.update_after_entry() < 0 ||
+       program.update_after_entry() >= program.schedule_size()))
+    return invalidPlan("the updates run after schedule entry " +
+                       std::to_string(program.update_after_entry()) +
+                       ", expected an entry of a steady program");
   // Every run of a unit's send is waited for once, by its entry or a later
   // one.
   std::set<std::pair<int64_t, int64_t>> started;
@@ -707,6 +724,16 @@ Status ProgramValidator::run() {
     if (b.slots() > 1 && b.has_view_of())
       return fail("view buffer " + std::to_string(id) +
                   " has slots (its buffer's are its own)");
+    if (b.step_slots() < 0 || (b.step_slots() > 1 && !program.steady()) ||
+        (b.step_slots() > 1 &&
+         (b.has_view_of() || b.slots() > 1 ||
+          b.step_slot_stride_bytes() <
+              elements * getDTypeBytes(getDType(b.dtype())))))
+      return fail("buffer " + std::to_string(id) + " has " +
+                  std::to_string(b.step_slots()) +
+                  " step slots, expected them only on a steady program's "
+                  "buffer that is neither a view nor slotted, each at least "
+                  "its size apart");
     if (b.has_overwrites()) {
       int64_t of = b.overwrites();
       if (of < 0 || of >= id || buffer(of).has_view_of() || b.has_view_of() ||

@@ -993,6 +993,11 @@ int main(int argc, char **argv) {
         return fail(status.message());
     }
   }
+  // A pipeline without a flush finishes the last step's backwards and
+  // updates now.
+  if (executor.hasDeferredWork())
+    if (Status status = executor.drain(results); !status.ok())
+      return fail("after the last step: " + status.message());
   // The last step's updates are the new arguments (a checkpoint saves them).
   for (int i = 0; i < program->results_size(); ++i)
     if (program->results(i).has_updates_argument())

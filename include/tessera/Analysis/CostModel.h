@@ -142,7 +142,13 @@ getReshardCost(const MachineModel &machine, const MeshShape &mesh,
   return getReshardCost(&machine, mesh, shape, elementBytes, from, to);
 }
 
-enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+enum class PipelineSchedule {
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  ZeroBubbleH1,
+  TwoBW
+};
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {"gpipe", PipelineSchedule::GPipe, "all forwards, then all backwards"},
     {"1f1b", PipelineSchedule::OneFOneB,
@@ -150,7 +156,10 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {"interleaved", PipelineSchedule::Interleaved,
      "1F1B over several stages per rank (Megatron-LM)"},
     {"zb-h1", PipelineSchedule::ZeroBubbleH1,
-     "1F1B with weight gradients deferred into the cool-down"}};
+     "1F1B with weight gradients deferred into the cool-down"},
+    {"2bw", PipelineSchedule::TwoBW,
+     "1F1B without a flush: a step's last backwards run in the next step, "
+     "with two weight versions (PipeDream-2BW; implies --weight-stash)"}};
 
 /// The idle fraction of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m)
 /// interleaved with v chunks per device, (p-1)/(3m) for ZB-H1: the zero
@@ -158,7 +167,8 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
 /// (p-1)(T_F + T_B + T_W), with the backward's input- and weight-gradient
 /// halves each as long as the forward ((p - 1 + p - m)/(3m) with fewer
 /// microbatches m than stages p, as test/unit/Analysis/PipelineScheduleTest
-/// simulates the schedule the compiler builds).
+/// simulates the schedule the compiler builds). 2BW fills the pipeline once
+/// per run, not per step: 0.
 double getBubbleFraction(PipelineSchedule schedule, int64_t stages,
                          int64_t microbatches, int64_t virtualStages = 1);
 

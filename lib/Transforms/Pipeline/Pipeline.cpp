@@ -89,6 +89,8 @@ private:
   void assignRanks();
   LogicalResult planMessages();
   LogicalResult simulate();
+  /// With 2BW: refuses what a step cannot share with the next.
+  LogicalResult checkSteady();
   FailureOr<func::FuncOp> emit(int64_t rank);
   /// Sets `dist.schedule` on `rank`'s function: its units, its schedule
   /// with the slots of each stage's microbatches, and where the units'
@@ -97,6 +99,17 @@ private:
                    ArrayRef<UnitTemplate> templates,
                    ArrayRef<StringRef> unitNames,
                    const DenseMap<int64_t, int64_t> &sendNumber);
+
+  /// PipeDream-2BW: no flush between steps, a run also finishing the step
+  /// before.
+  bool isSteady() const { return spec.schedule == PipelineSchedule::TwoBW; }
+  /// Whether a pre op reads an argument (its value differs from step to
+  /// step): with 2BW each unit that reads it makes it for its own step.
+  bool readsArguments(Operation *op);
+  /// With 2BW: the index in `rank`'s schedule after which its post ops run,
+  /// for the step before (its last backward of that step), or -1: at the
+  /// end, for the run's step.
+  int64_t getPostAfter(int64_t rank) const;
 
   bool isData(Value value) const {
     auto arg = dyn_cast<BlockArgument>(value);
@@ -154,6 +167,7 @@ private:
   /// Per message, the event of its sender after which its send is waited
   /// (-1: at the end of the program).
   SmallVector<int64_t> waitAfter;
+  DenseMap<Operation *, bool> argumentReaders;
 };
 
 } // namespace
@@ -545,10 +559,11 @@ LogicalResult Pipeliner::assignBackward() {
     }
     return weightStages[value] = stage;
   };
+  // (A weight stash, --tessera-weight-stash, is a version of one.)
   std::function<bool(Value)> isWeight = [&](Value value) {
     if (auto arg = dyn_cast<BlockArgument>(value))
-      return static_cast<bool>(
-          function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName));
+      return function.getArgAttr(arg.getArgNumber(), nn::kParamAttrName) ||
+             function.getArgAttr(arg.getArgNumber(), nn::kVersionOfAttrName);
     Operation *def = value.getDefiningOp();
     return def && classes.lookup(def) == OpClass::Pre &&
            llvm::any_of(def->getOperands(), isWeight);
@@ -883,6 +898,70 @@ LogicalResult Pipeliner::planMessages() {
   return success();
 }
 
+bool Pipeliner::readsArguments(Operation *op) {
+  auto [it, inserted] = argumentReaders.try_emplace(op, false);
+  if (!inserted)
+    return it->second;
+  bool reads = llvm::any_of(op->getOperands(), [&](Value operand) {
+    Operation *def = operand.getDefiningOp();
+    return !def || readsArguments(def);
+  });
+  argumentReaders[op] = reads;
+  return reads;
+}
+
+int64_t Pipeliner::getPostAfter(int64_t rank) const {
+  for (int64_t index = units[rank].size() - 1; index >= 0; --index)
+    if (units[rank][index].stepOffset < 0)
+      return index;
+  return -1;
+}
+
+LogicalResult Pipeliner::checkSteady() {
+  // Each step reads the weights of the step before (--weight-stash), so
+  // that the next step's forwards need not wait for this step's updates.
+  for (BlockArgument arg : function.getArguments()) {
+    auto param = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       nn::kParamAttrName);
+    if (!param)
+      continue;
+    for (Operation *user : arg.getUsers())
+      if (!isa<func::ReturnOp>(user) && classes.lookup(user) != OpClass::Post)
+        return user->emitError("the 2bw schedule runs each step at the "
+                               "weights of the step before: parameter '")
+               << param.getValue()
+               << "' is read by the forward or backward (compile with "
+                  "--weight-stash)";
+  }
+  if (!normRoots.empty())
+    return normRoots.front()->emitError(
+        "the 2bw schedule updates each stage when its own backwards are "
+        "done: a gradient norm over all stages (--clip-grad, --loss-scale) "
+        "needs them all at once");
+  for (const Message &message : messages)
+    if (message.microbatch < 0)
+      return message.value.getDefiningOp()->emitError(
+                 "the 2bw schedule updates each stage when its own backwards "
+                 "are done: a sum made on pipeline rank ")
+             << message.from << " is read after the microbatches on rank "
+             << message.to
+             << " (a parameter tied across stages, as a GPT's embedding and "
+                "LM head, or a loss term of another stage)";
+  // The ranks that finish a step in the next run update it there, right
+  // after its last backward: what their forwards sum over the microbatches
+  // would by then hold the next step's terms.
+  for (Value value : accumulated) {
+    Operation *def = value.getDefiningOp();
+    int64_t rank = getRank(stageOf.lookup(def));
+    if (forwardOps.contains(def) && getPostAfter(rank) >= 0)
+      return def->emitError("the 2bw schedule sums forward values over the "
+                            "microbatches only on the last pipeline rank; "
+                            "this one's is made on rank ")
+             << rank << " (a loss term of an earlier stage)";
+  }
+  return success();
+}
+
 LogicalResult Pipeliner::simulate() {
   SmallVector<int64_t> receivers = llvm::map_to_vector(
       messages, [](const Message &message) { return message.to; });
@@ -1015,6 +1094,11 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   // to a microbatch's activations is as large as they are, and cheap to
   // make again.
   auto isRemade = [&](Operation *op) {
+    // Without a flush a run holds two steps' units (and the updates of the
+    // step before): what a pre op makes from the arguments is made for
+    // each of them.
+    if (isSteady() && classes.lookup(op) == OpClass::Pre && readsArguments(op))
+      return true;
     auto constant = dyn_cast<nn::ConstantOp>(op);
     return classes.lookup(op) == OpClass::Pre &&
            (isa<nn::BroadcastOp>(op) ||
@@ -1068,6 +1152,21 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
                      builder.getStringAttr(name));
   };
 
+  // `value`, a remade op's result, made here (its operands first).
+  std::function<Value(Value, IRMapping &, DenseMap<Value, Value> &)> remakeIn =
+      [&](Value value, IRMapping &into, DenseMap<Value, Value> &made) -> Value {
+    if (Value local = made.lookup(value))
+      return local;
+    Operation *def = value.getDefiningOp();
+    for (Value operand : def->getOperands())
+      if (Operation *inner = operand.getDefiningOp(); inner && isRemade(inner))
+        into.map(operand, remakeIn(operand, into, made));
+    Value local = builder.clone(*def, into)
+                      ->getResult(cast<OpResult>(value).getResultNumber());
+    made[value] = local;
+    return local;
+  };
+
   // One run's values, and the unit that made each.
   IRMapping mapping = shared;
   DenseMap<Value, int64_t> madeBy;
@@ -1083,20 +1182,7 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     nameStorage.push_back(getUnitName(unit));
     Operation *last = block->empty() ? nullptr : &block->back();
     DenseMap<Value, Value> slices, remade;
-    // `value`, a remade op's result, made in this unit (its operands first).
-    std::function<Value(Value)> remake = [&](Value value) -> Value {
-      if (Value local = remade.lookup(value))
-        return local;
-      Operation *def = value.getDefiningOp();
-      for (Value operand : def->getOperands())
-        if (Operation *inner = operand.getDefiningOp();
-            inner && isRemade(inner))
-          mapping.map(operand, remake(operand));
-      Value local = builder.clone(*def, mapping)
-                        ->getResult(cast<OpResult>(value).getResultNumber());
-      remade[value] = local;
-      return local;
-    };
+    auto remake = [&](Value value) { return remakeIn(value, mapping, remade); };
     auto runOps = [&]() -> LogicalResult {
       for (Operation *op : bodyOps) {
         if (stageOf.lookup(op) != unit.stage || getKind(op) != unit.kind)
@@ -1176,6 +1262,7 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   // once. Their sends are waited for where the simulation placed them.
   Operation *lastOfUnits = block->empty() ? nullptr : &block->back();
   SmallVector<Value> inFlight(messages.size());
+  DenseMap<Value, Value> postRemade;
   auto waitFor = [&](int64_t event) {
     for (auto [index, message] : llvm::enumerate(messages))
       if (message.from == rank && message.microbatch < 0 &&
@@ -1216,6 +1303,9 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
         }
         if (!isMicrobatchReduction(&op)) {
           for (Value operand : op.getOperands())
+            if (Operation *def = operand.getDefiningOp(); def && isRemade(def))
+              shared.map(operand, remakeIn(operand, shared, postRemade));
+          for (Value operand : op.getOperands())
             if (!shared.contains(operand))
               return op.emitError("internal error: pipeline rank ")
                      << rank << " has no value for an operand";
@@ -1250,9 +1340,24 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   nameFrom(lastOfUnits, "update");
   setSchedule(stage, rank, templates, unitNames, sendNumber);
 
+  // A weight stash's next value is its parameter (the step's weights),
+  // which on a rank that updates the step before in this run are the
+  // updated ones: the next run's step reads them.
+  auto getReturned = [&](unsigned index) -> Value {
+    Value operand = returnOp.getOperand(index);
+    auto param = dyn_cast<BlockArgument>(operand);
+    if (!param || !isSteady() || getPostAfter(rank) < 0)
+      return operand;
+    for (auto [other, value] : llvm::enumerate(returnOp.getOperands()))
+      if (auto updates = function.getResultAttrOfType<IntegerAttr>(
+              other, nn::kUpdatesAttrName);
+          updates && updates.getInt() == param.getArgNumber())
+        return value;
+    return operand;
+  };
   SmallVector<Value> returned;
   for (unsigned index : results)
-    returned.push_back(shared.lookup(returnOp.getOperand(index)));
+    returned.push_back(shared.lookup(getReturned(index)));
   func::ReturnOp::create(builder, returnOp.getLoc(), returned);
   stage.setType(builder.getFunctionType(block->getArgumentTypes(),
                                         TypeRange(ValueRange(returned))));
@@ -1350,10 +1455,15 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
   std::multimap<int64_t, std::pair<int64_t, int64_t>> releases;
   SmallVector<int64_t> table;
   SmallVector<int64_t> sendWaits;
+  SmallVector<int64_t> entrySteps;
   for (auto [index, unit] : llvm::enumerate(schedule)) {
     std::pair<int64_t, int64_t> key = {unit.stage, unit.microbatch};
-    auto [it, inserted] = slotOf.try_emplace(key, 0);
-    if (inserted) {
+    entrySteps.push_back(unit.stepOffset);
+    // Without a flush a microbatch's values live from one run into the
+    // next: each has its own slot.
+    auto [it, inserted] =
+        slotOf.try_emplace(key, isSteady() ? unit.microbatch : 0);
+    if (inserted && !isSteady()) {
       std::set<int64_t> &taken = busy[unit.stage];
       while (taken.count(it->second))
         ++it->second;
@@ -1379,6 +1489,15 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
       builder.getNamedAttr("entries", builder.getDenseI64ArrayAttr(table)),
       builder.getNamedAttr("send_waits",
                            builder.getDenseI64ArrayAttr(sendWaits))};
+  if (isSteady())
+    llvm::append_range(
+        attrs,
+        ArrayRef<NamedAttribute>{
+            builder.getNamedAttr("steady", builder.getUnitAttr()),
+            builder.getNamedAttr("entry_steps",
+                                 builder.getDenseI64ArrayAttr(entrySteps)),
+            builder.getNamedAttr(
+                "post_after", builder.getI64IntegerAttr(getPostAfter(rank)))});
   stage->setAttr(dist::DistDialect::kScheduleAttrName,
                  builder.getDictionaryAttr(attrs));
 }
@@ -1454,8 +1573,17 @@ LogicalResult Pipeliner::run() {
   if (spec.schedule == PipelineSchedule::ZeroBubbleH1)
     splitWeightGradients();
   assignRanks();
-  if (failed(planMessages()) || failed(simulate()))
+  if (failed(planMessages()))
     return failure();
+  // Without a flush a run's sends are waited for at its end: the receive
+  // of the last one of a step's backward gradients is in the next run.
+  if (isSteady()) {
+    if (failed(checkSteady()))
+      return failure();
+    waitAfter.assign(messages.size(), -1);
+  } else if (failed(simulate())) {
+    return failure();
+  }
   for (int64_t rank = 0; rank < spec.ranks; ++rank)
     if (failed(emit(rank)))
       return failure();
@@ -1503,6 +1631,14 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
     }
     if (virtualStages > 1 && spec.schedule != PipelineSchedule::Interleaved) {
       module.emitError("virtual stages need the interleaved schedule");
+      return signalPassFailure();
+    }
+    // 2BW's warm-up of rank r alternates its p - r - 1 forwards with the
+    // step before's last backwards: a step has that many and more.
+    if (spec.schedule == PipelineSchedule::TwoBW && microbatches < stages) {
+      module.emitError("the 2bw schedule needs at least as many microbatches "
+                       "(")
+          << spec.microbatches << ") as stages (" << spec.ranks << ")";
       return signalPassFailure();
     }
     if (spec.schedule == PipelineSchedule::Interleaved &&

@@ -21,6 +21,8 @@ namespace tessera::runtime {
 struct UnitRun {
   int64_t microbatch = 0, slot = 0;
   bool inUnit = false;
+  /// The step (from 0) whose copy of a buffer with step slots is used.
+  int64_t step = 0;
 };
 
 /// Runs a validated program on this rank: all buffers live in one arena on
@@ -57,6 +59,18 @@ public:
              std::vector<OwnedTensor> &results,
              const std::vector<bool> &wanted = {});
 
+  /// Whether a run leaves work of its step to the next (a steady pipeline
+  /// program's deferred backwards and updates, plan.proto's
+  /// Program.steady): after the last run, drain does it.
+  bool hasDeferredWork() const {
+    return program.steady() && program.has_update_after_entry();
+  }
+  /// Runs what the last run left of its step (its deferred entries and
+  /// updates) and returns the results as run does: the state after the
+  /// last step.
+  Status drain(std::vector<OwnedTensor> &results,
+               const std::vector<bool> &wanted = {});
+
   /// One instruction's span, in microseconds since the executor was made
   /// (a traced run waits for each kernel, so that on a GPU a kernel's span
   /// is its run, not the time to queue it): kernels and
@@ -73,6 +87,10 @@ public:
     /// microbatch (-1: outside the units); the run (step) it was part of,
     /// from 1.
     int64_t instruction = -1, microbatch = -1, step = 0;
+    /// A steady pipeline program's unit: the weights it reads, those of
+    /// step `version` (from 0; a step reads the weights of the step before,
+    /// the first two steps the initial ones). -1 elsewhere.
+    int64_t version = -1;
   };
   /// Records a TraceEvent per instruction from now on (off at first).
   void setTracing(bool on) { tracing = on; }
@@ -115,6 +133,10 @@ private:
   Tensor getBuffer(int64_t id, const UnitRun &run = {});
   /// Runs instructions [begin, end) in `run`.
   Status runInstructions(int64_t begin, int64_t end, const UnitRun &run);
+  /// A run (arguments given) or a drain (none).
+  Status runStep(const std::vector<OwnedTensor> *arguments,
+                 std::vector<OwnedTensor> &results,
+                 const std::vector<bool> &wanted);
   /// Waits for a started collective or send and traces it.
   Status finish(InFlight &started);
   Status runAxisIndex(const plan::AxisIndex &axisIndex, const UnitRun &run);
