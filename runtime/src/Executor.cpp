@@ -928,6 +928,8 @@ void Executor::writeTraceEvents(std::ostream &os, int64_t rank) const {
     std::string args = "\"step\": " + std::to_string(event.step);
     if (event.microbatch >= 0)
       args += ", \"microbatch\": " + std::to_string(event.microbatch);
+    if (event.version >= 0)
+      args += ", \"weights_version\": " + std::to_string(event.version);
     std::string flow;
     if (event.instruction >= 0 &&
         event.instruction < program.instructions_size()) {

@@ -943,6 +943,19 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        (weight gradients): rank r runs W(k, m) after the B of microbatch
        m + r and its last r Ws at the end, so that Ws fill the waits for
        the next rank's gradient (a third of 1F1B's bubble when F = B = W).
+       `2bw` (PipeDream-2BW, Narayanan et al. 2021) is 1F1B without a flush
+       between steps, on a step whose forward and backward read the weights
+       of the step before (`--tessera-weight-stash`): rank r's warm-up
+       forward k alternates with the step before's backward
+       m - (stages - r - 1) + k (`entry_steps` -1), after which it updates
+       that step (`post_after`); the last rank updates at the end of the
+       run. A run thus finishes the step before, the first run skips what
+       it has none of, and the runtime drains the last. Microbatches must be
+       at least `stages`; a sum over microbatches read on another rank (a
+       parameter tied across stages), a gradient norm over all stages, or a
+       forward sum on any rank but the last is refused. Pre ops that read
+       arguments are made in each unit that reads them (a run holds two
+       steps' weights and data), and each microbatch has its own slot.
     5. Accumulation. Each all_reduce over "mb" becomes the sum of its
        operand over microbatches, made as each microbatch's value appears
        (divided by `microbatches` for avg), followed by the all_reduce over
