@@ -144,6 +144,18 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
     return (static_cast<int64_t>(unit.kind) * stages + unit.stage) * m +
            unit.microbatch;
   };
+  // 2BW keeps what crosses its units, and what it sends, in a slot per
+  // microbatch (a step's values live on into the next run, where its last
+  // backwards run): all m are held.
+  if (spec.schedule == PipelineSchedule::TwoBW) {
+    llvm::SmallVector<RankInFlight> ranks(p);
+    for (int64_t rank = 0; rank < p; ++rank)
+      for (int64_t stage = rank; stage < stages; stage += p)
+        ranks[rank].push_back({stage,
+                               {m, 0, 0, stage + 1 < stages ? m : 0,
+                                stage > 0 ? m : 0, stage > 0 ? m : 0}});
+    return ranks;
+  }
   llvm::SmallVector<llvm::SmallVector<PipelineUnit>> schedules;
   llvm::SmallVector<int64_t> entryOf(3 * stages * m, -1);
   for (int64_t rank = 0; rank < p; ++rank) {

@@ -1045,6 +1045,12 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       model.tiedEmbedding)
     estimate.gradBytes += vocab * h * bytes.gradient;
   estimate.optimizerBytes = state.optimizerStateBytes;
+  // 2BW's weight stash: a copy of the stage's weights as the optimizer
+  // updates them (the f32 masters in mixed precision).
+  if (choice.schedule == PipelineSchedule::TwoBW)
+    estimate.optimizerBytes +=
+        localParams *
+        (choice.precision == Precision::Mixed ? 4.0 : bytes.weight);
 
   // Activations of one layer and microbatch, in elements of s b h, as the
   // compiler's train step keeps them for the backward (a GPT block without
@@ -1807,9 +1813,18 @@ SearchResult tessera::searchPlans(const ModelShape &model,
               continue;
             for (PipelineSchedule schedule :
                  {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
-                  PipelineSchedule::Interleaved,
-                  PipelineSchedule::ZeroBubbleH1}) {
+                  PipelineSchedule::Interleaved, PipelineSchedule::ZeroBubbleH1,
+                  PipelineSchedule::TwoBW}) {
               if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
+                continue;
+              // 2BW changes the numerics (each step's gradients at the
+              // weights of the step before): only where allowed. It needs a
+              // microbatch per stage at least, no ZeRO, and no parameter
+              // tied across stages (whose gradient it does not exchange
+              // between steps).
+              if (schedule == PipelineSchedule::TwoBW &&
+                  (!(pins.allowAsync || pins.schedule == schedule) || m < pp ||
+                   zero != 0 || model.tiedEmbedding))
                 continue;
               // Interleaving needs its chunks per stage (two unless pinned)
               // and m a multiple of p.

@@ -43,6 +43,9 @@ int runReport();
 
 /// The options compile and verify share, as the compile pipeline's.
 void readCompileOptions(CompileOptions &options);
+/// Whether the user allows the plan search an asynchronous schedule
+/// (--allow-async, of tessera plan and compile --auto).
+bool getAllowAsync();
 /// The model file compile or verify reads.
 llvm::StringRef getModelInput();
 

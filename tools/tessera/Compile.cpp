@@ -130,6 +130,13 @@ static cl::opt<std::string> consistency(
              "(each as it arrives) or ssp=K (async, but no worker runs more "
              "than K steps ahead of the slowest)"),
     cl::init("sync"), cl::sub(compileCommand()), cl::sub(verifyCommand()));
+static cl::opt<bool> allowAsync(
+    "allow-async",
+    cl::desc("Let the plan search (compile --auto, plan) pick the 2bw "
+             "pipeline schedule, whose steps compute their gradients at the "
+             "weights of the step before: faster without a flush, with "
+             "other numerics than synchronous training"),
+    cl::init(false), cl::sub(compileCommand()), cl::sub(planCommand()));
 static cl::opt<bool> weightStash(
     "weight-stash",
     cl::desc("With --train: compute each step's gradients at the weights of "
@@ -255,6 +262,8 @@ void cli::readCompileOptions(CompileOptions &options) {
 
 StringRef cli::getModelInput() { return modelInput; }
 
+bool cli::getAllowAsync() { return allowAsync; }
+
 //===----------------------------------------------------------------------===//
 // tessera compile
 //===----------------------------------------------------------------------===//
@@ -338,6 +347,7 @@ static llvm::Error applyAuto(ModuleOp module, CompileOptions &options) {
     pins.microbatches = microbatches;
   if (pipelineSchedule.getNumOccurrences())
     pins.schedule = pipelineSchedule.getValue();
+  pins.allowAsync = allowAsync;
   if (autoLayout.getNumOccurrences())
     pins.layout = autoLayout.getValue();
   pins.ilpShapes = autoIlpShapes;

@@ -226,6 +226,7 @@ static int runShardingPlan(ModuleOp model, const MachineModel &machine,
   pin(pinMicrobatches, pins.microbatches);
   pin(pinZero, pins.zero);
   pin(pinSchedule, pins.schedule);
+  pins.allowAsync = cli::getAllowAsync();
   pin(pinRecompute, pins.recompute);
   llvm::Expected<MeshShardingPins> meshPins = getMeshShardingPins(model, pins);
   if (!meshPins)
@@ -346,6 +347,7 @@ int cli::runPlan(MLIRContext &context) {
   if (pinReshardAfterForward.getNumOccurrences())
     pins.reshardAfterForward = pinReshardAfterForward == Switch::On;
   pin(pinSchedule, pins.schedule);
+  pins.allowAsync = cli::getAllowAsync();
   pin(pinVirtual, pins.virtualStages);
   pin(pinLayout, pins.layout);
   pin(pinRecompute, pins.recompute);

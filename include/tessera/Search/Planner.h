@@ -377,6 +377,10 @@ struct SearchPins {
   std::optional<TensorLayout> layout;
   std::optional<bool> reshardAfterForward;
   std::optional<PipelineSchedule> schedule;
+  /// Whether the search may pick an asynchronous schedule (2BW, whose steps
+  /// read the weights of the step before): only where the user allows it
+  /// (--allow-async) or pins it.
+  bool allowAsync = false;
   /// The interleaved schedule's chunks per stage (2 unless pinned).
   std::optional<int64_t> virtualStages;
   std::optional<Recompute> recompute;

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 using namespace tessera;
 using namespace tessera::runtime;
@@ -1152,6 +1153,81 @@ TEST(PlanTest, AScheduledPlanValidatesAndRunsEachUnitPerMicrobatch) {
       EXPECT_EQ(sum[i], std::max(x[i], 0.0f) + std::max(x[16 + i], 0.0f))
           << "step " << step << ", element " << i;
   }
+}
+
+/// makeScheduledPlan without a flush: microbatch 1's B0 runs in the next
+/// run (F0.0, then the step before's B0.1, F0.1, B0.0).
+plan::Plan makeSteadyPlan() {
+  plan::Plan plan = makeScheduledPlan();
+  plan::Program *program = plan.mutable_programs(0);
+  program->set_steady(true);
+  program->clear_schedule();
+  for (auto [unit, microbatch, offset] :
+       {std::tuple{0, 0, 0}, {1, 1, -1}, {0, 1, 0}, {1, 0, 0}}) {
+    plan::ScheduleEntry *entry = program->add_schedule();
+    entry->set_unit(unit);
+    entry->set_microbatch(microbatch);
+    entry->set_slot(microbatch);
+    entry->set_step_offset(offset);
+  }
+  return plan;
+}
+
+TEST(PlanTest, ASteadyPlanFinishesEachStepInTheNextRun) {
+  plan::Plan plan = makeSteadyPlan();
+  ASSERT_EQ(getValidationError(plan), "");
+  Mesh mesh = getMesh(plan);
+  std::unique_ptr<Communicator> local = createLocalCommunicator();
+  Executor executor(plan.programs(0), mesh, *local);
+  EXPECT_FALSE(executor.hasDeferredWork()); // no updates after an entry
+  std::vector<OwnedTensor> arguments;
+  arguments.emplace_back(DType::F32, std::vector<int64_t>{4, 8});
+  float *x = arguments[0].view.as<float>();
+  auto relu = [](float v) { return std::max(v, 0.0f); };
+  std::vector<float> first(32), second(32);
+  for (int i = 0; i < 32; ++i) {
+    first[i] = static_cast<float>(i % 7) - 3.0f;
+    second[i] = static_cast<float>(i % 5) - 1.0f;
+  }
+  std::vector<OwnedTensor> results;
+  // The first run has no step before: microbatch 0 alone.
+  std::copy(first.begin(), first.end(), x);
+  ASSERT_TRUE(executor.run(arguments, results).ok());
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(results[0].view.as<float>()[i], relu(first[i]));
+  // The second sums the first step's microbatch 1 (kept in its slot) and
+  // its own microbatch 0.
+  std::copy(second.begin(), second.end(), x);
+  ASSERT_TRUE(executor.run(arguments, results).ok());
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(results[0].view.as<float>()[i],
+              relu(first[16 + i]) + relu(second[i]));
+}
+
+TEST(PlanTest, RejectsStepsOutsideASteadyPlan) {
+  auto errorOf = [](auto change) {
+    plan::Plan plan = makeSteadyPlan();
+    change(*plan.mutable_programs(0));
+    return getValidationError(plan);
+  };
+  EXPECT_EQ(errorOf([](plan::Program &p) { p.set_steady(false); }),
+            "program 0: schedule entry 1 runs step offset -1, expected 0 (or "
+            "-1 in a steady program)");
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_schedule(1)->set_step_offset(-2);
+            }),
+            "program 0: schedule entry 1 runs step offset -2, expected 0 (or "
+            "-1 in a steady program)");
+  EXPECT_EQ(errorOf([](plan::Program &p) { p.set_update_after_entry(4); }),
+            "program 0: the updates run after schedule entry 4, expected an "
+            "entry of a steady program");
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_buffers(2)->set_step_slots(2);
+              p.mutable_buffers(2)->set_step_slot_stride_bytes(64);
+            }),
+            "program 0: buffer 2 has 2 step slots, expected them only on a "
+            "steady program's buffer that is neither a view nor slotted, each "
+            "at least its size apart");
 }
 
 TEST(PlanTest, RejectsABadSchedule) {
