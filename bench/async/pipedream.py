@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PipeDream-2BW against 1F1B: time per step and loss, on CPU ranks.
 
-Compiles a Llama's AdamW train step (Llama: its LM head is not tied to the
-embedding, which 2BW does not exchange between steps yet) for P pipeline
+Compiles a GPT's AdamW train step (its LM head tied to the token
+embedding, which the first and the last stage both update) for P pipeline
 stages and M microbatches three ways:
 
 - 1F1B: PipeDream-Flush, the synchronous schedule (a flush every step);
@@ -52,9 +52,9 @@ def main():
              ("2BW", ["--schedule", "2bw"])]
     results = []
     with tempfile.TemporaryDirectory() as work:
-        model = os.path.join(work, "llama.mlir")
+        model = os.path.join(work, "gpt.mlir")
         data = os.path.join(work, "tokens.bin")
-        run([tessera, "model", "llama", "--layers", str(LAYERS), "--hidden",
+        run([tessera, "model", "gpt", "--layers", str(LAYERS), "--hidden",
              str(HIDDEN), "--heads", str(HEADS), "--seq", str(SEQ), "--vocab",
              "256", "--batch", str(BATCH), "--sharding", "megatron", "-o",
              model], env)
@@ -80,7 +80,7 @@ def main():
             results.append((name, curve, statistics.median(seconds[1:])))
 
     p, m = args.stages, args.microbatches
-    print(f"Llama {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, sequence "
+    print(f"GPT {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, sequence "
           f"{SEQ}, batch {BATCH}, AdamW lr {args.lr}, {p} stages x {m} "
           f"microbatches on {p} CPU ranks, {args.steps} steps on this "
           f"README's bytes; 1F1B's bubble (p-1)/m = {(p - 1) / m:.2f}")

@@ -525,6 +525,9 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
   int64_t count = program->buffers_size();
   int64_t unitsEnd = program->units(program->units_size() - 1).end();
   bool updatesLater = program->has_update_after_entry();
+  int64_t deferredBegin = program->deferred_begin();
+  bool lateDeferred =
+      !updatesLater && program->deferred_end() > program->deferred_begin();
   auto persist = [&](int64_t id) {
     firstUse[id] = std::min<int64_t>(firstUse[id], 0);
     lastUse[id] = std::numeric_limits<int64_t>::max();
@@ -554,7 +557,14 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     bool accumulator =
         isa_and_nonnull<dist::AccumulateOp>(value.getDefiningOp());
     int64_t unit = madeInUnit[id];
+    // A sum over microbatches: one copy per step. The last rank's deferred
+    // part reads a step's sum while the next step's is made; a rank that
+    // updates amid its units sends a step's sum from there, and the next
+    // step's is made before the send is waited for.
     if (accumulator) {
+      int64_t bytes = getTensorBytes(cast<RankedTensorType>(value.getType()));
+      buffer.set_step_slots(2);
+      buffer.set_step_slot_stride_bytes((bytes + 63) / 64 * 64);
       persist(id);
       continue;
     }
@@ -569,6 +579,17 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
       if (updatesLater && firstUse[id] >= unitsEnd &&
           lastUse[id] == std::numeric_limits<int64_t>::max())
         persist(id);
+      // The last rank runs its deferred part (after its own in the program)
+      // first, for the step before: what its own part reads lives to the
+      // end, and what its own part makes for the deferred part lives into
+      // the next run.
+      if (lateDeferred && lastUse[id] >= unitsEnd) {
+        if (firstUse[id] >= unitsEnd && firstUse[id] < deferredBegin &&
+            lastUse[id] >= deferredBegin)
+          persist(id);
+        else if (firstUse[id] < unitsEnd)
+          lastUse[id] = std::numeric_limits<int64_t>::max();
+      }
       continue;
     }
     if (!readElsewhere[id] && sentBy[id] < 0)
@@ -844,8 +865,15 @@ LogicalResult PlanBuilder::build(plan::Program &result,
           ->set_end(program->instructions_size());
     currentUnit = -1;
   };
+  // A steady program's post ops in two parts: the deferred one's
+  // instructions (see plan.proto's Program.deferred_begin).
+  int64_t deferredBegin = -1, deferredEnd = -1;
   for (Operation &op : function.getBody().front()) {
     auto name = op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName);
+    if (name && name.getValue() == "deferred-update")
+      deferredBegin = program->instructions_size();
+    else if (name && name.getValue() == "update" && deferredBegin >= 0)
+      deferredEnd = program->instructions_size();
     if (name && schedule) {
       endUnit();
       auto it = llvm::find(unitNames, name.getValue());
@@ -863,6 +891,11 @@ LogicalResult PlanBuilder::build(plan::Program &result,
     }
     if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
       endUnit();
+      if (deferredBegin >= 0) {
+        program->set_deferred_begin(deferredBegin);
+        program->set_deferred_end(
+            deferredEnd >= 0 ? deferredEnd : program->instructions_size());
+      }
       if (schedule)
         addUnitsUpTo(unitNames.size());
       for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {

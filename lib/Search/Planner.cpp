@@ -1819,12 +1819,10 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                 continue;
               // 2BW changes the numerics (each step's gradients at the
               // weights of the step before): only where allowed. It needs a
-              // microbatch per stage at least, no ZeRO, and no parameter
-              // tied across stages (whose gradient it does not exchange
-              // between steps).
+              // microbatch per stage at least, and no ZeRO.
               if (schedule == PipelineSchedule::TwoBW &&
                   (!(pins.allowAsync || pins.schedule == schedule) || m < pp ||
-                   zero != 0 || model.tiedEmbedding))
+                   zero != 0))
                 continue;
               // Interleaving needs its chunks per stage (two unless pinned)
               // and m a multiple of p.

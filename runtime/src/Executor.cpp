@@ -66,6 +66,26 @@ static bool movesWithRun(const plan::Program &program, int64_t id) {
 }
 
 void Executor::bindBuffers() {
+  // The buffers a steady program's deferred part writes.
+  madeDeferred.assign(program.buffers_size(), false);
+  for (int64_t index = program.deferred_begin();
+       program.steady() && index < program.deferred_end(); ++index) {
+    const plan::Instruction &instruction = program.instructions(index);
+    std::vector<int64_t> outputs;
+    if (instruction.has_kernel())
+      outputs.assign(instruction.kernel().outputs().begin(),
+                     instruction.kernel().outputs().end());
+    else if (instruction.has_collective())
+      outputs.push_back(instruction.collective().output());
+    else if (instruction.has_send_recv() && !instruction.send_recv().is_send())
+      outputs.push_back(instruction.send_recv().buffer());
+    for (int64_t id : outputs) {
+      const plan::Buffer &buffer = program.buffers(id);
+      madeDeferred[buffer.has_view_of() ? buffer.view_of() : id] = true;
+    }
+    deferredEvents.insert(instruction.signal_events().begin(),
+                          instruction.signal_events().end());
+  }
   perRun.assign(program.instructions_size(), false);
   for (int index = 0; index < program.instructions_size(); ++index) {
     LoadedKernel &loaded = kernels[index];
@@ -248,6 +268,11 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
     int64_t microbatch = run.inUnit ? run.microbatch : -1;
     for (int64_t event : instruction.wait_events()) {
       auto it = inFlight.find(event);
+      // A steady program's first run skips the deferred part, and so the
+      // sends it starts.
+      if (it == inFlight.end() && deferredSkipped &&
+          deferredEvents.count(event))
+        continue;
       if (it == inFlight.end())
         return invalidPlan(at() + ": event " + std::to_string(event) +
                            " was never started");
@@ -322,11 +347,14 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
       const plan::Accumulate &accumulate = instruction.accumulate();
       Tensor input = getBuffer(accumulate.input(), run);
       Tensor sum = getBuffer(accumulate.accumulator(), run);
-      if (accumulated[accumulate.accumulator()]) {
+      std::vector<bool>::reference started =
+          accumulated[accumulate.accumulator() * 2 +
+                      (program.steady() ? run.step % 2 : 0)];
+      if (started) {
         error = device.runKernel(*addKernel, {}, {&sum, &input}, {&sum});
       } else {
         error = device.copyWithin(sum.data, input.data, sum.getBytes());
-        accumulated[accumulate.accumulator()] = true;
+        started = true;
       }
       record({"accumulate", 0, start, getMicroseconds(), index, microbatch});
     } else if (instruction.has_axis_index()) {
@@ -396,38 +424,59 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
       return error.withPrefix("argument '" + program.arguments(i).name() +
                               "': ");
   }
-  inFlight.clear();
+  // A steady program's sends of sums run on into the next run, where its
+  // deferred part waits for them.
+  if (!program.steady())
+    inFlight.clear();
   sendsInFlight.clear();
-  // A steady program's sums over microbatches run on into the next run:
-  // they start again after the updates that read them.
+  // Sums over microbatches, per step parity: a steady program's run on into
+  // the next run and start again after the deferred part that reads them.
   if (!program.steady() || accumulated.empty())
-    accumulated.assign(program.buffers_size(), false);
+    accumulated.assign(2 * program.buffers_size(), false);
   int64_t steps = program.instructions_size();
-  // The updates: after the units for the run's step, or (a steady program
-  // that finishes each step in the next run) after an entry for the step
-  // before. The first run has no step before, and nothing to carry.
-  bool updated = false;
-  auto runUpdates = [&](int64_t step) -> Status {
-    int64_t post = program.units().rbegin()->end();
-    if (step >= 0) {
-      UnitRun at = now;
-      at.step = step;
-      double start = getMicroseconds();
-      if (Status error = runInstructions(post, steps, at); !error.ok())
-        return error;
-      if (post < steps)
-        record(
-            {"update", kUnitTrack, start, getMicroseconds(), -1, -1, step + 1});
-      updated = true;
-    }
-    if (program.steady())
-      accumulated.assign(program.buffers_size(), false);
+  // The instructions after the units: a steady program's deferred part
+  // finishes the step before (after an entry, or after the entries); the
+  // rest are the run's own. The first run has no step before: the results
+  // the deferred part makes are not carried.
+  int64_t post =
+      program.units().empty() ? steps : program.units().rbegin()->end();
+  int64_t deferredBegin = program.deferred_begin(),
+          deferredEnd = program.deferred_end();
+  if (!program.steady() || deferredEnd <= deferredBegin)
+    deferredBegin = deferredEnd = steps;
+  bool deferredRan = false;
+  deferredSkipped = false;
+  auto runPart = [&](int64_t begin, int64_t end, int64_t step) -> Status {
+    UnitRun at = now;
+    at.step = step;
+    double start = getMicroseconds();
+    if (Status error = runInstructions(begin, end, at); !error.ok())
+      return error;
+    if (begin < end)
+      record(
+          {"update", kUnitTrack, start, getMicroseconds(), -1, -1, step + 1});
     return Status::success();
+  };
+  auto runDeferred = [&]() -> Status {
+    int64_t step = now.step - 1;
+    deferredSkipped = step < 0;
+    if (step >= 0) {
+      if (Status error = runPart(deferredBegin, deferredEnd, step); !error.ok())
+        return error;
+      deferredRan = true;
+      for (int64_t id = 0; id < program.buffers_size(); ++id)
+        accumulated[id * 2 + step % 2] = false;
+    }
+    return Status::success();
+  };
+  auto runOwn = [&]() -> Status {
+    if (Status error = runPart(post, deferredBegin, now.step); !error.ok())
+      return error;
+    return runPart(deferredEnd, steps, now.step);
   };
   if (program.units().empty()) {
     if (!(error = runInstructions(0, steps, now)).ok())
       return error;
-    updated = true;
   } else {
     if (!(error = runInstructions(0, program.units(0).begin(), now)).ok())
       return error;
@@ -464,6 +513,13 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
           record(std::move(event));
         }
       }
+      // Without updates amid the entries, a steady program's deferred part
+      // runs after the last, before its sends are waited for: the rank
+      // before reads those in its next run, after its own deferred part,
+      // which may send this one what it reads.
+      if (program.steady() && updateAfter < 0 &&
+          index + 1 == program.schedule_size() && !(error = runDeferred()).ok())
+        return error;
       for (const plan::SendRun &send : entry.wait_sends()) {
         auto it = sendsInFlight.find({send.instruction(), send.microbatch()});
         // A steady program's entry waits for its sends of the run's step
@@ -481,13 +537,13 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
                                   std::to_string(send.instruction()) + ": ");
         sendsInFlight.erase(it);
       }
-      if (index == updateAfter && !(error = runUpdates(now.step - 1)).ok())
+      if (index == updateAfter && !(error = runDeferred()).ok())
         return error;
     }
-    if (updateAfter < 0 && !draining && !(error = runUpdates(now.step)).ok())
+    if (!draining && !(error = runOwn()).ok())
       return error;
   }
-  if (!inFlight.empty())
+  if (!inFlight.empty() && !program.steady())
     return invalidPlan("event " + std::to_string(inFlight.begin()->first) +
                        " is never waited for");
   if (!sendsInFlight.empty())
@@ -500,12 +556,22 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   // vocabulary) when the device catches up.
   if (!(error = device.synchronize()).ok())
     return error;
+  // Whether this run made result `index`: a steady program's deferred
+  // part makes its results only when it ran, its own part not in a drain.
+  auto isValid = [&](int index) {
+    const plan::Buffer &made = program.buffers(program.results(index).buffer());
+    int64_t root =
+        made.has_view_of() ? made.view_of() : program.results(index).buffer();
+    return madeDeferred[root] ? deferredRan || !program.steady() : !draining;
+  };
   // The updates stay on the device for the next run: where the memory plan
   // wrote one over its argument, in the arena already. (The copies out and
   // back in of a GPT's parameters and AdamW moments cost 4% of its step.)
-  for (int i = 0; i < program.results_size() && carryUpdates && updated; ++i) {
+  for (int i = 0; i < program.results_size() && carryUpdates; ++i) {
     const plan::Result &result = program.results(i);
     if (!result.has_updates_argument())
+      continue;
+    if (!isValid(i))
       continue;
     Tensor buffer = getBuffer(result.buffer(), now);
     Tensor argument =
@@ -525,10 +591,13 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   }
   // Results of the caller's previous run keep their storage: a train step
   // returns every parameter and moment, and fresh zeroed allocations of
-  // them cost as much as a step's kernels.
+  // them cost as much as a step's kernels. (So do those this run did not
+  // make: a drain makes only the deferred part's.)
   results.resize(program.results_size());
   for (int i = 0; i < program.results_size(); ++i) {
-    if (!wanted.empty() && (i >= static_cast<int>(wanted.size()) || !wanted[i]))
+    if ((!wanted.empty() &&
+         (i >= static_cast<int>(wanted.size()) || !wanted[i])) ||
+        !isValid(i))
       continue;
     Tensor buffer = getBuffer(program.results(i).buffer(), now);
     OwnedTensor &result = results[i];

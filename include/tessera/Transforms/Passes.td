@@ -950,12 +950,19 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        m - (stages - r - 1) + k (`entry_steps` -1), after which it updates
        that step (`post_after`); the last rank updates at the end of the
        run. A run thus finishes the step before, the first run skips what
-       it has none of, and the runtime drains the last. Microbatches must be
-       at least `stages`; a sum over microbatches read on another rank (a
-       parameter tied across stages), a gradient norm over all stages, or a
-       forward sum on any rank but the last is refused. Pre ops that read
-       arguments are made in each unit that reads them (a run holds two
-       steps' weights and data), and each microbatch has its own slot.
+       it has none of, and the runtime drains the last. The post ops split
+       in two parts (the first op of each named "update" and
+       "deferred-update"): on a rank with backwards of the step before, all
+       of them are deferred (for that step, after its last such backward)
+       but the waits for their sends (at the end); on the last rank, those
+       that read another rank's sum (a parameter tied across stages, as a
+       GPT's embedding and LM head) are deferred to the next run, so that
+       neither rank waits for the other's sum, and the rest run at the end.
+       Microbatches must be at least `stages`; a gradient norm over all
+       stages and a forward sum on any rank but the last are refused. Pre
+       ops that read arguments are made in each unit and part that reads
+       them (a run holds two steps' weights and data), and each microbatch
+       has its own slot.
     5. Accumulation. Each all_reduce over "mb" becomes the sum of its
        operand over microbatches, made as each microbatch's value appears
        (divided by `microbatches` for avg), followed by the all_reduce over

@@ -938,15 +938,6 @@ LogicalResult Pipeliner::checkSteady() {
         "the 2bw schedule updates each stage when its own backwards are "
         "done: a gradient norm over all stages (--clip-grad, --loss-scale) "
         "needs them all at once");
-  for (const Message &message : messages)
-    if (message.microbatch < 0)
-      return message.value.getDefiningOp()->emitError(
-                 "the 2bw schedule updates each stage when its own backwards "
-                 "are done: a sum made on pipeline rank ")
-             << message.from << " is read after the microbatches on rank "
-             << message.to
-             << " (a parameter tied across stages, as a GPT's embedding and "
-                "LM head, or a loss term of another stage)";
   // The ranks that finish a step in the next run update it there, right
   // after its last backward: what their forwards sum over the microbatches
   // would by then hold the next step's terms.
@@ -1262,96 +1253,160 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   // once. Their sends are waited for where the simulation placed them.
   Operation *lastOfUnits = block->empty() ? nullptr : &block->back();
   SmallVector<Value> inFlight(messages.size());
-  DenseMap<Value, Value> postRemade;
   auto waitFor = [&](int64_t event) {
     for (auto [index, message] : llvm::enumerate(messages))
       if (message.from == rank && message.microbatch < 0 &&
           waitAfter[index] == event)
         dist::WaitOp::create(builder, loc, inFlight[index]);
   };
-  for (auto [index, event] : llvm::enumerate(events[rank])) {
-    if (event.unit >= 0)
-      continue;
-    if (event.kind == Event::Recv) {
-      const Message &message = messages[event.message];
-      sums[message.value] = dist::RecvOp::create(
-          builder, loc, message.value.getType(), meshName, axisName,
-          builder.getI64IntegerAttr(message.from),
-          builder.getI64IntegerAttr(message.tag));
-    } else if (event.kind == Event::Send) {
-      const Message &message = messages[event.message];
-      auto send = dist::SendOp::create(builder, loc, sums.lookup(message.value),
-                                       meshName, axisName,
-                                       builder.getI64IntegerAttr(message.to),
-                                       builder.getI64IntegerAttr(message.tag));
-      send->setAttr(dist::DistDialect::kStreamAttrName,
-                    builder.getI64IntegerAttr(1));
-      inFlight[event.message] = send;
-    } else {
-      // The post ops, once, on the sums.
-      for (Value value : accumulated)
-        if (Value sum = sums.lookup(value))
-          shared.map(value, sum);
-      for (Operation &op : body->without_terminator()) {
-        if (classes.lookup(&op) != OpClass::Post || !getRanks(&op).count(rank))
-          continue;
-        if (normSums.contains(&op))
-          continue;
-        if (normRoots.contains(&op)) {
-          emitGradientNorm(&op);
-          continue;
-        }
-        if (!isMicrobatchReduction(&op)) {
-          for (Value operand : op.getOperands())
-            if (Operation *def = operand.getDefiningOp(); def && isRemade(def))
-              shared.map(operand, remakeIn(operand, shared, postRemade));
-          for (Value operand : op.getOperands())
-            if (!shared.contains(operand))
-              return op.emitError("internal error: pipeline rank ")
-                     << rank << " has no value for an operand";
-          builder.clone(op, shared);
-          continue;
-        }
-        auto reduce = cast<dist::AllReduceOp>(op);
-        Value value = shared.lookup(reduce.getInput());
-        if (reduce.getKind() == dist::ReductionKind::avg && m > 1) {
-          auto type = cast<RankedTensorType>(value.getType());
-          auto scale = nn::ConstantOp::create(
-              builder, op.getLoc(),
-              DenseElementsAttr::get(
-                  type, builder.getFloatAttr(type.getElementType(),
-                                             1.0 / static_cast<double>(m))));
-          value = nn::MulOp::create(builder, op.getLoc(), value, scale);
-        }
-        SmallVector<Attribute> axes;
-        for (Attribute axis : reduce.getMeshAxes())
-          if (cast<StringAttr>(axis).getValue() != kMicrobatchAxis)
-            axes.push_back(axis);
-        if (!axes.empty())
-          value = dist::AllReduceOp::create(
-              builder, op.getLoc(), value, reduce.getMeshAttr(),
-              builder.getArrayAttr(axes), reduce.getKindAttr());
-        shared.map(reduce.getResult(), value);
-      }
+  // Without a flush (2BW) the post ops of a run split in two: those that
+  // finish the step before (deferred: on a rank that runs backwards of the
+  // step before, all of them, after its last such backward; on the last
+  // rank, those that read another rank's sums, at the end) and the rest,
+  // the run's own (the loss, the last rank's other updates, its sends),
+  // at the end. A rank that updates the step before sends its sums there,
+  // and waits for the sends at the end; the last rank sends at the end and
+  // waits in the next run's deferred part, where the sums are read.
+  bool updatesLater = isSteady() && getPostAfter(rank) >= 0;
+  llvm::DenseSet<Operation *> deferredOps;
+  if (isSteady()) {
+    DenseSet<Value> received;
+    for (const Message &message : messages)
+      if (message.to == rank && message.microbatch < 0)
+        received.insert(message.value);
+    for (Operation &op : body->without_terminator()) {
+      if (classes.lookup(&op) != OpClass::Post || !getRanks(&op).count(rank))
+        continue;
+      if (updatesLater || llvm::any_of(op.getOperands(), [&](Value operand) {
+            Operation *def = operand.getDefiningOp();
+            return received.contains(operand) ||
+                   (def && deferredOps.contains(def));
+          }))
+        deferredOps.insert(&op);
     }
-    waitFor(index);
   }
-  waitFor(-1);
-  nameFrom(lastOfUnits, "update");
+  auto isDeferred = [&](const Event &event) {
+    if (!isSteady())
+      return false;
+    if (event.kind == Event::Recv)
+      return true;
+    return event.kind == Event::Send && updatesLater;
+  };
+  auto emitPost = [&](bool deferred) -> LogicalResult {
+    // What pre ops make from the arguments is made for each part's step.
+    DenseMap<Value, Value> postRemade;
+    for (auto [index, event] : llvm::enumerate(events[rank])) {
+      if (event.unit >= 0 ||
+          (event.kind != Event::Compute && isDeferred(event) != deferred))
+        continue;
+      if (event.kind == Event::Recv) {
+        const Message &message = messages[event.message];
+        sums[message.value] = dist::RecvOp::create(
+            builder, loc, message.value.getType(), meshName, axisName,
+            builder.getI64IntegerAttr(message.from),
+            builder.getI64IntegerAttr(message.tag));
+      } else if (event.kind == Event::Send) {
+        const Message &message = messages[event.message];
+        auto send = dist::SendOp::create(
+            builder, loc, sums.lookup(message.value), meshName, axisName,
+            builder.getI64IntegerAttr(message.to),
+            builder.getI64IntegerAttr(message.tag));
+        send->setAttr(dist::DistDialect::kStreamAttrName,
+                      builder.getI64IntegerAttr(1));
+        inFlight[event.message] = send;
+      } else {
+        // The post ops, once, on the sums.
+        for (Value value : accumulated)
+          if (Value sum = sums.lookup(value))
+            shared.map(value, sum);
+        for (Operation &op : body->without_terminator()) {
+          if (classes.lookup(&op) != OpClass::Post ||
+              !getRanks(&op).count(rank) ||
+              (isSteady() && deferredOps.contains(&op) != deferred))
+            continue;
+          if (normSums.contains(&op))
+            continue;
+          if (normRoots.contains(&op)) {
+            emitGradientNorm(&op);
+            continue;
+          }
+          if (!isMicrobatchReduction(&op)) {
+            for (Value operand : op.getOperands())
+              if (Operation *def = operand.getDefiningOp();
+                  def && isRemade(def))
+                shared.map(operand, remakeIn(operand, shared, postRemade));
+            for (Value operand : op.getOperands())
+              if (!shared.contains(operand))
+                return op.emitError("internal error: pipeline rank ")
+                       << rank << " has no value for an operand";
+            builder.clone(op, shared);
+            continue;
+          }
+          auto reduce = cast<dist::AllReduceOp>(op);
+          Value value = shared.lookup(reduce.getInput());
+          if (reduce.getKind() == dist::ReductionKind::avg && m > 1) {
+            auto type = cast<RankedTensorType>(value.getType());
+            auto scale = nn::ConstantOp::create(
+                builder, op.getLoc(),
+                DenseElementsAttr::get(
+                    type, builder.getFloatAttr(type.getElementType(),
+                                               1.0 / static_cast<double>(m))));
+            value = nn::MulOp::create(builder, op.getLoc(), value, scale);
+          }
+          SmallVector<Attribute> axes;
+          for (Attribute axis : reduce.getMeshAxes())
+            if (cast<StringAttr>(axis).getValue() != kMicrobatchAxis)
+              axes.push_back(axis);
+          if (!axes.empty())
+            value = dist::AllReduceOp::create(
+                builder, op.getLoc(), value, reduce.getMeshAttr(),
+                builder.getArrayAttr(axes), reduce.getKindAttr());
+          shared.map(reduce.getResult(), value);
+        }
+      }
+      waitFor(index);
+    }
+    return success();
+  };
+  if (!isSteady()) {
+    if (failed(emitPost(false)))
+      return failure();
+    waitFor(-1);
+    nameFrom(lastOfUnits, "update");
+  } else {
+    // The part that runs first comes first in the program: on a rank that
+    // updates amid the units, the deferred part (its sends are waited for
+    // at the end); on the last rank the run's own (its sends are waited for
+    // in the next run's deferred part).
+    bool first = updatesLater;
+    if (failed(emitPost(first)))
+      return failure();
+    Operation *middle = block->empty() ? nullptr : &block->back();
+    if (failed(emitPost(!first)))
+      return failure();
+    waitFor(-1);
+    Operation *last = block->empty() ? nullptr : &block->back();
+    StringRef deferredName = "deferred-update";
+    if (middle != lastOfUnits)
+      nameFrom(lastOfUnits, first ? deferredName : "update");
+    if (last != middle)
+      nameFrom(middle, first ? "update" : deferredName);
+  }
   setSchedule(stage, rank, templates, unitNames, sendNumber);
 
-  // A weight stash's next value is its parameter (the step's weights),
-  // which on a rank that updates the step before in this run are the
-  // updated ones: the next run's step reads them.
+  // A weight stash's next value is its parameter (the step's weights);
+  // where the update is deferred (it updates the step before) that is the
+  // updated one: the next run's step reads it.
   auto getReturned = [&](unsigned index) -> Value {
     Value operand = returnOp.getOperand(index);
     auto param = dyn_cast<BlockArgument>(operand);
-    if (!param || !isSteady() || getPostAfter(rank) < 0)
+    if (!param || !isSteady())
       return operand;
     for (auto [other, value] : llvm::enumerate(returnOp.getOperands()))
       if (auto updates = function.getResultAttrOfType<IntegerAttr>(
               other, nn::kUpdatesAttrName);
-          updates && updates.getInt() == param.getArgNumber())
+          updates && updates.getInt() == param.getArgNumber() &&
+          deferredOps.contains(value.getDefiningOp()))
         return value;
     return operand;
   };

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,9 @@ public:
   /// program's deferred backwards and updates, plan.proto's
   /// Program.steady): after the last run, drain does it.
   bool hasDeferredWork() const {
-    return program.steady() && program.has_update_after_entry();
+    return program.steady() &&
+           (program.has_update_after_entry() ||
+            program.deferred_end() > program.deferred_begin());
   }
   /// Runs what the last run left of its step (its deferred entries and
   /// updates) and returns the results as run does: the state after the
@@ -169,6 +172,12 @@ private:
   std::map<int64_t, InFlight> inFlight;
   std::map<std::pair<int64_t, int64_t>, InFlight> sendsInFlight;
   std::vector<bool> accumulated;
+  /// Per buffer: whether a steady program's deferred part writes it.
+  std::vector<bool> madeDeferred;
+  /// The events a steady program's deferred part signals, and whether this
+  /// run skipped that part (the first run: no step before).
+  std::set<int64_t> deferredEvents;
+  bool deferredSkipped = false;
   /// Device memory of the arena, allocated by the first run.
   void *arena = nullptr;
   bool carryUpdates = false;
