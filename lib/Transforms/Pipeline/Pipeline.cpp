@@ -106,9 +106,9 @@ private:
   /// Whether a pre op reads an argument (its value differs from step to
   /// step): with 2BW each unit that reads it makes it for its own step.
   bool readsArguments(Operation *op);
-  /// With 2BW: the index in `rank`'s schedule after which its post ops run,
-  /// for the step before (its last backward of that step), or -1: at the
-  /// end, for the run's step.
+  /// With 2BW: the index in `rank`'s schedule of its last backward of the
+  /// step before, after which its deferred post ops run (-1: it runs none;
+  /// they run after its last entry).
   int64_t getPostAfter(int64_t rank) const;
 
   bool isData(Value value) const {
