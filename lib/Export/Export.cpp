@@ -532,6 +532,15 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     firstUse[id] = std::min<int64_t>(firstUse[id], 0);
     lastUse[id] = std::numeric_limits<int64_t>::max();
   };
+  // A copy per step parity, for all the runs.
+  auto perStep = [&](int64_t id) {
+    int64_t bytes =
+        getTensorBytes(cast<RankedTensorType>(values[id].getType()));
+    program->mutable_buffers(id)->set_step_slots(2);
+    program->mutable_buffers(id)->set_step_slot_stride_bytes((bytes + 63) / 64 *
+                                                             64);
+    persist(id);
+  };
   for (int64_t id = 0; id < count; ++id) {
     plan::Buffer &buffer = *program->mutable_buffers(id);
     if (buffer.has_view_of())
@@ -540,18 +549,12 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     // A step's data, step counter and weight stash: one copy per step.
     if (auto arg = dyn_cast<BlockArgument>(value)) {
       unsigned number = arg.getArgNumber();
-      bool perStep =
-          !function.getArgAttr(number, nn::kParamAttrName) &&
+      if (!function.getArgAttr(number, nn::kParamAttrName) &&
           (!function.getArgAttr(number, nn::kStateAttrName) ||
            function.getArgAttr(number, nn::kVersionOfAttrName) ||
            function.getArgAttrOfType<StringAttr>(number, nn::kStateAttrName)
-                   .getValue() == "step");
-      if (perStep) {
-        int64_t bytes = getTensorBytes(cast<RankedTensorType>(arg.getType()));
-        buffer.set_step_slots(2);
-        buffer.set_step_slot_stride_bytes((bytes + 63) / 64 * 64);
-        persist(id);
-      }
+                   .getValue() == "step"))
+        perStep(id);
       continue;
     }
     bool accumulator =
@@ -562,10 +565,7 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     // updates amid its units sends a step's sum from there, and the next
     // step's is made before the send is waited for.
     if (accumulator) {
-      int64_t bytes = getTensorBytes(cast<RankedTensorType>(value.getType()));
-      buffer.set_step_slots(2);
-      buffer.set_step_slot_stride_bytes((bytes + 63) / 64 * 64);
-      persist(id);
+      perStep(id);
       continue;
     }
     // What the units read but do not make lives over all of their runs

@@ -534,6 +534,16 @@ Status ProgramValidator::checkSchedule() const {
                        " units, expected each of " +
                        std::to_string(program.units_size()) + " on each of " +
                        std::to_string(m) + " microbatches");
+  int64_t unitsEnd = program.units().rbegin()->end();
+  if ((program.deferred_begin() != 0 || program.deferred_end() != 0) &&
+      (!program.steady() || program.deferred_begin() < unitsEnd ||
+       program.deferred_end() < program.deferred_begin() ||
+       program.deferred_end() > program.instructions_size()))
+    return invalidPlan("the deferred instructions [" +
+                       std::to_string(program.deferred_begin()) + ", " +
+                       std::to_string(program.deferred_end()) +
+                       ") are not a range after the units of a steady "
+                       "program");
   if (program.has_update_after_entry() &&
       (!program.steady() || program.update_after_entry() < 0 ||
        program.update_after_entry() >= program.schedule_size()))

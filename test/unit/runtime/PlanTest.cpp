@@ -1156,7 +1156,9 @@ TEST(PlanTest, AScheduledPlanValidatesAndRunsEachUnitPerMicrobatch) {
 }
 
 /// makeScheduledPlan without a flush: microbatch 1's B0 runs in the next
-/// run (F0.0, then the step before's B0.1, F0.1, B0.0).
+/// run (F0.0, then the step before's B0.1, F0.1, B0.0). The sum has a copy
+/// per step; a deferred part (after the units) relus the step before's sum
+/// into the result.
 plan::Plan makeSteadyPlan() {
   plan::Plan plan = makeScheduledPlan();
   plan::Program *program = plan.mutable_programs(0);
@@ -1170,6 +1172,17 @@ plan::Plan makeSteadyPlan() {
     entry->set_slot(microbatch);
     entry->set_step_offset(offset);
   }
+  program->mutable_buffers(3)->set_step_slots(2);
+  program->mutable_buffers(3)->set_step_slot_stride_bytes(64);
+  addBuffer(program, {2, 8}, 384);
+  program->set_arena_bytes(448);
+  plan::Instruction *relu = program->add_instructions();
+  relu->mutable_kernel()->set_op("nn.relu");
+  relu->mutable_kernel()->add_inputs(3);
+  relu->mutable_kernel()->add_outputs(4);
+  program->set_deferred_begin(2);
+  program->set_deferred_end(3);
+  program->mutable_results(0)->set_buffer(4);
   return plan;
 }
 
@@ -1179,7 +1192,7 @@ TEST(PlanTest, ASteadyPlanFinishesEachStepInTheNextRun) {
   Mesh mesh = getMesh(plan);
   std::unique_ptr<Communicator> local = createLocalCommunicator();
   Executor executor(plan.programs(0), mesh, *local);
-  EXPECT_FALSE(executor.hasDeferredWork()); // no updates after an entry
+  EXPECT_TRUE(executor.hasDeferredWork());
   std::vector<OwnedTensor> arguments;
   arguments.emplace_back(DType::F32, std::vector<int64_t>{4, 8});
   float *x = arguments[0].view.as<float>();
@@ -1190,18 +1203,22 @@ TEST(PlanTest, ASteadyPlanFinishesEachStepInTheNextRun) {
     second[i] = static_cast<float>(i % 5) - 1.0f;
   }
   std::vector<OwnedTensor> results;
-  // The first run has no step before: microbatch 0 alone.
+  // The first run has no step before: no result.
   std::copy(first.begin(), first.end(), x);
   ASSERT_TRUE(executor.run(arguments, results).ok());
-  for (int i = 0; i < 16; ++i)
-    EXPECT_EQ(results[0].view.as<float>()[i], relu(first[i]));
-  // The second sums the first step's microbatch 1 (kept in its slot) and
-  // its own microbatch 0.
+  EXPECT_EQ(results[0].view.data, nullptr);
+  // The second finishes the first step (its microbatch 1 kept in its slot)
+  // and returns its sum.
   std::copy(second.begin(), second.end(), x);
   ASSERT_TRUE(executor.run(arguments, results).ok());
   for (int i = 0; i < 16; ++i)
     EXPECT_EQ(results[0].view.as<float>()[i],
-              relu(first[16 + i]) + relu(second[i]));
+              relu(first[i]) + relu(first[16 + i]));
+  // The drain finishes the second.
+  ASSERT_TRUE(executor.drain(results).ok());
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(results[0].view.as<float>()[i],
+              relu(second[i]) + relu(second[16 + i]));
 }
 
 TEST(PlanTest, RejectsStepsOutsideASteadyPlan) {
@@ -1211,13 +1228,25 @@ TEST(PlanTest, RejectsStepsOutsideASteadyPlan) {
     return getValidationError(plan);
   };
   EXPECT_EQ(errorOf([](plan::Program &p) { p.set_steady(false); }),
-            "program 0: schedule entry 1 runs step offset -1, expected 0 (or "
+            "program 0: buffer 3 has 2 step slots, expected them only on a "
+            "steady program's buffer that is neither a view nor slotted, each "
+            "at least its size apart");
+  plan::Plan flushed = makeScheduledPlan();
+  flushed.mutable_programs(0)->mutable_schedule(2)->set_step_offset(-1);
+  EXPECT_EQ(getValidationError(flushed),
+            "program 0: schedule entry 2 runs step offset -1, expected 0 (or "
             "-1 in a steady program)");
   EXPECT_EQ(errorOf([](plan::Program &p) {
               p.mutable_schedule(1)->set_step_offset(-2);
             }),
             "program 0: schedule entry 1 runs step offset -2, expected 0 (or "
             "-1 in a steady program)");
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.set_deferred_begin(2);
+              p.set_deferred_end(7);
+            }),
+            "program 0: the deferred instructions [2, 7) are not a range "
+            "after the units of a steady program");
   EXPECT_EQ(errorOf([](plan::Program &p) { p.set_update_after_entry(4); }),
             "program 0: the updates run after schedule entry 4, expected an "
             "entry of a steady program");
