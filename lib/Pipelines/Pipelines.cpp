@@ -70,6 +70,9 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
     return "--schedule 2bw updates each stage when its own backwards are "
            "done: it needs --train and takes no --clip-grad or --loss-scale "
            "(a norm over all stages)";
+  if (twoBW && !options.isPipelined())
+    return "--schedule 2bw is a pipeline schedule: give --pp (and "
+           "--microbatches, at least --pp)";
   if (options.weightStash || twoBW) {
     if (options.train == Optimizer::None)
       return "--weight-stash keeps versions of a train step's weights: give "

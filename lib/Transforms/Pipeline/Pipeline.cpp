@@ -1374,10 +1374,11 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     waitFor(-1);
     nameFrom(lastOfUnits, "update");
   } else {
-    // The part that runs first comes first in the program: on a rank that
-    // updates amid the units, the deferred part (its sends are waited for
-    // at the end); on the last rank the run's own (its sends are waited for
-    // in the next run's deferred part).
+    // In the program, the part whose sends the other waits for comes
+    // first: on a rank that updates amid its units, the deferred part (its
+    // sends are waited for at the run's end, in its own part); on the last
+    // rank its own part (its sends are waited for in the next run's deferred
+    // part, which the runtime runs there before the rank's own).
     bool first = updatesLater;
     if (failed(emitPost(first)))
       return failure();
