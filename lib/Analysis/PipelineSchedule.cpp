@@ -144,16 +144,17 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
     return (static_cast<int64_t>(unit.kind) * stages + unit.stage) * m +
            unit.microbatch;
   };
-  // 2BW keeps what crosses its units, and what it sends, in a slot per
-  // microbatch (a step's values live on into the next run, where its last
-  // backwards run): all m are held.
+  // 2BW holds a microbatch from its forward to its backward as 1F1B does
+  // (p - rank of them, the ring running on across steps), and what it
+  // sends until the run's end: a slot per microbatch.
   if (spec.schedule == PipelineSchedule::TwoBW) {
     llvm::SmallVector<RankInFlight> ranks(p);
     for (int64_t rank = 0; rank < p; ++rank)
       for (int64_t stage = rank; stage < stages; stage += p)
         ranks[rank].push_back({stage,
-                               {m, 0, 0, stage + 1 < stages ? m : 0,
-                                stage > 0 ? m : 0, stage > 0 ? m : 0}});
+                               {std::min(p - rank, m), 0, 0,
+                                stage + 1 < stages ? m : 0, stage > 0 ? m : 0,
+                                stage > 0 ? m : 0}});
     return ranks;
   }
   llvm::SmallVector<llvm::SmallVector<PipelineUnit>> schedules;

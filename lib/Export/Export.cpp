@@ -528,6 +528,9 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
   int64_t deferredBegin = program->deferred_begin();
   bool lateDeferred =
       !updatesLater && program->deferred_end() > program->deferred_begin();
+  int64_t inFlight = 1 + llvm::count_if(program->schedule(), [](auto &entry) {
+                       return entry.step_offset() < 0;
+                     });
   auto persist = [&](int64_t id) {
     firstUse[id] = std::min<int64_t>(firstUse[id], 0);
     lastUse[id] = std::numeric_limits<int64_t>::max();
@@ -594,13 +597,20 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     }
     if (!readElsewhere[id] && sentBy[id] < 0)
       continue; // read in its own unit's run only
-    // A slot per microbatch (the entries' slot is their microbatch).
-    copies[id] = stageSlots.lookup(stages[unit]);
+    // A value a later unit reads is held from its microbatch's forward to
+    // its backward: as in 1F1B, by as many microbatches as the rank runs
+    // backwards of the step before, plus one, in a ring by the microbatch's
+    // index in the whole run (across steps). A value sent is held until
+    // the run's end, where its send is waited for: a slot per microbatch
+    // (the entries' slot is their microbatch).
+    bool sent = sentBy[id] >= 0;
+    copies[id] = sent ? stageSlots.lookup(stages[unit]) : inFlight;
     persist(id);
     if (copies[id] > 1) {
       int64_t bytes = getTensorBytes(cast<RankedTensorType>(value.getType()));
       buffer.set_slots(copies[id]);
       buffer.set_slot_stride_bytes((bytes + 63) / 64 * 64);
+      buffer.set_slot_by_microbatch(!sent);
     }
   }
   return copies;

@@ -130,9 +130,14 @@ Tensor Executor::getBuffer(int64_t id, const UnitRun &run) {
   tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
   int64_t offset = buffer.arena_offset_bytes() +
                    run.microbatch * buffer.microbatch_stride_bytes();
+  // A steady program's ring runs on across steps: its microbatches are
+  // numbered through the whole run of steps.
+  int64_t microbatch =
+      program.steady() ? run.step * program.microbatches() + run.microbatch
+                       : run.microbatch;
   if (root.slots() > 1)
     offset +=
-        (root.slot_by_microbatch() ? run.microbatch % root.slots() : run.slot) *
+        (root.slot_by_microbatch() ? microbatch % root.slots() : run.slot) *
         root.slot_stride_bytes();
   if (root.step_slots() > 1)
     offset += run.step % root.step_slots() * root.step_slot_stride_bytes();
