@@ -548,6 +548,13 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
     if (!draining && !(error = runOwn()).ok())
       return error;
   }
+  // A drain waits for the deferred part's sends, which a run waits for in
+  // its own part: the drain is the last use of the plan.
+  for (auto &[event, started] : inFlight)
+    if (draining && !(error = finish(started)).ok())
+      return error.withPrefix("event " + std::to_string(event) + ": ");
+  if (draining)
+    inFlight.clear();
   if (!inFlight.empty() && !program.steady())
     return invalidPlan("event " + std::to_string(inFlight.begin()->first) +
                        " is never waited for");
