@@ -6,7 +6,9 @@ MODEL_B has twice MODEL_A's batch; both are compiled for two pipeline
 stages with microbatches of the same size (4 and 8 of them), under GPipe
 and 1F1B. GPipe keeps every microbatch's activations until its backward,
 so its activation peak grows with the microbatches; 1F1B keeps at most
-as many as there are stages, so its peak stays put.
+as many as there are stages, so its peak stays put. 2BW holds a
+microbatch as 1F1B does and what a stage sends until the run's end, a
+copy per microbatch: its peak grows by the stage boundary's values alone.
 """
 
 import re
@@ -26,7 +28,8 @@ def peaks(tessera, model, microbatches, schedule):
 
 def main():
     tessera, small, large = sys.argv[1:4]
-    for schedule, low, high in (("gpipe", 1.4, 3.0), ("1f1b", 0.95, 1.05)):
+    for schedule, low, high in (("gpipe", 1.4, 3.0), ("1f1b", 0.95, 1.05),
+                                ("2bw", 0.95, 1.2)):
         few, many = peaks(tessera, small, 4, schedule), \
             peaks(tessera, large, 8, schedule)
         for stage, (a, b) in enumerate(zip(few, many)):
