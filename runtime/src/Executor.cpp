@@ -530,7 +530,8 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
         // A steady program's entry waits for its sends of the run's step
         // and of the step before, one of which a first run or a drain
         // skips.
-        if (it == sendsInFlight.end() && program.steady())
+        if (it == sendsInFlight.end() && program.steady() &&
+            (now.step == 0 || draining))
           continue;
         if (it == sendsInFlight.end())
           return invalidPlan(
