@@ -262,7 +262,7 @@ double tessera::getBubbleFraction(PipelineSchedule schedule, int64_t stages,
     idle = (stages - 1.0 + std::max<int64_t>(stages - microbatches, 0)) /
            (3.0 * microbatches);
   // Without a flush, only a run's first step fills the pipeline.
-  if (schedule == PipelineSchedule::TwoBW)
+  if (isSteady(schedule))
     idle = 0;
   return idle;
 }

@@ -23,9 +23,10 @@ int64_t tessera::getWarmupUnits(const PipelineSpec &spec, int64_t rank,
     return hasBackward ? std::min((p - rank - 1) * 2 + (v - 1) * p, total)
                        : total;
   }
-  return spec.schedule == PipelineSchedule::GPipe || !hasBackward
-             ? m
-             : std::min(p - rank - 1, m);
+  if (spec.schedule == PipelineSchedule::GPipe || !hasBackward)
+    return m;
+  // Without a flush the warm-up runs on into the step before's backwards.
+  return isSteady(spec.schedule) ? p - rank - 1 : std::min(p - rank - 1, m);
 }
 
 llvm::SmallVector<PipelineUnit>
@@ -59,17 +60,20 @@ tessera::getPipelineSchedule(const PipelineSpec &spec, int64_t rank,
         units.push_back(backward(k));
     return units;
   }
-  // PipeDream-2BW: 1F1B without a flush. A step's warm-up forwards
-  // alternate with the cool-down backwards of the step before, as 1F1B's
-  // steady state runs on across steps: F(k) then B(k - warmup).
-  if (spec.schedule == PipelineSchedule::TwoBW && hasBackward) {
-    for (int64_t k = 0; k < warmup; ++k) {
+  // PipeDream and PipeDream-2BW: 1F1B without a flush, its steady state
+  // running on across steps. Numbering the microbatches through the whole
+  // run (step t's microbatch k is t m + k), F(k) is followed by
+  // B(k - warmup), of this step or of one before: with 2BW (m >= p) the
+  // warm-up forwards alternate with the cool-down backwards of the step
+  // before; with PipeDream (one microbatch a step) rank r runs the backward
+  // of step t - (p - r - 1).
+  if (isSteady(spec.schedule) && hasBackward) {
+    for (int64_t k = 0; k < m; ++k) {
       units.push_back({Kind::Forward, rank, k});
-      units.push_back({Kind::Backward, rank, m - warmup + k, -1});
-    }
-    for (int64_t k = 0; k < m - warmup; ++k) {
-      units.push_back({Kind::Forward, rank, warmup + k});
-      units.push_back({Kind::Backward, rank, k});
+      int64_t behind = k - warmup;
+      int64_t stepOffset = behind >= 0 ? 0 : -((-behind + m - 1) / m);
+      units.push_back(
+          {Kind::Backward, rank, behind - stepOffset * m, stepOffset});
     }
     return units;
   }
@@ -144,17 +148,16 @@ tessera::getStagesInFlight(const PipelineSpec &spec) {
     return (static_cast<int64_t>(unit.kind) * stages + unit.stage) * m +
            unit.microbatch;
   };
-  // 2BW holds a microbatch from its forward to its backward as 1F1B does
-  // (p - rank of them, the ring running on across steps), and what it
-  // sends until the run's end: a slot per microbatch.
-  if (spec.schedule == PipelineSchedule::TwoBW) {
+  // Without a flush a rank holds a microbatch from its forward to its
+  // backward as 1F1B does (p - rank of them, the ring running on across
+  // steps), and what it sends until the run's end: a slot per microbatch.
+  if (isSteady(spec.schedule)) {
     llvm::SmallVector<RankInFlight> ranks(p);
     for (int64_t rank = 0; rank < p; ++rank)
       for (int64_t stage = rank; stage < stages; stage += p)
         ranks[rank].push_back({stage,
-                               {std::min(p - rank, m), 0, 0,
-                                stage + 1 < stages ? m : 0, stage > 0 ? m : 0,
-                                stage > 0 ? m : 0}});
+                               {p - rank, 0, 0, stage + 1 < stages ? m : 0,
+                                stage > 0 ? m : 0, stage > 0 ? m : 0}});
     return ranks;
   }
   llvm::SmallVector<llvm::SmallVector<PipelineUnit>> schedules;

@@ -528,20 +528,35 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
   int64_t deferredBegin = program->deferred_begin();
   bool lateDeferred =
       !updatesLater && program->deferred_end() > program->deferred_begin();
-  int64_t inFlight = 1 + llvm::count_if(program->schedule(), [](auto &entry) {
-                       return entry.step_offset() < 0;
-                     });
+  // The microbatches the rank holds at once, numbered through the whole run
+  // (step s's microbatch k is s m + k): from its latest forward to the
+  // backward it runs.
+  int64_t m = program->microbatches(), inFlight = 1,
+          latest = std::numeric_limits<int64_t>::min(), lag = 0;
+  for (const plan::ScheduleEntry &entry : program->schedule()) {
+    int64_t index = entry.step_offset() * m + entry.microbatch();
+    latest = std::max(latest, index);
+    inFlight = std::max(inFlight, latest - index + 1);
+    lag = std::max<int64_t>(lag, -entry.step_offset());
+  }
+  // A run reads arguments of its own step and of steps as far back as its
+  // lag: the deferred part's, at least the step before.
+  if (program->deferred_end() > program->deferred_begin())
+    lag = std::max<int64_t>(lag, 1);
   auto persist = [&](int64_t id) {
     firstUse[id] = std::min<int64_t>(firstUse[id], 0);
     lastUse[id] = std::numeric_limits<int64_t>::max();
   };
-  // A copy per step parity, for all the runs.
-  auto perStep = [&](int64_t id) {
+  // A copy per step in flight (`copies` of them, by the step's number),
+  // for all the runs.
+  auto perStep = [&](int64_t id, int64_t copies) {
     int64_t bytes =
         getTensorBytes(cast<RankedTensorType>(values[id].getType()));
-    program->mutable_buffers(id)->set_step_slots(2);
-    program->mutable_buffers(id)->set_step_slot_stride_bytes((bytes + 63) / 64 *
-                                                             64);
+    if (copies > 1) {
+      program->mutable_buffers(id)->set_step_slots(copies);
+      program->mutable_buffers(id)->set_step_slot_stride_bytes((bytes + 63) /
+                                                               64 * 64);
+    }
     persist(id);
   };
   for (int64_t id = 0; id < count; ++id) {
@@ -549,7 +564,8 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     if (buffer.has_view_of())
       continue;
     Value value = values[id];
-    // A step's data, step counter and weight stash: one copy per step.
+    // A step's data, step counter and weight stash: one copy per step from
+    // the run's back to its lag.
     if (auto arg = dyn_cast<BlockArgument>(value)) {
       unsigned number = arg.getArgNumber();
       if (!function.getArgAttr(number, nn::kParamAttrName) &&
@@ -557,7 +573,7 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
            function.getArgAttr(number, nn::kVersionOfAttrName) ||
            function.getArgAttrOfType<StringAttr>(number, nn::kStateAttrName)
                    .getValue() == "step"))
-        perStep(id);
+        perStep(id, lag + 1);
       continue;
     }
     bool accumulator =
@@ -568,7 +584,12 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     // updates amid its units sends a step's sum from there, and the next
     // step's is made before the send is waited for.
     if (accumulator) {
-      perStep(id);
+      if (lag > 1)
+        return function.emitError("cannot export: a sum over microbatches in a "
+                                  "program whose runs "
+                                  "lag by ")
+               << lag << " steps (its copies alternate by step parity)";
+      perStep(id, 2);
       continue;
     }
     // What the units read but do not make lives over all of their runs
@@ -646,6 +667,9 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
   program->set_steady(steady);
   if (steady && postAfter.getInt() >= 0)
     program->set_update_after_entry(postAfter.getInt());
+  if (steady)
+    if (auto delay = schedule.getAs<IntegerAttr>("weight_delay"))
+      program->set_weight_delay(delay.getInt());
   int64_t m = microbatches.getInt();
   program->set_microbatches(m);
   // The slots each stage uses.

@@ -64,16 +64,30 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
              "the parameters: it takes no --pp, --microbatches, --zero, "
              "--clip-grad or --loss-scale";
   }
-  bool twoBW = options.schedule == PipelineSchedule::TwoBW;
-  if (twoBW && (options.train == Optimizer::None || options.clipGrad > 0 ||
-                options.lossScale))
-    return "--schedule 2bw updates each stage when its own backwards are "
-           "done: it needs --train and takes no --clip-grad or --loss-scale "
-           "(a norm over all stages)";
-  if (twoBW && !options.isPipelined())
-    return "--schedule 2bw is a pipeline schedule: give --pp (and "
-           "--microbatches, at least --pp)";
-  if (options.weightStash || twoBW) {
+  bool steady = isSteady(options.schedule.getValue());
+  std::string schedule =
+      "--schedule " + std::string(getEnumName(kPipelineScheduleNames,
+                                              options.schedule.getValue()));
+  if (steady && (options.train == Optimizer::None || options.clipGrad > 0 ||
+                 options.lossScale))
+    return schedule +
+           " updates each stage when its own backwards are done: it needs "
+           "--train and takes no --clip-grad or --loss-scale (a norm over "
+           "all stages)";
+  if (options.schedule == PipelineSchedule::TwoBW && !options.isPipelined())
+    return schedule + " is a pipeline schedule: give --pp (and "
+                      "--microbatches, at least --pp)";
+  if (options.schedule == PipelineSchedule::PipeDream &&
+      options.stashDelays.empty() &&
+      (options.pipelineStages < 2 || options.microbatches != 1))
+    return schedule + " is a pipeline schedule whose steps are one "
+                      "microbatch each: give --pp, and no --microbatches";
+  if (!options.stashDelays.empty() &&
+      (options.schedule != PipelineSchedule::PipeDream ||
+       options.isPipelined()))
+    return "--stash-delays gives PipeDream's delays to a step on one device "
+           "(--schedule pipedream without --pp)";
+  if (options.weightStash || steady) {
     if (options.train == Optimizer::None)
       return "--weight-stash keeps versions of a train step's weights: give "
              "--train";
@@ -104,9 +118,15 @@ static void addTrainStep(OpPassManager &pm, const CompileOptions &options) {
   trainStep.lossScale = options.lossScale;
   trainStep.initialLossScale = options.initialLossScale;
   pm.addPass(createTrainStepPass(trainStep));
-  // 2BW's steps read the weights of the step before.
-  if (options.weightStash || options.schedule == PipelineSchedule::TwoBW)
-    pm.addPass(createWeightStashPass());
+  // 2BW's steps read the weights of the step before. So do PipeDream's
+  // before the pipeline pass, which reads a stash as the weights of its
+  // rank's latest update, each rank's steps lagging by its own count; on
+  // one device PipeDream's stashes take those counts as delays.
+  if (options.weightStash || isSteady(options.schedule.getValue())) {
+    WeightStashPassOptions stash;
+    stash.delays.assign(options.stashDelays.begin(), options.stashDelays.end());
+    pm.addPass(createWeightStashPass(stash));
+  }
 }
 
 /// Gradient clipping, when `options` ask for it: the norm reads the

@@ -1046,11 +1046,14 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
     estimate.gradBytes += vocab * h * bytes.gradient;
   estimate.optimizerBytes = state.optimizerStateBytes;
   // 2BW's weight stash: a copy of the stage's weights as the optimizer
-  // updates them (the f32 masters in mixed precision).
-  if (choice.schedule == PipelineSchedule::TwoBW)
-    estimate.optimizerBytes +=
-        localParams *
-        (choice.precision == Precision::Mixed ? 4.0 : bytes.weight);
+  // updates them (the f32 masters in mixed precision). PipeDream's first
+  // stage keeps a version per step in flight, p of them.
+  double stashes = choice.schedule == PipelineSchedule::TwoBW       ? 1
+                   : choice.schedule == PipelineSchedule::PipeDream ? choice.pp
+                                                                    : 0;
+  estimate.optimizerBytes +=
+      stashes * localParams *
+      (choice.precision == Precision::Mixed ? 4.0 : bytes.weight);
 
   // Activations of one layer and microbatch, in elements of s b h, as the
   // compiler's train step keeps them for the backward (a GPT block without
@@ -1814,7 +1817,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
             for (PipelineSchedule schedule :
                  {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB,
                   PipelineSchedule::Interleaved, PipelineSchedule::ZeroBubbleH1,
-                  PipelineSchedule::TwoBW}) {
+                  PipelineSchedule::TwoBW, PipelineSchedule::PipeDream}) {
               if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
                 continue;
               // 2BW changes the numerics (each step's gradients at the
@@ -1823,6 +1826,13 @@ SearchResult tessera::searchPlans(const ModelShape &model,
               if (schedule == PipelineSchedule::TwoBW &&
                   (!(pins.allowAsync || pins.schedule == schedule) || m < pp ||
                    zero != 0))
+                continue;
+              // PipeDream updates after each microbatch: a step is one. Its
+              // stages update at their own pace, so no weight is tied
+              // across them.
+              if (schedule == PipelineSchedule::PipeDream &&
+                  (!(pins.allowAsync || pins.schedule == schedule) || m != 1 ||
+                   zero != 0 || model.tiedEmbedding))
                 continue;
               // Interleaving needs its chunks per stage (two unless pinned)
               // and m a multiple of p.

@@ -353,8 +353,8 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
       Tensor input = getBuffer(accumulate.input(), run);
       Tensor sum = getBuffer(accumulate.accumulator(), run);
       std::vector<bool>::reference started =
-          accumulated[accumulate.accumulator() * 2 +
-                      (program.steady() ? run.step % 2 : 0)];
+          accumulated[accumulate.accumulator() * kAccumulatorCopies +
+                      (program.steady() ? run.step % kAccumulatorCopies : 0)];
       if (started) {
         error = device.runKernel(*addKernel, {}, {&sum, &input}, {&sum});
       } else {
@@ -378,12 +378,24 @@ Status Executor::run(const std::vector<OwnedTensor> &arguments,
   return runStep(&arguments, results, wanted);
 }
 
+int64_t Executor::getLag() const {
+  int64_t lag = 0;
+  for (const plan::ScheduleEntry &entry : program.schedule())
+    lag = std::max<int64_t>(lag, -entry.step_offset());
+  return hasDeferredWork() ? std::max<int64_t>(lag, 1) : 0;
+}
+
 Status Executor::drain(std::vector<OwnedTensor> &results,
                        const std::vector<bool> &wanted) {
-  if (!hasDeferredWork() || runs == 0)
+  if (!hasDeferredWork() || runs == 0 || lastStep < 0)
     return invalidArgument("drain follows a run of a program that leaves "
                            "work to the next");
-  return runStep(nullptr, results, wanted);
+  // Each drain finishes the backwards and updates of one more step.
+  for (int64_t k = 0, lag = getLag(); k < lag; ++k)
+    if (Status error = runStep(nullptr, results, wanted); !error.ok())
+      return error;
+  lastStep = -1;
+  return Status::success();
 }
 
 Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
@@ -401,6 +413,11 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   // The run's step, from 0: the copy of what has one per step.
   UnitRun now;
   now.step = runs - 1;
+  if (!draining)
+    lastStep = now.step;
+  // Whether a run (or a drain) runs a part of step `step`: a steady
+  // program's entries and deferred part lag its step by up to getLag().
+  auto hasStep = [&](int64_t step) { return step >= 0 && step <= lastStep; };
   Status error;
   // 64 bytes of slack keep every view inside the arena when the memory plan
   // packs buffers to the last byte.
@@ -437,7 +454,7 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   // Sums over microbatches, per step parity: a steady program's run on into
   // the next run and start again after the deferred part that reads them.
   if (!program.steady() || accumulated.empty())
-    accumulated.assign(2 * program.buffers_size(), false);
+    accumulated.assign(kAccumulatorCopies * program.buffers_size(), false);
   int64_t steps = program.instructions_size();
   // The instructions after the units: a steady program's deferred part
   // finishes the step before (after an entry, or after the entries); the
@@ -463,14 +480,15 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
     return Status::success();
   };
   auto runDeferred = [&]() -> Status {
-    int64_t step = now.step - 1;
-    deferredSkipped = step < 0;
-    if (step >= 0) {
+    int64_t step = now.step - getLag();
+    deferredSkipped = !hasStep(step);
+    if (!deferredSkipped) {
       if (Status error = runPart(deferredBegin, deferredEnd, step); !error.ok())
         return error;
       deferredRan = true;
       for (int64_t id = 0; id < program.buffers_size(); ++id)
-        accumulated[id * 2 + step % 2] = false;
+        accumulated[id * kAccumulatorCopies + step % kAccumulatorCopies] =
+            false;
     }
     return Status::success();
   };
@@ -492,7 +510,7 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
       const plan::Unit &unit = program.units(entry.unit());
       // A drain runs only what the last run left of its step.
       int64_t step = now.step + entry.step_offset();
-      if (step >= 0 && !(draining && entry.step_offset() == 0)) {
+      if (hasStep(step)) {
         UnitRun run = now;
         run.microbatch = entry.microbatch();
         run.slot = entry.slot();
@@ -514,7 +532,7 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
                            entry.microbatch(),
                            step + 1};
           if (program.steady())
-            event.version = std::max<int64_t>(step - 1, 0);
+            event.version = std::max<int64_t>(step - program.weight_delay(), 0);
           record(std::move(event));
         }
       }
@@ -528,10 +546,9 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
       for (const plan::SendRun &send : entry.wait_sends()) {
         auto it = sendsInFlight.find({send.instruction(), send.microbatch()});
         // A steady program's entry waits for its sends of the run's step
-        // and of the step before, one of which a first run or a drain
-        // skips.
+        // and of steps before, which its first runs or a drain skip.
         if (it == sendsInFlight.end() && program.steady() &&
-            (now.step == 0 || draining))
+            (now.step < getLag() || draining))
           continue;
         if (it == sendsInFlight.end())
           return invalidPlan(

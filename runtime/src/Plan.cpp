@@ -176,6 +176,10 @@ Expected<plan::Plan> runtime::loadPlan(const std::string &path) {
   return plan;
 }
 
+/// The most steps a steady program's entries lag its run: one per pipeline
+/// rank at most.
+static constexpr int64_t kMaxStepLag = kMaxDevices;
+
 namespace {
 
 /// Validates one program; every message names where it looked.
@@ -517,10 +521,12 @@ Status ProgramValidator::checkSchedule() const {
       return invalidPlan(at + " uses slot " + std::to_string(entry.slot()) +
                          " of " + std::to_string(slots));
     if (entry.step_offset() != 0 &&
-        (!program.steady() || entry.step_offset() != -1))
-      return invalidPlan(at + " runs step offset " +
-                         std::to_string(entry.step_offset()) +
-                         ", expected 0 (or -1 in a steady program)");
+        (!program.steady() || entry.step_offset() > 0 ||
+         entry.step_offset() < -kMaxStepLag))
+      return invalidPlan(
+          at + " runs step offset " + std::to_string(entry.step_offset()) +
+          ", expected 0 (or from -" + std::to_string(kMaxStepLag) +
+          " to 0 in a steady program)");
     if (!runs.insert({entry.unit(), entry.microbatch()}).second)
       return invalidPlan(at + " runs unit '" +
                          program.units(entry.unit()).name() +
@@ -544,6 +550,13 @@ Status ProgramValidator::checkSchedule() const {
                        std::to_string(program.deferred_end()) +
                        ") are not a range after the units of a steady "
                        "program");
+  if (program.weight_delay() != 0 &&
+      (!program.steady() || program.weight_delay() < 0 ||
+       program.weight_delay() > kMaxStepLag))
+    return invalidPlan("the weights lag the step by " +
+                       std::to_string(program.weight_delay()) +
+                       " updates, expected 0 (or up to " +
+                       std::to_string(kMaxStepLag) + " in a steady program)");
   if (program.has_update_after_entry() &&
       (!program.steady() || program.update_after_entry() < 0 ||
        program.update_after_entry() >= program.schedule_size()))

@@ -915,14 +915,14 @@ int main(int argc, char **argv) {
                                          begin)
         .count();
   };
-  // A 2BW plan's ranks end a run at different points of their steps (one
-  // has updated the step before, another the run's own): no checkpoint of
-  // theirs is one step's state yet.
+  // A PipeDream or 2BW plan's ranks end a run at different points of their
+  // steps (one has updated a step before, another the run's own): no
+  // checkpoint of theirs is one step's state yet.
   if (program->steady() &&
       (!options.saveCheckpoint.empty() || !options.loadCheckpoint.empty()))
     return fail("--save-checkpoint and --load-checkpoint do not take a plan "
-                "without a flush between steps (--schedule 2bw) yet: save "
-                "its weights with --save-weights");
+                "without a flush between steps (--schedule pipedream or "
+                "2bw) yet: save its weights with --save-weights");
   if (!options.loadCheckpoint.empty()) {
     auto begin = std::chrono::steady_clock::now();
     if (Status status = loadCheckpoint(options.loadCheckpoint, plan, *program,

@@ -132,9 +132,9 @@ static cl::opt<std::string> consistency(
     cl::init("sync"), cl::sub(compileCommand()), cl::sub(verifyCommand()));
 static cl::opt<bool> allowAsync(
     "allow-async",
-    cl::desc("Let the plan search (compile --auto, plan) pick the 2bw "
-             "pipeline schedule, whose steps compute their gradients at the "
-             "weights of the step before: faster without a flush, with "
+    cl::desc("Let the plan search (compile --auto, plan) pick the "
+             "pipedream and 2bw pipeline schedules, whose steps compute their "
+             "gradients at earlier weights: faster without a flush, with "
              "other numerics than synchronous training"),
     cl::init(false), cl::sub(compileCommand()), cl::sub(planCommand()));
 static cl::opt<bool> weightStash(

@@ -147,7 +147,8 @@ enum class PipelineSchedule {
   OneFOneB,
   Interleaved,
   ZeroBubbleH1,
-  TwoBW
+  TwoBW,
+  PipeDream
 };
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {"gpipe", PipelineSchedule::GPipe, "all forwards, then all backwards"},
@@ -159,7 +160,18 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
      "1F1B with weight gradients deferred into the cool-down"},
     {"2bw", PipelineSchedule::TwoBW,
      "1F1B without a flush: a step's last backwards run in the next step, "
-     "with two weight versions (PipeDream-2BW; implies --weight-stash)"}};
+     "with two weight versions (PipeDream-2BW; implies --weight-stash)"},
+    {"pipedream", PipelineSchedule::PipeDream,
+     "1F1B without a flush over steps of one microbatch, each stage "
+     "updating after each backward and stashing a weight version per "
+     "step in flight (PipeDream)"}};
+
+/// Whether `schedule` runs without a flush between steps (PipeDream,
+/// PipeDream-2BW): a run also finishes steps before its own.
+inline bool isSteady(PipelineSchedule schedule) {
+  return schedule == PipelineSchedule::TwoBW ||
+         schedule == PipelineSchedule::PipeDream;
+}
 
 /// The idle fraction of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m)
 /// interleaved with v chunks per device, (p-1)/(3m) for ZB-H1: the zero
@@ -167,8 +179,8 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
 /// (p-1)(T_F + T_B + T_W), with the backward's input- and weight-gradient
 /// halves each as long as the forward ((p - 1 + p - m)/(3m) with fewer
 /// microbatches m than stages p, as test/unit/Analysis/PipelineScheduleTest
-/// simulates the schedule the compiler builds). 2BW fills the pipeline once
-/// per run, not per step: 0.
+/// simulates the schedule the compiler builds). PipeDream and 2BW fill the
+/// pipeline once per run, not per step: 0.
 double getBubbleFraction(PipelineSchedule schedule, int64_t stages,
                          int64_t microbatches, int64_t virtualStages = 1);
 

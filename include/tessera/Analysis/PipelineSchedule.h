@@ -42,7 +42,8 @@ enum class PipelineUnitKind { Forward, Backward, Weight };
 struct PipelineUnit {
   PipelineUnitKind kind;
   int64_t stage, microbatch;
-  /// 0: the run's step; -1: the step before (2BW's deferred backwards).
+  /// 0: the run's step; -k: the k-th step before (the backwards that
+  /// PipeDream and 2BW run after the step's run).
   int64_t stepOffset = 0;
   bool operator==(const PipelineUnit &other) const {
     return kind == other.kind && stage == other.stage &&

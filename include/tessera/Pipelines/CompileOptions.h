@@ -182,6 +182,12 @@ struct CompileOptions : mlir::PassPipelineOptions<CompileOptions> {
                      "step before, keeping them as state (PipeDream-2BW: "
                      "W(t+1) = W(t) - lr * grad f(W(t-1)))"),
       llvm::cl::init(false)};
+  // PipeDream's on one device: each parameter's delay, name:d, as its
+  // pipeline rank lags (tessera verify reads them from the pipelined plan).
+  ListOption<std::string> stashDelays{
+      *this, "stash-delays",
+      llvm::cl::desc("With --schedule pipedream on one device: per "
+                     "parameter, name:d, read it as it was d steps before")};
 
   // Pipelining (--tessera-microbatch, --tessera-pipeline).
   Option<int64_t> pipelineStages{

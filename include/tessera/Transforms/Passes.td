@@ -178,7 +178,23 @@ def WeightStashPass : Pass<"tessera-weight-stash", "mlir::ModuleOp"> {
       return %w1, %loss, %w : ...
     }
     ```
+
+    With `delays` (`name:d` per parameter, as `tessera verify` reads them
+    from a PipeDream plan) each step reads parameter `name` as it was d
+    steps before, W(t+1) = W(t) - lr * grad f(W(t-d)): what PipeDream's
+    pipeline computes, whose rank r runs a step at its weights of p - r - 1
+    updates before (a stage's latest; the last stage's are current). A
+    parameter with d = 0 is read as is; d > 0 keeps a chain of d states, S1
+    (`"<param>.stash.1"`) to Sd (`"<param>.stash"`, the one read), each
+    the one before's previous value: S1's next is P, Sk's next is
+    S(k-1). A parameter the option does not name keeps its weights as is.
   }];
+  let options = [
+    ListOption<"delays", "delays", "std::string",
+               "Per parameter, name:d: read it as it was d steps before "
+               "(PipeDream; without the option every parameter is read as "
+               "of the step before)">
+  ];
 }
 
 def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {

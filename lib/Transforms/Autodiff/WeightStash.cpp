@@ -2,7 +2,8 @@
 //
 // --tessera-weight-stash: a train step whose forward and backward read the
 // weights of the step before, W(t+1) = W(t) - lr * grad f(W(t-1)), so that a
-// pipeline without a flush between steps computes what it computes.
+// pipeline without a flush between steps computes what it computes; with
+// delays per parameter, PipeDream's W(t+1) = W(t) - lr * grad f(W(t-d)).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,8 +25,10 @@ using namespace tessera;
 
 namespace {
 
-/// Stashes the parameters that `function`'s updates write.
-LogicalResult stashWeights(func::FuncOp function) {
+/// Stashes the parameters that `function`'s updates write, each read as it
+/// was `getDelay(name)` steps before.
+LogicalResult stashWeights(func::FuncOp function,
+                           function_ref<int64_t(StringRef)> getDelay) {
   MLIRContext *context = function.getContext();
   for (BlockArgument arg : function.getArguments())
     if (function.getArgAttr(arg.getArgNumber(), nn::kVersionOfAttrName))
@@ -65,30 +68,43 @@ LogicalResult stashWeights(func::FuncOp function) {
   for (auto [op, param] : updates) {
     StringAttr name = function.getArgAttrOfType<StringAttr>(
         param.getArgNumber(), nn::kParamAttrName);
-    // The stash is held as its parameter is: its sharding carries over.
-    NamedAttrList attrs;
-    if (Attribute sharding = function.getArgAttr(
-            param.getArgNumber(), dist::DistDialect::kShardingAttrName))
-      attrs.append(dist::DistDialect::kShardingAttrName, sharding);
-    attrs.append(nn::kStateAttrName,
-                 StringAttr::get(context, name.getValue() + ".stash"));
-    attrs.append(nn::kVersionOfAttrName, name);
-    unsigned index = function.getNumArguments();
-    if (failed(function.insertArgument(index, param.getType(),
-                                       attrs.getDictionary(context),
-                                       param.getLoc())))
-      return failure();
-    BlockArgument stash = function.getArgument(index);
+    int64_t delay = getDelay(name.getValue());
+    if (delay == 0)
+      continue;
+    // The stashes are held as their parameter is: its sharding carries over.
+    // Stash k holds the parameter of k steps before; the last is read.
+    Value previous = param;
+    BlockArgument stash;
+    for (int64_t k = 1; k <= delay; ++k) {
+      NamedAttrList attrs;
+      if (Attribute sharding = function.getArgAttr(
+              param.getArgNumber(), dist::DistDialect::kShardingAttrName))
+        attrs.append(dist::DistDialect::kShardingAttrName, sharding);
+      std::string stashName = (name.getValue() + ".stash").str();
+      if (k < delay)
+        stashName += "." + std::to_string(k);
+      attrs.append(nn::kStateAttrName, StringAttr::get(context, stashName));
+      attrs.append(nn::kVersionOfAttrName, name);
+      unsigned index = function.getNumArguments();
+      if (failed(function.insertArgument(index, param.getType(),
+                                         attrs.getDictionary(context),
+                                         param.getLoc())))
+        return failure();
+      stash = function.getArgument(index);
+      // The next step's stash k is this step's stash k - 1 (the parameter
+      // for the first).
+      results.push_back(previous);
+      resultAttrs.push_back(DictionaryAttr::get(
+          context,
+          {NamedAttribute(
+              StringAttr::get(context, nn::kUpdatesAttrName),
+              IntegerAttr::get(IntegerType::get(context, 64), index))}));
+      previous = stash;
+    }
     Operation *update = op;
     param.replaceUsesWithIf(stash, [&](OpOperand &use) {
       return use.getOwner() != update && use.getOwner() != returnOp;
     });
-    // The next step's stash is this step's parameter.
-    results.push_back(param);
-    resultAttrs.push_back(DictionaryAttr::get(
-        context, {NamedAttribute(
-                     StringAttr::get(context, nn::kUpdatesAttrName),
-                     IntegerAttr::get(IntegerType::get(context, 64), index))}));
   }
   returnOp->setOperands(results);
   function.setType(FunctionType::get(context, function.getArgumentTypes(),
@@ -98,9 +114,30 @@ LogicalResult stashWeights(func::FuncOp function) {
 }
 
 struct WeightStashPass : tessera::impl::WeightStashPassBase<WeightStashPass> {
+  using WeightStashPassBase::WeightStashPassBase;
+
   void runOnOperation() override {
+    llvm::StringMap<int64_t> delayOf;
+    for (StringRef entry : delays) {
+      auto [name, count] = entry.rsplit(':');
+      int64_t delay;
+      if (name.empty() || count.getAsInteger(10, delay) || delay < 0 ||
+          !delayOf.try_emplace(name, delay).second) {
+        getOperation().emitError("--tessera-weight-stash expects delays as "
+                                 "name:d with d >= 0, each name once, got '")
+            << entry << "'";
+        return signalPassFailure();
+      }
+    }
+    // Without delays every parameter is read as of the step before (2BW);
+    // with them, a parameter they do not name as is.
+    auto getDelay = [&](StringRef name) -> int64_t {
+      if (delays.empty())
+        return 1;
+      return delayOf.lookup(name);
+    };
     for (auto function : getOperation().getOps<func::FuncOp>())
-      if (!function.isExternal() && failed(stashWeights(function)))
+      if (!function.isExternal() && failed(stashWeights(function, getDelay)))
         return signalPassFailure();
   }
 };

@@ -100,9 +100,9 @@ private:
                    ArrayRef<StringRef> unitNames,
                    const DenseMap<int64_t, int64_t> &sendNumber);
 
-  /// PipeDream-2BW: no flush between steps, a run also finishing the step
-  /// before.
-  bool isSteady() const { return spec.schedule == PipelineSchedule::TwoBW; }
+  /// PipeDream and PipeDream-2BW: no flush between steps, a run also
+  /// finishing steps before.
+  bool isSteady() const { return tessera::isSteady(spec.schedule); }
   /// Whether a pre op reads an argument (its value differs from step to
   /// step): with 2BW each unit that reads it makes it for its own step.
   bool readsArguments(Operation *op);
@@ -110,6 +110,15 @@ private:
   /// step before, after which its deferred post ops run (-1: it runs none;
   /// they run after its last entry).
   int64_t getPostAfter(int64_t rank) const;
+  /// Without a flush: how many of `rank`'s updates the weights its steps
+  /// read lag them. 2BW's steps read the weights of the step before;
+  /// PipeDream's read the rank's latest, which lag as many updates as the
+  /// rank's backwards lag its forwards.
+  int64_t getWeightDelay(int64_t rank) const {
+    return spec.schedule == PipelineSchedule::TwoBW
+               ? 1
+               : getWarmupUnits(spec, rank, /*hasBackward=*/true);
+  }
 
   bool isData(Value value) const {
     auto arg = dyn_cast<BlockArgument>(value);
@@ -918,8 +927,10 @@ int64_t Pipeliner::getPostAfter(int64_t rank) const {
 }
 
 LogicalResult Pipeliner::checkSteady() {
-  // Each step reads the weights of the step before (--weight-stash), so
-  // that the next step's forwards need not wait for this step's updates.
+  StringRef name = getEnumName(kPipelineScheduleNames, spec.schedule);
+  // Each step reads a version of the weights that it stashed
+  // (--weight-stash), so that the next step's forwards need not wait for
+  // this step's updates.
   for (BlockArgument arg : function.getArguments()) {
     auto param = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                        nn::kParamAttrName);
@@ -927,17 +938,20 @@ LogicalResult Pipeliner::checkSteady() {
       continue;
     for (Operation *user : arg.getUsers())
       if (!isa<func::ReturnOp>(user) && classes.lookup(user) != OpClass::Post)
-        return user->emitError("the 2bw schedule runs each step at the "
-                               "weights of the step before: parameter '")
+        return user->emitError("the ")
+               << name
+               << " schedule runs each step at a stashed version of the "
+                  "weights: parameter '"
                << param.getValue()
                << "' is read by the forward or backward (compile with "
                   "--weight-stash)";
   }
   if (!normRoots.empty())
-    return normRoots.front()->emitError(
-        "the 2bw schedule updates each stage when its own backwards are "
-        "done: a gradient norm over all stages (--clip-grad, --loss-scale) "
-        "needs them all at once");
+    return normRoots.front()->emitError("the ")
+           << name
+           << " schedule updates each stage when its own backwards are "
+              "done: a gradient norm over all stages (--clip-grad, "
+              "--loss-scale) needs them all at once";
   // The ranks that finish a step in the next run update it there, right
   // after its last backward: what their forwards sum over the microbatches
   // would by then hold the next step's terms.
@@ -945,11 +959,31 @@ LogicalResult Pipeliner::checkSteady() {
     Operation *def = value.getDefiningOp();
     int64_t rank = getRank(stageOf.lookup(def));
     if (forwardOps.contains(def) && getPostAfter(rank) >= 0)
-      return def->emitError("the 2bw schedule sums forward values over the "
-                            "microbatches only on the last pipeline rank; "
-                            "this one's is made on rank ")
+      return def->emitError("the ")
+             << name
+             << " schedule sums forward values over the microbatches only on "
+                "the last pipeline rank; this one's is made on rank "
              << rank << " (a loss term of an earlier stage)";
   }
+  // PipeDream's stages run a step at versions of their weights as many
+  // updates apart as their ranks are from the last: a parameter that two
+  // ranks read (an embedding tied to the head) would need both.
+  if (spec.schedule == PipelineSchedule::PipeDream)
+    for (BlockArgument arg : function.getArguments())
+      if (auto param = function.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), nn::kVersionOfAttrName)) {
+        std::set<int64_t> ranks;
+        for (Operation *user : arg.getUsers())
+          if (classes.lookup(user) != OpClass::Post)
+            ranks.insert(getRanks(user).begin(), getRanks(user).end());
+        if (ranks.size() > 1)
+          return function.emitError("the pipedream schedule updates each "
+                                    "stage's weights at its own pace: "
+                                    "parameter '")
+                 << param.getValue() << "' is read on pipeline ranks "
+                 << *ranks.begin() << " and " << *ranks.rbegin()
+                 << " (a tied embedding; use the 2bw schedule)";
+      }
   return success();
 }
 
@@ -1397,7 +1431,8 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
 
   // A weight stash's next value is its parameter (the step's weights);
   // where the update is deferred (it updates the step before) that is the
-  // updated one: the next run's step reads it.
+  // updated one: the next run's step reads it. So it is under PipeDream,
+  // whose steps read their rank's latest weights.
   auto getReturned = [&](unsigned index) -> Value {
     Value operand = returnOp.getOperand(index);
     auto param = dyn_cast<BlockArgument>(operand);
@@ -1407,7 +1442,8 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
       if (auto updates = function.getResultAttrOfType<IntegerAttr>(
               other, nn::kUpdatesAttrName);
           updates && updates.getInt() == param.getArgNumber() &&
-          deferredOps.contains(value.getDefiningOp()))
+          (deferredOps.contains(value.getDefiningOp()) ||
+           spec.schedule == PipelineSchedule::PipeDream))
         return value;
     return operand;
   };
@@ -1552,8 +1588,10 @@ void Pipeliner::setSchedule(func::FuncOp stage, int64_t rank,
             builder.getNamedAttr("steady", builder.getUnitAttr()),
             builder.getNamedAttr("entry_steps",
                                  builder.getDenseI64ArrayAttr(entrySteps)),
-            builder.getNamedAttr(
-                "post_after", builder.getI64IntegerAttr(getPostAfter(rank)))});
+            builder.getNamedAttr("post_after",
+                                 builder.getI64IntegerAttr(getPostAfter(rank))),
+            builder.getNamedAttr("weight_delay", builder.getI64IntegerAttr(
+                                                     getWeightDelay(rank)))});
   stage->setAttr(dist::DistDialect::kScheduleAttrName,
                  builder.getDictionaryAttr(attrs));
 }
@@ -1695,6 +1733,15 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
       module.emitError("the 2bw schedule needs at least as many microbatches "
                        "(")
           << spec.microbatches << ") as stages (" << spec.ranks << ")";
+      return signalPassFailure();
+    }
+    // PipeDream updates after each backward: a step is one microbatch
+    // (2BW is PipeDream over steps of several).
+    if (spec.schedule == PipelineSchedule::PipeDream && microbatches != 1) {
+      module.emitError("the pipedream schedule updates the weights after "
+                       "each microbatch's backward: a step is one microbatch, "
+                       "got ")
+          << spec.microbatches << " (2bw updates once per step of several)";
       return signalPassFailure();
     }
     if (spec.schedule == PipelineSchedule::Interleaved &&

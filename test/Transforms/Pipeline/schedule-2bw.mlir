@@ -24,5 +24,5 @@
 // CHECK: dist.unit = "update"
 // CHECK: return {{.*}}, %arg1, %arg2 :
 
-// UNSTASHED: error: the 2bw schedule runs each step at the weights of the step before: parameter 'w0' is read by the forward or backward (compile with --weight-stash)
+// UNSTASHED: error: the 2bw schedule runs each step at a stashed version of the weights: parameter 'w0' is read by the forward or backward (compile with --weight-stash)
 // FEW: error: the 2bw schedule needs at least as many microbatches (1) as stages (2)

@@ -136,6 +136,40 @@ TEST(PipelineScheduleTest, OneFOneBWarmsUpThenAlternates) {
             "F3.6 B3.6 F3.7 B3.7");
 }
 
+/// A steady rank's units with their step offsets: "F0.0 B0.3@-1 ...".
+std::string formatSteady(const PipelineSpec &spec, int64_t rank) {
+  std::string text;
+  for (const PipelineUnit &unit : getPipelineSchedule(spec, rank, true)) {
+    text += format(unit);
+    if (unit.stepOffset != 0)
+      text += "@" + std::to_string(unit.stepOffset);
+    text += ' ';
+  }
+  text.pop_back();
+  return text;
+}
+
+TEST(PipelineScheduleTest, SteadySchedulesRunOneFOneBAcrossSteps) {
+  // 2BW: the warm-up forwards alternate with the step before's cool-down.
+  PipelineSpec twoBW{2, 4, 1, Schedule::TwoBW};
+  EXPECT_EQ(formatSteady(twoBW, 0),
+            "F0.0 B0.3@-1 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2");
+  EXPECT_EQ(formatSteady(twoBW, 1), "F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3");
+  // PipeDream: a step of one microbatch; rank r's backward lags its
+  // forward by p - r - 1 steps, its warm-up uncapped by the microbatches.
+  PipelineSpec pipeDream{4, 1, 1, Schedule::PipeDream};
+  for (int64_t rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(getWarmupUnits(pipeDream, rank, true), 3 - rank);
+  EXPECT_EQ(formatSteady(pipeDream, 0), "F0.0 B0.0@-3");
+  EXPECT_EQ(formatSteady(pipeDream, 2), "F2.0 B2.0@-1");
+  EXPECT_EQ(formatSteady(pipeDream, 3), "F3.0 B3.0");
+  // Both hold p - r microbatches in flight, and no bubble.
+  for (int64_t rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(getStagesInFlight(pipeDream)[rank][0].second.forwardToBackward,
+              4 - rank);
+  EXPECT_EQ(getBubbleFraction(Schedule::PipeDream, 4, 1), 0);
+}
+
 TEST(PipelineScheduleTest, OneFOneBWithFewMicrobatchesIsGPipe) {
   // The warm-up cannot be longer than the microbatches.
   EXPECT_EQ(getOrder(Schedule::OneFOneB, 4, 2, 0), "F0.0 F0.1 B0.0 B0.1");

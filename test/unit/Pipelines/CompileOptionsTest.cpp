@@ -123,7 +123,7 @@ TEST(EnumNamesTest, OneTableNamesParsesAndJoins) {
   EXPECT_EQ(parseEnumName(kRecomputeNames, "some"), std::nullopt);
   EXPECT_EQ(joinEnumNames(kTrainPrecisionNames), "model or mixed");
   EXPECT_EQ(joinEnumNames(kPipelineScheduleNames),
-            "gpipe, 1f1b, interleaved, zb-h1 or 2bw");
+            "gpipe, 1f1b, interleaved, zb-h1, 2bw or pipedream");
 }
 
 } // namespace

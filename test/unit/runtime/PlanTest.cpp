@@ -1235,12 +1235,25 @@ TEST(PlanTest, RejectsStepsOutsideASteadyPlan) {
   flushed.mutable_programs(0)->mutable_schedule(2)->set_step_offset(-1);
   EXPECT_EQ(getValidationError(flushed),
             "program 0: schedule entry 2 runs step offset -1, expected 0 (or "
-            "-1 in a steady program)");
+            "from -1048576 to 0 in a steady program)");
   EXPECT_EQ(errorOf([](plan::Program &p) {
-              p.mutable_schedule(1)->set_step_offset(-2);
+              p.mutable_schedule(1)->set_step_offset(1);
             }),
-            "program 0: schedule entry 1 runs step offset -2, expected 0 (or "
-            "-1 in a steady program)");
+            "program 0: schedule entry 1 runs step offset 1, expected 0 (or "
+            "from -1048576 to 0 in a steady program)");
+  // PipeDream's rank r lags p - r - 1 steps: deeper offsets are valid.
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_schedule(1)->set_step_offset(-3);
+            }),
+            "");
+  EXPECT_EQ(errorOf([](plan::Program &p) { p.set_weight_delay(-1); }),
+            "program 0: the weights lag the step by -1 updates, expected 0 "
+            "(or up to 1048576 in a steady program)");
+  flushed.mutable_programs(0)->mutable_schedule(2)->set_step_offset(0);
+  flushed.mutable_programs(0)->set_weight_delay(1);
+  EXPECT_EQ(getValidationError(flushed),
+            "program 0: the weights lag the step by 1 updates, expected 0 (or "
+            "up to 1048576 in a steady program)");
   EXPECT_EQ(errorOf([](plan::Program &p) {
               p.set_deferred_begin(2);
               p.set_deferred_end(7);

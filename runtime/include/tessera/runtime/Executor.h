@@ -68,9 +68,12 @@ public:
            (program.has_update_after_entry() ||
             program.deferred_end() > program.deferred_begin());
   }
-  /// Runs what the last run left of its step (its deferred entries and
-  /// updates) and returns the results as run does: the state after the
-  /// last step.
+  /// How many steps a run's deferred entries and updates lag its own: 1
+  /// under 2BW, p - r - 1 on PipeDream's rank r (0 without deferred work).
+  int64_t getLag() const;
+  /// Runs what the last runs left of their steps (their deferred entries
+  /// and updates, getLag() runs of them) and returns the results as run
+  /// does: the state after the last step.
   Status drain(std::vector<OwnedTensor> &results,
                const std::vector<bool> &wanted = {});
 
@@ -90,9 +93,9 @@ public:
     /// microbatch (-1: outside the units); the run (step) it was part of,
     /// from 1.
     int64_t instruction = -1, microbatch = -1, step = 0;
-    /// A steady pipeline program's unit: the weights it reads, those of
-    /// step `version` (from 0; a step reads the weights of the step before,
-    /// the first two steps the initial ones). -1 elsewhere.
+    /// A steady pipeline program's unit: the weights it reads, those after
+    /// `version` updates (a step reads Program.weight_delay updates fewer
+    /// than its own number, at least none). -1 elsewhere.
     int64_t version = -1;
   };
   /// Records a TraceEvent per instruction from now on (off at first).
@@ -171,6 +174,9 @@ private:
   /// by (instruction, microbatch), and the accumulators written so far.
   std::map<int64_t, InFlight> inFlight;
   std::map<std::pair<int64_t, int64_t>, InFlight> sendsInFlight;
+  /// Per buffer and step parity: a steady program's sums of two steps are
+  /// made at once (see Buffer.step_slots).
+  static constexpr int64_t kAccumulatorCopies = 2;
   std::vector<bool> accumulated;
   /// Per buffer: whether a steady program's deferred part writes it.
   std::vector<bool> madeDeferred;
@@ -196,6 +202,8 @@ private:
   std::vector<TraceEvent> trace;
   /// Runs so far: the step a traced event belongs to.
   int64_t runs = 0;
+  /// The step of the last run (not a drain); -1 once drained.
+  int64_t lastStep = -1;
 };
 
 /// The global value of argument `index` for `seed`, the same on every rank:
