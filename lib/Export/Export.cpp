@@ -585,9 +585,8 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     // step's is made before the send is waited for.
     if (accumulator) {
       if (lag > 1)
-        return function.emitError("cannot export: a sum over microbatches in a "
-                                  "program whose runs "
-                                  "lag by ")
+        return function.emitError("cannot export: a sum over microbatches "
+                                  "in a program whose runs lag by ")
                << lag << " steps (its copies alternate by step parity)";
       perStep(id, 2);
       continue;

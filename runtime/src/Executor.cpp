@@ -416,7 +416,8 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   if (!draining)
     lastStep = now.step;
   // Whether a run (or a drain) runs a part of step `step`: a steady
-  // program's entries and deferred part lag its step by up to getLag().
+  // program's entries and deferred part lag its step by up to `lag`.
+  int64_t lag = getLag();
   auto hasStep = [&](int64_t step) { return step >= 0 && step <= lastStep; };
   Status error;
   // 64 bytes of slack keep every view inside the arena when the memory plan
@@ -480,7 +481,7 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
     return Status::success();
   };
   auto runDeferred = [&]() -> Status {
-    int64_t step = now.step - getLag();
+    int64_t step = now.step - lag;
     deferredSkipped = !hasStep(step);
     if (!deferredSkipped) {
       if (Status error = runPart(deferredBegin, deferredEnd, step); !error.ok())
@@ -548,7 +549,7 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
         // A steady program's entry waits for its sends of the run's step
         // and of steps before, which its first runs or a drain skip.
         if (it == sendsInFlight.end() && program.steady() &&
-            (now.step < getLag() || draining))
+            (now.step < lag || draining))
           continue;
         if (it == sendsInFlight.end())
           return invalidPlan(

@@ -1221,6 +1221,102 @@ TEST(PlanTest, ASteadyPlanFinishesEachStepInTheNextRun) {
               relu(second[i]) + relu(second[16 + i]));
 }
 
+/// A steady plan that lags two steps, as PipeDream's first rank of three:
+/// F0 makes relu(x) into a ring of three copies by microbatch (one a step);
+/// B0 runs two steps later (step offset -2) on its step's copy; the
+/// deferred part then returns B0's output plus its step's x, read from x's
+/// copy of that step (three step slots).
+plan::Plan makeLaggingPlan() {
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("dp");
+  axis->set_size(1);
+  plan::Program *program = plan.add_programs();
+  program->add_ranks(0);
+  program->set_microbatches(1);
+  program->set_steady(true);
+  addBuffer(program, {4, 8}, 0); // x, a copy per step
+  program->mutable_buffers(0)->set_step_slots(3);
+  program->mutable_buffers(0)->set_step_slot_stride_bytes(128);
+  addBuffer(program, {4, 8}, 384); // relu(x), a ring by microbatch
+  program->mutable_buffers(1)->set_slots(3);
+  program->mutable_buffers(1)->set_slot_stride_bytes(128);
+  program->mutable_buffers(1)->set_slot_by_microbatch(true);
+  addBuffer(program, {4, 8}, 768); // B0's
+  addBuffer(program, {4, 8}, 896); // the result
+  program->set_arena_bytes(1024);
+  addReplicatedArgument(program, 0, {4, 8});
+  for (auto [input, output] : {std::pair{0, 1}, {1, 2}}) {
+    plan::Instruction *relu = program->add_instructions();
+    relu->mutable_kernel()->set_op("nn.relu");
+    relu->mutable_kernel()->add_inputs(input);
+    relu->mutable_kernel()->add_outputs(output);
+  }
+  plan::Instruction *add = program->add_instructions();
+  add->mutable_kernel()->set_op("nn.add");
+  add->mutable_kernel()->add_inputs(2);
+  add->mutable_kernel()->add_inputs(0);
+  add->mutable_kernel()->add_outputs(3);
+  for (auto [name, begin] : {std::pair{"F0", 0}, {"B0", 1}}) {
+    plan::Unit *unit = program->add_units();
+    unit->set_name(name);
+    unit->set_begin(begin);
+    unit->set_end(begin + 1);
+  }
+  for (auto [unit, offset] : {std::pair{0, 0}, {1, -2}}) {
+    plan::ScheduleEntry *entry = program->add_schedule();
+    entry->set_unit(unit);
+    entry->set_step_offset(offset);
+  }
+  program->set_update_after_entry(1);
+  program->set_deferred_begin(2);
+  program->set_deferred_end(3);
+  program->set_weight_delay(2);
+  plan::Result *result = program->add_results();
+  result->set_buffer(3);
+  result->add_global_shape(4);
+  result->add_global_shape(8);
+  result->add_dim_axes();
+  result->add_dim_axes();
+  return plan;
+}
+
+TEST(PlanTest, ASteadyPlanLaggingTwoStepsDrainsInTwoRuns) {
+  plan::Plan plan = makeLaggingPlan();
+  ASSERT_EQ(getValidationError(plan), "");
+  Mesh mesh = getMesh(plan);
+  std::unique_ptr<Communicator> local = createLocalCommunicator();
+  Executor executor(plan.programs(0), mesh, *local);
+  EXPECT_EQ(executor.getLag(), 2);
+  std::vector<OwnedTensor> arguments;
+  arguments.emplace_back(DType::F32, std::vector<int64_t>{4, 8});
+  auto input = [](int step, int i) {
+    return static_cast<float>((i * (step + 3)) % 11) - 5.0f;
+  };
+  auto expected = [&](int step, int i) {
+    return std::max(input(step, i), 0.0f) + input(step, i);
+  };
+  std::vector<OwnedTensor> results;
+  for (int step = 0; step < 4; ++step) {
+    for (int i = 0; i < 32; ++i)
+      arguments[0].view.as<float>()[i] = input(step, i);
+    ASSERT_TRUE(executor.run(arguments, results).ok());
+    // The first two runs have no step two before: no result.
+    if (step < 2) {
+      EXPECT_EQ(results[0].view.data, nullptr);
+      continue;
+    }
+    for (int i = 0; i < 32; ++i)
+      EXPECT_EQ(results[0].view.as<float>()[i], expected(step - 2, i));
+  }
+  // The drain finishes steps 2 and 3.
+  ASSERT_TRUE(executor.drain(results).ok());
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(results[0].view.as<float>()[i], expected(3, i));
+  EXPECT_FALSE(executor.drain(results).ok());
+}
+
 TEST(PlanTest, RejectsStepsOutsideASteadyPlan) {
   auto errorOf = [](auto change) {
     plan::Plan plan = makeSteadyPlan();
