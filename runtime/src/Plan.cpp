@@ -715,6 +715,12 @@ Status ProgramValidator::run() {
     return invalidPlan(where + ": " + message);
   };
   int64_t numBuffers = program.buffers_size();
+  // The steps a steady program's run reaches back to (its entries' offsets
+  // are checked with the schedule).
+  int64_t lag = program.deferred_end() > program.deferred_begin() ? 1 : 0;
+  for (const plan::ScheduleEntry &entry : program.schedule())
+    if (entry.step_offset() < 0 && entry.step_offset() >= -kMaxStepLag)
+      lag = std::max<int64_t>(lag, -entry.step_offset());
   defined.assign(numBuffers, false);
   freed.assign(numBuffers, false);
   definedAt.assign(numBuffers, -1);
@@ -757,6 +763,11 @@ Status ProgramValidator::run() {
                   " step slots, expected them only on a steady program's "
                   "buffer that is neither a view nor slotted, each at least "
                   "its size apart");
+    if (b.step_slots() > 1 && b.step_slots() <= lag)
+      return fail("buffer " + std::to_string(id) + " has " +
+                  std::to_string(b.step_slots()) +
+                  " step slots, but the program's runs reach back " +
+                  std::to_string(lag) + " steps");
     if (b.has_overwrites()) {
       int64_t of = b.overwrites();
       if (of < 0 || of >= id || buffer(of).has_view_of() || b.has_view_of() ||

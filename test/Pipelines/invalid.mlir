@@ -10,7 +10,7 @@
 // its options do not take, naming the choices.
 // ZERO: error: --zero needs --train adamw (the optimizer state it shards)
 // PP: error: --pp and --microbatches pipeline a train step: give --train
-// SCHEDULE: for the --schedule option: got 'zigzag', expected gpipe, 1f1b, interleaved, zb-h1 or 2bw
+// SCHEDULE: for the --schedule option: got 'zigzag', expected gpipe, 1f1b, interleaved, zb-h1, 2bw or pipedream
 // RESHARD: for the --reshard-after-forward option: '0' is not supported
 // LR: for the --lr option: 'fast' value invalid for floating point argument!
 // RECOMPUTE: error: --recompute recomputes a train step's activations: give --train

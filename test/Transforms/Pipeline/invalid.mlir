@@ -4,7 +4,7 @@
 // RUN: not tessera-opt %S/Inputs/mlp4.mlir --tessera-pipeline="stages=2 microbatches=2 schedule=interleaved virtual=4611686018427387904" 2>&1 | FileCheck %s --check-prefix=STAGES
 
 // Tests that --tessera-pipeline rejects options it cannot build.
-// SCHEDULE: for the --schedule option: got 'zigzag', expected gpipe, 1f1b, interleaved, zb-h1 or 2bw
+// SCHEDULE: for the --schedule option: got 'zigzag', expected gpipe, 1f1b, interleaved, zb-h1, 2bw or pipedream
 // VIRTUAL: error: virtual stages need the interleaved schedule
 // INTERLEAVED: error: the interleaved schedule needs microbatches (3) to be a multiple of stages (2)
 // Stages times virtual stages overflowed int64 and crashed (issue 28).

@@ -1340,8 +1340,17 @@ TEST(PlanTest, RejectsStepsOutsideASteadyPlan) {
   // PipeDream's rank r lags p - r - 1 steps: deeper offsets are valid.
   EXPECT_EQ(errorOf([](plan::Program &p) {
               p.mutable_schedule(1)->set_step_offset(-3);
+              p.mutable_buffers(3)->set_step_slots(4);
+              p.mutable_buffers(4)->set_arena_offset_bytes(512);
+              p.set_arena_bytes(576);
             }),
             "");
+  // A copy per step reached: two steps back need three.
+  EXPECT_EQ(errorOf([](plan::Program &p) {
+              p.mutable_schedule(1)->set_step_offset(-2);
+            }),
+            "program 0: buffer 3 has 2 step slots, but the program's runs "
+            "reach back 2 steps");
   EXPECT_EQ(errorOf([](plan::Program &p) { p.set_weight_delay(-1); }),
             "program 0: the weights lag the step by -1 updates, expected 0 "
             "(or up to 1048576 in a steady program)");
