@@ -617,6 +617,11 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
     }
     if (!readElsewhere[id] && sentBy[id] < 0)
       continue; // read in its own unit's run only
+    // With a microbatch a step, what only the post ops read (a gradient) is
+    // read after its unit in the same run, for the same step.
+    if (m == 1 && sentBy[id] < 0 &&
+        llvm::all_of(readInUnits[id], [](int64_t unit) { return unit < 0; }))
+      continue;
     // A value a later unit reads is held from its microbatch's forward to
     // its backward: as in 1F1B, by as many microbatches as the rank runs
     // backwards of the step before, plus one, in a ring by the microbatch's

@@ -1045,12 +1045,16 @@ PlanEstimate tessera::estimatePlan(const ModelShape &model,
       model.tiedEmbedding)
     estimate.gradBytes += vocab * h * bytes.gradient;
   estimate.optimizerBytes = state.optimizerStateBytes;
-  // 2BW's weight stash: a copy of the stage's weights as the optimizer
-  // updates them (the f32 masters in mixed precision). PipeDream's first
-  // stage keeps a version per step in flight, p of them.
-  double stashes = choice.schedule == PipelineSchedule::TwoBW       ? 1
+  // The weight stash, copies of the stage's weights as the optimizer
+  // updates them (the f32 masters in mixed precision): 2BW's has a copy
+  // per step parity; PipeDream's first stage a version per step in
+  // flight, p of them. 2BW's sums over microbatches also have a copy per
+  // step parity.
+  double stashes = choice.schedule == PipelineSchedule::TwoBW       ? 2
                    : choice.schedule == PipelineSchedule::PipeDream ? choice.pp
                                                                     : 0;
+  if (choice.schedule == PipelineSchedule::TwoBW)
+    estimate.gradBytes += localParams * bytes.gradient;
   estimate.optimizerBytes +=
       stashes * localParams *
       (choice.precision == Precision::Mixed ? 4.0 : bytes.weight);

@@ -965,6 +965,26 @@ LogicalResult Pipeliner::checkSteady() {
                 "the last pipeline rank; this one's is made on rank "
              << rank << " (a loss term of an earlier stage)";
   }
+  // Nor may their post ops read a forward value of their own: it would be
+  // the run's step's, not the step they finish (PipeDream's steps of one
+  // microbatch read them unsummed).
+  for (Operation &op : body->without_terminator()) {
+    if (classes.lookup(&op) != OpClass::Post)
+      continue;
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || !forwardOps.contains(def))
+        continue;
+      int64_t rank = getRank(stageOf.lookup(def));
+      if (getPostAfter(rank) >= 0 && getRanks(&op).count(rank))
+        return def->emitError("the ")
+               << name
+               << " schedule finishes a step on this rank a run later, "
+                  "after the next step's forward: its updates cannot read "
+                  "this forward value (made on rank "
+               << rank << ")";
+    }
+  }
   // PipeDream's stages run a step at versions of their weights as many
   // updates apart as their ranks are from the last: a parameter that two
   // ranks read (an embedding tied to the head) would need both.
