@@ -86,6 +86,46 @@ static llvm::Expected<double> compareLosses(const std::string &singleFile,
 
 /// Parameter-server training against one device: the job's loss each step
 /// (its workers' mean) and its servers' final parameters, by name.
+/// Compares the parameters two runs saved (--save-weights), each within a
+/// relative L2 norm, and reports the worst.
+static llvm::Expected<bool> compareParameters(const std::string &singleFile,
+                                              const std::string &shardedFile,
+                                              llvm::raw_ostream &os) {
+  runtime::Expected<runtime::SafetensorsCheckpoint> single =
+      runtime::openSafetensorsCheckpoint(singleFile);
+  runtime::Expected<runtime::SafetensorsCheckpoint> sharded =
+      runtime::openSafetensorsCheckpoint(shardedFile);
+  if (!single.ok() || !sharded.ok())
+    return llvm::createStringError((single.ok() ? sharded : single).message());
+  // Each parameter within a relative L2 norm: AdamW moves an element with a
+  // near-zero gradient by a step of its sign, so runs whose gradients round
+  // apart (a sum in another order) differ there by a step.
+  constexpr double kParameterTolerance = 1e-2;
+  double worstParam = 0;
+  for (const std::string &param : single->getNames()) {
+    const runtime::SafetensorsFile::Entry *want = single->find(param);
+    const runtime::SafetensorsFile::Entry *got = sharded->find(param);
+    if (!got || got->shape != want->shape || got->dtype != want->dtype)
+      return llvm::createStringError("the sharded run saved no parameter '" +
+                                     param + "' of its dtype and shape");
+    runtime::Tensor a = sharded->view(*got), b = single->view(*want);
+    double difference = 0, norm = 0;
+    for (int64_t i = 0; i < b.getNumElements(); ++i) {
+      double d = getElement(a, i) - getElement(b, i);
+      difference += d * d;
+      norm += getElement(b, i) * getElement(b, i);
+    }
+    worstParam =
+        std::max(worstParam, std::sqrt(difference / std::max(norm, 1e-30)));
+  }
+  bool paramsOk = worstParam <= kParameterTolerance;
+  os << llvm::formatv("parameters: {0} after the last step; max relative L2 "
+                      "error {1:e2} {2} (tolerance {3:e0})\n",
+                      single->getNames().size(), worstParam,
+                      paramsOk ? "ok" : "OVER TOLERANCE", kParameterTolerance);
+  return paramsOk;
+}
+
 static llvm::Expected<bool> verifyParameterServer(
     StringRef name, const plan::Plan &plan, const CompileOptions &options,
     const VerifyOptions &verify, const Launcher &launcher,
@@ -115,39 +155,11 @@ static llvm::Expected<bool> verifyParameterServer(
   if (!worst)
     return worst.takeError();
   bool pass = *worst <= verify.tolerance;
-  runtime::Expected<runtime::SafetensorsCheckpoint> single =
-      runtime::openSafetensorsCheckpoint(path("single.safetensors"));
-  runtime::Expected<runtime::SafetensorsCheckpoint> sharded =
-      runtime::openSafetensorsCheckpoint(path("sharded.safetensors"));
-  if (!single.ok() || !sharded.ok())
-    return llvm::createStringError((single.ok() ? sharded : single).message());
-  // Each parameter within a relative L2 norm: AdamW moves an element with a
-  // near-zero gradient by a step of its sign, so runs whose gradients round
-  // apart (a sum in another order) differ there by a step.
-  constexpr double kParameterTolerance = 1e-2;
-  double worstParam = 0;
-  for (const std::string &param : single->getNames()) {
-    const runtime::SafetensorsFile::Entry *want = single->find(param);
-    const runtime::SafetensorsFile::Entry *got = sharded->find(param);
-    if (!got || got->shape != want->shape || got->dtype != want->dtype)
-      return llvm::createStringError("the servers hold no parameter '" + param +
-                                     "' of its dtype and shape");
-    runtime::Tensor a = sharded->view(*got), b = single->view(*want);
-    double difference = 0, norm = 0;
-    for (int64_t i = 0; i < b.getNumElements(); ++i) {
-      double d = getElement(a, i) - getElement(b, i);
-      difference += d * d;
-      norm += getElement(b, i) * getElement(b, i);
-    }
-    worstParam =
-        std::max(worstParam, std::sqrt(difference / std::max(norm, 1e-30)));
-  }
-  bool paramsOk = worstParam <= kParameterTolerance;
-  pass &= paramsOk;
-  os << llvm::formatv("parameters: {0} after the last step; max relative L2 "
-                      "error {1:e2} {2} (tolerance {3:e0})\n",
-                      single->getNames().size(), worstParam,
-                      paramsOk ? "ok" : "OVER TOLERANCE", kParameterTolerance);
+  llvm::Expected<bool> paramsOk = compareParameters(
+      path("single.safetensors"), path("sharded.safetensors"), os);
+  if (!paramsOk)
+    return paramsOk.takeError();
+  pass &= *paramsOk;
   os << llvm::formatv("verify: {0} (tolerance {1:e1})\n",
                       pass ? "PASS" : "FAIL", verify.tolerance);
   return pass;
@@ -221,16 +233,33 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
     llvm::sys::fs::remove_directories(dir);
     return pass;
   }
-  llvm::Expected<int> singleCode = launcher.run(
-      1, {path("single.plan"), "--seed", seed, "--steps", steps,
-          "--dump-outputs", path("single.out"), "--dump-losses",
-          path("single.losses")});
+  bool training = options.train != Optimizer::None;
+  // A trained run also saves its parameters, after the last step's updates
+  // (a pipeline without a flush drains first).
+  auto getArgs = [&](StringRef run) {
+    std::vector<std::string> args = {path((run + ".plan").str()),
+                                     "--seed",
+                                     seed,
+                                     "--steps",
+                                     steps,
+                                     "--dump-outputs",
+                                     path((run + ".out").str()),
+                                     "--dump-losses",
+                                     path((run + ".losses").str())};
+    if (training)
+      llvm::append_range(
+          args, std::vector<std::string>{"--save-weights",
+                                         path((run + ".safetensors").str())});
+    return args;
+  };
+  llvm::Expected<int> singleCode = launcher.run(1, getArgs("single"));
   if (!singleCode)
     return singleCode.takeError();
-  llvm::Expected<int> shardedCode = *singleCode != 0 ? 1 : launcher.run(
-      numRanks, {path("sharded.plan"), "--seed", seed, "--steps", steps,
-                 "--dump-outputs", path("sharded.out"), "--dump-losses",
-                 path("sharded.losses"), "--device", verify.device});
+  std::vector<std::string> shardedArgs = getArgs("sharded");
+  llvm::append_range(shardedArgs,
+                     std::vector<std::string>{"--device", verify.device});
+  llvm::Expected<int> shardedCode =
+      *singleCode != 0 ? 1 : launcher.run(numRanks, shardedArgs);
   if (!shardedCode)
     return shardedCode.takeError();
   if (*shardedCode != 0)
@@ -246,7 +275,6 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
     return llvm::createStringError(shardedOut.message());
   std::vector<runtime::OwnedTensor> want = singleOut.take(),
                                     got = shardedOut.take();
-  bool training = options.train != Optimizer::None;
   // (PipeDream's stashes on one device are chains as long as each
   // parameter's delay: trained results are not compared.)
   if (want.size() != got.size() && !training)
@@ -262,14 +290,19 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
                                getEnumName(kTrainNames, options.train.getValue()))
                      .str()
                : std::string());
-  // Training: every step's loss must agree; the final parameters are
-  // reported.
+  // Training: every step's loss must agree, and so must the parameters
+  // after the last step's updates.
   if (training) {
     llvm::Expected<double> worst = compareLosses(
         path("single.losses"), path("sharded.losses"), verify.tolerance, os);
     if (!worst)
       return worst.takeError();
     pass = *worst <= verify.tolerance;
+    llvm::Expected<bool> paramsOk = compareParameters(
+        path("single.safetensors"), path("sharded.safetensors"), os);
+    if (!paramsOk)
+      return paramsOk.takeError();
+    pass &= *paramsOk;
   }
   for (size_t i = 0; i < want.size(); ++i) {
     if (want[i].view.shape != got[i].view.shape) {
