@@ -121,10 +121,13 @@ struct WeightStashPass : tessera::impl::WeightStashPassBase<WeightStashPass> {
     for (StringRef entry : delays) {
       auto [name, count] = entry.rsplit(':');
       int64_t delay;
+      // (A delay is a pipeline rank's lag: less than the ranks a mesh has.)
       if (name.empty() || count.getAsInteger(10, delay) || delay < 0 ||
+          delay >= dist::kMaxDevices ||
           !delayOf.try_emplace(name, delay).second) {
         getOperation().emitError("--tessera-weight-stash expects delays as "
-                                 "name:d with d >= 0, each name once, got '")
+                                 "name:d with 0 <= d < 2^20, each name once, "
+                                 "got '")
             << entry << "'";
         return signalPassFailure();
       }

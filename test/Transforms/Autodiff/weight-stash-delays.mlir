@@ -1,6 +1,7 @@
 // RUN: tessera-opt %s "--tessera-train-step=optimizer=sgd lr=0.5" "--tessera-weight-stash=delays=w:2,v:0" | FileCheck %s
 // RUN: not tessera-opt %s "--tessera-train-step=optimizer=sgd lr=0.5" "--tessera-weight-stash=delays=w:-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: not tessera-opt %s "--tessera-train-step=optimizer=sgd lr=0.5" "--tessera-weight-stash=delays=w:1,w:2" 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not tessera-opt %s "--tessera-train-step=optimizer=sgd lr=0.5" "--tessera-weight-stash=delays=w:1048576" 2>&1 | FileCheck %s --check-prefix=HUGE
 
 // Tests PipeDream's delays on one device: w is read as it was two steps
 // before, through a chain of two stashes (w.stash.1 is the step before's w,
@@ -15,8 +16,9 @@
 // CHECK: %[[NEW:.+]] = nn.sgd %[[W]], %{{.+}} lr = 5.000000e-01
 // CHECK: return %[[NEW]], %{{.+}}, %{{.+}}, %[[W]], %[[S1]] :
 
-// NEGATIVE: error: --tessera-weight-stash expects delays as name:d with d >= 0, each name once, got 'w:-1'
-// TWICE: error: --tessera-weight-stash expects delays as name:d with d >= 0, each name once, got 'w:2'
+// NEGATIVE: error: --tessera-weight-stash expects delays as name:d with 0 <= d < 2^20, each name once, got 'w:-1'
+// HUGE: error: --tessera-weight-stash expects delays as name:d with 0 <= d < 2^20, each name once, got 'w:1048576'
+// TWICE: error: --tessera-weight-stash expects delays as name:d with 0 <= d < 2^20, each name once, got 'w:2'
 func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x2xf32> {nn.param = "w"}, %v: tensor<2x2xf32> {nn.param = "v"}) -> tensor<f32> {
   %y = nn.dot %x, %w contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>
   %z = nn.dot %y, %v contracting_dims = [1] x [0] : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
