@@ -908,9 +908,10 @@ LogicalResult PlanBuilder::build(plan::Program &result,
   int64_t deferredBegin = -1, deferredEnd = -1;
   for (Operation &op : function.getBody().front()) {
     auto name = op.getAttrOfType<StringAttr>(dist::DistDialect::kUnitAttrName);
-    if (name && name.getValue() == "deferred-update")
+    if (name && name.getValue() == dist::kDeferredUpdateUnitName)
       deferredBegin = program->instructions_size();
-    else if (name && name.getValue() == "update" && deferredBegin >= 0)
+    else if (name && name.getValue() == dist::kUpdateUnitName &&
+             deferredBegin >= 0)
       deferredEnd = program->instructions_size();
     if (name && schedule) {
       endUnit();

@@ -19,6 +19,14 @@ class MeshOp;
 /// The most devices a mesh (and a plan) has, and the most pipeline stages
 /// a pipelined plan has: sizes multiply below it without overflow.
 constexpr int64_t kMaxDevices = int64_t(1) << 20;
+
+/// The `dist.unit` names that mark a pipeline stage's post ops (the first
+/// op of each part): its updates of the run's step, and in a pipeline
+/// without a flush those that finish an earlier step (the export's
+/// Program.deferred_begin).
+inline constexpr llvm::StringLiteral kUpdateUnitName = "update";
+inline constexpr llvm::StringLiteral kDeferredUpdateUnitName =
+    "deferred-update";
 } // namespace tessera::dist
 
 #include "dialects/Dist/IR/DistOpInterfaces.h.inc"

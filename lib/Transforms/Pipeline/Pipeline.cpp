@@ -1426,7 +1426,7 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
     if (failed(emitPost(false)))
       return failure();
     waitFor(-1);
-    nameFrom(lastOfUnits, "update");
+    nameFrom(lastOfUnits, dist::kUpdateUnitName);
   } else {
     // In the program, the part whose sends the other waits for comes
     // first: on a rank that updates amid its units, the deferred part (its
@@ -1441,11 +1441,12 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
       return failure();
     waitFor(-1);
     Operation *last = block->empty() ? nullptr : &block->back();
-    StringRef deferredName = "deferred-update";
+    StringRef own = dist::kUpdateUnitName,
+              deferred = dist::kDeferredUpdateUnitName;
     if (middle != lastOfUnits)
-      nameFrom(lastOfUnits, first ? deferredName : "update");
+      nameFrom(lastOfUnits, first ? deferred : own);
     if (last != middle)
-      nameFrom(middle, first ? "update" : deferredName);
+      nameFrom(middle, first ? own : deferred);
   }
   setSchedule(stage, rank, templates, unitNames, sendNumber);
 
