@@ -84,8 +84,6 @@ static llvm::Expected<double> compareLosses(const std::string &singleFile,
   return worst;
 }
 
-/// Parameter-server training against one device: the job's loss each step
-/// (its workers' mean) and its servers' final parameters, by name.
 /// Compares the parameters two runs saved (--save-weights), each within a
 /// relative L2 norm, and reports the worst.
 static llvm::Expected<bool> compareParameters(const std::string &singleFile,
@@ -126,6 +124,8 @@ static llvm::Expected<bool> compareParameters(const std::string &singleFile,
   return paramsOk;
 }
 
+/// Parameter-server training against one device: the job's loss each step
+/// (its workers' mean) and its servers' final parameters, by name.
 static llvm::Expected<bool> verifyParameterServer(
     StringRef name, const plan::Plan &plan, const CompileOptions &options,
     const VerifyOptions &verify, const Launcher &launcher,

@@ -1570,6 +1570,18 @@ llvm::Error tessera::checkSearchPins(const ModelShape &model, int64_t devices,
         llvm::formatv("--ilp-shapes must be at least 0 (0: every shape), got "
                       "{0}",
                       pins.ilpShapes));
+  // The schedules without a flush, pinned where no plan can take them.
+  if (pins.schedule == PipelineSchedule::PipeDream &&
+      ((pins.microbatches && *pins.microbatches != 1) ||
+       (pins.zero && *pins.zero != 0) || (pins.pp && *pins.pp < 2) ||
+       model.tiedEmbedding))
+    return llvm::createStringError(
+        model.tiedEmbedding
+            ? "--schedule pipedream updates each stage's weights at its own "
+              "pace: the model ties its token embedding to its LM head, "
+              "which the first and the last stage both read (use 2bw)"
+            : "--schedule pipedream runs pipelines of at least 2 stages, "
+              "one microbatch a step and no ZeRO");
   if (!getPlanMeshes(model, devices, pins).empty())
     return llvm::Error::success();
   std::string pinned;
