@@ -1031,6 +1031,22 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
   auto getAttrs = [](DictionaryAttr dict) {
     return dict ? dict.getValue() : ArrayRef<NamedAttribute>();
   };
+  // A message's receive, and its send of `value` (started on the
+  // communication stream).
+  auto createRecv = [&](const Message &message) -> Value {
+    return dist::RecvOp::create(builder, loc, message.value.getType(), meshName,
+                                axisName,
+                                builder.getI64IntegerAttr(message.from),
+                                builder.getI64IntegerAttr(message.tag));
+  };
+  auto createSend = [&](const Message &message, Value value) {
+    auto send = dist::SendOp::create(builder, loc, value, meshName, axisName,
+                                     builder.getI64IntegerAttr(message.to),
+                                     builder.getI64IntegerAttr(message.tag));
+    send->setAttr(dist::DistDialect::kStreamAttrName,
+                  builder.getI64IntegerAttr(1));
+    return send;
+  };
 
   // The arguments this rank reads, in their order.
   llvm::SetVector<unsigned> used;
@@ -1281,20 +1297,12 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
       }
       const Message &message = messages[event.message];
       if (event.kind == Event::Recv) {
-        Value received = dist::RecvOp::create(
-            builder, loc, message.value.getType(), meshName, axisName,
-            builder.getI64IntegerAttr(message.from),
-            builder.getI64IntegerAttr(message.tag));
+        Value received = createRecv(message);
         mapping.map(message.value, received);
         madeBy[message.value] = index;
         continue;
       }
-      auto send = dist::SendOp::create(
-          builder, loc, mapping.lookup(message.value), meshName, axisName,
-          builder.getI64IntegerAttr(message.to),
-          builder.getI64IntegerAttr(message.tag));
-      send->setAttr(dist::DistDialect::kStreamAttrName,
-                    builder.getI64IntegerAttr(1));
+      createSend(message, mapping.lookup(message.value));
       int64_t number = sendNumber.size();
       sendNumber[message.tag] = number;
     }
@@ -1355,19 +1363,11 @@ FailureOr<func::FuncOp> Pipeliner::emit(int64_t rank) {
         continue;
       if (event.kind == Event::Recv) {
         const Message &message = messages[event.message];
-        sums[message.value] = dist::RecvOp::create(
-            builder, loc, message.value.getType(), meshName, axisName,
-            builder.getI64IntegerAttr(message.from),
-            builder.getI64IntegerAttr(message.tag));
+        sums[message.value] = createRecv(message);
       } else if (event.kind == Event::Send) {
         const Message &message = messages[event.message];
-        auto send = dist::SendOp::create(
-            builder, loc, sums.lookup(message.value), meshName, axisName,
-            builder.getI64IntegerAttr(message.to),
-            builder.getI64IntegerAttr(message.tag));
-        send->setAttr(dist::DistDialect::kStreamAttrName,
-                      builder.getI64IntegerAttr(1));
-        inFlight[event.message] = send;
+        inFlight[event.message] =
+            createSend(message, sums.lookup(message.value));
       } else {
         // The post ops, once, on the sums.
         for (Value value : accumulated)

@@ -41,6 +41,28 @@ void addReplicatedArgument(plan::Program *program, int64_t buffer,
   }
 }
 
+/// Adds a replicated result of `shape` in buffer `buffer`.
+void addReplicatedResult(plan::Program *program, int64_t buffer,
+                         std::vector<int64_t> shape) {
+  plan::Result *result = program->add_results();
+  result->set_buffer(buffer);
+  for (int64_t size : shape) {
+    result->add_global_shape(size);
+    result->add_dim_axes();
+  }
+}
+
+/// A plan on one device (a ["dp"=1] mesh) with one empty program.
+plan::Plan makeOneDevicePlan() {
+  plan::Plan plan;
+  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
+  auto *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("dp");
+  axis->set_size(1);
+  plan.add_programs()->add_ranks(0);
+  return plan;
+}
+
 /// A valid plan on a ["tp"=2] mesh: x [4, 8] split by columns, one relu, an
 /// all_gather back to [4, 16].
 plan::Plan makePlan() {
@@ -1086,13 +1108,8 @@ namespace {
 /// microbatches are held between F0 and B0); B0 accumulates it. The result
 /// is relu(x[0:2]) + relu(x[2:4]).
 plan::Plan makeScheduledPlan() {
-  plan::Plan plan;
-  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
-  auto *axis = plan.mutable_mesh()->add_axes();
-  axis->set_name("dp");
-  axis->set_size(1);
-  plan::Program *program = plan.add_programs();
-  program->add_ranks(0);
+  plan::Plan plan = makeOneDevicePlan();
+  plan::Program *program = plan.mutable_programs(0);
   program->set_microbatches(2);
   addBuffer(program, {4, 8}, 0);
   addBuffer(program, {2, 8}, 0);
@@ -1123,12 +1140,7 @@ plan::Plan makeScheduledPlan() {
     entry->set_microbatch(microbatch);
     entry->set_slot(microbatch);
   }
-  plan::Result *result = program->add_results();
-  result->set_buffer(3);
-  result->add_global_shape(2);
-  result->add_global_shape(8);
-  result->add_dim_axes();
-  result->add_dim_axes();
+  addReplicatedResult(program, 3, {2, 8});
   return plan;
 }
 
@@ -1227,13 +1239,8 @@ TEST(PlanTest, ASteadyPlanFinishesEachStepInTheNextRun) {
 /// deferred part then returns B0's output plus its step's x, read from x's
 /// copy of that step (three step slots).
 plan::Plan makeLaggingPlan() {
-  plan::Plan plan;
-  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
-  auto *axis = plan.mutable_mesh()->add_axes();
-  axis->set_name("dp");
-  axis->set_size(1);
-  plan::Program *program = plan.add_programs();
-  program->add_ranks(0);
+  plan::Plan plan = makeOneDevicePlan();
+  plan::Program *program = plan.mutable_programs(0);
   program->set_microbatches(1);
   program->set_steady(true);
   addBuffer(program, {4, 8}, 0); // x, a copy per step
@@ -1273,12 +1280,7 @@ plan::Plan makeLaggingPlan() {
   program->set_deferred_begin(2);
   program->set_deferred_end(3);
   program->set_weight_delay(2);
-  plan::Result *result = program->add_results();
-  result->set_buffer(3);
-  result->add_global_shape(4);
-  result->add_global_shape(8);
-  result->add_dim_axes();
-  result->add_dim_axes();
+  addReplicatedResult(program, 3, {4, 8});
   return plan;
 }
 
@@ -1480,13 +1482,8 @@ namespace {
 /// written over x (an in-place update, as the memory plan places an
 /// optimizer's) or, with `inPlace` false, elsewhere.
 plan::Plan makeUpdatePlan(bool inPlace) {
-  plan::Plan plan;
-  plan.set_format_version(plan::PLAN_FORMAT_VERSION);
-  auto *axis = plan.mutable_mesh()->add_axes();
-  axis->set_name("dp");
-  axis->set_size(1);
-  plan::Program *program = plan.add_programs();
-  program->add_ranks(0);
+  plan::Plan plan = makeOneDevicePlan();
+  plan::Program *program = plan.mutable_programs(0);
   addBuffer(program, {4}, 0);
   addBuffer(program, {4}, inPlace ? 0 : 64);
   if (inPlace)

@@ -181,7 +181,8 @@ private:
   /// Per buffer: whether a steady program's deferred part writes it.
   std::vector<bool> madeDeferred;
   /// The events a steady program's deferred part signals, and whether this
-  /// run skipped that part (the first run: no step before).
+  /// run skipped that part (its step is before the first or, in a drain,
+  /// after the last).
   std::set<int64_t> deferredEvents;
   bool deferredSkipped = false;
   /// Device memory of the arena, allocated by the first run.
