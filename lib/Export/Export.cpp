@@ -623,9 +623,9 @@ PlanBuilder::setSteadyLifetimes(SmallVector<int64_t> copies,
         llvm::all_of(readInUnits[id], [](int64_t unit) { return unit < 0; }))
       continue;
     // A value a later unit reads is held from its microbatch's forward to
-    // its backward: as in 1F1B, by as many microbatches as the rank runs
-    // backwards of the step before, plus one, in a ring by the microbatch's
-    // index in the whole run (across steps). A value sent is held until
+    // its backward: as in 1F1B, by as many microbatches as the rank holds
+    // between them (`inFlight`), in a ring by the microbatch's index in the
+    // whole run (across steps). A value sent is held until
     // the run's end, where its send is waited for: a slot per microbatch
     // (the entries' slot is their microbatch).
     bool sent = sentBy[id] >= 0;
@@ -709,9 +709,9 @@ PlanBuilder::setSchedule(DictionaryAttr schedule) {
     run->set_microbatch(waits[i + 2]);
   }
 
-  // Without a flush a run also finishes the step before: what units make
-  // for later units, the sums over microbatches and the arguments of two
-  // steps live from one run into the next.
+  // Without a flush a run also finishes earlier steps: what units make for
+  // later units, the sums over microbatches and the arguments of the steps
+  // in flight live from one run into the next.
   if (steady)
     return setSteadyLifetimes(copies, stageSlots, stages);
   // The units run many times between unitsBegin and unitsEnd: what lives

@@ -273,8 +273,8 @@ Status Executor::runInstructions(int64_t begin, int64_t end,
     int64_t microbatch = run.inUnit ? run.microbatch : -1;
     for (int64_t event : instruction.wait_events()) {
       auto it = inFlight.find(event);
-      // A steady program's first run skips the deferred part, and so the
-      // sends it starts.
+      // A steady program's first runs (and a drain past the last step) skip
+      // the deferred part, and so the sends it starts.
       if (it == inFlight.end() && deferredSkipped &&
           deferredEvents.count(event))
         continue;
@@ -458,9 +458,9 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
     accumulated.assign(kAccumulatorCopies * program.buffers_size(), false);
   int64_t steps = program.instructions_size();
   // The instructions after the units: a steady program's deferred part
-  // finishes the step before (after an entry, or after the entries); the
-  // rest are the run's own. The first run has no step before: the results
-  // the deferred part makes are not carried.
+  // finishes the step `lag` before (after an entry, or after the entries);
+  // the rest are the run's own. The first `lag` runs have no such step: the
+  // results the deferred part makes are not carried.
   int64_t post =
       program.units().empty() ? steps : program.units().rbegin()->end();
   int64_t deferredBegin = program.deferred_begin(),
