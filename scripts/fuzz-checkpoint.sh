@@ -1,39 +1,22 @@
 #!/usr/bin/env bash
-# Builds the checkpoint loader's libFuzzer harness (clang with
-# -fsanitize=fuzzer, AddressSanitizer and UBSan on the harness and
-# tools/tessera-run/Checkpoint.cpp and Job.cpp; the runtime linked as built)
-# and fuzzes it for $1 seconds (default 180) with libFuzzer's seed $2
-# (default 0: a random one). Each input is a checkpoint directory's files
-# cut at "\n@@\n", loaded into a two-rank plan (by name, or resharded where
-# the layouts differ), a one-device plan (resharded) and a ZeRO-3 plan
-# (units' flat buffers); the seeds are checkpoints that two-rank runs of
-# the same plans saved. A failing input is written to
-# build/fuzz/checkpoint-findings/ and fails the script. Needs a built
-# build/ (scripts/setup.sh) and Debian's clang and libclang-rt-dev. The test
-# suite runs it for 30 s with seed 1.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-seconds=${1:-180}
-seed=${2:-0}
-out=build/fuzz
+# Fuzzes the checkpoint loader of tessera-run for $1 seconds (default 180)
+# with libFuzzer's seed $2 (default 0: a random one). Each input is a
+# checkpoint directory's files cut at "\n@@\n", loaded into a two-rank plan
+# (by name, or resharded where the layouts differ), a one-device plan
+# (resharded) and a ZeRO-3 plan (units' flat buffers); the seeds are
+# checkpoints that two-rank runs of the same plans saved. A failing input is
+# written to build/fuzz/checkpoint-findings/ and fails the script.
+# The harness is built by the build with -DTESSERA_BUILD_FUZZERS=ON
+# (test/fuzz/CMakeLists.txt says what it instruments); the test suite runs
+# it for 30 s with seed 1.
+source "$(dirname "$0")/fuzz-common.sh"
 plans="$out/checkpoint-plans"
 corpus="$out/checkpoint-corpus"
 mkdir -p "$plans" "$corpus" "$out/checkpoint-findings"
 # No vptr checks: GCC folds identical template instances of the runtime
 # built (getLayout<Argument> and <Result>), so an instance compiled here can
 # be reached with the other's type.
-clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
-  -fno-sanitize-recover=undefined -fno-sanitize=vptr \
-  -Iruntime/include -Iruntime/proto -Ibuild/runtime/proto \
-  -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
-  test/fuzz/CheckpointFuzzer.cpp tools/tessera-run/Checkpoint.cpp \
-  tools/tessera-run/Job.cpp \
-  build/lib/libTesseraRuntime.a build/lib/libTesseraPlanProto.a \
-  -L/usr/lib/x86_64-linux-gnu/openmpi/lib \
-  -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openmpi/lib:/usr/local/cuda/lib \
-  -L/usr/local/cuda/lib -lprotobuf -lxxhash -lmpi_cxx -lmpi -lopenblas -lsleef \
-  $(test -e /usr/local/cuda/lib/libcudart.so && echo -lcudart -lnccl) -ldl \
-  -o "$out/checkpoint-fuzzer"
+fuzzer=$(require_fuzzer checkpoint)
 model=examples/mlp_megatron.mlir
 build/bin/tessera compile "$model" --mesh dp=2,tp=1 --train adamw \
   -o "$plans/dp2.plan" > /dev/null
@@ -53,7 +36,7 @@ for plan in dp2 zero3; do
     cat "$ck/rank-1.txt"; printf '\n@@\n'; cat "$ck/rank-1.tensors"
   } > "$corpus/$plan.checkpoint"
 done
-TESSERA_FUZZ_PLANS="$plans" "$out/checkpoint-fuzzer" "$corpus" \
+TESSERA_FUZZ_PLANS="$plans" "$fuzzer" "$corpus" \
   -seed="$seed" -artifact_prefix="$out/checkpoint-findings/" \
   -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=4096 \
   -print_final_stats=1

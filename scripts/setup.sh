@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs Tessera's build dependencies on Debian 12 (as root, or with sudo)
 # when any is missing, then configures and builds everything into build/.
+# Its arguments go to cmake's configure (scripts/test.sh adds
+# -DTESSERA_BUILD_FUZZERS=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,5 +31,5 @@ if [ ${#missing[@]} -gt 0 ]; then
     --no-install-recommends "${missing[@]}"
 fi
 
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build build -j "${TESSERA_BUILD_JOBS:-2}"
