@@ -37,17 +37,17 @@ Status Executor::load() {
     } else if (instruction.has_collective() &&
                instruction.collective().kind() == plan::ALL_SLICE &&
                !sliceKernel) {
-      Expected<const Kernel *> found = device.findKernel("nn.slice");
+      Expected<const Kernel *> found = device.findKernel(OpId::Slice);
       if (!found.ok())
         return found.getStatus().withPrefix(at);
       sliceKernel = *found;
     } else if (instruction.has_accumulate() && !addKernel) {
-      Expected<const Kernel *> found = device.findKernel("nn.add");
+      Expected<const Kernel *> found = device.findKernel(OpId::Add);
       if (!found.ok())
         return found.getStatus().withPrefix(at);
       addKernel = *found;
     } else if (instruction.has_axis_index() && !constantKernel) {
-      Expected<const Kernel *> found = device.findKernel("nn.constant");
+      Expected<const Kernel *> found = device.findKernel(OpId::Constant);
       if (!found.ok())
         return found.getStatus().withPrefix(at);
       constantKernel = *found;

@@ -51,31 +51,36 @@ float cos(float x) { return std::cos(x); }
 float abs(float x) { return std::fabs(x); }
 // `x < 0 ? 0 : x` rather than max(x, 0), so that NaN stays NaN.
 float relu(float x) { return x < 0.0f ? 0.0f : x; }
+
+// Each map op's math, named after its id in the table (Ops.def).
+constexpr ArrayFn mathAdd = binary<add>;
+constexpr ArrayFn mathSub = binary<sub>;
+constexpr ArrayFn mathMul = binary<mul>;
+constexpr ArrayFn mathDiv = binary<div>;
+constexpr ArrayFn mathMax = binary<max>;
+constexpr ArrayFn mathMin = binary<min>;
+constexpr ArrayFn mathPow = binary<pow>;
+constexpr ArrayFn mathNeg = unary<neg>;
+constexpr ArrayFn mathExp = vector<vectorExp>;
+constexpr ArrayFn mathLog = vector<vectorLog>;
+constexpr ArrayFn mathSqrt = unary<sqrt>;
+constexpr ArrayFn mathRsqrt = unary<rsqrt>;
+constexpr ArrayFn mathTanh = vector<vectorTanh>;
+constexpr ArrayFn mathSin = unary<sin>;
+constexpr ArrayFn mathCos = unary<cos>;
+constexpr ArrayFn mathSigmoid = vector<vectorSigmoid>;
+constexpr ArrayFn mathAbs = unary<abs>;
+constexpr ArrayFn mathErf = vector<vectorErf>;
+constexpr ArrayFn mathRelu = unary<relu>;
+constexpr ArrayFn mathGelu = vector<vectorGelu>;
+constexpr ArrayFn mathSilu = vector<vectorSilu>;
 } // namespace
 
 const ArrayMath *tessera::runtime::cpu::findArrayMath(const std::string &op) {
   static const std::unordered_map<std::string, ArrayMath> table = {
-      {"nn.add", {2, binary<add>}},
-      {"nn.sub", {2, binary<sub>}},
-      {"nn.mul", {2, binary<mul>}},
-      {"nn.div", {2, binary<div>}},
-      {"nn.max", {2, binary<max>}},
-      {"nn.min", {2, binary<min>}},
-      {"nn.pow", {2, binary<pow>}},
-      {"nn.neg", {1, unary<neg>}},
-      {"nn.exp", {1, vector<vectorExp>}},
-      {"nn.log", {1, vector<vectorLog>}},
-      {"nn.sqrt", {1, unary<sqrt>}},
-      {"nn.rsqrt", {1, unary<rsqrt>}},
-      {"nn.tanh", {1, vector<vectorTanh>}},
-      {"nn.sin", {1, unary<sin>}},
-      {"nn.cos", {1, unary<cos>}},
-      {"nn.sigmoid", {1, vector<vectorSigmoid>}},
-      {"nn.abs", {1, unary<abs>}},
-      {"nn.erf", {1, vector<vectorErf>}},
-      {"nn.relu", {1, unary<relu>}},
-      {"nn.gelu", {1, vector<vectorGelu>}},
-      {"nn.silu", {1, vector<vectorSilu>}},
+#define TESSERA_OP(Id, Name)
+#define TESSERA_MAP_OP(Id, Name, Arity) {Name, {Arity, math##Id}},
+#include "tessera/runtime/Ops.def"
   };
   auto it = table.find(op);
   return it == table.end() ? nullptr : &it->second;

@@ -35,8 +35,8 @@ struct ArrayMath {
   ArrayFn fn;
 };
 
-/// The math of elementwise op `op` (nn.add, nn.exp, ...: the ops with no
-/// attributes and one float result); null for any other op.
+/// The math of elementwise op `op` (the table's map ops: nn.add, nn.exp,
+/// ...); null for any other op.
 const ArrayMath *findArrayMath(const std::string &op);
 
 /// nn.clamp of one element: NaN stays NaN.

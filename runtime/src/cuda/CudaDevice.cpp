@@ -294,7 +294,7 @@ struct CudaDevice::Ops {
   /// nn.random_uniform (no input before the step) and nn.dropout.
   static Status drawRandom(CudaDevice &d, const CudaKernel &k,
                            const Launch &l) {
-    bool dropout = k.getOp() == "nn.dropout";
+    bool dropout = k.getOpId() == OpId::Dropout;
     size_t stepInput = dropout ? 1 : 0;
     Tensor &out = l.out(0);
     random::PiecePlace place;
@@ -606,7 +606,7 @@ struct CudaDevice::Ops {
     shape = makeAttentionShape(l);
     // The dropout's step (a scalar) and the piece index follow q, k, v (and
     // o, do); a causal piece of the queries has the piece without a step.
-    size_t tensors = k.getOp() == "nn.attention" ? 3 : 5;
+    size_t tensors = k.getOpId() == OpId::Attention ? 3 : 5;
     shape.dropout.rate = static_cast<float>(getFloat(l, "dropout"));
     bool hasStep = l.inputs.size() > tensors && l.in(tensors).getRank() == 0;
     size_t piece = hasStep ? tensors + 1 : tensors;
@@ -733,88 +733,66 @@ struct CudaDevice::Ops {
     return Status::success();
   }
 
-  /// The registry: one kernel per op, each checked by the op's CPU kernel.
+  // Each op's launch, named after its id in the op table (Ops.def): an op
+  // the table has and this backend lacks is a compile error here. The map
+  // ops share `map`.
+  static constexpr CudaKernel::Fn launchDot = dot;
+  static constexpr CudaKernel::Fn launchClamp = clamp;
+  static constexpr CudaKernel::Fn launchCompare = compare;
+  static constexpr CudaKernel::Fn launchSelect = select;
+  static constexpr CudaKernel::Fn launchCast = cast;
+  static constexpr CudaKernel::Fn launchConstant = constant;
+  static constexpr CudaKernel::Fn launchIota = iota;
+  static constexpr CudaKernel::Fn launchBroadcast = broadcast;
+  static constexpr CudaKernel::Fn launchFused = fused;
+  static constexpr CudaKernel::Fn launchRandomUniform = drawRandom;
+  static constexpr CudaKernel::Fn launchDropout = drawRandom;
+  static constexpr CudaKernel::Fn launchReduceSum = reduce<RowReduce::Sum>;
+  static constexpr CudaKernel::Fn launchReduceMax = reduce<RowReduce::Max>;
+  static constexpr CudaKernel::Fn launchReduceMean = reduce<RowReduce::Mean>;
+  static constexpr CudaKernel::Fn launchReshape = reshape;
+  static constexpr CudaKernel::Fn launchTranspose = transpose;
+  static constexpr CudaKernel::Fn launchSlice = slice;
+  static constexpr CudaKernel::Fn launchConcat = concat;
+  static constexpr CudaKernel::Fn launchSoftmax = softmax<false>;
+  static constexpr CudaKernel::Fn launchLogSoftmax = softmax<true>;
+  static constexpr CudaKernel::Fn launchCrossEntropy = crossEntropy;
+  static constexpr CudaKernel::Fn launchLayerNorm = norm<false>;
+  static constexpr CudaKernel::Fn launchRmsNorm = norm<true>;
+  static constexpr CudaKernel::Fn launchLayerNormGrad = normGrad<false>;
+  static constexpr CudaKernel::Fn launchRmsNormGrad = normGrad<true>;
+  static constexpr CudaKernel::Fn launchEmbedding = embedding;
+  static constexpr CudaKernel::Fn launchEmbeddingGrad = embeddingGrad;
+  static constexpr CudaKernel::Fn launchGather = indexedAxis<false>;
+  static constexpr CudaKernel::Fn launchScatterAdd = indexedAxis<true>;
+  static constexpr CudaKernel::Fn launchTopK = topK;
+  static constexpr CudaKernel::Fn launchOneHot = oneHot;
+  static constexpr CudaKernel::Fn launchMoeDispatch = moeDispatch;
+  static constexpr CudaKernel::Fn launchCausalMask = causalMask;
+  static constexpr CudaKernel::Fn launchAttention = attention;
+  static constexpr CudaKernel::Fn launchAttentionGrad = attentionGrad;
+  static constexpr CudaKernel::Fn launchAttentionBlock = attentionBlock;
+  static constexpr CudaKernel::Fn launchAttentionBlockGrad = attentionBlockGrad;
+  static constexpr CudaKernel::Fn launchSgd = sgd;
+  static constexpr CudaKernel::Fn launchAdamW = adamw;
+  static constexpr CudaKernel::Fn launchSumSquares = sumSquares;
+
+  /// The registry, from the op table: one kernel per op, each checked by
+  /// the op's CPU kernel.
   static const std::unordered_map<std::string, CudaKernel> &getKernels() {
-    struct Entry {
-      const char *op;
-      CudaKernel::Fn fn;
-      bool movesElements;
-    };
     static const std::unordered_map<std::string, CudaKernel> kernels = [] {
-      const Entry entries[] = {
-          {"nn.dot", dot, false},
-          {"nn.add", map, false},
-          {"nn.sub", map, false},
-          {"nn.mul", map, false},
-          {"nn.div", map, false},
-          {"nn.max", map, false},
-          {"nn.min", map, false},
-          {"nn.pow", map, false},
-          {"nn.clamp", clamp, false},
-          {"nn.random_uniform", drawRandom, false},
-          {"nn.dropout", drawRandom, false},
-          {"nn.neg", map, false},
-          {"nn.exp", map, false},
-          {"nn.log", map, false},
-          {"nn.sqrt", map, false},
-          {"nn.rsqrt", map, false},
-          {"nn.tanh", map, false},
-          {"nn.sin", map, false},
-          {"nn.cos", map, false},
-          {"nn.erf", map, false},
-          {"nn.sigmoid", map, false},
-          {"nn.abs", map, false},
-          {"nn.relu", map, false},
-          {"nn.gelu", map, false},
-          {"nn.silu", map, false},
-          {"nn.compare", compare, false},
-          {"nn.select", select, true},
-          {"nn.cast", cast, true},
-          {"nn.constant", constant, true},
-          {"nn.iota", iota, true},
-          {"nn.broadcast", broadcast, true},
-          {"nn.reduce_sum", reduce<RowReduce::Sum>, false},
-          {"nn.reduce_max", reduce<RowReduce::Max>, false},
-          {"nn.reduce_mean", reduce<RowReduce::Mean>, false},
-          {"nn.reshape", reshape, true},
-          {"nn.transpose", transpose, true},
-          {"nn.slice", slice, true},
-          {"nn.concat", concat, true},
-          {"nn.softmax", softmax<false>, false},
-          {"nn.log_softmax", softmax<true>, false},
-          {"nn.layer_norm", norm<false>, false},
-          {"nn.rms_norm", norm<true>, false},
-          {"nn.layer_norm_grad", normGrad<false>, false},
-          {"nn.rms_norm_grad", normGrad<true>, false},
-          {"nn.embedding", embedding, false},
-          {"nn.embedding_grad", embeddingGrad, false},
-          {"nn.gather", indexedAxis<false>, false},
-          {"nn.scatter_add", indexedAxis<true>, false},
-          {"nn.top_k", topK, false},
-          {"nn.one_hot", oneHot, false},
-          {"nn.moe_dispatch", moeDispatch, false},
-          {"nn.cross_entropy", crossEntropy, false},
-          {"nn.causal_mask", causalMask, false},
-          {"nn.attention", attention, false},
-          {"nn.attention_grad", attentionGrad, false},
-          {"nn.attention_block", attentionBlock, false},
-          {"nn.attention_block_grad", attentionBlockGrad, false},
-          {"nn.sgd", sgd, false},
-          {"nn.adamw", adamw, false},
-          {"nn.sum_squares", sumSquares, false},
-          {"nn.fused", fused, true},
-      };
       std::unordered_map<std::string, CudaKernel> table;
-      for (const Entry &entry : entries) {
-        // Every op here has a CPU kernel (DeviceTest checks both agree).
-        Expected<const CpuKernel *> checks = findCpuKernel(entry.op);
+      auto add = [&](OpId id, CudaKernel::Fn fn) {
+        const OpInfo &op = getOpInfo(id);
+        // Every op of the table has a CPU kernel (DeviceTest checks both
+        // agree).
+        Expected<const CpuKernel *> checks = findCpuKernel(op.name);
         if (checks.ok())
-          table.emplace(
-              entry.op,
-              CudaKernel(**checks, entry.fn,
-                         entry.fn == map ? findMapOp(entry.op) : std::nullopt,
-                         entry.movesElements));
-      }
+          table.emplace(op.name, CudaKernel(op, **checks, fn));
+      };
+#define TESSERA_OP(Id, Name) add(OpId::Id, launch##Id);
+#define TESSERA_MAP_OP(Id, Name, Arity) add(OpId::Id, map);
+#include "tessera/runtime/Ops.def"
       return table;
     }();
     return kernels;
@@ -861,7 +839,7 @@ Status CudaDevice::runKernel(const Kernel &kernel, const KernelAttrs &attrs,
     mapHalf(*k.getMapOp(), outputs[0]->dtype, inputs[0]->as<uint16_t>(),
             inputs.size() > 1 ? inputs[1]->as<uint16_t>() : nullptr,
             outputs[0]->as<uint16_t>(), outputs[0]->getNumElements(), compute);
-  } else if (k.isElementMove() || k.getOp() == "nn.dot") {
+  } else if (k.isElementMove() || k.getOpId() == OpId::Dot) {
     // GEMMs run in their own element type (runDot).
     status = k.run(*this, {attrs, inputs, outputs});
   } else {

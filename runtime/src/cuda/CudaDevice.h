@@ -10,6 +10,7 @@
 
 #include "CudaKernels.h"
 #include "tessera/runtime/Device.h"
+#include "tessera/runtime/Ops.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -90,25 +91,27 @@ public:
   using Fn = Status (*)(CudaDevice &device, const CudaKernel &kernel,
                         const Launch &launch);
 
-  CudaKernel(const CpuKernel &checks, Fn fn, std::optional<MapOp> mapOp,
-             bool movesElements)
-      : Kernel(checks.getOp()), checks(checks), fn(fn), mapOp(mapOp),
-        movesElements(movesElements) {}
+  CudaKernel(const OpInfo &info, const CpuKernel &checks, Fn fn)
+      : Kernel(info.name), info(info), checks(checks), fn(fn) {}
 
+  OpId getOpId() const { return info.id; }
   const CpuKernel &getChecks() const { return checks; }
   /// The elementwise math op, which runs on 16-bit floats directly.
-  std::optional<MapOp> getMapOp() const { return mapOp; }
+  std::optional<MapOp> getMapOp() const {
+    if (info.kind != OpKind::Map)
+      return std::nullopt;
+    return info.mapOp;
+  }
   /// Whether the op only moves elements (any element type, no widening).
-  bool isElementMove() const { return movesElements; }
+  bool isElementMove() const { return info.kind == OpKind::Move; }
   Status run(CudaDevice &device, const Launch &launch) const {
     return fn(device, *this, launch);
   }
 
 private:
+  const OpInfo &info;
   const CpuKernel &checks;
   Fn fn;
-  std::optional<MapOp> mapOp;
-  bool movesElements;
 };
 
 class CudaDevice final : public Device {

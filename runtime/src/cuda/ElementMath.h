@@ -12,6 +12,7 @@
 #ifndef TESSERA_RUNTIME_CUDA_ELEMENTMATH_H
 #define TESSERA_RUNTIME_CUDA_ELEMENTMATH_H
 
+#include "tessera/runtime/OpIds.h"
 #include "tessera/runtime/Tensor.h"
 
 #include <climits>
@@ -28,31 +29,8 @@
 
 namespace tessera::runtime::cuda {
 
-enum class MapOp : int32_t {
-  // Binary.
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Max,
-  Min,
-  Pow,
-  // Unary.
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Tanh,
-  Sin,
-  Cos,
-  Erf,
-  Sigmoid,
-  Abs,
-  Relu,
-  Gelu,
-  Silu
-};
+/// The map ops of the op table (Ops.def), whose math applyMap computes.
+using MapOp = tessera::runtime::MapOp;
 
 TESSERA_HOST_DEVICE inline float applyMap(MapOp op, float a, float b) {
   switch (op) {

@@ -2,29 +2,18 @@
 
 #include "FusedMath.h"
 
+#include "tessera/runtime/Ops.h"
+
 #include <cstring>
-#include <unordered_map>
 
 using namespace tessera::runtime;
 using namespace tessera::runtime::cuda;
 
 std::optional<MapOp> tessera::runtime::cuda::findMapOp(const std::string &op) {
-  static const std::unordered_map<std::string, MapOp> ops = {
-      {"nn.add", MapOp::Add},         {"nn.sub", MapOp::Sub},
-      {"nn.mul", MapOp::Mul},         {"nn.div", MapOp::Div},
-      {"nn.max", MapOp::Max},         {"nn.min", MapOp::Min},
-      {"nn.pow", MapOp::Pow},         {"nn.neg", MapOp::Neg},
-      {"nn.exp", MapOp::Exp},         {"nn.log", MapOp::Log},
-      {"nn.sqrt", MapOp::Sqrt},       {"nn.rsqrt", MapOp::Rsqrt},
-      {"nn.tanh", MapOp::Tanh},       {"nn.sin", MapOp::Sin},
-      {"nn.cos", MapOp::Cos},         {"nn.erf", MapOp::Erf},
-      {"nn.sigmoid", MapOp::Sigmoid}, {"nn.abs", MapOp::Abs},
-      {"nn.relu", MapOp::Relu},       {"nn.gelu", MapOp::Gelu},
-      {"nn.silu", MapOp::Silu}};
-  auto it = ops.find(op);
-  if (it == ops.end())
+  Expected<const OpInfo *> info = findOp(op);
+  if (!info.ok() || (*info)->kind != OpKind::Map)
     return std::nullopt;
-  return it->second;
+  return (*info)->mapOp;
 }
 
 Status tessera::runtime::cuda::planFused(

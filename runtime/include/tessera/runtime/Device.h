@@ -14,6 +14,7 @@
 
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Ops.h"
 #include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 
@@ -49,6 +50,12 @@ public:
   /// "unknown kernel '<op>'". The executor finds every kernel of a program
   /// once, when it loads it.
   virtual Expected<const Kernel *> findKernel(const std::string &op) = 0;
+  /// findKernel of an op of the table by its id (the executor's own uses:
+  /// nn.slice for all_slice, nn.add for accumulations, nn.constant for
+  /// axis indices).
+  Expected<const Kernel *> findKernel(OpId op) {
+    return findKernel(getOpInfo(op).name);
+  }
   /// Runs `kernel` (found by this device's findKernel) on device tensors
   /// (see CpuKernel::run).
   virtual Status runKernel(const Kernel &kernel, const KernelAttrs &attrs,
