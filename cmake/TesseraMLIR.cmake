@@ -1,5 +1,5 @@
 # Finds Debian's LLVM/MLIR 22 and sets up TableGen, lit and linking against libMLIR.so.
-# The quirks handled here are listed in ARCHITECTURE.md §7.
+# The quirks handled here are listed in docs/design.md ("Building and testing").
 
 if(NOT MLIR_DIR)
   set(MLIR_DIR /usr/lib/llvm-22/lib/cmake/mlir)
