@@ -876,8 +876,7 @@ Status ProgramValidator::run() {
     std::vector<int64_t> reads, writes;
     if (instruction.has_kernel()) {
       const plan::Kernel &kernel = instruction.kernel();
-      if (Expected<const CpuKernel *> found = findCpuKernel(kernel.op());
-          !found.ok())
+      if (Expected<const OpInfo *> found = findOp(kernel.op()); !found.ok())
         return fail(at + ": " + found.message());
       reads.assign(kernel.inputs().begin(), kernel.inputs().end());
       writes.assign(kernel.outputs().begin(), kernel.outputs().end());

@@ -4,9 +4,10 @@
 
 #include "VectorMath.h"
 
+#include "tessera/runtime/Ops.h"
+
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
 using namespace tessera::runtime::cpu;
 
@@ -76,12 +77,18 @@ constexpr ArrayFn mathGelu = vector<vectorGelu>;
 constexpr ArrayFn mathSilu = vector<vectorSilu>;
 } // namespace
 
-const ArrayMath *tessera::runtime::cpu::findArrayMath(const std::string &op) {
-  static const std::unordered_map<std::string, ArrayMath> table = {
+const ArrayMath &tessera::runtime::cpu::getArrayMath(MapOp op) {
+  static const ArrayMath table[] = {
 #define TESSERA_OP(Id, Name)
-#define TESSERA_MAP_OP(Id, Name, Arity) {Name, {Arity, math##Id}},
+#define TESSERA_MAP_OP(Id, Name, Arity) {Arity, math##Id},
 #include "tessera/runtime/Ops.def"
   };
-  auto it = table.find(op);
-  return it == table.end() ? nullptr : &it->second;
+  return table[static_cast<size_t>(op)];
+}
+
+const ArrayMath *tessera::runtime::cpu::findArrayMath(const std::string &op) {
+  Expected<const OpInfo *> info = findOp(op);
+  if (!info.ok() || (*info)->kind != OpKind::Map)
+    return nullptr;
+  return &getArrayMath((*info)->mapOp);
 }

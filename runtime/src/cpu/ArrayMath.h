@@ -10,6 +10,8 @@
 #ifndef TESSERA_RUNTIME_CPU_ARRAYMATH_H
 #define TESSERA_RUNTIME_CPU_ARRAYMATH_H
 
+#include "tessera/runtime/OpIds.h"
+
 #include <cstdint>
 #include <string>
 
@@ -34,6 +36,9 @@ struct ArrayMath {
   int arity;
   ArrayFn fn;
 };
+
+/// The math of a map op of the table (Ops.def).
+const ArrayMath &getArrayMath(MapOp op);
 
 /// The math of elementwise op `op` (the table's map ops: nn.add, nn.exp,
 /// ...); null for any other op.

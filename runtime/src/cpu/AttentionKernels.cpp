@@ -113,139 +113,43 @@ void getKeyTiles(const AttentionDims &n, int64_t query, int64_t rows,
 }
 } // namespace
 
-/// Checks the tensors every attention kernel has: q, k and v, then for a
-/// gradient the forward's result and its gradient (and a ring block's
-/// log-sum-exps, `withLse`); the outputs the result (and a block's
-/// log-sum-exps), or dq, dk and dv. Answers the sizes, scale and causal
-/// still unset.
+/// The sizes and places of an attention kernel whose check accepted it
+/// (`checked`), with the dropout's draw and the pieces' places read from
+/// its inputs. Fails (none, a data error recorded) where a piece index lies
+/// outside the draw.
 static std::optional<AttentionDims>
-checkAttentionTensors(KernelCall &c, bool gradient, bool withLse) {
-  size_t tensors = (gradient ? 5 : 3) + (gradient && withLse ? 1 : 0);
-  const char *names[] = {"q", "k", "v", "result", "result gradient", "lse"};
-  for (size_t i = 0; i < tensors; ++i)
-    if (!c.expectF32(c.in(i), names[i]))
-      return std::nullopt;
-  const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4) {
-    c.fail("expects q, k and v of rank 4, got ranks ", q.getRank(), ", ",
-           k.getRank(), ", ", v.getRank());
-    return std::nullopt;
-  }
-  AttentionDims n{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2],
-                  q.shape[3], v.shape[3], 0,          false};
+getAttentionDims(KernelCall &c, const AttentionInputs &checked) {
+  AttentionDims n{checked.batch,   checked.heads,   checked.kvHeads,
+                  checked.queries, checked.keys,    checked.d,
+                  checked.dv,      checked.scale,   checked.causal};
+  n.dropout.rate = checked.dropoutRate;
   n.queryPlace = SequencePlace::get(0, n.queries, n.queries, 0);
   n.keyPlace = SequencePlace::get(0, n.keys, n.keys, 0);
-  if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
-    c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
-           " for ", n.heads);
-    return std::nullopt;
-  }
-  std::vector<int64_t> result = {n.batch, n.heads, n.queries, n.dv},
-                       rows = {n.batch, n.heads, n.queries};
-  if (!c.expectShape(k, {n.batch, n.kvHeads, n.keys, n.d}, "k") ||
-      !c.expectShape(v, {n.batch, n.kvHeads, n.keys, n.dv}, "v"))
-    return std::nullopt;
-  if (gradient) {
-    if (!c.expectShape(c.in(3), result, "result") ||
-        !c.expectShape(c.in(4), result, "result gradient") ||
-        (withLse && !c.expectShape(c.in(5), rows, "lse")))
-      return std::nullopt;
-    for (size_t i = 0; i < 3; ++i)
-      if (!c.expectF32(c.out(i), names[i]) ||
-          !c.expectShape(c.out(i), c.in(i).shape, names[i]))
-        return std::nullopt;
-  } else if (!c.expectF32(c.out(0), "result") ||
-             !c.expectShape(c.out(0), result, "result") ||
-             (withLse && (!c.expectF32(c.out(1), "lse") ||
-                          !c.expectShape(c.out(1), rows, "lse")))) {
-    return std::nullopt;
-  }
-  return n;
-}
-
-/// Checks nn.attention's or nn.attention_grad's tensors (see
-/// checkAttentionTensors), then the dropout's step and piece index if any.
-static std::optional<AttentionDims> checkAttention(KernelCall &c,
-                                                   bool gradient) {
-  size_t tensors = gradient ? 5 : 3, outputs = gradient ? 3 : 1;
-  if (!c.expectVariadicArity(tensors, outputs))
-    return std::nullopt;
-  std::optional<AttentionDims> dims = checkAttentionTensors(c, gradient, false);
-  if (!dims)
-    return std::nullopt;
-  AttentionDims n = *dims;
-  std::optional<double> scale = c.getFloat("scale");
-  std::optional<int64_t> causal = c.getInt("causal");
-  std::optional<double> dropout = c.getFloat("dropout");
-  if (!scale || !causal || !dropout)
-    return std::nullopt;
-  n.scale = static_cast<float>(*scale);
-  n.causal = *causal != 0;
-  n.dropout.rate = static_cast<float>(*dropout);
-  if (!(n.dropout.rate >= 0 && n.dropout.rate < 1)) {
-    c.fail("expects a dropout rate in [0, 1), got ", n.dropout.rate);
-    return std::nullopt;
-  }
-  // Then the step (a scalar) where it drops, and the piece index where it
-  // is a piece of the draw [b, heads, s, t].
-  size_t extra = c.getNumInputs() - tensors;
-  bool hasStep = extra > 0 && c.in(tensors).getRank() == 0;
-  if (n.dropout.rate > 0 && !hasStep) {
-    c.fail("expects the step its dropout mask is drawn for");
-    return std::nullopt;
-  }
   std::vector<int64_t> draw = {n.batch, n.heads, n.queries, n.keys};
-  if (hasStep && !getRandomDraw(c, tensors, outputs, draw, n.dropout.seed,
-                                n.dropout.step, n.dropout.place))
-    return std::nullopt;
-  if (!hasStep && extra > 0) {
+  if (checked.stepInput >= 0) {
+    if (!getRandomDraw(c, checked.stepInput, draw, n.dropout.seed,
+                       n.dropout.step, n.dropout.place))
+      return std::nullopt;
+  } else if (checked.pieceInput >= 0) {
     // A causal piece without dropout: the piece places the queries alone.
-    if (!n.causal || extra > 1) {
-      c.fail("expects a piece index without a step only when causal, got ",
-             extra, " inputs after ", tensors == 3 ? "q, k, v" : "the tensors");
+    const std::vector<int64_t> &global = *c.getList("global_shape");
+    random::makePiecePlace(draw, global, n.dropout.place);
+    const int64_t *index = c.in(checked.pieceInput).as<int64_t>();
+    if (int dim = n.dropout.place.setPieceIndex(index); dim >= 0) {
+      c.failOnData("piece ", index[dim], " of size ", draw[dim],
+                   " lies outside dim ", dim, " of size ", global[dim]);
       return std::nullopt;
     }
-    const std::vector<int64_t> *global = c.getList("global_shape");
-    if (!global)
-      return std::nullopt;
-    if (std::string error =
-            random::makePiecePlace(draw, *global, n.dropout.place);
-        !error.empty()) {
-      c.fail(error);
-      return std::nullopt;
-    }
-    if (!c.expectDType(c.in(tensors), DType::I64, "piece") ||
-        !c.expectShape(c.in(tensors), {4}, "piece"))
-      return std::nullopt;
-    const int64_t *index = c.in(tensors).as<int64_t>();
-    if (!c.isCheckOnly())
-      if (int dim = n.dropout.place.setPieceIndex(index); dim >= 0) {
-        c.failOnData("piece ", index[dim], " of size ", draw[dim],
-                     " lies outside dim ", dim, " of size ", (*global)[dim]);
-        return std::nullopt;
-      }
   }
   // A causal piece of the queries starts at its piece index times them.
-  size_t piece = hasStep ? tensors + 1 : tensors;
-  bool hasPiece = c.getNumInputs() > piece;
-  if (n.causal && hasPiece && !c.isCheckOnly())
-    n.queryPlace = SequencePlace::get(c.in(piece).as<int64_t>()[2] * n.queries,
-                                      n.queries, n.queries, 0);
-  std::optional<int64_t> zigzag = c.getInt("zigzag");
-  if (!zigzag)
-    return std::nullopt;
-  if (*zigzag != 0) {
+  if (n.causal && checked.pieceInput >= 0)
+    n.queryPlace = SequencePlace::get(
+        c.in(checked.pieceInput).as<int64_t>()[2] * n.queries, n.queries,
+        n.queries, 0);
+  if (checked.zigzag != 0) {
     // The whole sequence, stored in zigzag order.
-    if (*zigzag < 0 || !n.causal || hasStep || hasPiece ||
-        n.queries != n.keys || n.queries % (2 * *zigzag) != 0) {
-      c.fail("expects zigzag order (", *zigzag,
-             ") only causal, without dropout or a piece, on as many queries "
-             "as keys in 2 zigzag chunks, got ",
-             n.queries, " queries and ", n.keys, " keys");
-      return std::nullopt;
-    }
-    n.queryPlace = SequencePlace::get(0, n.queries, n.queries, *zigzag);
-    n.keyPlace = SequencePlace::get(0, n.keys, n.keys, *zigzag);
+    n.queryPlace = SequencePlace::get(0, n.queries, n.queries, checked.zigzag);
+    n.keyPlace = SequencePlace::get(0, n.keys, n.keys, checked.zigzag);
   }
   return n;
 }
@@ -355,8 +259,9 @@ static void computeAttention(const AttentionDims &n, const float *q,
 }
 
 void runAttention(KernelCall &c) {
-  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/false);
-  if (!dims || c.isCheckOnly())
+  std::optional<AttentionDims> dims =
+      getAttentionDims(c, *checkAttentionInputs(c, /*gradient=*/false));
+  if (!dims)
     return;
   computeAttention(*dims, c.in(0).as<float>(), c.in(1).as<float>(),
                    c.in(2).as<float>(), c.out(0).as<float>(), nullptr);
@@ -504,8 +409,9 @@ static void computeAttentionGrad(const AttentionDims &n, const float *q,
 }
 
 void runAttentionGrad(KernelCall &c) {
-  std::optional<AttentionDims> dims = checkAttention(c, /*gradient=*/true);
-  if (!dims || c.isCheckOnly())
+  std::optional<AttentionDims> dims =
+      getAttentionDims(c, *checkAttentionInputs(c, /*gradient=*/true));
+  if (!dims)
     return;
   computeAttentionGrad(*dims, c.in(0).as<float>(), c.in(1).as<float>(),
                        c.in(2).as<float>(), c.in(3).as<float>(),
@@ -513,66 +419,34 @@ void runAttentionGrad(KernelCall &c) {
                        c.out(1).as<float>(), c.out(2).as<float>());
 }
 
-/// Checks nn.attention_block's or nn.attention_block_grad's tensors (q, k,
-/// v, then for the gradient o, do and the log-sum-exps, then the index in
-/// the ring; the outputs o and the log-sum-exps, or dq, dk and dv) and
-/// places the block: its queries from index × queries, its keys from the
-/// index of the device they came from, (index - ring_step) mod ring_size,
-/// times the keys.
-static std::optional<AttentionDims> checkAttentionBlock(KernelCall &c,
-                                                        bool gradient) {
-  size_t tensors = gradient ? 6 : 3, outputs = gradient ? 3 : 2;
-  if (!c.expectArity(tensors + 1, outputs))
-    return std::nullopt;
-  std::optional<AttentionDims> dims = checkAttentionTensors(c, gradient, true);
-  if (!dims)
-    return std::nullopt;
-  AttentionDims n = *dims;
-  const Tensor &index = c.in(tensors);
-  if (!c.expectDType(index, DType::I64, "index") ||
-      !c.expectShape(index, {1}, "index"))
-    return std::nullopt;
-  std::optional<double> scale = c.getFloat("scale");
-  std::optional<int64_t> causal = c.getInt("causal"),
-                         step = c.getInt("ring_step"),
-                         size = c.getInt("ring_size"),
-                         zigzag = c.getInt("zigzag");
-  if (!scale || !causal || !step || !size || !zigzag)
-    return std::nullopt;
-  if (*size < 1 || *step < 0 || *step >= *size) {
-    c.fail("expects 0 <= ring_step < ring_size, got ", *step, " and ", *size);
+/// The sizes and places of a ring block whose check accepted it
+/// (`checked`): its queries from its index in the ring × queries, its keys
+/// from the index of the device they came from, (index - ring_step) mod
+/// ring_size, times the keys. Fails (none, a data error recorded) on an
+/// index outside the ring.
+static std::optional<AttentionDims>
+getAttentionBlockDims(KernelCall &c, const AttentionInputs &checked) {
+  AttentionDims n{checked.batch,   checked.heads,   checked.kvHeads,
+                  checked.queries, checked.keys,    checked.d,
+                  checked.dv,      checked.scale,   checked.causal};
+  int64_t size = checked.ringSize;
+  int64_t at = c.in(checked.indexInput).as<int64_t>()[0];
+  if (at < 0 || at >= size) {
+    c.failOnData("index ", at, " lies outside the ring of ", size);
     return std::nullopt;
   }
-  // In zigzag order each device holds whole chunks.
-  if (*zigzag != 0 &&
-      (*zigzag < 0 || *causal == 0 || n.queries != n.keys ||
-       2 * *zigzag % *size != 0 || n.queries % (2 * *zigzag / *size) != 0)) {
-    c.fail("expects zigzag order (", *zigzag,
-           ") only causal, on as many queries as keys, in whole chunks of "
-           "2 zigzag over the ring of ",
-           *size, ", got ", n.queries, " queries and ", n.keys, " keys");
-    return std::nullopt;
-  }
-  n.scale = static_cast<float>(*scale);
-  n.causal = *causal != 0;
-  if (!c.isCheckOnly()) {
-    int64_t at = index.as<int64_t>()[0];
-    if (at < 0 || at >= *size) {
-      c.failOnData("index ", at, " lies outside the ring of ", *size);
-      return std::nullopt;
-    }
-    int64_t from = (at - *step + *size) % *size;
-    n.queryPlace = SequencePlace::get(at * n.queries, n.queries,
-                                      *size * n.queries, *zigzag);
-    n.keyPlace =
-        SequencePlace::get(from * n.keys, n.keys, *size * n.keys, *zigzag);
-  }
+  int64_t from = (at - checked.ringStep + size) % size;
+  n.queryPlace = SequencePlace::get(at * n.queries, n.queries,
+                                    size * n.queries, checked.zigzag);
+  n.keyPlace =
+      SequencePlace::get(from * n.keys, n.keys, size * n.keys, checked.zigzag);
   return n;
 }
 
 void runAttentionBlock(KernelCall &c) {
-  std::optional<AttentionDims> dims = checkAttentionBlock(c, false);
-  if (!dims || c.isCheckOnly())
+  std::optional<AttentionDims> dims =
+      getAttentionBlockDims(c, *checkAttentionBlockInputs(c, false));
+  if (!dims)
     return;
   computeAttention(*dims, c.in(0).as<float>(), c.in(1).as<float>(),
                    c.in(2).as<float>(), c.out(0).as<float>(),
@@ -580,8 +454,9 @@ void runAttentionBlock(KernelCall &c) {
 }
 
 void runAttentionBlockGrad(KernelCall &c) {
-  std::optional<AttentionDims> dims = checkAttentionBlock(c, true);
-  if (!dims || c.isCheckOnly())
+  std::optional<AttentionDims> dims =
+      getAttentionBlockDims(c, *checkAttentionBlockInputs(c, true));
+  if (!dims)
     return;
   computeAttentionGrad(
       *dims, c.in(0).as<float>(), c.in(1).as<float>(), c.in(2).as<float>(),
@@ -590,18 +465,9 @@ void runAttentionBlockGrad(KernelCall &c) {
 }
 
 void runCausalMask(KernelCall &c) {
-  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
-      !c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.out(0), c.in(0).shape, "result"))
-    return;
   const Tensor &input = c.in(0);
-  if (input.getRank() < 2) {
-    c.fail("expects scores of rank at least 2 ([..., query, key]), got rank ",
-           input.getRank());
-    return;
-  }
   std::optional<double> fill = c.getFloat("fill");
-  if (!fill || c.isCheckOnly() || input.getNumElements() == 0)
+  if (input.getNumElements() == 0)
     return;
   int64_t queries = input.shape[input.getRank() - 2];
   int64_t keys = input.shape.back();

@@ -30,24 +30,7 @@ namespace tessera::runtime::cpu {
 /// An elementwise op of ArrayMath.h on same-shaped f32 tensors.
 void runArrayMath(KernelCall &c) {
   const cpu::ArrayMath *math = cpu::findArrayMath(c.getOp());
-  if (!math) {
-    c.fail("has no array math");
-    return;
-  }
   size_t arity = math->arity;
-  if (!c.expectArity(arity, 1))
-    return;
-  for (size_t i = 0; i < arity; ++i)
-    if (!c.expectF32(c.in(i), arity == 1 ? "input"
-                              : i == 0   ? "lhs"
-                                         : "rhs") ||
-        !c.expectShape(c.in(i), c.in(0).shape, i == 0 ? "input" : "rhs"))
-      return;
-  if (!c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.out(0), c.in(0).shape, "result"))
-    return;
-  if (c.isCheckOnly())
-    return;
   const float *a = c.in(0).as<float>(), *b = c.in(arity - 1).as<float>();
   float *y = c.out(0).as<float>();
   cpu::parallelFor(c.in(0).getNumElements(), kElementsPerThread,
@@ -59,12 +42,6 @@ void runArrayMath(KernelCall &c) {
 /// nn.clamp: NaN stays NaN.
 void runClamp(KernelCall &c) {
   std::optional<double> min = c.getFloat("min"), max = c.getFloat("max");
-  if (!min || !max)
-    return;
-  if (!c.expectArity(1, 1) || !c.expectF32(c.in(0), "input") ||
-      !c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.out(0), c.in(0).shape, "result") || c.isCheckOnly())
-    return;
   float lo = static_cast<float>(*min), hi = static_cast<float>(*max);
   const float *x = c.in(0).as<float>();
   float *y = c.out(0).as<float>();
@@ -83,19 +60,7 @@ static void selectFixed(const uint8_t *condition, const uint8_t *onTrue,
 }
 
 void runSelect(KernelCall &c) {
-  if (!c.expectArity(3, 1) || !c.expectDType(c.in(0), DType::I1, "condition"))
-    return;
   const Tensor &onTrue = c.in(1);
-  std::pair<const Tensor *, const char *> others[] = {{&c.in(2), "on_false"},
-                                                      {&c.out(0), "result"}};
-  for (const auto &[tensor, role] : others)
-    if (!c.expectDType(*tensor, onTrue.dtype, role) ||
-        !c.expectShape(*tensor, onTrue.shape, role))
-      return;
-  if (!c.expectShape(c.in(0), onTrue.shape, "condition"))
-    return;
-  if (c.isCheckOnly())
-    return;
   auto *condition = c.in(0).as<const uint8_t>();
   auto *t = onTrue.as<const uint8_t>(), *f = c.in(2).as<const uint8_t>();
   auto *result = c.out(0).as<uint8_t>();
@@ -143,26 +108,8 @@ static void compareAs(const Tensor &lhs, const Tensor &rhs, Tensor &result,
 /// nn.compare; the predicate is the ComparePredicate case (eq, ne, lt, le,
 /// gt, ge = 0..5). i1 operands compare as 0 and 1.
 void runCompare(KernelCall &c) {
-  if (!c.expectArity(2, 1))
-    return;
   std::optional<int64_t> predicate = c.getInt("predicate");
-  if (!predicate)
-    return;
-  if (*predicate < 0 || *predicate > 5) {
-    c.fail("predicate ", *predicate,
-           " is not one of eq, ne, lt, le, gt, ge (0 to 5)");
-    return;
-  }
   const Tensor &lhs = c.in(0), &rhs = c.in(1);
-  if (isFloat(lhs.dtype) && !c.expectF32(lhs, "lhs"))
-    return;
-  if (!c.expectDType(rhs, lhs.dtype, "rhs") ||
-      !c.expectShape(rhs, lhs.shape, "rhs") ||
-      !c.expectDType(c.out(0), DType::I1, "result") ||
-      !c.expectShape(c.out(0), lhs.shape, "result"))
-    return;
-  if (c.isCheckOnly())
-    return;
   switch (lhs.dtype) {
   case DType::F32:
     return compareAs<float>(lhs, rhs, c.out(0), *predicate);
@@ -233,20 +180,8 @@ template <typename Fn> static bool withCastType(DType dtype, Fn fn) {
 }
 
 void runCast(KernelCall &c) {
-  if (!c.expectArity(1, 1) || !c.expectShape(c.out(0), c.in(0).shape, "result"))
-    return;
   const Tensor &input = c.in(0);
   Tensor &result = c.out(0);
-  auto isCastable = [](DType dtype) {
-    return withCastType(dtype, [](auto) {});
-  };
-  if (!isCastable(input.dtype) || !isCastable(result.dtype)) {
-    c.fail("the kernels cast between f32, bf16, f16, i32, i64 and i1, got ",
-           getDTypeName(input.dtype), " to ", getDTypeName(result.dtype));
-    return;
-  }
-  if (c.isCheckOnly())
-    return;
   withCastType(input.dtype, [&](auto from) {
     withCastType(result.dtype, [&](auto to) {
       using From = decltype(from);
@@ -267,14 +202,8 @@ void runCast(KernelCall &c) {
 
 /// nn.constant: `value` holds either every element or one (a splat).
 void runConstant(KernelCall &c) {
-  if (!c.expectArity(0, 1))
-    return;
   const std::string *value = c.getBytes("value");
-  if (!value)
-    return;
   Tensor &result = c.out(0);
-  if (c.isCheckOnly())
-    return;
   size_t elementBytes = getDTypeBytes(result.dtype);
   if (value->size() == elementBytes) {
     // A splat: filled as words of the element's width, at memset's speed.
@@ -298,51 +227,28 @@ void runConstant(KernelCall &c) {
       std::memcpy(dst + i * elementBytes, value->data(), elementBytes);
     return;
   }
-  if (value->size() != result.getBytes()) {
-    c.fail("value has ", value->size(), " bytes, expected ", elementBytes,
-           " (a splat) or ", result.getBytes(), " (", result.getNumElements(),
-           " ", getDTypeName(result.dtype), " elements)");
-    return;
-  }
   copyBytes(result.data, value->data(), value->size());
 }
 
-std::optional<int64_t> readPieceOffset(KernelCall &c, int64_t input,
-                                       int64_t size) {
+int64_t readPieceOffset(KernelCall &c, int64_t input, int64_t size) {
   if (static_cast<int64_t>(c.getNumInputs()) <= input)
     return 0;
-  const Tensor &piece = c.in(input);
-  if (!c.expectDType(piece, DType::I64, "piece") ||
-      !c.expectShape(piece, {1}, "piece"))
-    return std::nullopt;
-  return c.isCheckOnly() ? 0 : piece.as<int64_t>()[0] * size;
+  return c.in(input).as<int64_t>()[0] * size;
 }
 
 /// nn.iota: each element its index along `dim`.
 void runIota(KernelCall &c) {
-  if (!(c.getNumInputs() == 1 ? c.expectArity(1, 1) : c.expectArity(0, 1)))
-    return;
   Tensor &result = c.out(0);
   std::optional<int64_t> dim = c.getInt("dim");
-  if (!dim)
-    return;
-  if (*dim < 0 || *dim >= result.getRank()) {
-    c.fail("expects dim in [0, ", result.getRank(), "), got ", *dim);
-    return;
-  }
-  if (result.dtype != DType::F32 && !c.expectIndex(result, "result"))
-    return;
   int64_t size = result.shape[*dim];
-  std::optional<int64_t> offset = readPieceOffset(c, 0, size);
-  if (!offset || c.isCheckOnly())
-    return;
+  int64_t offset = readPieceOffset(c, 0, size);
   // Row-major: the index along dim repeats `inner` times and wraps at its
   // size.
   int64_t inner = 1;
   for (int64_t d = *dim + 1; d < result.getRank(); ++d)
     inner *= result.shape[d];
   for (int64_t i = 0, e = result.getNumElements(); i < e; ++i) {
-    int64_t index = *offset + i / inner % size;
+    int64_t index = offset + i / inner % size;
     switch (result.dtype) {
     case DType::F32:
       result.as<float>()[i] = static_cast<float>(index);
@@ -360,57 +266,23 @@ void runIota(KernelCall &c) {
 /// nn.broadcast: operand dim i is result dim dims[i]; a size-1 operand dim
 /// and every new dim read with stride 0.
 void runBroadcast(KernelCall &c) {
-  if (!c.expectArity(1, 1))
-    return;
   const std::vector<int64_t> *dims = c.getList("dims");
-  if (!dims)
-    return;
   const Tensor &input = c.in(0);
   Tensor &result = c.out(0);
-  if (!c.expectDType(result, input.dtype, "result"))
-    return;
-  if (static_cast<int64_t>(dims->size()) != input.getRank()) {
-    c.fail("expects one dim per operand dim (", input.getRank(), "), got ",
-           ListText{*dims});
-    return;
-  }
   std::vector<int64_t> inputStrides = getStrides(input.shape);
   std::vector<int64_t> strides(result.getRank(), 0);
-  for (size_t index = 0; index < dims->size(); ++index) {
-    int64_t dim = (*dims)[index];
-    if (dim < 0 || dim >= result.getRank()) {
-      c.fail("dim ", dim, " is out of range for result rank ",
-             result.getRank());
-      return;
-    }
-    if (index > 0 && dim <= (*dims)[index - 1]) {
-      c.fail("expects increasing dims, got ", ListText{*dims});
-      return;
-    }
-    int64_t inSize = input.shape[index];
-    if (inSize != 1 && inSize != result.shape[dim]) {
-      c.fail("operand dim ", index, " of size ", inSize,
-             " cannot broadcast to size ", result.shape[dim], " of result dim ",
-             dim);
-      return;
-    }
-    if (inSize != 1)
-      strides[dim] = inputStrides[index];
-  }
-  if (c.isCheckOnly())
-    return;
+  for (size_t index = 0; index < dims->size(); ++index)
+    if (input.shape[index] != 1)
+      strides[(*dims)[index]] = inputStrides[index];
   gatherElements(input.data, getDTypeBytes(input.dtype), result.shape, strides,
                  0, result.data);
 }
 
 /// nn.fused: its expression program (FusedKernel.h).
 void runFused(KernelCall &c) {
-  if (!c.expectVariadicArity(0, c.getAttrs().fusedResults.size()))
-    return;
-  std::string error = cpu::runFusedProgram(c.getAttrs(), c.getInputs(),
-                                           c.getOutputs(), c.isCheckOnly());
-  if (!error.empty())
-    c.fail(error);
+  DecodedFusedProgram program;
+  decodeFusedProgram(c.getAttrs(), c.getInputs(), c.getOutputs(), program);
+  cpu::runFusedProgram(c.getAttrs(), c.getInputs(), c.getOutputs(), program);
 }
 
 } // namespace tessera::runtime::cpu

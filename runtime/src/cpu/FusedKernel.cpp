@@ -20,52 +20,22 @@ constexpr int64_t kTileElements = 512;
 /// save.
 constexpr int64_t kTilesPerThread = 64;
 
-template <typename... Args> std::string concat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
+using Step = FusedStepCode;
 
-bool isFloatValue(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
-}
-
-/// One step, resolved: what it computes and from which values.
-struct Step {
-  enum class Kind { Math, Clamp, Select, Compare, Cast, Constant, Broadcast };
-  Kind kind;
-  const ArrayMath *math = nullptr;
-  std::vector<int64_t> operands;
-  DType dtype;
-  float lo = 0, hi = 0;  // Clamp.
-  int64_t predicate = 0; // Compare.
-  float value = 0;       // Constant.
-  // Broadcast: the input's stride (in elements) along each result dim.
-  std::vector<int64_t> strides;
-};
-
-/// The program of one nn.fused kernel, checked against its tensors.
+/// The program of one nn.fused kernel, decoded and checked.
 class Program {
 public:
   Program(const KernelAttrs &attrs, const std::vector<const Tensor *> &inputs,
-          const std::vector<Tensor *> &outputs)
-      : attrs(attrs), inputs(inputs), outputs(outputs) {}
+          const std::vector<Tensor *> &outputs,
+          const DecodedFusedProgram &decoded)
+      : attrs(attrs), inputs(inputs), outputs(outputs), shape(decoded.shape),
+        steps(decoded.steps) {}
 
-  /// Resolves and checks every step and result; "" or what is wrong.
-  std::string check();
   /// Computes the outputs, tile by tile.
   void run();
 
 private:
   int64_t getNumInputs() const { return inputs.size(); }
-  /// The element type of value `id`: an input's (16-bit floats arrive as
-  /// f32) or a step's.
-  DType getValueType(int64_t id) const {
-    return id < getNumInputs() ? inputs[id]->dtype
-                               : steps[id - getNumInputs()].dtype;
-  }
-  std::string checkStep(size_t index, const FusedStep &step);
-  std::string checkOperands(size_t index, const FusedStep &step, Step &s);
   /// Gives each value computed into scratch a row of it (`slot`), reusing
   /// the rows of values no later step reads: a program's live tiles stay
   /// in a core's L1 cache. Constants get rows of their own, filled once per
@@ -79,8 +49,8 @@ private:
   const KernelAttrs &attrs;
   const std::vector<const Tensor *> &inputs;
   const std::vector<Tensor *> &outputs;
-  std::vector<int64_t> shape;
-  std::vector<Step> steps;
+  const std::vector<int64_t> &shape;
+  const std::vector<Step> &steps;
   /// Per step, the f32 output it writes in place, if any (-1: its tile is
   /// a row of `scratch`): one that no input overlaps, so that writing it
   /// early changes nothing a later step reads.
@@ -90,159 +60,8 @@ private:
 };
 } // namespace
 
-std::string Program::checkOperands(size_t index, const FusedStep &step,
-                                   Step &s) {
-  int64_t limit = getNumInputs() + index;
-  for (int64_t operand : step.operands) {
-    if (operand < 0 || operand >= limit)
-      return concat("step ", index, " ('", step.op, "') reads value ", operand,
-                    ", expected < ", limit);
-    if (operand < getNumInputs() && s.kind != Step::Kind::Broadcast &&
-        inputs[operand]->shape != shape)
-      return concat("step ", index, " ('", step.op, "') reads input ", operand,
-                    " of shape ", formatShape(inputs[operand]->shape),
-                    " without a broadcast to ", formatShape(shape));
-  }
-  return "";
-}
 
-std::string Program::checkStep(size_t index, const FusedStep &step) {
-  Step &s = steps.emplace_back();
-  s.dtype = step.dtype;
-  s.operands = step.operands;
-  size_t arity = 1;
-  std::string at = concat("step ", index, " ('", step.op, "')");
-  if ((s.math = findArrayMath(step.op))) {
-    s.kind = Step::Kind::Math;
-    arity = s.math->arity;
-  } else if (step.op == "nn.clamp") {
-    s.kind = Step::Kind::Clamp;
-    std::optional<double> lo = step.attrs.getFloat("min"),
-                          hi = step.attrs.getFloat("max");
-    if (!lo || !hi)
-      return at + " expects float attributes 'min' and 'max'";
-    s.lo = *lo;
-    s.hi = *hi;
-  } else if (step.op == "nn.select") {
-    s.kind = Step::Kind::Select;
-    arity = 3;
-  } else if (step.op == "nn.compare") {
-    s.kind = Step::Kind::Compare;
-    arity = 2;
-    std::optional<int64_t> predicate = step.attrs.getInt("predicate");
-    if (!predicate || *predicate < 0 || *predicate > 5)
-      return at + " expects an integer attribute 'predicate' in [0, 5]";
-    s.predicate = *predicate;
-  } else if (step.op == "nn.cast") {
-    s.kind = Step::Kind::Cast;
-  } else if (step.op == "nn.constant") {
-    s.kind = Step::Kind::Constant;
-    arity = 0;
-    const std::string *bytes = step.attrs.getBytes("value");
-    if (!bytes || !isFloatValue(s.dtype) ||
-        bytes->size() != getDTypeBytes(s.dtype))
-      return at + " expects a float splat 'value' of its element type";
-    if (s.dtype == DType::F32) {
-      std::memcpy(&s.value, bytes->data(), 4);
-    } else {
-      uint16_t bits;
-      std::memcpy(&bits, bytes->data(), 2);
-      s.value = halfToFloat(s.dtype, bits);
-    }
-  } else if (step.op == "nn.broadcast") {
-    s.kind = Step::Kind::Broadcast;
-  } else {
-    return at + " is not an elementwise op that fuses";
-  }
-  if (step.operands.size() != arity)
-    return concat(at, " expects ", arity, " operands, got ",
-                  step.operands.size());
-  if (std::string error = checkOperands(index, step, s); !error.empty())
-    return error;
 
-  // Element types: floats compute, i1 selects and results from compares.
-  bool wantsFloat = s.kind != Step::Kind::Compare;
-  if (s.kind != Step::Kind::Broadcast &&
-      (wantsFloat != isFloatValue(s.dtype) ||
-       (!wantsFloat && s.dtype != DType::I1)))
-    return concat(at, " expects a ", wantsFloat ? "float" : "i1",
-                  " result, got ", getDTypeName(s.dtype));
-  for (size_t i = 0; i < arity; ++i) {
-    DType type = getValueType(s.operands[i]);
-    bool condition = s.kind == Step::Kind::Select && i == 0;
-    bool anyType = s.kind == Step::Kind::Broadcast;
-    if (!anyType && (condition ? type != DType::I1 : !isFloatValue(type)))
-      return concat(at, " expects operand ", i, " of ",
-                    condition ? "i1" : "float", " elements, got ",
-                    getDTypeName(type));
-  }
-  if (s.kind != Step::Kind::Broadcast)
-    return "";
-
-  // A broadcast reads an input: its dim i is result dim dims[i], of the
-  // result's size there or of size 1.
-  if (s.operands[0] >= getNumInputs())
-    return at + " expects to broadcast an input of the kernel";
-  const Tensor &input = *inputs[s.operands[0]];
-  if (input.dtype == DType::I1 ? s.dtype != DType::I1 : !isFloatValue(s.dtype))
-    return concat(at, " expects the element type of its input, got ",
-                  getDTypeName(s.dtype), " for ", getDTypeName(input.dtype));
-  const std::vector<int64_t> *dims = step.attrs.getList("dims");
-  if (!dims || dims->size() != input.shape.size())
-    return concat(at, " expects an integer-list attribute 'dims' of ",
-                  input.shape.size(), " dims");
-  s.strides.assign(shape.size(), 0);
-  int64_t stride = 1;
-  for (int64_t i = input.getRank() - 1; i >= 0; --i) {
-    int64_t dim = (*dims)[i];
-    if (dim < 0 || dim >= static_cast<int64_t>(shape.size()) ||
-        (i + 1 < input.getRank() && dim >= (*dims)[i + 1]))
-      return concat(at, " expects increasing dims below ", shape.size(),
-                    ", got ", formatShape(*dims));
-    if (input.shape[i] != shape[dim] && input.shape[i] != 1)
-      return concat(at, " cannot broadcast input shape ",
-                    formatShape(input.shape), " to ", formatShape(shape));
-    if (input.shape[i] != 1)
-      s.strides[dim] = stride;
-    stride *= input.shape[i];
-  }
-  return "";
-}
-
-std::string Program::check() {
-  if (outputs.empty() || attrs.fusedResults.size() != outputs.size())
-    return concat("expects one output per fused result, got ", outputs.size(),
-                  " and ", attrs.fusedResults.size());
-  for (const Tensor *input : inputs)
-    if (input->dtype != DType::F32 && input->dtype != DType::I1)
-      return concat("expects f32 or i1 inputs, got ",
-                    getDTypeName(input->dtype));
-  shape = outputs[0]->shape;
-  for (size_t i = 0; i < attrs.fusedSteps.size(); ++i)
-    if (std::string error = checkStep(i, attrs.fusedSteps[i]); !error.empty())
-      return error;
-  int64_t numValues = getNumInputs() + steps.size();
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    int64_t id = attrs.fusedResults[i];
-    if (id < 0 || id >= numValues)
-      return concat("result ", i, " is value ", id, ", expected < ", numValues);
-    if (outputs[i]->shape != shape)
-      return concat("expects output ", i, " of shape ", formatShape(shape),
-                    ", got ", formatShape(outputs[i]->shape));
-    if (id < getNumInputs() && inputs[id]->shape != shape)
-      return concat("result ", i, " is input ", id, " of shape ",
-                    formatShape(inputs[id]->shape), ", not ",
-                    formatShape(shape));
-    DType type = getValueType(id);
-    // 16-bit floats arrive widened: a float result fits a float output.
-    if (isFloatValue(type) ? outputs[i]->dtype != DType::F32
-                           : outputs[i]->dtype != type)
-      return concat("expects output ", i, " of element type ",
-                    getDTypeName(isFloatValue(type) ? DType::F32 : type),
-                    ", got ", getDTypeName(outputs[i]->dtype));
-  }
-  return "";
-}
 
 /// Reads `count` elements of a broadcast input from the result's element
 /// `start` on: along result dim d, the input advances by strides[d].
@@ -324,7 +143,7 @@ void Program::computeTile(int64_t start, int64_t count, float *scratch,
     auto operand = [&](size_t i) { return tiles[s.operands[i]]; };
     switch (s.kind) {
     case Step::Kind::Math:
-      s.math->fn(operand(0), operand(s.math->arity - 1), y, count);
+      getArrayMath(s.mapOp).fn(operand(0), operand(s.arity - 1), y, count);
       break;
     case Step::Kind::Clamp: {
       const float *x = operand(0);
@@ -469,13 +288,8 @@ void Program::run() {
   });
 }
 
-std::string tessera::runtime::cpu::runFusedProgram(
+void tessera::runtime::cpu::runFusedProgram(
     const KernelAttrs &attrs, const std::vector<const Tensor *> &inputs,
-    const std::vector<Tensor *> &outputs, bool checkOnly) {
-  Program program(attrs, inputs, outputs);
-  if (std::string error = program.check(); !error.empty())
-    return error;
-  if (!checkOnly)
-    program.run();
-  return "";
+    const std::vector<Tensor *> &outputs, const DecodedFusedProgram &program) {
+  Program(attrs, inputs, outputs, program).run();
 }

@@ -10,6 +10,8 @@
 #ifndef TESSERA_RUNTIME_CPU_FUSEDKERNEL_H
 #define TESSERA_RUNTIME_CPU_FUSEDKERNEL_H
 
+#include "../ops/FusedProgram.h"
+
 #include "tessera/runtime/Kernels.h"
 
 #include <string>
@@ -17,14 +19,13 @@
 
 namespace tessera::runtime::cpu {
 
-/// Checks nn.fused's program (`attrs.fusedSteps`, `attrs.fusedResults`)
-/// against its f32 and i1 tensors (16-bit floats arrive widened to f32) and,
-/// unless `checkOnly`, computes the outputs, which may alias inputs. Returns
-/// what is wrong ("" when nothing is), for the kernel to prefix with its op.
-std::string runFusedProgram(const KernelAttrs &attrs,
-                            const std::vector<const Tensor *> &inputs,
-                            const std::vector<Tensor *> &outputs,
-                            bool checkOnly);
+/// Computes nn.fused's outputs, which may alias inputs, from its f32 and
+/// i1 tensors (16-bit floats arrive widened to f32) by its decoded
+/// program (decodeFusedProgram's, for these tensors).
+void runFusedProgram(const KernelAttrs &attrs,
+                     const std::vector<const Tensor *> &inputs,
+                     const std::vector<Tensor *> &outputs,
+                     const DecodedFusedProgram &program);
 
 } // namespace tessera::runtime::cpu
 

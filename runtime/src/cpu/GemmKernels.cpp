@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cblas.h>
 #include <climits>
-#include <initializer_list>
 
 using namespace tessera;
 using namespace tessera::runtime;
@@ -27,11 +26,12 @@ static bool isIdentity(const std::vector<int64_t> &perm) {
   return true;
 }
 
-static std::vector<int64_t>
-concatDims(std::initializer_list<const std::vector<int64_t> *> groups) {
-  std::vector<int64_t> result;
-  for (const std::vector<int64_t> *group : groups)
-    result.insert(result.end(), group->begin(), group->end());
+static std::vector<int64_t> concatDims(const std::vector<int64_t> &a,
+                                       const std::vector<int64_t> &b,
+                                       const std::vector<int64_t> &c) {
+  std::vector<int64_t> result = a;
+  result.insert(result.end(), b.begin(), b.end());
+  result.insert(result.end(), c.begin(), c.end());
   return result;
 }
 
@@ -46,11 +46,10 @@ public:
               const std::vector<int64_t> &rowDims,
               const std::vector<int64_t> &colDims)
       : data(tensor.as<float>()) {
-    std::vector<int64_t> straight =
-        concatDims({&batchDims, &rowDims, &colDims});
+    std::vector<int64_t> straight = concatDims(batchDims, rowDims, colDims);
     if (isIdentity(straight))
       return;
-    if (isIdentity(concatDims({&batchDims, &colDims, &rowDims}))) {
+    if (isIdentity(concatDims(batchDims, colDims, rowDims))) {
       transposed = true;
       return;
     }
@@ -78,19 +77,6 @@ private:
   std::vector<float> copy;
 };
 } // namespace
-
-/// The dims of a rank-`rank` operand that are neither batching nor
-/// contracting, in order.
-static std::vector<int64_t> getFreeDims(int64_t rank,
-                                        const std::vector<int64_t> &batch,
-                                        const std::vector<int64_t> &contract) {
-  std::vector<int64_t> free;
-  for (int64_t dim = 0; dim < rank; ++dim)
-    if (std::find(batch.begin(), batch.end(), dim) == batch.end() &&
-        std::find(contract.begin(), contract.end(), dim) == contract.end())
-      free.push_back(dim);
-  return free;
-}
 
 static int64_t getSizeOf(const Tensor &tensor,
                          const std::vector<int64_t> &dims) {
@@ -146,64 +132,11 @@ static void splitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
 
 /// nn.dot as one sgemm per batch index over [batch, M, K] x [batch, K, N].
 void runDot(KernelCall &c) {
-  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "lhs") ||
-      !c.expectF32(c.in(1), "rhs") || !c.expectF32(c.out(0), "result"))
-    return;
   const Tensor &lhs = c.in(0), &rhs = c.in(1);
-  const std::vector<int64_t> *lhsBatch = c.getList("lhs_batching_dims");
-  const std::vector<int64_t> *rhsBatch = c.getList("rhs_batching_dims");
-  const std::vector<int64_t> *lhsContract = c.getList("lhs_contracting_dims");
-  const std::vector<int64_t> *rhsContract = c.getList("rhs_contracting_dims");
-  if (!lhsBatch || !rhsBatch || !lhsContract || !rhsContract)
-    return;
-  if (lhsBatch->size() != rhsBatch->size()) {
-    c.fail("has ", lhsBatch->size(), " lhs batching dims but ",
-           rhsBatch->size(), " rhs batching dims");
-    return;
-  }
-  if (lhsContract->size() != rhsContract->size()) {
-    c.fail("has ", lhsContract->size(), " lhs contracting dims but ",
-           rhsContract->size(), " rhs contracting dims");
-    return;
-  }
-  if (!c.expectDims(concatDims({lhsBatch, lhsContract}), lhs.getRank(),
-                    "lhs dim") ||
-      !c.expectDims(concatDims({rhsBatch, rhsContract}), rhs.getRank(),
-                    "rhs dim"))
-    return;
-  auto expectPaired = [&](const std::vector<int64_t> &lhsDims,
-                          const std::vector<int64_t> &rhsDims,
-                          const char *kind) {
-    for (size_t i = 0; i < lhsDims.size(); ++i) {
-      int64_t lhsSize = lhs.shape[lhsDims[i]], rhsSize = rhs.shape[rhsDims[i]];
-      if (lhsSize != rhsSize)
-        return c.fail("lhs ", kind, " dim ", lhsDims[i], " has size ", lhsSize,
-                      " but rhs dim ", rhsDims[i], " has size ", rhsSize);
-    }
-    return true;
-  };
-  if (!expectPaired(*lhsBatch, *rhsBatch, "batching") ||
-      !expectPaired(*lhsContract, *rhsContract, "contracting"))
-    return;
-
-  std::vector<int64_t> lhsFree =
-      getFreeDims(lhs.getRank(), *lhsBatch, *lhsContract);
-  std::vector<int64_t> rhsFree =
-      getFreeDims(rhs.getRank(), *rhsBatch, *rhsContract);
-  std::vector<int64_t> resultShape;
-  for (int64_t dim : *lhsBatch)
-    resultShape.push_back(lhs.shape[dim]);
-  for (int64_t dim : lhsFree)
-    resultShape.push_back(lhs.shape[dim]);
-  for (int64_t dim : rhsFree)
-    resultShape.push_back(rhs.shape[dim]);
-  if (!c.expectShape(c.out(0), resultShape, "result"))
-    return;
-
-  if (c.isCheckOnly())
-    return;
-  int64_t batch = getSizeOf(lhs, *lhsBatch), m = getSizeOf(lhs, lhsFree),
-          n = getSizeOf(rhs, rhsFree), k = getSizeOf(lhs, *lhsContract);
+  DotDims dims = *checkDotDims(c);
+  int64_t batch = getSizeOf(lhs, dims.lhsBatch),
+          m = getSizeOf(lhs, dims.lhsFree), n = getSizeOf(rhs, dims.rhsFree),
+          k = getSizeOf(lhs, dims.lhsContract);
   float *result = c.out(0).as<float>();
   if (batch * m * n == 0)
     return;
@@ -216,8 +149,8 @@ void runDot(KernelCall &c) {
            "] exceeds the sizes BLAS indexes");
     return;
   }
-  GemmOperand a(lhs, *lhsBatch, lhsFree, *lhsContract);
-  GemmOperand b(rhs, *rhsBatch, *rhsContract, rhsFree);
+  GemmOperand a(lhs, dims.lhsBatch, dims.lhsFree, dims.lhsContract);
+  GemmOperand b(rhs, dims.rhsBatch, dims.rhsContract, dims.rhsFree);
   auto gemm = [&](int64_t index) {
     splitGemm(a.getTranspose(), b.getTranspose(), m, n, k,
               a.getMatrix(index, m, k), a.getLeadingDim(m, k),

@@ -20,27 +20,12 @@ namespace tessera::runtime::cpu {
 /// vocab-split table each rank looks up the indices in its own rows, placed
 /// by its piece index, and the partial results are summed.
 void runEmbedding(KernelCall &c) {
-  if (!(c.getNumInputs() == 3 ? c.expectArity(3, 1) : c.expectArity(2, 1)) ||
-      !c.expectF32(c.in(0), "table") || !c.expectIndex(c.in(1), "indices") ||
-      !c.expectF32(c.out(0), "result"))
-    return;
   const Tensor &table = c.in(0), &indices = c.in(1);
-  if (table.getRank() != 2) {
-    c.fail("expects a table of rank 2 ([vocab, hidden]), got shape ",
-           ListText{table.shape});
-    return;
-  }
   int64_t vocab = table.shape[0], hidden = table.shape[1];
-  std::vector<int64_t> resultShape = indices.shape;
-  resultShape.push_back(hidden);
-  std::optional<int64_t> offset = readPieceOffset(c, 2, vocab);
-  if (!offset || !c.expectShape(c.out(0), resultShape, "result"))
-    return;
-  if (c.isCheckOnly())
-    return;
+  int64_t offset = readPieceOffset(c, 2, vocab);
   float *result = c.out(0).as<float>();
   for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
-    int64_t index = readIndex(indices, i) - *offset;
+    int64_t index = readIndex(indices, i) - offset;
     float *row = result + i * hidden;
     if (index < 0 || index >= vocab)
       std::fill(row, row + hidden, 0.0f);
@@ -52,29 +37,14 @@ void runEmbedding(KernelCall &c) {
 /// nn.embedding_grad: row gradients summed into the table at their indices;
 /// an index outside the table adds nothing.
 void runEmbeddingGrad(KernelCall &c) {
-  if (!(c.getNumInputs() == 3 ? c.expectArity(3, 1) : c.expectArity(2, 1)) ||
-      !c.expectF32(c.in(0), "gradient") || !c.expectIndex(c.in(1), "indices") ||
-      !c.expectF32(c.out(0), "result"))
-    return;
   const Tensor &grad = c.in(0), &indices = c.in(1);
   Tensor &table = c.out(0);
-  std::vector<int64_t> rowShape = indices.shape;
-  if (table.getRank() != 2 || grad.getRank() != indices.getRank() + 1) {
-    c.fail("expects a [vocab, hidden] result and a gradient of shape "
-           "indices ++ [hidden]");
-    return;
-  }
-  rowShape.push_back(table.shape[1]);
   int64_t vocab = table.shape[0], hidden = table.shape[1];
-  std::optional<int64_t> offset = readPieceOffset(c, 2, vocab);
-  if (!offset || !c.expectShape(grad, rowShape, "gradient"))
-    return;
-  if (c.isCheckOnly())
-    return;
+  int64_t offset = readPieceOffset(c, 2, vocab);
   float *rows = table.as<float>();
   std::fill(rows, rows + vocab * hidden, 0.0f);
   for (int64_t i = 0, e = indices.getNumElements(); i < e; ++i) {
-    int64_t index = readIndex(indices, i) - *offset;
+    int64_t index = readIndex(indices, i) - offset;
     if (index < 0 || index >= vocab)
       continue;
     const float *from = grad.as<float>() + i * hidden;
@@ -87,27 +57,14 @@ void runEmbeddingGrad(KernelCall &c) {
 /// nn.one_hot: 1 at each label, 0 elsewhere (a label outside the depth
 /// gives a zero row); with a piece index, a piece of the classes.
 void runOneHot(KernelCall &c) {
-  if (!(c.getNumInputs() == 2 ? c.expectArity(2, 1) : c.expectArity(1, 1)) ||
-      !c.expectIndex(c.in(0), "labels") || !c.expectF32(c.out(0), "result"))
-    return;
   const Tensor &labels = c.in(0);
   Tensor &result = c.out(0);
-  if (result.getRank() != labels.getRank() + 1) {
-    c.fail("expects a result of rank ", labels.getRank() + 1);
-    return;
-  }
-  std::vector<int64_t> shape = labels.shape;
   int64_t depth = result.shape.back();
-  shape.push_back(depth);
-  std::optional<int64_t> offset = readPieceOffset(c, 1, depth);
-  if (!offset || !c.expectShape(result, shape, "result"))
-    return;
-  if (c.isCheckOnly())
-    return;
+  int64_t offset = readPieceOffset(c, 1, depth);
   float *out = result.as<float>();
   std::fill(out, out + result.getNumElements(), 0.0f);
   for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
-    int64_t label = readIndex(labels, i) - *offset;
+    int64_t label = readIndex(labels, i) - offset;
     if (label >= 0 && label < depth)
       out[i * depth + label] = 1.0f;
   }
@@ -117,23 +74,10 @@ void runOneHot(KernelCall &c) {
 /// slots in GShard's order (first choices in token order, then second
 /// ones, ...) while slots last.
 void runMoeDispatch(KernelCall &c) {
-  if (!c.expectArity(1, 1) || !c.expectIndex(c.in(0), "indices") ||
-      !c.expectF32(c.out(0), "result"))
-    return;
   const Tensor &indices = c.in(0);
   Tensor &mask = c.out(0);
-  if (indices.getRank() < 2 || mask.getRank() != indices.getRank() + 1) {
-    c.fail("expects indices [..., tokens, k] and a result [..., tokens, "
-           "experts, capacity]");
-    return;
-  }
   int64_t experts = mask.shape[mask.getRank() - 2];
   int64_t capacity = mask.shape.back();
-  std::vector<int64_t> shape(indices.shape.begin(), indices.shape.end() - 1);
-  shape.push_back(experts);
-  shape.push_back(capacity);
-  if (!c.expectShape(mask, shape, "result") || c.isCheckOnly())
-    return;
   int64_t k = indices.shape.back();
   int64_t tokens = indices.shape[indices.getRank() - 2];
   int64_t groups = indices.getNumElements() / std::max<int64_t>(tokens * k, 1);
@@ -153,47 +97,6 @@ void runMoeDispatch(KernelCall &c) {
   }
 }
 
-namespace {
-/// gather's and scatter_add's layout around `axis`: `outer` rows before it,
-/// `inner` elements after it, `whole` the full tensor's size along it
-/// (gathered from, scattered into) and `picked` the indices' size.
-struct AxisLayout {
-  int64_t outer = 1, inner = 1, whole = 0, picked = 0;
-};
-} // namespace
-
-/// Checks a gather (`gather`) or scatter_add: the whole tensor (the input,
-/// the result), the indices and the picked tensor (the result, the source),
-/// the indices with the whole tensor's dims but at `axis`, the picked
-/// tensor with the indices' shape.
-static std::optional<AxisLayout> checkIndexedAxis(KernelCall &c,
-                                                  const Tensor &whole,
-                                                  const Tensor &indices,
-                                                  const Tensor &picked) {
-  std::optional<int64_t> axis = c.getInt("axis");
-  if (!axis || !c.expectF32(whole, "values") ||
-      !c.expectIndex(indices, "indices") || !c.expectF32(picked, "values"))
-    return std::nullopt;
-  if (*axis < 0 || *axis >= whole.getRank()) {
-    c.fail("expects axis in [0, ", whole.getRank(), "), got ", *axis);
-    return std::nullopt;
-  }
-  std::vector<int64_t> shape = whole.shape;
-  if (indices.getRank() == whole.getRank())
-    shape[*axis] = indices.shape[*axis];
-  if (!c.expectShape(indices, shape, "indices") ||
-      !c.expectShape(picked, shape, "values"))
-    return std::nullopt;
-  AxisLayout layout;
-  for (int64_t dim = 0; dim < *axis; ++dim)
-    layout.outer *= whole.shape[dim];
-  for (int64_t dim = *axis + 1; dim < whole.getRank(); ++dim)
-    layout.inner *= whole.shape[dim];
-  layout.whole = whole.shape[*axis];
-  layout.picked = shape[*axis];
-  return layout;
-}
-
 /// The flat offsets of indices element `i` in the picked tensor (itself)
 /// and in the whole tensor, or nothing (recorded) when its index is out of
 /// range.
@@ -211,12 +114,8 @@ static std::optional<int64_t> getWholeOffset(KernelCall &c,
 }
 
 void runGather(KernelCall &c) {
-  if (!c.expectArity(2, 1))
-    return;
   std::optional<AxisLayout> layout =
       checkIndexedAxis(c, c.in(0), c.in(1), c.out(0));
-  if (!layout || c.isCheckOnly())
-    return;
   const float *input = c.in(0).as<float>();
   float *result = c.out(0).as<float>();
   for (int64_t i = 0, e = c.out(0).getNumElements(); i < e; ++i) {
@@ -228,12 +127,8 @@ void runGather(KernelCall &c) {
 }
 
 void runScatterAdd(KernelCall &c) {
-  if (!c.expectArity(2, 1))
-    return;
   std::optional<AxisLayout> layout =
       checkIndexedAxis(c, c.out(0), c.in(1), c.in(0));
-  if (!layout || c.isCheckOnly())
-    return;
   const float *source = c.in(0).as<float>();
   float *result = c.out(0).as<float>();
   std::fill(result, result + c.out(0).getNumElements(), 0.0f);
@@ -247,24 +142,8 @@ void runScatterAdd(KernelCall &c) {
 
 /// nn.top_k along the last dim: descending, NaN first, ties by index.
 void runTopK(KernelCall &c) {
-  if (!c.expectArity(1, 2) || !c.expectF32(c.in(0), "input") ||
-      !c.expectF32(c.out(0), "values") ||
-      !c.expectDType(c.out(1), DType::I64, "indices"))
-    return;
   const Tensor &input = c.in(0);
   std::optional<int64_t> k = c.getInt("k");
-  if (!k)
-    return;
-  if (input.getRank() == 0 || *k < 1 || *k > input.shape.back()) {
-    c.fail("expects k in [1, ", input.getRank() ? input.shape.back() : 0,
-           "], got ", *k);
-    return;
-  }
-  std::vector<int64_t> shape = input.shape;
-  shape.back() = *k;
-  if (!c.expectShape(c.out(0), shape, "values") ||
-      !c.expectShape(c.out(1), shape, "indices") || c.isCheckOnly())
-    return;
   int64_t size = input.shape.back(), rows = input.getNumElements() / size;
   std::vector<int64_t> order(size);
   for (int64_t row = 0; row < rows; ++row) {

@@ -10,7 +10,7 @@
 #ifndef TESSERA_RUNTIME_CPU_KERNELSUPPORT_H
 #define TESSERA_RUNTIME_CPU_KERNELSUPPORT_H
 
-#include "../ops/KernelCall.h"
+#include "../ops/Checks.h"
 #include "ArrayMath.h"
 #include "StridedCopy.h"
 #include "ThreadPool.h"
@@ -76,16 +76,16 @@ inline int64_t readIndex(const Tensor &tensor, int64_t i) {
 }
 
 /// The first position of a piece of `size` along a split dim: the piece
-/// index in input `input` (nn.OffsetOpInterface's), if the kernel has it,
-/// times the size; 0 for a whole dim. Fails (none) on a malformed index.
-std::optional<int64_t> readPieceOffset(KernelCall &c, int64_t input,
-                                       int64_t size);
+/// index in input `input` (nn.OffsetOpInterface's, which checkPieceIndex
+/// accepted), if the kernel has it, times the size; 0 for a whole dim.
+int64_t readPieceOffset(KernelCall &c, int64_t input, int64_t size);
 
 /// The key and place of a random op's draw of `shape` (nn.random_uniform,
-/// nn.dropout, nn.attention's dropout): the step at input `stepInput`, then
-/// the piece index if the op is on a piece, whose `global_shape` places it,
-/// and `numOutputs` outputs. Fails the call if they do not fit.
-bool getRandomDraw(KernelCall &c, size_t stepInput, size_t numOutputs,
+/// nn.dropout, nn.attention's dropout), which checkRandomDraw accepted: the
+/// seed, the step at input `stepInput`, then the piece index if the op is
+/// on a piece, whose `global_shape` places it. Fails the call (a data
+/// error) when the piece lies outside the global shape.
+bool getRandomDraw(KernelCall &c, size_t stepInput,
                    const std::vector<int64_t> &shape, uint64_t &seed,
                    uint64_t &step, random::PiecePlace &place);
 

@@ -22,17 +22,8 @@ namespace tessera::runtime::cpu {
 //===----------------------------------------------------------------------===//
 
 void runSgd(KernelCall &c) {
-  if (!c.expectArity(2, 1) || !c.expectF32(c.in(0), "param") ||
-      !c.expectF32(c.in(1), "grad") || !c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.in(1), c.in(0).shape, "grad") ||
-      !c.expectShape(c.out(0), c.in(0).shape, "result"))
-    return;
   std::optional<double> lr = c.getFloat("lr");
   std::optional<double> weightDecay = c.getFloat("weight_decay");
-  if (!lr || !weightDecay)
-    return;
-  if (c.isCheckOnly())
-    return;
   const float *param = c.in(0).as<float>(), *grad = c.in(1).as<float>();
   float *result = c.out(0).as<float>();
   for (int64_t i = 0, e = c.in(0).getNumElements(); i < e; ++i)
@@ -84,62 +75,20 @@ TESSERA_CLONES static void updateAdamW(const float *param, const float *grad,
   std::copy_n(vt, n, newV);
 }
 
-/// nn.adamw's peak learning rate, with its schedule's attributes checked
-/// (the rate of a step is getScheduledLr's).
-static std::optional<double> getAdamWLearningRate(KernelCall &c) {
-  std::optional<double> lr = c.getFloat("lr"), minLr = c.getFloat("min_lr");
-  std::optional<int64_t> schedule = c.getInt("schedule"),
-                         warmup = c.getInt("warmup_steps"),
-                         decay = c.getInt("decay_steps");
-  if (!lr || !minLr || !schedule || !warmup || !decay)
-    return std::nullopt;
-  if (*schedule < 0 || *schedule > static_cast<int64_t>(LrSchedule::Cosine)) {
-    c.fail("unknown learning-rate schedule ", *schedule);
-    return std::nullopt;
-  }
-  return lr;
-}
-
 void runAdamW(KernelCall &c) {
   // A clipped update reads the step's global gradient norm too, and a
   // loss-scaled one the scale after it.
   size_t inputs = std::clamp<size_t>(c.getNumInputs(), 5, 7);
   bool clipped = inputs >= 6, scaled = inputs == 7;
-  if (!c.expectArity(inputs, 3))
-    return;
-  const std::vector<int64_t> &shape = c.in(0).shape;
-  const char *inputNames[] = {"param", "grad", "m", "v"};
-  // A mixed-precision update reads a 16-bit gradient, widened.
-  DType gradType = c.in(1).dtype;
-  bool narrowGrad = gradType == DType::BF16 || gradType == DType::F16;
-  for (size_t index = 0; index < 4; ++index)
-    if ((!(index == 1 && narrowGrad) &&
-         !c.expectF32(c.in(index), inputNames[index])) ||
-        !c.expectShape(c.in(index), shape, inputNames[index]))
-      return;
-  const char *outputNames[] = {"new_param", "new_m", "new_v"};
-  for (size_t index = 0; index < 3; ++index)
-    if (!c.expectF32(c.out(index), outputNames[index]) ||
-        !c.expectShape(c.out(index), shape, outputNames[index]))
-      return;
-  if (!c.expectIndex(c.in(4), "step") || !c.expectShape(c.in(4), {}, "step"))
-    return;
-  if (clipped && (!c.expectF32(c.in(5), "grad_norm") ||
-                  !c.expectShape(c.in(5), {}, "grad_norm")))
-    return;
-  if (scaled && (!c.expectF32(c.in(6), "loss_scale") ||
-                 !c.expectShape(c.in(6), {}, "loss_scale")))
-    return;
-  std::optional<double> lr = getAdamWLearningRate(c);
+  std::optional<double> lr = c.getFloat("lr");
   std::optional<double> beta1 = c.getFloat("beta1");
   std::optional<double> beta2 = c.getFloat("beta2");
   std::optional<double> epsilon = c.getFloat("epsilon");
   std::optional<double> weightDecay = c.getFloat("weight_decay");
   std::optional<double> maxGradNorm = c.getFloat("max_grad_norm");
-  if (!lr || !beta1 || !beta2 || !epsilon || !weightDecay || !maxGradNorm)
-    return;
-  if (c.isCheckOnly())
-    return;
+  // A mixed-precision update reads a 16-bit gradient, widened.
+  DType gradType = c.in(1).dtype;
+  bool narrowGrad = gradType == DType::BF16 || gradType == DType::F16;
   int64_t step = readIndex(c.in(4), 0);
   if (step < 1) {
     // Step 0 would divide by a zero bias correction.
@@ -204,16 +153,7 @@ void runAdamW(KernelCall &c) {
 /// nn.sum_squares: in double, over fixed blocks summed in order, so that
 /// the sum does not depend on the threads.
 void runSumSquares(KernelCall &c) {
-  if (!c.expectArity(1, 1) || !c.expectF32(c.out(0), "result") ||
-      !c.expectShape(c.out(0), {}, "result"))
-    return;
   DType dtype = c.in(0).dtype;
-  if (dtype != DType::F32 && !isHalf(dtype)) {
-    c.fail("expects a float input, got ", getDTypeName(dtype));
-    return;
-  }
-  if (c.isCheckOnly())
-    return;
   constexpr int64_t kBlock = 4096;
   int64_t n = c.in(0).getNumElements();
   std::vector<double> blocks((n + kBlock - 1) / kBlock, 0.0);

@@ -1,7 +1,8 @@
 //===- CudaDevice.cpp - Kernels on a CUDA GPU -----------------------------===//
 //
-// Every kernel is first checked by checkKernel (the CPU backend's checks, on
-// shapes and attributes only), then queued on the compute stream. GEMMs run
+// Every kernel is first checked by its op's check (checkOp: shapes and
+// attributes only, as every backend checks), then queued on the compute
+// stream. GEMMs run
 // through cuBLASLt in their own element type (bf16 and f16 with f32
 // accumulation, or f32); elementwise math on 16-bit floats widens each
 // element in the kernel; the other kernels compute in f32, with 16-bit float
@@ -777,18 +778,13 @@ struct CudaDevice::Ops {
   static constexpr CudaKernel::Fn launchAdamW = adamw;
   static constexpr CudaKernel::Fn launchSumSquares = sumSquares;
 
-  /// The registry, from the op table: one kernel per op, each checked by
-  /// the op's CPU kernel.
+  /// The registry, from the op table: one kernel per op.
   static const std::unordered_map<std::string, CudaKernel> &getKernels() {
     static const std::unordered_map<std::string, CudaKernel> kernels = [] {
       std::unordered_map<std::string, CudaKernel> table;
       auto add = [&](OpId id, CudaKernel::Fn fn) {
         const OpInfo &op = getOpInfo(id);
-        // Every op of the table has a CPU kernel (DeviceTest checks both
-        // agree).
-        Expected<const CpuKernel *> checks = findCpuKernel(op.name);
-        if (checks.ok())
-          table.emplace(op.name, CudaKernel(op, **checks, fn));
+        table.emplace(op.name, CudaKernel(op, fn));
       };
 #define TESSERA_OP(Id, Name) add(OpId::Id, launch##Id);
 #define TESSERA_MAP_OP(Id, Name, Arity) add(OpId::Id, map);
@@ -808,10 +804,9 @@ Expected<const Kernel *> CudaDevice::findKernel(const std::string &op) {
   auto it = kernels.find(op);
   if (it != kernels.end())
     return static_cast<const Kernel *>(&it->second);
-  // The CPU's message for an op it does not know either.
-  Expected<const CpuKernel *> cpu = findCpuKernel(op);
-  if (!cpu.ok())
-    return cpu.getStatus();
+  // The table's message for an op it does not know.
+  if (Expected<const OpInfo *> info = findOp(op); !info.ok())
+    return info.getStatus();
   return invalidPlan(op + ": the CUDA backend has no kernel for it");
 }
 
@@ -831,7 +826,7 @@ Status CudaDevice::runKernel(const Kernel &kernel, const KernelAttrs &attrs,
                              const std::vector<Tensor *> &outputs) {
   // Every kernel this device hands out is a CudaKernel.
   const auto &k = static_cast<const CudaKernel &>(kernel);
-  if (Status status = k.getChecks().check(attrs, inputs, outputs); !status.ok())
+  if (Status status = k.check(attrs, inputs, outputs); !status.ok())
     return status;
   scratch.reset();
   Status status;

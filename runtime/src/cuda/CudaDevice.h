@@ -75,8 +75,8 @@ private:
 class CudaDevice;
 
 /// One op's kernel on a GPU, found once per instruction by
-/// CudaDevice::findKernel: the CPU kernel whose checks every launch passes
-/// first, and how the GPU runs the op.
+/// CudaDevice::findKernel: the op of the table, whose checks every launch
+/// passes first, and how the GPU runs the op.
 class CudaKernel final : public Kernel {
 public:
   /// The op's tensors at one launch, with 16-bit floats widened to f32
@@ -91,11 +91,15 @@ public:
   using Fn = Status (*)(CudaDevice &device, const CudaKernel &kernel,
                         const Launch &launch);
 
-  CudaKernel(const OpInfo &info, const CpuKernel &checks, Fn fn)
-      : Kernel(info.name), info(info), checks(checks), fn(fn) {}
+  CudaKernel(const OpInfo &info, Fn fn) : Kernel(info.name), info(info), fn(fn) {}
 
   OpId getOpId() const { return info.id; }
-  const CpuKernel &getChecks() const { return checks; }
+  /// The op's checks (checkOp), which every launch passes first.
+  Status check(const KernelAttrs &attrs,
+               const std::vector<const Tensor *> &inputs,
+               const std::vector<Tensor *> &outputs) const {
+    return checkOp(info, attrs, inputs, outputs);
+  }
   /// The elementwise math op, which runs on 16-bit floats directly.
   std::optional<MapOp> getMapOp() const {
     if (info.kind != OpKind::Map)
@@ -110,7 +114,6 @@ public:
 
 private:
   const OpInfo &info;
-  const CpuKernel &checks;
   Fn fn;
 };
 

@@ -49,18 +49,13 @@ template <typename... Args> std::string concat(const Args &...args) {
 /// One kernel invocation: the op (every message starts with its name), its
 /// attributes and its tensors. The `expect*` checks record the first failure
 /// and return false, so a kernel chains them with `&&` and returns on the
-/// first one that fails; runCpuKernel answers the recorded message.
+/// first one that fails; the caller answers the recorded message.
 class KernelCall {
 public:
   KernelCall(const std::string &op, const KernelAttrs &attrs,
              const std::vector<const Tensor *> &inputs,
-             const std::vector<Tensor *> &outputs, bool checkOnly = false)
-      : op(op), attrs(attrs), inputs(inputs), outputs(outputs),
-        checkOnly(checkOnly) {}
-
-  /// A call that only checks (checkKernel): each kernel returns after its
-  /// checks, before it reads or writes any element.
-  bool isCheckOnly() const { return checkOnly; }
+             const std::vector<Tensor *> &outputs)
+      : op(op), attrs(attrs), inputs(inputs), outputs(outputs) {}
 
   const std::string &getOp() const { return op; }
   const KernelAttrs &getAttrs() const { return attrs; }
@@ -85,6 +80,17 @@ public:
     return fail(args...);
   }
   bool isDataError() const { return dataError; }
+
+  /// The recorded failure as a status: what only the data shows (a label
+  /// outside the vocabulary, a step below 1) is a data error, the rest
+  /// arguments that do not fit.
+  Status getStatus() const {
+    if (message.empty())
+      return Status::success();
+    return Status(dataError ? StatusCode::DataError
+                            : StatusCode::InvalidArgument,
+                  message);
+  }
 
   /// Checks the numbers of tensors and that each has memory for its shape.
   bool expectArity(size_t numInputs, size_t numOutputs) {
@@ -209,7 +215,6 @@ private:
   const KernelAttrs &attrs;
   const std::vector<const Tensor *> &inputs;
   const std::vector<Tensor *> &outputs;
-  bool checkOnly;
   bool dataError = false;
   std::string message;
 };

@@ -1,18 +1,21 @@
 //===- Ops.h - The runtime's table of nn ops --------------------*- C++ -*-===//
 //
 // What the runtime knows of an op before any backend: its id, its name in a
-// plan and its kind, from the one table Ops.def. The plan loader, the
-// executor and every backend's registry look ops up here.
+// plan, its kind and its checks, from the one table Ops.def. The plan
+// loader, the executor and every backend's registry look ops up here.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TESSERA_RUNTIME_OPS_H
 #define TESSERA_RUNTIME_OPS_H
 
+#include "tessera/runtime/KernelAttrs.h"
 #include "tessera/runtime/OpIds.h"
 #include "tessera/runtime/Status.h"
+#include "tessera/runtime/Tensor.h"
 
 #include <string>
+#include <vector>
 
 namespace tessera::runtime {
 
@@ -48,6 +51,22 @@ const OpInfo &getOpInfo(OpId id);
 /// The op named `name` in a plan; an op the table does not have fails with
 /// "unknown kernel '<name>'" (InvalidPlan).
 Expected<const OpInfo *> findOp(const std::string &name);
+
+/// Checks one launch of `op` as every backend does before it runs: the
+/// arity, element types, shapes and attributes, against the op's rules (its
+/// check in src/ops), reading no element, so the tensors may live on a
+/// GPU. 16-bit float tensors are checked as the f32 the kernels compute
+/// in. Data-dependent errors (a label outside the vocabulary) are the
+/// running kernel's to report. The plan validator checks every kernel
+/// instruction with it, and the CUDA device every launch.
+Status checkOp(const OpInfo &op, const KernelAttrs &attrs,
+               const std::vector<const Tensor *> &inputs,
+               const std::vector<Tensor *> &outputs);
+
+/// findOp, then checkOp.
+Status checkKernel(const std::string &op, const KernelAttrs &attrs,
+                   const std::vector<const Tensor *> &inputs,
+                   const std::vector<Tensor *> &outputs);
 
 } // namespace tessera::runtime
 
