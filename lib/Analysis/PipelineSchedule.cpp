@@ -12,6 +12,27 @@
 
 using namespace tessera;
 
+std::string tessera::getScheduleRejection(const PipelineSpec &spec) {
+  int64_t p = spec.ranks, m = spec.microbatches;
+  if (spec.virtualStages > 1 && spec.schedule != PipelineSchedule::Interleaved)
+    return "virtual stages need the interleaved schedule";
+  // 2BW's warm-up of rank r alternates its p - r - 1 forwards with the
+  // step before's last backwards: a step has that many and more.
+  if (spec.schedule == PipelineSchedule::TwoBW && m < p)
+    return "the 2bw schedule needs at least as many microbatches (" +
+           std::to_string(m) + ") as stages (" + std::to_string(p) + ")";
+  // PipeDream updates after each backward: a step is one microbatch (2BW is
+  // PipeDream over steps of several).
+  if (spec.schedule == PipelineSchedule::PipeDream && m != 1)
+    return "the pipedream schedule updates the weights after each "
+           "microbatch's backward: a step is one microbatch, got " +
+           std::to_string(m) + " (2bw updates once per step of several)";
+  if (spec.schedule == PipelineSchedule::Interleaved && m % p != 0)
+    return "the interleaved schedule needs microbatches (" + std::to_string(m) +
+           ") to be a multiple of stages (" + std::to_string(p) + ")";
+  return "";
+}
+
 int64_t tessera::getWarmupUnits(const PipelineSpec &spec, int64_t rank,
                                 bool hasBackward) {
   int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;

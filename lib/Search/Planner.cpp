@@ -1836,27 +1836,26 @@ SearchResult tessera::searchPlans(const ModelShape &model,
                   PipelineSchedule::TwoBW, PipelineSchedule::PipeDream}) {
               if (pp == 1 && schedule != PipelineSchedule::OneFOneB)
                 continue;
-              // 2BW changes the numerics (each step's gradients at the
-              // weights of the step before): only where allowed. It needs a
-              // microbatch per stage at least, and no ZeRO.
-              if (schedule == PipelineSchedule::TwoBW &&
-                  (!(pins.allowAsync || pins.schedule == schedule) || m < pp ||
-                   zero != 0))
-                continue;
-              // PipeDream updates after each microbatch: a step is one. Its
-              // stages update at their own pace, so no weight is tied
-              // across them.
-              if (schedule == PipelineSchedule::PipeDream &&
-                  (!(pins.allowAsync || pins.schedule == schedule) || m != 1 ||
-                   zero != 0 || model.tiedEmbedding))
-                continue;
-              // Interleaving needs its chunks per stage (two unless pinned)
-              // and m a multiple of p.
+              // Interleaving runs its chunks per stage (two unless pinned).
               int64_t chunks = schedule == PipelineSchedule::Interleaved
                                    ? pins.virtualStages.value_or(2)
                                    : 1;
+              if (!getScheduleRejection({pp, m, chunks, schedule}).empty())
+                continue;
+              // 2BW and PipeDream change the numerics (gradients at earlier
+              // weights): only where allowed, and without ZeRO. PipeDream's
+              // stages update at their own pace, so no weight is tied
+              // across them.
+              bool async = schedule == PipelineSchedule::TwoBW ||
+                           schedule == PipelineSchedule::PipeDream;
+              if (async && (!(pins.allowAsync || pins.schedule == schedule) ||
+                            zero != 0))
+                continue;
+              if (schedule == PipelineSchedule::PipeDream &&
+                  model.tiedEmbedding)
+                continue;
               if (schedule == PipelineSchedule::Interleaved &&
-                  (model.layers < chunks * pp || m % pp != 0))
+                  model.layers < chunks * pp)
                 continue;
               if (!pinned(pins.schedule, schedule))
                 continue;

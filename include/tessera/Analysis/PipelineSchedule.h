@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace tessera {
 
@@ -31,6 +32,14 @@ struct PipelineSpec {
   PipelineSchedule schedule;
   int64_t getNumStages() const { return ranks * virtualStages; }
 };
+
+/// Why `spec`'s schedule cannot run its ranks, virtual stages and
+/// microbatches, or "" when it can: virtual stages only interleave; 2BW's
+/// warm-up needs a microbatch per stage; PipeDream updates after each
+/// microbatch, so its step is one; interleaving needs the microbatches in
+/// whole rounds of the ranks. The pipeline pass refuses such a spec with
+/// this message and the plan search never proposes one.
+std::string getScheduleRejection(const PipelineSpec &spec);
 
 /// What a unit of a schedule runs: the forward ops of a stage, its backward
 /// ops (with ZB-H1 only those that make the gradients other stages need),

@@ -1744,32 +1744,9 @@ struct PipelinePass : tessera::impl::PipelinePassBase<PipelinePass> {
           << " ranks x " << spec.virtualStages << " virtual stages";
       return signalPassFailure();
     }
-    if (virtualStages > 1 && spec.schedule != PipelineSchedule::Interleaved) {
-      module.emitError("virtual stages need the interleaved schedule");
-      return signalPassFailure();
-    }
-    // 2BW's warm-up of rank r alternates its p - r - 1 forwards with the
-    // step before's last backwards: a step has that many and more.
-    if (spec.schedule == PipelineSchedule::TwoBW && microbatches < stages) {
-      module.emitError("the 2bw schedule needs at least as many microbatches "
-                       "(")
-          << spec.microbatches << ") as stages (" << spec.ranks << ")";
-      return signalPassFailure();
-    }
-    // PipeDream updates after each backward: a step is one microbatch
-    // (2BW is PipeDream over steps of several).
-    if (spec.schedule == PipelineSchedule::PipeDream && microbatches != 1) {
-      module.emitError("the pipedream schedule updates the weights after "
-                       "each microbatch's backward: a step is one microbatch, "
-                       "got ")
-          << spec.microbatches << " (2bw updates once per step of several)";
-      return signalPassFailure();
-    }
-    if (spec.schedule == PipelineSchedule::Interleaved &&
-        microbatches % stages != 0) {
-      module.emitError("the interleaved schedule needs microbatches (")
-          << spec.microbatches << ") to be a multiple of stages (" << spec.ranks
-          << ")";
+    if (std::string rejection = getScheduleRejection(spec);
+        !rejection.empty()) {
+      module.emitError(rejection);
       return signalPassFailure();
     }
 

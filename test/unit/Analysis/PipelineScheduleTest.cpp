@@ -109,6 +109,27 @@ buildEvents(const PipelineSpec &spec,
 // Orders of units per rank
 //===----------------------------------------------------------------------===//
 
+// Tests that each schedule's limits on ranks, virtual stages and
+// microbatches are stated once, with the message the pass gives.
+TEST(PipelineScheduleTest, ScheduleRejectionsNameTheLimit) {
+  EXPECT_EQ(getScheduleRejection({4, 8, 1, Schedule::OneFOneB}), "");
+  EXPECT_EQ(getScheduleRejection({4, 1, 1, Schedule::GPipe}), "");
+  EXPECT_EQ(getScheduleRejection({2, 4, 2, Schedule::OneFOneB}),
+            "virtual stages need the interleaved schedule");
+  EXPECT_EQ(getScheduleRejection({2, 4, 2, Schedule::Interleaved}), "");
+  EXPECT_EQ(getScheduleRejection({4, 6, 2, Schedule::Interleaved}),
+            "the interleaved schedule needs microbatches (6) to be a multiple "
+            "of stages (4)");
+  EXPECT_EQ(getScheduleRejection({4, 4, 1, Schedule::TwoBW}), "");
+  EXPECT_EQ(getScheduleRejection({4, 3, 1, Schedule::TwoBW}),
+            "the 2bw schedule needs at least as many microbatches (3) as "
+            "stages (4)");
+  EXPECT_EQ(getScheduleRejection({4, 1, 1, Schedule::PipeDream}), "");
+  EXPECT_NE(getScheduleRejection({4, 2, 1, Schedule::PipeDream})
+                .find("a step is one microbatch, got 2"),
+            std::string::npos);
+}
+
 TEST(PipelineScheduleTest, GPipeRunsAllForwardsThenAllBackwards) {
   EXPECT_EQ(getOrder(Schedule::GPipe, 2, 4, 0),
             "F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3");
