@@ -1,6 +1,7 @@
 //===- Safetensors.cpp - Reading and writing safetensors files ------------===//
 
 #include "tessera/runtime/Safetensors.h"
+#include "tessera/runtime/AtomicFile.h"
 
 #include "Json.h"
 
@@ -370,25 +371,6 @@ Expected<OwnedTensor> runtime::convertTo(const Tensor &from, DType to) {
 // Writing
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// Writes all of `bytes`, resuming after a partial write or a signal.
-bool writeAll(int fd, const void *data, size_t bytes) {
-  const char *next = static_cast<const char *>(data);
-  while (bytes > 0) {
-    ssize_t written = ::write(fd, next, bytes);
-    if (written < 0 && errno == EINTR)
-      continue;
-    if (written <= 0)
-      return false;
-    next += written;
-    bytes -= written;
-  }
-  return true;
-}
-
-} // namespace
-
 Status runtime::writeSafetensors(
     const std::string &path,
     const std::vector<std::pair<std::string, const Tensor *>> &tensors,
@@ -452,29 +434,14 @@ Status runtime::writeSafetensors(
   // 8 bytes.
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  std::string staging = path + ".tmp";
-  int fd =
-      ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return dataError("cannot write safetensors file '" + staging +
-                     "': " + std::strerror(errno));
-  uint8_t length[8];
+  char length[8];
   for (int i = 0; i < 8; ++i)
-    length[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
-  bool ok =
-      writeAll(fd, length, 8) && writeAll(fd, header.data(), header.size());
+    length[i] = static_cast<char>(uint64_t(header.size()) >> (8 * i));
+  std::vector<std::string_view> pieces = {{length, 8}, header};
   for (size_t i : order)
-    ok = ok &&
-         writeAll(fd, tensors[i].second->data, tensors[i].second->getBytes());
-  ok = ::fsync(fd) == 0 && ok;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || std::rename(staging.c_str(), path.c_str()) != 0) {
-    Status status = dataError("cannot write safetensors file '" + path +
-                              "': " + std::strerror(errno));
-    std::remove(staging.c_str());
-    return status;
-  }
-  return Status::success();
+    pieces.emplace_back(tensors[i].second->as<const char>(),
+                        tensors[i].second->getBytes());
+  return writeFileAtomically(path, pieces, "safetensors file");
 }
 
 //===----------------------------------------------------------------------===//
@@ -507,22 +474,6 @@ std::string getDirectory(const std::string &path) {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
-/// Writes `text` to `path` through a synced temporary file.
-Status writeTextFile(const std::string &path, const std::string &text) {
-  std::string staging = path + ".tmp";
-  int fd =
-      ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  bool ok =
-      fd >= 0 && writeAll(fd, text.data(), text.size()) && ::fsync(fd) == 0;
-  ok = fd >= 0 && ::close(fd) == 0 && ok;
-  if (!ok || std::rename(staging.c_str(), path.c_str()) != 0) {
-    Status status =
-        dataError("cannot write '" + path + "': " + std::strerror(errno));
-    std::remove(staging.c_str());
-    return status;
-  }
-  return Status::success();
-}
 
 } // namespace
 
@@ -618,8 +569,8 @@ Status runtime::writeSafetensorsShards(
       weightMap += (weightMap.empty() ? "" : ",\n    ") +
                    quoteJson(tensor.first) + ": " + quoteJson(stem + suffix);
   }
-  return writeTextFile(
-      indexPath,
-      "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
-          "},\n  \"weight_map\": {\n    " + weightMap + "\n  }\n}\n");
+  std::string index = "{\n  \"metadata\": {\"total_size\": " +
+                      std::to_string(total) + "},\n  \"weight_map\": {\n    " +
+                      weightMap + "\n  }\n}\n";
+  return writeFileAtomically(indexPath, {index});
 }

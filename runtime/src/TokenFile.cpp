@@ -2,6 +2,7 @@
 //-------------===//
 
 #include "tessera/runtime/TokenFile.h"
+#include "tessera/runtime/AtomicFile.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -56,19 +57,8 @@ Status tessera::runtime::writeTokenFile(const std::string &path,
     putLittle(bytes.data() + kTokenFileHeaderBytes + i * width, tokens[i],
               width);
   }
-  std::string partial = path + ".partial";
-  std::FILE *file = std::fopen(partial.c_str(), "wb");
-  if (!file)
-    return dataError("cannot write '" + partial + "': " + std::strerror(errno));
-  bool written =
-      std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() &&
-      std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
-  written = std::fclose(file) == 0 && written;
-  if (!written || std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    return dataError("cannot write '" + path + "': " + std::strerror(errno));
-  }
-  return Status::success();
+  return writeFileAtomically(
+      path, {{reinterpret_cast<const char *>(bytes.data()), bytes.size()}});
 }
 
 Expected<std::unique_ptr<TokenFile>> TokenFile::open(const std::string &path) {
