@@ -15,36 +15,32 @@
 #include "KernelSupport.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <vector>
 
 using namespace tessera;
 using namespace tessera::runtime;
-using detail::concat;
 using detail::KernelCall;
 
-/// The registry, from the op table: built once, never changed, so that a
-/// found kernel lives as long as the process.
-static const std::unordered_map<std::string, CpuKernel> &getKernels() {
-  static const std::unordered_map<std::string, CpuKernel> kernels = [] {
-    std::unordered_map<std::string, CpuKernel> table;
+/// The registry, from the op table and in its order: built once, never
+/// changed, so that a found kernel lives as long as the process.
+static const std::vector<CpuKernel> &getKernels() {
+  static const std::vector<CpuKernel> kernels = {
 #define TESSERA_OP(Id, Name)                                                   \
-  table.emplace(Name, CpuKernel(Name, check##Id, cpu::run##Id));
+  CpuKernel(getOpInfo(OpId::Id), check##Id, cpu::run##Id),
 #define TESSERA_MAP_OP(Id, Name, Arity)                                        \
-  table.emplace(Name, CpuKernel(Name, checkMap, cpu::runArrayMath));
+  CpuKernel(getOpInfo(OpId::Id), checkMap, cpu::runArrayMath),
 #include "tessera/runtime/Ops.def"
-    return table;
-  }();
+  };
   return kernels;
 }
 
 Kernel::~Kernel() = default;
 
 Expected<const CpuKernel *> runtime::findCpuKernel(const std::string &op) {
-  const auto &kernels = getKernels();
-  auto it = kernels.find(op);
-  if (it == kernels.end())
-    return invalidPlan(concat("unknown kernel '", op, "'"));
-  return &it->second;
+  Expected<const OpInfo *> info = findOp(op);
+  if (!info.ok())
+    return info.getStatus();
+  return &getKernels()[static_cast<size_t>((*info)->id)];
 }
 
 Status CpuKernel::run(const KernelAttrs &attrs,
@@ -83,11 +79,7 @@ Status CpuKernel::run(const KernelAttrs &attrs,
     }
   }
   KernelAttrs wideAttrs;
-  Expected<const OpInfo *> op = findOp(getOp());
-  KernelCall call(getOp(),
-                  op.ok() ? widenConstantValue((*op)->id, attrs, outputs,
-                                               wideAttrs)
-                          : attrs,
+  KernelCall call(getOp(), widenConstantValue(id, attrs, outputs, wideAttrs),
                   ins, outs);
   if (check(call))
     fn(call);

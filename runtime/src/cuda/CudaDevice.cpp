@@ -23,7 +23,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 
 using namespace tessera::runtime;
 using namespace tessera::runtime::cuda;
@@ -778,19 +777,13 @@ struct CudaDevice::Ops {
   static constexpr CudaKernel::Fn launchAdamW = adamw;
   static constexpr CudaKernel::Fn launchSumSquares = sumSquares;
 
-  /// The registry, from the op table: one kernel per op.
-  static const std::unordered_map<std::string, CudaKernel> &getKernels() {
-    static const std::unordered_map<std::string, CudaKernel> kernels = [] {
-      std::unordered_map<std::string, CudaKernel> table;
-      auto add = [&](OpId id, CudaKernel::Fn fn) {
-        const OpInfo &op = getOpInfo(id);
-        table.emplace(op.name, CudaKernel(op, fn));
-      };
-#define TESSERA_OP(Id, Name) add(OpId::Id, launch##Id);
-#define TESSERA_MAP_OP(Id, Name, Arity) add(OpId::Id, map);
+  /// The registry, from the op table and in its order: one kernel per op.
+  static const std::vector<CudaKernel> &getKernels() {
+    static const std::vector<CudaKernel> kernels = {
+#define TESSERA_OP(Id, Name) CudaKernel(getOpInfo(OpId::Id), launch##Id),
+#define TESSERA_MAP_OP(Id, Name, Arity) CudaKernel(getOpInfo(OpId::Id), map),
 #include "tessera/runtime/Ops.def"
-      return table;
-    }();
+    };
     return kernels;
   }
 };
@@ -800,14 +793,11 @@ struct CudaDevice::Ops {
 //===----------------------------------------------------------------------===//
 
 Expected<const Kernel *> CudaDevice::findKernel(const std::string &op) {
-  const auto &kernels = Ops::getKernels();
-  auto it = kernels.find(op);
-  if (it != kernels.end())
-    return static_cast<const Kernel *>(&it->second);
-  // The table's message for an op it does not know.
-  if (Expected<const OpInfo *> info = findOp(op); !info.ok())
+  Expected<const OpInfo *> info = findOp(op);
+  if (!info.ok())
     return info.getStatus();
-  return invalidPlan(op + ": the CUDA backend has no kernel for it");
+  return static_cast<const Kernel *>(
+      &Ops::getKernels()[static_cast<size_t>((*info)->id)]);
 }
 
 /// Whether every tensor has the 16-bit float type of `output`.

@@ -47,8 +47,8 @@ public:
   using CheckFn = bool (*)(detail::KernelCall &);
   using Fn = void (*)(detail::KernelCall &);
   /// `check` is the op's (Ops.h); `fn` computes a call it accepted.
-  CpuKernel(std::string op, CheckFn check, Fn fn)
-      : Kernel(std::move(op)), check(check), fn(fn) {}
+  CpuKernel(const OpInfo &op, CheckFn check, Fn fn)
+      : Kernel(op.name), id(op.id), check(check), fn(fn) {}
 
   /// Checks the call as checkKernel does, then runs the kernel on
   /// `inputs`, writing `outputs`, whose dtypes and shapes the executor has
@@ -61,6 +61,7 @@ public:
              const std::vector<Tensor *> &outputs) const;
 
 private:
+  OpId id;
   CheckFn check;
   Fn fn;
 };
