@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../tools/tessera-run/Checkpoint.h"
+#include "tessera/runtime/training/Checkpoint.h"
 
 #include "tessera/runtime/Plan.h"
 

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_RUN_DATA_H
-#define TESSERA_RUN_DATA_H
+#ifndef TESSERA_RUNTIME_TRAINING_DATA_H
+#define TESSERA_RUNTIME_TRAINING_DATA_H
 
 #include "tessera/runtime/Mesh.h"
 #include "tessera/runtime/Status.h"
@@ -72,4 +72,4 @@ private:
 
 } // namespace tessera::runtime
 
-#endif // TESSERA_RUN_DATA_H
+#endif // TESSERA_RUNTIME_TRAINING_DATA_H

@@ -1,6 +1,6 @@
 //===- Hogwild.cpp - tessera-run --hogwild: lock-free SGD in threads ------===//
 
-#include "Hogwild.h"
+#include "tessera/runtime/training/Hogwild.h"
 
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Executor.h"

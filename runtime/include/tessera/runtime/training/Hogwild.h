@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_RUN_HOGWILD_H
-#define TESSERA_RUN_HOGWILD_H
+#ifndef TESSERA_RUNTIME_TRAINING_HOGWILD_H
+#define TESSERA_RUNTIME_TRAINING_HOGWILD_H
 
 #include "plan.pb.h"
 
@@ -40,4 +40,4 @@ int runHogwild(const plan::Plan &plan, const HogwildOptions &options);
 
 } // namespace tessera::runtime
 
-#endif // TESSERA_RUN_HOGWILD_H
+#endif // TESSERA_RUNTIME_TRAINING_HOGWILD_H

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_RUN_TRAININGLOG_H
-#define TESSERA_RUN_TRAININGLOG_H
+#ifndef TESSERA_RUNTIME_TRAINING_TRAININGLOG_H
+#define TESSERA_RUNTIME_TRAINING_TRAININGLOG_H
 
 #include "tessera/runtime/Kernels.h"
 #include "tessera/runtime/Status.h"
@@ -63,4 +63,4 @@ private:
 
 } // namespace tessera::runtime
 
-#endif // TESSERA_RUN_TRAININGLOG_H
+#endif // TESSERA_RUNTIME_TRAINING_TRAININGLOG_H

@@ -1,6 +1,6 @@
 //===- Job.cpp - This process's place among the ranks of a run ------------===//
 
-#include "Job.h"
+#include "tessera/runtime/training/Job.h"
 
 #include "tessera/runtime/MpiWait.h"
 

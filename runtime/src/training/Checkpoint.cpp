@@ -1,6 +1,6 @@
 //===- Checkpoint.cpp - tessera-run's checkpoints -------------------------===//
 
-#include "Checkpoint.h"
+#include "tessera/runtime/training/Checkpoint.h"
 
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_RUN_JOB_H
-#define TESSERA_RUN_JOB_H
+#ifndef TESSERA_RUNTIME_TRAINING_JOB_H
+#define TESSERA_RUNTIME_TRAINING_JOB_H
 
 #include "tessera/runtime/Rendezvous.h"
 
@@ -67,4 +67,4 @@ private:
 
 } // namespace tessera::runtime
 
-#endif // TESSERA_RUN_JOB_H
+#endif // TESSERA_RUNTIME_TRAINING_JOB_H

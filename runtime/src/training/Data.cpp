@@ -1,6 +1,6 @@
 //===- Data.cpp - tessera-run --data: a token file's batches --------------===//
 
-#include "Data.h"
+#include "tessera/runtime/training/Data.h"
 
 #include "tessera/runtime/Executor.h"
 #include "tessera/runtime/Plan.h"

@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_RUN_PARAMETERSERVER_H
-#define TESSERA_RUN_PARAMETERSERVER_H
+#ifndef TESSERA_RUNTIME_PS_PARAMETERSERVER_H
+#define TESSERA_RUNTIME_PS_PARAMETERSERVER_H
 
 #include "tessera/runtime/Plan.h"
 
@@ -71,4 +71,4 @@ int runParameterServerJob(const plan::Plan &plan,
 
 } // namespace tessera::runtime
 
-#endif // TESSERA_RUN_PARAMETERSERVER_H
+#endif // TESSERA_RUNTIME_PS_PARAMETERSERVER_H

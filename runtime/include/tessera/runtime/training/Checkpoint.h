@@ -15,10 +15,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_RUN_CHECKPOINT_H
-#define TESSERA_RUN_CHECKPOINT_H
+#ifndef TESSERA_RUNTIME_TRAINING_CHECKPOINT_H
+#define TESSERA_RUNTIME_TRAINING_CHECKPOINT_H
 
-#include "Job.h"
+#include "tessera/runtime/training/Job.h"
 
 #include "tessera/runtime/Mesh.h"
 #include "tessera/runtime/Status.h"
@@ -50,4 +50,4 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
 
 } // namespace tessera::runtime
 
-#endif // TESSERA_RUN_CHECKPOINT_H
+#endif // TESSERA_RUNTIME_TRAINING_CHECKPOINT_H

@@ -1,7 +1,7 @@
 //===- TrainingLog.cpp - tessera-run's per-step training log
 //---------------===//
 
-#include "TrainingLog.h"
+#include "tessera/runtime/training/TrainingLog.h"
 
 #include "tessera/runtime/LrSchedule.h"
 #include "tessera/runtime/Plan.h"

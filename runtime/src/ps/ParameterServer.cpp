@@ -1,0 +1,370 @@
+//===- ParameterServer.cpp - A parameter-server plan's job ------------------===//
+//
+// The protocol, over ZeroMQ: each server binds a ROUTER socket and writes
+// its address into the job's directory; each worker connects a DEALER
+// socket to every server. A message is a Header frame, then one frame per
+// tensor piece:
+//
+//   worker -> server  Hello            server -> worker  Welcome (first step)
+//   worker -> server  Pull             server -> worker  Params (its pieces
+//                                      of the parameters, when the
+//                                      consistency lets the worker go on)
+//   worker -> server  Push (its pieces of the gradients, its loss)
+//   worker -> server  Bye
+//
+// A server applies the gradients as the consistency says: sync sums a
+// round's gradients of every live worker and applies them once (data
+// parallelism: the workers' gradients are partial sums of the step's);
+// async applies each as it arrives, scaled to the pushing worker's own
+// batch; ssp=K does the same, but holds a worker's pull while it is more
+// than K steps ahead of the slowest live worker.
+//
+//
+// This file holds the job's supervisor and the entry point of each
+// process; the messages are Protocol.h's, the roles Server.h's and
+// Worker.h's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/ps/ParameterServer.h"
+
+#include "Server.h"
+#include "Worker.h"
+
+#include "tessera/runtime/AtomicFile.h"
+#include "tessera/runtime/Communicator.h"
+#include "tessera/runtime/Dump.h"
+#include "tessera/runtime/Executor.h"
+#include "tessera/runtime/Safetensors.h"
+#include "tessera/runtime/Threads.h"
+#include "tessera/runtime/training/Data.h"
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+using namespace tessera;
+using namespace tessera::runtime;
+using namespace tessera::runtime::ps;
+namespace fs = std::filesystem;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The job
+//===----------------------------------------------------------------------===//
+
+/// The environment of the job's processes: this one's, without an MPI
+/// launcher's variables (they are no MPI ranks).
+std::vector<std::string> getChildEnvironment() {
+  std::vector<std::string> env;
+  for (char **entry = environ; *entry; ++entry) {
+    std::string variable = *entry;
+    bool launcher = false;
+    for (const char *prefix : {"OMPI_", "PMIX_", "PMI_", "OPAL_"})
+      launcher |= variable.rfind(prefix, 0) == 0;
+    if (!launcher)
+      env.push_back(variable);
+  }
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    env.push_back("OPENBLAS_NUM_THREADS=1");
+  return env;
+}
+
+class JobSupervisor {
+public:
+  JobSupervisor(const plan::Plan &plan, const ServerJobOptions &options)
+      : plan(plan), options(options), workers(getMesh(plan).getNumDevices()),
+        servers(getMesh(plan.parameter_server().servers()).getNumDevices()) {}
+
+  int run();
+
+private:
+  Expected<pid_t> spawn(const std::string &role, int64_t index, bool restore);
+  void stopAll();
+  Status writeLosses() const;
+  Status writeWeights() const;
+
+  const plan::Plan &plan;
+  ServerJobOptions options;
+  int64_t workers, servers;
+  std::map<pid_t, std::pair<std::string, int64_t>> children;
+};
+
+Expected<pid_t> JobSupervisor::spawn(const std::string &role, int64_t index,
+                           bool restore) {
+  std::vector<std::string> args = {
+      "tessera-run",   options.plan,
+      "--ps-role",     role,
+      "--ps-index",    std::to_string(index),
+      "--ps-dir",      options.dir,
+      "--steps",       std::to_string(options.steps),
+      "--seed",        std::to_string(options.seed),
+      "--ps-timeout",  std::to_string(options.timeout),
+      "--threads",     std::to_string(options.threads),
+      "--consistency", formatConsistency(*options.consistency)};
+  if (!options.data.empty())
+    args.insert(args.end(), {"--data", options.data});
+  if (options.checkpointEvery > 0)
+    args.insert(args.end(), {"--ps-checkpoint-every",
+                             std::to_string(options.checkpointEvery)});
+  for (const auto &[worker, ms] : options.stragglers)
+    args.insert(args.end(), {"--straggler", std::to_string(worker) + ":" +
+                                                std::to_string(ms)});
+  if (restore)
+    args.push_back("--ps-restore");
+  std::vector<char *> argv;
+  for (std::string &arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env = getChildEnvironment();
+  std::vector<char *> envp;
+  for (std::string &variable : env)
+    envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  if (int error = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr,
+                              argv.data(), envp.data());
+      error != 0)
+    return unavailable("cannot start " + role + " " + std::to_string(index) +
+                       ": " + std::strerror(error));
+  children[pid] = {role, index};
+  return pid;
+}
+
+void JobSupervisor::stopAll() {
+  for (const auto &[pid, child] : children)
+    ::kill(pid, SIGKILL);
+  for (const auto &[pid, child] : children)
+    ::waitpid(pid, nullptr, 0);
+  children.clear();
+}
+
+Status JobSupervisor::writeLosses() const {
+  // Server 0's pushes: each step's loss is the mean of its workers'.
+  std::ifstream log(getServerFile(options.dir, 0, ".log"));
+  std::map<int64_t, std::pair<double, int64_t>> steps;
+  std::string kind;
+  for (std::string line; std::getline(log, line);) {
+    std::istringstream fields(line);
+    int64_t worker, step, version, stale;
+    double loss;
+    if (fields >> kind && kind == "push" &&
+        fields >> worker >> step >> version >> stale >> loss) {
+      steps[step].first += loss;
+      ++steps[step].second;
+    }
+  }
+  if (!steps.empty())
+    std::printf("loss: step 1 %.6f, step %lld %.6f (each the mean of its "
+                "workers')\n",
+                steps.begin()->second.first / steps.begin()->second.second,
+                static_cast<long long>(steps.rbegin()->first),
+                steps.rbegin()->second.first / steps.rbegin()->second.second);
+  if (options.dumpLosses.empty())
+    return Status::success();
+  std::FILE *file = std::fopen(options.dumpLosses.c_str(), "w");
+  if (!file)
+    return dataError("cannot write '" + options.dumpLosses + "'");
+  for (const auto &[step, total] : steps)
+    std::fprintf(file, "%.9g\n", total.first / total.second);
+  std::fclose(file);
+  return Status::success();
+}
+
+Status JobSupervisor::writeWeights() const {
+  if (options.saveWeights.empty())
+    return Status::success();
+  const plan::Plan &serverPlan = plan.parameter_server().servers();
+  const plan::Program &update = serverPlan.programs(0);
+  Mesh serverMesh = getMesh(serverPlan);
+  std::vector<std::pair<std::string, OwnedTensor>> params;
+  for (const plan::Argument &argument : update.arguments())
+    if (argument.role() == plan::PARAM)
+      params.emplace_back(argument.name(),
+                          OwnedTensor(getDType(argument.dtype()),
+                                      {argument.global_shape().begin(),
+                                       argument.global_shape().end()}));
+  for (int64_t server = 0; server < servers; ++server) {
+    Expected<std::vector<OwnedTensor>> pieces =
+        readTensors(getServerFile(options.dir, server, ".final"));
+    if (!pieces.ok())
+      return pieces.getStatus();
+    if (pieces->size() != params.size())
+      return dataError("server " + std::to_string(server) +
+                       " left other pieces than its plan's");
+    size_t p = 0;
+    for (const plan::Argument &argument : update.arguments())
+      if (argument.role() == plan::PARAM) {
+        placeLocalPiece((*pieces)[p].view, params[p].second.view,
+                        getLayout(argument), serverMesh, server);
+        ++p;
+      }
+  }
+  std::vector<std::pair<std::string, const Tensor *>> named;
+  for (const auto &[name, tensor] : params)
+    named.emplace_back(name, &tensor.view);
+  return writeSafetensors(options.saveWeights, named, {{"format", "pt"}});
+}
+
+int JobSupervisor::run() {
+  auto fail = [&](const std::string &message) {
+    std::fprintf(stderr, "tessera-run: error: %s\n", message.c_str());
+    stopAll();
+    return 1;
+  };
+  bool temporary = options.dir.empty();
+  if (temporary) {
+    std::string pattern =
+        (fs::temp_directory_path() / "tessera-ps-XXXXXX").string();
+    if (!mkdtemp(pattern.data()))
+      return fail("cannot make a directory for the job");
+    options.dir = pattern;
+  }
+  std::error_code error;
+  fs::create_directories(options.dir, error);
+  if (!fs::is_directory(options.dir))
+    return fail("--ps-dir '" + options.dir + "': cannot make the directory");
+  // What an earlier job left would mislead this one's processes.
+  for (const fs::directory_entry &entry :
+       fs::directory_iterator(options.dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (name == "stop" || name.rfind("server", 0) == 0 ||
+        name.rfind("worker", 0) == 0)
+      fs::remove(entry.path(), error);
+  }
+  if (!options.consistency)
+    options.consistency = Consistency{plan.parameter_server().consistency(),
+                                      plan.parameter_server().staleness()};
+  if (options.threads == 0)
+    options.threads = getDefaultKernelThreads(workers + servers, false);
+  std::printf("parameter servers: %lld servers, %lld workers, %s, in '%s'\n",
+              static_cast<long long>(servers), static_cast<long long>(workers),
+              formatConsistency(*options.consistency).c_str(),
+              options.dir.c_str());
+  std::fflush(stdout);
+  for (int64_t server = 0; server < servers; ++server)
+    if (Expected<pid_t> pid = spawn("server", server, false); !pid.ok())
+      return fail(pid.message());
+  for (int64_t worker = 0; worker < workers; ++worker)
+    if (Expected<pid_t> pid = spawn("worker", worker, false); !pid.ok())
+      return fail(pid.message());
+  int64_t workersLeft = workers, workersDone = 0;
+  std::map<int64_t, int> restarts;
+  while (!children.empty()) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0)
+      break;
+    auto child = children.find(pid);
+    if (child == children.end())
+      continue;
+    auto [role, index] = child->second;
+    children.erase(child);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    std::string how =
+        WIFSIGNALED(status)
+            ? "was killed by signal " + std::to_string(WTERMSIG(status))
+            : "exited with " + std::to_string(WEXITSTATUS(status));
+    if (role == "worker") {
+      --workersLeft;
+      if (ok) {
+        ++workersDone;
+      } else {
+        std::fprintf(stderr,
+                     "tessera-run: worker %lld %s: the servers drop it, and "
+                     "training goes on\n",
+                     static_cast<long long>(index), how.c_str());
+      }
+      // The servers stop once the job's workers are done and every worker
+      // that joined has left.
+      if (workersLeft == 0 &&
+          !writeFileAtomically(options.dir + "/stop", {""}).ok())
+        return fail("cannot write '" + options.dir + "/stop'");
+      continue;
+    }
+    if (ok)
+      continue;
+    if (options.checkpointEvery == 0)
+      return fail("server " + std::to_string(index) + " " + how +
+                  ", and the servers keep no checkpoint to restart it from "
+                  "(--ps-checkpoint-every N)");
+    if (++restarts[index] > 3)
+      return fail("server " + std::to_string(index) + " " + how +
+                  " a fourth time");
+    std::fprintf(stderr,
+                 "tessera-run: server %lld %s: restarting it from its last "
+                 "checkpoint\n",
+                 static_cast<long long>(index), how.c_str());
+    fs::remove(getServerFile(options.dir, index, ".addr"), error);
+    if (Expected<pid_t> restarted = spawn("server", index, true);
+        !restarted.ok())
+      return fail(restarted.message());
+  }
+  if (workersDone == 0)
+    return fail("no worker finished its steps");
+  if (Status status = writeLosses(); !status.ok())
+    return fail(status.message());
+  if (Status status = writeWeights(); !status.ok())
+    return fail(status.message());
+  if (temporary)
+    fs::remove_all(options.dir, error);
+  return 0;
+}
+
+} // namespace
+
+int tessera::runtime::runParameterServerJob(const plan::Plan &plan,
+                                            const ServerJobOptions &options) {
+  if (options.role.empty() && !options.join)
+    return JobSupervisor(plan, options).run();
+  // A process the job started ends with it, whatever ends the job.
+  if (!options.role.empty()) {
+    pid_t parent = getppid();
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+      return 1;
+  }
+  Status status;
+  try {
+    if (options.role == "server") {
+      setKernelThreads(std::max(1, options.threads));
+      status = Server(plan, options).run();
+    } else {
+      setKernelThreads(std::max(1, options.threads > 0
+                                       ? options.threads
+                                       : getDefaultKernelThreads(1, false)));
+      status = WorkerProcess(plan, options).run();
+    }
+  } catch (const zmq::error_t &error) {
+    status = communicationError(std::string("ZeroMQ: ") + error.what());
+  }
+  if (status.ok())
+    return 0;
+  std::string who = options.join
+                        ? "the joining worker"
+                        : options.role + " " + std::to_string(options.index);
+  std::fprintf(stderr, "tessera-run: error: %s: %s\n", who.c_str(),
+               status.message().c_str());
+  return 1;
+}
