@@ -231,58 +231,13 @@ Status Trainer::prepareArguments() {
   for (const auto &[stash, param] : stashOf)
     if (auto weight = weightOf.find(param); weight != weightOf.end())
       weightOf.emplace(stash, weight->second);
-  // --load-weights: the parameters by name from a safetensors file, each
-  // checked against the step's parameter of that name; every mismatch is
-  // reported at once.
+  // --load-weights: the parameters by name from a safetensors file.
   std::optional<SafetensorsCheckpoint> safetensors;
   std::map<int64_t, const SafetensorsFile::Entry *> entryOf;
-  if (!options.loadWeights.empty()) {
-    Expected<SafetensorsCheckpoint> opened =
-        openSafetensorsCheckpoint(options.loadWeights);
-    if (!opened.ok())
-      return fail(opened.message());
-    safetensors.emplace(opened.take());
-    std::map<std::string, std::pair<int64_t, plan::Argument>> params;
-    for (const plan::Program &each : plan.programs())
-      for (int i = 0; i < each.arguments_size(); ++i)
-        for (const auto &[source, tensor] :
-             getStepTensors(each.arguments(i), i))
-          if (tensor.role() == plan::PARAM)
-            params.emplace(tensor.name(), std::make_pair(source, tensor));
-    std::vector<std::string> problems;
-    for (const auto &[name, param] : params) {
-      const plan::Argument &tensor = param.second;
-      std::vector<int64_t> shape(tensor.global_shape().begin(),
-                                 tensor.global_shape().end());
-      DType dtype = getDType(tensor.dtype());
-      const SafetensorsFile::Entry *entry = safetensors->find(name);
-      if (!entry)
-        problems.push_back("no tensor '" + name + "' (" + getDTypeName(dtype) +
-                           " " + formatShape(shape) + ")");
-      else if (entry->shape != shape)
-        problems.push_back("'" + name + "' is " + formatShape(entry->shape) +
-                           ", the model's " + formatShape(shape));
-      else if (isFloat(entry->dtype) != isFloat(dtype))
-        problems.push_back("'" + name + "' is " + getDTypeName(entry->dtype) +
-                           ", the model's " + getDTypeName(dtype));
-      else
-        entryOf[param.first] = entry;
-    }
-    for (const std::string &name : safetensors->getNames())
-      if (!params.count(name))
-        problems.push_back("'" + name + "' is no parameter of the model");
-    for (const auto &[stash, param] : stashOf)
-      if (auto entry = entryOf.find(param); entry != entryOf.end())
-        entryOf.emplace(stash, entry->second);
-    if (!problems.empty()) {
-      std::string message = "'" + options.loadWeights +
-                            "' does not hold "
-                            "the model's parameters:";
-      for (const std::string &problem : problems)
-        message += "\n  " + problem;
-      return fail(message);
-    }
-  }
+  if (!options.loadWeights.empty())
+    if (Status status = matchLoadedWeights(stashOf, safetensors, entryOf);
+        !status.ok())
+      return status;
   std::vector<OwnedTensor> inputs(needed), data;
   bool dataOnly = false;
   if (!options.inputs.empty()) {
@@ -674,6 +629,10 @@ Status Trainer::gatherResults() {
       globalResults.try_emplace(result.members(m).source_index(),
                                 std::move((*members)[m]));
   }
+  return writeResults(globalResults);
+}
+
+Status Trainer::writeResults(std::map<int64_t, OwnedTensor> &globalResults) {
   // --save-weights: each new parameter under its name, once (a parameter
   // tied across pipeline stages is a result of each).
   if (!options.saveWeights.empty()) {
@@ -720,6 +679,58 @@ Status Trainer::gatherResults() {
       dumped.push_back(std::move(global));
     if (Status status = writeTensors(options.dumpOutputs, dumped); !status.ok())
       return fail(status.message());
+  }
+  return Status::success();
+}
+
+Status Trainer::matchLoadedWeights(
+    const std::map<int64_t, int64_t> &stashOf,
+    std::optional<SafetensorsCheckpoint> &safetensors,
+    std::map<int64_t, const SafetensorsFile::Entry *> &entryOf) const {
+  Expected<SafetensorsCheckpoint> opened =
+      openSafetensorsCheckpoint(options.loadWeights);
+  if (!opened.ok())
+    return fail(opened.message());
+  safetensors.emplace(opened.take());
+  std::map<std::string, std::pair<int64_t, plan::Argument>> params;
+  for (const plan::Program &each : plan.programs())
+    for (int i = 0; i < each.arguments_size(); ++i)
+      for (const auto &[source, tensor] :
+           getStepTensors(each.arguments(i), i))
+        if (tensor.role() == plan::PARAM)
+          params.emplace(tensor.name(), std::make_pair(source, tensor));
+  std::vector<std::string> problems;
+  for (const auto &[name, param] : params) {
+    const plan::Argument &tensor = param.second;
+    std::vector<int64_t> shape(tensor.global_shape().begin(),
+                               tensor.global_shape().end());
+    DType dtype = getDType(tensor.dtype());
+    const SafetensorsFile::Entry *entry = safetensors->find(name);
+    if (!entry)
+      problems.push_back("no tensor '" + name + "' (" + getDTypeName(dtype) +
+                         " " + formatShape(shape) + ")");
+    else if (entry->shape != shape)
+      problems.push_back("'" + name + "' is " + formatShape(entry->shape) +
+                         ", the model's " + formatShape(shape));
+    else if (isFloat(entry->dtype) != isFloat(dtype))
+      problems.push_back("'" + name + "' is " + getDTypeName(entry->dtype) +
+                         ", the model's " + getDTypeName(dtype));
+    else
+      entryOf[param.first] = entry;
+  }
+  for (const std::string &name : safetensors->getNames())
+    if (!params.count(name))
+      problems.push_back("'" + name + "' is no parameter of the model");
+  for (const auto &[stash, param] : stashOf)
+    if (auto entry = entryOf.find(param); entry != entryOf.end())
+      entryOf.emplace(stash, entry->second);
+  if (!problems.empty()) {
+    std::string message = "'" + options.loadWeights +
+                          "' does not hold "
+                          "the model's parameters:";
+    for (const std::string &problem : problems)
+      message += "\n  " + problem;
+    return fail(message);
   }
   return Status::success();
 }

@@ -16,6 +16,7 @@
 #include "tessera/runtime/Device.h"
 #include "tessera/runtime/Executor.h"
 #include "tessera/runtime/Mesh.h"
+#include "tessera/runtime/Safetensors.h"
 #include "tessera/runtime/Status.h"
 #include "tessera/runtime/Tensor.h"
 #include "tessera/runtime/training/Job.h"
@@ -23,7 +24,9 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,12 +97,23 @@ private:
   Status setUp();
   /// The step's arguments on this rank (`locals`).
   Status prepareArguments();
+  /// --load-weights: opens the safetensors file and finds each parameter
+  /// of the step (by its index; a weight stash's, its parameter's) under
+  /// its name, checked against its dtype and shape; every mismatch is
+  /// reported at once.
+  Status matchLoadedWeights(
+      const std::map<int64_t, int64_t> &stashOf,
+      std::optional<SafetensorsCheckpoint> &safetensors,
+      std::map<int64_t, const SafetensorsFile::Entry *> &entryOf) const;
   /// The steps, with the data feed, the log and checkpoints on the way.
   Status train();
   /// Chrome traces: this rank's, and rank 0 every rank's in one.
   Status writeTraces();
   /// The losses and results on rank 0, printed and written.
   Status gatherResults();
+  /// On rank 0, --save-weights and --dump-outputs of the global results
+  /// by their index in the step.
+  Status writeResults(std::map<int64_t, OwnedTensor> &globalResults);
 
   const plan::Plan &plan;
   const Job &job;
