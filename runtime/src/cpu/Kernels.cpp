@@ -25,10 +25,9 @@ using detail::KernelCall;
 /// changed, so that a found kernel lives as long as the process.
 static const std::vector<CpuKernel> &getKernels() {
   static const std::vector<CpuKernel> kernels = {
-#define TESSERA_OP(Id, Name)                                                   \
-  CpuKernel(getOpInfo(OpId::Id), check##Id, cpu::run##Id),
+#define TESSERA_OP(Id, Name) CpuKernel(getOpInfo(OpId::Id), cpu::run##Id),
 #define TESSERA_MAP_OP(Id, Name, Arity)                                        \
-  CpuKernel(getOpInfo(OpId::Id), checkMap, cpu::runArrayMath),
+  CpuKernel(getOpInfo(OpId::Id), cpu::runArrayMath),
 #include "tessera/runtime/Ops.def"
   };
   return kernels;
@@ -50,7 +49,7 @@ Status CpuKernel::run(const KernelAttrs &attrs,
   if (std::none_of(inputs.begin(), inputs.end(), isHalfTensor) &&
       std::none_of(outputs.begin(), outputs.end(), isHalfTensor)) {
     KernelCall call(getOp(), attrs, inputs, outputs);
-    if (check(call))
+    if (getCheck(id)(call))
       fn(call);
     return call.getStatus();
   }
@@ -81,7 +80,7 @@ Status CpuKernel::run(const KernelAttrs &attrs,
   KernelAttrs wideAttrs;
   KernelCall call(getOp(), widenConstantValue(id, attrs, outputs, wideAttrs),
                   ins, outs);
-  if (check(call))
+  if (getCheck(id)(call))
     fn(call);
   if (Status status = call.getStatus(); !status.ok())
     return status;

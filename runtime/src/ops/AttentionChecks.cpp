@@ -37,7 +37,6 @@ checkAttentionTensors(KernelCall &c, bool gradient, bool withLse) {
   n.keys = k.shape[2];
   n.d = q.shape[3];
   n.dv = v.shape[3];
-  n.tensors = tensors;
   if (n.kvHeads == 0 || n.heads % n.kvHeads != 0) {
     c.fail("expects kv heads dividing the query heads, got ", n.kvHeads,
            " for ", n.heads);

@@ -87,8 +87,6 @@ std::optional<AxisLayout> checkIndexedAxis(KernelCall &c, const Tensor &whole,
 struct AttentionInputs {
   int64_t batch = 0, heads = 0, kvHeads = 0, queries = 0, keys = 0, d = 0,
           dv = 0;
-  /// The tensors before the extra inputs (q, k, v and a gradient's).
-  size_t tensors = 0;
   float scale = 0;
   bool causal = false;
   float dropoutRate = 0;

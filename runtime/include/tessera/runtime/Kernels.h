@@ -44,11 +44,9 @@ private:
 /// against.
 class CpuKernel final : public Kernel {
 public:
-  using CheckFn = bool (*)(detail::KernelCall &);
   using Fn = void (*)(detail::KernelCall &);
-  /// `check` is the op's (Ops.h); `fn` computes a call it accepted.
-  CpuKernel(const OpInfo &op, CheckFn check, Fn fn)
-      : Kernel(op.name), id(op.id), check(check), fn(fn) {}
+  /// `fn` computes a call the op's check (Ops.h) accepted.
+  CpuKernel(const OpInfo &op, Fn fn) : Kernel(op.name), id(op.id), fn(fn) {}
 
   /// Checks the call as checkKernel does, then runs the kernel on
   /// `inputs`, writing `outputs`, whose dtypes and shapes the executor has
@@ -62,7 +60,6 @@ public:
 
 private:
   OpId id;
-  CheckFn check;
   Fn fn;
 };
 
