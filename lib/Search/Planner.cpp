@@ -20,8 +20,8 @@
 #include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/Sharding.h"
 #include "tessera/Analysis/TrainStep.h"
-#include "tessera/Models/Models.h"
 #include "tessera/Pipelines/Pipelines.h"
+#include "tessera/Search/ShardingTemplates.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -5,6 +5,7 @@
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Models/Models.h"
+#include "tessera/Search/ShardingTemplates.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
