@@ -258,6 +258,12 @@ static void addFusionAndExport(OpPassManager &pm,
   addExport(pm, options.output, options.text);
 }
 
+LogicalResult tessera::partitionAnnotated(ModuleOp module) {
+  PassManager pm(module->getContext());
+  buildShardingPipeline(pm, CompileOptions());
+  return pm.run(module);
+}
+
 void tessera::buildCompilePipeline(OpPassManager &pm,
                                    const CompileOptions &options) {
   buildShardingPipeline(pm, options);

@@ -20,7 +20,6 @@
 #include "tessera/Analysis/PipelineSchedule.h"
 #include "tessera/Analysis/Sharding.h"
 #include "tessera/Analysis/TrainStep.h"
-#include "tessera/Pipelines/Pipelines.h"
 #include "tessera/Search/ShardingTemplates.h"
 #include "tessera/Transforms/Passes.h"
 
@@ -1688,7 +1687,8 @@ tessera::getScalingCurve(const ModelShape &model, const MachineModel &machine,
 
 SearchResult tessera::searchPlans(const ModelShape &model,
                                   const MachineModel &machine, int64_t devices,
-                                  const SearchPins &pins, ModuleOp program) {
+                                  const SearchPins &pins,
+                                  const LayoutProgram *program) {
   SearchResult result;
   auto pinned = [](const auto &pin, auto value) {
     return !pin || *pin == value;
@@ -1732,11 +1732,11 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     std::vector<std::optional<PartitionedLayout>> templates(shapes.size());
     auto partitionTemplate = [&](size_t index) {
       templates[index] = take(partitionLayout(
-          program, machine, getShape(shapes[index], TensorLayout::Megatron),
+          *program, machine, getShape(shapes[index], TensorLayout::Megatron),
           &model));
     };
     partitionTemplate(0);
-    mlir::parallelFor(program.getContext(), 1, shapes.size(),
+    mlir::parallelFor(program->module->getContext(), 1, shapes.size(),
                       partitionTemplate);
     for (auto [shape, partition] : llvm::zip(shapes, templates))
       partitioned[shape].megatron = std::move(partition);
@@ -1747,7 +1747,7 @@ SearchResult tessera::searchPlans(const ModelShape &model,
     PlanChoice shape = getShape(key, TensorLayout::Solved);
     shape.layoutMemoryShare = share;
     llvm::Expected<PartitionedLayout> layout =
-        partitionLayout(program, machine, shape, &model);
+        partitionLayout(*program, machine, shape, &model);
     if (!layout) {
       std::string why = llvm::toString(layout.takeError());
       if (result.solveFailure.empty() && share == 1)
@@ -2287,12 +2287,12 @@ extrapolateBlocks(const PartitionedLayout &one, const PartitionedLayout &two,
 }
 
 llvm::Expected<PartitionedLayout>
-tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
-                         const PlanChoice &choice, const ModelShape *shape,
-                         bool wholeModel) {
+tessera::partitionLayout(const LayoutProgram &program,
+                         const MachineModel &machine, const PlanChoice &choice,
+                         const ModelShape *shape, bool wholeModel) {
   int64_t dp = choice.dp, tp = choice.tp;
   TensorLayout layout = choice.layout;
-  OwningOpRef<ModuleOp> marked = model.clone();
+  OwningOpRef<ModuleOp> marked = ModuleOp(program.module).clone();
   // The search's diagnostics are its own; a failure here falls back to the
   // analytic formula.
   ScopedDiagnosticHandler quiet(marked->getContext(),
@@ -2316,9 +2316,7 @@ tessera::partitionLayout(ModuleOp model, const MachineModel &machine,
     OwningOpRef<ModuleOp> module = marked->clone();
     if (blocks && !keepFirstBlocks(*module, *blocks))
       return std::nullopt;
-    PassManager pm(module->getContext());
-    buildShardingPipeline(pm, CompileOptions());
-    if (mlir::failed(pm.run(*module)))
+    if (mlir::failed(program.partition(*module)))
       return failure("");
     return measurePartition(*module);
   };

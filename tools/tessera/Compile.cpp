@@ -3,7 +3,7 @@
 #include "Commands.h"
 
 #include "tessera/Pipelines/Pipelines.h"
-#include "tessera/Search/ApplyPlan.h"
+#include "tessera/Pipelines/ApplyPlan.h"
 #include "tessera/Search/PlanReport.h"
 #include "tessera/Transforms/Passes.h"
 

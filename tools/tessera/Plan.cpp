@@ -5,7 +5,8 @@
 #include "tessera/Support/Progress.h"
 
 #include "tessera/Analysis/TrainStep.h"
-#include "tessera/Search/ApplyPlan.h"
+#include "tessera/Pipelines/ApplyPlan.h"
+#include "tessera/Pipelines/Pipelines.h"
 #include "tessera/Search/PlanReport.h"
 #include "tessera/Search/Planner.h"
 #include "tessera/Search/ShardingSolver.h"
@@ -376,7 +377,9 @@ int cli::runPlan(MLIRContext &context) {
                   : llvm::formatv("{0:F4} s", sofar.bestStepSeconds).str())
               .str());
     };
-  SearchResult result = searchPlans(*shape, *machine, devices, pins, model);
+  LayoutProgram program{model, partitionAnnotated};
+  SearchResult result = searchPlans(*shape, *machine, devices, pins,
+                                    model ? &program : nullptr);
   progress.clear();
   size_t shown =
       std::min<size_t>(std::max<int64_t>(planTop, 1), result.plans.size());

@@ -5,6 +5,7 @@
 
 #include "tessera/Pipelines/CompileOptions.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
@@ -25,6 +26,11 @@ void buildMeshPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 /// `options` ask. Needs options that checkCompileOptions accepts.
 void buildShardingPipeline(mlir::OpPassManager &pm,
                            const CompileOptions &options);
+
+/// Propagates and partitions an annotated `module` in place: the sharding
+/// pipeline under default options, as the plan search prices a layout
+/// (LayoutProgram::partition).
+mlir::LogicalResult partitionAnnotated(mlir::ModuleOp module);
 
 /// The sharding pipeline, then export of the plan (--tessera-compile-pipeline).
 void buildCompilePipeline(mlir::OpPassManager &pm,

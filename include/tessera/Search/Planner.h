@@ -279,6 +279,17 @@ ShardingSolverOptions getLayoutSolverOptions(mlir::ModuleOp model,
 llvm::Error annotateLayout(mlir::ModuleOp model, const MachineModel &machine,
                            const PlanChoice &choice, const ModelShape *shape);
 
+/// A model's program, which the search prices as the compiler partitions
+/// it.
+struct LayoutProgram {
+  mlir::ModuleOp module;
+  /// Propagates and partitions an annotated copy of `module` in place, as
+  /// the compiler's sharding stages do; fails where they fail. The search
+  /// does not link the pass pipelines: its caller passes them in
+  /// (lib/Pipelines' partitionAnnotated).
+  std::function<mlir::LogicalResult(mlir::ModuleOp)> partition;
+};
+
 /// A layout as the compiler builds it on a dp x tp mesh: the model
 /// annotated (annotateLayout), propagated and partitioned.
 struct PartitionedLayout {
@@ -299,7 +310,7 @@ struct PartitionedLayout {
   double computeScale = 1, parameterScale = 1, activationScale = 1;
 };
 
-/// `model` partitioned for the layout of `choice` on its dp x tp (without
+/// `program` partitioned for the layout of `choice` on its dp x tp (without
 /// sequence parallelism), the bytes of `shape`'s kept values measured
 /// there (none without it), the ILP's layout solved for `shape`. Fails
 /// for a model the layout does not fit. Both layouts split each repeated
@@ -309,7 +320,7 @@ struct PartitionedLayout {
 /// block (the whole program of a 128-layer GPT gives the same figures, at a
 /// sixtieth of the time), unless `wholeModel`.
 llvm::Expected<PartitionedLayout>
-partitionLayout(mlir::ModuleOp model, const MachineModel &machine,
+partitionLayout(const LayoutProgram &program, const MachineModel &machine,
                 const PlanChoice &choice, const ModelShape *shape = nullptr,
                 bool wholeModel = false);
 
@@ -443,14 +454,14 @@ llvm::Error checkSearchPins(const ModelShape &model, int64_t devices,
 /// chunks), no / selective / full recomputation, and sequence parallelism
 /// with TP. Plans over device memory are dropped.
 ///
-/// With `program`, each dp x tp shape is priced as partitioned
+/// With a `program`, each dp x tp shape is priced as partitioned
 /// (partitionLayout; Megatron's formula where that fails), in two layouts
 /// where tp > 1: Megatron's (the template) and the ILP's, which joins the
 /// search where it differs from the template (else the template's plans
 /// without sequence parallelism are the ILP's).
 SearchResult searchPlans(const ModelShape &model, const MachineModel &machine,
                          int64_t devices, const SearchPins &pins,
-                         mlir::ModuleOp program = nullptr);
+                         const LayoutProgram *program = nullptr);
 
 /// `model` at a global batch of `batch` sequences: what its ops do per
 /// sequence scaled (the ops that read the data; a GEMM's rows or batch).

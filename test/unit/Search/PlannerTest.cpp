@@ -2,7 +2,7 @@
 
 #include "tessera/Search/Planner.h"
 #include "tessera/Analysis/MemoryPlan.h"
-#include "tessera/Search/ApplyPlan.h"
+#include "tessera/Pipelines/ApplyPlan.h"
 #include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "dialects/Dist/IR/DistOps.h"
@@ -737,7 +737,8 @@ TEST(PlannerTest, PickedPlansArePricedAsCompiled) {
   // The formulas describe Megatron's layout, which the compile builds here.
   pins.layout = TensorLayout::Megatron;
   for (int64_t devices : {4, 8}) {
-    SearchResult result = searchPlans(*shape, dgx(), devices, pins, *model);
+    LayoutProgram layouts{*model, partitionAnnotated};
+    SearchResult result = searchPlans(*shape, dgx(), devices, pins, &layouts);
     ASSERT_GE(result.plans.size(), 5u);
     for (const PlanEstimate &estimate :
          llvm::ArrayRef(result.plans).take_front(5)) {
@@ -816,7 +817,8 @@ TEST(PlannerTest, ExpertParallelPlansArePricedAsCompiled) {
     pins.ep = ep;
     if (microbatches > 1)
       pins.microbatches = microbatches;
-    SearchResult result = searchPlans(*shape, dgx(), 4, pins, *model);
+    LayoutProgram layouts{*model, partitionAnnotated};
+    SearchResult result = searchPlans(*shape, dgx(), 4, pins, &layouts);
     ASSERT_GE(result.plans.size(), 3u);
     for (const PlanEstimate &estimate :
          llvm::ArrayRef(result.plans).take_front(3)) {
@@ -864,7 +866,8 @@ TEST(PlannerTest, ContextParallelPlansArePricedAsCompiled) {
   for (auto [cp, tp] : {std::pair<int64_t, int64_t>{2, 1}, {4, 1}, {2, 2}}) {
     pins.cp = cp;
     pins.tp = tp;
-    SearchResult result = searchPlans(*shape, dgx(), 8, pins, *model);
+    LayoutProgram layouts{*model, partitionAnnotated};
+    SearchResult result = searchPlans(*shape, dgx(), 8, pins, &layouts);
     ASSERT_GE(result.plans.size(), 4u);
     for (const PlanEstimate &estimate :
          llvm::ArrayRef(result.plans).take_front(4)) {
@@ -1288,7 +1291,8 @@ TEST(PlannerTest, PinsNoMeshMatchesFindNoPlan) {
   SearchPins pins;
   pins.dp = 3;
   EXPECT_TRUE(getPlanMeshes(*shape, 4, pins).empty());
-  EXPECT_TRUE(searchPlans(*shape, dgx(), 4, pins, *model).plans.empty());
+  LayoutProgram layouts{*model, partitionAnnotated};
+  EXPECT_TRUE(searchPlans(*shape, dgx(), 4, pins, &layouts).plans.empty());
   llvm::Error error = checkSearchPins(*shape, 4, pins);
   ASSERT_TRUE(static_cast<bool>(error));
   EXPECT_NE(llvm::toString(std::move(error)).find("with dp=3"),
@@ -1324,7 +1328,7 @@ TEST(PlannerTest, PartitionedCollectivesAreMegatronsAllReduces) {
   PlanChoice mesh;
   mesh.dp = 2;
   mesh.tp = 2;
-  auto uses = partitionLayout(*module, dgx(), mesh);
+  auto uses = partitionLayout({*module, partitionAnnotated}, dgx(), mesh);
   ASSERT_TRUE(bool(uses)) << llvm::toString(uses.takeError());
   // Two tp all-reduces of the local activations per layer (after the
   // attention and the MLP output projections) and one of the vocab-parallel
@@ -1400,8 +1404,8 @@ TEST(PlannerTest, RepeatedBlocksArePricedAsTheWholeProgram) {
       mesh.dp = dp;
       mesh.tp = tp;
       mesh.layout = layout;
-      auto blocks = partitionLayout(*model, dgx(), mesh, &*shape);
-      auto whole = partitionLayout(*model, dgx(), mesh, &*shape,
+      auto blocks = partitionLayout({*model, partitionAnnotated}, dgx(), mesh, &*shape);
+      auto whole = partitionLayout({*model, partitionAnnotated}, dgx(), mesh, &*shape,
                                    /*wholeModel=*/true);
       ASSERT_TRUE(blocks && whole);
       SCOPED_TRACE(llvm::formatv("{0} layers, dp={1} tp={2} {3}", shape->layers,
@@ -1434,7 +1438,7 @@ TEST(PlannerTest, PartitionedCollectivesPadAnIndivisibleModel) {
   mlir::OwningOpRef<mlir::ModuleOp> module = buildGpt(&context, config);
   PlanChoice mesh;
   mesh.dp = 3;
-  auto uses = partitionLayout(*module, dgx(), mesh);
+  auto uses = partitionLayout({*module, partitionAnnotated}, dgx(), mesh);
   ASSERT_TRUE(bool(uses)) << llvm::toString(uses.takeError());
   EXPECT_FALSE(uses->forward.empty());
 }

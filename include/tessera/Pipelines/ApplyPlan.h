@@ -1,7 +1,7 @@
 //===- ApplyPlan.h - A searched plan as compile options ---------*- C++ -*-===//
 
-#ifndef TESSERA_SEARCH_APPLYPLAN_H
-#define TESSERA_SEARCH_APPLYPLAN_H
+#ifndef TESSERA_PIPELINES_APPLYPLAN_H
+#define TESSERA_PIPELINES_APPLYPLAN_H
 
 #include "tessera/Pipelines/CompileOptions.h"
 #include "tessera/Search/Planner.h"
@@ -70,4 +70,4 @@ llvm::Expected<AutoPlan> applyAutoPlan(mlir::ModuleOp module,
 
 } // namespace tessera
 
-#endif // TESSERA_SEARCH_APPLYPLAN_H
+#endif // TESSERA_PIPELINES_APPLYPLAN_H

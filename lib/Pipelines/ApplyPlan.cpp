@@ -1,6 +1,6 @@
 //===- ApplyPlan.cpp - A searched plan as compile options -----------------===//
 
-#include "tessera/Search/ApplyPlan.h"
+#include "tessera/Pipelines/ApplyPlan.h"
 
 #include "dialects/NN/IR/NNOps.h"
 #include "tessera/Pipelines/Pipelines.h"
@@ -210,7 +210,9 @@ llvm::Expected<AutoPlan> tessera::applyAutoPlan(ModuleOp module,
                  getPlanMeshes(*shape, devices, trained).empty()
              ? " (without --train: one stage, one microbatch)"
              : ""));
-  SearchResult result = searchPlans(*shape, machine, devices, trained, module);
+  LayoutProgram program{module, partitionAnnotated};
+  SearchResult result =
+      searchPlans(*shape, machine, devices, trained, &program);
   // The interleaved schedule needs the microbatches to be a multiple of the
   // stages.
   auto buildable = [](const PlanEstimate &plan) {
