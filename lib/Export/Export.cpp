@@ -17,6 +17,7 @@
 #include "tessera/Analysis/MemoryCategories.h"
 #include "tessera/Analysis/MemoryPlan.h"
 #include "tessera/Analysis/Sharding.h"
+#include "tessera/Transforms/Autodiff/ClipGradients.h"
 #include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "PlanChecksum.h"
@@ -227,9 +228,11 @@ static LogicalResult
 addAttributes(Operation *op,
               google::protobuf::Map<std::string, plan::AttrValue> &attrs) {
   for (NamedAttribute attr : op->getAttrs()) {
-    // Optional operands' counts are the kernel's inputs themselves.
+    // Optional operands' counts are the kernel's inputs themselves; the
+    // global norm's mark is for the passes, not the kernel.
     if (attr.getName() == dist::DistDialect::kShardingAttrName ||
         attr.getName() == dist::DistDialect::kUnitAttrName ||
+        attr.getName() == kGlobalNormAttrName ||
         attr.getName() == "operandSegmentSizes")
       continue;
     plan::AttrValue value;

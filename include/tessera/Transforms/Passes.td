@@ -208,7 +208,9 @@ def ClipGradientsPass : Pass<"tessera-clip-gradients", "mlir::ModuleOp"> {
     it as its `grad_norm` with `max_grad_norm = max-norm`, and scales its
     gradient by `min(1, max-norm / (norm + 1e-6))`, as PyTorch's
     `clip_grad_norm_`. The norm is also returned after the loss, marked
-    `nn.metric = "grad_norm"`.
+    `nn.metric = "grad_norm"`. Its `nn.sqrt` carries the unit attribute
+    `tessera.global_norm`, by which `--tessera-pipeline` finds it; the
+    export leaves the mark out of the plan.
 
     With dynamic loss scaling (`--tessera-train-step=loss-scale=1`: the
     updates read a `loss_scale` S), the gradients are S times the true ones:
@@ -988,12 +990,12 @@ def PipelinePass : Pass<"tessera-pipeline", "mlir::ModuleOp"> {
        embedding, is updated identically on each), receiving the
        accumulated values they read from other ranks. State that every
        stage reads (dynamic loss scaling's scale) is updated on each.
-    6. Gradient norms (`--tessera-clip-gradients`: the `nn.sqrt` of a sum
-       of `nn.sum_squares` that the updates read) are post ops. Each term
-       runs where the updates of its gradient run, so no gradient moves for
-       it; each rank sums the terms it is the first to make (within the
-       stage as the partitioner summed them), and one all_reduce over "pp"
-       adds the ranks' sums before the square root.
+    6. Gradient norms (`--tessera-clip-gradients`: the `nn.sqrt` marked
+       `tessera.global_norm`, of a sum of `nn.sum_squares` that the updates
+       read) are post ops. Each term runs where the updates of its gradient
+       run, so no gradient moves for it; each rank sums the terms it is the
+       first to make (within the stage as the partitioner summed them), and
+       one all_reduce over "pp" adds the ranks' sums before the square root.
 
     Data arguments become one local batch of all microbatches (microbatch m
     is rows [m·b, (m+1)·b) of it); each stage's arguments and results keep

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Transforms/Autodiff/ClipGradients.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
@@ -132,7 +133,11 @@ LogicalResult clipGradients(func::FuncOp function, dist::MeshOp mesh,
         nn::SumSquaresOp::create(builder, update.getLoc(), gradient);
     total = total ? nn::AddOp::create(builder, loc, total, squares) : squares;
   }
-  Value norm = nn::SqrtOp::create(builder, loc, total);
+  // Marked, so that the passes after this one (--tessera-pipeline) find the
+  // norm by what it is rather than by its shape.
+  auto normOp = nn::SqrtOp::create(builder, loc, total);
+  normOp->setAttr(kGlobalNormAttrName, builder.getUnitAttr());
+  Value norm = normOp;
   for (nn::AdamWOp update : updates) {
     if (update->isBeforeInBlock(norm.getDefiningOp()))
       update->moveAfter(norm.getDefiningOp());
