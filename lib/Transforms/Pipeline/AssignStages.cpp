@@ -456,10 +456,14 @@ void pipeline::splitWeightGradients(PipelineState &state) {
 /// Adds to `op`'s ranks those of its readers (post readers only
 /// `withPost`).
 static void addReaderRanks(PipelineState &state, Operation *op, bool withPost) {
-  std::set<int64_t> &ranks = state.ranksOf[op];
+  // Gathered apart: a reference into ranksOf would dangle when reading a
+  // user's entry grows the map.
+  std::set<int64_t> readers;
   for (Operation *user : op->getUsers())
     if (withPost || state.classes.lookup(user) != OpClass::Post)
-      ranks.insert(state.ranksOf[user].begin(), state.ranksOf[user].end());
+      if (auto it = state.ranksOf.find(user); it != state.ranksOf.end())
+        readers.insert(it->second.begin(), it->second.end());
+  state.ranksOf[op].insert(readers.begin(), readers.end());
 }
 
 /// Per argument, the ranks whose body or pre ops read it.
