@@ -1,11 +1,9 @@
-//===- Server.cpp - A parameter server --------------------------------------===//
+//===- Server.cpp - A parameter server
+//--------------------------------------===//
 //
-// A server applies the gradients as the consistency says: sync sums a
-// round's gradients of every live worker and applies them once (data
-// parallelism: the workers' gradients are partial sums of the step's);
-// async applies each as it arrives, scaled to the pushing worker's own
-// batch; ssp=K does the same, but holds a worker's pull while it is more
-// than K steps ahead of the slowest live worker.
+// A server of the job: its piece of every parameter and of its optimizer
+// state, the workers' messages, the updates its consistency's rule
+// (UpdateRule.h) makes of their pushes, its log and its checkpoints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,7 +91,7 @@ Status Server::setUp() {
     Worker &info = live[worker];
     info.host = getHostName();
     info.lastSeen = std::chrono::steady_clock::now();
-    clocks.emplace(worker, 0);
+    rule.getClocks().emplace(worker, 0);
   }
 
   logFile.open(getServerFile(options.dir, index, ".log"), std::ios::app);
@@ -119,29 +117,19 @@ void Server::log(const std::string &line) {
   logFile.flush();
 }
 
-bool Server::hasPushed(int64_t worker) const {
-  return std::any_of(
-      pending.begin(), pending.end(),
-      [&](const PendingPush &push) { return push.worker == worker; });
+Consistency Server::getConsistency(const plan::Plan &plan,
+                                   const ServerJobOptions &options) {
+  if (options.consistency)
+    return *options.consistency;
+  return {plan.parameter_server().consistency(),
+          plan.parameter_server().staleness()};
 }
 
-bool Server::mayPull(int64_t worker) const {
-  switch (consistency.mode) {
-  case plan::SYNC:
-    return !hasPushed(worker);
-  case plan::SSP:
-    return clocks.at(worker) - getSlowestClock() <= consistency.staleness;
-  default:
-    return true;
-  }
-}
-
-int64_t Server::getSlowestClock() const {
-  int64_t slowest = -1;
-  for (const auto &[worker, info] : live)
-    if (slowest < 0 || clocks.at(worker) < slowest)
-      slowest = clocks.at(worker);
-  return std::max<int64_t>(slowest, 0);
+std::set<int64_t> Server::getLiveWorkers() const {
+  std::set<int64_t> workers;
+  for (const auto &entry : live)
+    workers.insert(entry.first);
+  return workers;
 }
 
 void Server::grantPulls() {
@@ -151,13 +139,15 @@ void Server::grantPulls() {
       it = heldPulls.erase(it);
       continue;
     }
-    if (!mayPull(worker)) {
+    std::set<int64_t> liveWorkers = getLiveWorkers();
+    if (!rule.mayPull(worker, liveWorkers)) {
       ++it;
       continue;
     }
     log("pull " + std::to_string(worker) + " " +
-        std::to_string(clocks[worker]) + " " +
-        std::to_string(getSlowestClock()) + " " + std::to_string(version));
+        std::to_string(rule.getClock(worker)) + " " +
+        std::to_string(rule.getSlowestClock(liveWorkers)) + " " +
+        std::to_string(version));
     Header header = makeHeader(MessageType::Params, index);
     header.version = version;
     socket->send(makeFrame(it->second.data(), it->second.size()),
@@ -216,35 +206,28 @@ Status Server::apply(float scale) {
   return Status::success();
 }
 
-Status Server::completeRound() {
-  if (consistency.mode != plan::SYNC || pending.empty())
+void Server::logPush(const PushRecord &push, int64_t stale) {
+  char line[160];
+  std::snprintf(line, sizeof line, "push %lld %lld %lld %lld %.9g",
+                static_cast<long long>(push.worker),
+                static_cast<long long>(push.step),
+                static_cast<long long>(version), static_cast<long long>(stale),
+                push.loss);
+  log(line);
+}
+
+Status Server::applyReadyUpdate() {
+  std::optional<Update> update = rule.takeUpdate(getLiveWorkers());
+  if (!update)
     return Status::success();
-  for (const auto &[worker, info] : live)
-    if (!hasPushed(worker))
-      return Status::success();
-  // The step's gradient is the sum of every worker's; a round that lost
-  // workers stands for them with the mean of the rest.
-  float scale = static_cast<float>(workers) / pending.size();
-  // Summed in the workers' order, whatever order they came in: a round
-  // gives the same update every time.
-  std::sort(pending.begin(), pending.end(),
-            [](const PendingPush &a, const PendingPush &b) {
-              return a.worker < b.worker;
-            });
-  for (const PendingPush &push : pending) {
-    addPieces(push.pieces.data());
+  for (const PushRecord &push : update->pushes) {
+    addPieces(pushedPieces.at(push.worker).data());
     int64_t stale = version - push.version;
     ++staleness[stale];
-    char line[160];
-    std::snprintf(line, sizeof line, "push %lld %lld %lld %lld %.9g",
-                  static_cast<long long>(push.worker),
-                  static_cast<long long>(push.step),
-                  static_cast<long long>(version),
-                  static_cast<long long>(stale), push.loss);
-    log(line);
+    logPush(push, stale);
   }
-  pending.clear();
-  return apply(scale);
+  pushedPieces.clear();
+  return apply(update->scale);
 }
 
 void Server::drop(int64_t worker, const std::string &why) {
@@ -285,7 +268,7 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
                     parts[0].size());
   if (header.type == MessageType::Bye) {
     drop(worker, "done");
-    return completeRound();
+    return applyReadyUpdate();
   }
   // Any other message says the worker is alive (again, after a drop for
   // silence, or to a server restarted since its last).
@@ -295,22 +278,10 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
   info.lastSeen = std::chrono::steady_clock::now();
   switch (header.type) {
   case MessageType::Hello: {
-    // A worker new to this server starts at the slowest live worker's
-    // step (so that it holds no one back), or in sync at the rounds done;
-    // one it knows resumes after its last push.
-    if (!clocks.count(worker)) {
-      int64_t others = -1;
-      for (const auto &[other, unused] : live)
-        if (other != worker && clocks.count(other))
-          others = others < 0 ? clocks[other] : std::min(others, clocks[other]);
-      clocks[worker] = consistency.mode == plan::SYNC
-                           ? (others < 0 ? 0 : version)
-                           : std::max<int64_t>(others, 0);
-    }
-    log("hello " + std::to_string(worker) + " " +
-        std::to_string(clocks[worker]));
+    int64_t clock = rule.welcome(worker, getLiveWorkers(), version);
+    log("hello " + std::to_string(worker) + " " + std::to_string(clock));
     Header reply = makeHeader(MessageType::Welcome, index);
-    reply.step = clocks[worker];
+    reply.step = clock;
     reply.version = version;
     socket->send(makeFrame(route.data(), route.size()),
                  zmq::send_flags::sndmore);
@@ -318,40 +289,19 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
     return Status::success();
   }
   case MessageType::Pull:
-    clocks.emplace(worker, header.step);
+    rule.notePull(worker, header.step);
     heldPulls.emplace_back(worker, route);
     return Status::success();
   case MessageType::Push: {
-    clocks[worker] = std::max(clocks[worker], header.step);
-    if (consistency.mode == plan::SYNC) {
-      // A push sent again (to a server restarted since) counts once.
-      if (hasPushed(worker))
-        return Status::success();
-      if (Status status = checkPush(parts, header); !status.ok())
-        return status;
-      pending.push_back({worker,
-                         header.step,
-                         header.version,
-                         header.loss,
-                         {std::make_move_iterator(parts.begin() + 2),
-                          std::make_move_iterator(parts.end())}});
-      return completeRound();
-    }
+    rule.advanceClock(worker, header.step);
+    if (rule.isRepeatedPush(worker))
+      return Status::success();
     if (Status status = checkPush(parts, header); !status.ok())
       return status;
-    addPieces(parts.data() + 2);
-    int64_t stale = version - header.version;
-    ++staleness[stale];
-    char line[160];
-    std::snprintf(line, sizeof line, "push %lld %lld %lld %lld %.9g",
-                  static_cast<long long>(worker),
-                  static_cast<long long>(header.step),
-                  static_cast<long long>(version),
-                  static_cast<long long>(stale), header.loss);
-    log(line);
-    // A worker's gradient is its part of a step's: alone, it stands for
-    // the step as its batch gives it.
-    return apply(static_cast<float>(workers));
+    rule.addPush({worker, header.step, header.version, header.loss});
+    pushedPieces[worker] = {std::make_move_iterator(parts.begin() + 2),
+                            std::make_move_iterator(parts.end())};
+    return applyReadyUpdate();
   }
   default:
     return Status::success();
@@ -360,6 +310,7 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
 
 Status Server::checkpoint() {
   std::vector<OwnedTensor> saved;
+  const std::map<int64_t, int64_t> &clocks = rule.getClocks();
   OwnedTensor state(DType::I64, {1 + 2 * static_cast<int64_t>(clocks.size())});
   state.view.as<int64_t>()[0] = version;
   int64_t at = 1;
@@ -413,7 +364,7 @@ Status Server::restore() {
   const Tensor &state = saved[0].view;
   version = state.as<int64_t>()[0];
   for (int64_t i = 1; i + 1 < state.getNumElements(); i += 2)
-    clocks[state.as<int64_t>()[i]] = state.as<int64_t>()[i + 1];
+    rule.getClocks()[state.as<int64_t>()[i]] = state.as<int64_t>()[i + 1];
   std::fprintf(stderr,
                "tessera-run: server %lld restarted from its checkpoint at "
                "update %lld\n",
@@ -461,7 +412,7 @@ Status Server::run() {
     size_t before = live.size();
     dropGoneWorkers();
     if (live.size() != before)
-      if (Status status = completeRound(); !status.ok())
+      if (Status status = applyReadyUpdate(); !status.ok())
         return status;
     grantPulls();
     // Done once the job says no more of its workers come and every worker

@@ -1,4 +1,5 @@
-//===- Server.h - A parameter server ----------------------------------------===//
+//===- Server.h - A parameter server
+//----------------------------------------===//
 //
 // One server of the job: its piece of every parameter and of its optimizer
 // state, the updates it applies as the consistency says, its log and its
@@ -10,6 +11,7 @@
 #define TESSERA_RUNTIME_PS_SERVER_H
 
 #include "Protocol.h"
+#include "UpdateRule.h"
 
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Device.h"
@@ -35,12 +37,8 @@ public:
         index(options.index), workers(getMesh(plan).getNumDevices()),
         communicator(createLocalCommunicator(options.index)),
         device(createCpuDevice()),
-        executor(program, mesh, *communicator, device.get()) {
-    consistency = {plan.parameter_server().consistency(),
-                   plan.parameter_server().staleness()};
-    if (options.consistency)
-      consistency = *options.consistency;
-  }
+        executor(program, mesh, *communicator, device.get()),
+        rule(getConsistency(plan, options), workers) {}
 
   Status run();
 
@@ -53,13 +51,6 @@ private:
     /// on their way for a while).
     std::optional<std::chrono::steady_clock::time_point> goneSince;
   };
-  /// A push of the round in progress (sync), with its gradient pieces.
-  struct PendingPush {
-    int64_t worker, step, version;
-    double loss;
-    std::vector<zmq::message_t> pieces;
-  };
-
   Status setUp();
   Status handle(std::vector<zmq::message_t> &parts);
   /// Checks a push's gradient pieces (after its route and header).
@@ -69,12 +60,14 @@ private:
   void addPieces(const zmq::message_t *pieces);
   /// Applies `sums` scaled by `scale` as one update.
   Status apply(float scale);
-  /// Applies the round once every live worker has pushed (sync).
-  Status completeRound();
-  /// Whether `worker` pushed into the round in progress (sync).
-  bool hasPushed(int64_t worker) const;
-  bool mayPull(int64_t worker) const;
-  int64_t getSlowestClock() const;
+  /// Applies the update the pushes so far make, if the rule has one ready.
+  Status applyReadyUpdate();
+  void logPush(const PushRecord &push, int64_t stale);
+  /// The consistency the plan asks for, or the one the options override it
+  /// with.
+  static Consistency getConsistency(const plan::Plan &plan,
+                                    const ServerJobOptions &options);
+  std::set<int64_t> getLiveWorkers() const;
   void grantPulls();
   void dropGoneWorkers();
   void drop(int64_t worker, const std::string &why);
@@ -92,26 +85,25 @@ private:
   /// The workers the plan was compiled for: the step's gradient is the sum
   /// of their pushes.
   int64_t workers;
-  Consistency consistency;
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<Device> device;
   Executor executor;
+  UpdateRule rule;
   std::vector<OwnedTensor> locals;
   /// The GRADIENT arguments, in program order, and their running sums.
   std::vector<int> gradientArgs, paramArgs;
   std::vector<std::vector<float>> sums;
   int64_t version = 0;
   std::map<int64_t, Worker> live;
-  /// Per worker ever seen, the last step it pushed.
-  std::map<int64_t, int64_t> clocks;
-  std::vector<PendingPush> pending;
+  /// The gradient pieces of the pushes the rule has not yet applied, by
+  /// worker.
+  std::map<int64_t, std::vector<zmq::message_t>> pushedPieces;
   std::vector<std::pair<int64_t, std::string>> heldPulls; // worker, route
   std::map<int64_t, int64_t> staleness; // staleness -> updates
   std::ofstream logFile;
   std::unique_ptr<zmq::context_t> context;
   std::unique_ptr<zmq::socket_t> socket;
 };
-
 
 } // namespace tessera::runtime::ps
 
