@@ -29,8 +29,7 @@ using namespace tessera::runtime;
 
 /// Seconds since `begin`.
 static double secondsSince(std::chrono::steady_clock::time_point begin) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       begin)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
       .count();
 }
 
@@ -105,11 +104,10 @@ Status tessera::runtime::checkTrainerOutputs(const TrainerOptions &options) {
   return Status::success();
 }
 
-Trainer::Trainer(const plan::Plan &plan, const Job &job,
-                 TrainerOptions options, bool mpiSerialized)
+Trainer::Trainer(const plan::Plan &plan, const Job &job, TrainerOptions options,
+                 bool mpiSerialized)
     : plan(plan), job(job), options(std::move(options)),
-      mpiSerialized(mpiSerialized), rank(job.getRank()), mesh(getMesh(plan)) {
-}
+      mpiSerialized(mpiSerialized), rank(job.getRank()), mesh(getMesh(plan)) {}
 
 Trainer::~Trainer() = default;
 
@@ -158,9 +156,8 @@ Status Trainer::setUp() {
   if (options.device == "cpu")
     setKernelThreads(options.threads > 0
                          ? options.threads
-                         : getDefaultKernelThreads(
-                               job.getLocalSize(),
-                               overlaps && mpiSerialized));
+                         : getDefaultKernelThreads(job.getLocalSize(),
+                                                   overlaps && mpiSerialized));
   // The groups of every program's collectives, set up by all ranks at once.
   std::set<Axes> groups;
   for (const plan::Program &each : plan.programs())
@@ -178,186 +175,202 @@ Status Trainer::setUp() {
   return Status::success();
 }
 
-Status Trainer::prepareArguments() {
-  // The step's inputs by their index in the step as written (pipeline
-  // stages read a part; a unit's flat buffer holds several): generated, or
-  // read from --inputs. Each argument's global tensor is its own or its
-  // members' packed.
-  bool pipelined = plan.programs_size() > 1;
-  if (pipelined && !options.dumpInputs.empty())
-    return fail("--dump-inputs needs a plan of one program (this one has a "
-                "program per pipeline stage)");
+/// Where the step's inputs come from, by their index in the step as
+/// written (pipeline stages read a part; a unit's flat buffer holds
+/// several): generated, or read from --weights, --inputs or --load-weights.
+struct Trainer::InputSources {
+  /// Per argument of this rank's program, the step tensors it holds; the
+  /// step's inputs (one past the largest index).
   std::vector<std::vector<std::pair<int64_t, plan::Argument>>> stepTensors;
   int64_t needed = 0;
-  for (int i = 0; i < program->arguments_size(); ++i) {
-    stepTensors.push_back(getStepTensors(program->arguments(i), i));
-    for (const auto &[source, tensor] : stepTensors.back())
-      needed = std::max(needed, source + 1);
-  }
-  // Every step tensor's role, over every stage's program: --weights holds
-  // the parameters in the order of their indices in the step, and with it
-  // --inputs may hold the data arguments alone (optimizer state starts at
-  // zero, the step counter is the runtime's).
+  /// Every step tensor's role, over every stage's program.
   std::map<int64_t, plan::ArgumentRole> roles;
+  /// Step index -> the tensor of --weights (parameters, in the order of
+  /// their indices) and of --inputs (data) that holds it; a weight stash's
+  /// step index -> its parameter's.
+  std::map<int64_t, int64_t> weightOf, dataOf, stashOf;
+  std::vector<OwnedTensor> weights;
+  /// The step's inputs by index, and --inputs' tensors where they hold the
+  /// data arguments alone (`dataOnly`: with --weights).
+  std::vector<OwnedTensor> inputs, data;
+  bool dataOnly = false;
+  /// --load-weights' file and its entry for each parameter's step index.
+  std::optional<SafetensorsCheckpoint> safetensors;
+  std::map<int64_t, const SafetensorsFile::Entry *> entryOf;
+};
+
+void Trainer::findInputSources(InputSources &sources) const {
+  for (int i = 0; i < program->arguments_size(); ++i) {
+    sources.stepTensors.push_back(getStepTensors(program->arguments(i), i));
+    for (const auto &[source, tensor] : sources.stepTensors.back())
+      sources.needed = std::max(sources.needed, source + 1);
+  }
+  // --weights holds the parameters in the order of their indices in the
+  // step, and with it --inputs may hold the data arguments alone
+  // (optimizer state starts at zero, the step counter is the runtime's).
   for (const plan::Program &each : plan.programs())
     for (int i = 0; i < each.arguments_size(); ++i)
       for (const auto &[source, tensor] : getStepTensors(each.arguments(i), i))
-        roles.emplace(source, tensor.role());
-  std::map<int64_t, int64_t> weightOf, dataOf; // step index -> file tensor
-  for (const auto &[source, role] : roles) {
+        sources.roles.emplace(source, tensor.role());
+  for (const auto &[source, role] : sources.roles) {
     if (role == plan::PARAM && !options.weights.empty())
-      weightOf.emplace(source, weightOf.size());
+      sources.weightOf.emplace(source, sources.weightOf.size());
     if (role == plan::DATA)
-      dataOf.emplace(source, dataOf.size());
+      sources.dataOf.emplace(source, sources.dataOf.size());
   }
   // A weight stash starts as its parameter: by step index, the parameter's.
-  std::map<int64_t, int64_t> stashOf;
   for (const plan::Program &each : plan.programs())
     for (int i = 0; i < each.arguments_size(); ++i)
       for (const auto &[source, tensor] : getStepTensors(each.arguments(i), i))
         if (tensor.role() == plan::WEIGHT_STASH)
-          stashOf.emplace(source, tensor.version_of_source());
-  std::vector<OwnedTensor> weights;
+          sources.stashOf.emplace(source, tensor.version_of_source());
+}
+
+Status Trainer::readGivenInputs(InputSources &sources) const {
   if (!options.weights.empty()) {
     Expected<std::vector<OwnedTensor>> read = readTensors(options.weights);
     if (!read.ok())
       return fail(read.message());
-    weights = read.take();
-    if (weights.size() != weightOf.size())
+    sources.weights = read.take();
+    if (sources.weights.size() != sources.weightOf.size())
       return fail("'" + options.weights + "' holds " +
-                  std::to_string(weights.size()) + " tensors, the plan has " +
-                  std::to_string(weightOf.size()) + " parameters");
+                  std::to_string(sources.weights.size()) +
+                  " tensors, the plan has " +
+                  std::to_string(sources.weightOf.size()) + " parameters");
   }
-  for (const auto &[stash, param] : stashOf)
-    if (auto weight = weightOf.find(param); weight != weightOf.end())
-      weightOf.emplace(stash, weight->second);
-  // --load-weights: the parameters by name from a safetensors file.
-  std::optional<SafetensorsCheckpoint> safetensors;
-  std::map<int64_t, const SafetensorsFile::Entry *> entryOf;
+  for (const auto &[stash, param] : sources.stashOf)
+    if (auto weight = sources.weightOf.find(param);
+        weight != sources.weightOf.end())
+      sources.weightOf.emplace(stash, weight->second);
   if (!options.loadWeights.empty())
-    if (Status status = matchLoadedWeights(stashOf, safetensors, entryOf);
+    if (Status status = matchLoadedWeights(sources.stashOf, sources.safetensors,
+                                           sources.entryOf);
         !status.ok())
       return status;
-  std::vector<OwnedTensor> inputs(needed), data;
-  bool dataOnly = false;
-  if (!options.inputs.empty()) {
-    Expected<std::vector<OwnedTensor>> read = readTensors(options.inputs);
-    if (!read.ok())
-      return fail(read.message());
-    data = read.take();
-    dataOnly = !options.weights.empty() && data.size() == dataOf.size() &&
-               dataOf.size() != roles.size();
-    bool fits =
-        dataOnly || (pipelined ? static_cast<int64_t>(data.size()) >= needed
-                               : static_cast<int64_t>(data.size()) == needed);
-    if (!fits)
-      return fail("'" + options.inputs + "' holds " +
-                  std::to_string(data.size()) + " tensors, the plan takes " +
-                  std::to_string(needed) + " arguments" +
-                  (options.weights.empty()
-                       ? std::string()
-                       : " (or its " + std::to_string(dataOf.size()) +
-                             " data arguments, with --weights)"));
-    if (!dataOnly)
-      inputs = std::move(data);
-  }
-  for (int i = 0; i < program->arguments_size(); ++i) {
-    const plan::Argument &argument = program->arguments(i);
-    std::vector<const Tensor *> held;
-    std::vector<Tensor> mapped; // views of --load-weights' tensors
-    mapped.reserve(stepTensors[i].size());
-    std::optional<OwnedTensor> convertedPiece;
-    for (const auto &[source, tensor] : stepTensors[i]) {
-      // A parameter of --load-weights: read in place where it has the
-      // parameter's dtype (only the piece is copied), else converted: only
-      // the piece, unless it is a unit's member (or --dump-inputs wants it).
-      if (auto entry = entryOf.find(source); entry != entryOf.end()) {
-        Tensor view = safetensors->view(*entry->second);
-        DType dtype = getDType(tensor.dtype());
-        if (view.dtype == dtype && options.dumpInputs.empty()) {
-          mapped.push_back(view);
-          held.push_back(&mapped.back());
-          continue;
-        }
-        bool piece = view.dtype != dtype && options.dumpInputs.empty() &&
-                     argument.members().empty();
-        OwnedTensor local;
-        if (piece)
-          local = takeLocalPiece(view, getLayout(argument), mesh, rank);
-        Expected<OwnedTensor> converted =
-            convertTo(piece ? local.view : view, dtype);
-        if (!converted.ok())
-          return fail(converted.getStatus()
-                          .withPrefix("'" + options.loadWeights +
-                                      "': tensor '" + tensor.name() + "': ")
-                          .message());
-        if (piece) {
-          convertedPiece = converted.take();
-          continue;
-        }
-        inputs[source] = converted.take();
-        held.push_back(&inputs[source].view);
+  sources.inputs.resize(sources.needed);
+  if (options.inputs.empty())
+    return Status::success();
+  Expected<std::vector<OwnedTensor>> read = readTensors(options.inputs);
+  if (!read.ok())
+    return fail(read.message());
+  sources.data = read.take();
+  size_t given = sources.data.size();
+  sources.dataOnly = !options.weights.empty() &&
+                     given == sources.dataOf.size() &&
+                     sources.dataOf.size() != sources.roles.size();
+  bool pipelined = plan.programs_size() > 1;
+  bool fits = sources.dataOnly ||
+              (pipelined ? static_cast<int64_t>(given) >= sources.needed
+                         : static_cast<int64_t>(given) == sources.needed);
+  if (!fits)
+    return fail("'" + options.inputs + "' holds " + std::to_string(given) +
+                " tensors, the plan takes " + std::to_string(sources.needed) +
+                " arguments" +
+                (options.weights.empty()
+                     ? std::string()
+                     : " (or its " + std::to_string(sources.dataOf.size()) +
+                           " data arguments, with --weights)"));
+  if (!sources.dataOnly)
+    sources.inputs = std::move(sources.data);
+  return Status::success();
+}
+
+Status Trainer::addLocalArgument(int index, InputSources &sources) {
+  const plan::Argument &argument = program->arguments(index);
+  std::vector<const Tensor *> held;
+  std::vector<Tensor> mapped; // views of --load-weights' tensors
+  mapped.reserve(sources.stepTensors[index].size());
+  std::optional<OwnedTensor> convertedPiece;
+  std::vector<OwnedTensor> &inputs = sources.inputs;
+  for (const auto &[source, tensor] : sources.stepTensors[index]) {
+    // A parameter of --load-weights: read in place where it has the
+    // parameter's dtype (only the piece is copied), else converted: only
+    // the piece, unless it is a unit's member (or --dump-inputs wants it).
+    if (auto entry = sources.entryOf.find(source);
+        entry != sources.entryOf.end()) {
+      Tensor view = sources.safetensors->view(*entry->second);
+      DType dtype = getDType(tensor.dtype());
+      if (view.dtype == dtype && options.dumpInputs.empty()) {
+        mapped.push_back(view);
+        held.push_back(&mapped.back());
         continue;
       }
-      // Given (a weight, a data tensor, or the whole step's input), or made.
-      const std::string *file = nullptr;
-      if (auto weight = weightOf.find(source); weight != weightOf.end()) {
-        inputs[source] = weights[weight->second];
-        file = &options.weights;
-      } else if (dataOnly && dataOf.count(source)) {
-        inputs[source] = std::move(data[dataOf[source]]);
-        file = &options.inputs;
-      } else if (options.inputs.empty() || dataOnly) {
-        inputs[source] = makeGlobalInput(tensor, options.seed, source);
-      } else {
-        file = &options.inputs;
+      bool piece = view.dtype != dtype && options.dumpInputs.empty() &&
+                   argument.members().empty();
+      OwnedTensor local;
+      if (piece)
+        local = takeLocalPiece(view, getLayout(argument), mesh, rank);
+      Expected<OwnedTensor> converted =
+          convertTo(piece ? local.view : view, dtype);
+      if (!converted.ok())
+        return fail(converted.getStatus()
+                        .withPrefix("'" + options.loadWeights + "': tensor '" +
+                                    tensor.name() + "': ")
+                        .message());
+      if (piece) {
+        convertedPiece = converted.take();
+        continue;
       }
-      const Tensor &given = inputs[source].view;
-      std::vector<int64_t> want(tensor.global_shape().begin(),
-                                tensor.global_shape().end());
-      if (file &&
-          (given.dtype != getDType(tensor.dtype()) || given.shape != want))
-        return fail("input #" + std::to_string(source) + " of '" + *file +
-                    "' does not match argument '" + tensor.name() + "'");
+      inputs[source] = converted.take();
       held.push_back(&inputs[source].view);
-    }
-    if (convertedPiece) {
-      locals.push_back(std::move(*convertedPiece));
       continue;
     }
-    OwnedTensor packed;
-    if (!argument.members().empty())
-      packed = packMembers(argument, held, mesh);
-    locals.push_back(
-        takeLocalPiece(argument.members().empty() ? *held.front() : packed.view,
-                       getLayout(argument), mesh, rank));
+    // Given (a weight, a data tensor, or the whole step's input), or made.
+    const std::string *file = nullptr;
+    if (auto weight = sources.weightOf.find(source);
+        weight != sources.weightOf.end()) {
+      inputs[source] = sources.weights[weight->second];
+      file = &options.weights;
+    } else if (sources.dataOnly && sources.dataOf.count(source)) {
+      inputs[source] = std::move(sources.data[sources.dataOf[source]]);
+      file = &options.inputs;
+    } else if (options.inputs.empty() || sources.dataOnly) {
+      inputs[source] = makeGlobalInput(tensor, options.seed, source);
+    } else {
+      file = &options.inputs;
+    }
+    const Tensor &given = inputs[source].view;
+    std::vector<int64_t> want(tensor.global_shape().begin(),
+                              tensor.global_shape().end());
+    if (file &&
+        (given.dtype != getDType(tensor.dtype()) || given.shape != want))
+      return fail("input #" + std::to_string(source) + " of '" + *file +
+                  "' does not match argument '" + tensor.name() + "'");
+    held.push_back(&inputs[source].view);
   }
+  if (convertedPiece) {
+    locals.push_back(std::move(*convertedPiece));
+    return Status::success();
+  }
+  OwnedTensor packed;
+  if (!argument.members().empty())
+    packed = packMembers(argument, held, mesh);
+  locals.push_back(
+      takeLocalPiece(argument.members().empty() ? *held.front() : packed.view,
+                     getLayout(argument), mesh, rank));
+  return Status::success();
+}
 
+Status Trainer::prepareArguments() {
+  if (plan.programs_size() > 1 && !options.dumpInputs.empty())
+    return fail("--dump-inputs needs a plan of one program (this one has a "
+                "program per pipeline stage)");
+  InputSources sources;
+  findInputSources(sources);
+  if (Status status = readGivenInputs(sources); !status.ok())
+    return status;
+  // Each argument's global tensor is its own or its members' packed.
+  for (int i = 0; i < program->arguments_size(); ++i)
+    if (Status status = addLocalArgument(i, sources); !status.ok())
+      return status;
   if (rank == 0 && !options.dumpInputs.empty())
-    if (Status status = writeTensors(options.dumpInputs, inputs); !status.ok())
+    if (Status status = writeTensors(options.dumpInputs, sources.inputs);
+        !status.ok())
       return fail(status.message());
   return Status::success();
 }
 
-Status Trainer::train() {
-  executor = std::make_unique<Executor>(*program, mesh, *communicator,
-                                        device.get());
-  executor->setTracing(!options.traceDir.empty());
-  int lossResult = getLossResult(*program);
-  // The new parameters and optimizer state of each step stay on the device
-  // as the next step's arguments.
-  executor->setCarryUpdates(true);
-  // Steps before the last fetch only what the log reads: the loss and the
-  // metrics (the gradient norm, the loss scale).
-  std::vector<bool> lossOnly(program->results_size(), false);
-  if (lossResult >= 0)
-    lossOnly[lossResult] = true;
-  std::vector<int> metricResults;
-  for (int i = 0; i < program->results_size(); ++i)
-    if (!program->results(i).metric().empty()) {
-      metricResults.push_back(i);
-      lossOnly[i] = true;
-    }
+Status Trainer::resumeFromCheckpoint() {
   // A PipeDream or 2BW plan's ranks end a run at different points of their
   // steps (one has updated a step before, another the run's own): no
   // checkpoint of theirs is one step's state yet.
@@ -386,6 +399,57 @@ Status Trainer::train() {
                 std::to_string(firstStep) +
                 " pass the largest step the plan's step counter holds (" +
                 std::to_string(lastStep) + ")");
+  return Status::success();
+}
+
+void Trainer::takeUpdates() {
+  for (int i = 0; i < program->results_size(); ++i)
+    if (program->results(i).has_updates_argument())
+      locals[program->results(i).updates_argument()] = results[i];
+}
+
+void Trainer::printStepTimes() const {
+  // The first step warms caches and connections; the last fetches every
+  // result from the device (the others only the loss): with three steps
+  // or more, report those between.
+  size_t skip = stepSeconds.size() > 1 ? 1 : 0;
+  size_t end =
+      stepSeconds.size() > 2 ? stepSeconds.size() - 1 : stepSeconds.size();
+  double total = 0, fastest = stepSeconds[skip];
+  for (size_t i = skip; i < end; ++i) {
+    total += stepSeconds[i];
+    fastest = std::min(fastest, stepSeconds[i]);
+  }
+  // The fastest step too: what PyTorch's benchmarks report, and on a
+  // shared machine the one that noise touched least.
+  std::printf("time: %.3f ms per step (mean of %zu steps after the "
+              "first%s), fastest %.3f ms\n",
+              1e3 * total / (end - skip), end - skip,
+              end < stepSeconds.size() ? ", before the last" : "",
+              1e3 * fastest);
+}
+
+Status Trainer::train() {
+  executor =
+      std::make_unique<Executor>(*program, mesh, *communicator, device.get());
+  executor->setTracing(!options.traceDir.empty());
+  int lossResult = getLossResult(*program);
+  // The new parameters and optimizer state of each step stay on the device
+  // as the next step's arguments.
+  executor->setCarryUpdates(true);
+  // Steps before the last fetch only what the log reads: the loss and the
+  // metrics (the gradient norm, the loss scale).
+  std::vector<bool> lossOnly(program->results_size(), false);
+  if (lossResult >= 0)
+    lossOnly[lossResult] = true;
+  std::vector<int> metricResults;
+  for (int i = 0; i < program->results_size(); ++i)
+    if (!program->results(i).metric().empty()) {
+      metricResults.push_back(i);
+      lossOnly[i] = true;
+    }
+  if (Status status = resumeFromCheckpoint(); !status.ok())
+    return status;
   // --data: each step's inputs and labels, read ahead.
   std::unique_ptr<DataFeed> feed;
   if (!options.data.empty()) {
@@ -434,9 +498,7 @@ Status Trainer::train() {
     // On the way (--save-every), the step's updates are saved as the last
     // step's are.
     if (saves) {
-      for (int i = 0; i < program->results_size(); ++i)
-        if (program->results(i).has_updates_argument())
-          locals[program->results(i).updates_argument()] = results[i];
+      takeUpdates();
       if (Status status =
               saveCheckpoint(options.saveCheckpoint, *program, mesh, locals,
                              job, step, options.commTimeout);
@@ -450,29 +512,9 @@ Status Trainer::train() {
     if (Status status = executor->drain(results); !status.ok())
       return fail("after the last step: " + status.message());
   // The last step's updates are the new arguments (a checkpoint saves them).
-  for (int i = 0; i < program->results_size(); ++i)
-    if (program->results(i).has_updates_argument())
-      locals[program->results(i).updates_argument()] = results[i];
-  if (options.time && rank == 0) {
-    // The first step warms caches and connections; the last fetches every
-    // result from the device (the others only the loss): with three steps
-    // or more, report those between.
-    size_t skip = stepSeconds.size() > 1 ? 1 : 0;
-    size_t end =
-        stepSeconds.size() > 2 ? stepSeconds.size() - 1 : stepSeconds.size();
-    double total = 0, fastest = stepSeconds[skip];
-    for (size_t i = skip; i < end; ++i) {
-      total += stepSeconds[i];
-      fastest = std::min(fastest, stepSeconds[i]);
-    }
-    // The fastest step too: what PyTorch's benchmarks report, and on a
-    // shared machine the one that noise touched least.
-    std::printf("time: %.3f ms per step (mean of %zu steps after the "
-                "first%s), fastest %.3f ms\n",
-                1e3 * total / (end - skip), end - skip,
-                end < stepSeconds.size() ? ", before the last" : "",
-                1e3 * fastest);
-  }
+  takeUpdates();
+  if (options.time && rank == 0)
+    printStepTimes();
   if (Status status = writeTraces(); !status.ok())
     return status;
   if (!options.saveCheckpoint.empty()) {
@@ -529,11 +571,6 @@ Status Trainer::gatherResults() {
   // new parameters and optimizer state (results that update an argument)
   // come only where they are written out: they are the size of the model on
   // every rank.
-  bool allResults =
-      !options.saveWeights.empty() || !options.dumpOutputs.empty();
-  auto isGathered = [&](const plan::Result &result) {
-    return allResults || !result.has_updates_argument();
-  };
   std::vector<uint8_t> mine(losses.size() * sizeof(double));
   std::memcpy(mine.data(), losses.data(), mine.size());
   for (int i = 0; i < program->results_size(); ++i) {
@@ -572,7 +609,21 @@ Status Trainer::gatherResults() {
       std::fprintf(file, "%.9g\n", loss);
     std::fclose(file);
   }
+  std::map<int64_t, OwnedTensor> globalResults;
+  if (Status status = assembleResults(everyone, resultsAt, globalResults);
+      !status.ok())
+    return status;
+  return writeResults(globalResults);
+}
 
+bool Trainer::isGathered(const plan::Result &result) const {
+  return !options.saveWeights.empty() || !options.dumpOutputs.empty() ||
+         !result.has_updates_argument();
+}
+
+Status Trainer::assembleResults(std::vector<std::vector<uint8_t>> &everyone,
+                                const std::vector<size_t> &resultsAt,
+                                std::map<int64_t, OwnedTensor> &globalResults) {
   // Each global result, by its index in the step, from the ranks of the
   // first program that returns it (a unit's flat buffer returns several).
   std::map<int64_t, std::pair<int, int>> sources; // index -> program, result
@@ -587,7 +638,6 @@ Status Trainer::gatherResults() {
       for (const plan::Member &member : result.members())
         sources.try_emplace(member.source_index(), p, i);
     }
-  std::map<int64_t, OwnedTensor> globalResults;
   std::set<std::pair<int, int>> placed;
   for (const auto &[index, source] : sources) {
     if (!placed.insert(source).second)
@@ -629,7 +679,7 @@ Status Trainer::gatherResults() {
       globalResults.try_emplace(result.members(m).source_index(),
                                 std::move((*members)[m]));
   }
-  return writeResults(globalResults);
+  return Status::success();
 }
 
 Status Trainer::writeResults(std::map<int64_t, OwnedTensor> &globalResults) {
@@ -695,8 +745,7 @@ Status Trainer::matchLoadedWeights(
   std::map<std::string, std::pair<int64_t, plan::Argument>> params;
   for (const plan::Program &each : plan.programs())
     for (int i = 0; i < each.arguments_size(); ++i)
-      for (const auto &[source, tensor] :
-           getStepTensors(each.arguments(i), i))
+      for (const auto &[source, tensor] : getStepTensors(each.arguments(i), i))
         if (tensor.role() == plan::PARAM)
           params.emplace(tensor.name(), std::make_pair(source, tensor));
   std::vector<std::string> problems;

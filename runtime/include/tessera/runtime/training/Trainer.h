@@ -95,8 +95,18 @@ private:
   }
   /// The device, the communicator and its groups.
   Status setUp();
+  struct InputSources;
   /// The step's arguments on this rank (`locals`).
   Status prepareArguments();
+  /// Which step tensors each argument holds, their roles, and which file
+  /// tensor gives each parameter and data argument.
+  void findInputSources(InputSources &sources) const;
+  /// Reads --weights, --load-weights and --inputs, checked against the
+  /// step.
+  Status readGivenInputs(InputSources &sources) const;
+  /// This rank's piece of argument `index` of its program, made from its
+  /// step tensors' sources.
+  Status addLocalArgument(int index, InputSources &sources);
   /// --load-weights: opens the safetensors file and finds each parameter
   /// of the step (by its index; a weight stash's, its parameter's) under
   /// its name, checked against its dtype and shape; every mismatch is
@@ -105,12 +115,29 @@ private:
       const std::map<int64_t, int64_t> &stashOf,
       std::optional<SafetensorsCheckpoint> &safetensors,
       std::map<int64_t, const SafetensorsFile::Entry *> &entryOf) const;
+  /// --load-checkpoint: the arguments and the step a checkpoint reached,
+  /// checked against the steps to run.
+  Status resumeFromCheckpoint();
   /// The steps, with the data feed, the log and checkpoints on the way.
   Status train();
+  /// The step's updates (`results`) as the next step's arguments.
+  void takeUpdates();
+  /// --time: the steps' mean and fastest time, the first and last aside.
+  void printStepTimes() const;
   /// Chrome traces: this rank's, and rank 0 every rank's in one.
   Status writeTraces();
   /// The losses and results on rank 0, printed and written.
   Status gatherResults();
+  /// Whether rank 0 gathers `result`: the new parameters and optimizer
+  /// state (results that update an argument, the size of the model on
+  /// every rank) only where they are written out.
+  bool isGathered(const plan::Result &result) const;
+  /// On rank 0, each global result by its index in the step, put together
+  /// from the ranks' gathered bytes (`everyone`; rank r's results from
+  /// `resultsAt[r]` on), the loss printed.
+  Status assembleResults(std::vector<std::vector<uint8_t>> &everyone,
+                         const std::vector<size_t> &resultsAt,
+                         std::map<int64_t, OwnedTensor> &globalResults);
   /// On rank 0, --save-weights and --dump-outputs of the global results
   /// by their index in the step.
   Status writeResults(std::map<int64_t, OwnedTensor> &globalResults);
