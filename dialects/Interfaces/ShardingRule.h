@@ -8,6 +8,7 @@
 #ifndef TESSERA_INTERFACES_SHARDINGRULE_H
 #define TESSERA_INTERFACES_SHARDINGRULE_H
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/TypeRange.h"
 #include "mlir/IR/Types.h"
@@ -45,6 +46,12 @@ struct Factor {
 /// For each dimension of one tensor, the factors it is made of, major to
 /// minor. The product of their sizes is the dimension's size.
 using TensorFactors = llvm::SmallVector<llvm::SmallVector<int64_t, 1>>;
+
+/// Mesh axes, major to minor: what splits one dim of a tensor, or one factor.
+using AxisList = llvm::SmallVector<mlir::StringAttr, 2>;
+
+/// The axes of each factor of a rule.
+using FactorAxes = llvm::SmallVector<AxisList>;
 
 /// The factor sharding rule of one op.
 class ShardingRule {

@@ -4,8 +4,12 @@
 #ifndef TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
 #define TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
 
+#include "dialects/Interfaces/PartitionContext.h"
 #include "dialects/Interfaces/ShardingRule.h"
 #include "mlir/IR/OpDefinition.h"
+
+#include <optional>
+#include <utility>
 
 #include "dialects/Interfaces/ShardingRuleOpInterface.h.inc"
 

@@ -66,6 +66,47 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
         by default.
       }],
       "bool", "isLinear", (ins), "", [{ return false; }]>,
+    InterfaceMethod<[{
+        Partitions the op itself where computing it on the chosen factor
+        layout is not what it means on pieces (`nn.attention` with `ring`
+        builds a ring of blocks). The partitioner calls it once it has chosen
+        the layout of the op's factors, with `builder` before the op; the op
+        asks `context` for its operands in the layout it needs and hands it
+        each result's piece (`replaceResult`). Answers false to leave the op
+        to the factor partitioning, true once every result is replaced (the
+        op is erased once the function is partitioned), and fails after an
+        error at the op. False by default.
+      }],
+      "::mlir::FailureOr<bool>", "partition",
+      (ins "::tessera::PartitionContext &":$context,
+           "::mlir::OpBuilder &":$builder), "",
+      [{ return false; }]>,
+    InterfaceMethod<[{
+        Returns whether the op sums a function of every element of operand 0
+        that maps zero to zero into a rank-0 result (`nn.sum_squares`): it
+        then computes on a piece stored flat, whose padding is zeros, into a
+        partial sum over every axis that splits the piece. False by default.
+      }],
+      "bool", "reducesFlatPieces", (ins), "", [{ return false; }]>,
+    InterfaceMethod<[{
+        Returns, for an op that only permutes the dims of its one operand
+        (`nn.transpose`), the permutation: result dim `i` is operand dim
+        `permutation[i]`. The reshard optimizer sees through it that two
+        exchanges move the same value. None by default.
+      }],
+      "::std::optional<::llvm::SmallVector<int64_t>>", "getDimPermutation",
+      (ins), "", [{ return ::std::nullopt; }]>,
+    InterfaceMethod<[{
+        Returns, for an op with a dim made of groups of members, groups major
+        (attention's query heads: the kv heads, each with the query heads
+        that read it), the number of groups and the dim's size; none by
+        default. `--tessera-split-axes` splits a mesh axis of more devices
+        than there are groups (more than one), a multiple of the groups that
+        divides the dim, into two sub-axes: the groups split over the major
+        one, each group's members over the minor one.
+      }],
+      "::std::optional<::std::pair<int64_t, int64_t>>", "getSubAxisGroups",
+      (ins), "", [{ return ::std::nullopt; }]>,
   ];
 }
 

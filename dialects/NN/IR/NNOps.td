@@ -13,7 +13,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Every nn op is pure and implements the sharding-rule, cost and gradient
 /// interfaces next to its definition (NNShardingRules.cpp, NNCost.cpp,
-/// NNGradients.cpp).
+/// NNGradients.cpp; the ops that partition themselves, NNPartition.cpp).
 /// `costMethods` and `shardingMethods` list the CostOpInterface and
 /// ShardingRuleOpInterface methods with defaults that the op overrides.
 class NN_ModelOp<string mnemonic, list<Trait> traits = [],
@@ -475,7 +475,7 @@ def NN_ReshapeOp : NN_ModelOp<"reshape", [], [], ["isLinear"]> {
 }
 
 def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor], [],
-                                ["isLinear"]> {
+                                ["isLinear", "getDimPermutation"]> {
   let summary = "permutation of the dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -852,7 +852,8 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
 def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<NN_RandomOpInterface,
                               ["getDrawShape", "getDrawDims",
-                               "getPositionedDims"]>]> {
+                               "getPositionedDims"]>], [],
+    ["partition", "getSubAxisGroups"]> {
   let summary = "fused scaled-dot-product attention";
   let description = [{
     `softmax(scale · q kᵀ) v` per batch and head, without the scores: the
@@ -933,7 +934,8 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
     [AttrSizedOperandSegments,
      DeclareOpInterfaceMethods<NN_RandomOpInterface,
                                ["getDrawShape", "getDrawDims",
-                               "getPositionedDims"]>]> {
+                               "getPositionedDims"]>], [],
+    ["partition", "getSubAxisGroups"]> {
   let summary = "gradients of nn.attention, fused";
   let description = [{
     For `o = nn.attention q, k, v` and the gradient `do` of `o`, the
@@ -1215,7 +1217,8 @@ def NN_AdamWOp : NN_ModelOp<"adamw", [InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
-def NN_SumSquaresOp : NN_ModelOp<"sum_squares", [InferTypeOpAdaptor]> {
+def NN_SumSquaresOp : NN_ModelOp<"sum_squares", [InferTypeOpAdaptor], [],
+                                 ["reducesFlatPieces"]> {
   let summary = "the sum of the squares of every element, in f32";
   let description = [{
     `sum(x²)` over every element of `input`, accumulated in f32 or wider:

@@ -221,6 +221,10 @@ ShardingRule TransposeOp::getShardingRule() {
   return builder.build();
 }
 
+std::optional<SmallVector<int64_t>> TransposeOp::getDimPermutation() {
+  return SmallVector<int64_t>(getPermutation());
+}
+
 ShardingRule SliceOp::getShardingRule() {
   ArrayRef<int64_t> inShape = getShape(getInput());
   ShardingRuleBuilder builder = makeBuilder(*this);
@@ -435,6 +439,21 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return builder.build();
 }
 
+/// The query heads as groups, one per kv head (major) of the query heads
+/// that read it (minor), as the rules' factors split them: the kv heads and
+/// the query heads.
+static std::pair<int64_t, int64_t> getHeadGroups(Value query, Value key) {
+  return {getShape(key)[1], getShape(query)[1]};
+}
+
+std::optional<std::pair<int64_t, int64_t>> AttentionOp::getSubAxisGroups() {
+  return getHeadGroups(getQuery(), getKey());
+}
+
+std::optional<std::pair<int64_t, int64_t>> AttentionGradOp::getSubAxisGroups() {
+  return getHeadGroups(getQuery(), getKey());
+}
+
 /// A ring attention block (and its gradient), which the partitioner makes
 /// on local pieces: the batch and the kv heads with their groups split;
 /// the sequence and head dims it reads whole, as a block is one device's.
@@ -572,6 +591,9 @@ ShardingRule SumSquaresOp::getShardingRule() {
                       FactorKind::Reduction);
   return builder.build();
 }
+
+/// Squares map the zero padding of a flat piece to zeros.
+bool SumSquaresOp::reducesFlatPieces() { return true; }
 
 ShardingRule OneHotOp::getShardingRule() {
   ArrayRef<int64_t> shape = getShape(getResult());

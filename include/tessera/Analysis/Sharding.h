@@ -18,8 +18,6 @@
 
 namespace tessera {
 
-using AxisList = llvm::SmallVector<mlir::StringAttr, 2>;
-
 /// A device group as mesh axes form it: `size` devices `stride` apart
 /// (the product of the sizes of the more minor mesh axes).
 struct DeviceGroup {
@@ -102,9 +100,6 @@ std::string formatAxes(llvm::ArrayRef<mlir::StringAttr> axes);
 /// True when `prefix` starts `list`.
 bool isAxesPrefix(llvm::ArrayRef<mlir::StringAttr> prefix,
                   llvm::ArrayRef<mlir::StringAttr> list);
-
-/// The axes of each factor of a rule.
-using FactorAxes = llvm::SmallVector<AxisList>;
 
 /// Splits the axes of each dim of tensor `dims` over that dim's factors,
 /// major to minor: a factor takes axes while they divide what is left of it;

@@ -78,22 +78,14 @@ private:
                           ArrayRef<StringAttr> carried);
   LogicalResult partitionRuleOp(ShardingRuleOpInterface op,
                                 const ShardingRule &rule);
-  AxisList getRingAxes(ShardingRuleOpInterface op, const ShardingRule &rule,
-                       const FactorAxes &chosen) const;
-  Value passAlongRing(Location loc, Value value, ArrayRef<StringAttr> ring);
-  std::pair<Value, Value> buildRingForward(Location loc, Value query, Value key,
-                                           Value value, Value index,
-                                           ArrayRef<StringAttr> ring,
-                                           bool causal, APFloat scale,
-                                           int64_t zigzag);
-  LogicalResult partitionRingAttention(ShardingRuleOpInterface op,
-                                       const ShardingRule &rule,
-                                       const FactorAxes &chosen,
-                                       ArrayRef<StringAttr> ring,
+  LogicalResult partitionFlatReduction(ShardingRuleOpInterface op,
+                                       TensorSharding piece,
                                        ArrayRef<TensorSharding> wanted);
   LogicalResult partitionReplicatedOp(Operation *op);
+  /// This device's index in each group of mesh axes, at the builder's point.
+  Value createAxisIndex(Location loc, ArrayRef<AxisList> groups);
   LogicalResult placeOffsetPiece(nn::OffsetOpInterface op,
-                                 ArrayRef<StringAttr> axes);
+                                 const AxisList &axes);
   LogicalResult placeRandomPiece(nn::RandomOpInterface op,
                                  ArrayRef<AxisList> resultDimAxes);
 
@@ -112,11 +104,16 @@ private:
   /// The sharding each local value has.
   DenseMap<Value, TensorSharding> localShardings;
   DenseMap<Operation *, ShardingRule> rules;
-  /// A ring attention's output, and its rows' log-sum-exps, which its
-  /// gradient's ring reads.
-  DenseMap<Value, Value> ringLogSumExps;
-  /// Ops whose results others made (ring attention), erased at the end.
+  /// Values that ops which partition themselves keep beside their local
+  /// results for later ops (ring attention's output and its rows'
+  /// log-sum-exps, which its gradient's ring reads).
+  DenseMap<Value, Value> companions;
+  /// Ops that partitioned themselves, their results replaced by what they
+  /// built (ring attention), erased at the end.
   SmallVector<Operation *> replacedOps;
+
+  /// What an op that partitions itself asks of this partitioner.
+  class OpContext;
 };
 
 } // namespace
@@ -642,222 +639,112 @@ FactorAxes FunctionPartitioner::chooseLayout(
   return layouts[best];
 }
 
-/// The axes that split the queries of `op` when it is an nn.attention or
-/// nn.attention_grad with `ring` computed on `chosen`, over more than one
-/// device; else none.
-AxisList FunctionPartitioner::getRingAxes(ShardingRuleOpInterface op,
-                                          const ShardingRule &rule,
-                                          const FactorAxes &chosen) const {
-  bool ring = false;
-  if (auto attention = dyn_cast<nn::AttentionOp>(op.getOperation()))
-    ring = attention.getRing();
-  if (auto gradient = dyn_cast<nn::AttentionGradOp>(op.getOperation()))
-    ring = gradient.getRing();
-  if (!ring)
-    return {};
-  AxisList axes = chosen[rule.getOperandDimFactors(0, 2).front()];
-  return mesh.getGroupSize(axes) > 1 ? axes : AxisList();
-}
+/// What an op that partitions itself (ShardingRuleOpInterface::partition)
+/// asks of the partitioner: the layout chosen for its factors, its operands'
+/// pieces, and its results' replacements, resharded to what their users
+/// want.
+class FunctionPartitioner::OpContext final : public PartitionContext {
+public:
+  OpContext(FunctionPartitioner &partitioner, ShardingRuleOpInterface op,
+            const ShardingRule &rule, const FactorAxes &chosen,
+            ArrayRef<TensorSharding> wanted)
+      : partitioner(partitioner), op(op), rule(rule), chosen(chosen),
+        wanted(wanted) {}
 
-/// `value` sent one step along the ring of `ring`'s devices: each device's
-/// to the next, the last's to the first.
-Value FunctionPartitioner::passAlongRing(Location loc, Value value,
-                                         ArrayRef<StringAttr> ring) {
-  int64_t size = mesh.getGroupSize(ring);
-  SmallVector<int64_t> pairs;
-  for (int64_t r = 0; r < size; ++r)
-    pairs.append({r, (r + 1) % size});
-  return dist::CollectivePermuteOp::create(
-      builder, loc, value.getType(), value,
-      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
-      builder.getArrayAttr(llvm::to_vector_of<Attribute>(ring)),
-      builder.getDenseI64ArrayAttr(pairs));
-}
+  const ShardingRule &getRule() const override { return rule; }
+  ArrayRef<AxisList> getFactorAxes() const override { return chosen; }
+  int64_t getGroupSize(ArrayRef<StringAttr> axes) const override {
+    return partitioner.mesh.getGroupSize(axes);
+  }
 
-/// Ring attention's forward on local pieces: each step's block against the
-/// keys and values the ring passed on (the next step's sent before the
-/// block computes, so that the transfer overlaps it), combined by the
-/// blocks' log-sum-exps. Answers the output and the rows' log-sum-exps.
-std::pair<Value, Value> FunctionPartitioner::buildRingForward(
-    Location loc, Value query, Value key, Value value, Value index,
-    ArrayRef<StringAttr> ring, bool causal, APFloat scale, int64_t zigzag) {
-  MLIRContext *context = builder.getContext();
-  int64_t size = mesh.getGroupSize(ring);
-  auto queryType = cast<RankedTensorType>(query.getType());
-  auto outType = RankedTensorType::get(
-      {queryType.getDimSize(0), queryType.getDimSize(1),
-       queryType.getDimSize(2),
-       cast<RankedTensorType>(value.getType()).getDimSize(3)},
-      queryType.getElementType());
-  auto lseType = RankedTensorType::get(queryType.getShape().drop_back(),
-                                       Float32Type::get(context));
-  auto wideType = outType.clone(Float32Type::get(context));
-  Value out, lse;
-  for (int64_t step = 0; step < size; ++step) {
-    Value nextKey, nextValue;
-    if (step + 1 < size) {
-      nextKey = passAlongRing(loc, key, ring);
-      nextValue = passAlongRing(loc, value, ring);
-    }
-    auto block = nn::AttentionBlockOp::create(
-        builder, loc, TypeRange{outType, lseType}, query, key, value, index,
-        causal, scale, step, size, zigzag);
-    // The blocks combine in f32 (the kernels compute in it).
-    Value blockOut = block.getResult();
-    if (!outType.getElementType().isF32())
-      blockOut = nn::CastOp::create(builder, loc, wideType, blockOut);
-    if (step == 0) {
-      out = blockOut;
-      lse = block.getLse();
-    } else {
-      // l = m + log(exp(l1 - m) + exp(l2 - m)), m their maximum (finite:
-      // the first block holds each query's own position);
-      // o = (o1 exp(l1 - m) + o2 exp(l2 - m)) / (exp(l1 - m) + exp(l2 - m)).
-      Value high = nn::MaxOp::create(builder, loc, lse, block.getLse());
-      Value a = nn::ExpOp::create(builder, loc,
-                                  nn::SubOp::create(builder, loc, lse, high));
-      Value b = nn::ExpOp::create(
-          builder, loc, nn::SubOp::create(builder, loc, block.getLse(), high));
-      Value sum = nn::AddOp::create(builder, loc, a, b);
-      lse = nn::AddOp::create(builder, loc, high,
-                              nn::LogOp::create(builder, loc, sum));
-      auto spread = [&](Value weight) {
-        return nn::BroadcastOp::create(
-            builder, loc, wideType,
-            nn::DivOp::create(builder, loc, weight, sum),
-            builder.getDenseI64ArrayAttr({0, 1, 2}));
-      };
-      out = nn::AddOp::create(
-          builder, loc, nn::MulOp::create(builder, loc, out, spread(a)),
-          nn::MulOp::create(builder, loc, blockOut, spread(b)));
-    }
-    key = nextKey;
-    value = nextValue;
+  SmallVector<AxisList> getOperandDimAxes(unsigned index) const override {
+    RankedTensorType global =
+        partitioner.globalTypes.lookup(op->getOperand(index));
+    return getFactorLayout(rule, partitioner.mesh,
+                           rule.getOperandFactors()[index], chosen,
+                           global.getRank(), {})
+        .getDimAxes();
   }
-  if (out.getType() != outType)
-    out = nn::CastOp::create(builder, loc, outType, out);
-  return {out, lse};
-}
 
-/// nn.attention or nn.attention_grad with `ring`, its queries split over
-/// `ring`: the operands laid out as `chosen` gives them, but the keys and
-/// values on their piece of the sequence over `ring` too, and the op's
-/// results made by the ring, which the op is replaced by (and erased once
-/// the function is partitioned).
-LogicalResult FunctionPartitioner::partitionRingAttention(
-    ShardingRuleOpInterface op, const ShardingRule &rule,
-    const FactorAxes &chosen, ArrayRef<StringAttr> ring,
-    ArrayRef<TensorSharding> wanted) {
-  auto attention = dyn_cast<nn::AttentionOp>(op.getOperation());
-  auto gradient = dyn_cast<nn::AttentionGradOp>(op.getOperation());
-  bool drops = attention ? attention.getDropout().convertToFloat() > 0
-                         : gradient.getDropout().convertToFloat() > 0;
-  if (drops)
-    return op->emitOpError("with ring and dropout is not built: drop the "
-                           "ring (the keys are then gathered) or the dropout");
-  Location loc = op->getLoc();
-  builder.setInsertionPoint(op);
-  // q, k, v (and o, do); the keys' and values' sequence over the ring.
-  unsigned tensors = attention ? 3 : 5;
-  SmallVector<Value> local;
-  for (unsigned index = 0; index < tensors; ++index) {
-    Value operand = op->getOperand(index);
-    TensorSharding layout =
-        getFactorLayout(rule, mesh, rule.getOperandFactors()[index], chosen,
-                        globalTypes.lookup(operand).getRank(), {});
-    if (index == 1 || index == 2)
-      layout.dims[2].axes.assign(ring.begin(), ring.end());
-    FailureOr<Value> piece =
-        reshard(op, "operand #" + Twine(index), operand, layout);
-    if (failed(piece))
-      return failure();
-    local.push_back(*piece);
+  FailureOr<Value> reshardOperand(unsigned index,
+                                  ArrayRef<AxisList> dimAxes) override {
+    return partitioner.reshard(op, "operand #" + Twine(index),
+                               op->getOperand(index), getLayout(dimAxes, {}));
   }
-  auto meshSymbol = FlatSymbolRefAttr::get(meshOp.getSymNameAttr());
-  Value index =
-      dist::AxisIndexOp::create(
-          builder, loc, RankedTensorType::get({1}, builder.getI64Type()),
-          meshSymbol,
-          builder.getArrayAttr(
-              {builder.getArrayAttr(llvm::to_vector_of<Attribute>(ring))}))
-          .getResult();
-  bool causal = attention ? attention.getCausal() : gradient.getCausal();
-  APFloat scale = attention ? attention.getScale() : gradient.getScale();
-  // In zigzag order each device of the ring holds whole chunks.
-  int64_t zigzag = attention ? attention.getZigzag() : gradient.getZigzag();
-  if (zigzag > 0 && 2 * zigzag % mesh.getGroupSize(ring) != 0)
-    return op->emitOpError("stores its sequence in zigzag order of ")
-           << 2 * zigzag << " chunks, which a ring of "
-           << mesh.getGroupSize(ring)
-           << " devices does not split into whole chunks (it was balanced for "
-              "a ring of "
-           << zigzag << ")";
-  SmallVector<Value> made;
-  if (attention) {
-    auto [out, lse] = buildRingForward(loc, local[0], local[1], local[2], index,
-                                       ring, causal, scale, zigzag);
-    ringLogSumExps[out] = lse;
-    made.push_back(out);
-  } else {
-    // The forward's log-sum-exps, or the forward again where they are not
-    // at hand (a gradient without its ring forward).
-    Value lse = ringLogSumExps.lookup(local[3]);
-    if (!lse)
-      lse = buildRingForward(loc, local[0], local[1], local[2], index, ring,
-                             causal, scale, zigzag)
-                .second;
-    int64_t size = mesh.getGroupSize(ring);
-    auto permute = [&](Value value) { return passAlongRing(loc, value, ring); };
-    // dq sums the blocks' terms here; each block's dk and dv sum as they
-    // travel the ring with its keys and values, and go home at the end.
-    Value key = local[1], value = local[2], dq, dk, dv;
-    for (int64_t step = 0; step < size; ++step) {
-      Value nextKey, nextValue;
-      if (step + 1 < size) {
-        nextKey = permute(key);
-        nextValue = permute(value);
-      }
-      auto block = nn::AttentionBlockGradOp::create(
-          builder, loc,
-          TypeRange{local[0].getType(), key.getType(), value.getType()},
-          local[0], key, value, local[3], local[4], lse, index, causal, scale,
-          step, size, zigzag);
-      auto sum = [&](Value total, Value term) -> Value {
-        return total ? nn::AddOp::create(builder, loc, total, term).getResult()
-                     : term;
-      };
-      dq = sum(dq, block.getQueryGrad());
-      dk = sum(dk, block.getKeyGrad());
-      dv = sum(dv, block.getValueGrad());
-      dk = permute(dk);
-      dv = permute(dv);
-      key = nextKey;
-      value = nextValue;
-    }
-    made.append({dq, dk, dv});
+
+  SmallVector<AxisList> getResultDimAxes(unsigned index) const override {
+    return getChosenResultLayout(index).getDimAxes();
   }
-  // Laid out as the op's results, but the keys' and values' gradients on
-  // their piece of the sequence, complete over the ring.
-  for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    TensorSharding actual =
-        getResultLayout(rule, mesh, index, chosen, wanted[index].getRank(), {});
-    llvm::erase_if(actual.unreduced, [&](StringAttr axis) {
-      return llvm::is_contained(ring, axis);
-    });
-    if (gradient && index > 0)
-      actual.dims[2].axes.assign(ring.begin(), ring.end());
-    Value value = made[index];
-    globalTypes[value] = globalTypes.lookup(result);
-    localShardings[value] = actual;
-    FailureOr<Value> laidOut = reshard(op, "result #" + Twine(index), value,
-                                       wanted[index], getReductionKind(op));
+
+  AxisList getResultUnreduced(unsigned index) const override {
+    return getChosenResultLayout(index).unreduced;
+  }
+
+  LogicalResult replaceResult(unsigned index, Value local,
+                              ArrayRef<AxisList> dimAxes,
+                              ArrayRef<StringAttr> unreduced) override {
+    Value result = op->getResult(index);
+    partitioner.globalTypes[local] = partitioner.globalTypes.lookup(result);
+    partitioner.localShardings[local] = getLayout(dimAxes, unreduced);
+    FailureOr<Value> laidOut =
+        partitioner.reshard(op, "result #" + Twine(index), local, wanted[index],
+                            getReductionKind(op));
     if (failed(laidOut))
       return failure();
     result.replaceAllUsesWith(*laidOut);
+    return success();
   }
-  replacedOps.push_back(op);
-  return success();
-}
+
+  Value createAxisIndex(Location loc, ArrayRef<AxisList> groups) override {
+    return partitioner.createAxisIndex(loc, groups);
+  }
+
+  Value createRingShift(Location loc, Value value,
+                        ArrayRef<StringAttr> ring) override {
+    OpBuilder &builder = partitioner.builder;
+    int64_t size = partitioner.mesh.getGroupSize(ring);
+    SmallVector<int64_t> pairs;
+    for (int64_t r = 0; r < size; ++r)
+      pairs.append({r, (r + 1) % size});
+    return dist::CollectivePermuteOp::create(
+        builder, loc, value.getType(), value,
+        FlatSymbolRefAttr::get(partitioner.meshOp.getSymNameAttr()),
+        builder.getArrayAttr(llvm::to_vector_of<Attribute>(ring)),
+        builder.getDenseI64ArrayAttr(pairs));
+  }
+
+  void setCompanion(Value local, Value companion) override {
+    partitioner.companions[local] = companion;
+  }
+
+  Value getCompanion(Value local) const override {
+    return partitioner.companions.lookup(local);
+  }
+
+private:
+  /// A closed sharding with `dimAxes` per dim and partial sums over
+  /// `unreduced`.
+  static TensorSharding getLayout(ArrayRef<AxisList> dimAxes,
+                                  ArrayRef<StringAttr> unreduced) {
+    TensorSharding layout = TensorSharding::getReplicated(dimAxes.size());
+    for (auto [dim, axes] : llvm::enumerate(dimAxes))
+      layout.dims[dim].axes = axes;
+    layout.unreduced.assign(unreduced.begin(), unreduced.end());
+    return layout;
+  }
+
+  /// What result `index` holds on the chosen factor axes.
+  TensorSharding getChosenResultLayout(unsigned index) const {
+    return getResultLayout(rule, partitioner.mesh, index, chosen,
+                           wanted[index].getRank(), {});
+  }
+
+  FunctionPartitioner &partitioner;
+  ShardingRuleOpInterface op;
+  const ShardingRule &rule;
+  const FactorAxes &chosen;
+  ArrayRef<TensorSharding> wanted;
+};
 
 LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
                                                    const ShardingRule &rule) {
@@ -871,25 +758,9 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   // laid out by its dims, and reshardResults stores what is wanted flat.
   if (isFlatPointwise(op, rule, wanted))
     return partitionFlatOp(op, rule, wanted);
-  // A sum of squares of a flat piece sums its elements (the padding is
-  // zeros): a partial sum over every axis that splits it.
-  if (auto squares = dyn_cast<nn::SumSquaresOp>(op.getOperation());
-      squares && !operandShardings.front().flat.empty()) {
-    TensorSharding piece = operandShardings.front();
-    piece.unreduced.clear();
-    builder.setInsertionPoint(op);
-    FailureOr<Value> local =
-        reshard(op, "operand #0", op->getOperand(0), piece);
-    if (failed(local))
-      return failure();
-    op->setOperand(0, *local);
-    TensorSharding partial = TensorSharding::getReplicated(0);
-    for (const AxisList &axes : piece.getDimAxes())
-      llvm::append_range(partial.unreduced, axes);
-    llvm::append_range(partial.unreduced, piece.flat);
-    localShardings[op->getResult(0)] = partial;
-    return reshardResults(op, wanted, dist::ReductionKind::sum);
-  }
+  // A sum of squares of a flat piece sums the piece as it is stored.
+  if (op.reducesFlatPieces() && !operandShardings.front().flat.empty())
+    return partitionFlatReduction(op, operandShardings.front(), wanted);
 
   // A linear op carries the pending sums its result is wanted with, where
   // every operand has them: it computes on the partial sums.
@@ -902,9 +773,18 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
         carried.push_back(axis);
 
   FactorAxes chosen = chooseLayout(op, rule, operandShardings, wanted, carried);
-  if (AxisList ring = getRingAxes(op, rule, chosen); !ring.empty())
-    return partitionRingAttention(op, rule, chosen, ring, wanted);
   builder.setInsertionPoint(op);
+  // An op may partition itself (ring attention) rather than be computed on
+  // the chosen layout; it has then replaced its results, and is erased once
+  // the function is partitioned.
+  OpContext context(*this, op, rule, chosen, wanted);
+  FailureOr<bool> partitioned = op.partition(context, builder);
+  if (failed(partitioned))
+    return failure();
+  if (*partitioned) {
+    replacedOps.push_back(op);
+    return success();
+  }
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     FailureOr<Value> local = reshard(
         op, "operand #" + Twine(index), operand,
@@ -945,24 +825,56 @@ LogicalResult FunctionPartitioner::partitionRuleOp(ShardingRuleOpInterface op,
   return reshardResults(op, wanted, getReductionKind(op));
 }
 
+/// An op that reduces flat pieces (a sum of squares) sums the elements of
+/// its operand's flat piece `piece` (the padding is zeros): a partial sum
+/// over every axis that splits it.
+LogicalResult
+FunctionPartitioner::partitionFlatReduction(ShardingRuleOpInterface op,
+                                            TensorSharding piece,
+                                            ArrayRef<TensorSharding> wanted) {
+  piece.unreduced.clear();
+  builder.setInsertionPoint(op);
+  FailureOr<Value> local = reshard(op, "operand #0", op->getOperand(0), piece);
+  if (failed(local))
+    return failure();
+  op->setOperand(0, *local);
+  TensorSharding partial = TensorSharding::getReplicated(0);
+  for (const AxisList &axes : piece.getDimAxes())
+    llvm::append_range(partial.unreduced, axes);
+  llvm::append_range(partial.unreduced, piece.flat);
+  localShardings[op->getResult(0)] = partial;
+  return reshardResults(op, wanted, dist::ReductionKind::sum);
+}
+
+/// A dist.axis_index: a tensor<N x i64> of this device's index in each of
+/// the N groups.
+Value FunctionPartitioner::createAxisIndex(Location loc,
+                                           ArrayRef<AxisList> groups) {
+  SmallVector<Attribute> groupAttrs;
+  for (const AxisList &axes : groups)
+    groupAttrs.push_back(
+        builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes)));
+  return dist::AxisIndexOp::create(
+      builder, loc,
+      RankedTensorType::get({static_cast<int64_t>(groups.size())},
+                            builder.getI64Type()),
+      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
+      builder.getArrayAttr(groupAttrs));
+}
+
 /// An op that positions integers against a dim split over `axes` (a
 /// vocab-split embedding table, a class-split one-hot) reads its piece's
 /// index along the dim from a dist.axis_index over those axes; over axes of
 /// one device its piece is the whole dim.
 LogicalResult FunctionPartitioner::placeOffsetPiece(nn::OffsetOpInterface op,
-                                                    ArrayRef<StringAttr> axes) {
+                                                    const AxisList &axes) {
   if (mesh.getGroupSize(axes) == 1)
     return success();
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "
                            "program once");
   builder.setInsertionPoint(op);
-  auto index = dist::AxisIndexOp::create(
-      builder, op->getLoc(), RankedTensorType::get({1}, builder.getI64Type()),
-      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
-      builder.getArrayAttr(
-          {builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes))}));
-  op.getPieceMutable().assign(index.getResult());
+  op.getPieceMutable().assign(createAxisIndex(op->getLoc(), {axes}));
   return success();
 }
 
@@ -991,19 +903,10 @@ FunctionPartitioner::placeRandomPiece(nn::RandomOpInterface op,
   if (op.getPiece())
     return op->emitOpError("is already a device's piece; partition the global "
                            "program once");
-  SmallVector<Attribute> groups;
-  for (auto [dim, axes] : llvm::enumerate(drawAxes)) {
-    groups.push_back(builder.getArrayAttr(llvm::to_vector_of<Attribute>(axes)));
+  for (auto [dim, axes] : llvm::enumerate(drawAxes))
     shape[dim] *= mesh.getGroupSize(axes);
-  }
   builder.setInsertionPoint(op);
-  auto index = dist::AxisIndexOp::create(
-      builder, op->getLoc(),
-      RankedTensorType::get({static_cast<int64_t>(drawAxes.size())},
-                            builder.getI64Type()),
-      FlatSymbolRefAttr::get(meshOp.getSymNameAttr()),
-      builder.getArrayAttr(groups));
-  op.getPieceMutable().assign(index.getResult());
+  op.getPieceMutable().assign(createAxisIndex(op->getLoc(), drawAxes));
   op.setGlobalShapeAttr(builder.getDenseI64ArrayAttr(shape));
   return success();
 }
@@ -1230,8 +1133,7 @@ static bool isSummedIntoUpdate(Value value) {
     if (isa<OptimizerOpInterface>(user))
       return true;
     auto rule = dyn_cast<ShardingRuleOpInterface>(user);
-    if (!isa<nn::CastOp>(user) &&
-        (!rule || !rule.isLinear() || user->getNumResults() != 1))
+    if (!rule || !rule.isLinear() || user->getNumResults() != 1)
       return false;
     value = user->getResult(0);
   }
@@ -1283,6 +1185,14 @@ struct ReduceTheSum : OpInterfaceRewritePattern<ShardingRuleOpInterface> {
 };
 } // namespace
 
+/// The permutation of `op`'s operand dims its result is, when `op` only
+/// permutes them (nn.transpose); none for any other op or none.
+static std::optional<SmallVector<int64_t>> getDimPermutation(Operation *op) {
+  if (auto rule = dyn_cast_or_null<ShardingRuleOpInterface>(op))
+    return rule.getDimPermutation();
+  return std::nullopt;
+}
+
 /// The reshard optimizer: the dist collectives' canonicalization patterns
 /// (pairs that cancel, runs that merge, sums reduced once) plus the ops'
 /// folders (collectives over one-device groups, no-op reshapes) and
@@ -1321,10 +1231,10 @@ static LogicalResult optimizeReshards(func::FuncOp function) {
     // The exchange in the frame of the value before a transpose.
     Value source = exchange.getInput();
     SmallVector<int64_t> permutation;
-    if (auto transpose = source.getDefiningOp<nn::TransposeOp>()) {
-      source = transpose.getInput();
-      permutation.assign(transpose.getPermutation().begin(),
-                         transpose.getPermutation().end());
+    if (std::optional<SmallVector<int64_t>> dimPermutation =
+            getDimPermutation(source.getDefiningOp())) {
+      source = source.getDefiningOp()->getOperand(0);
+      permutation = std::move(*dimPermutation);
       split = permutation[split];
       concat = permutation[concat];
     }
@@ -1357,7 +1267,7 @@ static LogicalResult optimizeReshards(func::FuncOp function) {
     Operation *operand = exchange.getInput().getDefiningOp();
     exchange.replaceAllUsesWith(moved);
     exchange.erase();
-    if (isa_and_nonnull<nn::TransposeOp>(operand) && operand->use_empty())
+    if (getDimPermutation(operand) && operand->use_empty())
       operand->erase();
   });
   return success();

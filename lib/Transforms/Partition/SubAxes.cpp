@@ -15,7 +15,7 @@
 #include "tessera/Transforms/Pipeline/Pipeline.h"
 
 #include "dialects/Dist/IR/DistOps.h"
-#include "dialects/NN/IR/NNOps.h"
+#include "dialects/Interfaces/ShardingRuleOpInterface.h"
 
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "llvm/ADT/MapVector.h"
@@ -124,7 +124,7 @@ struct SplitAxesPass : tessera::impl::SplitAxesPassBase<SplitAxesPass> {
       return;
     // Each axis that splits some attention's query heads but not its kv
     // heads, as kv heads dividing the axis: its major part of kv-heads
-    // devices.
+    // devices. An op names such a dim by getSubAxisGroups.
     llvm::MapVector<StringAttr, int64_t> cuts;
     auto visit = [&](int64_t heads, int64_t kvHeads) {
       for (auto [name, size] : llvm::zip(
@@ -137,13 +137,10 @@ struct SplitAxesPass : tessera::impl::SplitAxesPassBase<SplitAxesPass> {
           cuts.try_emplace(name, kvHeads);
       }
     };
-    module.walk([&](Operation *op) {
-      if (auto attention = dyn_cast<nn::AttentionOp>(op))
-        visit(attention.getQuery().getType().getDimSize(1),
-              attention.getKey().getType().getDimSize(1));
-      else if (auto gradient = dyn_cast<nn::AttentionGradOp>(op))
-        visit(gradient.getQuery().getType().getDimSize(1),
-              gradient.getKey().getType().getDimSize(1));
+    module.walk([&](ShardingRuleOpInterface op) {
+      if (std::optional<std::pair<int64_t, int64_t>> groups =
+              op.getSubAxisGroups())
+        visit(groups->second, groups->first);
     });
     if (cuts.empty())
       return;

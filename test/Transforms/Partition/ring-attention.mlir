@@ -40,3 +40,33 @@ func.func @zigzag(
   %o = nn.attention %q, %q, %q causal = true scale = 0.35 ring = true zigzag = 2 : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
   return %o : tensor<1x2x8x8xf32>
 }
+
+
+// Tests that the gradient of ring attention reuses its forward's rows'
+// log-sum-exps: the forward's ring is built once (as many blocks as the ring
+// has devices), and every block of the gradient's ring reads its combined
+// log-sum-exp rather than a second forward ring's.
+dist.mesh @mesh_cp_2 ["cp"=2]
+// CHECK-LABEL: func.func @ring_gradient
+func.func @ring_gradient(
+    %q: tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+    %k: tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+    %v: tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+    %do: tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>})
+    -> (tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+        tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>},
+        tensor<1x2x8x8xf32> {dist.sharding = #dist.sharding<@mesh_cp_2, [{}, {}, {"cp"}, {}]>}) {
+  // CHECK-COUNT-2: nn.attention_block %
+  // CHECK-NEXT: %[[M:.+]] = nn.max
+  // CHECK: %[[LOG:.+]] = nn.log
+  // CHECK-NEXT: %[[LSE:.+]] = nn.add %[[M]], %[[LOG]] : tensor<1x2x4xf32>
+  // CHECK-NOT: nn.attention_block %
+  // CHECK: nn.attention_block_grad {{.*}}, %[[LSE]] index {{.*}} ring_step = 0 ring_size = 2 :
+  // CHECK-NOT: nn.attention_block %
+  // CHECK: nn.attention_block_grad {{.*}}, %[[LSE]] index {{.*}} ring_step = 1 ring_size = 2 :
+  // CHECK-NOT: nn.attention_block %
+  // CHECK: return
+  %o = nn.attention %q, %k, %v causal = true scale = 0.35 ring = true : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal = true scale = 0.35 ring = true : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>)
+  return %dq, %dk, %dv : tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>
+}
