@@ -257,14 +257,19 @@ llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
   return machine;
 }
 
+std::string tessera::getMachineFilePath(llvm::StringRef nameOrPath,
+                                        llvm::StringRef machinesDir) {
+  if (llvm::sys::fs::exists(nameOrPath))
+    return nameOrPath.str();
+  llvm::SmallString<256> path(machinesDir);
+  llvm::sys::path::append(path, nameOrPath + ".json");
+  return std::string(path);
+}
+
 llvm::Expected<MachineModel>
 tessera::loadMachineModel(llvm::StringRef nameOrPath,
                           llvm::StringRef machinesDir) {
-  llvm::SmallString<256> path(nameOrPath);
-  if (!llvm::sys::fs::exists(path)) {
-    path = machinesDir;
-    llvm::sys::path::append(path, nameOrPath + ".json");
-  }
+  std::string path = getMachineFilePath(nameOrPath, machinesDir);
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
       llvm::MemoryBuffer::getFile(path);
   if (!file)

@@ -9,6 +9,9 @@
 
 #include "tessera/Export/Report.h"
 
+#include "dialects/Dist/IR/DistOps.h"
+#include "tessera/Support/Html.h"
+
 #include "plan.pb.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -17,19 +20,12 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 using namespace tessera;
 
 namespace {
-
-/// Text for HTML and SVG.
-std::string escape(llvm::StringRef text) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  llvm::printHTMLEscaped(text, os);
-  return out;
-}
 
 /// 1536 -> "1.5 KiB".
 std::string formatBytes(double bytes) {
@@ -121,7 +117,7 @@ void writeLegend(llvm::raw_ostream &os,
     os << llvm::formatv("<rect class=\"legend\" x=\"{0}\" y=\"12\" "
                         "width=\"12\" height=\"12\" fill=\"{1}\"/>"
                         "<text x=\"{2}\" y=\"22\">{3}</text>\n",
-                        x, item.second, x + 16, escape(item.first));
+                        x, item.second, x + 16, escapeHtml(item.first));
     x += 24 + 7.5 * item.first.size();
   }
 }
@@ -161,7 +157,7 @@ std::string drawSchedule(llvm::ArrayRef<UnitSpan> spans,
     std::string label = row < int64_t(labels.size()) ? labels[row] : "";
     os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2}"
                         "</text>\n",
-                        kLabel - 8, y + 16, escape(label));
+                        kLabel - 8, y + 16, escapeHtml(label));
     os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\""
                         " fill=\"#f2f2f2\"/>\n",
                         kLabel, y + 2, kWidth - kLabel - kRight,
@@ -180,9 +176,9 @@ std::string drawSchedule(llvm::ArrayRef<UnitSpan> spans,
         "<g><title>{0}: {1} to {2} {3}</title>"
         "<rect class=\"unit {4}\" x=\"{5:f2}\" y=\"{6}\" width=\"{7:f2}\" "
         "height=\"{8}\" fill=\"{9}\" stroke=\"white\" stroke-width=\"0.5\"/>",
-        what, formatNumber(span.start - begin), formatNumber(span.end - begin),
-        timeUnit, span.kind, x, y + 2, width, kRowHeight - 4,
-        getUnitColor(span.kind));
+        escapeHtml(what), formatNumber(span.start - begin),
+        formatNumber(span.end - begin), escapeHtml(timeUnit), span.kind, x,
+        y + 2, width, kRowHeight - 4, getUnitColor(span.kind));
     if (width >= 14 && span.kind != 'U')
       os << llvm::formatv("<text x=\"{0:f2}\" y=\"{1}\" text-anchor=\"middle\""
                           " fill=\"white\">{2}</text>",
@@ -192,7 +188,7 @@ std::string drawSchedule(llvm::ArrayRef<UnitSpan> spans,
   os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">0</text><text x=\"{2}\" "
                       "y=\"{1}\" text-anchor=\"end\">{3} {4}</text>\n",
                       kLabel, height - 8, kWidth - kRight,
-                      formatNumber(end - begin), timeUnit);
+                      formatNumber(end - begin), escapeHtml(timeUnit));
   os << "</svg>\n";
   return text;
 }
@@ -239,7 +235,7 @@ std::string drawMemory(const plan::Plan &plan, std::optional<double> capacity) {
     os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2}"
                         "</text>\n",
                         kLabel - 8, y + 16,
-                        escape(getProgramLabel(plan, index)));
+                        escapeHtml(getProgramLabel(plan, index)));
     double x = kLabel;
     for (const MemoryCategory &category :
          getCategories(program.peak_memory())) {
@@ -330,16 +326,17 @@ drawCollectives(const plan::Plan &plan,
     double y = kTop + kRowHeight * index, x = kLabel;
     os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2}"
                         "</text>\n",
-                        kLabel - 8, y + 16, escape(row.label));
+                        kLabel - 8, y + 16, escapeHtml(row.label));
     for (const CollectiveTotal *part : row.parts) {
       double width = part->bytes * scale;
       os << llvm::formatv("<g><title>{0} over {1}: {2} per step in {3} "
                           "calls</title><rect class=\"collective-bar\" "
                           "x=\"{4:f2}\" y=\"{5}\" width=\"{6:f2}\" "
                           "height=\"{7}\" fill=\"{8}\"/></g>\n",
-                          part->kind, part->axes, formatBytes(part->bytes),
-                          part->count, x, y + 2, std::max(width, 0.5),
-                          kRowHeight - 4, getCollectiveColor(part->kind));
+                          escapeHtml(part->kind), escapeHtml(part->axes),
+                          formatBytes(part->bytes), part->count, x, y + 2,
+                          std::max(width, 0.5), kRowHeight - 4,
+                          getCollectiveColor(part->kind));
       x += width;
     }
     os << llvm::formatv("<text x=\"{0:f2}\" y=\"{1}\">{2}</text>\n", x + 6,
@@ -457,6 +454,35 @@ tessera::simulateSchedule(const plan::Plan &plan) {
   return spans;
 }
 
+namespace {
+/// The most microseconds a trace's times count: a double counts them
+/// exactly below 2^53 (285 years), and no run's clock reads more.
+constexpr double kMaxTraceMicroseconds = 0x1p53;
+
+/// Fails naming the field of trace event `index` whose rank or times no run
+/// has: a rank past the most devices a plan runs on (the page would draw a
+/// row for every rank below it), a time not finite or past
+/// kMaxTraceMicroseconds (the axes would be scaled by infinity).
+llvm::Error checkTraceEvent(size_t index, int64_t pid, double ts, double dur) {
+  if (pid < 0 || pid >= dist::kMaxDevices)
+    return llvm::createStringError(llvm::formatv(
+        "\"pid\" of trace event {0} is {1}, expected a rank from 0 to {2} "
+        "(2^20 devices are the most a plan runs on)",
+        index, pid, dist::kMaxDevices - 1));
+  if (!std::isfinite(ts) || std::abs(ts) > kMaxTraceMicroseconds)
+    return llvm::createStringError(llvm::formatv(
+        "\"ts\" of trace event {0} is {1}, expected a finite time in "
+        "microseconds from -2^53 to 2^53",
+        index, formatNumber(ts)));
+  if (!std::isfinite(dur) || dur < 0 || dur > kMaxTraceMicroseconds)
+    return llvm::createStringError(llvm::formatv(
+        "\"dur\" of trace event {0} is {1}, expected a finite duration in "
+        "microseconds from 0 to 2^53",
+        index, formatNumber(dur)));
+  return llvm::Error::success();
+}
+} // namespace
+
 llvm::Expected<std::vector<UnitSpan>>
 tessera::getTracedSchedule(const llvm::json::Value &trace) {
   const llvm::json::Array *events = trace.getAsArray();
@@ -473,7 +499,7 @@ tessera::getTracedSchedule(const llvm::json::Value &trace) {
   };
   std::vector<Event> spans;
   int64_t last = 0;
-  for (const llvm::json::Value &value : *events) {
+  for (auto [index, value] : llvm::enumerate(*events)) {
     const llvm::json::Object *event = value.getAsObject();
     if (!event || event->getString("ph") != "X")
       continue;
@@ -485,6 +511,8 @@ tessera::getTracedSchedule(const llvm::json::Value &trace) {
         args ? args->getInteger("step") : std::optional<int64_t>();
     if (!pid || !ts || !dur || !step)
       continue;
+    if (llvm::Error error = checkTraceEvent(index, *pid, *ts, *dur))
+      return std::move(error);
     bool unit = event->getInteger("tid") == -1;
     spans.push_back({*pid, *step, *ts, *ts + *dur,
                      event->getString("name").value_or(""), unit});
@@ -603,7 +631,7 @@ llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
   llvm::raw_string_ostream os(text);
   std::string title = "Tessera report: " + inputs.planName;
   os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">"
-     << "\n<title>" << escape(title) << "</title>\n<style>\n"
+     << "\n<title>" << escapeHtml(title) << "</title>\n<style>\n"
      << "body { font-family: sans-serif; margin: 24px; color: #222; }\n"
      << "section { margin-bottom: 32px; }\n"
      << "p.caption { color: #555; max-width: 960px; }\n"
@@ -611,31 +639,24 @@ llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
      << "td, th { border: 1px solid #ccc; padding: 2px 8px; "
      << "text-align: right; }\n"
      << "td:first-child, th:first-child { text-align: left; }\n"
-     << "</style>\n</head>\n<body>\n<h1>" << escape(title) << "</h1>\n";
+     << "</style>\n</head>\n<body>\n<h1>" << escapeHtml(title) << "</h1>\n";
   std::vector<std::string> axes;
   int64_t ranks = 1;
   for (const plan::Mesh::Axis &axis : plan.mesh().axes()) {
     axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
     ranks *= axis.size();
   }
-  os << "<p id=\"summary\">Mesh " << escape(llvm::join(axes, " × ")) << " ("
+  os << "<p id=\"summary\">Mesh " << escapeHtml(llvm::join(axes, " × ")) << " ("
      << ranks << " ranks), " << plan.programs_size()
      << (plan.programs_size() == 1 ? " program" : " programs");
   if (!plan.source_model().empty())
-    os << ", compiled from <code>" << escape(plan.source_model()) << "</code>";
+    os << ", compiled from <code>" << escapeHtml(plan.source_model())
+       << "</code>";
   os << ".</p>\n";
 
   // The schedule: traced where a trace has units, else as the papers draw
   // it.
   os << "<section id=\"schedule\">\n<h2>Pipeline schedule</h2>\n";
-  std::vector<UnitSpan> traced;
-  if (inputs.trace) {
-    llvm::Expected<std::vector<UnitSpan>> units =
-        getTracedSchedule(*inputs.trace);
-    if (!units)
-      return units.takeError();
-    traced = std::move(*units);
-  }
   llvm::Expected<std::vector<UnitSpan>> simulated = simulateSchedule(plan);
   if (!simulated)
     return simulated.takeError();
@@ -664,7 +685,8 @@ llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
         "programs' time.</p>\n",
         100.0 * (1 - busy / (end * rows)));
   }
-  if (!traced.empty()) {
+  if (inputs.tracedUnits && !inputs.tracedUnits->empty()) {
+    const std::vector<UnitSpan> &traced = *inputs.tracedUnits;
     std::vector<std::string> labels;
     int64_t most = 0;
     for (const UnitSpan &span : traced)
@@ -675,7 +697,7 @@ llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
     os << "<p class=\"caption\">The last step of the trace, each rank's "
           "clock from its first event of the step (the ranks' clocks are "
           "not synchronized).</p>\n";
-  } else if (inputs.trace) {
+  } else if (inputs.tracedUnits) {
     os << "<p class=\"caption\">The trace has no pipeline units.</p>\n";
   }
   os << "</section>\n";
@@ -693,7 +715,7 @@ llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
     os << llvm::formatv("; a {0} device has {1} (the dashed red line, where "
                         "it fits the scale), of which the largest arena "
                         "takes {2}%",
-                        escape(inputs.machineName),
+                        escapeHtml(inputs.machineName),
                         formatBytes(*inputs.capacityBytes),
                         formatNumber(100.0 * most / *inputs.capacityBytes));
   }
@@ -718,15 +740,16 @@ llvm::Expected<std::string> tessera::renderReport(const ReportInputs &inputs) {
           "<th>kind</th><th>calls</th><th>bytes</th></tr>\n";
     for (size_t index = 0; index < totals.size(); ++index)
       for (const CollectiveTotal &total : totals[index])
-        os << "<tr><td>" << index << "</td><td>" << escape(total.axes)
-           << "</td><td>" << total.kind << "</td><td>" << total.count
-           << "</td><td>" << formatBytes(total.bytes) << "</td></tr>\n";
+        os << "<tr><td>" << index << "</td><td>" << escapeHtml(total.axes)
+           << "</td><td>" << escapeHtml(total.kind) << "</td><td>"
+           << total.count << "</td><td>" << formatBytes(total.bytes)
+           << "</td></tr>\n";
     os << "</table>\n";
   }
   os << "</section>\n";
 
   for (const ReportFigure &figure : inputs.figures)
-    os << "<section class=\"figure\">\n<h2>" << escape(figure.title)
+    os << "<section class=\"figure\">\n<h2>" << escapeHtml(figure.title)
        << "</h2>\n"
        << figure.svg << "</section>\n";
   os << "</body>\n</html>\n";

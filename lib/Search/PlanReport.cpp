@@ -2,10 +2,16 @@
 
 #include "tessera/Search/PlanReport.h"
 
+#include "dialects/Dist/IR/DistOps.h"
+#include "tessera/Support/Html.h"
+
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 using namespace tessera;
 using llvm::SmallVector;
@@ -215,39 +221,107 @@ llvm::json::Object tessera::toJson(const ScalingCurve &curve) {
       {"points", std::move(points)}};
 }
 
+namespace {
+/// The error of JSON that is not a curve of tessera plan --scaling --json.
+llvm::Error failNotScalingJson(const llvm::Twine &what) {
+  return llvm::createStringError(
+      "not the JSON of tessera plan --scaling --json: " + what);
+}
+
+/// The range a number of a scaling curve's JSON lies in: no search makes
+/// one outside it, and an infinite speedup would never end the plot's ticks.
+struct NumberRange {
+  double least, most;
+};
+
+/// `value` as a message shows it: 0.25, 1048576, inf, nan.
+std::string formatValue(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.15g", value);
+  return text;
+}
+
+/// Fails naming `field` and `where` it is (" of point 2", or empty for the
+/// curve's own) where `value` is not finite or lies outside `range`.
+llvm::Error checkNumber(llvm::StringRef field, llvm::StringRef where,
+                        double value, NumberRange range) {
+  if (std::isfinite(value) && value >= range.least && value <= range.most)
+    return llvm::Error::success();
+  std::string expected = std::isfinite(range.most)
+                             ? "from " + formatValue(range.least) + " to " +
+                                   formatValue(range.most)
+                             : "of at least " + formatValue(range.least);
+  return llvm::createStringError(
+      llvm::formatv("\"{0}\"{1} is {2}, expected a finite number {3}", field,
+                    where, formatValue(value), expected)
+          .str());
+}
+
+/// A speedup over the first count past the most devices a plan runs on
+/// (2^20) is no search's.
+constexpr NumberRange kSpeedupRange{0, double(dist::kMaxDevices)};
+constexpr NumberRange kNonNegative{0, std::numeric_limits<double>::infinity()};
+
+/// The point at `index` of a curve's "points": its count, batch and, where
+/// a plan fits, its throughput, speedup and efficiency.
+llvm::Expected<ScalingPoint> parseScalingPoint(const llvm::json::Value &value,
+                                               size_t index) {
+  std::string where = llvm::formatv(" of point {0}", index).str();
+  const llvm::json::Object *point = value.getAsObject();
+  std::optional<int64_t> devices =
+      point ? point->getInteger("devices") : std::nullopt;
+  if (!devices || *devices < 1)
+    return failNotScalingJson("a point without a positive \"devices\" count");
+  if (*devices > dist::kMaxDevices)
+    return llvm::createStringError(llvm::formatv(
+        "\"devices\"{0} is {1}, expected at most {2} (2^20, the most "
+        "devices a plan runs on)",
+        where, *devices, dist::kMaxDevices));
+  ScalingPoint parsed;
+  parsed.devices = *devices;
+  parsed.batch = point->getInteger("batch").value_or(0);
+  parsed.throughput =
+      point->getNumber("throughput_sequences_per_s").value_or(0);
+  parsed.speedup = point->getNumber("speedup").value_or(0);
+  parsed.efficiency = point->getNumber("efficiency").value_or(0);
+  if (llvm::Error error = checkNumber("throughput_sequences_per_s", where,
+                                      parsed.throughput, kNonNegative))
+    return std::move(error);
+  if (llvm::Error error =
+          checkNumber("speedup", where, parsed.speedup, kSpeedupRange))
+    return std::move(error);
+  if (llvm::Error error =
+          checkNumber("efficiency", where, parsed.efficiency, kNonNegative))
+    return std::move(error);
+  return parsed;
+}
+} // namespace
+
 llvm::Expected<ScalingCurve>
 tessera::parseScalingCurve(const llvm::json::Value &json) {
-  auto fail = [](const llvm::Twine &what) {
-    return llvm::createStringError(
-        "not the JSON of tessera plan --scaling --json: " + what);
-  };
   const llvm::json::Object *object = json.getAsObject();
   if (!object)
-    return fail("expected an object");
+    return failNotScalingJson("expected an object");
   std::optional<llvm::StringRef> mode = object->getString("mode");
   std::optional<double> fraction = object->getNumber("serial_fraction");
   const llvm::json::Array *points = object->getArray("points");
   std::optional<ScalingMode> parsed =
       mode ? parseEnumName(kScalingModeNames, *mode) : std::nullopt;
   if (!parsed || !fraction || !points || points->empty())
-    return fail("expected \"mode\" (strong or weak), \"serial_fraction\" "
-                "and a list of \"points\"");
+    return failNotScalingJson("expected \"mode\" (strong or weak), "
+                              "\"serial_fraction\" and a list of \"points\"");
+  // The fitted fraction lies in [0, 1] (fitSerialFraction).
+  if (llvm::Error error =
+          checkNumber("serial_fraction", "", *fraction, NumberRange{0, 1}))
+    return std::move(error);
   ScalingCurve curve;
   curve.mode = *parsed;
   curve.serialFraction = *fraction;
-  for (const llvm::json::Value &value : *points) {
-    const llvm::json::Object *point = value.getAsObject();
-    std::optional<int64_t> devices =
-        point ? point->getInteger("devices") : std::nullopt;
-    if (!devices || *devices < 1)
-      return fail("a point without a positive \"devices\" count");
-    ScalingPoint &added = curve.points.emplace_back();
-    added.devices = *devices;
-    added.batch = point->getInteger("batch").value_or(0);
-    added.throughput =
-        point->getNumber("throughput_sequences_per_s").value_or(0);
-    added.speedup = point->getNumber("speedup").value_or(0);
-    added.efficiency = point->getNumber("efficiency").value_or(0);
+  for (auto [index, value] : llvm::enumerate(*points)) {
+    llvm::Expected<ScalingPoint> point = parseScalingPoint(value, index);
+    if (!point)
+      return point.takeError();
+    curve.points.push_back(std::move(*point));
   }
   return curve;
 }
@@ -280,11 +354,11 @@ std::string tessera::getScalingSvg(const ScalingCurve &curve,
       "font-size=\"12\">\n",
       kWidth, kHeight);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  os << llvm::formatv("<text x=\"{0}\" y=\"24\" font-size=\"15\">{1} "
-                      "scaling of {2} on {3}</text>\n",
-                      kLeft,
-                      curve.mode == ScalingMode::Strong ? "Strong" : "Weak",
-                      llvm::sys::path::filename(model), machine);
+  os << llvm::formatv(
+      "<text x=\"{0}\" y=\"24\" font-size=\"15\">{1} "
+      "scaling of {2} on {3}</text>\n",
+      kLeft, curve.mode == ScalingMode::Strong ? "Strong" : "Weak",
+      escapeHtml(llvm::sys::path::filename(model)), escapeHtml(machine));
   // Axes, and a tick at each count and at each power of two of speedup.
   os << llvm::formatv("<path d=\"M{0},{1} V{2} H{3}\" stroke=\"black\" "
                       "fill=\"none\"/>\n",
@@ -295,10 +369,16 @@ std::string tessera::getScalingSvg(const ScalingCurve &curve,
                         "text-anchor=\"middle\">{2}</text>\n",
                         x(n), kHeight - kBottom + 18, point.devices);
   }
-  for (double speedup = 1; speedup <= top * 1.0001; speedup *= 2)
+  // At most 64 ticks, whatever the curve holds: doubling towards an
+  // infinite top would never end.
+  for (int power = 0; power < 64; ++power) {
+    double speedup = std::exp2(power);
+    if (speedup > top * 1.0001)
+      break;
     os << llvm::formatv("<text x=\"{0}\" y=\"{1:f1}\" "
                         "text-anchor=\"end\">{2}</text>\n",
                         kLeft - 6, y(speedup) + 4, speedup);
+  }
   os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" "
                       "text-anchor=\"middle\">devices</text>\n",
                       (kLeft + kWidth - kRight) / 2, kHeight - 18);

@@ -82,6 +82,10 @@ struct MachineModel {
 
 /// Parses and checks a machine file's text; the error names the field.
 llvm::Expected<MachineModel> parseMachineModel(llvm::StringRef json);
+/// The file loadMachineModel reads: `nameOrPath` where it exists, else
+/// `<name>.json` under `machinesDir`.
+std::string getMachineFilePath(llvm::StringRef nameOrPath,
+                               llvm::StringRef machinesDir);
 /// Reads `path`, or `machines/<name>.json` under `machinesDir`.
 llvm::Expected<MachineModel> loadMachineModel(llvm::StringRef nameOrPath,
                                               llvm::StringRef machinesDir);

@@ -52,7 +52,10 @@ llvm::Expected<std::vector<UnitSpan>> simulateSchedule(const plan::Plan &plan);
 
 /// The units of the last traced step of a merged trace (tessera-run
 /// --trace DIR writes DIR/trace.json), each rank a row and its clock from
-/// its first event of that step.
+/// its first event of that step. Fails naming the event and field of a rank
+/// (pid) past the most devices a plan runs on (2^20, dist::kMaxDevices) or
+/// of a time (ts, dur) not finite, negative (dur) or past 2^53
+/// microseconds.
 llvm::Expected<std::vector<UnitSpan>>
 getTracedSchedule(const llvm::json::Value &trace);
 
@@ -79,12 +82,15 @@ struct ReportInputs {
   /// The device's memory and its machine's name (none: no capacity line).
   std::optional<double> capacityBytes;
   std::string machineName;
-  /// A merged trace of a run of the plan, or null.
-  const llvm::json::Value *trace = nullptr;
+  /// The units of a traced run of the plan (getTracedSchedule), or none
+  /// where no trace was given.
+  std::optional<std::vector<UnitSpan>> tracedUnits;
   std::vector<ReportFigure> figures;
 };
 
-/// The page.
+/// The page. Every string it writes from the inputs (names of the plan,
+/// model, machine and mesh axes, the figures' titles) is escaped
+/// (escapeHtml); a figure's SVG is written as it is.
 llvm::Expected<std::string> renderReport(const ReportInputs &inputs);
 
 /// Ranks as runs: {0, 1, 2, 3, 6} -> "0-3, 6".

@@ -41,11 +41,14 @@ llvm::json::Object toJson(const ScalingCurve &curve);
 
 /// A curve back from toJson's object (tessera plan --scaling --json): its
 /// mode, fitted fraction and points (a point's plan is not read back; a
-/// point without one has speedup 0). Fails naming what is missing.
+/// point without one has speedup 0). Fails naming what is missing, or the
+/// field holding a number no search makes: one not finite, negative, a
+/// fraction past 1, or a count or speedup past 2^20 (dist::kMaxDevices).
 llvm::Expected<ScalingCurve> parseScalingCurve(const llvm::json::Value &json);
 
 /// The curve as an SVG plot: speedup against devices on log axes, with the
-/// ideal line and the fitted law.
+/// ideal line and the fitted law; the model's and machine's names are
+/// escaped (escapeHtml), so that a name can hold no markup.
 std::string getScalingSvg(const ScalingCurve &curve, llvm::StringRef model,
                           llvm::StringRef machine);
 

@@ -128,6 +128,31 @@ TEST(ReportTest, ReadsTheLastTracedStep) {
             "list");
 }
 
+TEST(ReportTest, RefusesTracedRanksAndTimesNoRunHas) {
+  auto getError = [](llvm::StringRef event) {
+    llvm::Expected<llvm::json::Value> trace =
+        llvm::json::parse(("{\"traceEvents\": [" + event + "]}").str());
+    EXPECT_TRUE(bool(trace));
+    if (!trace)
+      return llvm::toString(trace.takeError());
+    llvm::Expected<std::vector<UnitSpan>> spans = getTracedSchedule(*trace);
+    return spans ? std::string("no error") : llvm::toString(spans.takeError());
+  };
+  // A rank of 10^12 would have the page label every rank below it.
+  EXPECT_EQ(getError(R"({"name": "F0.0", "ph": "X", "pid": 1000000000000,
+                         "tid": -1, "ts": 0, "dur": 5, "args": {"step": 1}})"),
+            "\"pid\" of trace event 0 is 1000000000000, expected a rank "
+            "from 0 to 1048575 (2^20 devices are the most a plan runs on)");
+  EXPECT_EQ(getError(R"({"name": "F0.0", "ph": "X", "pid": 0, "tid": -1,
+                         "ts": 1e309, "dur": 5, "args": {"step": 1}})"),
+            "\"ts\" of trace event 0 is inf, expected a finite time in "
+            "microseconds from -2^53 to 2^53");
+  EXPECT_EQ(getError(R"({"name": "F0.0", "ph": "X", "pid": 0, "tid": -1,
+                         "ts": 0, "dur": -1, "args": {"step": 1}})"),
+            "\"dur\" of trace event 0 is -1, expected a finite duration in "
+            "microseconds from 0 to 2^53");
+}
+
 TEST(ReportTest, CountsCollectivesPerMicrobatchAndSkipsGroupsOfOne) {
   plan::Plan plan =
       makePipeline({{{"F0", 0}, {"F0", 1}, {"B0", 0}, {"B0", 1}}});
