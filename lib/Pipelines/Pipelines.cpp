@@ -33,9 +33,16 @@ std::string tessera::checkCompileOptions(const CompileOptions &options) {
     return "--clip-grad needs --train adamw";
   if (options.lossScale && options.train != Optimizer::AdamW)
     return "--loss-scale needs --train adamw";
-  if (options.initialLossScale < 0 || options.lossScaleWindow < 1)
-    return "--initial-loss-scale must be positive (0: the default) and "
-           "--loss-scale-window at least 1";
+  // (The options' parser refuses NaN and the infinities.)
+  if (options.initialLossScale < 0) {
+    std::string scale;
+    llvm::raw_string_ostream(scale) << options.initialLossScale.getValue();
+    return "--initial-loss-scale must be positive (0: the default), got " +
+           scale;
+  }
+  if (options.lossScaleWindow < 1)
+    return "--loss-scale-window must be at least 1, got " +
+           std::to_string(options.lossScaleWindow);
   bool scheduled = options.lrSchedule != LrScheduleKind::Constant ||
                    options.warmupSteps != 0;
   if (scheduled && options.train != Optimizer::AdamW)

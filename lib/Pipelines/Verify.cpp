@@ -12,6 +12,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -53,35 +54,129 @@ static std::pair<double, double> compare(const runtime::Tensor &got,
   return {maxAbs, maxAbs / std::max(scale, 1e-30)};
 }
 
-static std::vector<double> readLosses(const std::string &file) {
-  std::vector<double> losses;
-  std::ifstream in(file);
-  for (double loss; in >> loss;)
-    losses.push_back(loss);
-  return losses;
-}
-
-/// Compares every step's loss of two runs: the worst relative error, after
-/// printing it; an error where they logged different numbers of steps.
-static llvm::Expected<double> compareLosses(const std::string &singleFile,
-                                            const std::string &shardedFile,
-                                            double tolerance,
-                                            llvm::raw_ostream &os) {
-  std::vector<double> single = readLosses(singleFile);
-  std::vector<double> sharded = readLosses(shardedFile);
-  if (single.size() != sharded.size() || single.empty())
-    return llvm::createStringError(
-        "the runs logged different numbers of losses");
+/// Prints the worst relative error of two runs' finite losses, step by
+/// step: whether it is within `tolerance`.
+static bool printLossError(ArrayRef<double> single, ArrayRef<double> sharded,
+                           double tolerance, llvm::raw_ostream &os) {
   double worst = 0;
   for (size_t i = 0; i < single.size(); ++i)
     worst = std::max(worst, std::fabs(single[i] - sharded[i]) /
                                 std::max(std::fabs(single[i]), 1e-30));
+  bool ok = worst <= tolerance;
   os << llvm::formatv(
       "loss: step 1 {0:f6}, step {1} {2:f6}; max rel error over the steps "
       "{3:e2} {4}\n",
       single.front(), single.size(), single.back(), worst,
-      worst <= tolerance ? "ok" : "OVER TOLERANCE");
-  return worst;
+      ok ? "ok" : "OVER TOLERANCE");
+  return ok;
+}
+
+/// The number of elements of `t` that are NaN or infinite.
+static int64_t countNonFinite(const runtime::Tensor &t) {
+  int64_t count = 0;
+  for (int64_t i = 0, e = t.getNumElements(); i < e; ++i)
+    count += !std::isfinite(getElement(t, i));
+  return count;
+}
+
+/// Prints how many elements of `what` (a result or a parameter) of a run
+/// are NaN or infinite, and returns false; true where none is. A run that
+/// diverged fails the check, whatever the other run computed.
+static bool checkFinite(const runtime::Tensor &t, const llvm::Twine &what,
+                        StringRef run, llvm::raw_ostream &os) {
+  int64_t nonFinite = countNonFinite(t);
+  if (nonFinite == 0)
+    return true;
+  os << what << " of the " << run << " run: "
+     << llvm::formatv("{0} of {1} elements are NaN or infinite: the run "
+                      "diverged\n",
+                      nonFinite, t.getNumElements());
+  return false;
+}
+
+/// Checks the results of a run with checkFinite, up to the first that is
+/// not finite (a diverged train step's are all NaN): whether all are.
+/// A train step's scalar results are its loss, which compareLosses checks
+/// step by step, and its metrics, of which the gradient norm is NaN by
+/// design on a step that loss scaling skips: they are not checked here.
+static bool checkResultsFinite(ArrayRef<runtime::OwnedTensor> results,
+                               StringRef run, bool training,
+                               llvm::raw_ostream &os) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const runtime::Tensor &result = results[i].view;
+    if (training && result.shape.empty())
+      continue;
+    if (!checkFinite(result, "result #" + llvm::Twine(i), run, os))
+      return false;
+  }
+  return true;
+}
+
+/// Every step's loss a run logged (--dump-losses), a line each. A stream's
+/// `>>` stops at the "nan" or "inf" that printf writes for a diverged step,
+/// which would drop that step and every later one: each line is read by
+/// strtod, and one it cannot read is an error.
+static llvm::Expected<std::vector<double>> readLosses(const std::string &file) {
+  std::ifstream in(file);
+  if (!in)
+    return llvm::createStringError("cannot read the losses '" + file + "'");
+  std::vector<double> losses;
+  for (std::string line; std::getline(in, line);) {
+    StringRef text = StringRef(line).trim();
+    if (text.empty())
+      continue;
+    std::string number = text.str();
+    char *end = nullptr;
+    double loss = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size())
+      return llvm::createStringError("the losses '" + file +
+                                     "' hold no number on line '" + line + "'");
+    losses.push_back(loss);
+  }
+  return losses;
+}
+
+/// Prints the first NaN or infinite loss of a run and returns false; true
+/// where every loss is finite. A run that diverged fails the check, whatever
+/// the other run logged: two runs that both reach NaN agree on nothing.
+static bool checkLossesFinite(ArrayRef<double> losses, StringRef run,
+                              llvm::raw_ostream &os) {
+  for (size_t i = 0; i < losses.size(); ++i)
+    if (!std::isfinite(losses[i])) {
+      os << llvm::formatv("loss: step {0} of the {1} run is {2}: the run "
+                          "diverged\n",
+                          i + 1, run, losses[i]);
+      return false;
+    }
+  return true;
+}
+
+/// Compares every step's loss of two runs, printing the worst relative
+/// error: whether every loss is finite and within `tolerance`; an error
+/// where they logged different numbers of steps.
+static llvm::Expected<bool> compareLosses(const std::string &singleFile,
+                                          const std::string &shardedFile,
+                                          double tolerance,
+                                          llvm::raw_ostream &os) {
+  llvm::Expected<std::vector<double>> single = readLosses(singleFile);
+  if (!single)
+    return single.takeError();
+  llvm::Expected<std::vector<double>> sharded = readLosses(shardedFile);
+  if (!sharded)
+    return sharded.takeError();
+  if (single->empty())
+    return llvm::createStringError("the runs logged no loss");
+  if (single->size() != sharded->size())
+    return llvm::createStringError(
+        "the runs logged different numbers of losses: " +
+        std::to_string(single->size()) + " on one device, " +
+        std::to_string(sharded->size()) + " sharded");
+  // Both are checked, so that each run that diverged is reported.
+  bool finite = checkLossesFinite(*single, "single-device", os);
+  finite &= checkLossesFinite(*sharded, "sharded", os);
+  if (!finite)
+    return false;
+  return printLossError(*single, *sharded, tolerance, os);
 }
 
 /// Compares the parameters two runs saved (--save-weights), each within a
@@ -107,6 +202,12 @@ static llvm::Expected<bool> compareParameters(const std::string &singleFile,
       return llvm::createStringError("the sharded run saved no parameter '" +
                                      param + "' of its dtype and shape");
     runtime::Tensor a = sharded->view(*got), b = single->view(*want);
+    // Both are checked, so that each run that diverged is reported.
+    std::string what = "parameter '" + param + "'";
+    bool finite = checkFinite(b, what, "single-device", os);
+    finite &= checkFinite(a, what, "sharded", os);
+    if (!finite)
+      return false;
     double difference = 0, norm = 0;
     for (int64_t i = 0; i < b.getNumElements(); ++i) {
       double d = getElement(a, i) - getElement(b, i);
@@ -150,11 +251,11 @@ static llvm::Expected<bool> verifyParameterServer(
       runtime::getMesh(plan.parameter_server().servers()).getNumDevices(),
       options.consistency.getValue(), verify.seed, verify.steps,
       getEnumName(kTrainNames, options.train.getValue()));
-  llvm::Expected<double> worst = compareLosses(
+  llvm::Expected<bool> lossesOk = compareLosses(
       path("single.losses"), path("sharded.losses"), verify.tolerance, os);
-  if (!worst)
-    return worst.takeError();
-  bool pass = *worst <= verify.tolerance;
+  if (!lossesOk)
+    return lossesOk.takeError();
+  bool pass = *lossesOk;
   llvm::Expected<bool> paramsOk = compareParameters(
       path("single.safetensors"), path("sharded.safetensors"), os);
   if (!paramsOk)
@@ -281,14 +382,9 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
     return llvm::createStringError(shardedOut.message());
   std::vector<runtime::OwnedTensor> want = singleOut.take(),
                                     got = shardedOut.take();
-  // (PipeDream's stashes on one device are chains as long as each
-  // parameter's delay: trained results are not compared.)
   if (want.size() != got.size() && !training)
     return llvm::createStringError(
         "the runs return different numbers of results");
-  if (training && want.size() != got.size())
-    want.clear();
-  bool pass = true;
   os << llvm::formatv(
       "verify: {0} on {1} ranks against 1 device, seed {2}{3}\n", name,
       numRanks, verify.seed,
@@ -296,14 +392,22 @@ llvm::Expected<bool> tessera::verifyModel(ModuleOp model, StringRef name,
                                getEnumName(kTrainNames, options.train.getValue()))
                      .str()
                : std::string());
+  // A run that diverged fails, whatever the other computed: both are
+  // checked, so that each is reported.
+  bool pass = checkResultsFinite(want, "single-device", training, os);
+  pass &= checkResultsFinite(got, "sharded", training, os);
+  // (PipeDream's stashes on one device are chains as long as each
+  // parameter's delay: trained results are not compared.)
+  if (training && want.size() != got.size())
+    want.clear();
   // Training: every step's loss must agree, and where a drain finishes the
   // last steps, the parameters after it.
   if (training) {
-    llvm::Expected<double> worst = compareLosses(
+    llvm::Expected<bool> lossesOk = compareLosses(
         path("single.losses"), path("sharded.losses"), verify.tolerance, os);
-    if (!worst)
-      return worst.takeError();
-    pass = *worst <= verify.tolerance;
+    if (!lossesOk)
+      return lossesOk.takeError();
+    pass &= *lossesOk;
     if (drains) {
       llvm::Expected<bool> paramsOk = compareParameters(
           path("single.safetensors"), path("sharded.safetensors"), os);

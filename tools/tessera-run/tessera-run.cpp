@@ -64,10 +64,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -88,7 +92,15 @@ struct Options : TrainerOptions {
   /// --hogwild THREADS [--locked] (Hogwild.h); 0: no Hogwild.
   int hogwild = 0;
   bool locked = false;
+  /// Every option given ("--data"), once each, in the order given: a mode
+  /// that does not take one refuses it (refuseOptionsNotTaken).
+  std::vector<std::string> given;
 };
+
+/// The longest timeout (--comm-timeout, --ps-timeout): a week. A deadline
+/// further off never comes, and far enough off it overflows the clock's
+/// ticks.
+constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;
 
 const char *kUsage =
     "usage: tessera-run PLAN [--steps N] [--seed S] [--inputs FILE] "
@@ -115,10 +127,32 @@ const char *kUsage =
     "[--seed S] [--dump-losses FILE] [--metrics FILE.jsonl]: its workers "
     "as threads on one shared copy of the parameters (SGD)\n";
 
+/// Reads `text`, the value of the option `flag`, as a timeout: a number of
+/// seconds above 0 and at most kMaxTimeoutSeconds. strtod reads "nan" and
+/// "inf" (and makes an infinity of a number too large): they are refused
+/// with the rest, in one error naming the option and the value.
+Status parseTimeout(const std::string &flag, const std::string &text,
+                    double &seconds) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value > 0) ||
+      !(value <= kMaxTimeoutSeconds))
+    return invalidArgument(
+        flag + " expects a positive number of seconds, at most " +
+        std::to_string(static_cast<int64_t>(kMaxTimeoutSeconds)) +
+        " (a week), got '" + text + "'");
+  seconds = value;
+  return Status::success();
+}
+
 /// Parses the command line.
 Status parseOptions(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0 &&
+        std::find(options.given.begin(), options.given.end(), arg) ==
+            options.given.end())
+      options.given.push_back(arg);
     auto value = [&](std::string &out) -> bool {
       if (i + 1 >= argc)
         return false;
@@ -202,12 +236,9 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--comm-timeout") {
       if (!value(text))
         return invalidArgument("--comm-timeout needs a number of seconds");
-      char *end = nullptr;
-      options.commTimeout = std::strtod(text.c_str(), &end);
-      if (*end != '\0' || !(options.commTimeout > 0))
-        return invalidArgument(
-            "--comm-timeout expects a positive number of seconds, got '" +
-            text + "'");
+      if (Status parsed = parseTimeout(arg, text, options.commTimeout);
+          !parsed.ok())
+        return parsed;
     } else if (arg == "--threads") {
       if (!value(text))
         return invalidArgument("--threads needs a number of threads");
@@ -259,12 +290,9 @@ Status parseOptions(int argc, char **argv, Options &options) {
       options.serverOptions = true;
       if (!value(text))
         return invalidArgument("--ps-timeout needs a number of seconds");
-      char *end = nullptr;
-      options.server.timeout = std::strtod(text.c_str(), &end);
-      if (*end != '\0' || !(options.server.timeout > 0))
-        return invalidArgument(
-            "--ps-timeout expects a positive number of seconds, got '" + text +
-            "'");
+      if (Status parsed = parseTimeout(arg, text, options.server.timeout);
+          !parsed.ok())
+        return parsed;
     } else if (arg == "--consistency") {
       options.serverOptions = true;
       if (!value(text))
@@ -278,15 +306,19 @@ Status parseOptions(int argc, char **argv, Options &options) {
       if (!value(text))
         return invalidArgument("--straggler needs WORKER:MS");
       char *end = nullptr;
+      errno = 0;
       long long worker = std::strtoll(text.c_str(), &end, 10);
       bool digits = end != text.c_str();
       long long ms =
           *end == ':' && end[1] != '\0' ? std::strtoll(end + 1, &end, 10) : -1;
-      if (*end != '\0' || !digits || worker < 0 || ms < 0)
+      // Out of range, strtoll gives its largest value, which names no
+      // worker and no delay: refused here rather than as another number.
+      if (*end != '\0' || !digits || errno == ERANGE || worker < 0 || ms < 0)
         return invalidArgument("--straggler expects WORKER:MS (a worker's "
                                "index and the milliseconds it waits each "
                                "step), got '" +
                                text + "'");
+      // The plan's workers and the longest delay: checkServerJobOptions.
       options.server.stragglers[worker] = ms;
     } else if (arg == "--dump-losses") {
       if (!value(options.dumpLosses))
@@ -317,6 +349,35 @@ Status parseOptions(int argc, char **argv, Options &options) {
   return Status::success();
 }
 
+/// "a, b and c".
+std::string joinWithAnd(const std::vector<std::string> &items) {
+  std::string joined;
+  for (size_t i = 0; i < items.size(); ++i)
+    joined += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return joined;
+}
+
+/// Refuses the options given that `mode` does not take, all named in one
+/// error with `why` and the options it takes: a mode that ignored one would
+/// run otherwise than asked. `taken` lists the options the mode reads;
+/// `--device cpu` is taken too, since the modes that call this run on the
+/// CPU.
+Status refuseOptionsNotTaken(const Options &options, const std::string &mode,
+                             const std::vector<std::string> &taken,
+                             const std::string &why) {
+  std::vector<std::string> refused;
+  for (const std::string &flag : options.given) {
+    if (std::find(taken.begin(), taken.end(), flag) != taken.end() ||
+        (flag == "--device" && options.device == "cpu"))
+      continue;
+    refused.push_back(flag == "--device" ? flag + " " + options.device : flag);
+  }
+  if (refused.empty())
+    return Status::success();
+  return invalidArgument(mode + " does not take " + joinWithAnd(refused) +
+                         " (" + why + "; it takes " + joinWithAnd(taken) + ")");
+}
+
 /// Runs --hogwild: a parameter-server plan's workers as threads.
 int runHogwildThreads(const Expected<plan::Plan> &loaded,
                       const Options &options) {
@@ -324,6 +385,14 @@ int runHogwildThreads(const Expected<plan::Plan> &loaded,
     std::fprintf(stderr, "tessera-run: error: %s\n", message.c_str());
     return 2;
   };
+  if (Status taken = refuseOptionsNotTaken(
+          options, "--hogwild",
+          {"--hogwild", "--locked", "--steps", "--seed", "--dump-losses",
+           "--metrics"},
+          "its threads train on generated batches and share the parameters "
+          "in memory");
+      !taken.ok())
+    return refuse(taken.message());
   if (!loaded.ok())
     return refuse(loaded.message());
   if (!loaded->has_parameter_server())
@@ -356,31 +425,16 @@ int runServerJob(const plan::Plan &plan, Options &options) {
                           "not on " +
                           std::string(size) + " ranks")
                  : 2;
-  std::vector<std::string> unsupported;
-  for (auto [flag, value] : {std::pair<const char *, const std::string *>{
-                                 "--inputs", &options.inputs},
-                             {"--weights", &options.weights},
-                             {"--load-weights", &options.loadWeights},
-                             {"--dump-inputs", &options.dumpInputs},
-                             {"--dump-outputs", &options.dumpOutputs},
-                             {"--save-checkpoint", &options.saveCheckpoint},
-                             {"--load-checkpoint", &options.loadCheckpoint},
-                             {"--metrics", &options.metrics},
-                             {"--trace", &options.traceDir}})
-    if (!value->empty())
-      unsupported.push_back(flag);
-  if (options.device != "cpu")
-    unsupported.push_back("--device " + options.device);
-  if (options.time)
-    unsupported.push_back("--time");
-  if (!unsupported.empty()) {
-    std::string list;
-    for (const std::string &flag : unsupported)
-      list += (list.empty() ? "" : ", ") + flag;
-    return refuse("a parameter-server plan's job does not take " + list +
-                  " (its servers keep the parameters: --save-weights writes "
-                  "them, --ps-checkpoint-every N checkpoints them)");
-  }
+  if (Status taken = refuseOptionsNotTaken(
+          options, "a parameter-server plan's job",
+          {"--steps", "--seed", "--data", "--dump-losses", "--save-weights",
+           "--threads", "--ps-dir", "--ps-join", "--ps-role", "--ps-index",
+           "--ps-restore", "--ps-timeout", "--ps-checkpoint-every",
+           "--consistency", "--straggler"},
+          "its servers keep the parameters: --save-weights writes them, "
+          "--ps-checkpoint-every N checkpoints them");
+      !taken.ok())
+    return refuse(taken.message());
   if (options.server.join && !std::filesystem::is_directory(options.server.dir))
     return refuse("--ps-join '" + options.server.dir +
                   "': no running job's directory");

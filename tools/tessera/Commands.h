@@ -41,6 +41,12 @@ int runCalibrate();
 int runData();
 int runReport();
 
+/// Every floating option of the CLI: NaN and the infinities are refused
+/// where the value is parsed (tessera::parseFiniteDouble), naming the option
+/// and the value.
+using FiniteDoubleOption =
+    llvm::cl::opt<double, /*ExternalStorage=*/false, FiniteDoubleParser>;
+
 /// The options compile and verify share, as the compile pipeline's.
 void readCompileOptions(CompileOptions &options);
 /// Whether the user allows the plan search an asynchronous schedule

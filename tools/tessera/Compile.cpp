@@ -71,9 +71,10 @@ static cl::opt<Recompute>
                        "forward (--tessera-recompute)"),
               cl::init(Recompute::None), enumValues(kRecomputeNames),
               cl::sub(compileCommand()), cl::sub(verifyCommand()));
-static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
-                                    cl::init(1e-3), cl::sub(compileCommand()),
-                                    cl::sub(verifyCommand()));
+static FiniteDoubleOption learningRate("lr", cl::desc("Learning rate"),
+                                       cl::init(1e-3),
+                                       cl::sub(compileCommand()),
+                                       cl::sub(verifyCommand()));
 static cl::opt<TrainPrecision>
     precision("precision", cl::desc("With --train: the types it computes in"),
               cl::init(TrainPrecision::Model), enumValues(kTrainPrecisionNames),
@@ -176,10 +177,10 @@ static cl::opt<bool>
                   "(--tessera-fuse-elementwise; --fuse=false: one kernel "
                   "per op)"),
          cl::init(true), cl::sub(compileCommand()), cl::sub(verifyCommand()));
-static cl::opt<double> weightDecay("weight-decay",
-                                   cl::desc("Weight decay of the optimizer"),
-                                   cl::init(0.0), cl::sub(compileCommand()),
-                                   cl::sub(verifyCommand()));
+static FiniteDoubleOption weightDecay("weight-decay",
+                                      cl::desc("Weight decay of the optimizer"),
+                                      cl::init(0.0), cl::sub(compileCommand()),
+                                      cl::sub(verifyCommand()));
 
 static cl::opt<LrScheduleKind> lrSchedule(
     "lr-schedule",
@@ -197,12 +198,12 @@ static cl::opt<int64_t> decaySteps(
     cl::desc("With --lr-schedule linear or cosine: the step by which the "
              "learning rate reaches --min-lr"),
     cl::init(0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
-static cl::opt<double>
+static FiniteDoubleOption
     minLr("min-lr",
           cl::desc("With --lr-schedule linear or cosine: the learning rate "
                    "it decays to"),
           cl::init(0.0), cl::sub(compileCommand()), cl::sub(verifyCommand()));
-static cl::opt<double> clipGrad(
+static FiniteDoubleOption clipGrad(
     "clip-grad",
     cl::desc("With --train adamw: clip the gradients to this global norm, "
              "as PyTorch's clip_grad_norm_ (0: no clipping)"),
@@ -214,7 +215,7 @@ static cl::opt<bool> lossScale(
              "GradScaler (f16 mixed precision): a step whose gradients "
              "overflow is skipped and halves the scale"),
     cl::init(false), cl::sub(compileCommand()), cl::sub(verifyCommand()));
-static cl::opt<double> initialLossScale(
+static FiniteDoubleOption initialLossScale(
     "initial-loss-scale",
     cl::desc("With --loss-scale: the first scale (0: 2^16, or 2^15 for an "
              "f16 loss)"),

@@ -20,9 +20,9 @@ static cl::opt<std::string> modelInput(cl::Positional, cl::Required,
                                        cl::sub(gradcheckCommand()));
 static cl::opt<int64_t> seed("seed", cl::desc("Seed of the generated inputs"),
                              cl::init(0), cl::sub(gradcheckCommand()));
-static cl::opt<double> epsilon("eps", cl::desc("Finite-difference step"),
-                               cl::init(1e-2), cl::sub(gradcheckCommand()));
-static cl::opt<double>
+static FiniteDoubleOption epsilon("eps", cl::desc("Finite-difference step"),
+                                  cl::init(1e-2), cl::sub(gradcheckCommand()));
+static FiniteDoubleOption
     tolerance("tolerance",
               cl::desc("Largest error, relative to max(|g|, |fd|, 0.01)"),
               cl::init(3e-2), cl::sub(gradcheckCommand()));

@@ -48,10 +48,10 @@ static cl::opt<int64_t>
               cl::desc("SwiGLU width (llama; default 2/3 of 4 x hidden, "
                        "rounded up to a multiple of 256)"),
               cl::sub(modelCommand()));
-static cl::opt<double> ropeTheta("rope-theta",
-                                 cl::desc("Rotary base (llama, default 10000)"),
-                                 cl::sub(modelCommand()));
-static cl::opt<double>
+static FiniteDoubleOption
+    ropeTheta("rope-theta", cl::desc("Rotary base (llama, default 10000)"),
+              cl::sub(modelCommand()));
+static FiniteDoubleOption
     normEps("norm-eps", cl::desc("RMSNorm epsilon (llama, default 1e-5)"),
             cl::sub(modelCommand()));
 static cl::opt<int64_t> input("input", cl::desc("Input width (mlp)"),
@@ -81,7 +81,7 @@ static cl::opt<std::string>
               cl::desc("Attention (gpt, llama): fused (one nn.attention, "
                        "memory linear in the sequence) or unfused"),
               cl::sub(modelCommand()));
-static cl::opt<double>
+static FiniteDoubleOption
     dropout("dropout",
             cl::desc("Dropout rate (gpt, llama): after the embeddings, of "
                      "the attention probabilities, and of each block's "
@@ -111,13 +111,13 @@ static cl::opt<int64_t> experts(
 static cl::opt<int64_t>
     topK("top-k", cl::desc("Experts each token is routed to (default 2)"),
          cl::sub(modelCommand()));
-static cl::opt<double> capacityFactor(
+static FiniteDoubleOption capacityFactor(
     "capacity-factor",
     cl::desc("Expert slots per routed token of a sequence (default 1.25): "
              "each expert takes ceil(factor x top-k x seq / experts) tokens "
              "of a sequence, the rest skip it"),
     cl::sub(modelCommand()));
-static cl::opt<double> auxLossCoef(
+static FiniteDoubleOption auxLossCoef(
     "aux-loss-coef",
     cl::desc("Weight of each MoE layer's load-balancing loss (default 0.01)"),
     cl::sub(modelCommand()));
@@ -132,9 +132,9 @@ static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, bf16, f16, f64"),
                                   cl::sub(modelCommand()));
 
-/// Copies a set option into a config field.
-template <typename T>
-static void setIfGiven(const cl::opt<T> &option, T &field) {
+/// Copies a set option into a config field (whatever parser read it).
+template <typename T, typename Parser>
+static void setIfGiven(const cl::opt<T, false, Parser> &option, T &field) {
   if (option.getNumOccurrences())
     field = option;
 }

@@ -15,7 +15,7 @@ using namespace tessera;
 using namespace tessera::cli;
 namespace cl = llvm::cl;
 
-static cl::opt<double> tolerance(
+static FiniteDoubleOption tolerance(
     "tolerance",
     cl::desc("Largest relative error per result (per step's loss when "
              "training)"),

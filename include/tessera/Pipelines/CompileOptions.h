@@ -12,7 +12,10 @@
 #include "tessera/Transforms/PassOptions.h"
 
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+
+#include <cmath>
 
 namespace tessera {
 
@@ -37,21 +40,47 @@ inline llvm::raw_ostream &operator<<(llvm::raw_ostream &os, ExactDouble x) {
   return os << llvm::format("%.17g", x.value);
 }
 
+/// Reads `arg` as the value of the floating option `option`; on an error
+/// reports it, naming the option and the value, and returns true (as
+/// llvm::cl parsers do). NaN and the infinities are refused: APFloat reads
+/// "nan" and "inf", and a number too large for a double becomes an infinity,
+/// and no option of Tessera means anything by them (a NaN loss scale would
+/// fall back to the default, an infinite one skip every step). Every
+/// floating option of the CLI and of the compile pipeline reads its value
+/// here.
+inline bool parseFiniteDouble(llvm::cl::Option &option, llvm::StringRef arg,
+                              double &value) {
+  double parsed = 0;
+  if (arg.getAsDouble(parsed))
+    return option.error("expects a number, got '" + arg + "'");
+  if (!std::isfinite(parsed))
+    return option.error("expects a finite number, got '" + arg + "'");
+  value = parsed;
+  return false;
+}
+
+/// llvm::cl's parser of doubles, refusing NaN and the infinities
+/// (parseFiniteDouble): `cl::opt<double, false, FiniteDoubleParser>`.
+class FiniteDoubleParser : public llvm::cl::parser<double> {
+public:
+  FiniteDoubleParser(llvm::cl::Option &option) : parser(option) {}
+  bool parse(llvm::cl::Option &option, llvm::StringRef argName,
+             llvm::StringRef arg, double &value) {
+    return parseFiniteDouble(option, arg, value);
+  }
+};
+
 } // namespace tessera
 
 namespace llvm::cl {
-/// Reads an ExactDouble as a double.
+/// Reads an ExactDouble as a finite double (tessera::parseFiniteDouble).
 template <>
 class parser<tessera::ExactDouble> : public basic_parser<tessera::ExactDouble> {
 public:
   parser(Option &option) : basic_parser(option) {}
   bool parse(Option &option, StringRef argName, StringRef arg,
              tessera::ExactDouble &value) {
-    if (arg.getAsDouble(value.value))
-      return option.error("'" + arg +
-                          "' value invalid for floating point "
-                          "argument!");
-    return false;
+    return tessera::parseFiniteDouble(option, arg, value.value);
   }
   StringRef getValueName() const override { return "number"; }
   void printOptionDiff(const Option &option, const tessera::ExactDouble &value,

@@ -332,10 +332,54 @@ int JobSupervisor::run() {
   return 0;
 }
 
+/// Fails unless `options` fit `plan`'s job: --ps-index names a server or
+/// worker of the plan (and comes with --ps-role), and each --straggler names
+/// a worker of the plan and a delay of at most kMaxStragglerMilliseconds.
+/// Checked where the plan is known, before any process starts: a process
+/// past the plan's would wait for a job that never holds it, and a delay of
+/// 2^63 ms never ends.
+Status checkServerJobOptions(const plan::Plan &plan,
+                             const ServerJobOptions &options) {
+  int64_t workers = getMesh(plan).getNumDevices();
+  int64_t servers = getMesh(plan.parameter_server().servers()).getNumDevices();
+  auto range = [](int64_t count, const std::string &what) {
+    return "from 0 to " + std::to_string(count - 1) + " (the plan has " +
+           std::to_string(count) + " " + what + ")";
+  };
+  if (options.role.empty() && options.index >= 0)
+    return invalidArgument("--ps-index needs --ps-role server or worker");
+  if (!options.role.empty()) {
+    bool server = options.role == "server";
+    int64_t count = server ? servers : workers;
+    if (options.index >= count)
+      return invalidArgument("--ps-role " + options.role +
+                             " expects --ps-index " +
+                             range(count, server ? "servers" : "workers") +
+                             ", got " + std::to_string(options.index));
+  }
+  for (const auto &[worker, milliseconds] : options.stragglers) {
+    std::string given =
+        std::to_string(worker) + ":" + std::to_string(milliseconds);
+    if (worker >= workers)
+      return invalidArgument("--straggler expects a worker " +
+                             range(workers, "workers") + ", got '" + given +
+                             "'");
+    if (milliseconds > kMaxStragglerMilliseconds)
+      return invalidArgument("--straggler expects a delay of at most " +
+                             std::to_string(kMaxStragglerMilliseconds) +
+                             " ms (an hour), got '" + given + "'");
+  }
+  return Status::success();
+}
+
 } // namespace
 
 int tessera::runtime::runParameterServerJob(const plan::Plan &plan,
                                             const ServerJobOptions &options) {
+  if (Status checked = checkServerJobOptions(plan, options); !checked.ok()) {
+    std::fprintf(stderr, "tessera-run: error: %s\n", checked.message().c_str());
+    return 2;
+  }
   if (options.role.empty() && !options.join)
     return JobSupervisor(plan, options).run();
   // A process the job started ends with it, whatever ends the job.

@@ -72,6 +72,18 @@ TEST(CompileOptionsTest, BadValuesNameTheChoices) {
             ReshardAfterForward::keep());
 }
 
+TEST(CompileOptionsTest, NonFiniteDoublesAreRefusedWhereParsed) {
+  // "nan" and "inf" parse as doubles, and a number past a double's range
+  // becomes an infinity: none means anything as an option's value.
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  CompileOptions options;
+  EXPECT_TRUE(failed(options.parseFromString("initial-loss-scale=nan", os)));
+  EXPECT_TRUE(failed(options.parseFromString("lr=1e400", os)));
+  EXPECT_TRUE(succeeded(options.parseFromString("lr=1e30")));
+  EXPECT_EQ(static_cast<double>(options.lr), 1e30);
+}
+
 TEST(CompileOptionsTest, OptionsThatNeedAnotherAreRefused) {
   CompileOptions options;
   EXPECT_EQ(checkCompileOptions(options), "");
@@ -100,6 +112,10 @@ TEST(CompileOptionsTest, CountsBelowOneAreRefused) {
   options.virtualStages = -1;
   EXPECT_EQ(checkCompileOptions(options),
             "--virtual must be at least 1, got -1");
+  options.virtualStages = 1;
+  options.lossScaleWindow = 0;
+  EXPECT_EQ(checkCompileOptions(options),
+            "--loss-scale-window must be at least 1, got 0");
 }
 
 TEST(CompileOptionsTest, TheReplayCommandCarriesEveryOption) {

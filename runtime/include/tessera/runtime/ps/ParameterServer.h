@@ -34,6 +34,11 @@
 
 namespace tessera::runtime {
 
+/// The longest a straggler waits each step (--straggler W:MS): an hour, in
+/// milliseconds. A longer delay stalls the job for good (2^63 ms never
+/// ends).
+inline constexpr int64_t kMaxStragglerMilliseconds = 3600 * 1000;
+
 struct ServerJobOptions {
   std::string plan;
   int64_t steps = 1;
@@ -51,7 +56,8 @@ struct ServerJobOptions {
   bool restore = false;
   /// Overrides the plan's consistency.
   std::optional<Consistency> consistency;
-  /// Per worker, the milliseconds it waits each step (--straggler W:MS).
+  /// Per worker, the milliseconds it waits each step (--straggler W:MS):
+  /// workers of the plan, delays up to kMaxStragglerMilliseconds.
   std::map<int64_t, int64_t> stragglers;
   /// A server checkpoints after every this many updates (0: never).
   int64_t checkpointEvery = 0;
@@ -65,7 +71,10 @@ struct ServerJobOptions {
 };
 
 /// Runs this process's part of the job of `plan` (a parameter-server plan);
-/// returns its exit code.
+/// returns its exit code. Options out of the plan's range (a server or
+/// worker it does not have, a straggler's delay past
+/// kMaxStragglerMilliseconds) are refused before anything starts, with the
+/// exit code 2.
 int runParameterServerJob(const plan::Plan &plan,
                           const ServerJobOptions &options);
 
