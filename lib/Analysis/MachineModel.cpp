@@ -1,13 +1,18 @@
 //===- MachineModel.cpp - Clusters as the cost model sees them ------------===//
 
 #include "tessera/Analysis/MachineModel.h"
+#include "dialects/Dist/IR/DistOps.h"
 #include "tessera/Support/Nesting.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
 
 using namespace tessera;
 namespace json = llvm::json;
@@ -17,29 +22,91 @@ static llvm::Error fieldError(const llvm::Twine &field,
   return llvm::createStringError("machine field '" + field + "' " + message);
 }
 
-/// A positive number at `key` of `object`.
-static llvm::Expected<double> getPositive(const json::Object &object,
-                                          llvm::StringRef key,
-                                          const llvm::Twine &where) {
+namespace {
+
+/// The range a machine file's number must lie in, and the unit its error
+/// names.
+struct NumberRange {
+  double lowest, highest;
+  const char *unit;
+};
+
+} // namespace
+
+// Generous physical bounds: every preset lies well inside them (and a file
+// of `tessera calibrate`, whose CPU ranks show 5e-10 s of MPI latency), and
+// a number outside is a typo or a slip of unit, not a device. They keep
+// every time the cost model derives from a machine finite, so that no plan
+// is ranked on an infinite or NaN step; the ILP's objective is scaled
+// where its costs still grow past what CBC solves (see Solver.h).
+/// A device's dense peak: from a 1980s CPU to 400 times a B200's.
+static constexpr NumberRange kPeakFlopsPerSecond = {1e6, 1e18, " FLOP/s"};
+/// A device's memory: from a kilobyte (tests shrink it to force a pipeline)
+/// to a petabyte.
+static constexpr NumberRange kMemoryBytes = {1e3, 1e15, " bytes"};
+/// A bandwidth, of memory or of a link: a megabyte to a petabyte a second.
+static constexpr NumberRange kBandwidth = {1e6, 1e15, " bytes/s"};
+/// A latency, of a level or a torus hop: a picosecond to a second.
+static constexpr NumberRange kLatency = {1e-12, 1, " s"};
+/// The GEMM size that reaches half of peak.
+static constexpr NumberRange kGemmHalfEfficiency = {1, 1e18, " FLOPs"};
+/// The fraction of a peak a kernel reaches.
+static constexpr NumberRange kFractionOfPeak = {1e-3, 1,
+                                                " (a fraction of peak)"};
+/// A fixed cost a kernel, a collective or a step pays: none to an hour.
+static constexpr NumberRange kFixedSeconds = {0, 3600, " s"};
+
+/// A number as %g writes it: 1e+308, 5e-10, inf.
+static std::string formatNumber(double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", value);
+  return text;
+}
+
+/// What a number in `range` must be, for an error.
+static std::string describe(const NumberRange &range) {
+  return "a number from " + formatNumber(range.lowest) + " to " +
+         formatNumber(range.highest) + range.unit;
+}
+
+/// Checks the number at `path` against `range`. Infinity (JSON's 1e999)
+/// and denormals, which lie outside every range but fixed costs', are
+/// refused too.
+static llvm::Error checkInRange(double value, const llvm::Twine &path,
+                                const NumberRange &range) {
+  bool denormal = std::fpclassify(value) == FP_SUBNORMAL;
+  if (std::isfinite(value) && !denormal && value >= range.lowest &&
+      value <= range.highest)
+    return llvm::Error::success();
+  return fieldError(path, "must be " + describe(range) + ", got " +
+                              formatNumber(value) +
+                              (denormal ? " (a denormal)" : ""));
+}
+
+/// The number at `key` of `object` (at `where` in the file), in `range`.
+static llvm::Expected<double> getNumber(const json::Object &object,
+                                        llvm::StringRef key,
+                                        const llvm::Twine &where,
+                                        const NumberRange &range) {
   std::optional<double> value = object.getNumber(key);
   if (!value)
-    return fieldError(where + key, "must be a number");
-  if (!(*value > 0))
-    return fieldError(where + key,
-                      "must be positive, got " + llvm::formatv("{0}", *value));
+    return fieldError(where + key, "must be " + describe(range));
+  if (llvm::Error error = checkInRange(*value, where + key, range))
+    return std::move(error);
   return *value;
 }
 
-/// A number at `key` of `object` that `valid` accepts (left as it is when
-/// absent); `expected` says what it must be.
-static llvm::Error getChecked(const json::Object &object, llvm::StringRef key,
-                              llvm::function_ref<bool(double)> valid,
-                              llvm::StringRef expected, double &to) {
+/// The optional number at `key` of `object` into `to` (left as it is when
+/// absent), in `range`.
+static llvm::Error getOptionalNumber(const json::Object &object,
+                                     llvm::StringRef key,
+                                     const llvm::Twine &where,
+                                     const NumberRange &range, double &to) {
   if (!object.get(key))
     return llvm::Error::success();
-  std::optional<double> value = object.getNumber(key);
-  if (!value || !valid(*value))
-    return fieldError("efficiency." + key, "must be " + expected);
+  llvm::Expected<double> value = getNumber(object, key, where, range);
+  if (!value)
+    return value.takeError();
   to = *value;
   return llvm::Error::success();
 }
@@ -59,21 +126,19 @@ static llvm::Error parseEfficiency(const json::Object &object,
     if (!llvm::is_contained(kFields, llvm::StringRef(entry.first)))
       return fieldError("efficiency." + llvm::StringRef(entry.first),
                         "is not a known field");
-  auto isFraction = [](double value) { return value > 0 && value <= 1; };
   for (auto [key, to] : {std::pair{"gemm", &efficiency.gemm},
                          {"attention", &efficiency.attention},
                          {"memory", &efficiency.memory}}) {
-    if (llvm::Error error = getChecked(object, key, isFraction,
-                                       "a fraction of peak in (0, 1]", *to))
+    if (llvm::Error error =
+            getOptionalNumber(object, key, "efficiency.", kFractionOfPeak, *to))
       return error;
   }
-  auto isSeconds = [](double value) { return value >= 0 && value <= 3600; };
   for (auto [key, to] :
        {std::pair{"kernel_launch_seconds", &efficiency.kernelLaunchSeconds},
         {"collective_seconds", &efficiency.collectiveSeconds},
         {"step_seconds", &efficiency.stepSeconds}}) {
     if (llvm::Error error =
-            getChecked(object, key, isSeconds, "seconds from 0 to 3600", *to))
+            getOptionalNumber(object, key, "efficiency.", kFixedSeconds, *to))
       return error;
   }
   if (object.get("gemm_tile")) {
@@ -101,11 +166,17 @@ llvm::Expected<double> MachineModel::getPeakFlops(llvm::StringRef dtype) const {
   auto it = peakFlopsPerSecond.find(dtype);
   if (it != peakFlopsPerSecond.end())
     return it->second;
-  std::string known;
-  for (const auto &entry : peakFlopsPerSecond)
-    known += (known.empty() ? "" : ", ") + entry.getKey().str();
+  // A dtype the file gives no peak for is priced at the slowest peak it
+  // gives: never free (a plan's compute priced at zero time), and never
+  // faster than a dtype the file names.
+  auto slowest =
+      llvm::min_element(peakFlopsPerSecond, [](const auto &a, const auto &b) {
+        return a.second < b.second;
+      });
+  if (slowest != peakFlopsPerSecond.end())
+    return slowest->second;
   return llvm::createStringError("machine '" + name + "' has no peak for '" +
-                                 dtype + "' (it has " + known + ")");
+                                 dtype + "', nor for any other dtype");
 }
 
 int64_t MachineModel::getMaxDevices() const {
@@ -116,6 +187,120 @@ int64_t MachineModel::getMaxDevices() const {
     return devices;
   }
   return levels.empty() ? 1 : levels.back().devices;
+}
+
+/// The "device" object: its name, peaks, memory and bandwidth.
+static llvm::Error parseDevice(const json::Object &device,
+                               MachineModel &machine) {
+  std::optional<llvm::StringRef> name = device.getString("name");
+  if (!name || name->empty())
+    return fieldError("device.name", "must be a non-empty string");
+  machine.deviceName = name->str();
+  const json::Object *peaks = device.getObject("peak_flops_per_second");
+  if (!peaks || peaks->empty())
+    return fieldError("device.peak_flops_per_second",
+                      "must map dtypes to FLOP/s");
+  for (const auto &[dtype, value] : *peaks) {
+    std::string path = "device.peak_flops_per_second." + dtype.str();
+    std::optional<double> flops = value.getAsNumber();
+    if (!flops)
+      return fieldError(path, "must be " + describe(kPeakFlopsPerSecond));
+    if (llvm::Error error = checkInRange(*flops, path, kPeakFlopsPerSecond))
+      return error;
+    machine.peakFlopsPerSecond[dtype.str()] = *flops;
+  }
+  llvm::Expected<double> memory =
+      getNumber(device, "memory_bytes", "device.", kMemoryBytes);
+  if (!memory)
+    return memory.takeError();
+  machine.memoryBytes = *memory;
+  llvm::Expected<double> bandwidth = getNumber(
+      device, "memory_bandwidth_bytes_per_second", "device.", kBandwidth);
+  if (!bandwidth)
+    return bandwidth.takeError();
+  machine.memoryBandwidthBytesPerSecond = *bandwidth;
+  return getOptionalNumber(device, "gemm_half_efficiency_flops", "device.",
+                           kGemmHalfEfficiency,
+                           machine.gemmHalfEfficiencyFlops);
+}
+
+/// The "levels" array of a switched interconnect, innermost first.
+static llvm::Error parseLevels(const json::Array &levels,
+                               MachineModel &machine) {
+  int64_t previous = 1;
+  for (auto [index, value] : llvm::enumerate(levels)) {
+    std::string where = "levels[" + std::to_string(index) + "].";
+    const json::Object *level = value.getAsObject();
+    if (!level)
+      return fieldError(where, "must be an object");
+    InterconnectLevel parsedLevel;
+    std::optional<llvm::StringRef> name = level->getString("name");
+    if (!name || name->empty())
+      return fieldError(where + "name", "must be a non-empty string");
+    parsedLevel.name = name->str();
+    std::optional<int64_t> devices = level->getInteger("devices");
+    if (!devices || *devices <= previous || *devices % previous != 0)
+      return fieldError(where + "devices",
+                        "must be a multiple of the level inside it (" +
+                            llvm::Twine(previous) + "), larger than it");
+    if (*devices > dist::kMaxDevices)
+      return fieldError(where + "devices",
+                        llvm::formatv("must be at most {0} (2^20), the most "
+                                      "a plan runs on, got {1}",
+                                      dist::kMaxDevices, *devices)
+                            .str());
+    parsedLevel.devices = previous = *devices;
+    llvm::Expected<double> bandwidth =
+        getNumber(*level, "bandwidth_bytes_per_second", where, kBandwidth);
+    if (!bandwidth)
+      return bandwidth.takeError();
+    parsedLevel.bandwidthBytesPerSecond = *bandwidth;
+    llvm::Expected<double> latency =
+        getNumber(*level, "latency_seconds", where, kLatency);
+    if (!latency)
+      return latency.takeError();
+    parsedLevel.latencySeconds = *latency;
+    machine.levels.push_back(parsedLevel);
+  }
+  if (machine.levels.empty())
+    return fieldError("levels", "must not be empty");
+  return llvm::Error::success();
+}
+
+/// The "torus" object of an interconnect without switches.
+static llvm::Error parseTorus(const json::Object &torus,
+                              MachineModel &machine) {
+  Torus parsedTorus;
+  const json::Array *dims = torus.getArray("dims");
+  if (!dims || dims->empty())
+    return fieldError("torus.dims", "must list the torus dimensions");
+  // Checked as the product grows, so that it cannot overflow.
+  int64_t devices = 1;
+  for (const json::Value &dim : *dims) {
+    std::optional<int64_t> size = dim.getAsInteger();
+    if (!size || *size < 1)
+      return fieldError("torus.dims", "must hold positive integers");
+    if (*size > dist::kMaxDevices / devices)
+      return fieldError("torus.dims",
+                        llvm::formatv("must multiply to at most {0} devices "
+                                      "(2^20), the most a plan runs on",
+                                      dist::kMaxDevices)
+                            .str());
+    devices *= *size;
+    parsedTorus.dims.push_back(*size);
+  }
+  llvm::Expected<double> link =
+      getNumber(torus, "link_bandwidth_bytes_per_second", "torus.", kBandwidth);
+  if (!link)
+    return link.takeError();
+  parsedTorus.linkBandwidthBytesPerSecond = *link;
+  llvm::Expected<double> hop =
+      getNumber(torus, "hop_latency_seconds", "torus.", kLatency);
+  if (!hop)
+    return hop.takeError();
+  parsedTorus.hopLatencySeconds = *hop;
+  machine.torus = parsedTorus;
+  return llvm::Error::success();
 }
 
 llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
@@ -133,16 +318,10 @@ llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
   if (!root)
     return llvm::createStringError("machine file must hold a JSON object");
   MachineModel machine;
-  auto getString = [&](const json::Object &object, llvm::StringRef key,
-                       std::string &out) -> llvm::Error {
-    std::optional<llvm::StringRef> value = object.getString(key);
-    if (!value || value->empty())
-      return fieldError(key, "must be a non-empty string");
-    out = value->str();
-    return llvm::Error::success();
-  };
-  if (llvm::Error error = getString(*root, "name", machine.name))
-    return std::move(error);
+  std::optional<llvm::StringRef> name = root->getString("name");
+  if (!name || name->empty())
+    return fieldError("name", "must be a non-empty string");
+  machine.name = name->str();
   if (std::optional<llvm::StringRef> text = root->getString("description"))
     machine.description = text->str();
   const json::Array *sources = root->getArray("sources");
@@ -158,102 +337,24 @@ llvm::Expected<MachineModel> tessera::parseMachineModel(llvm::StringRef text) {
   const json::Object *device = root->getObject("device");
   if (!device)
     return fieldError("device", "must be an object");
-  if (llvm::Error error = getString(*device, "name", machine.deviceName))
-    return fieldError("device.name", "must be a non-empty string");
-  const json::Object *peaks = device->getObject("peak_flops_per_second");
-  if (!peaks || peaks->empty())
-    return fieldError("device.peak_flops_per_second",
-                      "must map dtypes to FLOP/s");
-  for (const auto &[dtype, value] : *peaks) {
-    std::optional<double> flops = value.getAsNumber();
-    if (!flops || !(*flops > 0))
-      return fieldError("device.peak_flops_per_second." + dtype.str(),
-                        "must be a positive number");
-    machine.peakFlopsPerSecond[dtype.str()] = *flops;
-  }
-  llvm::Expected<double> memory =
-      getPositive(*device, "memory_bytes", "device.");
-  if (!memory)
-    return memory.takeError();
-  machine.memoryBytes = *memory;
-  llvm::Expected<double> bandwidth =
-      getPositive(*device, "memory_bandwidth_bytes_per_second", "device.");
-  if (!bandwidth)
-    return bandwidth.takeError();
-  machine.memoryBandwidthBytesPerSecond = *bandwidth;
-  if (device->get("gemm_half_efficiency_flops")) {
-    llvm::Expected<double> half =
-        getPositive(*device, "gemm_half_efficiency_flops", "device.");
-    if (!half)
-      return half.takeError();
-    machine.gemmHalfEfficiencyFlops = *half;
-  }
+  if (llvm::Error error = parseDevice(*device, machine))
+    return std::move(error);
 
   if (root->get("efficiency")) {
     const json::Object *efficiency = root->getObject("efficiency");
     if (!efficiency)
       return fieldError("efficiency", "must be an object");
     if (llvm::Error error = parseEfficiency(*efficiency, machine.efficiency))
-      return error;
+      return std::move(error);
   }
 
   const json::Array *levels = root->getArray("levels");
   const json::Object *torus = root->getObject("torus");
   if ((levels != nullptr) == (torus != nullptr))
     return fieldError("levels", "or 'torus' must be given, and not both");
-  if (levels) {
-    int64_t previous = 1;
-    for (auto [index, value] : llvm::enumerate(*levels)) {
-      std::string where = "levels[" + std::to_string(index) + "].";
-      const json::Object *level = value.getAsObject();
-      if (!level)
-        return fieldError(where, "must be an object");
-      InterconnectLevel parsedLevel;
-      if (llvm::Error error = getString(*level, "name", parsedLevel.name))
-        return fieldError(where + "name", "must be a non-empty string");
-      std::optional<int64_t> devices = level->getInteger("devices");
-      if (!devices || *devices <= previous || *devices % previous != 0)
-        return fieldError(where + "devices",
-                          "must be a multiple of the level inside it (" +
-                              llvm::Twine(previous) + "), larger than it");
-      parsedLevel.devices = previous = *devices;
-      llvm::Expected<double> levelBandwidth =
-          getPositive(*level, "bandwidth_bytes_per_second", where);
-      if (!levelBandwidth)
-        return levelBandwidth.takeError();
-      parsedLevel.bandwidthBytesPerSecond = *levelBandwidth;
-      llvm::Expected<double> latency =
-          getPositive(*level, "latency_seconds", where);
-      if (!latency)
-        return latency.takeError();
-      parsedLevel.latencySeconds = *latency;
-      machine.levels.push_back(parsedLevel);
-    }
-    if (machine.levels.empty())
-      return fieldError("levels", "must not be empty");
-  } else {
-    Torus parsedTorus;
-    const json::Array *dims = torus->getArray("dims");
-    if (!dims || dims->empty())
-      return fieldError("torus.dims", "must list the torus dimensions");
-    for (const json::Value &dim : *dims) {
-      std::optional<int64_t> size = dim.getAsInteger();
-      if (!size || *size < 1)
-        return fieldError("torus.dims", "must hold positive integers");
-      parsedTorus.dims.push_back(*size);
-    }
-    llvm::Expected<double> link =
-        getPositive(*torus, "link_bandwidth_bytes_per_second", "torus.");
-    if (!link)
-      return link.takeError();
-    parsedTorus.linkBandwidthBytesPerSecond = *link;
-    llvm::Expected<double> hop =
-        getPositive(*torus, "hop_latency_seconds", "torus.");
-    if (!hop)
-      return hop.takeError();
-    parsedTorus.hopLatencySeconds = *hop;
-    machine.torus = parsedTorus;
-  }
+  if (llvm::Error error =
+          levels ? parseLevels(*levels, machine) : parseTorus(*torus, machine))
+    return std::move(error);
   return machine;
 }
 

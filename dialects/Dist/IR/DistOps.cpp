@@ -81,6 +81,11 @@ static void printMeshAxes(OpAsmPrinter &printer, Operation *, ArrayAttr names,
   printer << "]";
 }
 
+/// Whether `name` names the microbatch axis (see DistDialect).
+static bool isMicrobatchAxis(Attribute name) {
+  return cast<StringAttr>(name).getValue() == DistDialect::kMicrobatchAxisName;
+}
+
 LogicalResult MeshOp::verify() {
   if (getAxisNames().size() != getShape().size())
     return emitOpError("has ") << getAxisNames().size() << " axis names but "
@@ -96,9 +101,21 @@ LogicalResult MeshOp::verify() {
       return emitOpError("axis \"") << axis.getValue() << "\" has size " << size
                                     << ", expected at least 1";
   }
-  // Checked as it grows, so that no product overflows.
+  // The microbatch axis is time, not devices: a step's microbatches run one
+  // after another on the same devices, so it is bounded on its own. With
+  // both bounds, no product of a mesh's axis sizes passes 2^40.
+  if (std::optional<int64_t> microbatches =
+          getAxisSize(DistDialect::kMicrobatchAxisName);
+      microbatches && *microbatches > kMaxMicrobatches)
+    return emitOpError("axis \"")
+           << DistDialect::kMicrobatchAxisName << "\" has " << *microbatches
+           << " microbatches, more than " << kMaxMicrobatches
+           << " (2^20), the most a step runs";
+  // The devices, checked as their count grows, so that it cannot overflow.
   int64_t devices = 1;
-  for (int64_t size : getShape()) {
+  for (auto [name, size] : llvm::zip(getAxisNames(), getShape())) {
+    if (isMicrobatchAxis(name))
+      continue;
     if (size > kMaxDevices / devices)
       return emitOpError("has more than ")
              << kMaxDevices << " devices (2^20), the most a plan runs on";
@@ -109,8 +126,9 @@ LogicalResult MeshOp::verify() {
 
 int64_t MeshOp::getNumDevices() {
   int64_t devices = 1;
-  for (int64_t size : getShape())
-    devices *= size;
+  for (auto [name, size] : llvm::zip(getAxisNames(), getShape()))
+    if (!isMicrobatchAxis(name))
+      devices *= size;
   return devices;
 }
 

@@ -18,7 +18,10 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
   let description = [{
     Declares a mesh of devices with named axes, listed major to minor. The
     device id is the row-major index over the axes (the last axis varies
-    fastest); the mesh holds the product of the axis sizes.
+    fastest); the mesh holds the product of the axis sizes, at most 2^20.
+    The microbatch axis `"mb"` that `--tessera-microbatch` adds is time, not
+    devices (a step's microbatches run one after another on the same
+    devices): it counts no devices and holds at most 2^20 microbatches.
 
     ```mlir
     dist.mesh @mesh_dp_2_tp_4 ["dp"=2, "tp"=4]
@@ -32,7 +35,8 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     int64_t getRank() { return getShape().size(); }
-    /// The number of devices of the mesh.
+    /// The number of devices of the mesh: the product of its axis sizes
+    /// but the microbatch axis's.
     int64_t getNumDevices();
     /// The position of an axis, if the mesh has it.
     std::optional<int64_t> getAxisIndex(::llvm::StringRef axis);

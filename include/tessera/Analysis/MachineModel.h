@@ -74,13 +74,20 @@ struct MachineModel {
   llvm::SmallVector<InterconnectLevel> levels;
   std::optional<Torus> torus;
 
-  /// The peak for a dtype; fails naming the dtypes the machine has.
+  /// The peak for a dtype. A dtype the machine gives no peak for (an fp32
+  /// plan on a machine file that lists only tensor-core peaks) gets the
+  /// slowest peak it gives, so that no plan's compute is priced as free;
+  /// fails only when the machine gives no peak at all (a machine file
+  /// always gives one).
   llvm::Expected<double> getPeakFlops(llvm::StringRef dtype) const;
   /// The largest number of devices the interconnect describes (0: any).
   int64_t getMaxDevices() const;
 };
 
-/// Parses and checks a machine file's text; the error names the field.
+/// Parses and checks a machine file's text: every number finite and within
+/// physical bounds (a peak from 1e6 to 1e18 FLOP/s, a bandwidth from 1e6 to
+/// 1e15 bytes/s, a latency from 1e-12 to 1 s, ...), at most 2^20 devices.
+/// The error names the field by its JSON path and the bound it breaks.
 llvm::Expected<MachineModel> parseMachineModel(llvm::StringRef json);
 /// The file loadMachineModel reads: `nameOrPath` where it exists, else
 /// `<name>.json` under `machinesDir`.

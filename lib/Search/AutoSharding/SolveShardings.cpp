@@ -342,7 +342,14 @@ tessera::solveShardings(func::FuncOp function, dist::MeshOp meshOp,
              memoryLimit);
   }
 
-  IntegerSolution result = solveIntegerProgram(ilp, kSolveSeconds);
+  llvm::Expected<IntegerSolution> solved =
+      solveIntegerProgram(ilp, kSolveSeconds);
+  if (!solved)
+    return llvm::createStringError(
+        llvm::formatv("the sharding program on {0} cannot be solved: {1}",
+                      formatAxes(axes), llvm::toString(solved.takeError()))
+            .str());
+  const IntegerSolution &result = *solved;
   const std::vector<double> &values = result.values;
   if (values.empty())
     return llvm::createStringError(

@@ -7,7 +7,11 @@
 #include <coin/CoinPackedMatrix.hpp>
 #include <coin/OsiClpSolverInterface.hpp>
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <string>
 
@@ -18,10 +22,42 @@ static double getBound(double bound) {
   return std::clamp(bound, -COIN_DBL_MAX, COIN_DBL_MAX);
 }
 
-IntegerSolution
+/// Fails naming the first cost or constraint coefficient of `program` that
+/// is not finite.
+static llvm::Error checkFinite(const IntegerProgram &program) {
+  for (auto [column, cost] : llvm::enumerate(program.objective))
+    if (!std::isfinite(cost))
+      return llvm::createStringError(llvm::formatv(
+          "the cost of variable {0} is not a finite number", column));
+  for (auto [index, row] : llvm::enumerate(program.rows))
+    if (!llvm::all_of(row.values,
+                      [](double value) { return std::isfinite(value); }))
+      return llvm::createStringError(llvm::formatv(
+          "a coefficient of constraint {0} is not a finite number", index));
+  return llvm::Error::success();
+}
+
+/// `objective` scaled so that its largest coefficient is at most
+/// kLargestObjectiveCoefficient.
+static std::vector<double> getScaledObjective(std::vector<double> objective) {
+  double largest = 0;
+  for (double cost : objective)
+    largest = std::max(largest, std::abs(cost));
+  if (largest <= kLargestObjectiveCoefficient)
+    return objective;
+  double scale = kLargestObjectiveCoefficient / largest;
+  for (double &cost : objective)
+    cost *= scale;
+  return objective;
+}
+
+llvm::Expected<IntegerSolution>
 tessera::autosharding::solveIntegerProgram(const IntegerProgram &program,
                                            int seconds) {
+  if (llvm::Error error = checkFinite(program))
+    return std::move(error);
   size_t numColumns = program.objective.size();
+  std::vector<double> objective = getScaledObjective(program.objective);
   std::vector<double> colLower(numColumns, 0), colUpper(numColumns, 1);
   std::vector<double> rowLower, rowUpper;
   CoinPackedMatrix matrix(false, 0, 0);
@@ -33,9 +69,8 @@ tessera::autosharding::solveIntegerProgram(const IntegerProgram &program,
   }
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
-  solver.loadProblem(matrix, colLower.data(), colUpper.data(),
-                     program.objective.data(), rowLower.data(),
-                     rowUpper.data());
+  solver.loadProblem(matrix, colLower.data(), colUpper.data(), objective.data(),
+                     rowLower.data(), rowUpper.data());
   for (size_t column = 0; column < numColumns; ++column)
     if (program.isInteger[column])
       solver.setInteger(static_cast<int>(column));

@@ -9,6 +9,7 @@
 #define TESSERA_LIB_SEARCH_AUTOSHARDING_SOLVER_H
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
 
 #include <limits>
 #include <vector>
@@ -48,10 +49,20 @@ struct IntegerSolution {
   bool optimal = false, infeasible = false;
 };
 
+/// The largest objective coefficient CBC is handed. Clp asserts that each
+/// is below 1e25 (ClpSimplex::createRim), and stops solving reliably well
+/// before: CBC 2.10 called an MLP's sharding program infeasible once its
+/// costs reached about 1e14 and solved it at 1e13. A larger objective is
+/// scaled down to this, which moves no optimum; one below it is handed
+/// over as it is.
+inline constexpr double kLargestObjectiveCoefficient = 1e12;
+
 /// Solves `program` as CBC's command line does (presolve, cuts and
-/// heuristics), for at most `seconds`.
-IntegerSolution solveIntegerProgram(const IntegerProgram &program,
-                                    int seconds);
+/// heuristics), for at most `seconds`, its objective scaled down where it
+/// exceeds kLargestObjectiveCoefficient. Fails on a cost or coefficient
+/// that is not finite, which CBC would take for its infinity.
+llvm::Expected<IntegerSolution>
+solveIntegerProgram(const IntegerProgram &program, int seconds);
 
 } // namespace tessera::autosharding
 

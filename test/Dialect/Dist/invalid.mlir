@@ -12,6 +12,20 @@ dist.mesh @huge ["dp"=4294967296, "tp"=4294967296]
 
 // -----
 
+// Tests that the device count leaves out the microbatch axis "mb" but still
+// bounds the axes of devices beside it.
+// expected-error @+1 {{'dist.mesh' op has more than 1048576 devices (2^20), the most a plan runs on}}
+dist.mesh @mesh_dp_2048_tp_1024_mb_2 ["dp"=2048, "tp"=1024, "mb"=2]
+
+// -----
+
+// Tests that the microbatch axis is bounded on its own, so that no product
+// of axis sizes overflows int64.
+// expected-error @+1 {{'dist.mesh' op axis "mb" has 4294967296 microbatches, more than 1048576 (2^20), the most a step runs}}
+dist.mesh @mesh_dp_2_mb_4294967296 ["dp"=2, "mb"=4294967296]
+
+// -----
+
 // Tests that mesh axes have a size of at least one.
 // expected-error @+1 {{axis "tp" has size 0, expected at least 1}}
 dist.mesh @mesh ["tp"=0]

@@ -176,3 +176,17 @@ func.func @axis_index() -> tensor<3xi64> {
   %i = dist.axis_index @mesh [["dp", "mb"], [], ["tp"]] : tensor<3xi64>
   return %i : tensor<3xi64>
 }
+
+// -----
+
+// Tests that the microbatch axis "mb" counts no devices: Megatron-LM's 1T
+// GPT (pp=64, dp=6, tp=8: 3072 GPUs) with 512 microbatches, whose product
+// of axis sizes (1572864) is past the 2^20 devices a plan runs on.
+// CHECK: dist.mesh @mesh_pp_64_dp_6_tp_8_mb_512 ["pp"=64, "dp"=6, "tp"=8, "mb"=512]
+dist.mesh @mesh_pp_64_dp_6_tp_8_mb_512 ["pp"=64, "dp"=6, "tp"=8, "mb"=512]
+
+// -----
+
+// Tests that 2^20 devices and 2^20 microbatches together are a valid mesh.
+// CHECK: dist.mesh @mesh_dp_1048576_mb_1048576 ["dp"=1048576, "mb"=1048576]
+dist.mesh @mesh_dp_1048576_mb_1048576 ["dp"=1048576, "mb"=1048576]

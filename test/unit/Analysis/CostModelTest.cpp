@@ -44,10 +44,18 @@ TEST(CostModelTest, ComputeIsTheLongerOfFlopsAndBytes) {
   // A small one streams its bytes too: the GEMM efficiency (a fixed 2 us at
   // this peak) is a contraction's, which computes more FLOPs than bytes.
   EXPECT_DOUBLE_EQ(*getComputeSeconds(machine, "bf16", 2.5e5, 1e6), 1e-6);
-  llvm::Expected<double> missing = getComputeSeconds(machine, "fp8", 1, 1);
-  ASSERT_FALSE(bool(missing));
-  EXPECT_EQ(llvm::toString(missing.takeError()),
-            "machine 'test' has no peak for 'fp8' (it has bf16)");
+  // A dtype without a peak of its own runs at the slowest the machine
+  // gives (its only one here), not in no time.
+  llvm::Expected<double> missing =
+      getComputeSeconds(machine, "fp32", 1e12, 1e6);
+  ASSERT_TRUE(bool(missing)) << llvm::toString(missing.takeError());
+  EXPECT_DOUBLE_EQ(*missing, big);
+  MachineModel bare = makeSwitched();
+  bare.peakFlopsPerSecond.clear();
+  llvm::Expected<double> none = getComputeSeconds(bare, "fp32", 1, 1);
+  ASSERT_FALSE(bool(none));
+  EXPECT_EQ(llvm::toString(none.takeError()),
+            "machine 'test' has no peak for 'fp32', nor for any other dtype");
 }
 
 TEST(CostModelTest, RingMovesTheNcclTestsShares) {

@@ -2,7 +2,9 @@
 
 #include "tessera/Analysis/MachineModel.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -66,10 +68,10 @@ TEST(MachineModelTest, ErrorsNameTheField) {
   EXPECT_EQ(parseError(make("1e12", levels)), "");
   EXPECT_EQ(parseError(make("-1", levels)),
             "machine field 'device.memory_bandwidth_bytes_per_second' must be "
-            "positive, got -1.00");
+            "a number from 1e+06 to 1e+15 bytes/s, got -1");
   EXPECT_EQ(parseError(make("1e12", R"("levels": [{"name": "a", "devices": 8,
-      "bandwidth_bytes_per_second": 1, "latency_seconds": 1},
-      {"name": "b", "devices": 12, "bandwidth_bytes_per_second": 1,
+      "bandwidth_bytes_per_second": 1e9, "latency_seconds": 1},
+      {"name": "b", "devices": 12, "bandwidth_bytes_per_second": 1e9,
       "latency_seconds": 1}])")),
             "machine field 'levels[1].devices' must be a multiple of the "
             "level inside it (8), larger than it");
@@ -120,11 +122,11 @@ TEST(MachineModelTest, EfficiencyIsOptionalAndChecked) {
   EXPECT_EQ(fitted->efficiency.collectiveSeconds, 1e-5);
   EXPECT_EQ(fitted->efficiency.stepSeconds, 0.01);
   EXPECT_EQ(parseError(make(R"(, "efficiency": {"gemm": 1.5})")),
-            "machine field 'efficiency.gemm' must be a fraction of peak in (0, "
-            "1]");
+            "machine field 'efficiency.gemm' must be a number from 0.001 to 1 "
+            "(a fraction of peak), got 1.5");
   EXPECT_EQ(parseError(make(R"(, "efficiency": {"step_seconds": -1})")),
-            "machine field 'efficiency.step_seconds' must be seconds from 0 to "
-            "3600");
+            "machine field 'efficiency.step_seconds' must be a number from 0 "
+            "to 3600 s, got -1");
   EXPECT_EQ(parseError(make(R"(, "efficiency": {"gemm_tile": [0, 8]})")),
             "machine field 'efficiency.gemm_tile' must be [m, n], each from 1 "
             "to 4096");
@@ -135,6 +137,122 @@ TEST(MachineModelTest, EfficiencyIsOptionalAndChecked) {
             "machine field 'efficiency.gemm_eff' is not a known field");
   EXPECT_EQ(parseError(make(R"(, "efficiency": 3)")),
             "machine field 'efficiency' must be an object");
+}
+
+/// A valid machine file with the number of `key` (unique in it) replaced
+/// by `value`.
+std::string makeWith(llvm::StringRef key, llvm::StringRef value) {
+  std::string text = R"({"name": "m", "sources": ["s"],
+    "device": {"name": "d", "peak_flops_per_second": {"bf16": 1e15},
+               "memory_bytes": 1e9, "memory_bandwidth_bytes_per_second": 1e12,
+               "gemm_half_efficiency_flops": 2e9},
+    "efficiency": {"gemm": 0.8, "attention": 0.8,
+                   "kernel_launch_seconds": 2e-6},
+    "levels": [{"name": "nvlink", "devices": 8,
+      "bandwidth_bytes_per_second": 1e11, "latency_seconds": 1e-6}]})";
+  std::string quoted = "\"" + key.str() + "\": ";
+  size_t start = text.find(quoted);
+  EXPECT_NE(start, std::string::npos) << key.str();
+  start += quoted.size();
+  size_t end = text.find_first_of(",}", start);
+  return text.replace(start, end - start, value.str());
+}
+
+TEST(MachineModelTest, NumbersAreFiniteAndWithinPhysicalBounds) {
+  // llvm::json reads 1e999 as infinity, which no check refused: plans were
+  // ranked on infinite and NaN step times.
+  EXPECT_EQ(parseError(makeWith("bf16", "1e999")),
+            "machine field 'device.peak_flops_per_second.bf16' must be a "
+            "number from 1e+06 to 1e+18 FLOP/s, got inf");
+  EXPECT_EQ(parseError(makeWith("latency_seconds", "-1e999")),
+            "machine field 'levels[0].latency_seconds' must be a number from "
+            "1e-12 to 1 s, got -inf");
+  // Positive and finite, yet no device: the ILP's costs went past what CBC
+  // asserts on (1e25).
+  EXPECT_EQ(parseError(makeWith("gemm_half_efficiency_flops", "1e308")),
+            "machine field 'device.gemm_half_efficiency_flops' must be a "
+            "number from 1 to 1e+18 FLOPs, got 1e+308");
+  EXPECT_EQ(parseError(makeWith("bandwidth_bytes_per_second", "1e-20")),
+            "machine field 'levels[0].bandwidth_bytes_per_second' must be a "
+            "number from 1e+06 to 1e+15 bytes/s, got 1e-20");
+  EXPECT_EQ(parseError(makeWith("gemm", "1e-300")),
+            "machine field 'efficiency.gemm' must be a number from 0.001 to 1 "
+            "(a fraction of peak), got 1e-300");
+  // Denormals, named as such where the range holds zero.
+  EXPECT_EQ(parseError(makeWith("latency_seconds", "1e-310")),
+            "machine field 'levels[0].latency_seconds' must be a number from "
+            "1e-12 to 1 s, got 1e-310 (a denormal)");
+  EXPECT_EQ(parseError(makeWith("kernel_launch_seconds", "1e-310")),
+            "machine field 'efficiency.kernel_launch_seconds' must be a number "
+            "from 0 to 3600 s, got 1e-310 (a denormal)");
+  EXPECT_EQ(parseError(makeWith("latency_seconds", "\"fast\"")),
+            "machine field 'levels[0].latency_seconds' must be a number from "
+            "1e-12 to 1 s");
+  // The bounds themselves are valid.
+  EXPECT_EQ(parseError(makeWith("gemm_half_efficiency_flops", "1e18")), "");
+  EXPECT_EQ(parseError(makeWith("kernel_launch_seconds", "0")), "");
+  EXPECT_EQ(parseError(makeWith("attention", "0.001")), "");
+}
+
+TEST(MachineModelTest, DeviceCountsAreAtMostThoseOfAPlan) {
+  EXPECT_EQ(parseError(R"({"name": "m", "sources": ["s"],
+    "device": {"name": "d", "peak_flops_per_second": {"bf16": 1e15},
+               "memory_bytes": 1e9, "memory_bandwidth_bytes_per_second": 1e12},
+    "levels": [{"name": "nvlink", "devices": 8,
+      "bandwidth_bytes_per_second": 1e11, "latency_seconds": 1e-6},
+      {"name": "ib", "devices": 2097152,
+      "bandwidth_bytes_per_second": 1e10, "latency_seconds": 1e-5}]})"),
+            "machine field 'levels[1].devices' must be at most 1048576 (2^20), "
+            "the most a plan runs on, got 2097152");
+  // The torus's product overflowed int64 in getMaxDevices.
+  EXPECT_EQ(parseError(R"({"name": "m", "sources": ["s"],
+    "device": {"name": "d", "peak_flops_per_second": {"bf16": 1e15},
+               "memory_bytes": 1e9, "memory_bandwidth_bytes_per_second": 1e12},
+    "torus": {"dims": [4294967296, 4294967296],
+      "link_bandwidth_bytes_per_second": 1e10, "hop_latency_seconds": 1e-6}})"),
+            "machine field 'torus.dims' must multiply to at most 1048576 "
+            "devices (2^20), the most a plan runs on");
+}
+
+TEST(MachineModelTest, AFileErrorNamesTheFile) {
+  llvm::SmallString<128> path;
+  int fd;
+  ASSERT_FALSE(
+      llvm::sys::fs::createTemporaryFile("infinite-peak", "json", fd, path));
+  {
+    llvm::raw_fd_ostream file(fd, /*shouldClose=*/true);
+    file << makeWith("latency_seconds", "1e999");
+  }
+  llvm::Expected<MachineModel> machine = loadMachineModel(path, "");
+  llvm::sys::fs::remove(path);
+  ASSERT_FALSE(bool(machine));
+  EXPECT_EQ(llvm::toString(machine.takeError()),
+            path.str().str() +
+                ": machine field 'levels[0].latency_seconds' must be a number "
+                "from 1e-12 to 1 s, got inf");
+}
+
+TEST(MachineModelTest, ADtypeWithoutAPeakGetsTheSlowestNotNone) {
+  // A machine file without an fp32 peak (gb200-nvl72's lists tensor-core
+  // peaks only) priced an fp32 model's compute in no time.
+  llvm::Expected<MachineModel> rack =
+      loadMachineModel("gb200-nvl72", TESSERA_MACHINES_DIR);
+  ASSERT_TRUE(bool(rack)) << llvm::toString(rack.takeError());
+  ASSERT_FALSE(rack->peakFlopsPerSecond.contains("fp32"));
+  llvm::Expected<double> fp32 = rack->getPeakFlops("fp32");
+  ASSERT_TRUE(bool(fp32)) << llvm::toString(fp32.takeError());
+  EXPECT_DOUBLE_EQ(*fp32, *rack->getPeakFlops("tf32"));
+  llvm::Expected<MachineModel> torus =
+      loadMachineModel("tpu-torus-3d", TESSERA_MACHINES_DIR);
+  ASSERT_TRUE(bool(torus)) << llvm::toString(torus.takeError());
+  EXPECT_DOUBLE_EQ(*torus->getPeakFlops("fp32"), 275e12);
+  // Only a machine that gives no peak at all has none to give.
+  MachineModel bare;
+  bare.name = "bare";
+  llvm::Expected<double> none = bare.getPeakFlops("fp32");
+  ASSERT_FALSE(bool(none));
+  EXPECT_EQ(llvm::toString(none.takeError()),
+            "machine 'bare' has no peak for 'fp32', nor for any other dtype");
 }
 
 TEST(MachineModelTest, CalibratedPresetsRecordTheirFits) {

@@ -1,6 +1,7 @@
 //===- ShardingSolverTest.cpp - the per-op sharding ILP on generated GPTs -===//
 
 #include "tessera/Search/ShardingSolver.h"
+#include "lib/Search/AutoSharding/Solver.h"
 
 #include "dialects/Dist/IR/DistOps.h"
 #include "dialects/NN/IR/NNOps.h"
@@ -14,6 +15,9 @@
 #include "llvm/Support/Path.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace tessera;
@@ -249,6 +253,62 @@ TEST(ShardingSolverTest, ZeroAndMicrobatchesPayTheirCollectives) {
   EXPECT_NEAR(collectiveBytes(1, 1), 2 * weights, 64);
   EXPECT_NEAR(collectiveBytes(4, 1), 2 * weights, 64);
   EXPECT_NEAR(collectiveBytes(4, 2), 5 * weights, 64);
+}
+
+TEST(ShardingSolverTest, CostsOfAnyMagnitudeReachTheSolverScaled) {
+  // One of three choices, costing 3e30, 1e30 and 2e30: Clp asserted
+  // (fabs(obj[i]) < 1.0e25) and aborted the process.
+  autosharding::IntegerProgram program;
+  std::vector<int> columns;
+  for (double cost : {3e30, 1e30, 2e30})
+    columns.push_back(program.addColumn(cost, /*integer=*/true));
+  program.addRow(columns, {1.0, 1.0, 1.0}, 1, 1);
+  llvm::Expected<autosharding::IntegerSolution> solved =
+      autosharding::solveIntegerProgram(program, /*seconds=*/10);
+  ASSERT_TRUE(static_cast<bool>(solved)) << llvm::toString(solved.takeError());
+  ASSERT_EQ(solved->values.size(), 3u);
+  EXPECT_NEAR(solved->values[1], 1.0, 1e-6);
+  // A cost that is not finite is refused, not taken for CBC's infinity.
+  program.objective[2] = std::numeric_limits<double>::infinity();
+  llvm::Expected<autosharding::IntegerSolution> infinite =
+      autosharding::solveIntegerProgram(program, /*seconds=*/10);
+  ASSERT_FALSE(static_cast<bool>(infinite));
+  EXPECT_EQ(llvm::toString(infinite.takeError()),
+            "the cost of variable 2 is not a finite number");
+}
+
+TEST(ShardingSolverTest, AnExtremeButValidMachineIsSolved) {
+  // The slowest machine a machine file may describe: the MLP's GEMMs take
+  // 1e12 s each (1e18 in the program's microseconds), on which CBC called
+  // its programs infeasible before the objective was scaled (tessera plan:
+  // "no sharding on {"tp"} fits in 1000000.00 GB per device").
+  llvm::Expected<MachineModel> machine = parseMachineModel(R"({
+    "name": "slowest", "sources": ["the bounds of a machine file"],
+    "device": {"name": "d", "peak_flops_per_second": {"fp32": 1e6},
+               "memory_bytes": 1e15, "memory_bandwidth_bytes_per_second": 1e6,
+               "gemm_half_efficiency_flops": 1e18},
+    "efficiency": {"gemm": 0.001, "attention": 0.001, "memory": 0.001,
+                   "kernel_launch_seconds": 3600,
+                   "collective_seconds": 3600, "step_seconds": 3600},
+    "levels": [{"name": "slow", "devices": 8,
+                "bandwidth_bytes_per_second": 1e6, "latency_seconds": 1}]})");
+  ASSERT_TRUE(static_cast<bool>(machine))
+      << llvm::toString(machine.takeError());
+  MLIRContext context;
+  context.loadDialect<nn::NNDialect, dist::DistDialect, func::FuncDialect>();
+  llvm::SmallString<256> path(TESSERA_EXAMPLES_DIR);
+  llvm::sys::path::append(path, "mlp.mlir");
+  for (auto [dp, tp] : {std::pair<int64_t, int64_t>{1, 8}, {2, 4}}) {
+    OwningOpRef<ModuleOp> model = parseSourceFile<ModuleOp>(path, &context);
+    ASSERT_TRUE(model) << path.str().str();
+    llvm::Expected<ShardingSolution> solved =
+        applyMeshSharding(*model, *machine, dp, tp, {});
+    ASSERT_TRUE(static_cast<bool>(solved))
+        << "dp=" << dp << " tp=" << tp << ": "
+        << llvm::toString(solved.takeError());
+    EXPECT_TRUE(std::isfinite(solved->objectiveSeconds));
+    EXPECT_GT(solved->objectiveSeconds, 1e12);
+  }
 }
 
 } // namespace
