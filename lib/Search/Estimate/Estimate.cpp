@@ -56,9 +56,15 @@ PlanShares::PlanShares(const ModelShape &model, const MachineModel &machine,
       static_cast<double>(model.batch) / replicas / choice.microbatches;
   layersPerStage = (model.layers + choice.pp - 1) / choice.pp;
   sbh = seq * microbatch * hidden;
-  peak = machine.getPeakFlops(bytes.dtype)
-             ? *machine.getPeakFlops(bytes.dtype)
-             : machine.peakFlopsPerSecond.begin()->second;
+  // A machine gives a peak for every dtype (the slowest it lists for one it
+  // does not list). One that lists none (no machine file is one) has no
+  // utilization to report: its peak is left 0.
+  llvm::Expected<double> dtypePeak = machine.getPeakFlops(bytes.dtype);
+  peak = 0;
+  if (dtypePeak)
+    peak = *dtypePeak;
+  else
+    llvm::consumeError(dtypePeak.takeError());
   // Model state: parameters split over TP and PP (the experts' over EP
   // too), then ZeRO over the data-parallel axes: the dense parameters'
   // over dp x ep, the experts' over dp.

@@ -225,8 +225,9 @@ TEST(CostModelTest, GemmEfficiencyQuantizesTilesOverTheUnits) {
   EXPECT_DOUBLE_EQ(*getGemmSeconds(machine, "bf16", small, 0),
                    2e6 / (1e15 * 0.8 * getGemmEfficiency(2e6)));
   EXPECT_DOUBLE_EQ(*getGemmSeconds(machine, "bf16", small, 1e9), 1e-3);
-  EXPECT_FALSE(bool(getGemmSeconds(machine, "fp8", small, 0)));
-  llvm::consumeError(getGemmSeconds(machine, "fp8", small, 0).takeError());
+  // A dtype the machine gives no peak for runs at the slowest it gives.
+  EXPECT_DOUBLE_EQ(*getGemmSeconds(machine, "fp8", small, 0),
+                   *getGemmSeconds(machine, "bf16", small, 0));
 }
 
 TEST(CostModelTest, MemoryBoundKernelsPayTheBandwidthTheyReach) {
