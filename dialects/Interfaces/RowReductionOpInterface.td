@@ -30,14 +30,15 @@ def RowReductionOpInterface : OpInterface<"RowReductionOpInterface"> {
       }],
       "::std::optional<::tessera::RowReduction>", "getRowReduction", (ins)>,
     InterfaceMethod<[{
-        Builds, at the builder's insertion point, the ops the op is made of,
-        computed stably on the input cast to f32 where it is narrower
-        (`s = x - max(x)`, `e = exp(s)` and `sum(e)`, then the op's
-        combination of them), and returns the value that replaces the op's
-        result, of the result's type. Calls `annotate` on each value right
-        after building it, with the layout it takes. The op itself is left
-        for the caller to replace. Only for an op with a row reduction
-        (`getRowReduction`).
+        Builds, at the builder's insertion point, the ops the op is made of
+        (`s = x - max(x)`, `e = exp(s)` and `sum(e)` along the reduced dim,
+        then the op's combination of them; a narrow float input is widened
+        to f32 first) and returns the value that replaces the op's result,
+        of the result's type. Calls `annotate` on each value right after
+        building it, with the layout it takes: `Input` for a value shaped as
+        the input, `Row` for one value per row, `Result` for the value
+        returned and the one it is cast from. Leaves the op for the caller
+        to replace. Only for an op with a row reduction (`getRowReduction`).
       }],
       "::mlir::Value", "decomposeRowReduction",
       (ins "::mlir::OpBuilder &":$builder,

@@ -22,10 +22,13 @@ namespace {
 /// with s = x - max(x) and e = exp(s).
 class RowDecomposer {
 public:
-  RowDecomposer(Operation *op, OpBuilder &builder, int64_t reduced,
+  RowDecomposer(RowReductionOpInterface op, OpBuilder &builder,
                 function_ref<void(Value, RowLayout)> annotate)
-      : op(op), builder(builder), loc(op->getLoc()), reduced(reduced),
-        annotate(annotate) {}
+      : op(op), builder(builder), loc(op->getLoc()), annotate(annotate) {
+    std::optional<RowReduction> reduction = op.getRowReduction();
+    assert(reduction && "decomposing an op that has no row reduction");
+    reduced = reduction->dim;
+  }
 
   /// `value`, handed to `annotate` with its layout.
   Value annotated(Value value, RowLayout layout) {
@@ -112,8 +115,9 @@ private:
   Operation *op;
   OpBuilder &builder;
   Location loc;
-  int64_t reduced;
   function_ref<void(Value, RowLayout)> annotate;
+  /// The reduced dim.
+  int64_t reduced = 0;
 };
 
 } // namespace
@@ -132,7 +136,7 @@ std::optional<RowReduction> SoftmaxOp::getRowReduction() {
 
 Value SoftmaxOp::decomposeRowReduction(
     OpBuilder &builder, function_ref<void(Value, RowLayout)> annotate) {
-  RowDecomposer d(*this, builder, static_cast<int64_t>(getDim()), annotate);
+  RowDecomposer d(*this, builder, annotate);
   Value input = d.widen(getInput());
   if (getScale().convertToDouble() != 1.0)
     input = d.scale(input, getScale());
@@ -151,7 +155,7 @@ std::optional<RowReduction> LogSoftmaxOp::getRowReduction() {
 
 Value LogSoftmaxOp::decomposeRowReduction(
     OpBuilder &builder, function_ref<void(Value, RowLayout)> annotate) {
-  RowDecomposer d(*this, builder, static_cast<int64_t>(getDim()), annotate);
+  RowDecomposer d(*this, builder, annotate);
   Value input = d.widen(getInput());
   auto [shifted, exps, total] = d.exponentiate(input);
   return d.finish(
@@ -168,8 +172,7 @@ std::optional<RowReduction> CrossEntropyOp::getRowReduction() {
 
 Value CrossEntropyOp::decomposeRowReduction(
     OpBuilder &builder, function_ref<void(Value, RowLayout)> annotate) {
-  RowDecomposer d(*this, builder, getLogits().getType().getRank() - 1,
-                  annotate);
+  RowDecomposer d(*this, builder, annotate);
   Value input = d.widen(getLogits());
   auto [shifted, exps, total] = d.exponentiate(input);
   // The label's entry of s, picked by a one-hot of the labels: on a piece
