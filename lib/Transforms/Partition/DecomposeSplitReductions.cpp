@@ -31,15 +31,15 @@ using namespace tessera;
 
 namespace {
 
-/// Replaces `op`, whose input is laid out as `input` with the reduced dim
-/// `dim` split, by the ops it is made of, each given the sharding of its
-/// layout on `mesh`: the input's dims' axes, those without the reduced dim
-/// for one value per row, and the op's own (where it has one) for the
+/// Replaces `op`, whose input is laid out as `inputSharding` with the
+/// reduced dim `dim` split, by the ops it is made of, each given the sharding
+/// of its layout on `mesh`: the input's dims' axes, those without the reduced
+/// dim for one value per row, and the op's own (where it has one) for the
 /// result.
 void decompose(RowReductionOpInterface op, int64_t dim,
-               const TensorSharding &input, FlatSymbolRefAttr mesh) {
-  TensorSharding whole = TensorSharding::getReplicated(input.getRank());
-  for (auto [index, sharding] : llvm::enumerate(input.dims))
+               const TensorSharding &inputSharding, FlatSymbolRefAttr mesh) {
+  TensorSharding whole = TensorSharding::getReplicated(inputSharding.getRank());
+  for (auto [index, sharding] : llvm::enumerate(inputSharding.dims))
     whole.dims[index].axes = sharding.axes;
   TensorSharding row = whole;
   row.dims.erase(row.dims.begin() + dim);
