@@ -7,6 +7,7 @@ include "dialects/NN/IR/NNBase.td"
 include "dialects/Interfaces/CostOpInterface.td"
 include "dialects/Interfaces/GradientOpInterface.td"
 include "dialects/Interfaces/OptimizerOpInterface.td"
+include "dialects/Interfaces/RowReductionOpInterface.td"
 include "dialects/Interfaces/ShardingRuleOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -536,7 +537,8 @@ def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor], [], ["isLinear"]> {
 //===----------------------------------------------------------------------===//
 
 def NN_SoftmaxOp : NN_ModelOp<"softmax",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [SameOperandsAndResultType, InferTypeOpInterface,
+     DeclareOpInterfaceMethods<RowReductionOpInterface>]> {
   let summary = "softmax along one dimension, optionally scaled and causal";
   let description = [{
     Computed stably (the maximum along `dim` is subtracted first), of the
@@ -574,7 +576,8 @@ def NN_SoftmaxOp : NN_ModelOp<"softmax",
 }
 
 def NN_LogSoftmaxOp : NN_ModelOp<"log_softmax",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [SameOperandsAndResultType, InferTypeOpInterface,
+     DeclareOpInterfaceMethods<RowReductionOpInterface>]> {
   let summary = "log of softmax along one dimension";
   let description = [{
     Computed stably (the maximum along `dim` is subtracted first).
@@ -808,7 +811,8 @@ def NN_MoeDispatchOp : NN_ModelOp<"moe_dispatch"> {
   let hasVerifier = 1;
 }
 
-def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor]> {
+def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<RowReductionOpInterface>]> {
   let summary = "softmax cross-entropy with integer labels";
   let description = [{
     Per position, `logsumexp(logits) - logits[label]` over the last dimension

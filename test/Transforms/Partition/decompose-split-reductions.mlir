@@ -77,6 +77,31 @@ func.func @narrow(%logits: tensor<4x8x64xbf16> {dist.sharding = #dist.sharding<@
 
 // -----
 
+// Tests that a narrow softmax (scaled too) and log-softmax are reduced in
+// f32 as cross-entropy is, the scale applied to the widened input, and
+// each result cast back with its sharding.
+dist.mesh @mesh ["tp"=2]
+// CHECK-LABEL: func.func @narrow_softmaxes
+func.func @narrow_softmaxes(%x: tensor<4x64xbf16> {dist.sharding = #dist.sharding<@mesh, [{}, {"tp"}]>})
+    -> (tensor<4x64xbf16>, tensor<4x64xbf16>) {
+  // CHECK: %[[X:.+]] = nn.cast %arg0 {dist.sharding = [#dist.sharding<@mesh, [{}, {"tp"}]>]} : tensor<4x64xbf16> to tensor<4x64xf32>
+  // CHECK: %[[SCALE:.+]] = nn.constant {{.*}} dense<1.250000e-01> : tensor<4x64xf32>
+  // CHECK: %[[SCALED:.+]] = nn.mul %[[X]], %[[SCALE]]
+  // CHECK: nn.reduce_max %[[SCALED]] dims = [1]
+  // CHECK: %[[D:.+]] = nn.div {{.*}} : tensor<4x64xf32>
+  // CHECK: %[[A:.+]] = nn.cast %[[D]] {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<4x64xf32> to tensor<4x64xbf16>
+  %a = nn.softmax %x dim = 1 scale = 0.125 : tensor<4x64xbf16>
+  // CHECK: %[[Y:.+]] = nn.cast %arg0 {{.*}} : tensor<4x64xbf16> to tensor<4x64xf32>
+  // CHECK: nn.reduce_max %[[Y]] dims = [1]
+  // CHECK: %[[L:.+]] = nn.sub {{.*}} {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<4x64xf32>
+  // CHECK: %[[B:.+]] = nn.cast %[[L]] {dist.sharding = [#dist.sharding<@mesh, [{}, {}]>]} : tensor<4x64xf32> to tensor<4x64xbf16>
+  // CHECK: return %[[A]], %[[B]]
+  %b = nn.log_softmax %x dim = 1 : tensor<4x64xbf16>
+  return %a, %b : tensor<4x64xbf16>, tensor<4x64xbf16>
+}
+
+// -----
+
 // Tests that a dim split over axes of one device (an annotation for a mesh
 // resized to one) is left whole.
 dist.mesh @mesh ["dp"=2, "tp"=1]
