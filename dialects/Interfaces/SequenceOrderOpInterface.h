@@ -3,9 +3,9 @@
 #ifndef TESSERA_INTERFACES_SEQUENCEORDEROPINTERFACE_H
 #define TESSERA_INTERFACES_SEQUENCEORDEROPINTERFACE_H
 
+#include "mlir/IR/OpDefinition.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/ErrorHandling.h"
-#include "mlir/IR/OpDefinition.h"
 
 #include <utility>
 

@@ -217,9 +217,9 @@ SequenceOrder::Failure SequenceOrder::visit(Operation *op) {
     order[constraint.getResult()] = order.lookup(constraint.getInput());
     return std::nullopt;
   }
-  // Asked before the random ops are refused: an attention draws its
-  // dropout as one, and says itself whether it can then be reordered
-  // (canStoreZigzag).
+  // Before the random ops are refused: an attention is one for its
+  // dropout, yet reads its sequence in any order; a causal one says itself
+  // whether it can compare positions in zigzag order (canStoreZigzag).
   if (auto sequenceOp = dyn_cast<SequenceOrderOpInterface>(op)) {
     if (sequenceOp.dependsOnTokenOrder())
       return std::pair(op, std::string("depends on the tokens' order"));
