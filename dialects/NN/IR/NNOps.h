@@ -7,6 +7,7 @@
 #include "dialects/Interfaces/GradientOpInterface.h"
 #include "dialects/Interfaces/OptimizerOpInterface.h"
 #include "dialects/Interfaces/RowReductionOpInterface.h"
+#include "dialects/Interfaces/SequenceOrderOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"

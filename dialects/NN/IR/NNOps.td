@@ -8,6 +8,7 @@ include "dialects/Interfaces/CostOpInterface.td"
 include "dialects/Interfaces/GradientOpInterface.td"
 include "dialects/Interfaces/OptimizerOpInterface.td"
 include "dialects/Interfaces/RowReductionOpInterface.td"
+include "dialects/Interfaces/SequenceOrderOpInterface.td"
 include "dialects/Interfaces/ShardingRuleOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -538,7 +539,9 @@ def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor], [], ["isLinear"]> {
 
 def NN_SoftmaxOp : NN_ModelOp<"softmax",
     [SameOperandsAndResultType, InferTypeOpInterface,
-     DeclareOpInterfaceMethods<RowReductionOpInterface>]> {
+     DeclareOpInterfaceMethods<RowReductionOpInterface>,
+     DeclareOpInterfaceMethods<SequenceOrderOpInterface,
+                               ["dependsOnTokenOrder"]>]> {
   let summary = "softmax along one dimension, optionally scaled and causal";
   let description = [{
     Computed stably (the maximum along `dim` is subtracted first), of the
@@ -780,7 +783,9 @@ def NN_TopKOp : NN_ModelOp<"top_k"> {
   let hasVerifier = 1;
 }
 
-def NN_MoeDispatchOp : NN_ModelOp<"moe_dispatch"> {
+def NN_MoeDispatchOp : NN_ModelOp<"moe_dispatch", [
+    DeclareOpInterfaceMethods<SequenceOrderOpInterface,
+                              ["dependsOnTokenOrder"]>]> {
   let summary = "the expert slot each routed token takes, under a capacity";
   let description = [{
     GShard's dispatch mask (Lepikhin et al. 2020) for tokens routed to
@@ -831,7 +836,9 @@ def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor,
 }
 
 def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
-    [SameOperandsAndResultType, InferTypeOpInterface]> {
+    [SameOperandsAndResultType, InferTypeOpInterface,
+     DeclareOpInterfaceMethods<SequenceOrderOpInterface,
+                               ["dependsOnTokenOrder"]>]> {
   let summary = "masks attention scores of future positions";
   let description = [{
     For scores `[..., query, key]`, sets every entry with `key > query` to
@@ -856,7 +863,12 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
 def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<NN_RandomOpInterface,
                               ["getDrawShape", "getDrawDims",
-                               "getPositionedDims"]>], [],
+                               "getPositionedDims"]>,
+    DeclareOpInterfaceMethods<SequenceOrderOpInterface,
+                              ["getSequenceOperands", "getSequenceResults",
+                               "comparesPositions", "isRing",
+                               "canStoreZigzag", "getZigzagOrder",
+                               "setZigzagOrder"]>], [],
     ["partition", "getSubAxisGroups"]> {
   let summary = "fused scaled-dot-product attention";
   let description = [{

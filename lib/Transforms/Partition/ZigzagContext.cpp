@@ -11,14 +11,18 @@
 // sharding rules: a factor that carries it marks the op's tensors of that
 // factor, and a tensor of that factor that the order has not reached
 // (positions from nn.iota, a position table) is permuted where it meets it.
-// The attentions then compare positions (`zigzag`), and results that keep
-// the sequence are permuted back, so the function computes what it did.
+// What a rule cannot say, the ops' SequenceOrderOpInterface does: which
+// depend on the order, and which (attention) read a sequence in any order
+// and compare positions. Those then compare the positions of the stored
+// chunks (`zigzag`), and results that keep the sequence are permuted back,
+// so the function computes what it did.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Transforms/Passes.h"
 
 #include "dialects/Dist/IR/DistOps.h"
+#include "dialects/Interfaces/SequenceOrderOpInterface.h"
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 #include "dialects/NN/IR/NNOps.h"
 
@@ -61,16 +65,18 @@ public:
   std::optional<std::pair<Operation *, std::string>>
   analyze(ArrayRef<BlockArgument> data);
 
-  /// The uses to permute, the causal attentions to store in zigzag order,
-  /// and the returned values to permute back (by operand number).
+  /// The uses to permute, the ops that compare positions (causal
+  /// attentions) to store in zigzag order, and the returned values to
+  /// permute back (by operand number).
   SmallVector<PermutedUse> uses;
-  SmallVector<nn::AttentionOp> attentions;
+  SmallVector<SequenceOrderOpInterface> positionComparers;
   SmallVector<std::pair<unsigned, int64_t>> results;
 
 private:
   using Failure = std::optional<std::pair<Operation *, std::string>>;
   Failure visit(Operation *op);
   Failure visitRuleOp(ShardingRuleOpInterface op);
+  Failure visitSequenceOp(SequenceOrderOpInterface op);
 
   func::FuncOp function;
   int64_t length;
@@ -155,6 +161,39 @@ SequenceOrder::Failure SequenceOrder::visitRuleOp(ShardingRuleOpInterface op) {
   return std::nullopt;
 }
 
+/// An op that reads its sequence operands in any order they share, though
+/// its rule reads some by place (an attention's queries, keys and values
+/// in dim 2): an operand the order has not reached is permuted, and one it
+/// has must hold it in that dim whole.
+SequenceOrder::Failure
+SequenceOrder::visitSequenceOp(SequenceOrderOpInterface op) {
+  if (op.comparesPositions()) {
+    if (!op.isRing() || !op.canStoreZigzag())
+      return std::pair(op.getOperation(),
+                       std::string("is causal without a ring, or drops "
+                                   "its probabilities by place"));
+    positionComparers.push_back(op);
+  }
+  for (auto [index, dim] : op.getSequenceOperands()) {
+    Value operand = op->getOperand(index);
+    auto found = order.find(operand);
+    if (found == order.end() &&
+        cast<RankedTensorType>(operand.getType()).getDimSize(dim) == length) {
+      uses.push_back({&op->getOpOperand(index), dim});
+      continue;
+    }
+    if (found == order.end() || found->second.dim != dim ||
+        found->second.major != 1)
+      return std::pair(op.getOperation(),
+                       "holds the sequence elsewhere than dim " +
+                           std::to_string(dim) + " of operand #" +
+                           std::to_string(index));
+  }
+  for (auto [index, dim] : op.getSequenceResults())
+    order[op->getResult(index)] = {dim, 1};
+  return std::nullopt;
+}
+
 SequenceOrder::Failure SequenceOrder::visit(Operation *op) {
   bool reached = llvm::any_of(op->getOperands(), [&](Value operand) {
     return order.contains(operand);
@@ -178,39 +217,17 @@ SequenceOrder::Failure SequenceOrder::visit(Operation *op) {
     order[constraint.getResult()] = order.lookup(constraint.getInput());
     return std::nullopt;
   }
-  // An attention's queries, keys and values hold the sequence in dim 2,
-  // its result too; causal, it compares positions.
-  if (auto attention = dyn_cast<nn::AttentionOp>(op)) {
-    if (attention.getCausal()) {
-      if (!attention.getRing() || attention.getPiece() ||
-          attention.getDropout().convertToFloat() > 0)
-        return std::pair(op, std::string("is causal without a ring, or drops "
-                                         "its probabilities by place"));
-      attentions.push_back(attention);
-    }
-    for (unsigned index = 0; index < 3; ++index) {
-      Value operand = op->getOperand(index);
-      auto found = order.find(operand);
-      if (found == order.end() &&
-          cast<RankedTensorType>(operand.getType()).getDimSize(2) == length) {
-        uses.push_back({&op->getOpOperand(index), 2});
-        continue;
-      }
-      if (found == order.end() || found->second.dim != 2 ||
-          found->second.major != 1)
-        return std::pair(op, "holds the sequence elsewhere than dim 2 of "
-                             "operand #" +
-                                 std::to_string(index));
-    }
-    order[attention.getResult()] = {2, 1};
-    return std::nullopt;
+  // Before the random ops are refused: an attention is one for its
+  // dropout, yet reads its sequence in any order; a causal one says itself
+  // whether it can compare positions in zigzag order (canStoreZigzag).
+  if (auto sequenceOp = dyn_cast<SequenceOrderOpInterface>(op)) {
+    if (sequenceOp.dependsOnTokenOrder())
+      return std::pair(op, std::string("depends on the tokens' order"));
+    if (!sequenceOp.getSequenceOperands().empty())
+      return visitSequenceOp(sequenceOp);
   }
   if (isa<nn::RandomOpInterface>(op))
     return std::pair(op, std::string("draws its numbers by place"));
-  if (auto softmax = dyn_cast<nn::SoftmaxOp>(op);
-      isa<nn::CausalMaskOp, nn::MoeDispatchOp>(op) ||
-      (softmax && softmax.getCausal()))
-    return std::pair(op, std::string("depends on the tokens' order"));
   auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
   if (!ruleOp || op->getNumRegions() > 0)
     return std::pair(op, std::string("has no sharding rule to follow the "
@@ -398,31 +415,39 @@ static SmallVector<BlockArgument> getSequenceData(func::FuncOp function,
   return data;
 }
 
+/// The lengths of `op`'s sequence operands, in their order.
+static SmallVector<int64_t> getSequenceLengths(SequenceOrderOpInterface op) {
+  return llvm::map_to_vector(
+      op.getSequenceOperands(), [&](std::pair<unsigned, int64_t> operand) {
+        return cast<RankedTensorType>(op->getOperand(operand.first).getType())
+            .getDimSize(operand.second);
+      });
+}
+
 /// Stores `function`'s sequence in zigzag order of `2 zigzag` chunks, where
 /// its ring attentions are causal and nothing else depends on the order;
 /// else warns why its ring stays unbalanced.
 static void balance(func::FuncOp function, dist::MeshOp mesh, int64_t zigzag) {
   auto meshSymbol = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
   SmallVector<BlockArgument> data = getSequenceData(function, meshSymbol);
-  SmallVector<nn::AttentionOp> rings;
-  function.walk([&](nn::AttentionOp attention) {
-    if (attention.getRing() && attention.getCausal() &&
-        attention.getZigzag() == 0)
-      rings.push_back(attention);
+  // The causal rings in order: what the zigzag order balances.
+  SmallVector<SequenceOrderOpInterface> rings;
+  function.walk([&](SequenceOrderOpInterface op) {
+    if (op.isRing() && op.comparesPositions() && op.getZigzagOrder() == 0 &&
+        !op.getSequenceOperands().empty())
+      rings.push_back(op);
   });
   if (data.empty() || rings.empty())
     return;
-  auto getSequence = [](Value value) {
-    return cast<RankedTensorType>(value.getType()).getDimSize(2);
-  };
-  int64_t length = getSequence(rings.front().getQuery());
+  int64_t length = getSequenceLengths(rings.front()).front();
   auto unbalanced = [&](Operation *op, const Twine &why) {
     op->emitWarning("ring attention stays unbalanced (no zigzag order): ")
         << why;
   };
-  for (nn::AttentionOp ring : rings)
-    if (getSequence(ring.getQuery()) != length ||
-        getSequence(ring.getKey()) != length || length % (2 * zigzag) != 0)
+  for (SequenceOrderOpInterface ring : rings)
+    if (llvm::any_of(getSequenceLengths(ring),
+                     [&](int64_t other) { return other != length; }) ||
+        length % (2 * zigzag) != 0)
       return unbalanced(ring, "its sequence of " + Twine(length) +
                                   " is not one of whole chunks of 2 x cp = " +
                                   Twine(2 * zigzag) + " in every attention");
@@ -454,8 +479,8 @@ static void balance(func::FuncOp function, dist::MeshOp mesh, int64_t zigzag) {
   Permuter permuter(reorder, length);
   for (PermutedUse use : order.uses)
     use.use->set(permuter.get(use.use->get(), use.dim));
-  for (nn::AttentionOp attention : order.attentions)
-    attention.setZigzag(zigzag);
+  for (SequenceOrderOpInterface op : order.positionComparers)
+    op.setZigzagOrder(zigzag);
   Operation *ret = function.getBody().front().getTerminator();
   builder.setInsertionPoint(ret);
   for (auto [index, dim] : order.results)
