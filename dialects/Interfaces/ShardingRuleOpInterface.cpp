@@ -2,8 +2,8 @@
 
 #include "dialects/Interfaces/ShardingRuleOpInterface.h"
 
-// Defined out of line so that PartitionContext's vtable is emitted once,
-// here.
+// Defined out of line so that the contexts' vtables are emitted once, here.
 tessera::PartitionContext::~PartitionContext() = default;
+tessera::PadContext::~PadContext() = default;
 
 #include "dialects/Interfaces/ShardingRuleOpInterface.cpp.inc"

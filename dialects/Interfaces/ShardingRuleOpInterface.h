@@ -4,6 +4,7 @@
 #ifndef TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
 #define TESSERA_INTERFACES_SHARDINGRULEOPINTERFACE_H
 
+#include "dialects/Interfaces/PadContext.h"
 #include "dialects/Interfaces/PartitionContext.h"
 #include "dialects/Interfaces/ShardingRule.h"
 #include "mlir/IR/OpDefinition.h"

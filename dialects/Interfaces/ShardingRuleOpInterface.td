@@ -107,6 +107,45 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       }],
       "::std::optional<::std::pair<int64_t, int64_t>>", "getSubAxisGroups",
       (ins), "", [{ return ::std::nullopt; }]>,
+    InterfaceMethod<[{
+        Returns what the padding of a dim of operand `operand` made of a
+        factor of kind `kind` must hold for the op to read it, where
+        `--tessera-pad` grew the dim: a sum over the factor reads zeros
+        (`nn.dot`'s contraction), a maximum the lowest value (`nn.softmax`'s
+        axis), an op that computes each element on its own anything. Fails
+        where the op cannot compute on padding it reads whole (a
+        normalization's dim), which the pass reports. Nothing for a
+        `parallel` factor and failure for others by default.
+      }],
+      "::mlir::FailureOr<::tessera::PaddingFill>", "getPaddingFill",
+      (ins "unsigned":$operand, "::tessera::FactorKind":$kind), "",
+      [{
+        if (kind == ::tessera::FactorKind::Parallel)
+          return ::tessera::PaddingFill::None;
+        return ::mlir::failure();
+      }]>,
+    InterfaceMethod<[{
+        Returns whether the op's result holds zeros in its padding, given
+        which operands are padded (`isPadded`) and which hold zeros in their
+        padding or have none (`isZeroPadded`): an elementwise op that maps
+        zeros to zeros keeps them (`nn.add`, `nn.relu`). `--tessera-pad` then
+        does not mask that padding to zeros again. False by default.
+      }],
+      "bool", "keepsZeroPadding",
+      (ins "::llvm::function_ref<bool(::mlir::Value)>":$isPadded,
+           "::llvm::function_ref<bool(::mlir::Value)>":$isZeroPadded), "",
+      [{ return false; }]>,
+    InterfaceMethod<[{
+        Called by `--tessera-pad` once every value has its padded type:
+        updates what depends on the padding of the op's tensors (a constant's
+        value grown with zeros, a slice's limits, a concat's inputs cut to
+        their real size), asking `context` for the shapes before padding and
+        for the padding it builds, with `builder`. Nothing by default.
+      }],
+      "void", "pad",
+      (ins "::tessera::PadContext &":$context,
+           "::mlir::OpBuilder &":$builder), "",
+      [{ return; }]>,
   ];
 }
 

@@ -629,6 +629,10 @@ SmallVector<int64_t> AttentionGradOp::getDrawDims() { return {0, 1, 2, -1}; }
 SmallVector<int64_t> AttentionGradOp::getPositionedDims() {
   return getCausal() ? SmallVector<int64_t>{2} : SmallVector<int64_t>();
 }
+/// An attention draws its dropout mask; without dropout it draws nothing,
+/// whether or not it has a step.
+bool AttentionOp::drawsNumbers() { return !getDropout().isZero(); }
+bool AttentionGradOp::drawsNumbers() { return !getDropout().isZero(); }
 
 /// Checks an attention's zigzag order (nn.attention's `zigzag`): a causal
 /// attention's, without dropout or a piece, on as many queries as keys in

@@ -15,7 +15,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Every nn op is pure and implements the sharding-rule, cost and gradient
 /// interfaces next to its definition (NNShardingRules.cpp, NNCost.cpp,
-/// NNGradients.cpp; the ops that partition themselves, NNPartition.cpp).
+/// NNGradients.cpp; the ops that partition themselves, NNPartition.cpp; how
+/// ops compute on padded dims, NNPadding.cpp).
 /// `costMethods` and `shardingMethods` list the CostOpInterface and
 /// ShardingRuleOpInterface methods with defaults that the op overrides.
 class NN_ModelOp<string mnemonic, list<Trait> traits = [],
@@ -53,6 +54,10 @@ def NN_RandomOpInterface : OpInterface<"RandomOpInterface"> {
         (ins "::mlir::DenseI64ArrayAttr":$shape)>,
     InterfaceMethod<"The per-op stream of the generator.", "uint64_t",
         "getSeed">,
+    InterfaceMethod<[{
+        Whether the op draws numbers (attention only with dropout): true by
+        default.
+      }], "bool", "drawsNumbers", (ins), "", [{ return true; }]>,
     InterfaceMethod<[{
         The dims of the draw whose piece index the op reads even where it
         does not draw (no step): it positions by them (causal attention on a
@@ -107,7 +112,7 @@ def NN_OffsetOpInterface : OpInterface<"OffsetOpInterface"> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def NN_DotOp : NN_ModelOp<"dot", [InferTypeOpAdaptor]> {
+def NN_DotOp : NN_ModelOp<"dot", [InferTypeOpAdaptor], [], ["getPaddingFill"]> {
   let summary = "general dot product with batch and contracting dimensions";
   let description = [{
     Contracts `lhs` and `rhs` over the paired contracting dimensions, for
@@ -173,17 +178,22 @@ class NN_BinaryOp<string mnemonic, string what, list<Trait> traits = [],
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative], ["isLinear"]>;
-def NN_SubOp : NN_BinaryOp<"sub", "subtraction", [], ["isLinear"]>;
-def NN_MulOp : NN_BinaryOp<"mul", "multiplication", [Commutative]>;
+def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative],
+                          ["isLinear", "keepsZeroPadding"]>;
+def NN_SubOp : NN_BinaryOp<"sub", "subtraction", [],
+                          ["isLinear", "keepsZeroPadding"]>;
+def NN_MulOp : NN_BinaryOp<"mul", "multiplication", [Commutative],
+                          ["keepsZeroPadding"]>;
 def NN_DivOp : NN_BinaryOp<"div", "division">;
-def NN_MaxOp : NN_BinaryOp<"max", "maximum", [Commutative]> {
+def NN_MaxOp : NN_BinaryOp<"max", "maximum", [Commutative],
+                          ["keepsZeroPadding"]> {
   let description = [{
     The larger operand; NaN if either is NaN (as `torch.maximum`). The
     gradient goes to the larger operand, half to each on a tie.
   }];
 }
-def NN_MinOp : NN_BinaryOp<"min", "minimum", [Commutative]> {
+def NN_MinOp : NN_BinaryOp<"min", "minimum", [Commutative],
+                          ["keepsZeroPadding"]> {
   let description = [{
     The smaller operand; NaN if either is NaN (as `torch.minimum`). The
     gradient goes to the smaller operand, half to each on a tie.
@@ -197,32 +207,37 @@ def NN_PowOp : NN_BinaryOp<"pow", "power, lhs ** rhs"> {
   }];
 }
 
-def NN_NegOp : NN_UnaryOp<"neg", "negation", [], ["isLinear"]> {
+def NN_NegOp : NN_UnaryOp<"neg", "negation", [],
+                         ["isLinear", "keepsZeroPadding"]> {
   let hasFolder = 1;
 }
 def NN_ExpOp : NN_UnaryOp<"exp", "exponential">;
 def NN_LogOp : NN_UnaryOp<"log", "natural logarithm">;
 def NN_SqrtOp : NN_UnaryOp<"sqrt", "square root">;
 def NN_RsqrtOp : NN_UnaryOp<"rsqrt", "reciprocal square root">;
-def NN_TanhOp : NN_UnaryOp<"tanh", "hyperbolic tangent">;
-def NN_SinOp : NN_UnaryOp<"sin", "sine">;
+def NN_TanhOp : NN_UnaryOp<"tanh", "hyperbolic tangent", [],
+                          ["keepsZeroPadding"]>;
+def NN_SinOp : NN_UnaryOp<"sin", "sine", [], ["keepsZeroPadding"]>;
 def NN_CosOp : NN_UnaryOp<"cos", "cosine">;
 def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "logistic sigmoid, 1 / (1 + exp(-x))">;
-def NN_AbsOp : NN_UnaryOp<"abs", "absolute value">;
-def NN_ErfOp : NN_UnaryOp<"erf", "error function"> {
+def NN_AbsOp : NN_UnaryOp<"abs", "absolute value", [], ["keepsZeroPadding"]>;
+def NN_ErfOp : NN_UnaryOp<"erf", "error function", [], ["keepsZeroPadding"]> {
   let description = [{
     `erf(x) = 2/√π ∫₀ˣ exp(-t²) dt`, as in the exact GELU,
     `0.5 · x · (1 + erf(x / √2))`.
   }];
 }
-def NN_ReluOp : NN_UnaryOp<"relu", "rectified linear unit, max(x, 0)">;
-def NN_GeluOp : NN_UnaryOp<"gelu", "GELU in its tanh form"> {
+def NN_ReluOp : NN_UnaryOp<"relu", "rectified linear unit, max(x, 0)", [],
+                          ["keepsZeroPadding"]>;
+def NN_GeluOp : NN_UnaryOp<"gelu", "GELU in its tanh form", [],
+                          ["keepsZeroPadding"]> {
   let description = [{
     `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`, the form GPT-2 and
     Megatron-LM use.
   }];
 }
-def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), x · sigmoid(x)">;
+def NN_SiluOp : NN_UnaryOp<"silu", "SiLU (swish), x · sigmoid(x)", [],
+                          ["keepsZeroPadding"]>;
 
 def NN_ClampOp : NN_ModelOp<"clamp",
     [SameOperandsAndResultType, InferTypeOpInterface]> {
@@ -246,7 +261,7 @@ def NN_ClampOp : NN_ModelOp<"clamp",
 }
 
 def NN_SelectOp : NN_ModelOp<"select", [InferTypeOpAdaptor,
-    AllTypesMatch<["on_true", "on_false"]>]> {
+    AllTypesMatch<["on_true", "on_false"]>], [], ["keepsZeroPadding"]> {
   let summary = "elementwise choice between two tensors";
   let description = [{
     Picks `on_true` where `condition` holds and `on_false` elsewhere. The
@@ -283,7 +298,7 @@ def NN_CompareOp : NN_ModelOp<"compare", [InferTypeOpAdaptor,
   let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
 }
 
-def NN_CastOp : NN_ModelOp<"cast", [], [], ["isLinear"]> {
+def NN_CastOp : NN_ModelOp<"cast", [], [], ["isLinear", "keepsZeroPadding"]> {
   let summary = "elementwise conversion of the element type";
   let description = [{
     Converts each element to the result's element type (rounding to nearest
@@ -302,7 +317,7 @@ def NN_CastOp : NN_ModelOp<"cast", [], [], ["isLinear"]> {
 }
 
 def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor],
-    [], ["isFactorPartitionable", "updateLocalAttributes"]> {
+    [], ["isFactorPartitionable", "updateLocalAttributes", "pad"]> {
   let summary = "tensor constant (dense or splat)";
   let description = [{
     A tensor of the given elements; a splat fills the whole shape with one
@@ -319,7 +334,8 @@ def NN_ConstantOp : NN_ModelOp<"constant", [ConstantLike, InferTypeOpAdaptor],
 }
 
 def NN_IotaOp : NN_ModelOp<"iota", [
-    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>]> {
+    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>], [],
+    ["getPaddingFill"]> {
   let summary = "the index along one dimension";
   let description = [{
     Each element is its index along `dim`: `result[i0, ..., in] = i_dim`,
@@ -434,7 +450,8 @@ def NN_BroadcastOp : NN_ModelOp<"broadcast"> {
 
 class NN_ReduceOp<string mnemonic, string what,
                   list<string> shardingMethods = []>
-    : NN_ModelOp<mnemonic, [InferTypeOpAdaptor], [], shardingMethods> {
+    : NN_ModelOp<mnemonic, [InferTypeOpAdaptor], [],
+                 !listconcat(["getPaddingFill"], shardingMethods)> {
   let summary = what # " over the given dimensions";
   let description = [{
     Reduces `input` over `dims` (distinct, in range); the result keeps the
@@ -461,7 +478,8 @@ def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean",
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def NN_ReshapeOp : NN_ModelOp<"reshape", [], [], ["isLinear"]> {
+def NN_ReshapeOp : NN_ModelOp<"reshape", [], [],
+                              ["isLinear", "keepsZeroPadding"]> {
   let summary = "row-major reshape to a shape with as many elements";
   let description = [{
     ```mlir
@@ -477,7 +495,8 @@ def NN_ReshapeOp : NN_ModelOp<"reshape", [], [], ["isLinear"]> {
 }
 
 def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor], [],
-                                ["isLinear", "getDimPermutation"]> {
+                                ["isLinear", "getDimPermutation",
+                                 "keepsZeroPadding"]> {
   let summary = "permutation of the dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -497,7 +516,8 @@ def NN_TransposeOp : NN_ModelOp<"transpose", [InferTypeOpAdaptor], [],
 }
 
 def NN_SliceOp : NN_ModelOp<"slice", [InferTypeOpAdaptor], [],
-                            ["updateLocalAttributes"]> {
+                            ["updateLocalAttributes", "getPaddingFill",
+                             "pad"]> {
   let summary = "static slice with unit strides";
   let description = [{
     Takes elements `start[i] <= index < limit[i]` of each dimension.
@@ -517,7 +537,8 @@ def NN_SliceOp : NN_ModelOp<"slice", [InferTypeOpAdaptor], [],
   let hasFolder = 1;
 }
 
-def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor], [], ["isLinear"]> {
+def NN_ConcatOp : NN_ModelOp<"concat", [InferTypeOpAdaptor], [],
+                             ["isLinear", "getPaddingFill", "pad"]> {
   let summary = "concatenation along one dimension";
   let description = [{
     ```mlir
@@ -541,7 +562,8 @@ def NN_SoftmaxOp : NN_ModelOp<"softmax",
     [SameOperandsAndResultType, InferTypeOpInterface,
      DeclareOpInterfaceMethods<RowReductionOpInterface>,
      DeclareOpInterfaceMethods<SequenceOrderOpInterface,
-                               ["dependsOnTokenOrder"]>]> {
+                               ["dependsOnTokenOrder"]>],
+    [], ["getPaddingFill"]> {
   let summary = "softmax along one dimension, optionally scaled and causal";
   let description = [{
     Computed stably (the maximum along `dim` is subtracted first), of the
@@ -580,7 +602,8 @@ def NN_SoftmaxOp : NN_ModelOp<"softmax",
 
 def NN_LogSoftmaxOp : NN_ModelOp<"log_softmax",
     [SameOperandsAndResultType, InferTypeOpInterface,
-     DeclareOpInterfaceMethods<RowReductionOpInterface>]> {
+     DeclareOpInterfaceMethods<RowReductionOpInterface>],
+    [], ["getPaddingFill"]> {
   let summary = "log of softmax along one dimension";
   let description = [{
     Computed stably (the maximum along `dim` is subtracted first).
@@ -684,7 +707,7 @@ def NN_RmsNormGradOp : NN_ModelOp<"rms_norm_grad", [InferTypeOpAdaptor]> {
 
 def NN_EmbeddingOp : NN_ModelOp<"embedding", [
     DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>,
-    InferTypeOpAdaptor], ["getBytesAccessed"]> {
+    InferTypeOpAdaptor], ["getBytesAccessed"], ["getPaddingFill"]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     For a `[vocab, hidden]` table and integer indices of any shape, gives the
@@ -713,7 +736,7 @@ def NN_EmbeddingOp : NN_ModelOp<"embedding", [
   }]>];
 }
 
-def NN_GatherOp : NN_ModelOp<"gather"> {
+def NN_GatherOp : NN_ModelOp<"gather", [], [], ["getPaddingFill"]> {
   let summary = "elements picked along one axis by indices";
   let description = [{
     `result[..., j, ...] = input[..., indices[..., j, ...], ...]` with `j` at
@@ -737,7 +760,7 @@ def NN_GatherOp : NN_ModelOp<"gather"> {
   let hasVerifier = 1;
 }
 
-def NN_ScatterAddOp : NN_ModelOp<"scatter_add"> {
+def NN_ScatterAddOp : NN_ModelOp<"scatter_add", [], [], ["getPaddingFill"]> {
   let summary = "sums of elements sent along one axis by indices";
   let description = [{
     Zeros of the result's type, then
@@ -762,7 +785,7 @@ def NN_ScatterAddOp : NN_ModelOp<"scatter_add"> {
   let hasVerifier = 1;
 }
 
-def NN_TopKOp : NN_ModelOp<"top_k"> {
+def NN_TopKOp : NN_ModelOp<"top_k", [], [], ["getPaddingFill"]> {
   let summary = "the k largest elements along the last dim, and where";
   let description = [{
     The `k` largest elements of each row (the last dim) in descending
@@ -785,7 +808,7 @@ def NN_TopKOp : NN_ModelOp<"top_k"> {
 
 def NN_MoeDispatchOp : NN_ModelOp<"moe_dispatch", [
     DeclareOpInterfaceMethods<SequenceOrderOpInterface,
-                              ["dependsOnTokenOrder"]>]> {
+                              ["dependsOnTokenOrder"]>], [], ["getPaddingFill"]> {
   let summary = "the expert slot each routed token takes, under a capacity";
   let description = [{
     GShard's dispatch mask (Lepikhin et al. 2020) for tokens routed to
@@ -817,7 +840,8 @@ def NN_MoeDispatchOp : NN_ModelOp<"moe_dispatch", [
 }
 
 def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<RowReductionOpInterface>]> {
+    DeclareOpInterfaceMethods<RowReductionOpInterface>], [],
+                                   ["getPaddingFill"]> {
   let summary = "softmax cross-entropy with integer labels";
   let description = [{
     Per position, `logsumexp(logits) - logits[label]` over the last dimension
@@ -838,7 +862,8 @@ def NN_CrossEntropyOp : NN_ModelOp<"cross_entropy", [InferTypeOpAdaptor,
 def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
     [SameOperandsAndResultType, InferTypeOpInterface,
      DeclareOpInterfaceMethods<SequenceOrderOpInterface,
-                               ["dependsOnTokenOrder"]>]> {
+                               ["dependsOnTokenOrder"]>],
+    [], ["getPaddingFill"]> {
   let summary = "masks attention scores of future positions";
   let description = [{
     For scores `[..., query, key]`, sets every entry with `key > query` to
@@ -863,7 +888,7 @@ def NN_CausalMaskOp : NN_ModelOp<"causal_mask",
 def NN_AttentionOp : NN_ModelOp<"attention", [AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<NN_RandomOpInterface,
                               ["getDrawShape", "getDrawDims",
-                               "getPositionedDims"]>,
+                               "getPositionedDims", "drawsNumbers"]>,
     DeclareOpInterfaceMethods<SequenceOrderOpInterface,
                               ["getSequenceOperands", "getSequenceResults",
                                "comparesPositions", "isRing",
@@ -950,7 +975,7 @@ def NN_AttentionGradOp : NN_ModelOp<"attention_grad",
     [AttrSizedOperandSegments,
      DeclareOpInterfaceMethods<NN_RandomOpInterface,
                                ["getDrawShape", "getDrawDims",
-                               "getPositionedDims"]>], [],
+                               "getPositionedDims", "drawsNumbers"]>], [],
     ["partition", "getSubAxisGroups"]> {
   let summary = "gradients of nn.attention, fused";
   let description = [{
@@ -1081,7 +1106,8 @@ def NN_AttentionBlockGradOp : NN_ModelOp<"attention_block_grad"> {
 
 
 def NN_OneHotOp : NN_ModelOp<"one_hot", [
-    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>]> {
+    DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>], [],
+    ["getPaddingFill", "keepsZeroPadding"]> {
   let summary = "one-hot encoding of integer labels";
   let description = [{
     For labels of any shape gives `labels ++ [depth]` with 1 at each label
@@ -1110,7 +1136,8 @@ def NN_OneHotOp : NN_ModelOp<"one_hot", [
 
 def NN_EmbeddingGradOp : NN_ModelOp<"embedding_grad", [
     DeclareOpInterfaceMethods<NN_OffsetOpInterface, ["getOffsetFactor"]>,
-    InferTypeOpAdaptor], [], ["updateLocalAttributes"]> {
+    InferTypeOpAdaptor], [],
+    ["updateLocalAttributes", "getPaddingFill", "pad"]> {
   let summary = "gradient of an embedding table: scatter-add of row gradients";
   let description = [{
     Sums the row gradients `grad` (shape `indices ++ [hidden]`) into a

@@ -20,7 +20,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/IntEqClasses.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
 #include <numeric>
@@ -34,9 +33,6 @@ using namespace mlir;
 using namespace tessera;
 
 namespace {
-
-/// What fills the padding of a value read by an op that needs it neutral.
-enum class Fill { Zero, Lowest };
 
 /// A dim that an op sees as several factors (a reshape's merged dim): it is
 /// padded as its major factor is, times the others' sizes; the others may
@@ -76,7 +72,8 @@ private:
   LogicalResult fixAttributes(Operation *op);
   LogicalResult maskOperands(Operation *op);
   /// `value` with its padding on `dims` set to `fill`, before `user`.
-  Value mask(Operation *user, Value value, ArrayRef<int64_t> dims, Fill fill);
+  Value mask(Operation *user, Value value, ArrayRef<int64_t> dims,
+             PaddingFill fill);
   void annotate(Operation *op, const TensorSharding &sharding);
   /// Zeros of `type`, at the builder's point.
   Value zeros(Location loc, RankedTensorType type,
@@ -88,9 +85,13 @@ private:
   /// `value` (at the builder's point) without its padding on `dim`, whole on
   /// that dim.
   Value cutPadding(Value value, int64_t dim);
+  /// PadContext::regrow.
+  void regrow(OpResult result, ArrayRef<int64_t> dims);
   TensorSharding getSharding(Value value);
-  void scaleMean(nn::ReduceMeanOp op);
+  void scaleMean(ShardingRuleOpInterface op);
   void trackZeroPadding(Operation *op);
+
+  class OpContext;
 
   func::FuncOp function;
   MeshShape mesh;
@@ -115,7 +116,38 @@ private:
   /// Padded values whose padding holds zeros.
   DenseSet<Value> zeroPadded;
   /// Masks made, by value, fill and dims.
-  std::map<std::tuple<void *, Fill, SmallVector<int64_t>>, Value> masks;
+  std::map<std::tuple<void *, PaddingFill, SmallVector<int64_t>>, Value> masks;
+};
+
+/// What an op whose attributes follow the padding asks of the padder
+/// (ShardingRuleOpInterface::pad).
+class FunctionPadder::OpContext final : public PadContext {
+public:
+  explicit OpContext(FunctionPadder &padder) : padder(padder) {}
+
+  bool isPadded(Value value) const override { return padder.isPadded(value); }
+  SmallVector<int64_t> getUnpaddedShape(Value value) const override {
+    if (padder.isPadded(value))
+      return padder.unpadded.lookup(value);
+    return SmallVector<int64_t>(
+        cast<RankedTensorType>(value.getType()).getShape());
+  }
+  Value createZeros(Location loc, RankedTensorType type, Value like,
+                    int64_t wholeDim) override {
+    TensorSharding sharding = padder.getSharding(like);
+    sharding.unreduced.clear();
+    sharding.dims[wholeDim].axes.clear();
+    return padder.zeros(loc, type, sharding);
+  }
+  Value cutPadding(Value value, int64_t dim) override {
+    return padder.cutPadding(value, dim);
+  }
+  void regrow(OpResult result, ArrayRef<int64_t> dims) override {
+    padder.regrow(result, dims);
+  }
+
+private:
+  FunctionPadder &padder;
 };
 
 } // namespace
@@ -275,31 +307,6 @@ void FunctionPadder::retype(Value value) {
   value.setType(RankedTensorType::get(shape, type.getElementType()));
 }
 
-/// `elements` grown to `type` with zeros.
-static DenseElementsAttr padElements(DenseElementsAttr elements,
-                                     RankedTensorType type) {
-  if (elements.isSplat())
-    return DenseElementsAttr::get(type, elements.getSplatValue<Attribute>());
-  ArrayRef<int64_t> before = elements.getType().getShape();
-  SmallVector<Attribute> values(elements.getValues<Attribute>());
-  SmallVector<Attribute> padded(
-      type.getNumElements(),
-      OpBuilder(type.getContext()).getZeroAttr(type.getElementType()));
-  SmallVector<int64_t> index(before.size(), 0);
-  for (Attribute value : values) {
-    int64_t offset = 0;
-    for (auto [dim, i] : llvm::enumerate(index))
-      offset = offset * type.getDimSize(dim) + i;
-    padded[offset] = value;
-    for (int64_t dim = before.size() - 1; dim >= 0; --dim) {
-      if (++index[dim] < before[dim])
-        break;
-      index[dim] = 0;
-    }
-  }
-  return DenseElementsAttr::get(type, padded);
-}
-
 Value FunctionPadder::zeros(Location loc, RankedTensorType type,
                             const TensorSharding &sharding) {
   auto constant = nn::ConstantOp::create(
@@ -348,7 +355,7 @@ Value FunctionPadder::cutPadding(Value value, int64_t dim) {
 }
 
 Value FunctionPadder::mask(Operation *user, Value value, ArrayRef<int64_t> dims,
-                           Fill fill) {
+                           PaddingFill fill) {
   auto key = std::make_tuple(value.getAsOpaquePointer(), fill,
                              SmallVector<int64_t>(dims));
   if (Value made = masks[key])
@@ -391,8 +398,9 @@ Value FunctionPadder::mask(Operation *user, Value value, ArrayRef<int64_t> dims,
     real = both;
   }
   auto elementType = cast<FloatType>(type.getElementType());
-  double fillValue =
-      fill == Fill::Zero ? 0.0 : -std::numeric_limits<double>::infinity();
+  double fillValue = fill == PaddingFill::Zero
+                         ? 0.0
+                         : -std::numeric_limits<double>::infinity();
   auto filler = nn::ConstantOp::create(
       builder, loc,
       DenseElementsAttr::get(
@@ -401,7 +409,7 @@ Value FunctionPadder::mask(Operation *user, Value value, ArrayRef<int64_t> dims,
   annotate(filler, sharding);
   annotate(masked, sharding);
   unpadded[masked] = SmallVector<int64_t>(before);
-  if (fill == Fill::Zero &&
+  if (fill == PaddingFill::Zero &&
       llvm::all_of(llvm::enumerate(before), [&](auto dim) {
         return dim.value() == type.getDimSize(dim.index()) ||
                llvm::is_contained(dims, int64_t(dim.index()));
@@ -411,148 +419,44 @@ Value FunctionPadder::mask(Operation *user, Value value, ArrayRef<int64_t> dims,
   return masked;
 }
 
-LogicalResult FunctionPadder::fixAttributes(Operation *op) {
-  auto padsAny = [&]() {
-    return llvm::any_of(op->getOperands(),
-                        [&](Value v) { return isPadded(v); }) ||
-           llvm::any_of(op->getResults(), [&](Value v) { return isPadded(v); });
-  };
-  if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
-    if (isPadded(constant.getResult()))
-      constant.setValueAttr(
-          padElements(cast<DenseElementsAttr>(constant.getValue()),
-                      cast<RankedTensorType>(constant.getType())));
-    return success();
-  }
-  if (auto slice = dyn_cast<nn::SliceOp>(op)) {
-    if (!isPadded(slice.getResult()))
-      return success();
-    // A whole padded dim stays whole, padding included; a part of one is
-    // sliced as written and grown to the padded size with zeros.
-    Value result = slice.getResult();
-    SmallVector<int64_t> before = unpadded.lookup(result);
-    SmallVector<int64_t> limit(slice.getLimit()), shape(before);
-    SmallVector<int64_t> grown;
-    ArrayRef<int64_t> start = slice.getStart();
-    auto type = cast<RankedTensorType>(result.getType());
-    for (auto [dim, size] : llvm::enumerate(type.getShape())) {
-      int64_t whole = isPadded(slice.getInput())
-                          ? unpadded.lookup(slice.getInput())[dim]
-                          : slice.getInput().getType().getDimSize(dim);
-      if (size == before[dim])
-        continue;
-      if (start[dim] == 0 && limit[dim] == whole) {
-        limit[dim] = shape[dim] = size;
-        continue;
-      }
-      grown.push_back(dim);
-    }
-    slice.setLimit(limit);
-    if (grown.empty())
-      return success();
-    result.setType(RankedTensorType::get(shape, type.getElementType()));
-    TensorSharding sharding = getSharding(result);
-    TensorSharding cut = sharding;
-    for (int64_t dim : grown)
-      cut.dims[dim].axes.clear();
-    annotate(slice, cut);
-    unpadded.erase(result);
-    if (shape != before)
-      unpadded[result] = before;
-    builder.setInsertionPointAfter(slice);
-    Value value = result;
-    for (int64_t dim : grown)
-      value = grow(value, dim, type.getDimSize(dim), sharding);
-    result.replaceAllUsesExcept(value, value.getDefiningOp());
-    unpadded[value] = before;
-    return success();
-  }
-  if (auto scatter = dyn_cast<nn::EmbeddingGradOp>(op)) {
-    scatter.setVocab(scatter.getType().getDimSize(0));
-    return success();
-  }
-  if (auto concat = dyn_cast<nn::ConcatOp>(op)) {
-    // Each input's padding is cut off the dim the inputs are joined along,
-    // and the padding of the result follows them, zeros.
-    int64_t dim = concat.getDim();
-    auto grows = [&](Value v) {
-      return isPadded(v) &&
-             unpadded.lookup(v)[dim] !=
-                 cast<RankedTensorType>(v.getType()).getDimSize(dim);
-    };
-    builder.setInsertionPoint(concat);
-    int64_t joined = 0;
-    for (OpOperand &input : concat->getOpOperands()) {
-      Value value = input.get();
-      if (grows(value))
-        input.set(cutPadding(value, dim));
-      joined += cast<RankedTensorType>(input.get().getType()).getDimSize(dim);
-    }
-    int64_t size = concat.getType().getDimSize(dim);
-    if (joined == size)
-      return success();
-    TensorSharding sharding = getSharding(concat.getResult());
-    sharding.unreduced.clear();
-    sharding.dims[dim].axes.clear();
-    SmallVector<int64_t> shape(concat.getType().getShape());
-    shape[dim] = size - joined;
-    concat->insertOperands(
-        concat->getNumOperands(),
-        {zeros(concat.getLoc(),
-               RankedTensorType::get(shape, concat.getType().getElementType()),
-               sharding)});
-    return success();
-  }
-  if (isa<nn::DropoutOp, nn::RandomUniformOp>(op) && padsAny())
-    return op->emitError("cannot pad random numbers: a mesh axis splits a dim "
-                         "of them unevenly");
-  auto hasDropout = [](auto attention) {
-    return !attention.getDropout().isZero();
-  };
-  bool dropout = TypeSwitch<Operation *, bool>(op)
-                     .Case<nn::AttentionOp, nn::AttentionGradOp>(hasDropout)
-                     .Default(false);
-  if (dropout && padsAny())
-    return op->emitError("cannot pad attention with dropout: a mesh axis "
-                         "splits a dim of it unevenly");
-  return success();
+void FunctionPadder::regrow(OpResult result, ArrayRef<int64_t> dims) {
+  Operation *op = result.getOwner();
+  auto type = cast<RankedTensorType>(result.getType());
+  SmallVector<int64_t> before = unpadded.lookup(result);
+  SmallVector<int64_t> shape(type.getShape());
+  for (int64_t dim : dims)
+    shape[dim] = before[dim];
+  result.setType(RankedTensorType::get(shape, type.getElementType()));
+  TensorSharding sharding = getSharding(result);
+  TensorSharding cut = sharding;
+  for (int64_t dim : dims)
+    cut.dims[dim].axes.clear();
+  annotate(op, cut);
+  unpadded.erase(result);
+  if (shape != before)
+    unpadded[result] = before;
+  builder.setInsertionPointAfter(op);
+  Value value = result;
+  for (int64_t dim : dims)
+    value = grow(value, dim, type.getDimSize(dim), sharding);
+  result.replaceAllUsesExcept(value, value.getDefiningOp());
+  unpadded[value] = before;
 }
 
-/// The fill that makes padding of `factor`, of kind `kind`, harmless to
-/// `op`'s operand `index`; nothing when it already is; failure when the op
-/// cannot compute on it.
-static FailureOr<std::optional<Fill>> getFill(Operation *op, FactorKind kind,
-                                              unsigned index) {
-  using Result = FailureOr<std::optional<Fill>>;
-  std::optional<Fill> none;
-  if (kind == FactorKind::Parallel)
-    return Result(none);
-  if (kind == FactorKind::Reduction)
-    return TypeSwitch<Operation *, Result>(op)
-        .Case<nn::DotOp, nn::ReduceSumOp, nn::ReduceMeanOp, nn::ScatterAddOp,
-              nn::EmbeddingGradOp>([&](Operation *) {
-          // Indices are never masked: what they pick is.
-          bool isFloat = isa<FloatType>(
-              cast<RankedTensorType>(op->getOperand(index).getType())
-                  .getElementType());
-          return Result(isFloat ? std::optional(Fill::Zero) : none);
-        })
-        .Case<nn::ReduceMaxOp>(
-            [&](Operation *) { return Result(Fill::Lowest); })
-        // Indices below the vocab never pick a padded row.
-        .Case<nn::EmbeddingOp>([&](Operation *) { return Result(none); })
-        .Default([&](Operation *) { return Result(failure()); });
-  return TypeSwitch<Operation *, Result>(op)
-      .Case<nn::SoftmaxOp, nn::LogSoftmaxOp, nn::CrossEntropyOp, nn::TopKOp>(
-          [&](Operation *) {
-            return Result(index == 0 ? std::optional(Fill::Lowest) : none);
-          })
-      // Real indices pick real elements; padded ones make padding. A causal
-      // mask masks every padded key of a real query.
-      .Case<nn::GatherOp, nn::ScatterAddOp, nn::OneHotOp, nn::EmbeddingGradOp,
-            nn::IotaOp, nn::CausalMaskOp, nn::SliceOp, nn::ConcatOp,
-            nn::MoeDispatchOp>([&](Operation *) { return Result(none); })
-      .Default([&](Operation *) { return Result(failure()); });
+LogicalResult FunctionPadder::fixAttributes(Operation *op) {
+  // Random numbers drawn for a padded shape are not those of the shape as
+  // written.
+  auto random = dyn_cast<nn::RandomOpInterface>(op);
+  if (random && random.drawsNumbers() &&
+      (llvm::any_of(op->getOperands(), [&](Value v) { return isPadded(v); }) ||
+       llvm::any_of(op->getResults(), [&](Value v) { return isPadded(v); })))
+    return op->emitError("cannot pad random numbers: a mesh axis splits a dim "
+                         "of them unevenly");
+  if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
+    OpContext context(*this);
+    ruleOp.pad(context, builder);
+  }
+  return success();
 }
 
 LogicalResult FunctionPadder::maskOperands(Operation *op) {
@@ -560,9 +464,10 @@ LogicalResult FunctionPadder::maskOperands(Operation *op) {
   if (it == opFactors.end())
     return success();
   const auto &[rule, factorNodes] = it->second;
+  auto ruleOp = cast<ShardingRuleOpInterface>(op);
   // The dims to mask of each operand, and with what.
-  SmallVector<std::pair<SmallVector<int64_t>, std::optional<Fill>>> wanted(
-      op->getNumOperands());
+  SmallVector<std::pair<SmallVector<int64_t>, PaddingFill>> wanted(
+      op->getNumOperands(), {{}, PaddingFill::None});
   for (auto [factor, node] : llvm::enumerate(factorNodes)) {
     if (!isPaddedNode(node))
       continue;
@@ -571,17 +476,17 @@ LogicalResult FunctionPadder::maskOperands(Operation *op) {
       for (auto [dim, factors] : llvm::enumerate(dims)) {
         if (!llvm::is_contained(factors, static_cast<int64_t>(factor)))
           continue;
-        FailureOr<std::optional<Fill>> fill = getFill(op, kind, index);
+        FailureOr<PaddingFill> fill = ruleOp.getPaddingFill(index, kind);
         if (failed(fill))
           return op->emitError("cannot pad ")
                  << op->getName() << ": a mesh axis splits dim " << dim
                  << " of operand #" << index << " unevenly, which "
                  << "this op reads whole (" << stringifyFactorKind(kind)
                  << " factor of " << nodeSizes[node] << ")";
-        if (!*fill)
+        if (*fill == PaddingFill::None)
           continue;
         wanted[index].first.push_back(dim);
-        wanted[index].second = **fill;
+        wanted[index].second = *fill;
       }
     }
   }
@@ -597,68 +502,69 @@ LogicalResult FunctionPadder::maskOperands(Operation *op) {
       for (auto [dim, size] : llvm::enumerate(before))
         if (size != cast<RankedTensorType>(value.getType()).getDimSize(dim))
           dims.push_back(dim);
-      fill = Fill::Zero;
+      fill = PaddingFill::Zero;
     }
   }
   for (auto [index, entry] : llvm::enumerate(wanted)) {
     auto &[dims, fill] = entry;
     Value value = op->getOperand(index);
-    if (!fill || (*fill == Fill::Zero && zeroPadded.contains(value)))
+    if (fill == PaddingFill::None ||
+        (fill == PaddingFill::Zero && zeroPadded.contains(value)))
       continue;
     llvm::sort(dims);
     dims.erase(llvm::unique(dims), dims.end());
-    op->setOperand(index, mask(op, value, dims, *fill));
+    op->setOperand(index, mask(op, value, dims, fill));
   }
   return success();
 }
 
-/// A mean over padded dims divides by their padded sizes: scaled back to the
-/// real count.
-void FunctionPadder::scaleMean(nn::ReduceMeanOp op) {
-  SmallVector<int64_t> before = unpadded.lookup(op.getInput());
+/// A mean over padded dims (an op whose reduction factors combine as a
+/// mean) divides by their padded sizes: scaled back to the real count.
+void FunctionPadder::scaleMean(ShardingRuleOpInterface op) {
+  if (op.getPartialCombiner() != PartialCombiner::Mean)
+    return;
+  Value input = op->getOperand(0);
+  SmallVector<int64_t> before = unpadded.lookup(input);
   if (before.empty())
     return;
+  const ShardingRule &rule = opFactors.find(op.getOperation())->second.first;
   double scale = 1;
-  for (int64_t dim : op.getDims())
-    scale *= double(op.getInput().getType().getDimSize(dim)) / before[dim];
+  for (auto [dim, factors] : llvm::enumerate(rule.getOperandFactors()[0]))
+    if (llvm::any_of(factors, [&](int64_t factor) {
+          return rule.getFactors()[factor].kind == FactorKind::Reduction;
+        }))
+      scale *= double(cast<RankedTensorType>(input.getType()).getDimSize(dim)) /
+               before[dim];
   if (scale == 1)
     return;
   builder.setInsertionPointAfter(op);
-  auto type = cast<RankedTensorType>(op.getType());
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
   auto factor = nn::ConstantOp::create(
       builder, op.getLoc(),
       DenseElementsAttr::get(
           type, Attribute(builder.getFloatAttr(type.getElementType(), scale))));
-  auto scaled = nn::MulOp::create(builder, op.getLoc(), op, factor);
-  TensorSharding sharding = getSharding(op.getResult());
+  auto scaled =
+      nn::MulOp::create(builder, op.getLoc(), op->getResult(0), factor);
+  TensorSharding sharding = getSharding(op->getResult(0));
   sharding.unreduced.clear();
   annotate(factor, sharding);
   annotate(scaled, sharding);
-  op.getResult().replaceAllUsesExcept(scaled, scaled);
-  if (isPadded(op.getResult()))
-    unpadded[scaled] = unpadded.lookup(op.getResult());
+  op->getResult(0).replaceAllUsesExcept(scaled, scaled);
+  if (isPadded(op->getResult(0)))
+    unpadded[scaled] = unpadded.lookup(op->getResult(0));
 }
 
 /// Ops that map zeros to zeros keep zero padding zero.
 void FunctionPadder::trackZeroPadding(Operation *op) {
   if (op->getNumResults() != 1 || !isPadded(op->getResult(0)))
     return;
+  auto padded = [&](Value v) { return isPadded(v); };
   auto zero = [&](Value v) { return !isPadded(v) || zeroPadded.contains(v); };
-  bool keeps =
-      TypeSwitch<Operation *, bool>(op)
-          .Case<nn::AddOp, nn::SubOp, nn::MulOp, nn::MaxOp, nn::MinOp,
-                nn::NegOp, nn::ReluOp, nn::GeluOp, nn::SiluOp, nn::TanhOp,
-                nn::SinOp, nn::AbsOp, nn::ErfOp, nn::CastOp, nn::TransposeOp,
-                nn::ReshapeOp, dist::ShardingConstraintOp>([&](Operation *) {
-            return llvm::all_of(op->getOperands(), zero);
-          })
-          .Case<nn::SelectOp>([&](nn::SelectOp select) {
-            return zero(select.getOnTrue()) && zero(select.getOnFalse());
-          })
-          .Case<nn::OneHotOp>([&](nn::OneHotOp oneHot) {
-            return !isPadded(oneHot.getLabels());
-          })
-          .Default(false);
+  bool keeps = false;
+  if (isa<dist::ShardingConstraintOp>(op))
+    keeps = llvm::all_of(op->getOperands(), zero);
+  else if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op))
+    keeps = ruleOp.keepsZeroPadding(padded, zero);
   if (keeps)
     zeroPadded.insert(op->getResult(0));
 }
@@ -722,8 +628,8 @@ LogicalResult FunctionPadder::run() {
   for (Operation *op : ops) {
     if (failed(fixAttributes(op)) || failed(maskOperands(op)))
       return failure();
-    if (auto mean = dyn_cast<nn::ReduceMeanOp>(op))
-      scaleMean(mean);
+    if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op))
+      scaleMean(ruleOp);
     trackZeroPadding(op);
   }
 

@@ -34,3 +34,16 @@ func.func @dropout(%x: tensor<6x16xf32> {dist.sharding = #dist.sharding<@m, [{"x
   %y = nn.dropout %x step %step rate = 0.1 seed = 7 : tensor<6x16xf32>, tensor<i64>
   return %y : tensor<6x16xf32>
 }
+
+// -----
+
+// Attention with dropout draws its mask for the padded batch: the same error
+// as a dropout's.
+dist.mesh @m ["x"=4]
+func.func @attention_dropout(%q: tensor<6x2x8x16xf32> {dist.sharding = #dist.sharding<@m, [{"x"}, {}, {}, {}]>},
+                             %kv: tensor<6x2x8x16xf32>, %step: tensor<i64>) -> tensor<6x2x8x16xf32> {
+  // expected-error @+1 {{cannot pad random numbers: a mesh axis splits a dim of them unevenly}}
+  %o = nn.attention %q, %kv, %kv step %step scale = 0.25 dropout = 0.1 seed = 2
+      : (tensor<6x2x8x16xf32>, tensor<6x2x8x16xf32>, tensor<6x2x8x16xf32>, tensor<i64>) -> tensor<6x2x8x16xf32>
+  return %o : tensor<6x2x8x16xf32>
+}

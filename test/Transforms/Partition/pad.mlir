@@ -141,3 +141,20 @@ func.func @even(%x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@m, [{"x"},
   %h = nn.exp %x : tensor<8x16xf32>
   return %h : tensor<8x16xf32>
 }
+
+// -----
+
+// Attention with a step but no dropout draws nothing: its batch pads, the
+// step as it is.
+// CHECK-LABEL: func.func @attention_without_dropout
+// CHECK: nn.attention %{{.+}}, %{{.+}}, %{{.+}} step %{{.+}} scale = 2.500000e-01 {{.*}} -> tensor<8x2x8x16xf32>
+// LOCAL-LABEL: func.func @attention_without_dropout
+// LOCAL: nn.attention {{.*}} -> tensor<2x2x8x16xf32>
+dist.mesh @m ["x"=4]
+func.func @attention_without_dropout(%q: tensor<6x2x8x16xf32> {dist.sharding = #dist.sharding<@m, [{"x"}, {}, {}, {}]>},
+                                     %kv: tensor<6x2x8x16xf32>, %step: tensor<i64>)
+    -> tensor<6x2x8x16xf32> {
+  %o = nn.attention %q, %kv, %kv step %step scale = 0.25
+      : (tensor<6x2x8x16xf32>, tensor<6x2x8x16xf32>, tensor<6x2x8x16xf32>, tensor<i64>) -> tensor<6x2x8x16xf32>
+  return %o : tensor<6x2x8x16xf32>
+}
