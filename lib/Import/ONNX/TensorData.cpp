@@ -153,6 +153,9 @@ namespace {
 struct ExternalData {
   std::string location;
   std::string path;
+  /// The file that was checked, so that one put in its place since is not
+  /// read.
+  llvm::sys::fs::UniqueID fileID;
   uint64_t offset = 0;
   uint64_t length = 0;
 };
@@ -194,7 +197,10 @@ findExternalData(const onnx::TensorProto &tensor, llvm::StringRef modelPath) {
                      "' " + what);
   };
 
-  // The location as written: relative, and not climbing out.
+  // The location as written: relative, and not climbing out. A NUL would
+  // end the path the system opens early.
+  if (location.contains('\0'))
+    return refuse("holds a NUL character");
   if (llvm::sys::path::is_absolute(location) ||
       llvm::sys::path::has_root_name(location))
     return refuse("is an absolute path, expected one relative to the "
@@ -231,6 +237,7 @@ findExternalData(const onnx::TensorProto &tensor, llvm::StringRef modelPath) {
     return refuse("cannot be read: " + error.message());
   if (status.type() != llvm::sys::fs::file_type::regular_file)
     return refuse("is not a regular file");
+  data.fileID = status.getUniqueID();
   uint64_t fileBytes = status.getSize();
   if (data.offset > fileBytes)
     return refuse("is " + llvm::Twine(fileBytes) + " bytes, its offset " +
@@ -270,6 +277,11 @@ static llvm::Error readExternalData(const onnx::TensorProto &tensor,
     return fail("cannot be read: " + llvm::toString(file.takeError()));
   bytes.resize(data.length);
   auto readAll = [&]() -> llvm::Error {
+    llvm::sys::fs::file_status status;
+    if (std::error_code error = llvm::sys::fs::status(*file, status))
+      return fail("cannot be read: " + error.message());
+    if (status.getUniqueID() != data.fileID)
+      return fail("was replaced by another file after it was checked");
     for (uint64_t done = 0; done < data.length;) {
       llvm::MutableArrayRef<char> rest(
           reinterpret_cast<char *>(bytes.data()) + done, data.length - done);
