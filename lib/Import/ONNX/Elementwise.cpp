@@ -309,7 +309,7 @@ static llvm::Error convertConstant(GraphImporter &importer,
   HostTensor tensor;
   if (attr.name() == "value") {
     llvm::Expected<HostTensor> read =
-        readTensor(attr.t(), importer.getDirectory());
+        readTensor(attr.t(), importer.getModelPath());
     if (!read)
       return read.takeError();
     tensor = std::move(*read);

@@ -15,7 +15,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -48,20 +47,25 @@ struct GraphValue {
 };
 
 /// Reads a TensorProto's elements (raw_data, the typed fields, or external
-/// data in `directory`) as doubles; fails naming the tensor.
+/// data beside `modelPath`, the file the tensor came from) as doubles; fails
+/// naming the tensor.
 llvm::Expected<HostTensor> readTensor(const onnx::TensorProto &tensor,
-                                      llvm::StringRef directory);
+                                      llvm::StringRef modelPath);
 /// Fails when a tensor has a negative dim or more than 2^40 elements.
 llvm::Error checkElementCount(const onnx::TensorProto &tensor);
 /// A tensor's elements as little-endian bytes of their own type: a view of
 /// the model's raw data, or read from its external data or typed fields.
 struct TensorBytes {
   llvm::ArrayRef<uint8_t> bytes;
-  std::unique_ptr<llvm::MemoryBuffer> file;
   std::vector<uint8_t> converted;
 };
 llvm::Expected<TensorBytes> readTensorBytes(const onnx::TensorProto &tensor,
-                                            llvm::StringRef directory);
+                                            llvm::StringRef modelPath);
+/// Fails when a tensor of the model (an initializer, an attribute, in a
+/// subgraph or a function) has external data that lies outside the model's
+/// directory or that its file does not hold; reads no data.
+llvm::Error checkExternalData(const onnx::ModelProto &model,
+                              llvm::StringRef modelPath);
 
 /// Whether an ONNX element type is a float type.
 bool isFloatType(int32_t elementType);
@@ -104,14 +108,15 @@ void addReductionConverters(ConverterTable &table);
 
 class GraphImporter {
 public:
-  GraphImporter(mlir::OpBuilder &builder, std::string directory)
-      : builder(builder), directory(std::move(directory)) {}
+  GraphImporter(mlir::OpBuilder &builder, std::string modelPath)
+      : builder(builder), modelPath(std::move(modelPath)) {}
 
   mlir::OpBuilder &getBuilder() { return builder; }
   mlir::MLIRContext *getContext() { return builder.getContext(); }
   mlir::Location getLoc() const { return loc; }
   void setLoc(mlir::Location location) { loc = location; }
-  llvm::StringRef getDirectory() const { return directory; }
+  /// The model file, beside which its external data lies.
+  llvm::StringRef getModelPath() const { return modelPath; }
 
   void define(llvm::StringRef name, GraphValue value) {
     values[name] = std::move(value);
@@ -178,7 +183,7 @@ public:
 
 private:
   mlir::OpBuilder &builder;
-  std::string directory;
+  std::string modelPath;
   mlir::Location loc = mlir::UnknownLoc::get(builder.getContext());
   llvm::StringMap<GraphValue> values;
   llvm::StringSet<> readValues;

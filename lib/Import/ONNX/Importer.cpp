@@ -402,7 +402,7 @@ readBoundInput(const onnx::ValueInfoProto &input, llvm::StringRef path) {
   if (!dimsMatch)
     return makeError("--bind " + input.name() + ": '" + path +
                      "' does not have the input's shape");
-  return readTensor(tensor, llvm::sys::path::parent_path(path));
+  return readTensor(tensor, path);
 }
 
 static std::string formatDims(const onnx::TensorShapeProto &shape) {
@@ -892,6 +892,9 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
   llvm::Expected<int64_t> opset = getOpset(model);
   if (!opset)
     return fail(opset.takeError());
+  // Before the checker, which would stat a location outside the directory.
+  if (llvm::Error error = checkExternalData(model, path))
+    return fail(std::move(error));
   std::string directory = llvm::sys::path::parent_path(path).str();
   if (llvm::Error error = checkAndInferShapes(model, directory, options))
     return fail(std::move(error));
@@ -909,7 +912,7 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
                                        builder.getFunctionType({}, {}));
   Block *body = function.addEntryBlock();
   builder.setInsertionPointToStart(body);
-  GraphImporter importer(builder, directory);
+  GraphImporter importer(builder, path.str());
 
   // Initializers: parameters (see analyzeGraph), or known at import. An
   // initializer no node reads is left out.
@@ -989,7 +992,7 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
     if (llvm::Error error = checkElementCount(tensor))
       return fail(std::move(error));
     if (!analysis.parameters.contains(tensor.name())) {
-      llvm::Expected<HostTensor> host = readTensor(tensor, directory);
+      llvm::Expected<HostTensor> host = readTensor(tensor, path);
       if (!host)
         return fail(host.takeError());
       importer.define(tensor.name(), GraphValue{nullptr, std::move(*host)});
@@ -1070,7 +1073,7 @@ onnx_import::importModel(MLIRContext &context, llvm::StringRef bytes,
   if (weights)
     for (const auto &[index, tensor] : parameters) {
       auto type = cast<RankedTensorType>(function.getArgument(index).getType());
-      llvm::Expected<TensorBytes> bytes = readTensorBytes(*tensor, directory);
+      llvm::Expected<TensorBytes> bytes = readTensorBytes(*tensor, path);
       if (!bytes)
         return fail(bytes.takeError());
       if (llvm::Error error =

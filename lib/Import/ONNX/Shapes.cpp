@@ -417,7 +417,7 @@ static llvm::Error convertConstantOfShape(GraphImporter &importer,
   result.values = {0};
   if (const onnx::AttributeProto *value = getAttr(node, "value")) {
     llvm::Expected<HostTensor> fill =
-        readTensor(value->t(), importer.getDirectory());
+        readTensor(value->t(), importer.getModelPath());
     if (!fill)
       return fill.takeError();
     if (fill->values.size() != 1)

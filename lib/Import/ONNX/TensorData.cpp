@@ -6,7 +6,6 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cmath>
@@ -139,9 +138,241 @@ getElementCount(const onnx::TensorProto &tensor) {
       kMaxElements, "tensor '" + tensor.name() + "'");
 }
 
+/// Whether `path` is `directory` or lies under it; both canonical.
+static bool isInside(llvm::StringRef path, llvm::StringRef directory) {
+  if (!path.starts_with(directory))
+    return false;
+  return path.size() == directory.size() ||
+         llvm::sys::path::is_separator(directory.back()) ||
+         llvm::sys::path::is_separator(path[directory.size()]);
+}
+
+namespace {
+/// Where a tensor's external data lies: a regular file, inside the model's
+/// directory, that holds `length` bytes at `offset` when it was checked.
+struct ExternalData {
+  std::string location;
+  std::string path;
+  /// The file that was checked, so that one put in its place since is not
+  /// read.
+  llvm::sys::fs::UniqueID fileID;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+} // namespace
+
+/// Finds and checks a tensor's external data before a byte of it is read:
+/// its location must be relative and name, through any symbolic links, a
+/// regular file inside the model's directory, and that file must hold the
+/// tensor's bytes (its `length` where its element type is not one Tessera
+/// holds) at its offset. The physical directory of a model that is itself a
+/// symbolic link counts as its directory too: a Hugging Face cache links
+/// both the model and its data into one `blobs` folder.
+static llvm::Expected<ExternalData>
+findExternalData(const onnx::TensorProto &tensor, llvm::StringRef modelPath) {
+  const std::string &name = tensor.name();
+  ExternalData data;
+  std::optional<uint64_t> length;
+  for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+    llvm::StringRef value = entry.value();
+    if (entry.key() == "location") {
+      data.location = entry.value();
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      uint64_t number;
+      if (value.getAsInteger(10, number))
+        return makeError("tensor '" + name + "': external data " + entry.key() +
+                         " '" + value + "' is not a number");
+      if (entry.key() == "offset")
+        data.offset = number;
+      else
+        length = number;
+    }
+  }
+  llvm::StringRef location = data.location;
+  if (location.empty())
+    return makeError("tensor '" + name +
+                     "' has external data without a location");
+  auto refuse = [&](const llvm::Twine &what) {
+    return makeError("tensor '" + name + "': external data '" + location +
+                     "' " + what);
+  };
+
+  // The location as written: relative, and not climbing out. A NUL would
+  // end the path the system opens early.
+  if (location.contains('\0'))
+    return refuse("holds a NUL character");
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::sys::path::has_root_name(location))
+    return refuse("is an absolute path, expected one relative to the "
+                  "model's directory");
+  llvm::SmallString<256> lexical(location);
+  llvm::sys::path::remove_dots(lexical, /*remove_dot_dot=*/true);
+  if (llvm::sys::path::begin(lexical) != llvm::sys::path::end(lexical) &&
+      *llvm::sys::path::begin(lexical) == "..")
+    return refuse("points outside the model's directory");
+
+  // The location as resolved: symbolic links may not lead out either.
+  llvm::StringRef directory = llvm::sys::path::parent_path(modelPath);
+  if (directory.empty())
+    directory = ".";
+  llvm::SmallString<256> joined(directory), realDirectory, realPath;
+  llvm::sys::path::append(joined, location);
+  if (std::error_code error =
+          llvm::sys::fs::real_path(directory, realDirectory))
+    return makeError("tensor '" + name + "': cannot resolve the model's " +
+                     "directory '" + directory + "': " + error.message());
+  if (std::error_code error = llvm::sys::fs::real_path(joined, realPath))
+    return refuse("cannot be read: " + error.message());
+  if (!isInside(realPath, realDirectory)) {
+    llvm::SmallString<256> realModel;
+    if (llvm::sys::fs::real_path(modelPath, realModel) ||
+        !isInside(realPath, llvm::sys::path::parent_path(realModel)))
+      return refuse("resolves to '" + realPath +
+                    "', outside the model's directory '" + realDirectory + "'");
+  }
+  data.path = realPath.str().str();
+
+  llvm::sys::fs::file_status status;
+  if (std::error_code error = llvm::sys::fs::status(data.path, status))
+    return refuse("cannot be read: " + error.message());
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return refuse("is not a regular file");
+  data.fileID = status.getUniqueID();
+  uint64_t fileBytes = status.getSize();
+  if (data.offset > fileBytes)
+    return refuse("is " + llvm::Twine(fileBytes) + " bytes, its offset " +
+                  llvm::Twine(data.offset) + " is past the end");
+
+  if (size_t elementBytes = getElementBytes(tensor.data_type())) {
+    llvm::Expected<int64_t> count = getElementCount(tensor);
+    if (!count)
+      return count.takeError();
+    data.length = *count * elementBytes;
+    if (length && *length != data.length)
+      return refuse("has length " + llvm::Twine(*length) +
+                    ", the tensor's shape needs " + llvm::Twine(data.length) +
+                    " bytes");
+  } else {
+    data.length = length.value_or(fileBytes - data.offset);
+  }
+  if (data.length > fileBytes - data.offset)
+    return refuse("is " + llvm::Twine(fileBytes) + " bytes, the tensor needs " +
+                  llvm::Twine(data.length) + " at offset " +
+                  llvm::Twine(data.offset));
+  return data;
+}
+
+/// Reads checked external data with bounded reads: a file that shrank since
+/// the check is an error, not a fault of a mapping or zeros.
+static llvm::Error readExternalData(const onnx::TensorProto &tensor,
+                                    const ExternalData &data,
+                                    std::vector<uint8_t> &bytes) {
+  auto fail = [&](const llvm::Twine &what) {
+    return makeError("tensor '" + tensor.name() + "': external data '" +
+                     data.location + "' " + what);
+  };
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      llvm::sys::fs::openNativeFileForRead(data.path);
+  if (!file)
+    return fail("cannot be read: " + llvm::toString(file.takeError()));
+  bytes.resize(data.length);
+  auto readAll = [&]() -> llvm::Error {
+    llvm::sys::fs::file_status status;
+    if (std::error_code error = llvm::sys::fs::status(*file, status))
+      return fail("cannot be read: " + error.message());
+    if (status.getUniqueID() != data.fileID)
+      return fail("was replaced by another file after it was checked");
+    for (uint64_t done = 0; done < data.length;) {
+      llvm::MutableArrayRef<char> rest(
+          reinterpret_cast<char *>(bytes.data()) + done, data.length - done);
+      llvm::Expected<size_t> read =
+          llvm::sys::fs::readNativeFileSlice(*file, rest, data.offset + done);
+      if (!read)
+        return fail("cannot be read: " + llvm::toString(read.takeError()));
+      if (*read == 0)
+        return fail("ended at byte " + llvm::Twine(data.offset + done) +
+                    " while read, the tensor needs " +
+                    llvm::Twine(data.length) + " at offset " +
+                    llvm::Twine(data.offset));
+      done += *read;
+    }
+    return llvm::Error::success();
+  };
+  llvm::Error error = readAll();
+  llvm::sys::fs::closeFile(*file);
+  return error;
+}
+
+static llvm::Error checkExternalData(const onnx::GraphProto &graph,
+                                     llvm::StringRef modelPath);
+
+static llvm::Error checkExternalData(const onnx::TensorProto &tensor,
+                                     llvm::StringRef modelPath) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return llvm::Error::success();
+  llvm::Expected<ExternalData> data = findExternalData(tensor, modelPath);
+  return data ? llvm::Error::success() : data.takeError();
+}
+
+static llvm::Error checkExternalData(const onnx::SparseTensorProto &tensor,
+                                     llvm::StringRef modelPath) {
+  if (llvm::Error error = checkExternalData(tensor.values(), modelPath))
+    return error;
+  return checkExternalData(tensor.indices(), modelPath);
+}
+
+static llvm::Error checkExternalData(
+    const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes,
+    llvm::StringRef modelPath) {
+  for (const onnx::NodeProto &node : nodes)
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_t())
+        if (llvm::Error error = checkExternalData(attr.t(), modelPath))
+          return error;
+      if (attr.has_sparse_tensor())
+        if (llvm::Error error =
+                checkExternalData(attr.sparse_tensor(), modelPath))
+          return error;
+      if (attr.has_g())
+        if (llvm::Error error = checkExternalData(attr.g(), modelPath))
+          return error;
+      for (const onnx::TensorProto &tensor : attr.tensors())
+        if (llvm::Error error = checkExternalData(tensor, modelPath))
+          return error;
+      for (const onnx::SparseTensorProto &tensor : attr.sparse_tensors())
+        if (llvm::Error error = checkExternalData(tensor, modelPath))
+          return error;
+      for (const onnx::GraphProto &graph : attr.graphs())
+        if (llvm::Error error = checkExternalData(graph, modelPath))
+          return error;
+    }
+  return llvm::Error::success();
+}
+
+static llvm::Error checkExternalData(const onnx::GraphProto &graph,
+                                     llvm::StringRef modelPath) {
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    if (llvm::Error error = checkExternalData(tensor, modelPath))
+      return error;
+  for (const onnx::SparseTensorProto &tensor : graph.sparse_initializer())
+    if (llvm::Error error = checkExternalData(tensor, modelPath))
+      return error;
+  return checkExternalData(graph.node(), modelPath);
+}
+
+llvm::Error onnx_import::checkExternalData(const onnx::ModelProto &model,
+                                           llvm::StringRef modelPath) {
+  if (llvm::Error error = ::checkExternalData(model.graph(), modelPath))
+    return error;
+  for (const onnx::FunctionProto &function : model.functions())
+    if (llvm::Error error = ::checkExternalData(function.node(), modelPath))
+      return error;
+  return llvm::Error::success();
+}
+
 llvm::Expected<TensorBytes>
 onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
-                             llvm::StringRef directory) {
+                             llvm::StringRef modelPath) {
   const std::string &name = tensor.name();
   size_t elementBytes = getElementBytes(tensor.data_type());
   if (!elementBytes)
@@ -159,40 +390,12 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
   };
 
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    uint64_t offset = 0;
-    std::optional<uint64_t> length;
-    for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
-      llvm::StringRef value = entry.value();
-      if (entry.key() == "location") {
-        location = entry.value();
-      } else if (entry.key() == "offset" || entry.key() == "length") {
-        uint64_t number;
-        if (value.getAsInteger(10, number))
-          return makeError("tensor '" + name + "': external data " +
-                           entry.key() + " '" + value + "' is not a number");
-        if (entry.key() == "offset")
-          offset = number;
-        else
-          length = number;
-      }
-    }
-    if (location.empty())
-      return makeError("tensor '" + name +
-                       "' has external data without a location");
-    llvm::SmallString<256> path(directory);
-    llvm::sys::path::append(path, location);
-    auto buffer = llvm::MemoryBuffer::getFileSlice(
-        path, length.value_or(bytes), offset, /*IsVolatile=*/false);
-    if (!buffer)
-      return makeError("tensor '" + name +
-                       "': cannot read its external data '" + path +
-                       "': " + buffer.getError().message());
-    if ((*buffer)->getBufferSize() != bytes)
-      return sizeMismatch((*buffer)->getBufferSize());
-    data.file = std::move(*buffer);
-    data.bytes = llvm::ArrayRef(
-        reinterpret_cast<const uint8_t *>(data.file->getBufferStart()), bytes);
+    llvm::Expected<ExternalData> external = findExternalData(tensor, modelPath);
+    if (!external)
+      return external.takeError();
+    if (llvm::Error error = readExternalData(tensor, *external, data.converted))
+      return std::move(error);
+    data.bytes = data.converted;
     return data;
   }
 
@@ -248,8 +451,8 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
 
 llvm::Expected<HostTensor>
 onnx_import::readTensor(const onnx::TensorProto &tensor,
-                        llvm::StringRef directory) {
-  llvm::Expected<TensorBytes> read = readTensorBytes(tensor, directory);
+                        llvm::StringRef modelPath) {
+  llvm::Expected<TensorBytes> read = readTensorBytes(tensor, modelPath);
   if (!read)
     return read.takeError();
   llvm::ArrayRef<uint8_t> *bytes = &read->bytes;

@@ -312,6 +312,19 @@ def training_dropout_mask():
          numpy_helper.from_array(np.array(True), "training")])
 
 
+def relocate(source, location, shift):
+    """An external-data model (external_data's) whose tensors all name
+    `location` instead, their offsets moved by `shift` bytes."""
+    made = onnx.load(source, load_external_data=False)
+    for weight in made.graph.initializer:
+        for entry in weight.external_data:
+            if entry.key == "location":
+                entry.value = location
+            elif entry.key == "offset":
+                entry.value = str(int(entry.value) + shift)
+    return made
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     if name == "external_data":
@@ -321,7 +334,12 @@ def main():
                         location=os.path.basename(out) + ".data",
                         size_threshold=0)
         return
-    made = globals()[name]()
+    if name == "relocate":
+        # make_model.py relocate OUT SOURCE LOCATION [SHIFT]
+        made = relocate(sys.argv[3], sys.argv[4],
+                        int(sys.argv[5]) if len(sys.argv) > 5 else 0)
+    else:
+        made = globals()[name]()
     with open(out, "wb") as file:
         file.write(made.SerializeToString())
 
