@@ -5,9 +5,6 @@
 
 #include "Json.h"
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,8 +15,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -27,7 +22,6 @@
 
 using namespace tessera;
 using namespace tessera::runtime;
-using google::protobuf::Value;
 
 namespace {
 
@@ -51,12 +45,12 @@ const char *getSafetensorsName(DType dtype) {
   return nullptr;
 }
 
-/// A JSON number that is an index or a size: the parser gives doubles, which
+/// A JSON number that is an index or a size: the reader gives doubles, which
 /// hold every integer below 2^53 exactly.
-std::optional<uint64_t> getIndex(const Value &value) {
-  if (value.kind_case() != Value::kNumberValue)
+std::optional<uint64_t> getIndex(const JsonValue &value) {
+  if (value.kind != JsonValue::Kind::Number)
     return std::nullopt;
-  double number = value.number_value();
+  double number = value.number;
   if (!(number >= 0 && number < 9007199254740992.0) ||
       number != std::floor(number))
     return std::nullopt;
@@ -64,11 +58,11 @@ std::optional<uint64_t> getIndex(const Value &value) {
 }
 
 /// A JSON list of such numbers.
-std::optional<std::vector<uint64_t>> getIndices(const Value &value) {
-  if (!value.has_list_value())
+std::optional<std::vector<uint64_t>> getIndices(const JsonValue &value) {
+  if (value.kind != JsonValue::Kind::Array)
     return std::nullopt;
   std::vector<uint64_t> indices;
-  for (const Value &item : value.list_value().values()) {
+  for (const JsonValue &item : value.array) {
     std::optional<uint64_t> index = getIndex(item);
     if (!index)
       return std::nullopt;
@@ -79,24 +73,22 @@ std::optional<std::vector<uint64_t>> getIndices(const Value &value) {
 
 /// Reads the header entry `name` into `entry`. The data section starts at
 /// `data`, byte `dataOffset` of the file, and holds `dataBytes`.
-Status parseEntry(const std::string &name, const Value &value,
+Status parseEntry(const std::string &name, const JsonValue &value,
                   const uint8_t *data, uint64_t dataOffset, uint64_t dataBytes,
                   SafetensorsFile::Entry &entry) {
   auto fail = [&](const std::string &message) {
     return dataError("tensor '" + name + "': " + message);
   };
-  if (!value.has_struct_value())
+  if (!value.isObject())
     return fail("expected an object with dtype, shape and data_offsets");
-  const auto &fields = value.struct_value().fields();
   auto indicesOf = [&](const char *key) {
-    auto field = fields.find(key);
-    return field == fields.end() ? std::nullopt : getIndices(field->second);
+    const JsonValue *field = value.find(key);
+    return field ? getIndices(*field) : std::nullopt;
   };
-  auto dtypeField = fields.find("dtype");
-  if (dtypeField == fields.end() ||
-      dtypeField->second.kind_case() != Value::kStringValue)
+  const JsonValue *dtypeField = value.find("dtype");
+  if (!dtypeField || dtypeField->kind != JsonValue::Kind::String)
     return fail("expected a string \"dtype\"");
-  const std::string &dtypeName = dtypeField->second.string_value();
+  const std::string &dtypeName = dtypeField->string;
   std::optional<DType> dtype = parseDType(dtypeName);
   if (!dtype)
     return fail("unsupported dtype '" + dtypeName +
@@ -135,15 +127,15 @@ Status parseEntry(const std::string &name, const Value &value,
 }
 
 /// The header's "__metadata__": an object of strings.
-Status parseMetadata(const Value &value,
+Status parseMetadata(const JsonValue &value,
                      std::map<std::string, std::string> &metadata) {
-  if (value.has_struct_value()) {
-    for (const auto &[key, item] : value.struct_value().fields()) {
-      if (item.kind_case() != Value::kStringValue)
+  if (value.isObject()) {
+    for (const auto &[key, item] : value.members) {
+      if (item.kind != JsonValue::Kind::String)
         break;
-      metadata[key] = item.string_value();
+      metadata[key] = item.string;
     }
-    if (metadata.size() == value.struct_value().fields().size())
+    if (metadata.size() == value.members.size())
       return Status::success();
   }
   return dataError("expected \"__metadata__\" to be an object of strings");
@@ -228,16 +220,16 @@ Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
     return fail("header length " + std::to_string(headerBytes) +
                 " runs past the end of the file (" + std::to_string(fileBytes) +
                 " bytes)");
-  std::string json(reinterpret_cast<const char *>(bytes + 8), headerBytes);
-  google::protobuf::Struct header;
+  std::string_view json(reinterpret_cast<const char *>(bytes + 8),
+                        headerBytes);
   if (json.empty() || json[0] != '{')
     return fail("header is not a JSON object");
-  if (auto parsed = google::protobuf::util::JsonStringToMessage(json, &header);
-      !parsed.ok())
-    return fail("header is not valid JSON: " + std::string(parsed.message()));
+  Expected<JsonValue> header = parseJson(json);
+  if (!header.ok())
+    return fail("header is not valid JSON: " + header.message());
 
   uint64_t dataOffset = 8 + headerBytes, dataBytes = fileBytes - dataOffset;
-  for (const auto &[name, value] : header.fields()) {
+  for (const auto &[name, value] : header->members) {
     Status status = Status::success();
     if (name == "__metadata__") {
       status = parseMetadata(value, file.metadata);
@@ -249,7 +241,7 @@ Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
     if (!status.ok())
       return status.withPrefix(where);
   }
-  // The protobuf map has no order (and no duplicate names).
+  // The reader refused duplicate names; the entries go by name.
   auto &entries = file.entries;
   std::sort(entries.begin(), entries.end(),
             [](const auto &a, const auto &b) { return a.name < b.name; });
@@ -474,53 +466,98 @@ std::string getDirectory(const std::string &path) {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
+/// The whole file at `path`; a data error "cannot read the <what> '<path>':
+/// <why>" when it is a directory or cannot be read.
+Expected<std::string> readWholeFile(const std::string &path,
+                                    const std::string &what) {
+  auto fail = [&](const std::string &reason) {
+    return dataError("cannot read the " + what + " '" + path + "': " + reason);
+  };
+  int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0)
+    return fail(std::strerror(errno));
+  struct stat info;
+  if (::fstat(descriptor, &info) != 0) {
+    int error = errno;
+    ::close(descriptor);
+    return fail(std::strerror(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(descriptor);
+    return fail(S_ISDIR(info.st_mode) ? "it is a directory"
+                                      : "it is not a regular file");
+  }
+  std::string text;
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(descriptor, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      int error = got < 0 ? errno : 0;
+      ::close(descriptor);
+      if (error)
+        return fail(std::strerror(error));
+      return text;
+    }
+    text.append(chunk, got);
+  }
+}
+
+/// Opens, into `files`, the safetensors files that the sharded checkpoint's
+/// index at `path` names, each once, in the order of the files' names, and
+/// checks that each holds the tensors the index gives it.
+Status openIndexedFiles(const std::string &path,
+                        std::vector<SafetensorsFile> &files) {
+  auto fail = [&](const std::string &message) {
+    return dataError("safetensors index '" + path + "': " + message);
+  };
+  Expected<std::string> json = readWholeFile(path, "safetensors index");
+  if (!json.ok())
+    return json.getStatus();
+  Expected<JsonValue> index = parseJson(*json);
+  if (!index.ok())
+    return fail("not valid JSON: " + index.message());
+  if (!index->isObject())
+    return fail("not a JSON object");
+  const JsonValue *map = index->find("weight_map");
+  if (!map || !map->isObject())
+    return fail("no \"weight_map\" object naming each tensor's file");
+  std::map<std::string, std::vector<std::string>> byFile;
+  for (const auto &[name, file] : map->members) {
+    if (file.kind != JsonValue::Kind::String || file.string.empty() ||
+        file.string.find('/') != std::string::npos)
+      return fail("tensor '" + name +
+                  "' is mapped to no file name of this directory");
+    byFile[file.string].push_back(name);
+  }
+  std::string directory = getDirectory(path);
+  for (const auto &[file, names] : byFile) {
+    Expected<SafetensorsFile> opened = openSafetensors(directory + file);
+    if (!opened.ok())
+      return opened.getStatus();
+    for (const std::string &name : names)
+      if (!opened->find(name))
+        return fail("tensor '" + name + "' is not in '" + file +
+                    "', which the weight map names");
+    files.push_back(opened.take());
+  }
+  return Status::success();
+}
 
 } // namespace
 
 Expected<SafetensorsCheckpoint>
 runtime::openSafetensorsCheckpoint(const std::string &path) {
   SafetensorsCheckpoint checkpoint;
-  if (!endsWith(path, ".index.json")) {
+  if (endsWith(path, ".index.json")) {
+    if (Status status = openIndexedFiles(path, checkpoint.files); !status.ok())
+      return status;
+  } else {
     Expected<SafetensorsFile> file = openSafetensors(path);
     if (!file.ok())
       return file.getStatus();
     checkpoint.files.push_back(file.take());
-  } else {
-    auto fail = [&](const std::string &message) {
-      return dataError("safetensors index '" + path + "': " + message);
-    };
-    std::ifstream in(path);
-    if (!in)
-      return dataError("cannot read the safetensors index '" + path + "'");
-    std::string json((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-    google::protobuf::Struct index;
-    if (!google::protobuf::util::JsonStringToMessage(json, &index).ok())
-      return fail("not a JSON object");
-    auto map = index.fields().find("weight_map");
-    if (map == index.fields().end() || !map->second.has_struct_value())
-      return fail("no \"weight_map\" object naming each tensor's file");
-    // Each file once, in the order of its first tensor's name.
-    std::map<std::string, std::vector<std::string>> byFile;
-    for (const auto &[name, file] : map->second.struct_value().fields()) {
-      if (file.kind_case() != Value::kStringValue ||
-          file.string_value().empty() ||
-          file.string_value().find('/') != std::string::npos)
-        return fail("tensor '" + name +
-                    "' is mapped to no file name of this directory");
-      byFile[file.string_value()].push_back(name);
-    }
-    std::string directory = getDirectory(path);
-    for (const auto &[file, names] : byFile) {
-      Expected<SafetensorsFile> opened = openSafetensors(directory + file);
-      if (!opened.ok())
-        return opened.getStatus();
-      for (const std::string &name : names)
-        if (!opened->find(name))
-          return fail("tensor '" + name + "' is not in '" + file +
-                      "', which the weight map names");
-      checkpoint.files.push_back(opened.take());
-    }
   }
   for (const SafetensorsFile &file : checkpoint.files)
     for (const SafetensorsFile::Entry &entry : file.getEntries())
