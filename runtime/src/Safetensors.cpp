@@ -4,6 +4,7 @@
 #include "tessera/runtime/AtomicFile.h"
 
 #include "Json.h"
+#include "MappingGuard.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -144,13 +145,17 @@ Status parseMetadata(const JsonValue &value,
 } // namespace
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
-    : mapping(std::exchange(other.mapping, nullptr)),
+    : path(std::move(other.path)),
+      descriptor(std::exchange(other.descriptor, -1)),
+      mapping(std::exchange(other.mapping, nullptr)),
       mappedBytes(std::exchange(other.mappedBytes, 0)),
       entries(std::move(other.entries)), metadata(std::move(other.metadata)) {}
 
 SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
   if (this != &other) {
     unmap();
+    path = std::move(other.path);
+    descriptor = std::exchange(other.descriptor, -1);
     mapping = std::exchange(other.mapping, nullptr);
     mappedBytes = std::exchange(other.mappedBytes, 0);
     entries = std::move(other.entries);
@@ -162,8 +167,13 @@ SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
 SafetensorsFile::~SafetensorsFile() { unmap(); }
 
 void SafetensorsFile::unmap() {
-  if (mapping)
+  if (mapping) {
+    unguardMapping(mapping);
     ::munmap(mapping, mappedBytes);
+  }
+  if (descriptor >= 0)
+    ::close(descriptor);
+  descriptor = -1;
   mapping = nullptr;
   mappedBytes = 0;
 }
@@ -188,67 +198,89 @@ Tensor SafetensorsFile::view(const Entry &entry) const {
   return Tensor{entry.dtype, entry.shape, const_cast<void *>(entry.data)};
 }
 
-Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
-  std::string where = "safetensors file '" + path + "': ";
-  auto fail = [&](const std::string &message) {
-    return dataError(where + message);
-  };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fail(std::string("cannot open: ") + std::strerror(errno));
+Status SafetensorsFile::checkIntact() const {
   struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size < 8) {
-    ::close(fd);
-    return fail("not a regular file of at least the 8-byte header length");
-  }
-  uint64_t fileBytes = info.st_size;
-  void *mapping = ::mmap(nullptr, fileBytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  int mapError = errno;
-  ::close(fd);
-  if (mapping == MAP_FAILED)
-    return fail(std::string("cannot map: ") + std::strerror(mapError));
-  // From here on the file unmaps itself on every return.
-  SafetensorsFile file;
-  file.mapping = mapping;
-  file.mappedBytes = fileBytes;
+  bool shrunk = descriptor >= 0 && ::fstat(descriptor, &info) == 0 &&
+                static_cast<uint64_t>(info.st_size) < mappedBytes;
+  if (!shrunk && !(mapping && isMappingDamaged(mapping)))
+    return Status::success();
+  return dataError(
+      "safetensors file '" + path + "': " +
+      (shrunk ? "it was cut short to " + std::to_string(info.st_size) +
+                    " bytes while it was read (it held " +
+                    std::to_string(mappedBytes) + ")"
+              : std::string("a page of it could not be read (was it cut "
+                            "short while it was read?)")));
+}
 
+Status SafetensorsFile::mapFile(const std::string &filePath) {
+  path = filePath;
+  std::string where = "safetensors file '" + path + "': ";
+  descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0)
+    return dataError(where + "cannot open: " + std::strerror(errno));
+  struct stat info;
+  if (::fstat(descriptor, &info) != 0)
+    return dataError(where + "cannot open: " + std::strerror(errno));
+  if (S_ISDIR(info.st_mode))
+    return dataError(where + "it is a directory");
+  if (!S_ISREG(info.st_mode) || info.st_size < 8)
+    return dataError(where +
+                     "not a regular file of at least the 8-byte header length");
+  mappedBytes = info.st_size;
+  void *mapped =
+      ::mmap(nullptr, mappedBytes, PROT_READ, MAP_PRIVATE, descriptor, 0);
+  if (mapped == MAP_FAILED) {
+    mappedBytes = 0;
+    return dataError(where + "cannot map: " + std::strerror(errno));
+  }
+  mapping = mapped;
+  // Unguarded (past kMaxGuardedMappings files at once), a page the file
+  // loses is a SIGBUS, as it was before the guard.
+  guardMapping(mapping, mappedBytes);
+  return Status::success();
+}
+
+Status SafetensorsFile::readHeader() {
+  std::string where = "safetensors file '" + path + "': ";
   const auto *bytes = static_cast<const uint8_t *>(mapping);
   uint64_t headerBytes = 0;
   for (int i = 7; i >= 0; --i)
     headerBytes = headerBytes << 8 | bytes[i];
-  if (headerBytes > fileBytes - 8)
-    return fail("header length " + std::to_string(headerBytes) +
-                " runs past the end of the file (" + std::to_string(fileBytes) +
-                " bytes)");
+  if (headerBytes > mappedBytes - 8)
+    return dataError(where + "header length " + std::to_string(headerBytes) +
+                     " runs past the end of the file (" +
+                     std::to_string(mappedBytes) + " bytes)");
   std::string_view json(reinterpret_cast<const char *>(bytes + 8),
                         headerBytes);
   if (json.empty() || json[0] != '{')
-    return fail("header is not a JSON object");
+    return dataError(where + "header is not a JSON object");
   Expected<JsonValue> header = parseJson(json);
   if (!header.ok())
-    return fail("header is not valid JSON: " + header.message());
+    return dataError(where + "header is not valid JSON: " + header.message());
 
-  uint64_t dataOffset = 8 + headerBytes, dataBytes = fileBytes - dataOffset;
+  uint64_t dataOffset = 8 + headerBytes, dataBytes = mappedBytes - dataOffset;
   for (const auto &[name, value] : header->members) {
     Status status = Status::success();
     if (name == "__metadata__") {
-      status = parseMetadata(value, file.metadata);
+      status = parseMetadata(value, metadata);
     } else {
-      file.entries.emplace_back();
+      entries.emplace_back();
       status = parseEntry(name, value, bytes + dataOffset, dataOffset,
-                          dataBytes, file.entries.back());
+                          dataBytes, entries.back());
     }
     if (!status.ok())
       return status.withPrefix(where);
   }
   // The reader refused duplicate names; the entries go by name.
-  auto &entries = file.entries;
   std::sort(entries.begin(), entries.end(),
             [](const auto &a, const auto &b) { return a.name < b.name; });
+  return checkOverlaps().withPrefix(where);
+}
 
+Status SafetensorsFile::checkOverlaps() const {
   // By where they start, a tensor overlaps an earlier one when it starts
   // before the furthest end so far; an empty tensor overlaps nothing.
-  using Entry = SafetensorsFile::Entry;
   auto start = [](const Entry *entry) {
     return static_cast<const uint8_t *>(entry->data);
   };
@@ -266,12 +298,33 @@ Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
   const Entry *furthest = nullptr;
   for (const Entry *entry : byStart) {
     if (furthest && start(entry) < end(furthest))
-      return fail("tensors '" + furthest->name + "' and '" + entry->name +
-                  "' overlap in the data");
+      return dataError("tensors '" + furthest->name + "' and '" +
+                       entry->name + "' overlap in the data");
     if (!furthest || end(entry) > end(furthest))
       furthest = entry;
   }
+  return Status::success();
+}
+
+Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
+  SafetensorsFile file;
+  if (Status status = file.mapFile(path); !status.ok())
+    return status;
+  // A file cut short while its header is read reads zeros there: that,
+  // rather than what the zeros look like, is the error.
+  Status read = file.readHeader();
+  if (Status intact = file.checkIntact(); !intact.ok())
+    return intact;
+  if (!read.ok())
+    return read;
   return Expected<SafetensorsFile>(std::move(file));
+}
+
+Status SafetensorsCheckpoint::checkIntact() const {
+  for (const SafetensorsFile &file : files)
+    if (Status status = file.checkIntact(); !status.ok())
+      return status;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -227,12 +227,16 @@ Status TokenFile::read(int64_t first, int64_t count, uint32_t *ids) const {
   if (got < 0)
     return dataError("cannot read the token file '" + path +
                      "': " + std::strerror(errno));
-  if (static_cast<size_t>(got) != bytes.size())
-    return dataError("token file '" + path + "' ends at byte " +
-                     std::to_string(offset + got) + ", short of the " +
-                     std::to_string(numTokens) +
-                     " token ids it held when opened (was it cut short while "
-                     "the run read it?)");
+  if (static_cast<size_t>(got) != bytes.size()) {
+    struct stat info;
+    std::string now = ::fstat(descriptor, &info) == 0
+                          ? std::to_string(info.st_size) + " bytes"
+                          : std::string("fewer bytes");
+    return dataError("token file '" + path + "' holds " + now +
+                     ", short of the " + std::to_string(numTokens) +
+                     " token ids it held when opened: it was cut short "
+                     "while the run read it");
+  }
   for (int64_t i = 0; i < count; ++i)
     ids[i] = static_cast<uint32_t>(getLittle(bytes.data() + i * width, width));
   return Status::success();
