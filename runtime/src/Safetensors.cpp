@@ -146,7 +146,7 @@ Status parseMetadata(const JsonValue &value,
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
     : path(std::move(other.path)),
-      descriptor(std::exchange(other.descriptor, -1)),
+      fileDevice(other.fileDevice), fileInode(other.fileInode),
       mapping(std::exchange(other.mapping, nullptr)),
       mappedBytes(std::exchange(other.mappedBytes, 0)),
       entries(std::move(other.entries)), metadata(std::move(other.metadata)) {}
@@ -155,7 +155,8 @@ SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
   if (this != &other) {
     unmap();
     path = std::move(other.path);
-    descriptor = std::exchange(other.descriptor, -1);
+    fileDevice = other.fileDevice;
+    fileInode = other.fileInode;
     mapping = std::exchange(other.mapping, nullptr);
     mappedBytes = std::exchange(other.mappedBytes, 0);
     entries = std::move(other.entries);
@@ -171,9 +172,6 @@ void SafetensorsFile::unmap() {
     unguardMapping(mapping);
     ::munmap(mapping, mappedBytes);
   }
-  if (descriptor >= 0)
-    ::close(descriptor);
-  descriptor = -1;
   mapping = nullptr;
   mappedBytes = 0;
 }
@@ -200,7 +198,9 @@ Tensor SafetensorsFile::view(const Entry &entry) const {
 
 Status SafetensorsFile::checkIntact() const {
   struct stat info;
-  bool shrunk = descriptor >= 0 && ::fstat(descriptor, &info) == 0 &&
+  bool shrunk = ::stat(path.c_str(), &info) == 0 &&
+                static_cast<uint64_t>(info.st_dev) == fileDevice &&
+                static_cast<uint64_t>(info.st_ino) == fileInode &&
                 static_cast<uint64_t>(info.st_size) < mappedBytes;
   if (!shrunk && !(mapping && isMappingDamaged(mapping)))
     return Status::success();
@@ -216,25 +216,31 @@ Status SafetensorsFile::checkIntact() const {
 Status SafetensorsFile::mapFile(const std::string &filePath) {
   path = filePath;
   std::string where = "safetensors file '" + path + "': ";
-  descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (descriptor < 0)
     return dataError(where + "cannot open: " + std::strerror(errno));
   struct stat info;
+  std::string problem;
   if (::fstat(descriptor, &info) != 0)
-    return dataError(where + "cannot open: " + std::strerror(errno));
-  if (S_ISDIR(info.st_mode))
-    return dataError(where + "it is a directory");
-  if (!S_ISREG(info.st_mode) || info.st_size < 8)
-    return dataError(where +
-                     "not a regular file of at least the 8-byte header length");
-  mappedBytes = info.st_size;
-  void *mapped =
-      ::mmap(nullptr, mappedBytes, PROT_READ, MAP_PRIVATE, descriptor, 0);
-  if (mapped == MAP_FAILED) {
-    mappedBytes = 0;
-    return dataError(where + "cannot map: " + std::strerror(errno));
+    problem = std::string("cannot open: ") + std::strerror(errno);
+  else if (S_ISDIR(info.st_mode))
+    problem = "it is a directory";
+  else if (!S_ISREG(info.st_mode) || info.st_size < 8)
+    problem = "not a regular file of at least the 8-byte header length";
+  void *mapped = MAP_FAILED;
+  if (problem.empty()) {
+    mapped = ::mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, descriptor,
+                    0);
+    if (mapped == MAP_FAILED)
+      problem = std::string("cannot map: ") + std::strerror(errno);
   }
+  ::close(descriptor);
+  if (!problem.empty())
+    return dataError(where + problem);
   mapping = mapped;
+  mappedBytes = info.st_size;
+  fileDevice = info.st_dev;
+  fileInode = info.st_ino;
   // Unguarded (past kMaxGuardedMappings files at once), a page the file
   // loses is a SIGBUS, as it was before the guard.
   guardMapping(mapping, mappedBytes);

@@ -75,11 +75,13 @@ private:
   Status readHeader();
   /// Fails when two tensors' bytes overlap.
   Status checkOverlaps() const;
+  /// Unmaps the file (and stops guarding the mapping).
   void unmap();
 
   std::string path;
-  /// The file, open to tell whether it has been cut short.
-  int descriptor = -1;
+  /// The mapped file's identity, to tell whether the file at `path` is
+  /// still it (a file renamed over `path` leaves the mapped one whole).
+  uint64_t fileDevice = 0, fileInode = 0;
   void *mapping = nullptr;
   size_t mappedBytes = 0;
   std::vector<Entry> entries;
