@@ -26,6 +26,11 @@ using namespace tessera::runtime;
 
 namespace {
 
+/// The largest header, or index, the runtime reads: the reference
+/// implementation's bound on a header (a JSON value takes more memory than
+/// its text, so the text is bounded).
+constexpr uint64_t kMaxJsonBytes = 100'000'000;
+
 /// The safetensors dtypes the runtime has; BOOL takes a byte, as i1 does.
 const std::pair<const char *, DType> kDTypeNames[] = {
     {"F32", DType::F32},   {"F64", DType::F64}, {"F16", DType::F16},
@@ -257,6 +262,10 @@ Status SafetensorsFile::readHeader() {
     return dataError(where + "header length " + std::to_string(headerBytes) +
                      " runs past the end of the file (" +
                      std::to_string(mappedBytes) + " bytes)");
+  if (headerBytes > kMaxJsonBytes)
+    return dataError(where + "header length " + std::to_string(headerBytes) +
+                     " is over the format's limit of " +
+                     std::to_string(kMaxJsonBytes) + " bytes");
   std::string_view json(reinterpret_cast<const char *>(bytes + 8),
                         headerBytes);
   if (json.empty() || json[0] != '{')
@@ -525,6 +534,25 @@ std::string getDirectory(const std::string &path) {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
+/// Appends what is left of the file open as `descriptor` to `text`, at
+/// most kMaxJsonBytes; the failure's message is the reason alone.
+Status readAll(int descriptor, std::string &text) {
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(descriptor, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return dataError(std::strerror(errno));
+    if (got == 0)
+      return Status::success();
+    text.append(chunk, got);
+    if (text.size() > kMaxJsonBytes)
+      return dataError("it is over " + std::to_string(kMaxJsonBytes) +
+                       " bytes");
+  }
+}
+
 /// The whole file at `path`; a data error "cannot read the <what> '<path>':
 /// <why>" when it is a directory or cannot be read.
 Expected<std::string> readWholeFile(const std::string &path,
@@ -536,31 +564,25 @@ Expected<std::string> readWholeFile(const std::string &path,
   if (descriptor < 0)
     return fail(std::strerror(errno));
   struct stat info;
-  if (::fstat(descriptor, &info) != 0) {
-    int error = errno;
+  std::string problem;
+  if (::fstat(descriptor, &info) != 0)
+    problem = std::strerror(errno);
+  else if (S_ISDIR(info.st_mode))
+    problem = "it is a directory";
+  else if (!S_ISREG(info.st_mode))
+    problem = "it is not a regular file";
+  else if (static_cast<uint64_t>(info.st_size) > kMaxJsonBytes)
+    problem = "it is over " + std::to_string(kMaxJsonBytes) + " bytes";
+  if (!problem.empty()) {
     ::close(descriptor);
-    return fail(std::strerror(error));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(descriptor);
-    return fail(S_ISDIR(info.st_mode) ? "it is a directory"
-                                      : "it is not a regular file");
+    return fail(problem);
   }
   std::string text;
-  char chunk[1 << 16];
-  for (;;) {
-    ssize_t got = ::read(descriptor, chunk, sizeof chunk);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      int error = got < 0 ? errno : 0;
-      ::close(descriptor);
-      if (error)
-        return fail(std::strerror(error));
-      return text;
-    }
-    text.append(chunk, got);
-  }
+  Status read = readAll(descriptor, text);
+  ::close(descriptor);
+  if (!read.ok())
+    return fail(read.message());
+  return text;
 }
 
 /// Opens, into `files`, the safetensors files that the sharded checkpoint's
