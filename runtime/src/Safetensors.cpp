@@ -150,8 +150,8 @@ Status parseMetadata(const JsonValue &value,
 } // namespace
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
-    : path(std::move(other.path)),
-      fileDevice(other.fileDevice), fileInode(other.fileInode),
+    : path(std::move(other.path)), fileDevice(other.fileDevice),
+      fileInode(other.fileInode),
       mapping(std::exchange(other.mapping, nullptr)),
       mappedBytes(std::exchange(other.mappedBytes, 0)),
       entries(std::move(other.entries)), metadata(std::move(other.metadata)) {}
@@ -234,8 +234,8 @@ Status SafetensorsFile::mapFile(const std::string &filePath) {
     problem = "not a regular file of at least the 8-byte header length";
   void *mapped = MAP_FAILED;
   if (problem.empty()) {
-    mapped = ::mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, descriptor,
-                    0);
+    mapped =
+        ::mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, descriptor, 0);
     if (mapped == MAP_FAILED)
       problem = std::string("cannot map: ") + std::strerror(errno);
   }
@@ -266,8 +266,7 @@ Status SafetensorsFile::readHeader() {
     return dataError(where + "header length " + std::to_string(headerBytes) +
                      " is over the format's limit of " +
                      std::to_string(kMaxJsonBytes) + " bytes");
-  std::string_view json(reinterpret_cast<const char *>(bytes + 8),
-                        headerBytes);
+  std::string_view json(reinterpret_cast<const char *>(bytes + 8), headerBytes);
   if (json.empty() || json[0] != '{')
     return dataError(where + "header is not a JSON object");
   Expected<JsonValue> header = parseJson(json);
@@ -313,8 +312,8 @@ Status SafetensorsFile::checkOverlaps() const {
   const Entry *furthest = nullptr;
   for (const Entry *entry : byStart) {
     if (furthest && start(entry) < end(furthest))
-      return dataError("tensors '" + furthest->name + "' and '" +
-                       entry->name + "' overlap in the data");
+      return dataError("tensors '" + furthest->name + "' and '" + entry->name +
+                       "' overlap in the data");
     if (!furthest || end(entry) > end(furthest))
       furthest = entry;
   }

@@ -216,13 +216,13 @@ TokenFile::~TokenFile() {
 
 Status TokenFile::read(int64_t first, int64_t count, uint32_t *ids) const {
   if (first < 0 || count < 0 || first > numTokens || count > numTokens - first)
-    return invalidArgument("token file '" + path + "': ids [" +
-                           std::to_string(first) + ", " +
-                           std::to_string(first + count) +
-                           ") are not within its " +
-                           std::to_string(numTokens) + " ids");
+    return invalidArgument(
+        "token file '" + path + "': ids [" + std::to_string(first) + ", " +
+        std::to_string(first + count) + ") are not within its " +
+        std::to_string(numTokens) + " ids");
   std::vector<uint8_t> bytes(static_cast<size_t>(count) * width);
-  uint64_t offset = kTokenFileHeaderBytes + static_cast<uint64_t>(first) * width;
+  uint64_t offset =
+      kTokenFileHeaderBytes + static_cast<uint64_t>(first) * width;
   ssize_t got = readAt(descriptor, bytes.data(), bytes.size(), offset);
   if (got < 0)
     return dataError("cannot read the token file '" + path +

@@ -54,8 +54,8 @@ struct ByteTokens {
   uint64_t total = 0;
 
   runtime::Status operator()(std::vector<uint32_t> &ids) {
-    llvm::Expected<size_t> read = llvm::sys::fs::readNativeFile(
-        text, llvm::MutableArrayRef<char>(chunk));
+    llvm::Expected<size_t> read =
+        llvm::sys::fs::readNativeFile(text, llvm::MutableArrayRef<char>(chunk));
     if (!read)
       return runtime::dataError("cannot read '" + input +
                                 "': " + llvm::toString(read.takeError()));

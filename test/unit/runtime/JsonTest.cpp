@@ -64,8 +64,8 @@ TEST(JsonTest, NamesGivenTwiceAreRefused) {
 }
 
 TEST(JsonTest, NestingIsLimited) {
-  std::string deepest = std::string(kMaxJsonDepth, '[') +
-                        std::string(kMaxJsonDepth, ']');
+  std::string deepest =
+      std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
   EXPECT_TRUE(parseJson(deepest).ok());
   expectRefused("[" + deepest + "]", "nest deeper than 1000 levels");
   std::string objects;

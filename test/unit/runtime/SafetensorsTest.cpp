@@ -144,16 +144,15 @@ TEST(SafetensorsTest, DeepHeaderIsRefusedAtOnce) {
   // Nested 100,000 deep: refused past the reader's 1,000 levels, in time
   // linear in the header (a reader that rescans per level takes minutes).
   std::string path = getTempPath("deep.safetensors");
-  writeRaw(path,
-           "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') +
-               "}",
-           0);
+  writeRaw(
+      path,
+      "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0);
   auto begin = std::chrono::steady_clock::now();
   expectOpenError(path, {path, "nest deeper than 1000 levels"});
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          begin)
-                .count(),
-            10.0);
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count(),
+      10.0);
   std::remove(path.c_str());
 }
 
@@ -161,8 +160,7 @@ TEST(SafetensorsTest, DeepIndexIsRefusedAtOnce) {
   std::string path = getTempPath("deep.safetensors.index.json");
   std::ofstream(path) << "{\"weight_map\":" << std::string(100000, '[')
                       << std::string(100000, ']') << "}";
-  Expected<SafetensorsCheckpoint> checkpoint =
-      openSafetensorsCheckpoint(path);
+  Expected<SafetensorsCheckpoint> checkpoint = openSafetensorsCheckpoint(path);
   ASSERT_FALSE(checkpoint.ok());
   EXPECT_EQ(checkpoint.getStatus().getCode(), StatusCode::DataError);
   EXPECT_NE(checkpoint.message().find(path), std::string::npos);
@@ -175,8 +173,7 @@ TEST(SafetensorsTest, DeepIndexIsRefusedAtOnce) {
 TEST(SafetensorsTest, IndexThatIsADirectoryIsAnError) {
   std::string path = getTempPath("directory.safetensors.index.json");
   std::filesystem::create_directories(path);
-  Expected<SafetensorsCheckpoint> checkpoint =
-      openSafetensorsCheckpoint(path);
+  Expected<SafetensorsCheckpoint> checkpoint = openSafetensorsCheckpoint(path);
   ASSERT_FALSE(checkpoint.ok());
   EXPECT_EQ(checkpoint.getStatus().getCode(), StatusCode::DataError);
   EXPECT_NE(checkpoint.message().find(path), std::string::npos);

@@ -64,8 +64,8 @@ TEST(TokenFileTest, ChunkedWriteMatchesWholeWrite) {
   std::string chunked = getTempPath("chunked.tokens");
   ASSERT_TRUE(writeTokenFile(whole, tokens, 70000).ok());
   size_t next = 0;
-  Expected<int64_t> count = writeTokenFile(
-      chunked, 70000, [&](std::vector<uint32_t> &ids) {
+  Expected<int64_t> count =
+      writeTokenFile(chunked, 70000, [&](std::vector<uint32_t> &ids) {
         size_t end = std::min(tokens.size(), next + 333);
         ids.assign(tokens.begin() + next, tokens.begin() + end);
         next = end;
@@ -113,8 +113,7 @@ TEST(TokenFileTest, FileCutShortWhileOpenIsAnError) {
 
   std::vector<uint32_t> ids(1000);
   ASSERT_TRUE((*file)->read(0, 50, ids.data()).ok());
-  expectDataError((*file)->read(60000, 1000, ids.data()),
-                  {path, "cut short"});
+  expectDataError((*file)->read(60000, 1000, ids.data()), {path, "cut short"});
   std::remove(path.c_str());
 }
 

@@ -10,8 +10,9 @@
 // before a view is handed out. The mapping is guarded: where the file loses
 // a page while it is mapped (another process cut it short), reading a view
 // gives zeros there rather than a SIGBUS, and checkIntact, asked once the
-// views are read, reports it as an error naming the file. A write goes to `<path>.tmp`, is synced and
-// renamed over `<path>`, so that a reader never sees half a file.
+// views are read, reports it as an error naming the file. A write goes to
+// `<path>.tmp`, is synced and renamed over `<path>`, so that a reader never
+// sees half a file.
 //
 //===----------------------------------------------------------------------===//
 
