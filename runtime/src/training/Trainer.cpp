@@ -363,7 +363,8 @@ Status Trainer::prepareArguments() {
   for (int i = 0; i < program->arguments_size(); ++i)
     if (Status status = addLocalArgument(i, sources); !status.ok())
       return status;
-  // --load-weights cut short while it was read reads zeros: not trained on.
+  // A --load-weights file cut short while it was copied gave zeros there:
+  // refused, not trained on.
   if (sources.safetensors)
     if (Status status = sources.safetensors->checkIntact(); !status.ok())
       return fail(status.message());
