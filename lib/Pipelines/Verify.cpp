@@ -217,6 +217,10 @@ static llvm::Expected<bool> compareParameters(const std::string &singleFile,
     worstParam =
         std::max(worstParam, std::sqrt(difference / std::max(norm, 1e-30)));
   }
+  // A file cut short while it was compared read zeros where it was gone.
+  for (const auto *checkpoint : {&*single, &*sharded})
+    if (runtime::Status intact = checkpoint->checkIntact(); !intact.ok())
+      return llvm::createStringError(intact.message());
   bool paramsOk = worstParam <= kParameterTolerance;
   os << llvm::formatv("parameters: {0} after the last step; max relative L2 "
                       "error {1:e2} {2} (tolerance {3:e0})\n",

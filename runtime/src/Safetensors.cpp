@@ -4,9 +4,7 @@
 #include "tessera/runtime/AtomicFile.h"
 
 #include "Json.h"
-
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
+#include "MappingGuard.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,8 +16,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -27,9 +23,13 @@
 
 using namespace tessera;
 using namespace tessera::runtime;
-using google::protobuf::Value;
 
 namespace {
+
+/// The largest header, or index, the runtime reads: the reference
+/// implementation's bound on a header (a JSON value takes more memory than
+/// its text, so the text is bounded).
+constexpr uint64_t kMaxJsonBytes = 100'000'000;
 
 /// The safetensors dtypes the runtime has; BOOL takes a byte, as i1 does.
 const std::pair<const char *, DType> kDTypeNames[] = {
@@ -51,12 +51,12 @@ const char *getSafetensorsName(DType dtype) {
   return nullptr;
 }
 
-/// A JSON number that is an index or a size: the parser gives doubles, which
+/// A JSON number that is an index or a size: the reader gives doubles, which
 /// hold every integer below 2^53 exactly.
-std::optional<uint64_t> getIndex(const Value &value) {
-  if (value.kind_case() != Value::kNumberValue)
+std::optional<uint64_t> getIndex(const JsonValue &value) {
+  if (value.kind != JsonValue::Kind::Number)
     return std::nullopt;
-  double number = value.number_value();
+  double number = value.number;
   if (!(number >= 0 && number < 9007199254740992.0) ||
       number != std::floor(number))
     return std::nullopt;
@@ -64,11 +64,11 @@ std::optional<uint64_t> getIndex(const Value &value) {
 }
 
 /// A JSON list of such numbers.
-std::optional<std::vector<uint64_t>> getIndices(const Value &value) {
-  if (!value.has_list_value())
+std::optional<std::vector<uint64_t>> getIndices(const JsonValue &value) {
+  if (value.kind != JsonValue::Kind::Array)
     return std::nullopt;
   std::vector<uint64_t> indices;
-  for (const Value &item : value.list_value().values()) {
+  for (const JsonValue &item : value.array) {
     std::optional<uint64_t> index = getIndex(item);
     if (!index)
       return std::nullopt;
@@ -79,24 +79,22 @@ std::optional<std::vector<uint64_t>> getIndices(const Value &value) {
 
 /// Reads the header entry `name` into `entry`. The data section starts at
 /// `data`, byte `dataOffset` of the file, and holds `dataBytes`.
-Status parseEntry(const std::string &name, const Value &value,
+Status parseEntry(const std::string &name, const JsonValue &value,
                   const uint8_t *data, uint64_t dataOffset, uint64_t dataBytes,
                   SafetensorsFile::Entry &entry) {
   auto fail = [&](const std::string &message) {
     return dataError("tensor '" + name + "': " + message);
   };
-  if (!value.has_struct_value())
+  if (!value.isObject())
     return fail("expected an object with dtype, shape and data_offsets");
-  const auto &fields = value.struct_value().fields();
   auto indicesOf = [&](const char *key) {
-    auto field = fields.find(key);
-    return field == fields.end() ? std::nullopt : getIndices(field->second);
+    const JsonValue *field = value.find(key);
+    return field ? getIndices(*field) : std::nullopt;
   };
-  auto dtypeField = fields.find("dtype");
-  if (dtypeField == fields.end() ||
-      dtypeField->second.kind_case() != Value::kStringValue)
+  const JsonValue *dtypeField = value.find("dtype");
+  if (!dtypeField || dtypeField->kind != JsonValue::Kind::String)
     return fail("expected a string \"dtype\"");
-  const std::string &dtypeName = dtypeField->second.string_value();
+  const std::string &dtypeName = dtypeField->string;
   std::optional<DType> dtype = parseDType(dtypeName);
   if (!dtype)
     return fail("unsupported dtype '" + dtypeName +
@@ -135,15 +133,15 @@ Status parseEntry(const std::string &name, const Value &value,
 }
 
 /// The header's "__metadata__": an object of strings.
-Status parseMetadata(const Value &value,
+Status parseMetadata(const JsonValue &value,
                      std::map<std::string, std::string> &metadata) {
-  if (value.has_struct_value()) {
-    for (const auto &[key, item] : value.struct_value().fields()) {
-      if (item.kind_case() != Value::kStringValue)
+  if (value.isObject()) {
+    for (const auto &[key, item] : value.members) {
+      if (item.kind != JsonValue::Kind::String)
         break;
-      metadata[key] = item.string_value();
+      metadata[key] = item.string;
     }
-    if (metadata.size() == value.struct_value().fields().size())
+    if (metadata.size() == value.members.size())
       return Status::success();
   }
   return dataError("expected \"__metadata__\" to be an object of strings");
@@ -152,13 +150,18 @@ Status parseMetadata(const Value &value,
 } // namespace
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile &&other) noexcept
-    : mapping(std::exchange(other.mapping, nullptr)),
+    : path(std::move(other.path)), fileDevice(other.fileDevice),
+      fileInode(other.fileInode),
+      mapping(std::exchange(other.mapping, nullptr)),
       mappedBytes(std::exchange(other.mappedBytes, 0)),
       entries(std::move(other.entries)), metadata(std::move(other.metadata)) {}
 
 SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
   if (this != &other) {
     unmap();
+    path = std::move(other.path);
+    fileDevice = other.fileDevice;
+    fileInode = other.fileInode;
     mapping = std::exchange(other.mapping, nullptr);
     mappedBytes = std::exchange(other.mappedBytes, 0);
     entries = std::move(other.entries);
@@ -170,8 +173,10 @@ SafetensorsFile &SafetensorsFile::operator=(SafetensorsFile &&other) noexcept {
 SafetensorsFile::~SafetensorsFile() { unmap(); }
 
 void SafetensorsFile::unmap() {
-  if (mapping)
+  if (mapping) {
+    unguardMapping(mapping);
     ::munmap(mapping, mappedBytes);
+  }
   mapping = nullptr;
   mappedBytes = 0;
 }
@@ -196,67 +201,100 @@ Tensor SafetensorsFile::view(const Entry &entry) const {
   return Tensor{entry.dtype, entry.shape, const_cast<void *>(entry.data)};
 }
 
-Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
-  std::string where = "safetensors file '" + path + "': ";
-  auto fail = [&](const std::string &message) {
-    return dataError(where + message);
-  };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fail(std::string("cannot open: ") + std::strerror(errno));
+Status SafetensorsFile::checkIntact() const {
   struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size < 8) {
-    ::close(fd);
-    return fail("not a regular file of at least the 8-byte header length");
-  }
-  uint64_t fileBytes = info.st_size;
-  void *mapping = ::mmap(nullptr, fileBytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  int mapError = errno;
-  ::close(fd);
-  if (mapping == MAP_FAILED)
-    return fail(std::string("cannot map: ") + std::strerror(mapError));
-  // From here on the file unmaps itself on every return.
-  SafetensorsFile file;
-  file.mapping = mapping;
-  file.mappedBytes = fileBytes;
+  bool shrunk = ::stat(path.c_str(), &info) == 0 &&
+                static_cast<uint64_t>(info.st_dev) == fileDevice &&
+                static_cast<uint64_t>(info.st_ino) == fileInode &&
+                static_cast<uint64_t>(info.st_size) < mappedBytes;
+  if (!shrunk && !(mapping && isMappingDamaged(mapping)))
+    return Status::success();
+  return dataError(
+      "safetensors file '" + path + "': " +
+      (shrunk ? "it was cut short to " + std::to_string(info.st_size) +
+                    " bytes while it was read (it held " +
+                    std::to_string(mappedBytes) + ")"
+              : std::string("a page of it could not be read (was it cut "
+                            "short while it was read?)")));
+}
 
+Status SafetensorsFile::mapFile(const std::string &filePath) {
+  path = filePath;
+  std::string where = "safetensors file '" + path + "': ";
+  int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0)
+    return dataError(where + "cannot open: " + std::strerror(errno));
+  struct stat info;
+  std::string problem;
+  if (::fstat(descriptor, &info) != 0)
+    problem = std::string("cannot open: ") + std::strerror(errno);
+  else if (S_ISDIR(info.st_mode))
+    problem = "it is a directory";
+  else if (!S_ISREG(info.st_mode) || info.st_size < 8)
+    problem = "not a regular file of at least the 8-byte header length";
+  void *mapped = MAP_FAILED;
+  if (problem.empty()) {
+    mapped =
+        ::mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, descriptor, 0);
+    if (mapped == MAP_FAILED)
+      problem = std::string("cannot map: ") + std::strerror(errno);
+  }
+  ::close(descriptor);
+  if (!problem.empty())
+    return dataError(where + problem);
+  mapping = mapped;
+  mappedBytes = info.st_size;
+  fileDevice = info.st_dev;
+  fileInode = info.st_ino;
+  // Unguarded (past kMaxGuardedMappings files at once), a page the file
+  // loses is a SIGBUS, as it was before the guard.
+  guardMapping(mapping, mappedBytes);
+  return Status::success();
+}
+
+Status SafetensorsFile::readHeader() {
+  std::string where = "safetensors file '" + path + "': ";
   const auto *bytes = static_cast<const uint8_t *>(mapping);
   uint64_t headerBytes = 0;
   for (int i = 7; i >= 0; --i)
     headerBytes = headerBytes << 8 | bytes[i];
-  if (headerBytes > fileBytes - 8)
-    return fail("header length " + std::to_string(headerBytes) +
-                " runs past the end of the file (" + std::to_string(fileBytes) +
-                " bytes)");
-  std::string json(reinterpret_cast<const char *>(bytes + 8), headerBytes);
-  google::protobuf::Struct header;
+  if (headerBytes > mappedBytes - 8)
+    return dataError(where + "header length " + std::to_string(headerBytes) +
+                     " runs past the end of the file (" +
+                     std::to_string(mappedBytes) + " bytes)");
+  if (headerBytes > kMaxJsonBytes)
+    return dataError(where + "header length " + std::to_string(headerBytes) +
+                     " is over the format's limit of " +
+                     std::to_string(kMaxJsonBytes) + " bytes");
+  std::string_view json(reinterpret_cast<const char *>(bytes + 8), headerBytes);
   if (json.empty() || json[0] != '{')
-    return fail("header is not a JSON object");
-  if (auto parsed = google::protobuf::util::JsonStringToMessage(json, &header);
-      !parsed.ok())
-    return fail("header is not valid JSON: " + std::string(parsed.message()));
+    return dataError(where + "header is not a JSON object");
+  Expected<JsonValue> header = parseJson(json);
+  if (!header.ok())
+    return dataError(where + "header is not valid JSON: " + header.message());
 
-  uint64_t dataOffset = 8 + headerBytes, dataBytes = fileBytes - dataOffset;
-  for (const auto &[name, value] : header.fields()) {
+  uint64_t dataOffset = 8 + headerBytes, dataBytes = mappedBytes - dataOffset;
+  for (const auto &[name, value] : header->members) {
     Status status = Status::success();
     if (name == "__metadata__") {
-      status = parseMetadata(value, file.metadata);
+      status = parseMetadata(value, metadata);
     } else {
-      file.entries.emplace_back();
+      entries.emplace_back();
       status = parseEntry(name, value, bytes + dataOffset, dataOffset,
-                          dataBytes, file.entries.back());
+                          dataBytes, entries.back());
     }
     if (!status.ok())
       return status.withPrefix(where);
   }
-  // The protobuf map has no order (and no duplicate names).
-  auto &entries = file.entries;
+  // The reader refused duplicate names; the entries go by name.
   std::sort(entries.begin(), entries.end(),
             [](const auto &a, const auto &b) { return a.name < b.name; });
+  return checkOverlaps().withPrefix(where);
+}
 
+Status SafetensorsFile::checkOverlaps() const {
   // By where they start, a tensor overlaps an earlier one when it starts
   // before the furthest end so far; an empty tensor overlaps nothing.
-  using Entry = SafetensorsFile::Entry;
   auto start = [](const Entry *entry) {
     return static_cast<const uint8_t *>(entry->data);
   };
@@ -274,12 +312,33 @@ Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
   const Entry *furthest = nullptr;
   for (const Entry *entry : byStart) {
     if (furthest && start(entry) < end(furthest))
-      return fail("tensors '" + furthest->name + "' and '" + entry->name +
-                  "' overlap in the data");
+      return dataError("tensors '" + furthest->name + "' and '" + entry->name +
+                       "' overlap in the data");
     if (!furthest || end(entry) > end(furthest))
       furthest = entry;
   }
+  return Status::success();
+}
+
+Expected<SafetensorsFile> runtime::openSafetensors(const std::string &path) {
+  SafetensorsFile file;
+  if (Status status = file.mapFile(path); !status.ok())
+    return status;
+  // A file cut short while its header is read reads zeros there: that,
+  // rather than what the zeros look like, is the error.
+  Status read = file.readHeader();
+  if (Status intact = file.checkIntact(); !intact.ok())
+    return intact;
+  if (!read.ok())
+    return read;
   return Expected<SafetensorsFile>(std::move(file));
+}
+
+Status SafetensorsCheckpoint::checkIntact() const {
+  for (const SafetensorsFile &file : files)
+    if (Status status = file.checkIntact(); !status.ok())
+      return status;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -474,53 +533,111 @@ std::string getDirectory(const std::string &path) {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
+/// Appends what is left of the file open as `descriptor` to `text`, at
+/// most kMaxJsonBytes; the failure's message is the reason alone.
+Status readAll(int descriptor, std::string &text) {
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(descriptor, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return dataError(std::strerror(errno));
+    if (got == 0)
+      return Status::success();
+    text.append(chunk, got);
+    if (text.size() > kMaxJsonBytes)
+      return dataError("it is over " + std::to_string(kMaxJsonBytes) +
+                       " bytes");
+  }
+}
+
+/// The whole file at `path`; a data error "cannot read the <what> '<path>':
+/// <why>" when it is a directory or cannot be read.
+Expected<std::string> readWholeFile(const std::string &path,
+                                    const std::string &what) {
+  auto fail = [&](const std::string &reason) {
+    return dataError("cannot read the " + what + " '" + path + "': " + reason);
+  };
+  int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0)
+    return fail(std::strerror(errno));
+  struct stat info;
+  std::string problem;
+  if (::fstat(descriptor, &info) != 0)
+    problem = std::strerror(errno);
+  else if (S_ISDIR(info.st_mode))
+    problem = "it is a directory";
+  else if (!S_ISREG(info.st_mode))
+    problem = "it is not a regular file";
+  else if (static_cast<uint64_t>(info.st_size) > kMaxJsonBytes)
+    problem = "it is over " + std::to_string(kMaxJsonBytes) + " bytes";
+  if (!problem.empty()) {
+    ::close(descriptor);
+    return fail(problem);
+  }
+  std::string text;
+  Status read = readAll(descriptor, text);
+  ::close(descriptor);
+  if (!read.ok())
+    return fail(read.message());
+  return text;
+}
+
+/// Opens, into `files`, the safetensors files that the sharded checkpoint's
+/// index at `path` names, each once, in the order of the files' names, and
+/// checks that each holds the tensors the index gives it.
+Status openIndexedFiles(const std::string &path,
+                        std::vector<SafetensorsFile> &files) {
+  auto fail = [&](const std::string &message) {
+    return dataError("safetensors index '" + path + "': " + message);
+  };
+  Expected<std::string> json = readWholeFile(path, "safetensors index");
+  if (!json.ok())
+    return json.getStatus();
+  Expected<JsonValue> index = parseJson(*json);
+  if (!index.ok())
+    return fail("not valid JSON: " + index.message());
+  if (!index->isObject())
+    return fail("not a JSON object");
+  const JsonValue *map = index->find("weight_map");
+  if (!map || !map->isObject())
+    return fail("no \"weight_map\" object naming each tensor's file");
+  std::map<std::string, std::vector<std::string>> byFile;
+  for (const auto &[name, file] : map->members) {
+    if (file.kind != JsonValue::Kind::String || file.string.empty() ||
+        file.string.find('/') != std::string::npos)
+      return fail("tensor '" + name +
+                  "' is mapped to no file name of this directory");
+    byFile[file.string].push_back(name);
+  }
+  std::string directory = getDirectory(path);
+  for (const auto &[file, names] : byFile) {
+    Expected<SafetensorsFile> opened = openSafetensors(directory + file);
+    if (!opened.ok())
+      return opened.getStatus();
+    for (const std::string &name : names)
+      if (!opened->find(name))
+        return fail("tensor '" + name + "' is not in '" + file +
+                    "', which the weight map names");
+    files.push_back(opened.take());
+  }
+  return Status::success();
+}
 
 } // namespace
 
 Expected<SafetensorsCheckpoint>
 runtime::openSafetensorsCheckpoint(const std::string &path) {
   SafetensorsCheckpoint checkpoint;
-  if (!endsWith(path, ".index.json")) {
+  if (endsWith(path, ".index.json")) {
+    if (Status status = openIndexedFiles(path, checkpoint.files); !status.ok())
+      return status;
+  } else {
     Expected<SafetensorsFile> file = openSafetensors(path);
     if (!file.ok())
       return file.getStatus();
     checkpoint.files.push_back(file.take());
-  } else {
-    auto fail = [&](const std::string &message) {
-      return dataError("safetensors index '" + path + "': " + message);
-    };
-    std::ifstream in(path);
-    if (!in)
-      return dataError("cannot read the safetensors index '" + path + "'");
-    std::string json((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-    google::protobuf::Struct index;
-    if (!google::protobuf::util::JsonStringToMessage(json, &index).ok())
-      return fail("not a JSON object");
-    auto map = index.fields().find("weight_map");
-    if (map == index.fields().end() || !map->second.has_struct_value())
-      return fail("no \"weight_map\" object naming each tensor's file");
-    // Each file once, in the order of its first tensor's name.
-    std::map<std::string, std::vector<std::string>> byFile;
-    for (const auto &[name, file] : map->second.struct_value().fields()) {
-      if (file.kind_case() != Value::kStringValue ||
-          file.string_value().empty() ||
-          file.string_value().find('/') != std::string::npos)
-        return fail("tensor '" + name +
-                    "' is mapped to no file name of this directory");
-      byFile[file.string_value()].push_back(name);
-    }
-    std::string directory = getDirectory(path);
-    for (const auto &[file, names] : byFile) {
-      Expected<SafetensorsFile> opened = openSafetensors(directory + file);
-      if (!opened.ok())
-        return opened.getStatus();
-      for (const std::string &name : names)
-        if (!opened->find(name))
-          return fail("tensor '" + name + "' is not in '" + file +
-                      "', which the weight map names");
-      checkpoint.files.push_back(opened.take());
-    }
   }
   for (const SafetensorsFile &file : checkpoint.files)
     for (const SafetensorsFile::Entry &entry : file.getEntries())

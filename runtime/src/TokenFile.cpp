@@ -1,14 +1,13 @@
-//===- TokenFile.cpp - Token files and the batches a run reads
-//-------------===//
+//===- TokenFile.cpp - Token files and the batches a run reads ------------===//
 
 #include "tessera/runtime/TokenFile.h"
 #include "tessera/runtime/AtomicFile.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +15,9 @@
 using namespace tessera::runtime;
 
 namespace {
+
+/// How many ids a writer takes from a vector at a time.
+constexpr size_t kWriteChunkIds = size_t(1) << 20;
 
 void putLittle(uint8_t *out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -37,61 +39,156 @@ uint64_t splitMix64(uint64_t &state) {
   return z ^ (z >> 31);
 }
 
+/// "cannot write the token file '<path>': <the last error>".
+Status cannotWrite(const std::string &path) {
+  return dataError("cannot write the token file '" + path +
+                   "': " + std::strerror(errno));
+}
+
+/// Writes all of `bytes` at the descriptor's offset, resuming after a
+/// partial write or a signal.
+bool writeAll(int descriptor, const uint8_t *next, size_t bytes) {
+  while (bytes > 0) {
+    ssize_t written = ::write(descriptor, next, bytes);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      return false;
+    next += written;
+    bytes -= written;
+  }
+  return true;
+}
+
+/// Reads `bytes` at `offset` into `into`, resuming after a partial read or
+/// a signal. Returns how many it read, fewer only where the file ends, or
+/// -1 on an error (errno says which).
+ssize_t readAt(int descriptor, uint8_t *into, size_t bytes, uint64_t offset) {
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t got = ::pread(descriptor, into + done, bytes - done,
+                          static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return -1;
+    if (got == 0)
+      break;
+    done += got;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// A token file's header: magic, bytes per id, vocabulary and count.
+void encodeHeader(uint8_t *header, int width, uint32_t vocab, uint64_t count) {
+  std::memcpy(header, kTokenFileMagic, sizeof kTokenFileMagic);
+  putLittle(header + 8, width, 4);
+  putLittle(header + 12, vocab, 4);
+  putLittle(header + 16, count, 8);
+}
+
+/// Writes a token file to `descriptor` (the staging file `staging`): a
+/// header whose count is a placeholder, the ids `source` gives chunk by
+/// chunk, then the count, which only the end tells, over the placeholder.
+Status writeIds(int descriptor, const std::string &staging, uint32_t vocab,
+                const TokenSource &source, int64_t &count) {
+  int width = vocab <= 65536 ? 2 : 4;
+  uint8_t header[kTokenFileHeaderBytes];
+  encodeHeader(header, width, vocab, 0);
+  if (!writeAll(descriptor, header, sizeof header))
+    return cannotWrite(staging);
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> bytes;
+  for (;;) {
+    ids.clear();
+    if (Status status = source(ids); !status.ok())
+      return status;
+    if (ids.empty())
+      break;
+    bytes.resize(ids.size() * width);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= vocab)
+        return invalidArgument("token id " + std::to_string(ids[i]) +
+                               " at position " + std::to_string(count + i) +
+                               " is not below the vocabulary " +
+                               std::to_string(vocab));
+      putLittle(bytes.data() + i * width, ids[i], width);
+    }
+    if (!writeAll(descriptor, bytes.data(), bytes.size()))
+      return cannotWrite(staging);
+    count += static_cast<int64_t>(ids.size());
+  }
+  putLittle(header + 16, count, 8);
+  if (::pwrite(descriptor, header + 16, 8, 16) != 8)
+    return cannotWrite(staging);
+  return Status::success();
+}
+
 } // namespace
+
+Expected<int64_t> tessera::runtime::writeTokenFile(const std::string &path,
+                                                   uint32_t vocab,
+                                                   const TokenSource &source) {
+  int64_t count = 0;
+  Status status = writeFileAtomically(
+      path,
+      [&](const std::string &staging) {
+        int descriptor = ::open(staging.c_str(),
+                                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (descriptor < 0)
+          return cannotWrite(staging);
+        Status written = writeIds(descriptor, staging, vocab, source, count);
+        if (::close(descriptor) != 0 && written.ok())
+          return cannotWrite(staging);
+        return written;
+      },
+      "the token file");
+  if (!status.ok())
+    return status;
+  return count;
+}
 
 Status tessera::runtime::writeTokenFile(const std::string &path,
                                         const std::vector<uint32_t> &tokens,
                                         uint32_t vocab) {
-  int width = vocab <= 65536 ? 2 : 4;
-  std::vector<uint8_t> bytes(kTokenFileHeaderBytes + tokens.size() * width);
-  std::memcpy(bytes.data(), kTokenFileMagic, sizeof kTokenFileMagic);
-  putLittle(bytes.data() + 8, width, 4);
-  putLittle(bytes.data() + 12, vocab, 4);
-  putLittle(bytes.data() + 16, tokens.size(), 8);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] >= vocab)
-      return invalidArgument("token id " + std::to_string(tokens[i]) +
-                             " at position " + std::to_string(i) +
-                             " is not below the vocabulary " +
-                             std::to_string(vocab));
-    putLittle(bytes.data() + kTokenFileHeaderBytes + i * width, tokens[i],
-              width);
-  }
-  return writeFileAtomically(
-      path, {{reinterpret_cast<const char *>(bytes.data()), bytes.size()}});
+  size_t next = 0;
+  auto source = [&](std::vector<uint32_t> &ids) {
+    size_t end = std::min(tokens.size(), next + kWriteChunkIds);
+    ids.assign(tokens.begin() + next, tokens.begin() + end);
+    next = end;
+    return Status::success();
+  };
+  return writeTokenFile(path, vocab, source).getStatus();
 }
 
 Expected<std::unique_ptr<TokenFile>> TokenFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return dataError("cannot read the token file '" + path +
-                     "': " + std::strerror(errno));
+  std::unique_ptr<TokenFile> file(new TokenFile());
+  file->path = path;
+  auto cannotRead = [&](const std::string &reason) {
+    return dataError("cannot read the token file '" + path + "': " + reason);
+  };
+  file->descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat info;
-  if (::fstat(fd, &info) != 0 || info.st_size < kTokenFileHeaderBytes) {
-    ::close(fd);
+  if (file->descriptor < 0 || ::fstat(file->descriptor, &info) != 0)
+    return cannotRead(std::strerror(errno));
+  if (S_ISDIR(info.st_mode))
+    return cannotRead("it is a directory");
+  if (!S_ISREG(info.st_mode))
+    return cannotRead("it is not a regular file");
+  uint8_t header[kTokenFileHeaderBytes];
+  if (info.st_size < kTokenFileHeaderBytes ||
+      readAt(file->descriptor, header, sizeof header, 0) !=
+          kTokenFileHeaderBytes)
     return dataError("'" + path +
                      "' is not a token file: it is shorter than "
                      "the 24-byte header (write one with tessera data pack)");
-  }
-  std::unique_ptr<TokenFile> file(new TokenFile());
-  file->path = path;
-  file->mappedBytes = static_cast<size_t>(info.st_size);
-  file->mapping =
-      ::mmap(nullptr, file->mappedBytes, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (file->mapping == MAP_FAILED) {
-    file->mapping = nullptr;
-    return dataError("cannot map the token file '" + path +
-                     "': " + std::strerror(errno));
-  }
-  const auto *bytes = static_cast<const uint8_t *>(file->mapping);
-  if (std::memcmp(bytes, kTokenFileMagic, sizeof kTokenFileMagic) != 0)
+  if (std::memcmp(header, kTokenFileMagic, sizeof kTokenFileMagic) != 0)
     return dataError("'" + path +
                      "' is not a token file: it does not start "
                      "with \"TSRTOK1\" (write one with tessera data pack)");
-  uint64_t width = getLittle(bytes + 8, 4);
-  file->vocab = static_cast<uint32_t>(getLittle(bytes + 12, 4));
-  uint64_t count = getLittle(bytes + 16, 8);
+  uint64_t width = getLittle(header + 8, 4);
+  file->vocab = static_cast<uint32_t>(getLittle(header + 12, 4));
+  uint64_t count = getLittle(header + 16, 8);
   if (width != 2 && width != 4)
     return dataError("token file '" + path + "': its header gives " +
                      std::to_string(width) +
@@ -100,7 +197,7 @@ Expected<std::unique_ptr<TokenFile>> TokenFile::open(const std::string &path) {
     return dataError("token file '" + path + "': its vocabulary of " +
                      std::to_string(file->vocab) + " ids does not fit " +
                      std::to_string(width) + "-byte ids");
-  uint64_t data = file->mappedBytes - kTokenFileHeaderBytes;
+  uint64_t data = static_cast<uint64_t>(info.st_size) - kTokenFileHeaderBytes;
   if (count > data / width || count * width != data)
     return dataError("token file '" + path + "': its header gives " +
                      std::to_string(count) + " token ids (" +
@@ -109,17 +206,40 @@ Expected<std::unique_ptr<TokenFile>> TokenFile::open(const std::string &path) {
                      (count * width > data ? " (truncated?)" : ""));
   file->width = static_cast<int>(width);
   file->numTokens = static_cast<int64_t>(count);
-  file->ids = bytes + kTokenFileHeaderBytes;
   return file;
 }
 
 TokenFile::~TokenFile() {
-  if (mapping)
-    ::munmap(mapping, mappedBytes);
+  if (descriptor >= 0)
+    ::close(descriptor);
 }
 
-uint32_t TokenFile::at(int64_t index) const {
-  return static_cast<uint32_t>(getLittle(ids + index * width, width));
+Status TokenFile::read(int64_t first, int64_t count, uint32_t *ids) const {
+  if (first < 0 || count < 0 || first > numTokens || count > numTokens - first)
+    return invalidArgument(
+        "token file '" + path + "': ids [" + std::to_string(first) + ", " +
+        std::to_string(first + count) + ") are not within its " +
+        std::to_string(numTokens) + " ids");
+  std::vector<uint8_t> bytes(static_cast<size_t>(count) * width);
+  uint64_t offset =
+      kTokenFileHeaderBytes + static_cast<uint64_t>(first) * width;
+  ssize_t got = readAt(descriptor, bytes.data(), bytes.size(), offset);
+  if (got < 0)
+    return dataError("cannot read the token file '" + path +
+                     "': " + std::strerror(errno));
+  if (static_cast<size_t>(got) != bytes.size()) {
+    struct stat info;
+    std::string now = ::fstat(descriptor, &info) == 0
+                          ? std::to_string(info.st_size) + " bytes"
+                          : std::string("fewer bytes");
+    return dataError("token file '" + path + "' holds " + now +
+                     ", short of the " + std::to_string(numTokens) +
+                     " token ids it held when opened: it was cut short "
+                     "while the run read it");
+  }
+  for (int64_t i = 0; i < count; ++i)
+    ids[i] = static_cast<uint32_t>(getLittle(bytes.data() + i * width, width));
+  return Status::success();
 }
 
 Expected<TokenBatches> TokenBatches::create(const TokenFile &file,

@@ -77,10 +77,30 @@ DataFeed::~DataFeed() {
     next.wait();
 }
 
+Status DataFeed::readSamples(int64_t step, std::vector<Sample> &samples) {
+  samples.assign(batch, Sample());
+  for (const Fed &each : fed) {
+    const int64_t *places = each.positions.view.as<int64_t>();
+    for (int64_t k = 0, e = each.positions.view.getNumElements(); k < e; ++k) {
+      if (places[k] <= 0)
+        continue;
+      Sample &sample = samples[(places[k] - 1) / seq];
+      if (!sample.ids.empty())
+        continue;
+      sample.start = batches.getSampleStart(step, (places[k] - 1) / seq);
+      sample.ids.resize(seq + 1);
+      if (Status status = file->read(sample.start, seq + 1, sample.ids.data());
+          !status.ok())
+        return status;
+    }
+  }
+  return Status::success();
+}
+
 Expected<std::vector<OwnedTensor>> DataFeed::read(int64_t step) {
-  std::vector<int64_t> starts(batch);
-  for (int64_t row = 0; row < batch; ++row)
-    starts[row] = batches.getSampleStart(step, row);
+  std::vector<Sample> samples;
+  if (Status status = readSamples(step, samples); !status.ok())
+    return status;
   std::vector<OwnedTensor> pieces;
   for (const Fed &each : fed) {
     OwnedTensor piece(each.dtype, each.positions.view.shape);
@@ -89,12 +109,12 @@ Expected<std::vector<OwnedTensor>> DataFeed::read(int64_t step) {
       uint32_t id = 0;
       if (places[k] > 0) {
         int64_t row = (places[k] - 1) / seq, column = (places[k] - 1) % seq;
-        int64_t at = starts[row] + column + each.shift;
-        id = file->at(at);
+        const Sample &sample = samples[row];
+        id = sample.ids[column + each.shift];
         if (id >= file->getVocab())
           return dataError("token file '" + file->getPath() + "': id " +
                            std::to_string(id) + " at position " +
-                           std::to_string(at) +
+                           std::to_string(sample.start + column + each.shift) +
                            " is not below its vocabulary of " +
                            std::to_string(file->getVocab()));
       }

@@ -363,6 +363,11 @@ Status Trainer::prepareArguments() {
   for (int i = 0; i < program->arguments_size(); ++i)
     if (Status status = addLocalArgument(i, sources); !status.ok())
       return status;
+  // A --load-weights file cut short while it was copied gave zeros there:
+  // refused, not trained on.
+  if (sources.safetensors)
+    if (Status status = sources.safetensors->checkIntact(); !status.ok())
+      return fail(status.message());
   if (rank == 0 && !options.dumpInputs.empty())
     if (Status status = writeTensors(options.dumpInputs, sources.inputs);
         !status.ok())

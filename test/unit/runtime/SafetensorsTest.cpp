@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -126,6 +127,83 @@ TEST(SafetensorsTest, HeaderLengthPastTheEndIsAnError) {
   std::string path = getTempPath("header.safetensors");
   writeRaw(path, "{}", 0, /*headerBytes=*/1000);
   expectOpenError(path, {path, "header length 1000", "10 bytes"});
+  std::remove(path.c_str());
+}
+
+TEST(SafetensorsTest, NamesGivenTwiceAreAnError) {
+  std::string path = getTempPath("twice.safetensors");
+  writeRaw(path,
+           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+           R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           8);
+  expectOpenError(path, {path, "header is not valid JSON", "'a' twice"});
+  std::remove(path.c_str());
+}
+
+TEST(SafetensorsTest, DeepHeaderIsRefusedAtOnce) {
+  // Nested 100,000 deep: refused past the reader's 1,000 levels, in time
+  // linear in the header (a reader that rescans per level takes minutes).
+  std::string path = getTempPath("deep.safetensors");
+  writeRaw(
+      path,
+      "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0);
+  auto begin = std::chrono::steady_clock::now();
+  expectOpenError(path, {path, "nest deeper than 1000 levels"});
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count(),
+      10.0);
+  std::remove(path.c_str());
+}
+
+TEST(SafetensorsTest, DeepIndexIsRefusedAtOnce) {
+  std::string path = getTempPath("deep.safetensors.index.json");
+  std::ofstream(path) << "{\"weight_map\":" << std::string(100000, '[')
+                      << std::string(100000, ']') << "}";
+  Expected<SafetensorsCheckpoint> checkpoint = openSafetensorsCheckpoint(path);
+  ASSERT_FALSE(checkpoint.ok());
+  EXPECT_EQ(checkpoint.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_NE(checkpoint.message().find(path), std::string::npos);
+  EXPECT_NE(checkpoint.message().find("nest deeper than 1000 levels"),
+            std::string::npos)
+      << checkpoint.message();
+  std::remove(path.c_str());
+}
+
+TEST(SafetensorsTest, IndexThatIsADirectoryIsAnError) {
+  std::string path = getTempPath("directory.safetensors.index.json");
+  std::filesystem::create_directories(path);
+  Expected<SafetensorsCheckpoint> checkpoint = openSafetensorsCheckpoint(path);
+  ASSERT_FALSE(checkpoint.ok());
+  EXPECT_EQ(checkpoint.getStatus().getCode(), StatusCode::DataError);
+  EXPECT_NE(checkpoint.message().find(path), std::string::npos);
+  EXPECT_NE(checkpoint.message().find("is a directory"), std::string::npos)
+      << checkpoint.message();
+  std::filesystem::remove(path);
+}
+
+TEST(SafetensorsTest, FileCutShortWhileMappedIsAnError) {
+  // Many pages of data, so that the cut removes whole pages of the mapping:
+  // reading them would be a SIGBUS without the guard.
+  OwnedTensor tensor(DType::F32, {1 << 16});
+  for (int64_t i = 0; i < (1 << 16); ++i)
+    tensor.view.as<float>()[i] = 1.0f;
+  std::string path = getTempPath("cut-while-mapped.safetensors");
+  ASSERT_TRUE(writeSafetensors(path, {{"w", &tensor.view}}).ok());
+  Expected<SafetensorsFile> file = openSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_TRUE(file->checkIntact().ok());
+  std::filesystem::resize_file(path, 200);
+
+  // The lost page reads as zeros.
+  const volatile float *data = file->view(*file->find("w")).as<float>();
+  EXPECT_EQ(data[(1 << 16) - 1], 0.0f);
+  Status intact = file->checkIntact();
+  ASSERT_FALSE(intact.ok());
+  EXPECT_EQ(intact.getCode(), StatusCode::DataError);
+  EXPECT_NE(intact.message().find(path), std::string::npos);
+  EXPECT_NE(intact.message().find("cut short"), std::string::npos)
+      << intact.message();
   std::remove(path.c_str());
 }
 

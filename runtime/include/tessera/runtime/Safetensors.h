@@ -7,8 +7,12 @@
 // strings, then the raw little-endian data. A file is opened by mapping it
 // read-only, so that a tensor is a view over the mapped bytes until it is
 // converted or copied; every range, shape and dtype in the header is checked
-// before a view is handed out. A write goes to `<path>.tmp`, is synced and
-// renamed over `<path>`, so that a reader never sees half a file.
+// before a view is handed out. The mapping is guarded: where the file loses
+// a page while it is mapped (another process cut it short), reading a view
+// gives zeros there rather than a SIGBUS, and checkIntact, asked once the
+// views are read, reports it as an error naming the file. A write goes to
+// `<path>.tmp`, is synced and renamed over `<path>`, so that a reader never
+// sees half a file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,12 +62,27 @@ public:
   /// A non-owning view of `entry`'s bytes, valid while this file lives. The
   /// mapping is read-only: writing through the view faults.
   Tensor view(const Entry &entry) const;
+  /// Fails with a data error naming the file when it has been cut short
+  /// since it was opened, or a page of it could not be read: the views then
+  /// read zeros where it is gone. Ask after reading the views.
+  Status checkIntact() const;
 
 private:
   friend Expected<SafetensorsFile> openSafetensors(const std::string &path);
   SafetensorsFile() = default;
+  /// Opens `filePath`, maps it whole and guards the mapping.
+  Status mapFile(const std::string &filePath);
+  /// Reads and checks the header into `entries` and `metadata`.
+  Status readHeader();
+  /// Fails when two tensors' bytes overlap.
+  Status checkOverlaps() const;
+  /// Unmaps the file (and stops guarding the mapping).
   void unmap();
 
+  std::string path;
+  /// The mapped file's identity, to tell whether the file at `path` is
+  /// still it (a file renamed over `path` leaves the mapped one whole).
+  uint64_t fileDevice = 0, fileInode = 0;
   void *mapping = nullptr;
   size_t mappedBytes = 0;
   std::vector<Entry> entries;
@@ -90,6 +109,8 @@ public:
   Tensor view(const SafetensorsFile::Entry &entry) const {
     return files.front().view(entry);
   }
+  /// SafetensorsFile::checkIntact of each file: ask after reading the views.
+  Status checkIntact() const;
 
 private:
   friend Expected<SafetensorsCheckpoint>

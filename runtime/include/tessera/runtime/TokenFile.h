@@ -22,6 +22,7 @@
 #include "tessera/runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,14 +33,25 @@ inline constexpr char kTokenFileMagic[8] = {'T', 'S', 'R', 'T',
                                             'O', 'K', '1', '\0'};
 inline constexpr int64_t kTokenFileHeaderBytes = 24;
 
-/// Writes `tokens` (each below `vocab`) as a token file at `path`, in
-/// uint16 when the vocabulary fits, else uint32; through a temporary file
-/// renamed into place.
+/// Gives the ids of a token file being written, a chunk at a time: it
+/// appends the next ids to `ids` (empty when called) and leaves `ids` empty
+/// once there are no more.
+using TokenSource = std::function<Status(std::vector<uint32_t> &ids)>;
+
+/// Writes the ids `source` gives (each below `vocab`) as a token file at
+/// `path`, in uint16 when the vocabulary fits, else uint32; through a
+/// staging file renamed into place. Memory holds one chunk at a time: the
+/// header's count is written once the ids are. Returns the number of ids.
+Expected<int64_t> writeTokenFile(const std::string &path, uint32_t vocab,
+                                 const TokenSource &source);
+
+/// Writes `tokens` (each below `vocab`) as a token file at `path`.
 Status writeTokenFile(const std::string &path,
                       const std::vector<uint32_t> &tokens, uint32_t vocab);
 
-/// A token file, memory-mapped: a rank touches only the pages of the
-/// samples it reads.
+/// A token file, read with positioned reads of the samples a rank needs
+/// (no mapping: a file truncated while a run reads it is an error naming
+/// the file, not a SIGBUS).
 class TokenFile {
 public:
   /// Opens and checks `path`: its header, and a size that holds its ids.
@@ -52,15 +64,16 @@ public:
   int64_t getNumTokens() const { return numTokens; }
   uint32_t getVocab() const { return vocab; }
   int getBytesPerToken() const { return width; }
-  /// The id at `index` (< getNumTokens()).
-  uint32_t at(int64_t index) const;
+  /// Reads the `count` ids from index `first` into `ids`. Fails with a data
+  /// error naming the file when they are not all in it (`first` or `count`
+  /// out of range, or the file cut short since it was opened) or cannot be
+  /// read. Safe to call from several threads.
+  Status read(int64_t first, int64_t count, uint32_t *ids) const;
 
 private:
   TokenFile() = default;
   std::string path;
-  void *mapping = nullptr;
-  size_t mappedBytes = 0;
-  const uint8_t *ids = nullptr;
+  int descriptor = -1;
   int64_t numTokens = 0;
   uint32_t vocab = 0;
   int width = 2;

@@ -4,7 +4,7 @@
 // are the next global batch of the file's samples: the step's first two
 // integer data arguments, of one [batch, seq] shape, are a sample's first
 // seq ids and its last seq (the inputs shifted by one). Each rank reads only
-// the elements of its pieces, through the file's mapping, on a thread that
+// the samples its pieces hold, one positioned read each, on a thread that
 // reads the next step's while this one runs.
 //
 //===----------------------------------------------------------------------===//
@@ -60,6 +60,15 @@ private:
            int64_t seq)
       : file(std::move(file)), batches(std::move(batches)), batch(batch),
         seq(seq) {}
+  /// One sample of a step's global batch: its seq + 1 ids from `start`.
+  struct Sample {
+    int64_t start = 0;
+    /// Empty where this rank's pieces hold none of it.
+    std::vector<uint32_t> ids;
+  };
+  /// Reads, into `samples` (one per row of the global batch), the samples
+  /// of step `step` that this rank's pieces hold.
+  Status readSamples(int64_t step, std::vector<Sample> &samples);
   Expected<std::vector<OwnedTensor>> read(int64_t step);
 
   std::unique_ptr<TokenFile> file;
