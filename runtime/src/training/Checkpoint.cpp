@@ -163,14 +163,14 @@ Expected<std::string> unsealText(const std::string &text,
                                  const std::string &path) {
   // The last line begins after the newline before the final one.
   bool ended = !text.empty() && text.back() == '\n';
-  size_t previous = text.size() < 2 ? std::string::npos
-                                    : text.rfind('\n', text.size() - 2);
+  size_t previous =
+      text.size() < 2 ? std::string::npos : text.rfind('\n', text.size() - 2);
   size_t begin = previous == std::string::npos ? 0 : previous + 1;
   std::string last =
       ended ? text.substr(begin, text.size() - 1 - begin) : std::string();
-  std::optional<uint64_t> recorded =
-      last.rfind("xxh3 ", 0) == 0 ? parseChecksum(last.substr(5))
-                                  : std::nullopt;
+  std::optional<uint64_t> recorded = last.rfind("xxh3 ", 0) == 0
+                                         ? parseChecksum(last.substr(5))
+                                         : std::nullopt;
   if (!recorded)
     return dataError("'" + path +
                      "' is damaged: it does not end with the line of its "
@@ -266,15 +266,14 @@ Status writeShardFiles(const std::string &dir, const plan::Program &program,
 /// `mesh` already there.
 Status writeIndexFile(const std::string &dir, const Mesh &mesh, int64_t step) {
   std::string text = getIndexHeader(kSavedFormat) + "\nstep " +
-                     std::to_string(step) + "\nmesh " + formatMesh(mesh) +
-                     "\n";
+                     std::to_string(step) + "\nmesh " + formatMesh(mesh) + "\n";
   for (int64_t rank = 0; rank < mesh.getNumDevices(); ++rank) {
     Expected<uint64_t> checksum =
         getFileChecksum(getShardIndexPath(dir, static_cast<int>(rank)));
     if (!checksum.ok())
       return checksum.getStatus();
-    text += "rank " + std::to_string(rank) + " " + formatChecksum(*checksum) +
-            "\n";
+    text +=
+        "rank " + std::to_string(rank) + " " + formatChecksum(*checksum) + "\n";
   }
   return writeFileAtomically(dir + "/index.txt", {sealText(text)},
                              "checkpoint index");
@@ -393,9 +392,8 @@ Status parseRankLines(const std::vector<std::string> &lines,
         line.rfind(prefix, 0) == 0 ? parseChecksum(line.substr(prefix.size()))
                                    : std::nullopt;
     if (!checksum)
-      return dataError("'" + index.path + "' line " +
-                       std::to_string(4 + rank) + " is '" + line +
-                       "', not '" + prefix + "<checksum>'");
+      return dataError("'" + index.path + "' line " + std::to_string(4 + rank) +
+                       " is '" + line + "', not '" + prefix + "<checksum>'");
     index.shardIndexChecksums.push_back(*checksum);
   }
   return Status::success();
@@ -408,9 +406,11 @@ Status parseRankLines(const std::vector<std::string> &lines,
 Expected<CheckpointIndex> readCheckpointIndex(const std::string &dir) {
   CheckpointIndex index;
   index.path = dir + "/index.txt";
+  if (!std::filesystem::is_regular_file(index.path))
+    return dataError("'" + dir + "' holds no Tessera checkpoint index");
   Expected<std::string> text = readIndexFile(index.path);
   if (!text.ok())
-    return dataError("'" + dir + "' holds no Tessera checkpoint index");
+    return text.getStatus();
   std::string body = *text;
   index.format = getIndexFormat(body.substr(0, body.find('\n')));
   if (index.format == 0)
@@ -477,9 +477,8 @@ Expected<Shard> readShardIndex(const std::string &dir,
   Expected<std::string> text = readIndexFile(path);
   if (!text.ok())
     return text.getStatus();
-  if (index.format >= 3 &&
-      XXH3_64bits(text->data(), text->size()) !=
-          index.shardIndexChecksums[rank])
+  if (index.format >= 3 && XXH3_64bits(text->data(), text->size()) !=
+                               index.shardIndexChecksums[rank])
     return dataError("'" + path +
                      "' is damaged: its contents do not match the checksum "
                      "in '" +
@@ -972,10 +971,10 @@ Status runtime::loadCheckpoint(const std::string &given, const plan::Plan &plan,
     Expected<Shard> shard = readShardIndex(dir, *index, rank);
     if (!shard.ok())
       return shard.getStatus();
-    loaded = holdsPlanLayouts(*shard, program)
-                 ? loadByName(dir, *shard, program, locals, rank)
-                 : loadResharded(dir, *index, plan, program, mesh, locals,
-                                 rank);
+    loaded =
+        holdsPlanLayouts(*shard, program)
+            ? loadByName(dir, *shard, program, locals, rank)
+            : loadResharded(dir, *index, plan, program, mesh, locals, rank);
   } else {
     loaded = loadResharded(dir, *index, plan, program, mesh, locals, rank);
   }
