@@ -474,6 +474,10 @@ Status getDamagedError(const std::string &dir, int64_t rank) {
 Expected<Shard> readShardIndex(const std::string &dir,
                                const CheckpointIndex &index, int64_t rank) {
   std::string path = getShardIndexPath(dir, static_cast<int>(rank));
+  if (index.format >= 3 &&
+      rank >= static_cast<int64_t>(index.shardIndexChecksums.size()))
+    return dataError("'" + index.path + "' records no checksum of '" + path +
+                     "'");
   Expected<std::string> text = readIndexFile(path);
   if (!text.ok())
     return text.getStatus();
