@@ -381,10 +381,10 @@ Status parseRankLines(const std::vector<std::string> &lines,
                       CheckpointIndex &index) {
   int64_t ranks = static_cast<int64_t>(lines.size()) - 3;
   if (ranks != index.mesh.getNumDevices())
-    return dataError("'" + index.path + "' records the checksums of " +
+    return dataError("'" + index.path + "' records checksums for " +
                      std::to_string(std::max<int64_t>(ranks, 0)) +
-                     " ranks' files, its mesh has " +
-                     std::to_string(index.mesh.getNumDevices()) + " devices");
+                     " ranks, its mesh '" + index.meshText + "' has " +
+                     std::to_string(index.mesh.getNumDevices()));
   for (int64_t rank = 0; rank < ranks; ++rank) {
     const std::string &line = lines[3 + rank];
     std::string prefix = "rank " + std::to_string(rank) + " ";

@@ -513,6 +513,38 @@ TEST(CheckpointTest, RefusesAnEditedStep) {
                                   "not match the checksum on its last line");
 }
 
+// Tests that a v3 index is refused without its own checksum line, and, its
+// checksum recomputed, without a checksum for each rank of its mesh.
+TEST(CheckpointTest, RefusesAnIndexWithoutItsChecksums) {
+  std::string dir = getTempPath("unsealed");
+  std::filesystem::remove_all(dir);
+  plan::Plan plan = makeOneDevicePlan();
+  Status saved = save(dir, plan, {kWeight, kMoment});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  std::string index = readFile(dir + "/index.txt");
+  size_t rankLine = index.find("\nrank 0 ");
+  size_t sealLine = index.find("\nxxh3 ");
+  ASSERT_NE(rankLine, std::string::npos);
+  ASSERT_NE(sealLine, std::string::npos);
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+
+  writeFile(dir + "/index.txt", index.substr(0, sealLine + 1));
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/index.txt' is damaged: it does not end "
+                                  "with the line of its checksum ('xxh3 ' "
+                                  "and 16 hex digits)");
+
+  writeFile(dir + "/index.txt", sealLines(index.substr(0, rankLine + 1)));
+  loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/index.txt' records checksums for 0 "
+                                  "ranks, its mesh '-' has 1");
+}
+
 // Tests that an index marked v1 (which read tensors by position and checked
 // nothing) with a flipped data byte is refused, whatever else it holds.
 TEST(CheckpointTest, RefusesAnIndexMarkedVersion1) {
