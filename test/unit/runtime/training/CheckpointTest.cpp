@@ -142,6 +142,7 @@ std::string readFile(const std::string &path) {
   return read.str();
 }
 
+/// Writes `bytes` as the whole of the file at `path`.
 void writeFile(const std::string &path, const std::string &bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
