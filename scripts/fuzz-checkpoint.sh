@@ -4,7 +4,9 @@
 # checkpoint directory's files cut at "\n@@\n", loaded into a two-rank plan
 # (by name, or resharded where the layouts differ), a one-device plan
 # (resharded) and a ZeRO-3 plan (units' flat buffers); the seeds are
-# checkpoints that two-rank runs of the same plans saved. A failing input is
+# checkpoints that two-rank runs of the same plans saved (v3), and the same
+# as v2 (whose rank files no checksum seals, so that mutations reach their
+# parsers as well as through the harness's resealing). A failing input is
 # written to build/fuzz/checkpoint-findings/ and fails the script.
 # The harness is built by the build with -DTESSERA_BUILD_FUZZERS=ON
 # (test/fuzz/CMakeLists.txt says what it instruments); the test suite runs
@@ -30,11 +32,15 @@ trap 'rm -rf "$work"' EXIT
 for plan in dp2 zero3; do
   mpirun -np 2 --oversubscribe build/bin/tessera-run "$plans/$plan.plan" \
     --steps 1 --save-checkpoint "$work/$plan" > /dev/null
-  ck="$work/$plan"
-  { cat "$ck/index.txt"; printf '\n@@\n'; cat "$ck/rank-0.txt"
-    printf '\n@@\n'; cat "$ck/rank-0.tensors"; printf '\n@@\n'
-    cat "$ck/rank-1.txt"; printf '\n@@\n'; cat "$ck/rank-1.tensors"
-  } > "$corpus/$plan.checkpoint"
+  cp -r "$work/$plan" "$work/$plan-v2"
+  python3 test/e2e/Inputs/checkpoint_as_v2.py "$work/$plan-v2"
+  for name in "$plan" "$plan-v2"; do
+    ck="$work/$name"
+    { cat "$ck/index.txt"; printf '\n@@\n'; cat "$ck/rank-0.txt"
+      printf '\n@@\n'; cat "$ck/rank-0.tensors"; printf '\n@@\n'
+      cat "$ck/rank-1.txt"; printf '\n@@\n'; cat "$ck/rank-1.tensors"
+    } > "$corpus/$name.checkpoint"
+  done
 done
 TESSERA_FUZZ_PLANS="$plans" "$fuzzer" "$corpus" \
   -seed="$seed" -artifact_prefix="$out/checkpoint-findings/" \

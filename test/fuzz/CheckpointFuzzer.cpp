@@ -6,8 +6,13 @@
 // each plan in $TESSERA_FUZZ_PLANS (a directory of plans: saved on the same
 // mesh it loads by name; on another mesh or in other layouts it reshards,
 // taking units' flat buffers apart). Loading may fail with a message, never
-// crash, read out of bounds or allocate past what the files hold. Build and
-// run with scripts/fuzz-checkpoint.sh.
+// crash, read out of bounds or allocate past what the files hold. A v3
+// index is sealed by checksums, so that a mutated one stops at them: each
+// input is loaded as it is, and again with its rank files sealed in a new
+// index (writeCheckpointIndex, on the plans' mesh of the most devices), so
+// that mutated rank files behind a v3 index are read too; a v2 index (the
+// seeds hold both) reaches them unsealed. Build and run with
+// scripts/fuzz-checkpoint.sh.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +46,40 @@ std::vector<LoadedPlan> &getPlans() {
   return plans;
 }
 
+/// The mesh of the plans' that has the most devices: the one a resealed
+/// input's index records.
+const Mesh &getLargestMesh() {
+  const Mesh *largest = &getPlans().front().mesh;
+  for (const LoadedPlan &loaded : getPlans())
+    if (loaded.mesh.getNumDevices() > largest->getNumDevices())
+      largest = &loaded.mesh;
+  return *largest;
+}
+
+/// Loads the checkpoint in `directory` on rank 0 of each plan, its
+/// arguments' pieces allocated as tessera-run does.
+void loadIntoEveryPlan(const std::string &directory) {
+  for (const LoadedPlan &loaded : getPlans()) {
+    const plan::Program *program = nullptr;
+    for (const plan::Program &each : loaded.plan.programs())
+      for (int64_t rank : each.ranks())
+        if (rank == 0)
+          program = &each;
+    if (!program)
+      continue;
+    std::vector<OwnedTensor> locals;
+    for (const plan::Argument &argument : program->arguments()) {
+      const plan::Buffer &buffer = program->buffers(argument.buffer());
+      locals.emplace_back(
+          getDType(buffer.dtype()),
+          std::vector<int64_t>(buffer.shape().begin(), buffer.shape().end()));
+    }
+    int64_t step = 0;
+    (void)loadCheckpoint(directory, loaded.plan, *program, loaded.mesh, locals,
+                         0, step);
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
@@ -58,6 +97,10 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     }
     Mesh mesh = getMesh(*plan);
     getPlans().push_back({plan.take(), mesh});
+  }
+  if (getPlans().empty()) {
+    std::fprintf(stderr, "'%s' holds no plans\n", directory);
+    std::exit(1);
   }
   return 0;
 }
@@ -82,25 +125,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                            : end - begin);
     begin = end == std::string::npos ? input.size() + 1 : end + 4;
   }
-  for (const LoadedPlan &loaded : getPlans()) {
-    // Rank 0's program, its arguments' pieces allocated as tessera-run does.
-    const plan::Program *program = nullptr;
-    for (const plan::Program &each : loaded.plan.programs())
-      for (int64_t rank : each.ranks())
-        if (rank == 0)
-          program = &each;
-    if (!program)
-      continue;
-    std::vector<OwnedTensor> locals;
-    for (const plan::Argument &argument : program->arguments()) {
-      const plan::Buffer &buffer = program->buffers(argument.buffer());
-      locals.emplace_back(
-          getDType(buffer.dtype()),
-          std::vector<int64_t>(buffer.shape().begin(), buffer.shape().end()));
-    }
-    int64_t step = 0;
-    (void)loadCheckpoint(directory, loaded.plan, *program, loaded.mesh, locals,
-                         0, step);
-  }
+  loadIntoEveryPlan(directory);
+  if (Status sealed = writeCheckpointIndex(directory, getLargestMesh(),
+                                           /*step=*/1);
+      sealed.ok())
+    loadIntoEveryPlan(directory);
   return 0;
 }

@@ -24,10 +24,10 @@
 // counts from 1, and the first rank with the loss logs the step
 // (TrainingLog.h). With --data, each step's tokens and labels are the next
 // batch of a token file (Data.h). A checkpoint (Checkpoint.h) holds each
-// rank's pieces of the parameters and optimizer state, named, with a
-// checksum, and the step reached; it is swapped in whole (at the end, and
-// every --save-every steps), loading it on the same plan resumes bit for
-// bit, and on another plan reshards it. --load-weights and --save-weights
+// rank's pieces of the parameters and optimizer state, named, and the step
+// reached, the whole under checksums that a load checks; it is swapped in
+// whole (at the end, and every --save-every steps), loading it on the same
+// plan resumes bit for bit, and on another plan reshards it. --load-weights and --save-weights
 // read and write the parameters alone as safetensors, by their names.
 //
 // On the CPU, large elementwise, row and attention kernels split over

@@ -2,6 +2,7 @@
 
 #include "tessera/runtime/training/Checkpoint.h"
 
+#include "tessera/runtime/AtomicFile.h"
 #include "tessera/runtime/Dump.h"
 #include "tessera/runtime/Executor.h"
 #include "tessera/runtime/Plan.h"
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -99,6 +101,87 @@ Expected<uint64_t> getFileChecksum(const std::string &path) {
   return hash;
 }
 
+/// A checksum as the index files write it: 16 lowercase hex digits.
+std::string formatChecksum(uint64_t checksum) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, checksum);
+  return hex;
+}
+
+/// The checksum formatChecksum wrote; none for any other text.
+std::optional<uint64_t> parseChecksum(const std::string &text) {
+  if (text.size() != 16 ||
+      text.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return std::nullopt;
+  return std::strtoull(text.c_str(), nullptr, 16);
+}
+
+/// The most bytes a checkpoint's index file (index.txt, rank-<N>.txt) may
+/// hold: a line per rank of the largest mesh, or a line per tensor, is far
+/// less; a larger file is damaged, and is not read into memory.
+constexpr std::streamoff kMaxIndexFileBytes = std::streamoff(1) << 28;
+
+/// The whole text of one of a checkpoint's index files.
+Expected<std::string> readIndexFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file)
+    return dataError("cannot read '" + path + "'");
+  std::streamoff size = file.tellg();
+  if (size < 0 || size > kMaxIndexFileBytes)
+    return dataError("'" + path + "' holds " + std::to_string(size) +
+                     " bytes, more than a checkpoint index file holds (" +
+                     std::to_string(kMaxIndexFileBytes) + ")");
+  std::string text(static_cast<size_t>(size), '\0');
+  file.seekg(0);
+  if (!file.read(text.data(), size))
+    return dataError("cannot read '" + path + "'");
+  return text;
+}
+
+/// The lines of `text` as std::getline reads them: a last line without its
+/// newline is a line, a newline at the end starts none.
+std::vector<std::string> splitLines(const std::string &text) {
+  std::vector<std::string> lines;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = std::min(text.find('\n', begin), text.size());
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+/// `text` (whole lines) followed by the line that seals it: "xxh3 " and the
+/// XXH3-64 of every byte before that line.
+std::string sealText(const std::string &text) {
+  return text + "xxh3 " +
+         formatChecksum(XXH3_64bits(text.data(), text.size())) + "\n";
+}
+
+/// What `text` (the contents of `path`) holds before its sealing line, once
+/// that line's checksum is found to be the XXH3-64 of those bytes.
+Expected<std::string> unsealText(const std::string &text,
+                                 const std::string &path) {
+  // The last line begins after the newline before the final one.
+  bool ended = !text.empty() && text.back() == '\n';
+  size_t previous =
+      text.size() < 2 ? std::string::npos : text.rfind('\n', text.size() - 2);
+  size_t begin = previous == std::string::npos ? 0 : previous + 1;
+  std::string last =
+      ended ? text.substr(begin, text.size() - 1 - begin) : std::string();
+  std::optional<uint64_t> recorded = last.rfind("xxh3 ", 0) == 0
+                                         ? parseChecksum(last.substr(5))
+                                         : std::nullopt;
+  if (!recorded)
+    return dataError("'" + path +
+                     "' is damaged: it does not end with the line of its "
+                     "checksum ('xxh3 ' and 16 hex digits)");
+  if (XXH3_64bits(text.data(), begin) != *recorded)
+    return dataError("'" + path +
+                     "' is damaged: its contents do not match the checksum "
+                     "on its last line");
+  return text.substr(0, begin);
+}
+
 /// Flushes a file or directory to the disk.
 Status sync(const std::string &path, bool directory = false) {
   int fd = ::open(path.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
@@ -128,17 +211,32 @@ Status agree(Status status, const Job &job, double timeoutSeconds) {
                    " could not save its part of the checkpoint");
 }
 
-/// Writes this rank's files into `staging`.
-Status writeShard(const std::string &staging, const plan::Program &program,
-                  const Mesh &mesh, const std::vector<OwnedTensor> &locals,
-                  int rank, int64_t step) {
+/// The first line of a checkpoint's index.txt, and of a rank's index file,
+/// in format `version`.
+std::string getIndexHeader(int version) {
+  return "tessera checkpoint v" + std::to_string(version);
+}
+std::string getShardIndexHeader(int version) {
+  return "tessera checkpoint shard v" + std::to_string(version);
+}
+
+/// The format a save writes. v3 is v2 with index.txt sealed: it records the
+/// XXH3-64 of each rank's index file (which records that of the rank's
+/// tensors file) and ends with that of its own text, so that every name,
+/// dtype, shape, layout, the step, the mesh and the format itself are
+/// checked before anything of them is trusted.
+constexpr int kSavedFormat = 3;
+
+/// Writes rank `rank`'s files into `dir`: its tensors, then its index.
+Status writeShardFiles(const std::string &dir, const plan::Program &program,
+                       const std::vector<OwnedTensor> &locals, int rank) {
   std::error_code error;
-  std::filesystem::create_directories(staging, error);
-  if (error && !std::filesystem::is_directory(staging))
-    return dataError("cannot make the checkpoint directory '" + staging +
+  std::filesystem::create_directories(dir, error);
+  if (error && !std::filesystem::is_directory(dir))
+    return dataError("cannot make the checkpoint directory '" + dir +
                      "': " + error.message());
   std::vector<int> indices = getCheckpointed(program);
-  std::string tensors = getShardPath(staging, rank);
+  std::string tensors = getShardPath(dir, rank);
   TensorFileWriter writer;
   if (Status status = writer.open(tensors); !status.ok())
     return status;
@@ -151,34 +249,34 @@ Status writeShard(const std::string &staging, const plan::Program &program,
   }
   if (Status status = writer.close(); !status.ok())
     return status;
+  if (Status status = sync(tensors); !status.ok())
+    return status;
   Expected<uint64_t> checksum = getFileChecksum(tensors);
   if (!checksum.ok())
     return checksum.getStatus();
-  std::string index = getShardIndexPath(staging, rank);
-  {
-    std::ofstream file(index);
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016" PRIx64, *checksum);
-    file << "tessera checkpoint shard v2\nxxh3 " << hex << "\n";
-    for (int i : indices)
-      file << describeArgument(program.arguments(i)) << "\n";
-    if (!file)
-      return dataError("cannot write '" + index + "'");
+  std::string text = getShardIndexHeader(kSavedFormat) + "\nxxh3 " +
+                     formatChecksum(*checksum) + "\n";
+  for (int i : indices)
+    text += describeArgument(program.arguments(i)) + "\n";
+  return writeFileAtomically(getShardIndexPath(dir, rank), {text},
+                             "checkpoint index");
+}
+
+/// Writes `dir`'s index.txt, sealing the rank files of every rank of
+/// `mesh` already there.
+Status writeIndexFile(const std::string &dir, const Mesh &mesh, int64_t step) {
+  std::string text = getIndexHeader(kSavedFormat) + "\nstep " +
+                     std::to_string(step) + "\nmesh " + formatMesh(mesh) + "\n";
+  for (int64_t rank = 0; rank < mesh.getNumDevices(); ++rank) {
+    Expected<uint64_t> checksum =
+        getFileChecksum(getShardIndexPath(dir, static_cast<int>(rank)));
+    if (!checksum.ok())
+      return checksum.getStatus();
+    text +=
+        "rank " + std::to_string(rank) + " " + formatChecksum(*checksum) + "\n";
   }
-  if (rank == 0) {
-    std::string top = staging + "/index.txt";
-    std::ofstream file(top);
-    file << "tessera checkpoint v2\nstep " << step << "\nmesh "
-         << formatMesh(mesh) << "\n";
-    if (!file)
-      return dataError("cannot write '" + top + "'");
-    if (Status status = sync(top); !status.ok())
-      return status;
-  }
-  for (const std::string &path : {tensors, index})
-    if (Status status = sync(path); !status.ok())
-      return status;
-  return Status::success();
+  return writeFileAtomically(dir + "/index.txt", {sealText(text)},
+                             "checkpoint index");
 }
 
 /// Rank 0 puts `staging` in place of `dir`. Where the file system can, the
@@ -215,30 +313,142 @@ Status swapIn(const std::string &staging, const std::string &dir,
   return sync(parent.string(), /*directory=*/true);
 }
 
-/// The v1 format (a rank's tensors in the order of its program's
-/// arguments, unnamed): read by position, as it was written.
-Status loadByPosition(const std::string &dir, const plan::Program &program,
-                      std::vector<OwnedTensor> &locals, int rank) {
-  Expected<std::vector<OwnedTensor>> read =
-      readTensors(getShardPath(dir, rank));
-  if (!read.ok())
-    return read.getStatus();
-  std::vector<OwnedTensor> shard = read.take();
-  std::vector<int> indices = getCheckpointed(program);
-  if (shard.size() != indices.size())
-    return dataError("the checkpoint holds " + std::to_string(shard.size()) +
-                     " tensors for this rank, the plan has " +
-                     std::to_string(indices.size()) +
-                     " parameters and state tensors");
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const Tensor &have = shard[k].view, &want = locals[indices[k]].view;
-    if (have.dtype != want.dtype || have.shape != want.shape)
-      return dataError("checkpoint tensor '" +
-                       program.arguments(indices[k]).name() +
-                       "' does not match this plan's piece of it");
-    locals[indices[k]] = std::move(shard[k]);
+/// The mesh formatMesh wrote ("dp=2 tp=2", "-" for one device).
+Expected<Mesh> parseMesh(const std::string &text) {
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  std::istringstream words(text == "-" ? "" : text);
+  int64_t devices = 1;
+  for (std::string word; words >> word;) {
+    size_t equals = word.find('=');
+    char *end = nullptr;
+    errno = 0;
+    long long size = equals == std::string::npos
+                         ? 0
+                         : std::strtoll(word.c_str() + equals + 1, &end, 10);
+    if (equals == std::string::npos || equals == 0 || *end != '\0' ||
+        errno == ERANGE || size < 1 || size > kMaxDevices / devices)
+      return dataError("the checkpoint's mesh '" + text +
+                       "' is not a list of axis=size");
+    devices *= size;
+    names.push_back(word.substr(0, equals));
+    sizes.push_back(size);
+  }
+  return Mesh(names, sizes);
+}
+
+/// A checkpoint's index.txt: its format, the step it reached, the mesh it
+/// was saved on and, from v3, the XXH3-64 of each saved rank's index file.
+struct CheckpointIndex {
+  std::string path;
+  int format = kSavedFormat;
+  int64_t step = 0;
+  /// The mesh as recorded ("dp=2 tp=2") and as read.
+  std::string meshText;
+  Mesh mesh;
+  std::vector<uint64_t> shardIndexChecksums;
+};
+
+/// The format an index.txt's first line names; 0 for none this runtime
+/// knows.
+int getIndexFormat(const std::string &header) {
+  for (int version = 1; version <= kSavedFormat; ++version)
+    if (header == getIndexHeader(version))
+      return version;
+  return 0;
+}
+
+/// The step an index.txt's second line records.
+Expected<int64_t> parseStepLine(const std::string &line,
+                                const std::string &dir) {
+  if (line.rfind("step ", 0) != 0)
+    return dataError("'" + dir + "' holds no Tessera checkpoint index");
+  char *end = nullptr;
+  errno = 0;
+  long long step = std::strtoll(line.c_str() + 5, &end, 10);
+  if (*end != '\0' || end == line.c_str() + 5 || errno == ERANGE)
+    return dataError("the checkpoint in '" + dir + "' has no step number");
+  if (step < 0)
+    return dataError("the checkpoint in '" + dir + "' is at step " +
+                     std::to_string(step) + "; steps count from 0");
+  return static_cast<int64_t>(step);
+}
+
+/// The checksums of a v3 index's rank lines ("rank <N> <checksum>", one
+/// per device of its mesh, in rank order). A rank is a number, never a
+/// file's name: every path a load opens is the checkpoint directory's.
+Status parseRankLines(const std::vector<std::string> &lines,
+                      CheckpointIndex &index) {
+  int64_t ranks = static_cast<int64_t>(lines.size()) - 3;
+  if (ranks != index.mesh.getNumDevices())
+    return dataError("'" + index.path + "' records checksums for " +
+                     std::to_string(std::max<int64_t>(ranks, 0)) +
+                     " ranks, its mesh '" + index.meshText + "' has " +
+                     std::to_string(index.mesh.getNumDevices()));
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    const std::string &line = lines[3 + rank];
+    std::string prefix = "rank " + std::to_string(rank) + " ";
+    std::optional<uint64_t> checksum =
+        line.rfind(prefix, 0) == 0 ? parseChecksum(line.substr(prefix.size()))
+                                   : std::nullopt;
+    if (!checksum)
+      return dataError("'" + index.path + "' line " + std::to_string(4 + rank) +
+                       " is '" + line + "', not '" + prefix + "<checksum>'");
+    index.shardIndexChecksums.push_back(*checksum);
   }
   return Status::success();
+}
+
+/// Reads `dir`'s index.txt. A v3 index is checked against its own checksum
+/// before any of it is read; a v2 index (saved before v3) has none, and
+/// holds its three lines only. A v1 index (tensors by position, without a
+/// checksum of anything) is refused: nothing in it can be checked.
+Expected<CheckpointIndex> readCheckpointIndex(const std::string &dir) {
+  CheckpointIndex index;
+  index.path = dir + "/index.txt";
+  if (!std::filesystem::is_regular_file(index.path))
+    return dataError("'" + dir + "' holds no Tessera checkpoint index");
+  Expected<std::string> text = readIndexFile(index.path);
+  if (!text.ok())
+    return text.getStatus();
+  std::string body = *text;
+  index.format = getIndexFormat(body.substr(0, body.find('\n')));
+  if (index.format == 0)
+    return dataError("'" + dir + "' holds no Tessera checkpoint index");
+  if (index.format == 1)
+    return dataError("'" + index.path +
+                     "' is of format v1, which has no checksum to check its "
+                     "tensors by: only v2 and v3 checkpoints load");
+  if (index.format >= 3) {
+    Expected<std::string> unsealed = unsealText(*text, index.path);
+    if (!unsealed.ok())
+      return unsealed.getStatus();
+    body = unsealed.take();
+  }
+  std::vector<std::string> lines = splitLines(body);
+  lines.resize(std::max<size_t>(lines.size(), 3));
+  Expected<int64_t> step = parseStepLine(lines[1], dir);
+  if (!step.ok())
+    return step.getStatus();
+  index.step = *step;
+  if (lines[2].rfind("mesh ", 0) != 0)
+    return dataError("the checkpoint in '" + dir +
+                     "' does not say which mesh it was saved on");
+  index.meshText = lines[2].substr(5);
+  Expected<Mesh> mesh = parseMesh(index.meshText);
+  if (!mesh.ok())
+    return mesh.getStatus();
+  index.mesh = mesh.take();
+  if (index.format >= 3) {
+    if (Status status = parseRankLines(lines, index); !status.ok())
+      return status;
+  } else if (lines.size() != 3) {
+    // A v3 index relabelled v2 keeps its rank lines: a v2 index has none.
+    return dataError("'" + index.path + "' holds " +
+                     std::to_string(lines.size()) +
+                     " lines, not the 3 of a v2 checkpoint index");
+  }
+  return index;
 }
 
 /// One saved rank's files: its index's entries (describeArgument's lines)
@@ -258,34 +468,59 @@ Status getDamagedError(const std::string &dir, int64_t rank) {
                    getShardIndexPath(dir, static_cast<int>(rank)) + "'");
 }
 
-/// Reads saved rank `rank`'s shard of the v2 checkpoint in `dir`, its
-/// tensors checked against its index's checksum (or only its index).
-Expected<Shard> readShard(const std::string &dir, int64_t rank,
-                          bool indexOnly = false) {
-  std::string indexPath = getShardIndexPath(dir, static_cast<int>(rank));
-  std::ifstream index(indexPath);
-  std::string header, line;
-  if (!std::getline(index, header) || header != "tessera checkpoint shard v2" ||
-      !std::getline(index, line) || line.rfind("xxh3 ", 0) != 0)
-    return dataError("'" + indexPath +
-                     "' is not a Tessera checkpoint shard's "
-                     "index");
+/// Reads saved rank `rank`'s index file: from v3, checked against the
+/// checksum `index` records of it before any of it is read; in every
+/// format, of the format `index` names.
+Expected<Shard> readShardIndex(const std::string &dir,
+                               const CheckpointIndex &index, int64_t rank) {
+  std::string path = getShardIndexPath(dir, static_cast<int>(rank));
+  if (index.format >= 3 &&
+      rank >= static_cast<int64_t>(index.shardIndexChecksums.size()))
+    return dataError("'" + index.path + "' records no checksum of '" + path +
+                     "'");
+  Expected<std::string> text = readIndexFile(path);
+  if (!text.ok())
+    return text.getStatus();
+  if (index.format >= 3 && XXH3_64bits(text->data(), text->size()) !=
+                               index.shardIndexChecksums[rank])
+    return dataError("'" + path +
+                     "' is damaged: its contents do not match the checksum "
+                     "in '" +
+                     index.path + "'");
+  std::vector<std::string> lines = splitLines(*text);
+  std::optional<uint64_t> checksum =
+      lines.size() >= 2 && lines[1].rfind("xxh3 ", 0) == 0
+          ? parseChecksum(lines[1].substr(5))
+          : std::nullopt;
+  if (lines.empty() || lines[0] != getShardIndexHeader(index.format) ||
+      !checksum)
+    return dataError("'" + path + "' is not a Tessera checkpoint shard's " +
+                     "index of format v" + std::to_string(index.format) +
+                     ", which '" + index.path + "' names");
   Shard shard;
-  shard.checksum = std::strtoull(line.c_str() + 5, nullptr, 16);
-  while (std::getline(index, line))
-    shard.entries.push_back(line);
-  if (indexOnly)
-    return shard;
+  shard.checksum = *checksum;
+  shard.entries.assign(lines.begin() + 2, lines.end());
+  return shard;
+}
+
+/// Reads saved rank `rank`'s shard, its tensors checked against its
+/// index's checksum.
+Expected<Shard> readShard(const std::string &dir, const CheckpointIndex &index,
+                          int64_t rank) {
+  Expected<Shard> read = readShardIndex(dir, index, rank);
+  if (!read.ok())
+    return read.getStatus();
+  Shard shard = read.take();
   std::string tensorsPath = getShardPath(dir, static_cast<int>(rank));
   Expected<uint64_t> checksum = getFileChecksum(tensorsPath);
   if (!checksum.ok())
     return checksum.getStatus();
   if (*checksum != shard.checksum)
     return getDamagedError(dir, rank);
-  Expected<std::vector<OwnedTensor>> read = readTensors(tensorsPath);
-  if (!read.ok())
-    return read.getStatus();
-  shard.tensors = read.take();
+  Expected<std::vector<OwnedTensor>> tensors = readTensors(tensorsPath);
+  if (!tensors.ok())
+    return tensors.getStatus();
+  shard.tensors = tensors.take();
   if (shard.tensors.size() != shard.entries.size())
     return dataError(
         "'" + tensorsPath + "' holds " + std::to_string(shard.tensors.size()) +
@@ -298,33 +533,25 @@ std::string getEntryName(const std::string &entry) {
   return entry.substr(0, entry.find(' '));
 }
 
-/// Whether rank `rank`'s shard index records exactly this plan's
+/// Whether a saved rank's index (`shard`) records exactly this plan's
 /// checkpointed arguments in this plan's layouts: then its tensors are this
 /// rank's pieces, loaded by name alone.
-bool holdsPlanLayouts(const std::string &dir, const plan::Program &program,
-                      int rank) {
-  std::ifstream index(getShardIndexPath(dir, rank));
-  std::string line;
-  std::multiset<std::string> entries, wanted;
-  for (int skip = 0; skip < 2 && std::getline(index, line); ++skip)
-    ;
-  while (std::getline(index, line))
-    entries.insert(line);
+bool holdsPlanLayouts(const Shard &shard, const plan::Program &program) {
+  std::multiset<std::string> entries(shard.entries.begin(),
+                                     shard.entries.end()),
+      wanted;
   for (int i : getCheckpointed(program))
     wanted.insert(describeArgument(program.arguments(i)));
   return entries == wanted;
 }
 
-/// The v2 format on the mesh it was saved on: this rank's tensors by name,
-/// checked against its index and checksum.
+/// A checkpoint on the mesh it was saved on: this rank's tensors by name,
+/// checked against its index (`shard`, read and checked) and checksum.
 /// The tensors are read straight into the arguments they replace, and the
 /// checksum is computed in the same pass.
-Status loadByName(const std::string &dir, const plan::Program &program,
+Status loadByName(const std::string &dir, const Shard &shard,
+                  const plan::Program &program,
                   std::vector<OwnedTensor> &locals, int rank) {
-  Expected<Shard> read = readShard(dir, rank, /*indexOnly=*/true);
-  if (!read.ok())
-    return read.getStatus();
-  const Shard &shard = *read;
   std::map<std::string, size_t> byName;
   for (size_t k = 0; k < shard.entries.size(); ++k)
     byName[getEntryName(shard.entries[k])] = k;
@@ -360,30 +587,6 @@ Status loadByName(const std::string &dir, const plan::Program &program,
                              "' does not describe its tensors file: ");
   return checksum == shard.checksum ? Status::success()
                                     : getDamagedError(dir, rank);
-}
-
-/// The mesh formatMesh wrote ("dp=2 tp=2", "-" for one device).
-Expected<Mesh> parseMesh(const std::string &text) {
-  std::vector<std::string> names;
-  std::vector<int64_t> sizes;
-  std::istringstream words(text == "-" ? "" : text);
-  int64_t devices = 1;
-  for (std::string word; words >> word;) {
-    size_t equals = word.find('=');
-    char *end = nullptr;
-    errno = 0;
-    long long size = equals == std::string::npos
-                         ? 0
-                         : std::strtoll(word.c_str() + equals + 1, &end, 10);
-    if (equals == std::string::npos || equals == 0 || *end != '\0' ||
-        errno == ERANGE || size < 1 || size > kMaxDevices / devices)
-      return dataError("the checkpoint's mesh '" + text +
-                       "' is not a list of axis=size");
-    devices *= size;
-    names.push_back(word.substr(0, equals));
-    sizes.push_back(size);
-  }
-  return Mesh(names, sizes);
 }
 
 /// "f32 [64, 256]".
@@ -432,16 +635,18 @@ Expected<std::vector<int64_t>> getSplitAxes(const std::string &entry,
   return indices;
 }
 
-/// A v2 checkpoint saved on `saved`, another mesh, loaded by global offsets:
+/// A checkpoint saved on another mesh (`index.mesh`, `saved`) or in other
+/// layouts, loaded by global offsets:
 /// each saved tensor's global value is put together from every saved
 /// rank's piece by the layout the checkpoint records of it (a unit's flat
 /// buffer is then taken apart into its members), and this rank takes its
 /// piece of each argument under this plan's layout (packing a unit's
 /// members into its flat buffer first). Every rank reads every shard.
-Status loadResharded(const std::string &dir, const plan::Plan &plan,
-                     const plan::Program &program, const Mesh &saved,
+Status loadResharded(const std::string &dir, const CheckpointIndex &index,
+                     const plan::Plan &plan, const plan::Program &program,
                      const Mesh &mesh, std::vector<OwnedTensor> &locals,
                      int rank) {
+  const Mesh &saved = index.mesh;
   // Per saved tensor (its index entry: name, dtype, global shape and
   // layout, the same on every rank; two units of a block with TP share
   // their name): the saved ranks holding a piece, where in their shard,
@@ -453,7 +658,7 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
   };
   std::map<std::string, std::vector<SavedPiece>> pieces;
   for (int64_t savedRank = 0; savedRank < saved.getNumDevices(); ++savedRank) {
-    Expected<Shard> read = readShard(dir, savedRank, /*indexOnly=*/true);
+    Expected<Shard> read = readShardIndex(dir, index, savedRank);
     if (!read.ok())
       return read.getStatus();
     for (size_t k = 0; k < read->entries.size(); ++k) {
@@ -522,7 +727,7 @@ Status loadResharded(const std::string &dir, const plan::Plan &plan,
     }
   }
   for (auto &[savedRank, shard] : shards) {
-    Expected<Shard> read = readShard(dir, savedRank);
+    Expected<Shard> read = readShard(dir, index, savedRank);
     if (!read.ok())
       return read.getStatus();
     shard = read.take();
@@ -711,12 +916,31 @@ Status runtime::saveCheckpoint(const std::string &given,
                            "a rank stopped before saving the checkpoint");
       !cleared.ok())
     return cleared;
-  Status written = agree(writeShard(staging, program, mesh, locals, rank, step),
-                         job, timeoutSeconds);
+  Status written = agree(writeShardFiles(staging, program, locals, rank), job,
+                         timeoutSeconds);
   if (!written.ok())
     return written;
-  return agree(rank == 0 ? swapIn(staging, dir, old) : Status::success(), job,
-               timeoutSeconds);
+  // Once every rank's files are written, rank 0 seals them in the index and
+  // swaps the whole in.
+  Status swapped = Status::success();
+  if (rank == 0) {
+    swapped = writeIndexFile(staging, mesh, step);
+    if (swapped.ok())
+      swapped = swapIn(staging, dir, old);
+  }
+  return agree(swapped, job, timeoutSeconds);
+}
+
+Status runtime::writeCheckpointShard(const std::string &dir,
+                                     const plan::Program &program,
+                                     const std::vector<OwnedTensor> &locals,
+                                     int rank) {
+  return writeShardFiles(dir, program, locals, rank);
+}
+
+Status runtime::writeCheckpointIndex(const std::string &dir, const Mesh &mesh,
+                                     int64_t step) {
+  return writeIndexFile(dir, mesh, step);
 }
 
 Status runtime::loadCheckpoint(const std::string &given, const plan::Plan &plan,
@@ -735,44 +959,31 @@ Status runtime::loadCheckpoint(const std::string &given, const plan::Plan &plan,
                    given.c_str(), old.c_str());
     dir = old;
   }
-  std::ifstream index(dir + "/index.txt");
-  std::string format, stepLine, meshLine;
-  std::getline(index, format);
-  std::getline(index, stepLine);
-  bool v1 = format == "tessera checkpoint v1";
-  if ((!v1 && format != "tessera checkpoint v2") ||
-      stepLine.rfind("step ", 0) != 0)
-    return dataError("'" + dir + "' holds no Tessera checkpoint index");
-  char *end = nullptr;
-  errno = 0;
-  long long saved = std::strtoll(stepLine.c_str() + 5, &end, 10);
-  if (*end != '\0' || end == stepLine.c_str() + 5 || errno == ERANGE)
-    return dataError("the checkpoint in '" + dir + "' has no step number");
-  if (saved < 0)
-    return dataError("the checkpoint in '" + dir + "' is at step " +
-                     std::to_string(saved) + "; steps count from 0");
-  if (!v1) {
-    std::getline(index, meshLine);
-    if (meshLine.rfind("mesh ", 0) != 0)
-      return dataError("the checkpoint in '" + dir +
-                       "' does not say which mesh it was saved on");
-  }
-  // On another mesh or in other layouts (another ZeRO stage, units), by
-  // global offsets.
+  Expected<CheckpointIndex> index = readCheckpointIndex(dir);
+  if (!index.ok())
+    return index.getStatus();
+  if (index->format < kSavedFormat && rank == 0)
+    std::fprintf(stderr,
+                 "tessera-run: note: '%s' is a v%d checkpoint: its tensors "
+                 "are checked against their checksums, their names and "
+                 "layouts are not (a save writes v%d, which checks both)\n",
+                 dir.c_str(), index->format, kSavedFormat);
+  // On the mesh it was saved on and in this plan's layouts, by name; else
+  // (another mesh, another ZeRO stage, units) by global offsets.
   Status loaded;
-  if (v1) {
-    loaded = loadByPosition(dir, program, locals, rank);
-  } else if (meshLine.substr(5) == formatMesh(mesh) &&
-             holdsPlanLayouts(dir, program, rank)) {
-    loaded = loadByName(dir, program, locals, rank);
+  if (index->meshText == formatMesh(mesh)) {
+    Expected<Shard> shard = readShardIndex(dir, *index, rank);
+    if (!shard.ok())
+      return shard.getStatus();
+    loaded =
+        holdsPlanLayouts(*shard, program)
+            ? loadByName(dir, *shard, program, locals, rank)
+            : loadResharded(dir, *index, plan, program, mesh, locals, rank);
   } else {
-    Expected<Mesh> saved = parseMesh(meshLine.substr(5));
-    loaded = saved.ok()
-                 ? loadResharded(dir, plan, program, *saved, mesh, locals, rank)
-                 : saved.getStatus();
+    loaded = loadResharded(dir, *index, plan, program, mesh, locals, rank);
   }
   if (!loaded.ok())
     return loaded;
-  step = saved;
+  step = index->step;
   return Status::success();
 }

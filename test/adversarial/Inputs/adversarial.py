@@ -19,8 +19,8 @@ Classes:
   cli         every subcommand with out-of-range, meaningless and
               conflicting options.
   files       tensor files (`--inputs`) and checkpoints with flipped,
-              truncated and edited bytes and index lines: a change to data
-              must be refused, never loaded.
+              truncated and edited bytes and index lines: a change to any
+              byte of a checkpoint must be refused, never loaded.
 
 Usage: adversarial.py CLASS --bin DIR --examples DIR --work DIR
        [--seed N] [--cases N]
@@ -316,18 +316,21 @@ def suite_files(s):
         shutil.copytree(checkpoint, bad)
         name = files[n // 2 % len(files)]
         target = os.path.join(bad, name)
+        original = open(target, "rb").read()
         if name.endswith(".txt"):
-            edited, how = s.mutate_text(open(target).read())
-            open(target, "w").write(edited)
+            edited, how = s.mutate_text(original.decode())
+            data = edited.encode()
         else:
-            data, how = s.mutate_bytes(open(target, "rb").read())
-            open(target, "wb").write(data)
-        # Any change to a checkpoint's data must be refused: its checksum
-        # covers every byte.
+            data, how = s.mutate_bytes(original)
+        open(target, "wb").write(data)
+        # Any change to a checkpoint must be refused: its checksums cover
+        # every byte of it (index.txt's own, each rank's index file's in
+        # index.txt, each tensors file's in its index). An edit may leave
+        # the bytes as they were (a number replaced by itself).
         s.run(f"checkpoint {name}, {how}",
               [s.tool("tessera-run"), plan, "--steps", "1",
                "--load-checkpoint", bad], keep=[bad],
-              must_fail=not name.endswith(".txt"))
+              must_fail=data != original)
 
 
 def main():

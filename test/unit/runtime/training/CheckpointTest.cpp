@@ -5,9 +5,12 @@
 #include "tessera/runtime/Plan.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -131,12 +134,84 @@ std::vector<float> getValues(const OwnedTensor &tensor) {
   return std::vector<float>(data, data + tensor.view.getNumElements());
 }
 
-/// Saves `values` (one list per argument of `plan`'s program) at kSavedStep
-/// as the pieces of this process: a default Job is rank 0 of a world of
-/// one, whose ranks agree without MPI.
-Status save(const std::string &dir, const plan::Plan &plan,
-            const std::vector<std::vector<float>> &values) {
-  const plan::Program &program = plan.programs(0);
+/// A file's bytes; empty where it cannot be read.
+std::string readFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream read;
+  read << file.rdbuf();
+  return read.str();
+}
+
+/// Writes `bytes` as the whole of the file at `path`.
+void writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+/// Replaces every `from` in the file at `path` by `to`; whether there was
+/// one.
+bool replaceInFile(const std::string &path, const std::string &from,
+                   const std::string &to) {
+  std::string text = readFile(path);
+  bool found = false;
+  for (size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+    found = true;
+  }
+  writeFile(path, text);
+  return found;
+}
+
+/// Flips a bit of the last byte of a rank's tensors file: an element's (the
+/// last tensor's last), so the file still reads as tensors of the recorded
+/// shapes, and only a checksum tells.
+void flipLastByte(const std::string &path) {
+  std::string bytes = readFile(path);
+  ASSERT_FALSE(bytes.empty()) << path;
+  bytes.back() ^= 1;
+  writeFile(path, bytes);
+}
+
+/// `lines` (each ending in a newline) followed by the line that seals them
+/// in a v3 index.txt, as a forger who recomputes the checksum writes it.
+std::string sealLines(const std::string &lines) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64,
+                XXH3_64bits(lines.data(), lines.size()));
+  return lines + "xxh3 " + hex + "\n";
+}
+
+/// Rewrites the v3 checkpoint in `dir`, saved on `ranks` ranks, as the v2
+/// that an earlier release saved: index.txt without its rank lines and its
+/// checksum, the rank files' headers relabelled.
+void rewriteAsVersion2(const std::string &dir, int ranks) {
+  std::istringstream index(readFile(dir + "/index.txt"));
+  std::string header, step, mesh;
+  std::getline(index, header);
+  std::getline(index, step);
+  std::getline(index, mesh);
+  writeFile(dir + "/index.txt",
+            "tessera checkpoint v2\n" + step + "\n" + mesh + "\n");
+  for (int rank = 0; rank < ranks; ++rank)
+    ASSERT_TRUE(replaceInFile(dir + "/rank-" + std::to_string(rank) + ".txt",
+                              "tessera checkpoint shard v3\n",
+                              "tessera checkpoint shard v2\n"));
+}
+
+/// A plan on a ["dp"=2, "tp"=2] mesh whose weight is split by rows over
+/// "tp" (rank r, at dp r / 2 and tp r % 2, holds rows 2(r % 2) and the
+/// next) and whose moment is replicated.
+plan::Plan makeGridPlan() {
+  return makePlan(
+      {{"dp", 2}, {"tp", 2}},
+      {{"fc.weight", plan::PARAM, {4, 2}, {{"tp"}, {}}, {2, 2}},
+       {"fc.weight.adam_m", plan::OPTIMIZER_STATE, {4, 2}, {{}, {}}, {4, 2}}});
+}
+
+/// `program`'s arguments holding `values`, one list per argument.
+Expected<std::vector<OwnedTensor>>
+makeLocals(const plan::Program &program,
+           const std::vector<std::vector<float>> &values) {
   std::vector<OwnedTensor> locals = makeZeroLocals(program);
   if (values.size() != locals.size())
     return invalidArgument("got " + std::to_string(values.size()) +
@@ -151,8 +226,40 @@ Status save(const std::string &dir, const plan::Plan &plan,
                              std::to_string(values[i].size()));
     std::copy(values[i].begin(), values[i].end(), locals[i].view.as<float>());
   }
-  return saveCheckpoint(dir, program, getMesh(plan), locals, Job(), kSavedStep,
+  return locals;
+}
+
+/// Saves `values` (one list per argument of `plan`'s program) at kSavedStep
+/// as the pieces of this process: a default Job is rank 0 of a world of
+/// one, whose ranks agree without MPI.
+Status save(const std::string &dir, const plan::Plan &plan,
+            const std::vector<std::vector<float>> &values) {
+  const plan::Program &program = plan.programs(0);
+  Expected<std::vector<OwnedTensor>> locals = makeLocals(program, values);
+  if (!locals.ok())
+    return locals.getStatus();
+  return saveCheckpoint(dir, program, getMesh(plan), *locals, Job(), kSavedStep,
                         /*timeoutSeconds=*/10);
+}
+
+/// Puts together in `dir` the checkpoint that a run of `plan` on all its
+/// ranks saves at kSavedStep, rank r's arguments holding `values[r]`: each
+/// rank's files, then the index that seals them (as rank 0 writes it once
+/// every rank has written).
+Status saveRanks(const std::string &dir, const plan::Plan &plan,
+                 const std::vector<std::vector<std::vector<float>>> &values) {
+  const plan::Program &program = plan.programs(0);
+  for (size_t rank = 0; rank < values.size(); ++rank) {
+    Expected<std::vector<OwnedTensor>> locals =
+        makeLocals(program, values[rank]);
+    if (!locals.ok())
+      return locals.getStatus();
+    if (Status status =
+            writeCheckpointShard(dir, program, *locals, static_cast<int>(rank));
+        !status.ok())
+      return status;
+  }
+  return writeCheckpointIndex(dir, getMesh(plan), kSavedStep);
 }
 
 /// Loads the checkpoint in `dir` into zeros on rank `rank` of `plan`'s one
@@ -242,25 +349,15 @@ TEST(CheckpointTest, ReshardsColumnsOntoTwoDevices) {
 }
 
 // Tests that a checkpoint saved on two devices, the weight split by rows,
-// loads onto one device whole. A default Job is rank 0 of a world of one, so
-// rank 1's pieces are saved as rank 0's of a second checkpoint and its files
-// copied in under rank 1's names: a shard's files do not record their rank.
+// loads onto one device whole.
 TEST(CheckpointTest, MergesTwoSavedRanksOntoOneDevice) {
-  std::string dir = getTempPath("merge"), other = getTempPath("merge-rank-1");
-  for (const std::string &each : {dir, other})
-    std::filesystem::remove_all(each);
+  std::string dir = getTempPath("merge");
+  std::filesystem::remove_all(dir);
   plan::Plan twoDevices = makeRowSplitPlan();
   ASSERT_TRUE(isValid(twoDevices));
-  Status saved = save(dir, twoDevices, {{1, 2, 3, 4}, kMoment});
+  Status saved = saveRanks(dir, twoDevices,
+                           {{{1, 2, 3, 4}, kMoment}, {{5, 6, 7, 8}, kMoment}});
   ASSERT_TRUE(saved.ok()) << saved.message();
-  saved = save(other, twoDevices, {{5, 6, 7, 8}, kMoment});
-  ASSERT_TRUE(saved.ok()) << saved.message();
-  for (const char *extension : {".txt", ".tensors"}) {
-    std::error_code error;
-    std::filesystem::copy_file(other + "/rank-0" + extension,
-                               dir + "/rank-1" + extension, error);
-    ASSERT_FALSE(error) << error.message();
-  }
 
   std::vector<OwnedTensor> locals;
   int64_t step = 0;
@@ -326,18 +423,7 @@ TEST(CheckpointTest, RefusesADamagedTensorsFile) {
   ASSERT_TRUE(saved.ok()) << saved.message();
 
   std::string tensors = dir + "/rank-0.tensors";
-  std::string bytes;
-  {
-    std::ifstream file(tensors, std::ios::binary);
-    std::ostringstream read;
-    read << file.rdbuf();
-    bytes = read.str();
-  }
-  ASSERT_FALSE(bytes.empty());
-  // The last byte is an element's (the moment's last), so the file still
-  // reads as tensors of the recorded shapes: only the checksum tells.
-  bytes.back() ^= 1;
-  std::ofstream(tensors, std::ios::binary | std::ios::trunc) << bytes;
+  flipLastByte(tensors);
 
   std::vector<OwnedTensor> locals;
   int64_t step = 0;
@@ -348,6 +434,256 @@ TEST(CheckpointTest, RefusesADamagedTensorsFile) {
             "'" + tensors +
                 "' is damaged: its contents do not match the checksum in '" +
                 dir + "/rank-0.txt'");
+}
+
+// Tests that a checkpoint of four ranks whose weight's layout is edited in
+// every rank's index (split over "dp" where it was over "tp": the same
+// pieces' shapes, other places) is refused, naming the first rank's index
+// and the file whose checksum it fails, where it would load the wrong rows.
+TEST(CheckpointTest, RefusesALayoutEditedInEveryRank) {
+  std::string dir = getTempPath("edited-layout");
+  std::filesystem::remove_all(dir);
+  plan::Plan grid = makeGridPlan();
+  ASSERT_TRUE(isValid(grid));
+  std::vector<float> top = {1, 2, 3, 4}, bottom = {5, 6, 7, 8};
+  Status saved = saveRanks(
+      dir, grid,
+      {{top, kMoment}, {bottom, kMoment}, {top, kMoment}, {bottom, kMoment}});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+  Status loaded = load(dir, makeOneDevicePlan(), /*rank=*/0, locals, step);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(getValues(locals[0]), kWeight);
+
+  for (int rank = 0; rank < 4; ++rank)
+    ASSERT_TRUE(replaceInFile(
+        dir + "/rank-" + std::to_string(rank) + ".txt",
+        "fc.weight f32 4 2 @ dim_axes { axes: \"tp\" } dim_axes { }",
+        "fc.weight f32 4 2 @ dim_axes { axes: \"dp\" } dim_axes { }"));
+  loaded = load(dir, makeOneDevicePlan(), /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getCode(), StatusCode::DataError);
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/rank-0.txt' is damaged: its contents do "
+                                  "not match the checksum in '" +
+                                  dir + "/index.txt'");
+}
+
+// Tests that a checkpoint whose index swaps the names of two tensors of one
+// dtype, shape and layout (a parameter and its moment) is refused, where it
+// would load each into the other.
+TEST(CheckpointTest, RefusesSwappedNames) {
+  std::string dir = getTempPath("swapped-names");
+  std::filesystem::remove_all(dir);
+  plan::Plan plan = makeOneDevicePlan();
+  Status saved = save(dir, plan, {kWeight, kMoment});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  std::string index = dir + "/rank-0.txt";
+  ASSERT_TRUE(replaceInFile(index, "\nfc.weight f32", "\nswapped f32"));
+  ASSERT_TRUE(
+      replaceInFile(index, "\nfc.weight.adam_m f32", "\nfc.weight f32"));
+  ASSERT_TRUE(replaceInFile(index, "\nswapped f32", "\nfc.weight.adam_m f32"));
+
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getCode(), StatusCode::DataError);
+  EXPECT_EQ(loaded.message(), "'" + index +
+                                  "' is damaged: its contents do not match "
+                                  "the checksum in '" +
+                                  dir + "/index.txt'");
+}
+
+// Tests that an index whose step is edited fails its own checksum.
+TEST(CheckpointTest, RefusesAnEditedStep) {
+  std::string dir = getTempPath("edited-step");
+  std::filesystem::remove_all(dir);
+  plan::Plan plan = makeOneDevicePlan();
+  Status saved = save(dir, plan, {kWeight, kMoment});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  ASSERT_TRUE(replaceInFile(dir + "/index.txt", "\nstep 3\n", "\nstep 4\n"));
+
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/index.txt' is damaged: its contents do "
+                                  "not match the checksum on its last line");
+}
+
+// Tests that a v3 index is refused without its own checksum line, and, its
+// checksum recomputed, without a checksum for each rank of its mesh.
+TEST(CheckpointTest, RefusesAnIndexWithoutItsChecksums) {
+  std::string dir = getTempPath("unsealed");
+  std::filesystem::remove_all(dir);
+  plan::Plan plan = makeOneDevicePlan();
+  Status saved = save(dir, plan, {kWeight, kMoment});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  std::string index = readFile(dir + "/index.txt");
+  size_t rankLine = index.find("\nrank 0 ");
+  size_t sealLine = index.find("\nxxh3 ");
+  ASSERT_NE(rankLine, std::string::npos);
+  ASSERT_NE(sealLine, std::string::npos);
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+
+  writeFile(dir + "/index.txt", index.substr(0, sealLine + 1));
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/index.txt' is damaged: it does not end "
+                                  "with the line of its checksum ('xxh3 ' "
+                                  "and 16 hex digits)");
+
+  writeFile(dir + "/index.txt", sealLines(index.substr(0, rankLine + 1)));
+  loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/index.txt' records checksums for 0 "
+                                  "ranks, its mesh '-' has 1");
+}
+
+// Tests that an index marked v1 (which read tensors by position and checked
+// nothing) with a flipped data byte is refused, whatever else it holds.
+TEST(CheckpointTest, RefusesAnIndexMarkedVersion1) {
+  std::string dir = getTempPath("marked-v1");
+  std::filesystem::remove_all(dir);
+  plan::Plan plan = makeOneDevicePlan();
+  Status saved = save(dir, plan, {kWeight, kMoment});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  flipLastByte(dir + "/rank-0.tensors");
+  ASSERT_TRUE(replaceInFile(dir + "/index.txt", "tessera checkpoint v3\n",
+                            "tessera checkpoint v1\n"));
+
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getCode(), StatusCode::DataError);
+  EXPECT_EQ(loaded.message(),
+            "'" + dir +
+                "/index.txt' is of format v1, which has no checksum to check "
+                "its tensors by: only v2 and v3 checkpoints load");
+}
+
+// Tests that a v3 checkpoint relabelled v2 is refused while any of v3 is
+// left (the index's rank lines and checksum, the rank files' headers), and
+// that once it is a whole v2 its flipped data byte still fails the v2
+// checksum of its tensors file.
+TEST(CheckpointTest, RefusesAnIndexMarkedVersion2) {
+  std::string dir = getTempPath("marked-v2");
+  std::filesystem::remove_all(dir);
+  plan::Plan plan = makeOneDevicePlan();
+  Status saved = save(dir, plan, {kWeight, kMoment});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  flipLastByte(dir + "/rank-0.tensors");
+  std::string sealed = readFile(dir + "/index.txt");
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+
+  // The header alone: the index keeps its rank line and its checksum.
+  ASSERT_TRUE(replaceInFile(dir + "/index.txt", "tessera checkpoint v3\n",
+                            "tessera checkpoint v2\n"));
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(),
+            "'" + dir +
+                "/index.txt' holds 5 lines, not the 3 of a v2 checkpoint "
+                "index");
+
+  // The index rewritten as v2's: the rank file is still v3's.
+  std::istringstream lines(sealed);
+  std::string header, stepLine, meshLine;
+  std::getline(lines, header);
+  std::getline(lines, stepLine);
+  std::getline(lines, meshLine);
+  writeFile(dir + "/index.txt",
+            "tessera checkpoint v2\n" + stepLine + "\n" + meshLine + "\n");
+  loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(),
+            "'" + dir +
+                "/rank-0.txt' is not a Tessera checkpoint shard's index of "
+                "format v2, which '" +
+                dir + "/index.txt' names");
+
+  // A whole v2: its own check, the tensors file's checksum, fails.
+  writeFile(dir + "/index.txt", sealed);
+  rewriteAsVersion2(dir, /*ranks=*/1);
+  loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "'" + dir +
+                                  "/rank-0.tensors' is damaged: its contents "
+                                  "do not match the checksum in '" +
+                                  dir + "/rank-0.txt'");
+}
+
+// Tests that a v2 checkpoint (saved before v3) still loads, on its mesh and
+// resharded, with the values saved.
+TEST(CheckpointTest, LoadsAVersion2Checkpoint) {
+  std::string dir = getTempPath("v2");
+  std::filesystem::remove_all(dir);
+  plan::Plan twoDevices = makeRowSplitPlan();
+  Status saved = saveRanks(dir, twoDevices,
+                           {{{1, 2, 3, 4}, kMoment}, {{5, 6, 7, 8}, kMoment}});
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  rewriteAsVersion2(dir, /*ranks=*/2);
+
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+  Status loaded = load(dir, twoDevices, /*rank=*/1, locals, step);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(step, kSavedStep);
+  EXPECT_EQ(getValues(locals[0]), std::vector<float>({5, 6, 7, 8}));
+  loaded = load(dir, makeOneDevicePlan(), /*rank=*/0, locals, step);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(getValues(locals[0]), kWeight);
+  EXPECT_EQ(getValues(locals[1]), kMoment);
+}
+
+// Tests that no name a checkpoint holds leads a load out of its directory:
+// an index whose rank line names a path (to a whole checkpoint beside it,
+// its checksum recomputed) is refused, naming the line; a tensor named
+// like a path (its checksums recomputed) is only a name this plan lacks.
+TEST(CheckpointTest, RefusesPathsInTheIndex) {
+  std::string dir = getTempPath("traversal");
+  std::string outside = getTempPath("traversal-outside");
+  for (const std::string &each : {dir, outside})
+    std::filesystem::remove_all(each);
+  plan::Plan plan = makeOneDevicePlan();
+  for (const std::string &each : {dir, outside}) {
+    Status saved = save(each, plan, {kWeight, kMoment});
+    ASSERT_TRUE(saved.ok()) << saved.message();
+  }
+  std::string index = readFile(dir + "/index.txt");
+  size_t rankLine = index.find("\nrank 0 ");
+  ASSERT_NE(rankLine, std::string::npos);
+  std::string checksum = index.substr(rankLine + 8, 16);
+  std::string named = "rank ../checkpoint-traversal-outside/rank-0 " + checksum;
+  writeFile(dir + "/index.txt",
+            sealLines(index.substr(0, rankLine + 1) + named + "\n"));
+
+  std::vector<OwnedTensor> locals;
+  int64_t step = 0;
+  Status loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.getCode(), StatusCode::DataError);
+  EXPECT_EQ(loaded.message(), "'" + dir + "/index.txt' line 4 is '" + named +
+                                  "', not 'rank 0 <checksum>'");
+
+  writeFile(dir + "/index.txt", index);
+  ASSERT_TRUE(replaceInFile(dir + "/rank-0.txt", "\nfc.weight f32",
+                            "\n../../fc.weight f32"));
+  Status sealed = writeCheckpointIndex(dir, getMesh(plan), kSavedStep);
+  ASSERT_TRUE(sealed.ok()) << sealed.message();
+  loaded = load(dir, plan, /*rank=*/0, locals, step);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(), "the checkpoint in '" + dir +
+                                  "' holds '../../fc.weight', which this "
+                                  "plan does not have");
 }
 
 } // namespace
