@@ -1,28 +1,7 @@
 //===- ParameterServer.cpp - A parameter-server plan's job ------------------===//
 //
-// The protocol, over ZeroMQ: each server binds a ROUTER socket and writes
-// its address into the job's directory; each worker connects a DEALER
-// socket to every server. A message is a Header frame, then one frame per
-// tensor piece:
-//
-//   worker -> server  Hello            server -> worker  Welcome (first step)
-//   worker -> server  Pull             server -> worker  Params (its pieces
-//                                      of the parameters, when the
-//                                      consistency lets the worker go on)
-//   worker -> server  Push (its pieces of the gradients, its loss)
-//   worker -> server  Bye
-//
-// A server applies the gradients as the consistency says: sync sums a
-// round's gradients of every live worker and applies them once (data
-// parallelism: the workers' gradients are partial sums of the step's);
-// async applies each as it arrives, scaled to the pushing worker's own
-// batch; ssp=K does the same, but holds a worker's pull while it is more
-// than K steps ahead of the slowest live worker.
-//
-//
-// This file holds the job's supervisor and the entry point of each
-// process; the messages are Protocol.h's, the roles Server.h's and
-// Worker.h's.
+// The job's supervisor and the entry point of each process; the protocol
+// and its messages are Protocol.h's, the roles Server.h's and Worker.h's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +80,16 @@ public:
 
 private:
   Expected<pid_t> spawn(const std::string &role, int64_t index, bool restore);
+  /// Waits until a child ends and returns it (-1 once none is left),
+  /// killing on the way each child stopped for the timeout.
+  pid_t waitForChild(int &status);
+  /// Kills each child stopped (SIGSTOP, SIGTSTP) for the timeout: stopped,
+  /// it holds the job up as long as it lives; ended, it is a worker that
+  /// the servers drop or a server that the job restarts (or fails on).
+  void killStoppedChildren();
+  /// How the child `pid` ended, for the messages: "was killed by signal
+  /// 9", "was stopped by signal 19 for 5 s".
+  std::string describeEnd(pid_t pid, int status);
   void stopAll();
   Status writeLosses() const;
   Status writeWeights() const;
@@ -109,6 +98,11 @@ private:
   ServerJobOptions options;
   int64_t workers, servers;
   std::map<pid_t, std::pair<std::string, int64_t>> children;
+  /// The children stopped now: since when, and by which signal.
+  std::map<pid_t, std::pair<std::chrono::steady_clock::time_point, int>>
+      stopped;
+  /// The children killed for being stopped, with how they ended.
+  std::map<pid_t, std::string> killedWhileStopped;
 };
 
 Expected<pid_t> JobSupervisor::spawn(const std::string &role, int64_t index,
@@ -150,6 +144,60 @@ Expected<pid_t> JobSupervisor::spawn(const std::string &role, int64_t index,
                        ": " + std::strerror(error));
   children[pid] = {role, index};
   return pid;
+}
+
+pid_t JobSupervisor::waitForChild(int &status) {
+  while (true) {
+    pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
+    if (pid < 0 && errno == EINTR)
+      continue;
+    if (pid < 0)
+      return -1;
+    if (pid == 0) {
+      killStoppedChildren();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (WIFSTOPPED(status)) {
+      stopped[pid] = {std::chrono::steady_clock::now(), WSTOPSIG(status)};
+      continue;
+    }
+    if (WIFCONTINUED(status)) {
+      stopped.erase(pid);
+      continue;
+    }
+    stopped.erase(pid);
+    return pid;
+  }
+}
+
+void JobSupervisor::killStoppedChildren() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = stopped.begin(); it != stopped.end();) {
+    auto [since, signal] = it->second;
+    if (std::chrono::duration<double>(now - since).count() <= options.timeout) {
+      ++it;
+      continue;
+    }
+    char how[96];
+    std::snprintf(how, sizeof how, "was stopped by signal %d for %g s", signal,
+                  options.timeout);
+    killedWhileStopped[it->first] = how;
+    ::kill(it->first, SIGKILL);
+    it = stopped.erase(it);
+  }
+}
+
+std::string JobSupervisor::describeEnd(pid_t pid, int status) {
+  if (auto killed = killedWhileStopped.find(pid);
+      killed != killedWhileStopped.end()) {
+    std::string how = killed->second;
+    killedWhileStopped.erase(killed);
+    return how;
+  }
+  return WIFSIGNALED(status)
+             ? "was killed by signal " + std::to_string(WTERMSIG(status))
+             : "exited with " + std::to_string(WEXITSTATUS(status));
 }
 
 void JobSupervisor::stopAll() {
@@ -273,7 +321,7 @@ int JobSupervisor::run() {
   std::map<int64_t, int> restarts;
   while (!children.empty()) {
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
+    pid_t pid = waitForChild(status);
     if (pid < 0)
       break;
     auto child = children.find(pid);
@@ -282,10 +330,7 @@ int JobSupervisor::run() {
     auto [role, index] = child->second;
     children.erase(child);
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    std::string how =
-        WIFSIGNALED(status)
-            ? "was killed by signal " + std::to_string(WTERMSIG(status))
-            : "exited with " + std::to_string(WEXITSTATUS(status));
+    std::string how = describeEnd(pid, status);
     if (role == "worker") {
       --workersLeft;
       if (ok) {

@@ -11,6 +11,13 @@
 //                                      consistency lets the worker go on)
 //   worker -> server  Push (its pieces of the gradients, its loss)
 //   worker -> server  Bye
+//   worker -> server  Heartbeat        server -> worker  Heartbeat
+//
+// A worker waiting for a reply sends every server a Heartbeat each quarter
+// of --ps-timeout, and each server answers it: a server then tells a
+// waiting worker (whose pull it may hold for a sync round) from a stopped
+// one, which goes silent and is dropped, and the worker tells a server that
+// holds its pull from a stopped one, which answers nothing.
 //
 // A server applies the gradients as the consistency says: sync sums a
 // round's gradients of every live worker and applies them once (data
@@ -37,7 +44,17 @@
 
 namespace tessera::runtime::ps {
 
-enum class MessageType : uint32_t { Hello, Welcome, Pull, Params, Push, Bye };
+/// Both sides are built together, so a new type goes at the end and needs
+/// no version of its own.
+enum class MessageType : uint32_t {
+  Hello,
+  Welcome,
+  Pull,
+  Params,
+  Push,
+  Bye,
+  Heartbeat
+};
 
 /// The first frame of every message.
 struct Header {

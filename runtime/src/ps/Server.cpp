@@ -259,6 +259,20 @@ void Server::dropGoneWorkers() {
   }
 }
 
+void Server::sendHeader(const std::string &route, const Header &header) {
+  socket->send(makeFrame(route.data(), route.size()), zmq::send_flags::sndmore);
+  socket->send(makeFrame(&header, sizeof header), zmq::send_flags::none);
+}
+
+void Server::answerHeartbeat(int64_t worker, const std::string &route) {
+  // A heartbeat keeps a worker live but does not make one live: a worker
+  // not yet welcomed, or dropped, counts again with its next pull or push
+  // (a sync round would wait for a worker that only says it is there).
+  if (auto known = live.find(worker); known != live.end())
+    known->second.lastSeen = std::chrono::steady_clock::now();
+  sendHeader(route, makeHeader(MessageType::Heartbeat, index));
+}
+
 Status Server::handle(std::vector<zmq::message_t> &parts) {
   if (parts.size() < 2 || parts[1].size() != sizeof(Header))
     return Status::success(); // not a Tessera worker's message
@@ -269,6 +283,10 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
   if (header.type == MessageType::Bye) {
     drop(worker, "done");
     return applyReadyUpdate();
+  }
+  if (header.type == MessageType::Heartbeat) {
+    answerHeartbeat(worker, route);
+    return Status::success();
   }
   // Any other message says the worker is alive (again, after a drop for
   // silence, or to a server restarted since its last).
@@ -283,9 +301,7 @@ Status Server::handle(std::vector<zmq::message_t> &parts) {
     Header reply = makeHeader(MessageType::Welcome, index);
     reply.step = clock;
     reply.version = version;
-    socket->send(makeFrame(route.data(), route.size()),
-                 zmq::send_flags::sndmore);
-    socket->send(makeFrame(&reply, sizeof reply), zmq::send_flags::none);
+    sendHeader(route, reply);
     return Status::success();
   }
   case MessageType::Pull:

@@ -53,6 +53,10 @@ private:
   };
   Status setUp();
   Status handle(std::vector<zmq::message_t> &parts);
+  /// Sends `header` alone to the worker at `route`.
+  void sendHeader(const std::string &route, const Header &header);
+  /// Keeps `worker` live, if it is, and answers its heartbeat.
+  void answerHeartbeat(int64_t worker, const std::string &route);
   /// Checks a push's gradient pieces (after its route and header).
   Status checkPush(const std::vector<zmq::message_t> &parts,
                    const Header &header) const;

@@ -75,6 +75,29 @@ Status WorkerProcess::connect(int64_t server) {
   return Status::success();
 }
 
+bool WorkerProcess::receiveReply(
+    int64_t server, std::vector<zmq::message_t> &reply,
+    std::chrono::steady_clock::time_point &heard) {
+  while (true) {
+    reply.clear();
+    if (!zmq::recv_multipart(*sockets[server], std::back_inserter(reply),
+                             zmq::recv_flags::dontwait))
+      return false;
+    heard = std::chrono::steady_clock::now();
+    if (reply.empty() ||
+        readFrame<Header>(reply.front()).type != MessageType::Heartbeat)
+      return true;
+  }
+}
+
+void WorkerProcess::sendHeartbeats() {
+  Header header = makeHeader(MessageType::Heartbeat, index);
+  for (std::unique_ptr<zmq::socket_t> &socket : sockets)
+    if (socket)
+      (void)socket->send(makeFrame(&header, sizeof header),
+                         zmq::send_flags::dontwait);
+}
+
 Status WorkerProcess::request(int64_t server,
                               std::vector<zmq::message_t> &&parts,
                               std::vector<zmq::message_t> *reply) {
@@ -87,16 +110,24 @@ Status WorkerProcess::request(int64_t server,
   send();
   if (!reply)
     return Status::success();
-  auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start = Clock::now(), heard = start, beaten = start;
+  // Heartbeats each quarter of the timeout, so that a server hears from a
+  // waiting worker three times before it would drop it as silent.
+  std::chrono::duration<double> beatEvery(options.timeout / 4);
+  auto pollEvery = std::chrono::milliseconds(std::clamp<int64_t>(
+      static_cast<int64_t>(options.timeout / 4 * 1000), 1, 100));
   std::string path = getServerFile(options.dir, server, ".addr");
   while (true) {
     zmq::pollitem_t item{static_cast<void *>(*sockets[server]), 0, ZMQ_POLLIN,
                          0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(100));
-    reply->clear();
-    if (zmq::recv_multipart(*sockets[server], std::back_inserter(*reply),
-                            zmq::recv_flags::dontwait))
+    zmq::poll(&item, 1, pollEvery);
+    if (receiveReply(server, *reply, heard))
       return Status::success();
+    if (Clock::now() - beaten >= beatEvery) {
+      sendHeartbeats();
+      beaten = Clock::now();
+    }
     // A server restarted from its checkpoint has a new address: ask it.
     std::string address = readText(path);
     address.erase(address.find_last_not_of("\n") + 1);
@@ -104,20 +135,26 @@ Status WorkerProcess::request(int64_t server,
       if (Status status = connect(server); !status.ok())
         return status;
       send();
+      heard = Clock::now();
     }
     double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double>(Clock::now() - start).count();
     // The servers stop once the job's workers are done and no other is
     // known to them: a worker that joins after asks in vain.
     if (options.join && waited > 2 && fs::exists(options.dir + "/stop"))
       return unavailable("the job in '" + options.dir +
                          "' ended before server " + std::to_string(server) +
                          " answered");
-    if (waited > options.timeout)
+    // A server may hold a pull for as long as a round takes; only a silent
+    // one (stopped, hung or unreachable) is given up on.
+    double silent =
+        std::chrono::duration<double>(Clock::now() - heard).count();
+    if (silent > 2 * options.timeout)
       return timeoutError("server " + std::to_string(server) +
-                          " did not answer within " +
-                          std::to_string(options.timeout) + " s");
+                          " sent nothing, not even a heartbeat, for " +
+                          std::to_string(2 * options.timeout) +
+                          " s (twice --ps-timeout): it is stopped, hung or "
+                          "unreachable");
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include <zmq.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -50,9 +51,19 @@ private:
   Status setUp();
   Status connect(int64_t server);
   /// Sends `parts` to `server` and waits for its reply (none: returns
-  /// after sending), sending again after the server restarts.
+  /// after sending), sending again after the server restarts. While it
+  /// waits it sends every server heartbeats, and it fails once `server`
+  /// has sent nothing, not even a heartbeat's answer, for twice the
+  /// timeout (the job restarts a server stopped for the timeout).
   Status request(int64_t server, std::vector<zmq::message_t> &&parts,
                  std::vector<zmq::message_t> *reply);
+  /// Takes what `server` has sent: true with its reply in `reply`; a
+  /// heartbeat's answer only moves `heard` (when `server` last sent).
+  bool receiveReply(int64_t server, std::vector<zmq::message_t> &reply,
+                    std::chrono::steady_clock::time_point &heard);
+  /// Tells every server that this worker is alive; never blocks (a stopped
+  /// server's queue may be full).
+  void sendHeartbeats();
 
   const plan::Plan &plan;
   const plan::Program &program;
