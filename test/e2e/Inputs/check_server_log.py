@@ -1,7 +1,7 @@
 """Checks a parameter-server job's logs (tessera-run --ps-dir DIR):
 
   check_server_log.py DIR [--ssp K] [--falls LOSSES] [--joined N]
-                          [--dropped W] [--restored]
+                          [--dropped W] [--kept W] [--restored]
 
 Each server<s>.log has a line per event, its last field the wall time:
 "hello W FIRST", "pull W CLOCK SLOWEST VERSION", "push W STEP VERSION
@@ -9,7 +9,9 @@ STALENESS LOSS", "drop W", "checkpoint VERSION", "restore VERSION". With --ssp K
 granted to a worker more than K steps ahead of the slowest (CLOCK - SLOWEST
 <= K); --falls: the last loss of the --dump-losses file is below the first;
 --joined N: some worker past the job's N pushed; --dropped W: worker W was
-dropped and others pushed after; --restored: a server restarted from its
+dropped and others pushed after; --kept W: worker W pushed to every server
+and was dropped by none before its last push there (the "drop" of its
+goodbye comes after); --restored: a server restarted from its
 checkpoint ("restore VERSION") and took pushes after."""
 import glob
 import sys
@@ -57,6 +59,16 @@ if option("--dropped") is not None:
         if not after:
             sys.exit(f"worker {worker} was not dropped with training going on")
     print(f"worker {worker} dropped, training went on: yes")
+if option("--kept") is not None:
+    worker = option("--kept")
+    for path, lines in logs.items():
+        pushes = [i for i, f in enumerate(lines)
+                  if f[0] == "push" and f[1] == worker]
+        drops = [i for i, f in enumerate(lines)
+                 if f[0] == "drop" and f[1] == worker]
+        if not pushes or any(i < pushes[-1] for i in drops):
+            sys.exit(f"worker {worker} was dropped mid-run by {path}")
+    print(f"worker {worker} kept: yes")
 if "--restored" in args:
     restored = any(
         any(f[0] == "restore" and

@@ -11,7 +11,9 @@
 // that dies from its last checkpoint, lets the servers stop once its
 // workers are done, and writes the losses and the weights. A worker may
 // join a running job (`tessera-run PLAN --ps-join DIR`), and a worker that
-// dies, or stops answering, is dropped while the others train on.
+// dies, or stops answering, is dropped while the others train on. A server
+// or worker stopped (SIGSTOP) for the timeout is killed, and then handled
+// as a dead one.
 //
 // The job's directory (--ps-dir, else a temporary one) is how its processes
 // find each other: each server's address (server<s>.addr), each worker's
@@ -61,8 +63,9 @@ struct ServerJobOptions {
   std::map<int64_t, int64_t> stragglers;
   /// A server checkpoints after every this many updates (0: never).
   int64_t checkpointEvery = 0;
-  /// Seconds a process waits for another before it gives up on it (a
-  /// worker silent this long is dropped).
+  /// Seconds a process waits for another before it gives up on it: a
+  /// worker silent this long is dropped, a process stopped this long is
+  /// killed, and a worker fails once a server is silent for twice this.
   double timeout = 600;
   /// CPU kernel threads per process (0: the cores shared by all).
   int threads = 0;
