@@ -28,6 +28,18 @@ TEST(ProtocolTest, AHeaderRoundTripsThroughAFrame) {
   EXPECT_EQ(std::string(received.host), getHostName());
 }
 
+// Tests that the heartbeat came after the earlier types, whose numbers on
+// the wire it leaves as they were.
+TEST(ProtocolTest, TheHeartbeatKeepsTheEarlierTypesNumbers) {
+  EXPECT_EQ(static_cast<uint32_t>(MessageType::Hello), 0u);
+  EXPECT_EQ(static_cast<uint32_t>(MessageType::Bye), 5u);
+  EXPECT_EQ(static_cast<uint32_t>(MessageType::Heartbeat), 6u);
+  Header beat = makeHeader(MessageType::Heartbeat, 1);
+  zmq::message_t frame = makeFrame(&beat, sizeof beat);
+  EXPECT_EQ(readFrame<Header>(frame).type, MessageType::Heartbeat);
+  EXPECT_EQ(readFrame<Header>(frame).worker, 1);
+}
+
 // Tests that a short frame reads as zeros past its end, never past it.
 TEST(ProtocolTest, AShortFrameReadsAsZerosPastItsEnd) {
   int32_t word = 5;
