@@ -75,9 +75,13 @@ tessera::gradcheckModel(ModuleOp model, StringRef name,
 
   const plan::Program &program = gradPlan.programs(0);
   std::vector<runtime::OwnedTensor> arguments;
-  for (int i = 0; i < program.arguments_size(); ++i)
-    arguments.push_back(
-        runtime::makeGlobalInput(program.arguments(i), gradcheck.seed, i));
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    runtime::Expected<runtime::OwnedTensor> argument =
+        runtime::makeGlobalInput(program.arguments(i), gradcheck.seed, i);
+    if (!argument.ok())
+      return llvm::createStringError(argument.message());
+    arguments.push_back(argument.take());
+  }
   std::unique_ptr<runtime::Communicator> local =
       runtime::createLocalCommunicator();
   llvm::Expected<std::vector<runtime::OwnedTensor>> gradients =

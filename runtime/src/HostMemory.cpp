@@ -199,12 +199,12 @@ Status tessera::runtime::checkHostMemory(const plan::Program &program,
         largest = &allocation;
     return deviceError(
         std::string(phaseNames[index]) + " needs " +
-        (phase.totalBytes == UINT64_MAX ? std::string("more than 2^64 bytes")
+        (phase.totalBytes == UINT64_MAX ? std::string("2^64 bytes or more")
                                         : formatBytes(phase.totalBytes)) +
         " of host memory, more than the " + formatBytes(limit.bytes) +
         " of " + limit.source + ": the largest is " + largest->description +
         ", " +
-        (largest->bytes == UINT64_MAX ? std::string("more than 2^64 bytes")
+        (largest->bytes == UINT64_MAX ? std::string("2^64 bytes or more")
                                       : formatBytes(largest->bytes)));
   }
   return Status::success();
