@@ -4,6 +4,7 @@
 
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Executor.h"
+#include "tessera/runtime/HostMemory.h"
 #include "tessera/runtime/Plan.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -74,6 +75,12 @@ tessera::gradcheckModel(ModuleOp model, StringRef name,
   llvm::sys::fs::remove_directories(dir);
 
   const plan::Program &program = gradPlan.programs(0);
+  // A model too big for this machine is refused before its arguments and
+  // its arena are allocated.
+  if (runtime::Status status =
+          runtime::checkHostMemory(program, /*arenaOnHost=*/true);
+      !status.ok())
+    return llvm::createStringError(status.message());
   std::vector<runtime::OwnedTensor> arguments;
   for (int i = 0; i < program.arguments_size(); ++i) {
     runtime::Expected<runtime::OwnedTensor> argument =

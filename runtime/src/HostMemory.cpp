@@ -46,12 +46,10 @@ HostMemoryLimit tessera::runtime::getHostMemoryLimit() {
   struct rlimit resource;
   if (::getrlimit(RLIMIT_AS, &resource) == 0 &&
       resource.rlim_cur != RLIM_INFINITY)
-    lowerLimit(limit, resource.rlim_cur,
-               "the address-space limit (ulimit -v)");
+    lowerLimit(limit, resource.rlim_cur, "the address-space limit (ulimit -v)");
   if (::getrlimit(RLIMIT_DATA, &resource) == 0 &&
       resource.rlim_cur != RLIM_INFINITY)
-    lowerLimit(limit, resource.rlim_cur,
-               "the data-segment limit (ulimit -d)");
+    lowerLimit(limit, resource.rlim_cur, "the data-segment limit (ulimit -d)");
   return limit;
 }
 
@@ -171,6 +169,8 @@ std::vector<HostMemoryPhase>
 tessera::runtime::getHostMemoryPhases(const plan::Program &program,
                                       bool arenaOnHost) {
   HostMemoryPhase making, running;
+  making.name = "making the program's arguments";
+  running.name = "running the program";
   addGlobalValues(program, making);
   addLocalPieces(program, making);
   addLocalPieces(program, running);
@@ -185,12 +185,8 @@ tessera::runtime::getHostMemoryPhases(const plan::Program &program,
 Status tessera::runtime::checkHostMemory(const plan::Program &program,
                                          bool arenaOnHost,
                                          const HostMemoryLimit &limit) {
-  static const char *const phaseNames[] = {"making the program's arguments",
-                                           "running the program"};
-  std::vector<HostMemoryPhase> phases =
-      getHostMemoryPhases(program, arenaOnHost);
-  for (size_t index = 0; index < phases.size(); ++index) {
-    const HostMemoryPhase &phase = phases[index];
+  for (const HostMemoryPhase &phase :
+       getHostMemoryPhases(program, arenaOnHost)) {
     if (phase.totalBytes <= limit.bytes)
       continue;
     const HostAllocation *largest = &phase.allocations.front();
@@ -198,12 +194,11 @@ Status tessera::runtime::checkHostMemory(const plan::Program &program,
       if (allocation.bytes > largest->bytes)
         largest = &allocation;
     return deviceError(
-        std::string(phaseNames[index]) + " needs " +
+        phase.name + " needs " +
         (phase.totalBytes == UINT64_MAX ? std::string("2^64 bytes or more")
                                         : formatBytes(phase.totalBytes)) +
-        " of host memory, more than the " + formatBytes(limit.bytes) +
-        " of " + limit.source + ": the largest is " + largest->description +
-        ", " +
+        " of host memory, more than the " + formatBytes(limit.bytes) + " of " +
+        limit.source + ": the largest is " + largest->description + ", " +
         (largest->bytes == UINT64_MAX ? std::string("2^64 bytes or more")
                                       : formatBytes(largest->bytes)));
   }

@@ -98,8 +98,8 @@ OwnedTensor::OwnedTensor(DType dtype, std::vector<int64_t> shape) {
 }
 
 Expected<OwnedTensor> OwnedTensor::allocate(DType dtype,
-                                             std::vector<int64_t> shape,
-                                             const std::string &what) {
+                                            std::vector<int64_t> shape,
+                                            const std::string &what) {
   std::optional<int64_t> count = getCheckedNumElements(shape);
   uint64_t bytes = 0;
   if (!count || __builtin_mul_overflow(static_cast<uint64_t>(*count),

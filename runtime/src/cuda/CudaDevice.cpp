@@ -100,8 +100,8 @@ Status Scratch::take(size_t bytes, void *&data) {
       {bytes, blocks.empty() ? size_t(1) << 24 : 2 * blocks.back().size});
   Block block{nullptr, size, bytes};
   if (cudaError_t error = cudaMalloc(&block.data, size); error != cudaSuccess)
-    return deviceError(getCudaError(
-        error, "allocating " + formatBytes(size) + " of scratch memory"));
+    return deviceError(getCudaError(error, "allocating " + formatBytes(size) +
+                                               " of scratch memory"));
   blocks.push_back(block);
   data = block.data;
   return Status::success();

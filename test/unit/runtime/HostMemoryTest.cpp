@@ -72,8 +72,7 @@ TEST(HostMemoryTest, RefusesAnArenaLargerThanTheLimit) {
 
 TEST(HostMemoryTest, RefusesAnArenaLargerThanThisMachine) {
   // 2^50 bytes is more than any machine this runs on has.
-  Status status =
-      checkHostMemory(getHugeArenaProgram(), /*arenaOnHost=*/true);
+  Status status = checkHostMemory(getHugeArenaProgram(), /*arenaOnHost=*/true);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("'huge'"), std::string::npos)
       << status.message();
@@ -93,8 +92,8 @@ TEST(HostMemoryTest, NamesTheLargestGlobalValue) {
   addArgument(program, "wte", piece, {int64_t(1) << 20, int64_t(1) << 20});
   addArgument(program, "bias", addBuffer(program, {16}, "bias"), {16});
   program.set_arena_bytes(128);
-  Status status = checkHostMemory(program, /*arenaOnHost=*/true,
-                                  getTestLimit());
+  Status status =
+      checkHostMemory(program, /*arenaOnHost=*/true, getTestLimit());
   ASSERT_FALSE(status.ok());
   const std::string &message = status.message();
   EXPECT_NE(message.find("making the program's arguments needs"),
@@ -111,8 +110,8 @@ TEST(HostMemoryTest, SaturatesASizeThatOverflows) {
   int64_t piece = addBuffer(program, {16}, "piece");
   addArgument(program, "overflowing", piece,
               {int64_t(1) << 40, int64_t(1) << 40});
-  Status status = checkHostMemory(program, /*arenaOnHost=*/true,
-                                  getTestLimit());
+  Status status =
+      checkHostMemory(program, /*arenaOnHost=*/true, getTestLimit());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("2^64 bytes or more"), std::string::npos)
       << status.message();

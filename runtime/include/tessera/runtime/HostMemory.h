@@ -45,6 +45,8 @@ struct HostAllocation {
 
 /// The allocations of one phase of a run, which are alive at once.
 struct HostMemoryPhase {
+  /// "making the program's arguments" or "running the program".
+  std::string name;
   std::vector<HostAllocation> allocations;
   /// Their sum, UINT64_MAX where it overflows.
   uint64_t totalBytes = 0;

@@ -63,8 +63,7 @@ struct OwnedTensor {
   OwnedTensor(DType dtype, std::vector<int64_t> shape);
   /// Zeroed storage, or a device error naming `what` (e.g. "the global
   /// value of 'wte'") and its bytes where the host has no memory for it.
-  static Expected<OwnedTensor> allocate(DType dtype,
-                                        std::vector<int64_t> shape,
+  static Expected<OwnedTensor> allocate(DType dtype, std::vector<int64_t> shape,
                                         const std::string &what);
   OwnedTensor(const OwnedTensor &other);
   OwnedTensor &operator=(const OwnedTensor &other);
