@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -28,21 +29,27 @@ static uint64_t multiplySaturating(uint64_t a, uint64_t b) {
 
 /// Lowers `limit` to `bytes` where that is less, naming `source`.
 static void lowerLimit(HostMemoryLimit &limit, uint64_t bytes,
-                       const char *source) {
+                       std::string source) {
   if (bytes < limit.bytes) {
     limit.bytes = bytes;
-    limit.source = source;
+    limit.source = std::move(source);
   }
 }
 
-HostMemoryLimit tessera::runtime::getHostMemoryLimit() {
+HostMemoryLimit tessera::runtime::getHostMemoryLimit(int64_t processesSharing) {
   HostMemoryLimit limit;
   long pages = ::sysconf(_SC_PHYS_PAGES), pageBytes = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && pageBytes > 0)
-    lowerLimit(limit,
-               multiplySaturating(static_cast<uint64_t>(pages),
-                                  static_cast<uint64_t>(pageBytes)),
-               "this machine's memory");
+  if (pages > 0 && pageBytes > 0) {
+    uint64_t machineBytes = multiplySaturating(
+        static_cast<uint64_t>(pages), static_cast<uint64_t>(pageBytes));
+    if (processesSharing > 1)
+      lowerLimit(limit, machineBytes / static_cast<uint64_t>(processesSharing),
+                 "this rank's share of this machine's memory (" +
+                     formatBytes(machineBytes) + " over " +
+                     std::to_string(processesSharing) + " ranks)");
+    else
+      lowerLimit(limit, machineBytes, "this machine's memory");
+  }
   struct rlimit resource;
   if (::getrlimit(RLIMIT_AS, &resource) == 0 &&
       resource.rlim_cur != RLIM_INFINITY)

@@ -118,7 +118,10 @@ Status Trainer::run() {
   // A plan too big for this machine is refused before its arguments and
   // its arena are allocated, with the bytes and the largest buffer named,
   // rather than ending in std::bad_alloc (or in the kernel's OOM killer).
-  if (Status status = checkHostMemory(*program, options.device != "cuda");
+  // The ranks of this node share its memory.
+  if (Status status =
+          checkHostMemory(*program, options.device != "cuda",
+                          getHostMemoryLimit(job.getLocalSize()));
       !status.ok())
     return status;
   if (Status status = prepareArguments(); !status.ok())

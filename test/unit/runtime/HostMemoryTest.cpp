@@ -142,6 +142,17 @@ TEST(HostMemoryTest, KnowsThisMachinesMemory) {
   EXPECT_FALSE(limit.source.empty());
 }
 
+TEST(HostMemoryTest, SharesTheMachineAmongItsRanks) {
+  HostMemoryLimit alone = getHostMemoryLimit();
+  HostMemoryLimit shared = getHostMemoryLimit(4);
+  EXPECT_LE(shared.bytes, alone.bytes);
+  // Under a ulimit below the share, the ulimit stays the bound.
+  if (alone.source == "this machine's memory") {
+    EXPECT_NE(shared.source.find("over 4 ranks"), std::string::npos)
+        << shared.source;
+  }
+}
+
 TEST(OwnedTensorTest, RefusesBytesPastTwoToTheSixtyFour) {
   // Refused from the shape alone, before any allocation.
   Expected<OwnedTensor> tensor = OwnedTensor::allocate(

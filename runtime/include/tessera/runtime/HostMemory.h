@@ -26,16 +26,18 @@ namespace tessera::runtime {
 struct HostMemoryLimit {
   /// UINT64_MAX where nothing bounds it.
   uint64_t bytes = UINT64_MAX;
-  /// "this machine's memory", "the address-space limit (ulimit -v)" or "the
+  /// "this machine's memory" (or "this rank's share of this machine's
+  /// memory (...)"), "the address-space limit (ulimit -v)" or "the
   /// data-segment limit (ulimit -d)"; empty where nothing bounds it.
   std::string source;
 };
 
-/// The smallest of the machine's physical memory, RLIMIT_AS and RLIMIT_DATA
-/// (those that are set). Linux promises more than it has and kills the
-/// process when the memory is touched, so physical memory is the bound even
-/// without a limit.
-HostMemoryLimit getHostMemoryLimit();
+/// The smallest of this process's share of the machine's physical memory
+/// (`processesSharing` processes, the ranks of a job on this node, share it
+/// evenly), RLIMIT_AS and RLIMIT_DATA (those that are set). Linux promises
+/// more than it has and kills a process when the memory is touched, so
+/// physical memory is the bound even without a limit.
+HostMemoryLimit getHostMemoryLimit(int64_t processesSharing = 1);
 
 /// One allocation a run makes on the host: what it holds, and its bytes.
 struct HostAllocation {
