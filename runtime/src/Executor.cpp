@@ -4,6 +4,7 @@
 
 #include "Json.h"
 
+#include "tessera/runtime/HostMemory.h"
 #include "tessera/runtime/Manifest.h"
 
 #include <algorithm>
@@ -421,11 +422,12 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   auto hasStep = [&](int64_t step) { return step >= 0 && step <= lastStep; };
   Status error;
   // 64 bytes of slack keep every view inside the arena when the memory plan
-  // packs buffers to the last byte.
+  // packs buffers to the last byte (getArenaAllocation counts them).
   if (!arena) {
-    if (!(error = device.allocate(program.arena_bytes() + 64, arena)).ok())
-      return error.withPrefix("cannot allocate the arena on " +
-                              device.getName() + ": ");
+    PlannedAllocation whole = getArenaAllocation(program);
+    if (!(error = device.allocate(whole.bytes, arena)).ok())
+      return error.withPrefix("cannot allocate " + whole.description +
+                              " on " + device.getName() + ": ");
     bindBuffers();
   }
   carried.resize(program.arguments_size(), nullptr);

@@ -84,9 +84,9 @@ static std::string getBufferName(const plan::Buffer &buffer) {
   return "buffer " + std::to_string(buffer.id());
 }
 
-/// The arena, named with its largest buffer (a view shares its root's
-/// bytes and is not counted).
-static HostAllocation getArenaAllocation(const plan::Program &program) {
+PlannedAllocation
+tessera::runtime::getArenaAllocation(const plan::Program &program) {
+  // A view shares its root's bytes and is not counted.
   const plan::Buffer *largest = nullptr;
   uint64_t largestBytes = 0;
   for (const plan::Buffer &buffer : program.buffers()) {
@@ -100,7 +100,8 @@ static HostAllocation getArenaAllocation(const plan::Program &program) {
   if (largest)
     description += " (its largest buffer " + getBufferName(*largest) +
                    " holds " + formatBytes(largestBytes) + ")";
-  // The executor adds 64 bytes of slack to the memory plan's arena.
+  // 64 bytes of slack past the memory plan's arena, which the executor
+  // allocates: see Executor::runStep.
   uint64_t arenaBytes = program.arena_bytes() > 0
                             ? static_cast<uint64_t>(program.arena_bytes())
                             : 0;
@@ -123,7 +124,7 @@ static void addLocalPieces(const plan::Program &program,
 static void addGlobalValues(const plan::Program &program,
                             HostMemoryPhase &phase) {
   std::set<int64_t> made;
-  HostAllocation largestPacked;
+  PlannedAllocation largestPacked;
   for (int i = 0; i < program.arguments_size(); ++i) {
     const plan::Argument &argument = program.arguments(i);
     for (const auto &[source, tensor] : getStepTensors(argument, i))
@@ -168,7 +169,7 @@ static void addResults(const plan::Program &program, bool arenaOnHost,
 
 static void sumPhase(HostMemoryPhase &phase) {
   phase.totalBytes = 0;
-  for (const HostAllocation &allocation : phase.allocations)
+  for (const PlannedAllocation &allocation : phase.allocations)
     phase.totalBytes = addSaturating(phase.totalBytes, allocation.bytes);
 }
 
@@ -196,8 +197,8 @@ Status tessera::runtime::checkHostMemory(const plan::Program &program,
        getHostMemoryPhases(program, arenaOnHost)) {
     if (phase.totalBytes <= limit.bytes)
       continue;
-    const HostAllocation *largest = &phase.allocations.front();
-    for (const HostAllocation &allocation : phase.allocations)
+    const PlannedAllocation *largest = &phase.allocations.front();
+    for (const PlannedAllocation &allocation : phase.allocations)
       if (allocation.bytes > largest->bytes)
         largest = &allocation;
     return deviceError(

@@ -39,8 +39,9 @@ struct HostMemoryLimit {
 /// physical memory is the bound even without a limit.
 HostMemoryLimit getHostMemoryLimit(int64_t processesSharing = 1);
 
-/// One allocation a run makes on the host: what it holds, and its bytes.
-struct HostAllocation {
+/// One allocation a run makes, known from the plan: what it holds, and its
+/// bytes.
+struct PlannedAllocation {
   std::string description;
   uint64_t bytes = 0;
 };
@@ -49,10 +50,14 @@ struct HostAllocation {
 struct HostMemoryPhase {
   /// "making the program's arguments" or "running the program".
   std::string name;
-  std::vector<HostAllocation> allocations;
+  std::vector<PlannedAllocation> allocations;
   /// Their sum, UINT64_MAX where it overflows.
   uint64_t totalBytes = 0;
 };
+
+/// The arena of `program` with the executor's slack, described with its
+/// largest buffer: "the arena (its largest buffer 'w' holds 64 bytes)".
+PlannedAllocation getArenaAllocation(const plan::Program &program);
 
 /// What running `program` takes of host memory at its two peaks: while its
 /// arguments are made (every step tensor's global value and the local
