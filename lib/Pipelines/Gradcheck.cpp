@@ -78,7 +78,7 @@ tessera::gradcheckModel(ModuleOp model, StringRef name,
   // A model too big for this machine is refused before its arguments and
   // its arena are allocated.
   if (runtime::Status status =
-          runtime::checkHostMemory(program, /*arenaOnHost=*/true);
+          runtime::checkHostMemory(program, runtime::HostMemoryUse());
       !status.ok())
     return llvm::createStringError(status.message());
   std::vector<runtime::OwnedTensor> arguments;

@@ -118,17 +118,24 @@ static void addLocalPieces(const plan::Program &program,
          getBufferBytes(program.buffers(argument.buffer()))});
 }
 
+/// Whether `tensor`'s global value is a view of a mapped file: a parameter
+/// (or a weight stash, which starts as its parameter) of --load-weights.
+static bool isMapped(const plan::Argument &tensor, const HostMemoryUse &use) {
+  return use.parametersMapped &&
+         (tensor.role() == plan::PARAM || tensor.role() == plan::WEIGHT_STASH);
+}
+
 /// Every step tensor's global value, made (or read) whole before this
-/// rank's piece is cut from it, and the largest unit's packed flat buffer
-/// (one is alive at a time).
+/// rank's piece is cut from it (but a mapped parameter's), and the largest
+/// unit's packed flat buffer (one is alive at a time).
 static void addGlobalValues(const plan::Program &program,
-                            HostMemoryPhase &phase) {
+                            const HostMemoryUse &use, HostMemoryPhase &phase) {
   std::set<int64_t> made;
   PlannedAllocation largestPacked;
   for (int i = 0; i < program.arguments_size(); ++i) {
     const plan::Argument &argument = program.arguments(i);
     for (const auto &[source, tensor] : getStepTensors(argument, i))
-      if (made.insert(source).second)
+      if (!isMapped(tensor, use) && made.insert(source).second)
         phase.allocations.push_back(
             {"the global value of '" + tensor.name() + "'",
              getTensorBytes(tensor.global_shape(), tensor.dtype())});
@@ -148,14 +155,14 @@ static void addGlobalValues(const plan::Program &program,
 /// The host copies of the results, and, with the arena on the host, the
 /// updates the executor keeps between steps outside the arena (those the
 /// memory plan did not write over their argument).
-static void addResults(const plan::Program &program, bool arenaOnHost,
+static void addResults(const plan::Program &program, const HostMemoryUse &use,
                        HostMemoryPhase &phase) {
   for (int i = 0; i < program.results_size(); ++i) {
     const plan::Result &result = program.results(i);
     const plan::Buffer &buffer = program.buffers(result.buffer());
     phase.allocations.push_back(
         {"result #" + std::to_string(i), getBufferBytes(buffer)});
-    if (!arenaOnHost || !result.has_updates_argument())
+    if (!use.arenaOnHost || !result.has_updates_argument())
       continue;
     const plan::Argument &argument =
         program.arguments(result.updates_argument());
@@ -175,26 +182,25 @@ static void sumPhase(HostMemoryPhase &phase) {
 
 std::vector<HostMemoryPhase>
 tessera::runtime::getHostMemoryPhases(const plan::Program &program,
-                                      bool arenaOnHost) {
+                                      const HostMemoryUse &use) {
   HostMemoryPhase making, running;
   making.name = "making the program's arguments";
   running.name = "running the program";
-  addGlobalValues(program, making);
+  addGlobalValues(program, use, making);
   addLocalPieces(program, making);
   addLocalPieces(program, running);
-  if (arenaOnHost)
+  if (use.arenaOnHost)
     running.allocations.push_back(getArenaAllocation(program));
-  addResults(program, arenaOnHost, running);
+  addResults(program, use, running);
   sumPhase(making);
   sumPhase(running);
   return {making, running};
 }
 
 Status tessera::runtime::checkHostMemory(const plan::Program &program,
-                                         bool arenaOnHost,
+                                         const HostMemoryUse &use,
                                          const HostMemoryLimit &limit) {
-  for (const HostMemoryPhase &phase :
-       getHostMemoryPhases(program, arenaOnHost)) {
+  for (const HostMemoryPhase &phase : getHostMemoryPhases(program, use)) {
     if (phase.totalBytes <= limit.bytes)
       continue;
     const PlannedAllocation *largest = &phase.allocations.front();

@@ -92,8 +92,7 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
   int64_t workers = mesh.getNumDevices();
   // A plan too big for this machine is refused before anything is made:
   // one worker's needs, which each thread has, bound the whole from below.
-  if (Status status = checkHostMemory(program, /*arenaOnHost=*/true);
-      !status.ok())
+  if (Status status = checkHostMemory(program, HostMemoryUse()); !status.ok())
     return fail(status.message());
   // The shared parameters, generated as a run generates them.
   std::map<std::string, SharedParam> shared;

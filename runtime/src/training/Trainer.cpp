@@ -119,9 +119,11 @@ Status Trainer::run() {
   // its arena are allocated, with the bytes and the largest buffer named,
   // rather than ending in std::bad_alloc (or in the kernel's OOM killer).
   // The ranks of this node share its memory.
-  if (Status status =
-          checkHostMemory(*program, options.device != "cuda",
-                          getHostMemoryLimit(job.getLocalSize()));
+  HostMemoryUse use;
+  use.arenaOnHost = options.device != "cuda";
+  use.parametersMapped = !options.loadWeights.empty();
+  if (Status status = checkHostMemory(*program, use,
+                                      getHostMemoryLimit(job.getLocalSize()));
       !status.ok())
     return status;
   if (Status status = prepareArguments(); !status.ok())

@@ -53,8 +53,8 @@ plan::Program getHugeArenaProgram() {
 }
 
 TEST(HostMemoryTest, RefusesAnArenaLargerThanTheLimit) {
-  Status status = checkHostMemory(getHugeArenaProgram(), /*arenaOnHost=*/true,
-                                  getTestLimit());
+  Status status =
+      checkHostMemory(getHugeArenaProgram(), HostMemoryUse(), getTestLimit());
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.getCode(), StatusCode::Device);
   const std::string &message = status.message();
@@ -72,16 +72,17 @@ TEST(HostMemoryTest, RefusesAnArenaLargerThanTheLimit) {
 
 TEST(HostMemoryTest, RefusesAnArenaLargerThanThisMachine) {
   // 2^50 bytes is more than any machine this runs on has.
-  Status status = checkHostMemory(getHugeArenaProgram(), /*arenaOnHost=*/true);
+  Status status = checkHostMemory(getHugeArenaProgram(), HostMemoryUse());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("'huge'"), std::string::npos)
       << status.message();
 }
 
 TEST(HostMemoryTest, LeavesADeviceArenaToTheDevice) {
-  EXPECT_TRUE(checkHostMemory(getHugeArenaProgram(), /*arenaOnHost=*/false,
-                              getTestLimit())
-                  .ok());
+  HostMemoryUse onDevice;
+  onDevice.arenaOnHost = false;
+  EXPECT_TRUE(
+      checkHostMemory(getHugeArenaProgram(), onDevice, getTestLimit()).ok());
 }
 
 TEST(HostMemoryTest, NamesTheLargestGlobalValue) {
@@ -92,8 +93,7 @@ TEST(HostMemoryTest, NamesTheLargestGlobalValue) {
   addArgument(program, "wte", piece, {int64_t(1) << 20, int64_t(1) << 20});
   addArgument(program, "bias", addBuffer(program, {16}, "bias"), {16});
   program.set_arena_bytes(128);
-  Status status =
-      checkHostMemory(program, /*arenaOnHost=*/true, getTestLimit());
+  Status status = checkHostMemory(program, HostMemoryUse(), getTestLimit());
   ASSERT_FALSE(status.ok());
   const std::string &message = status.message();
   EXPECT_NE(message.find("making the program's arguments needs"),
@@ -105,13 +105,25 @@ TEST(HostMemoryTest, NamesTheLargestGlobalValue) {
       << message;
 }
 
+TEST(HostMemoryTest, LeavesMappedParametersOut) {
+  // Under --load-weights a parameter's global value is a view of the file.
+  plan::Program program;
+  int64_t piece = addBuffer(program, {16}, "wte.piece");
+  addArgument(program, "wte", piece, {int64_t(1) << 20, int64_t(1) << 20});
+  program.mutable_arguments(0)->set_role(plan::PARAM);
+  program.set_arena_bytes(128);
+  HostMemoryUse mapped;
+  mapped.parametersMapped = true;
+  EXPECT_TRUE(checkHostMemory(program, mapped, getTestLimit()).ok());
+  EXPECT_FALSE(checkHostMemory(program, HostMemoryUse(), getTestLimit()).ok());
+}
+
 TEST(HostMemoryTest, SaturatesASizeThatOverflows) {
   plan::Program program;
   int64_t piece = addBuffer(program, {16}, "piece");
   addArgument(program, "overflowing", piece,
               {int64_t(1) << 40, int64_t(1) << 40});
-  Status status =
-      checkHostMemory(program, /*arenaOnHost=*/true, getTestLimit());
+  Status status = checkHostMemory(program, HostMemoryUse(), getTestLimit());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("2^64 bytes or more"), std::string::npos)
       << status.message();
@@ -124,10 +136,9 @@ TEST(HostMemoryTest, AcceptsAPlanThatFits) {
   plan::Result *result = program.add_results();
   result->set_buffer(piece);
   program.set_arena_bytes(64);
-  EXPECT_TRUE(
-      checkHostMemory(program, /*arenaOnHost=*/true, getTestLimit()).ok());
+  EXPECT_TRUE(checkHostMemory(program, HostMemoryUse(), getTestLimit()).ok());
   std::vector<HostMemoryPhase> phases =
-      getHostMemoryPhases(program, /*arenaOnHost=*/true);
+      getHostMemoryPhases(program, HostMemoryUse());
   ASSERT_EQ(phases.size(), 2u);
   // The global value (256 bytes) and the piece (64).
   EXPECT_EQ(phases[0].totalBytes, 320u);

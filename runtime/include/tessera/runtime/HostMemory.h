@@ -55,22 +55,31 @@ struct HostMemoryPhase {
   uint64_t totalBytes = 0;
 };
 
+/// Where a run puts what the plan sizes.
+struct HostMemoryUse {
+  /// The arena is in host memory (the CPU device), not on a GPU.
+  bool arenaOnHost = true;
+  /// The parameters' global values are views of a mapped file (tessera-run
+  /// --load-weights), not allocations.
+  bool parametersMapped = false;
+};
+
 /// The arena of `program` with the executor's slack, described with its
 /// largest buffer: "the arena (its largest buffer 'w' holds 64 bytes)".
 PlannedAllocation getArenaAllocation(const plan::Program &program);
 
 /// What running `program` takes of host memory at its two peaks: while its
-/// arguments are made (every step tensor's global value and the local
-/// pieces cut from them) and while it runs (the local pieces, the host
-/// copies of its results, and, where `arenaOnHost`, the arena and the
-/// updates the executor keeps between steps).
+/// arguments are made (every step tensor's global value, but mapped
+/// parameters, and the local pieces cut from them) and while it runs (the
+/// local pieces, the host copies of its results, and with the arena on the
+/// host, the arena and the updates the executor keeps between steps).
 std::vector<HostMemoryPhase> getHostMemoryPhases(const plan::Program &program,
-                                                 bool arenaOnHost);
+                                                 const HostMemoryUse &use);
 
 /// Fails with a device error when a phase of getHostMemoryPhases needs more
 /// than `limit`, naming the total, the limit and the phase's largest
 /// allocation (the arena: with its largest buffer).
-Status checkHostMemory(const plan::Program &program, bool arenaOnHost,
+Status checkHostMemory(const plan::Program &program, const HostMemoryUse &use,
                        const HostMemoryLimit &limit = getHostMemoryLimit());
 
 } // namespace tessera::runtime
