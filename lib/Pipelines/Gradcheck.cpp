@@ -4,6 +4,7 @@
 
 #include "tessera/Pipelines/Pipelines.h"
 #include "tessera/runtime/Executor.h"
+#include "tessera/runtime/HostMemory.h"
 #include "tessera/runtime/Plan.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -74,10 +75,20 @@ tessera::gradcheckModel(ModuleOp model, StringRef name,
   llvm::sys::fs::remove_directories(dir);
 
   const plan::Program &program = gradPlan.programs(0);
+  // A model too big for this machine is refused before its arguments and
+  // its arena are allocated.
+  if (runtime::Status status =
+          runtime::checkHostMemory(program, runtime::HostMemoryUse());
+      !status.ok())
+    return llvm::createStringError(status.message());
   std::vector<runtime::OwnedTensor> arguments;
-  for (int i = 0; i < program.arguments_size(); ++i)
-    arguments.push_back(
-        runtime::makeGlobalInput(program.arguments(i), gradcheck.seed, i));
+  for (int i = 0; i < program.arguments_size(); ++i) {
+    runtime::Expected<runtime::OwnedTensor> argument =
+        runtime::makeGlobalInput(program.arguments(i), gradcheck.seed, i);
+    if (!argument.ok())
+      return llvm::createStringError(argument.message());
+    arguments.push_back(argument.take());
+  }
   std::unique_ptr<runtime::Communicator> local =
       runtime::createLocalCommunicator();
   llvm::Expected<std::vector<runtime::OwnedTensor>> gradients =

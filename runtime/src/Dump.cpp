@@ -156,9 +156,14 @@ tessera::runtime::readTensors(std::istream &file, int64_t fileBytes,
   std::vector<OwnedTensor> tensors;
   Status status = readTensorFile(
       file, fileBytes, path, [](uint64_t) { return Status::success(); },
-      [&](uint64_t, DType dtype,
+      [&](uint64_t index, DType dtype,
           const std::vector<int64_t> &shape) -> Expected<void *> {
-        tensors.emplace_back(dtype, shape);
+        Expected<OwnedTensor> allocated = OwnedTensor::allocate(
+            dtype, shape,
+            "tensor #" + std::to_string(index) + " of '" + path + "'");
+        if (!allocated.ok())
+          return allocated.getStatus();
+        tensors.push_back(allocated.take());
         return tensors.back().view.data;
       },
       nullptr);

@@ -4,6 +4,7 @@
 
 #include "Json.h"
 
+#include "tessera/runtime/HostMemory.h"
 #include "tessera/runtime/Manifest.h"
 
 #include <algorithm>
@@ -421,11 +422,12 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
   auto hasStep = [&](int64_t step) { return step >= 0 && step <= lastStep; };
   Status error;
   // 64 bytes of slack keep every view inside the arena when the memory plan
-  // packs buffers to the last byte.
+  // packs buffers to the last byte (getArenaAllocation counts them).
   if (!arena) {
-    if (!(error = device.allocate(program.arena_bytes() + 64, arena)).ok())
-      return error.withPrefix("cannot allocate the arena on " +
-                              device.getName() + ": ");
+    PlannedAllocation whole = getArenaAllocation(program);
+    if (!(error = device.allocate(whole.bytes, arena)).ok())
+      return error.withPrefix("cannot allocate " + whole.description +
+                              " on " + device.getName() + ": ");
     bindBuffers();
   }
   carried.resize(program.arguments_size(), nullptr);
@@ -633,8 +635,13 @@ Status Executor::runStep(const std::vector<OwnedTensor> *arguments,
     Tensor buffer = getBuffer(program.results(i).buffer(), now);
     OwnedTensor &result = results[i];
     if (!result.view.data || result.view.dtype != buffer.dtype ||
-        result.view.shape != buffer.shape)
-      result = OwnedTensor(buffer.dtype, buffer.shape);
+        result.view.shape != buffer.shape) {
+      Expected<OwnedTensor> allocated = OwnedTensor::allocate(
+          buffer.dtype, buffer.shape, "result #" + std::to_string(i));
+      if (!allocated.ok())
+        return allocated.getStatus();
+      result = allocated.take();
+    }
     if (!(error = device.copyToHost(result.view.data, buffer.data,
                                     buffer.getBytes()))
              .ok())
@@ -655,11 +662,16 @@ static uint64_t nextRandom(uint64_t &state) {
   return z ^ (z >> 31);
 }
 
-OwnedTensor tessera::runtime::makeGlobalInput(const plan::Argument &argument,
-                                              uint64_t seed, int64_t index) {
-  OwnedTensor tensor(
+Expected<OwnedTensor>
+tessera::runtime::makeGlobalInput(const plan::Argument &argument, uint64_t seed,
+                                  int64_t index) {
+  Expected<OwnedTensor> allocated = OwnedTensor::allocate(
       getDType(argument.dtype()),
-      {argument.global_shape().begin(), argument.global_shape().end()});
+      {argument.global_shape().begin(), argument.global_shape().end()},
+      "the global value of '" + argument.name() + "'");
+  if (!allocated.ok())
+    return allocated.getStatus();
+  OwnedTensor tensor = allocated.take();
   // Optimizer state starts at zero; the step counter is set per step.
   if (argument.role() == plan::OPTIMIZER_STATE || argument.role() == plan::STEP)
     return tensor;
@@ -1106,7 +1118,7 @@ void tessera::runtime::setStepCounters(const plan::Program &program,
   }
 }
 
-std::vector<OwnedTensor>
+Expected<std::vector<OwnedTensor>>
 tessera::runtime::makeLocalInputs(const plan::Program &program,
                                   const Mesh &mesh, int64_t rank,
                                   uint64_t seed) {
@@ -1114,8 +1126,12 @@ tessera::runtime::makeLocalInputs(const plan::Program &program,
   for (int i = 0; i < program.arguments_size(); ++i) {
     const plan::Argument &argument = program.arguments(i);
     std::vector<OwnedTensor> globals;
-    for (const auto &[source, tensor] : getStepTensors(argument, i))
-      globals.push_back(makeGlobalInput(tensor, seed, source));
+    for (const auto &[source, tensor] : getStepTensors(argument, i)) {
+      Expected<OwnedTensor> global = makeGlobalInput(tensor, seed, source);
+      if (!global.ok())
+        return global.getStatus();
+      globals.push_back(global.take());
+    }
     OwnedTensor packed;
     if (!argument.members().empty()) {
       std::vector<const Tensor *> members;

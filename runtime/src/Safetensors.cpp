@@ -398,7 +398,11 @@ std::pair<int64_t, int64_t> getIntegerRange(DType dtype) {
 } // namespace
 
 Expected<OwnedTensor> runtime::convertTo(const Tensor &from, DType to) {
-  OwnedTensor result(to, from.shape);
+  Expected<OwnedTensor> allocated = OwnedTensor::allocate(
+      to, from.shape, std::string("a tensor converted to ") + getDTypeName(to));
+  if (!allocated.ok())
+    return allocated.getStatus();
+  OwnedTensor result = allocated.take();
   int64_t count = from.getNumElements();
   if (from.dtype == to) {
     if (count > 0)

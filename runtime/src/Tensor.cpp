@@ -2,9 +2,12 @@
 
 #include "tessera/runtime/Tensor.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include <algorithm>
+#include <new>
+#include <stdexcept>
 
 using namespace tessera;
 using namespace tessera::runtime;
@@ -61,6 +64,20 @@ std::string runtime::formatShape(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
+std::string runtime::formatBytes(uint64_t bytes) {
+  std::string text = std::to_string(bytes) + " bytes";
+  if (bytes < (uint64_t(1) << 20))
+    return text;
+  char scaled[32];
+  if (bytes < (uint64_t(1) << 30))
+    std::snprintf(scaled, sizeof(scaled), " (%.1f MiB)",
+                  static_cast<double>(bytes) / (1 << 20));
+  else
+    std::snprintf(scaled, sizeof(scaled), " (%.1f GiB)",
+                  static_cast<double>(bytes) / (1 << 30));
+  return text + scaled;
+}
+
 std::optional<int64_t>
 runtime::getCheckedNumElements(const std::vector<int64_t> &shape) {
   int64_t count = 1;
@@ -78,6 +95,27 @@ OwnedTensor::OwnedTensor(DType dtype, std::vector<int64_t> shape) {
   view.dtype = dtype;
   view.shape = std::move(shape);
   view.data = storage.data();
+}
+
+Expected<OwnedTensor> OwnedTensor::allocate(DType dtype,
+                                            std::vector<int64_t> shape,
+                                            const std::string &what) {
+  std::optional<int64_t> count = getCheckedNumElements(shape);
+  uint64_t bytes = 0;
+  if (!count || __builtin_mul_overflow(static_cast<uint64_t>(*count),
+                                       getDTypeBytes(dtype), &bytes))
+    return invalidArgument(what + " of shape " + formatShape(shape) +
+                           " has no size in bytes (a size is negative, or "
+                           "the bytes pass 2^64)");
+  // Only the allocation can throw here: std::vector reports a size past its
+  // maximum with std::length_error, and no memory with std::bad_alloc.
+  try {
+    return OwnedTensor(dtype, std::move(shape));
+  } catch (const std::bad_alloc &) {
+  } catch (const std::length_error &) {
+  }
+  return deviceError("out of host memory for " + what + ": " +
+                     formatBytes(bytes));
 }
 
 OwnedTensor::OwnedTensor(const OwnedTensor &other)

@@ -1,12 +1,11 @@
 //===- CpuDevice.cpp - The CPU as a device: host memory, CPU kernels ------===//
 
 #include "tessera/runtime/Device.h"
+#include "tessera/runtime/HostMemory.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-
-#include <unistd.h>
 
 using namespace tessera::runtime;
 
@@ -27,21 +26,17 @@ public:
   using Device::runKernel;
 
   std::string getName() const override { return "cpu"; }
-  /// Refuses more than the machine's memory: Linux would promise it and
-  /// kill the process when the run touches it.
+  /// Refuses more than this process can get (the machine's memory, or a
+  /// ulimit below it): Linux would promise it and kill the process when the
+  /// run touches it.
   Status allocate(size_t bytes, void *&data) override {
-    long pages = ::sysconf(_SC_PHYS_PAGES), pageBytes = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && pageBytes > 0 &&
-        bytes > static_cast<size_t>(pages) * static_cast<size_t>(pageBytes))
-      return deviceError(std::to_string(bytes) +
-                         " bytes are more than this machine's " +
-                         std::to_string(static_cast<size_t>(pages) *
-                                        static_cast<size_t>(pageBytes)) +
-                         " bytes of memory");
+    HostMemoryLimit limit = getHostMemoryLimit();
+    if (bytes > limit.bytes)
+      return deviceError(formatBytes(bytes) + " are more than the " +
+                         formatBytes(limit.bytes) + " of " + limit.source);
     data = std::calloc(std::max<size_t>(bytes, 1), 1);
     if (!data)
-      return deviceError("out of host memory for " + std::to_string(bytes) +
-                         " bytes");
+      return deviceError("out of host memory for " + formatBytes(bytes));
     return Status::success();
   }
   void deallocate(void *data) override { std::free(data); }

@@ -100,7 +100,8 @@ Status Scratch::take(size_t bytes, void *&data) {
       {bytes, blocks.empty() ? size_t(1) << 24 : 2 * blocks.back().size});
   Block block{nullptr, size, bytes};
   if (cudaError_t error = cudaMalloc(&block.data, size); error != cudaSuccess)
-    return deviceError(getCudaError(error, "allocating scratch memory"));
+    return deviceError(getCudaError(error, "allocating " + formatBytes(size) +
+                                               " of scratch memory"));
   blocks.push_back(block);
   data = block.data;
   return Status::success();
@@ -174,7 +175,7 @@ std::string CudaDevice::getName() const {
 
 Status CudaDevice::allocate(size_t bytes, void *&data) {
   return getCudaStatus(cudaMalloc(&data, std::max<size_t>(bytes, 1)),
-                       "allocating " + std::to_string(bytes) + " bytes");
+                       "allocating " + formatBytes(bytes));
 }
 
 void CudaDevice::deallocate(void *data) {

@@ -66,13 +66,15 @@ Status Server::setUp() {
     if (argument.role() == plan::PARAM)
       paramArgs.push_back(i);
     auto param = params.find(argument.name());
-    OwnedTensor global =
+    Expected<OwnedTensor> global =
         argument.role() == plan::PARAM && param != params.end()
             ? makeGlobalInput(param->second.first, options.seed,
                               param->second.second)
             : makeGlobalInput(argument, options.seed, i);
+    if (!global.ok())
+      return global.getStatus();
     locals.push_back(
-        takeLocalPiece(global.view, getLayout(argument), mesh, index));
+        takeLocalPiece(global->view, getLayout(argument), mesh, index));
   }
   for (int i : gradientArgs)
     if (locals[i].view.dtype != DType::F32 && !isHalf(locals[i].view.dtype))

@@ -185,7 +185,11 @@ Status WorkerProcess::setUp() {
   // A worker past the plan's reads the batch of the one it shares a place
   // with.
   dataRank = index % workers;
-  locals = makeLocalInputs(program, mesh, dataRank, options.seed);
+  Expected<std::vector<OwnedTensor>> made =
+      makeLocalInputs(program, mesh, dataRank, options.seed);
+  if (!made.ok())
+    return made.getStatus();
+  locals = made.take();
   for (int i = 0; i < program.arguments_size(); ++i)
     if (program.arguments(i).role() == plan::PARAM)
       paramOf[program.arguments(i).name()] = i;

@@ -785,9 +785,12 @@ Status loadResharded(const std::string &dir, const CheckpointIndex &index,
         return dataError("checkpoint tensor '" + first +
                          "' has a padded shape that is not its pieces'");
     }
-    OwnedTensor global(
+    Expected<OwnedTensor> allocated = OwnedTensor::allocate(
         shards[found.front().rank].tensors[found.front().index].view.dtype,
-        *shape);
+        *shape, "checkpoint tensor '" + first + "'");
+    if (!allocated.ok())
+      return allocated.getStatus();
+    OwnedTensor global = allocated.take();
     // The split axes' coordinates of the pieces found: together they must
     // cover every piece of the saved layout.
     std::set<std::vector<int64_t>> covered;

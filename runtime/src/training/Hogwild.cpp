@@ -4,6 +4,7 @@
 
 #include "tessera/runtime/Communicator.h"
 #include "tessera/runtime/Executor.h"
+#include "tessera/runtime/HostMemory.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Threads.h"
 
@@ -89,6 +90,10 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
   const plan::Program &program = plan.programs(0);
   Mesh mesh = getMesh(plan);
   int64_t workers = mesh.getNumDevices();
+  // A plan too big for this machine is refused before anything is made:
+  // one worker's needs, which each thread has, bound the whole from below.
+  if (Status status = checkHostMemory(program, HostMemoryUse()); !status.ok())
+    return fail(status.message());
   // The shared parameters, generated as a run generates them.
   std::map<std::string, SharedParam> shared;
   for (int i = 0; i < program.arguments_size(); ++i) {
@@ -98,11 +103,12 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
     if (argument.dtype() != plan::F32)
       return fail("--hogwild updates f32 parameters, '" + argument.name() +
                   "' is not");
-    shared[argument.name()] = {makeGlobalInput(argument, options.seed,
-                                               argument.has_source_index()
-                                                   ? argument.source_index()
-                                                   : i),
-                               rates->at(argument.name())};
+    Expected<OwnedTensor> value = makeGlobalInput(
+        argument, options.seed,
+        argument.has_source_index() ? argument.source_index() : i);
+    if (!value.ok())
+      return fail(value.message());
+    shared[argument.name()] = {value.take(), rates->at(argument.name())};
   }
   int lossResult = -1;
   for (int i = 0; i < program.results_size() && lossResult < 0; ++i)
@@ -124,8 +130,13 @@ int tessera::runtime::runHogwild(const plan::Plan &plan,
     std::unique_ptr<Communicator> communicator = createLocalCommunicator(rank);
     std::unique_ptr<Device> device = createCpuDevice();
     Executor executor(program, mesh, *communicator, device.get());
-    std::vector<OwnedTensor> results,
-        locals = makeLocalInputs(program, mesh, rank, options.seed);
+    Expected<std::vector<OwnedTensor>> made =
+        makeLocalInputs(program, mesh, rank, options.seed);
+    if (!made.ok()) {
+      errors[thread] = made.getStatus();
+      return;
+    }
+    std::vector<OwnedTensor> results, locals = made.take();
     for (int64_t step; (step = next++) <= options.steps;) {
       setStepCounters(program, step, locals);
       for (int i = 0; i < program.arguments_size(); ++i) {

@@ -3,6 +3,7 @@
 #include "tessera/runtime/training/Trainer.h"
 
 #include "tessera/runtime/Dump.h"
+#include "tessera/runtime/HostMemory.h"
 #include "tessera/runtime/Plan.h"
 #include "tessera/runtime/Safetensors.h"
 #include "tessera/runtime/Threads.h"
@@ -113,6 +114,17 @@ Trainer::~Trainer() = default;
 
 Status Trainer::run() {
   if (Status status = setUp(); !status.ok())
+    return status;
+  // A plan too big for this machine is refused before its arguments and
+  // its arena are allocated, with the bytes and the largest buffer named,
+  // rather than ending in std::bad_alloc (or in the kernel's OOM killer).
+  // The ranks of this node share its memory.
+  HostMemoryUse use;
+  use.arenaOnHost = options.device != "cuda";
+  use.parametersMapped = !options.loadWeights.empty();
+  if (Status status = checkHostMemory(*program, use,
+                                      getHostMemoryLimit(job.getLocalSize()));
+      !status.ok())
     return status;
   if (Status status = prepareArguments(); !status.ok())
     return status;
@@ -325,7 +337,11 @@ Status Trainer::addLocalArgument(int index, InputSources &sources) {
       inputs[source] = std::move(sources.data[sources.dataOf[source]]);
       file = &options.inputs;
     } else if (options.inputs.empty() || sources.dataOnly) {
-      inputs[source] = makeGlobalInput(tensor, options.seed, source);
+      Expected<OwnedTensor> made =
+          makeGlobalInput(tensor, options.seed, source);
+      if (!made.ok())
+        return made.getStatus();
+      inputs[source] = made.take();
     } else {
       file = &options.inputs;
     }

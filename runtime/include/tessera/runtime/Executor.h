@@ -209,9 +209,11 @@ private:
 
 /// The global value of argument `index` for `seed`, the same on every rank:
 /// floats uniform in [-0.5, 0.5), integers uniform in [0, index_bound);
-/// optimizer state and the step counter start at zero.
-OwnedTensor makeGlobalInput(const plan::Argument &argument, uint64_t seed,
-                            int64_t index);
+/// optimizer state and the step counter start at zero. Fails with a device
+/// error naming the argument and its bytes where the host has no memory for
+/// it.
+Expected<OwnedTensor> makeGlobalInput(const plan::Argument &argument,
+                                      uint64_t seed, int64_t index);
 
 /// A unit's flat buffer, of the layout `unit` gives (an Argument or Result
 /// with members), from its members' global tensors: their elements one
@@ -235,10 +237,10 @@ void setStepCounters(const plan::Program &program, int64_t step,
 
 /// `rank`'s piece of each of `program`'s arguments, from their seeded
 /// global values (makeGlobalInput, by each tensor's index in the step;
-/// a unit's members packed).
-std::vector<OwnedTensor> makeLocalInputs(const plan::Program &program,
-                                         const Mesh &mesh, int64_t rank,
-                                         uint64_t seed);
+/// a unit's members packed); fails as makeGlobalInput does.
+Expected<std::vector<OwnedTensor>> makeLocalInputs(const plan::Program &program,
+                                                   const Mesh &mesh,
+                                                   int64_t rank, uint64_t seed);
 
 /// The piece of a global tensor that `rank` holds under `layout`.
 OwnedTensor takeLocalPiece(const Tensor &global, const PieceLayout &layout,

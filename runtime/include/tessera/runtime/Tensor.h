@@ -3,6 +3,8 @@
 #ifndef TESSERA_RUNTIME_TENSOR_H
 #define TESSERA_RUNTIME_TENSOR_H
 
+#include "tessera/runtime/Status.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +31,8 @@ uint16_t floatToHalf(DType dtype, float value);
 int64_t getNumElements(const std::vector<int64_t> &shape);
 /// "[2, 64]": a shape as messages print it.
 std::string formatShape(const std::vector<int64_t> &shape);
+/// "412408086528 bytes (384.1 GiB)": bytes as a message prints them.
+std::string formatBytes(uint64_t bytes);
 /// The elements of `shape` read from a file: nothing where a size is
 /// negative or the count overflows int64.
 std::optional<int64_t> getCheckedNumElements(const std::vector<int64_t> &shape);
@@ -54,7 +58,13 @@ struct OwnedTensor {
   Tensor view;
 
   OwnedTensor() = default;
+  /// Zeroed storage; throws std::bad_alloc where the host has no memory for
+  /// it, so that whatever may be large is made with allocate instead.
   OwnedTensor(DType dtype, std::vector<int64_t> shape);
+  /// Zeroed storage, or a device error naming `what` (e.g. "the global
+  /// value of 'wte'") and its bytes where the host has no memory for it.
+  static Expected<OwnedTensor> allocate(DType dtype, std::vector<int64_t> shape,
+                                        const std::string &what);
   OwnedTensor(const OwnedTensor &other);
   OwnedTensor &operator=(const OwnedTensor &other);
   OwnedTensor(OwnedTensor &&) = default;
