@@ -17,10 +17,11 @@ static Status failure(const std::string &what, const std::string &path) {
                    path + "': " + std::strerror(errno));
 }
 
-/// Writes all of `bytes`, resuming after a partial write or a signal.
-static bool writeAll(int fd, const char *next, size_t bytes) {
+bool tessera::runtime::writeAll(int descriptor, const void *data,
+                                size_t bytes) {
+  const char *next = static_cast<const char *>(data);
   while (bytes > 0) {
-    ssize_t written = ::write(fd, next, bytes);
+    ssize_t written = ::write(descriptor, next, bytes);
     if (written < 0 && errno == EINTR)
       continue;
     if (written <= 0)

@@ -45,21 +45,6 @@ Status cannotWrite(const std::string &path) {
                    "': " + std::strerror(errno));
 }
 
-/// Writes all of `bytes` at the descriptor's offset, resuming after a
-/// partial write or a signal.
-bool writeAll(int descriptor, const uint8_t *next, size_t bytes) {
-  while (bytes > 0) {
-    ssize_t written = ::write(descriptor, next, bytes);
-    if (written < 0 && errno == EINTR)
-      continue;
-    if (written <= 0)
-      return false;
-    next += written;
-    bytes -= written;
-  }
-  return true;
-}
-
 /// Reads `bytes` at `offset` into `into`, resuming after a partial read or
 /// a signal. Returns how many it read, fewer only where the file ends, or
 /// -1 on an error (errno says which).

@@ -12,6 +12,7 @@
 
 #include "tessera/runtime/Status.h"
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,10 @@ Status writeFileAtomically(
 Status writeFileAtomically(const std::string &path,
                            const std::vector<std::string_view> &pieces,
                            const std::string &what = "");
+
+/// Writes all of `bytes` from `data` at the descriptor's offset, resuming
+/// after a partial write or a signal; false on an error (errno says which).
+bool writeAll(int descriptor, const void *data, size_t bytes);
 
 } // namespace tessera::runtime
 
