@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -588,6 +589,24 @@ Expected<std::string> readWholeFile(const std::string &path,
   return text;
 }
 
+/// Whether `name`, a file of `directory`, leads (symbolic links followed)
+/// to a file inside `directory`'s own real path: an index's weight map may
+/// name files beside it, never reach out through a link.
+bool staysInDirectory(const std::string &directory, const std::string &name) {
+  std::error_code error;
+  std::filesystem::path real = std::filesystem::canonical(
+      std::filesystem::path(directory.empty() ? "." : directory), error);
+  if (error)
+    return false;
+  std::filesystem::path target =
+      std::filesystem::weakly_canonical(real / name, error);
+  if (error)
+    return false;
+  auto [realEnd, targetEnd] =
+      std::mismatch(real.begin(), real.end(), target.begin(), target.end());
+  return realEnd == real.end() && targetEnd != target.end();
+}
+
 /// Opens, into `files`, the safetensors files that the sharded checkpoint's
 /// index at `path` names, each once, in the order of the files' names, and
 /// checks that each holds the tensors the index gives it.
@@ -617,6 +636,9 @@ Status openIndexedFiles(const std::string &path,
   }
   std::string directory = getDirectory(path);
   for (const auto &[file, names] : byFile) {
+    if (!staysInDirectory(directory, file))
+      return fail("the weight map names '" + file +
+                  "', which leads outside the index's directory");
     Expected<SafetensorsFile> opened = openSafetensors(directory + file);
     if (!opened.ok())
       return opened.getStatus();

@@ -170,6 +170,39 @@ TEST(SafetensorsTest, DeepIndexIsRefusedAtOnce) {
   std::remove(path.c_str());
 }
 
+// Tests that a weight map's file name cannot reach outside the index's
+// directory: a name with a slash, "..", or a link to a file elsewhere.
+TEST(SafetensorsTest, IndexNamesOnlyFilesOfItsDirectory) {
+  std::filesystem::path root = getTempPath("traversal");
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "model");
+  writeRaw((root / "outside.safetensors").string(),
+           R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  std::filesystem::create_symlink(root / "outside.safetensors",
+                                  root / "model" / "link.safetensors");
+  std::string index = (root / "model" / "w.safetensors.index.json").string();
+  for (std::string file :
+       {"../outside.safetensors", "..", "link.safetensors"}) {
+    std::ofstream(index) << R"({"weight_map":{"w":")" << file << R"("}})";
+    Expected<SafetensorsCheckpoint> checkpoint =
+        openSafetensorsCheckpoint(index);
+    ASSERT_FALSE(checkpoint.ok()) << file;
+    EXPECT_EQ(checkpoint.getStatus().getCode(), StatusCode::DataError);
+    bool named =
+        checkpoint.message().find("no file name of this directory") !=
+            std::string::npos ||
+        checkpoint.message().find("leads outside the index's directory") !=
+            std::string::npos;
+    EXPECT_TRUE(named) << checkpoint.message();
+  }
+  // A file of the directory itself is read.
+  std::filesystem::copy_file(root / "outside.safetensors",
+                             root / "model" / "inside.safetensors");
+  std::ofstream(index) << R"({"weight_map":{"w":"inside.safetensors"}})";
+  EXPECT_TRUE(openSafetensorsCheckpoint(index).ok());
+  std::filesystem::remove_all(root);
+}
+
 TEST(SafetensorsTest, IndexThatIsADirectoryIsAnError) {
   std::string path = getTempPath("directory.safetensors.index.json");
   std::filesystem::create_directories(path);
