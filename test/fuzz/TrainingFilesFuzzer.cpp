@@ -2,9 +2,11 @@
 //
 // Any byte string goes through what tessera-run does with a safetensors
 // file (--load-weights: its header checked, each tensor viewed and
-// converted) and a token file (--data: its header checked, its ids cut
-// into samples and every id read). Neither may crash, read out of bounds
-// or allocate past what the file holds. Build and run with
+// converted), a sharded safetensors checkpoint's index (its JSON read,
+// each file it names checked to stay in its directory) and a token file
+// (--data: its header checked, its ids cut into samples and every id
+// read). None may crash, read out of bounds or allocate past what the file
+// holds. Build and run with
 // scripts/fuzz-training-files.sh.
 //
 //===----------------------------------------------------------------------===//
@@ -34,6 +36,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       Tensor view = weights->view(entry);
       (void)convertTo(view, isFloat(view.dtype) ? DType::F32 : DType::I64);
     }
+
+  // The same bytes as a sharded checkpoint's index, beside the file above:
+  // a weight map may name it (and must name nothing outside).
+  static const std::string index = path + ".safetensors.index.json";
+  std::FILE *indexFile = std::fopen(index.c_str(), "wb");
+  if (!indexFile || std::fwrite(data, 1, size, indexFile) != size)
+    std::abort();
+  std::fclose(indexFile);
+  if (Expected<SafetensorsCheckpoint> checkpoint =
+          openSafetensorsCheckpoint(index);
+      checkpoint.ok())
+    for (const std::string &name : checkpoint->getNames())
+      (void)checkpoint->view(*checkpoint->find(name));
 
   if (Expected<std::unique_ptr<TokenFile>> tokens = TokenFile::open(path);
       tokens.ok()) {
