@@ -73,8 +73,8 @@ void encodeHeader(uint8_t *header, int width, uint32_t vocab, uint64_t count) {
 }
 
 /// Writes a token file to `descriptor` (the staging file `staging`): a
-/// header whose count is a placeholder, the ids `source` gives chunk by
-/// chunk, then the count, which only the end tells, over the placeholder.
+/// header with a count of zero, the ids `source` gives chunk by chunk,
+/// then the header again with the count, which only the end tells.
 Status writeIds(int descriptor, const std::string &staging, uint32_t vocab,
                 const TokenSource &source, int64_t &count) {
   int width = vocab <= 65536 ? 2 : 4;
